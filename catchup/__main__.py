@@ -1,0 +1,5 @@
+"""``python -m catchup``."""
+
+from .cli import main
+
+main()

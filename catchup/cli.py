@@ -1,0 +1,309 @@
+"""The command line: parse, call the library, render, and map every failure to an exit code."""
+
+from __future__ import annotations
+
+import signal
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from . import __version__
+from .errors import EXIT_DATABASE, EXIT_FAILED, EXIT_INTERRUPTED, CatchupError, ConfigError
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from .config import Config
+    from .core import Session
+
+EXIT_CODES = """\b
+Exit codes:
+  0    done, or nothing to do (including "another replica has it")
+  1    a job failed (run)
+  2    usage or configuration error
+  3    database unreachable or database error
+  130  interrupted"""
+
+
+class Instant(click.ParamType):  # type: ignore[type-arg]
+    """``2026-10-01`` (UTC midnight) or an ISO 8601 time with an offset."""
+
+    name = "DATE"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, datetime):
+            return value
+        from .config import parse_instant
+
+        try:
+            return parse_instant(value)
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+
+
+class State:
+    """What every command shares: the options of the group, and lazily the config and ledger."""
+
+    def __init__(self, config_path: str | None, dsn: str | None, quiet: bool) -> None:
+        self.config_path = config_path
+        self.dsn = dsn
+        self.quiet = quiet
+        self._config: Config | None = None
+
+    def config(self, *, required: bool = True) -> Config:
+        if self._config is None:
+            from .config import find_config, load_config
+
+            path = find_config(self.config_path)
+            if path is None and required:
+                raise ConfigError(
+                    f"no catchup.toml in {Path.cwd()} or its parents (use --config or "
+                    "CATCHUP_CONFIG)"
+                )
+            self._config = load_config(path)
+        return self._config
+
+    @contextmanager
+    def session(self, *, config_required: bool = True) -> Iterator[Session]:
+        from . import db
+        from .core import Session
+
+        config = self.config(required=config_required)
+        target = db.resolve(self.dsn, config.dsn)
+        session = Session(config, target)
+        if not self.quiet:
+            err_console().print(
+                f"[dim]database: {target.describe()}, PostgreSQL "
+                f"{db.server_version(session.conn)}, schema {config.schema}[/dim]",
+                highlight=False,
+                soft_wrap=True,
+            )
+        try:
+            yield session
+        finally:
+            session.close()
+
+
+def console(stderr: bool = False) -> Console:
+    """Rich on a terminal; on a pipe no colour codes and wide enough that tables do not fold."""
+    from rich.console import Console
+
+    out = Console(stderr=stderr, highlight=False)
+    if not out.is_terminal:
+        out = Console(stderr=stderr, highlight=False, width=max(out.width, 200))
+    return out
+
+
+def err_console() -> Console:
+    return console(stderr=True)
+
+
+class CatchupGroup(click.Group):
+    """Turns every failure into one line on stderr and the documented exit code."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except CatchupError as exc:
+            for line in str(exc).splitlines() or [type(exc).__name__]:
+                click.echo(f"catchup: {line}", err=True)
+            ctx.exit(exc.exit_code)
+        except KeyboardInterrupt:
+            click.echo("catchup: interrupted", err=True)
+            ctx.exit(EXIT_INTERRUPTED)
+        except Exception as exc:
+            psycopg = sys.modules.get("psycopg")
+            if psycopg is not None and isinstance(exc, psycopg.Error):
+                first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+                click.echo(f"catchup: database error: {first}", err=True)
+                ctx.exit(EXIT_DATABASE)
+            raise
+
+
+@click.group(cls=CatchupGroup, epilog=EXIT_CODES)
+@click.version_option(__version__, prog_name="catchup")
+@click.option(
+    "--config",
+    "config_path",
+    metavar="PATH",
+    envvar="CATCHUP_CONFIG",
+    help="catchup.toml to use (default: found in this directory or a parent).",
+)
+@click.option(
+    "--dsn",
+    metavar="DSN",
+    help="PostgreSQL to use (default: CATCHUP_DSN, [database] dsn, DATABASE_URL, "
+    "PG* variables, else the embedded server).",
+)
+@click.option("-q", "--quiet", is_flag=True, help="Do not print which database is used.")
+@click.pass_context
+def cli(ctx: click.Context, config_path: str | None, dsn: str | None, quiet: bool) -> None:
+    """Run once-per-period jobs exactly once per period, find missed periods, replay them.
+
+    Periods are half-open UTC intervals. Every replica may call catchup; the ledger in
+    PostgreSQL makes sure each period runs once.
+    """
+    ctx.obj = State(config_path, dsn, quiet)
+
+
+pass_state = click.make_pass_decorator(State)
+
+
+@contextmanager
+def _stop_signals() -> Iterator[threading.Event]:
+    """SIGINT and SIGTERM set an event the runner watches: the job is stopped and recorded."""
+    stop = threading.Event()
+
+    def handler(signum: int, frame: object) -> None:
+        stop.set()
+
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield stop
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+@cli.command(epilog=EXIT_CODES)
+@click.argument("job")
+@click.option("--period", type=Instant(), help="The period start to run (default: the latest due).")
+@click.option("--json", "as_json", is_flag=True, help="Print the outcome as JSON.")
+@pass_state
+def run(state: State, job: str, period: datetime | None, as_json: bool) -> None:
+    """Run one period of JOB through the claim path.
+
+    Without --period, runs the latest due period. Exits 0 when the period succeeded, was already
+    done, or another replica has it; 1 when the job failed.
+
+    Example: catchup run billing --period 2026-10-31
+    """
+    from . import report
+    from .core import choose_period, run_period
+
+    spec = state.config().job(job)
+    with state.session() as session:
+        chosen = choose_period(spec, session.now(), period)
+        if chosen is None:
+            first = spec.schedule.period(spec.anchor, 0)
+            from .schedule import iso_utc
+
+            message = f"{job}: nothing due yet (first period due {iso_utc(first.end + spec.delay)})"
+            if as_json:
+                click.echo('{"job": ' + _json_str(job) + ', "status": "not-due"}')
+            else:
+                console().print(message)
+            return
+        with _stop_signals() as stop:
+            result = run_period(session, spec, chosen, interrupted=stop, stream=not as_json)
+    if as_json:
+        import json
+
+        click.echo(json.dumps(report.outcome_json(result), ensure_ascii=False))
+    else:
+        report.outcome(console(), result)
+    if result.status == "interrupted":
+        sys.exit(EXIT_INTERRUPTED)
+    if result.status in ("failed", "lost"):
+        sys.exit(EXIT_FAILED)
+
+
+@cli.command(epilog=EXIT_CODES)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+@pass_state
+def jobs(state: State, as_json: bool) -> None:
+    """List the configured jobs: schedule, last success, next due, done/expected periods."""
+    from . import report
+    from .core import overview
+
+    with state.session() as session:
+        lines = overview(session, list(session.config.jobs.values()))
+        if as_json:
+            click.echo(report.jobs_json(lines))
+        else:
+            report.jobs(console(), lines, session.target.describe())
+
+
+@cli.command(epilog=EXIT_CODES)
+@click.argument("job")
+@click.option("--period", type=Instant(), help="Only this period (shows its last output too).")
+@click.option("--limit", type=click.IntRange(1, 100000), default=50, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+@pass_state
+def history(state: State, job: str, period: datetime | None, limit: int, as_json: bool) -> None:
+    """Show the attempts of JOB, newest first, or of one period with --period."""
+    from . import report
+
+    state.config().job(job)
+    with state.session() as session:
+        rows = session.ledger.history(job, period, limit)
+    if as_json:
+        click.echo(report.history_json(rows))
+    else:
+        from .schedule import period_label
+
+        schedule = state.config().job(job).schedule
+        report.history(
+            console(),
+            job,
+            rows,
+            show_output=period is not None,
+            label=lambda start: period_label(schedule, start),
+        )
+
+
+@cli.command(epilog=EXIT_CODES)
+@pass_state
+def migrate(state: State) -> None:
+    """Create or upgrade the ledger schema (every command also does this on first use)."""
+    with state.session(config_required=False) as session:
+        applied = session.ledger.migrate()
+        version = session.ledger.version()
+    schema = session.config.schema
+    if applied:
+        click.echo(f"schema {schema}: applied {', '.join(applied)} (now at version {version})")
+    else:
+        click.echo(f"schema {schema}: up to date (version {version})")
+
+
+@cli.group()
+def server() -> None:
+    """The embedded PostgreSQL used when no database is configured."""
+
+
+@server.command("status")
+def server_status() -> None:
+    """Say whether the embedded server runs, and where its data is."""
+    from . import embedded
+
+    data = embedded.data_dir()
+    running = embedded.running(data)
+    if running:
+        click.echo(f"running: {data} (socket {running.socket_dir}, port {running.port})")
+    else:
+        click.echo(f"stopped: {data}")
+
+
+@server.command("stop")
+def server_stop() -> None:
+    """Stop the embedded server (the next command starts it again)."""
+    from . import embedded
+
+    click.echo("stopped" if embedded.stop() else "was not running")
+
+
+def _json_str(value: str) -> str:
+    import json
+
+    return json.dumps(value, ensure_ascii=False)
+
+
+def main(argv: list[str] | None = None) -> Callable[..., Any] | None:
+    cli.main(args=argv, prog_name="catchup")
+    return None

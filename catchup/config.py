@@ -1,0 +1,421 @@
+"""``catchup.toml`` → validated, frozen jobs. Every problem is reported with file and line."""
+
+from __future__ import annotations
+
+import difflib
+import json
+import os
+import re
+import string
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime, time, timedelta
+from pathlib import Path
+from typing import Any, Literal
+
+from .errors import ConfigError
+from .schedule import Schedule, ScheduleError, as_utc, parse_schedule
+
+CONFIG_NAME = "catchup.toml"
+JOB_NAME = re.compile(r"^[^\W][\w.-]{0,63}$")
+SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+PLACEHOLDERS = frozenset({"job", "period", "period_start", "period_end", "attempt"})
+_DURATION = re.compile(r"(\d+)\s*(ms|s|m|h|d|w)")
+_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+DEFAULTS: dict[str, Any] = {
+    "delay": "0s",
+    "timeout": None,
+    "lease": "60s",
+    "kill_grace": "10s",
+    "max_attempts": 3,
+    "retry_backoff": "5m",
+    "overlap": "forbid",
+    "catchup": "all",
+    "catchup_window": "30d",
+    "max_per_tick": 100,
+    "timezone": "UTC",
+}
+JOB_KEYS = frozenset({"schedule", "start", "command", "call", *DEFAULTS})
+DATABASE_KEYS = frozenset({"dsn", "schema"})
+
+
+@dataclass(frozen=True)
+class Job:
+    """One configured job. Periods are keyed in UTC; ``anchor`` is the first period's start."""
+
+    name: str
+    schedule: Schedule
+    start: datetime
+    anchor: datetime
+    delay: timedelta = timedelta(0)
+    command: tuple[str, ...] | None = None
+    call: str | None = None
+    timeout: timedelta | None = None
+    lease: timedelta = timedelta(seconds=60)
+    kill_grace: timedelta = timedelta(seconds=10)
+    max_attempts: int = 3
+    retry_backoff: timedelta = timedelta(minutes=5)
+    overlap: Literal["forbid", "allow"] = "forbid"
+    catchup: Literal["all", "latest", "none"] = "all"
+    catchup_window: timedelta = timedelta(days=30)
+    max_per_tick: int = 100
+    timezone: str = "UTC"
+
+
+@dataclass(frozen=True)
+class Config:
+    path: Path | None
+    jobs: Mapping[str, Job] = field(default_factory=dict)
+    dsn: str | None = None
+    schema: str = "catchup"
+
+    def job(self, name: str) -> Job:
+        try:
+            return self.jobs[name]
+        except KeyError:
+            known = ", ".join(sorted(self.jobs)) or "none"
+            hint = difflib.get_close_matches(name, list(self.jobs), n=1)
+            also = f" (did you mean {hint[0]!r}?)" if hint else ""
+            raise ConfigError(f"unknown job {name!r}{also}; configured jobs: {known}") from None
+
+
+def find_config(explicit: str | None, cwd: Path | None = None) -> Path | None:
+    """``--config``, else ``CATCHUP_CONFIG``, else ``catchup.toml`` in the directory or a parent."""
+    chosen = explicit or os.environ.get("CATCHUP_CONFIG")
+    if chosen:
+        path = Path(chosen)
+        if not path.is_file():
+            raise ConfigError(f"{chosen}: no such config file")
+        return path
+    here = (cwd or Path.cwd()).resolve()
+    for folder in (here, *here.parents):
+        candidate = folder / CONFIG_NAME
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def load_config(path: Path | None, *, schema: str | None = None) -> Config:
+    """Read and validate ``path``; ``None`` gives an empty config (no jobs)."""
+    if path is None:
+        return Config(path=None, schema=schema or "catchup")
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
+    return parse_config(raw, path, schema=schema)
+
+
+def parse_config(raw: bytes, path: Path, *, schema: str | None = None) -> Config:
+    name = str(path)
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        raise ConfigError(f"{name}:{line}: not valid UTF-8 (byte {raw[exc.start]:#04x})") from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(_toml_error(name, str(exc))) from None
+    lines = _KeyLines(text)
+    problems: list[str] = []
+
+    def problem(where: tuple[str, ...], message: str) -> None:
+        problems.append(f"{name}:{lines.find(where)}: {message}")
+
+    for key in data:
+        if key not in ("database", "jobs"):
+            problem((key,), f"unknown section or key {key!r}{_suggest(key, {'database', 'jobs'})}")
+
+    dsn = None
+    schema_name = schema or "catchup"
+    database = data.get("database", {})
+    if not isinstance(database, dict):
+        problem(("database",), "[database] must be a table")
+        database = {}
+    for key, value in database.items():
+        where = ("database", key)
+        if key not in DATABASE_KEYS:
+            problem(where, f"database.{key}: unknown key{_suggest(key, DATABASE_KEYS)}")
+        elif not isinstance(value, str):
+            problem(where, f"database.{key}: expected a string, got {_type(value)}")
+        elif key == "dsn":
+            dsn = value
+        elif schema is None:
+            if SCHEMA_NAME.match(value):
+                schema_name = value
+            else:
+                problem(where, f"database.schema: {value!r} is not a plain lower-case identifier")
+
+    jobs: dict[str, Job] = {}
+    table = data.get("jobs", {})
+    if not isinstance(table, dict):
+        problem(("jobs",), "[jobs] must be a table of jobs, like [jobs.billing]")
+        table = {}
+    for job_name, spec in table.items():
+        where = ("jobs", job_name)
+        if not JOB_NAME.match(job_name):
+            shown = job_name if len(job_name) <= 40 else job_name[:40] + "…"
+            problem(
+                where,
+                f"job name {shown!r}: use up to 64 letters, digits, '_', '.' or '-', "
+                "starting with a letter or digit",
+            )
+            continue
+        if not isinstance(spec, dict):
+            problem(where, f"jobs.{job_name}: expected a table like [jobs.{job_name}]")
+            continue
+        job = _parse_job(
+            job_name, spec, lambda key, msg, j=job_name: problem(("jobs", j, key), msg)
+        )
+        if job is not None:
+            jobs[job_name] = job
+    if problems:
+        raise ConfigError(problems)
+    return Config(path=path, jobs=jobs, dsn=dsn, schema=schema_name)
+
+
+def _parse_job(name: str, spec: dict[str, Any], problem: Any) -> Job | None:
+    count = 0
+
+    def bad(key: str, message: str) -> None:
+        nonlocal count
+        count += 1
+        problem(key, f"jobs.{name}.{key}: {message}")
+
+    for key in spec:
+        if key not in JOB_KEYS:
+            bad(key, f"unknown key{_suggest(key, JOB_KEYS)}")
+    values = {**DEFAULTS, **{k: v for k, v in spec.items() if k in JOB_KEYS}}
+
+    schedule: Schedule | None = None
+    if "schedule" not in spec:
+        bad("schedule", "missing (hourly, daily, weekly, monthly or 'every N minutes')")
+    elif not isinstance(spec["schedule"], str):
+        bad("schedule", f"expected a string, got {_type(spec['schedule'])}")
+    else:
+        try:
+            schedule = parse_schedule(spec["schedule"])
+        except ScheduleError as exc:
+            bad("schedule", str(exc))
+
+    start: datetime | None = None
+    if "start" not in spec:
+        bad("start", 'missing: the first period, like "2026-10-01"')
+    else:
+        try:
+            start = parse_instant(spec["start"])
+        except ValueError as exc:
+            bad("start", str(exc))
+
+    command: tuple[str, ...] | None = None
+    call: str | None = None
+    if ("command" in spec) == ("call" in spec):
+        bad("command", 'give exactly one of command (an argv list) or call ("module:function")')
+    elif "command" in spec:
+        raw = spec["command"]
+        if not isinstance(raw, list) or not raw or not all(isinstance(a, str) for a in raw):
+            bad("command", "expected a non-empty list of strings (argv; no shell)")
+        else:
+            for arg in raw:
+                error = check_placeholders(arg)
+                if error:
+                    bad("command", error)
+                    break
+            command = tuple(raw)
+    else:
+        raw = spec["call"]
+        if not isinstance(raw, str) or not re.match(r"^[\w.]+:[\w.]+$", raw):
+            bad("call", f'expected "module:function", got {raw!r}')
+        else:
+            call = raw
+
+    durations: dict[str, timedelta | None] = {}
+    for key in ("delay", "timeout", "lease", "kill_grace", "retry_backoff", "catchup_window"):
+        value = values[key]
+        if value is None:
+            durations[key] = None
+            continue
+        try:
+            durations[key] = parse_duration(value, allow_zero=key in ("delay", "retry_backoff"))
+        except ValueError as exc:
+            bad(key, str(exc))
+    lease = durations.get("lease")
+    if lease is not None and lease < timedelta(seconds=1):
+        bad("lease", "must be at least 1s (the heartbeat renews it every third of it)")
+
+    ints: dict[str, int] = {}
+    for key in ("max_attempts", "max_per_tick"):
+        value = values[key]
+        if isinstance(value, bool) or not isinstance(value, int):
+            bad(key, f"expected a whole number, got {_type(value)}")
+        elif value < 1:
+            bad(key, f"must be at least 1, got {value}")
+        else:
+            ints[key] = value
+
+    choices = {"overlap": ("forbid", "allow"), "catchup": ("all", "latest", "none")}
+    for key, allowed in choices.items():
+        if values[key] not in allowed:
+            bad(key, f"expected one of {', '.join(allowed)}, got {values[key]!r}")
+    if values["timezone"] not in ("UTC", "Etc/UTC"):
+        bad("timezone", f'{values["timezone"]!r}: only "UTC" is supported so far')
+
+    if count or schedule is None or start is None:
+        return None
+    return Job(
+        name=name,
+        schedule=schedule,
+        start=start,
+        anchor=schedule.anchor(start),
+        delay=durations["delay"] or timedelta(0),
+        command=command,
+        call=call,
+        timeout=durations["timeout"],
+        lease=durations["lease"] or timedelta(seconds=60),
+        kill_grace=durations["kill_grace"] or timedelta(seconds=10),
+        max_attempts=ints["max_attempts"],
+        retry_backoff=durations["retry_backoff"] or timedelta(0),
+        overlap=values["overlap"],
+        catchup=values["catchup"],
+        catchup_window=durations["catchup_window"] or timedelta(days=30),
+        max_per_tick=ints["max_per_tick"],
+        timezone="UTC",
+    )
+
+
+def parse_duration(value: object, *, allow_zero: bool = False) -> timedelta:
+    """``90s``, ``15m``, ``2h``, ``1d``, ``1h30m`` (also ``ms`` and ``w``)."""
+    if isinstance(value, bool) or not isinstance(value, str):
+        raise ValueError(f'expected a duration like "90s", "15m", "2h", got {_type(value)}')
+    text = value.strip().lower()
+    pos = 0
+    seconds = 0.0
+    for match in _DURATION.finditer(text):
+        if match.start() != pos and text[pos : match.start()].strip():
+            break
+        seconds += int(match.group(1)) * _UNITS[match.group(2)]
+        pos = match.end()
+    if not text or text[pos:].strip() or pos == 0:
+        raise ValueError(f'{value!r} is not a duration like "90s", "15m", "2h" or "1d"')
+    if seconds == 0 and not allow_zero:
+        raise ValueError(f"{value!r}: must be longer than zero")
+    return timedelta(seconds=seconds)
+
+
+def parse_instant(value: object) -> datetime:
+    """A TOML date/datetime or an ISO 8601 string; dates are UTC midnight, naive times UTC."""
+    if isinstance(value, datetime):
+        moment = value
+    elif isinstance(value, date):
+        moment = datetime.combine(value, time(0))
+    elif isinstance(value, str):
+        text = value.strip()
+        if text.endswith(("Z", "z")):
+            text = text[:-1] + "+00:00"
+        try:
+            if re.fullmatch(r"\d{4}-\d{2}-\d{2}", text):
+                moment = datetime.combine(date.fromisoformat(text), time(0))
+            else:
+                moment = datetime.fromisoformat(text)
+        except ValueError:
+            raise ValueError(
+                f"{value!r} is not a date like 2026-10-01 or a time like 2026-10-01T13:00:00Z"
+            ) from None
+    else:
+        raise ValueError(f'expected a date like "2026-10-01", got {_type(value)}')
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return as_utc(moment)
+
+
+def check_placeholders(arg: str) -> str | None:
+    """None when every ``{…}`` in a command argument is known and formats; else the reason."""
+    try:
+        fields = [f for _, f, _, _ in string.Formatter().parse(arg) if f is not None]
+    except ValueError as exc:
+        return f"{arg!r}: {exc} (write {{{{ and }}}} for literal braces)"
+    for name in fields:
+        base = re.split(r"[.\[]", name, maxsplit=1)[0]
+        if base not in PLACEHOLDERS:
+            known = ", ".join("{" + p + "}" for p in sorted(PLACEHOLDERS))
+            return f"{arg!r}: unknown placeholder {{{name}}}; known: {known}"
+    sample = datetime(2026, 10, 31, tzinfo=UTC)
+    try:
+        arg.format(job="j", period="2026-10-31", period_start=sample, period_end=sample, attempt=1)
+    except (ValueError, KeyError, IndexError, AttributeError, TypeError) as exc:
+        return f"{arg!r}: {exc}"
+    return None
+
+
+def _suggest(key: str, known: frozenset[str] | set[str]) -> str:
+    hint = difflib.get_close_matches(key, sorted(known), n=1)
+    return f" (did you mean {hint[0]!r}?)" if hint else ""
+
+
+def _type(value: object) -> str:
+    names = {bool: "a boolean", int: "a number", float: "a number", str: "a string"}
+    names.update({list: "a list", dict: "a table", datetime: "a datetime", date: "a date"})
+    return names.get(type(value), type(value).__name__)
+
+
+def _toml_error(name: str, message: str) -> str:
+    match = re.search(r"\(at line (\d+), column (\d+)\)$", message)
+    if match:
+        reason = message[: match.start()].strip()
+        return f"{name}:{match.group(1)}: invalid TOML: {reason} (column {match.group(2)})"
+    match = re.search(r"\(at end of document\)$", message)
+    if match:
+        return f"{name}: invalid TOML: {message[: match.start()].strip()} at the end of the file"
+    return f"{name}: invalid TOML: {message}"
+
+
+_HEADER = re.compile(r"^\s*\[(?!\[)\s*(.+?)\s*\]\s*(#.*)?$")
+_KEY = re.compile(
+    r"""^\s*((?:"(?:[^"\\]|\\.)*"|'[^']*'|[A-Za-z0-9_-]+)(?:\s*\.\s*(?:"(?:[^"\\]|\\.)*"|'[^']*'|[A-Za-z0-9_-]+))*)\s*="""
+)
+_PART = re.compile(r"""\s*("(?:[^"\\]|\\.)*"|'[^']*'|[A-Za-z0-9_-]+)\s*(?:\.|$)""")
+
+
+class _KeyLines:
+    """Line numbers of tables and keys in a TOML text, for error messages (tomllib has none)."""
+
+    def __init__(self, text: str) -> None:
+        self.lines: dict[tuple[str, ...], int] = {}
+        table: tuple[str, ...] = ()
+        for number, line in enumerate(text.splitlines(), start=1):
+            header = _HEADER.match(line)
+            if header:
+                table = _split_key(header.group(1))
+                self.lines.setdefault(table, number)
+                continue
+            key = _KEY.match(line)
+            if key:
+                path = table + _split_key(key.group(1))
+                for i in range(len(table) + 1, len(path) + 1):
+                    self.lines.setdefault(path[:i], number)
+
+    def find(self, path: tuple[str, ...]) -> int:
+        """The line of ``path``, or of its nearest enclosing table, or 1."""
+        while path:
+            if path in self.lines:
+                return self.lines[path]
+            path = path[:-1]
+        return 1
+
+
+def _split_key(text: str) -> tuple[str, ...]:
+    parts = []
+    for match in _PART.finditer(text):
+        part = match.group(1)
+        if part[0] == '"':
+            try:
+                part = json.loads(part)
+            except ValueError:
+                part = part[1:-1]
+        elif part[0] == "'":
+            part = part[1:-1]
+        parts.append(part)
+    return tuple(parts)

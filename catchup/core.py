@@ -1,0 +1,355 @@
+"""The library the CLI stands on: open the ledger, pick a period, run it through the claim path."""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import time
+from datetime import datetime, timedelta
+from typing import Any
+
+import psycopg
+
+from . import db
+from .config import Config, Job
+from .errors import ConfigError, DatabaseError
+from .ledger import Ledger
+from .models import Claim, Finished, JobLine, Outcome
+from .runner import (
+    Execution,
+    JobContext,
+    LeaseKeeper,
+    child_env,
+    placeholders,
+    run_callable,
+    run_command,
+)
+from .schedule import Period, iso_utc, period_label
+
+BACKOFF_CAP = timedelta(hours=6)
+FINISH_RETRY_SECONDS = 120.0
+
+
+def retry_delay(base: timedelta, failures: int, cap: timedelta = BACKOFF_CAP) -> timedelta:
+    """Exponential backoff: ``base`` after the first failure, doubling, at most ``cap``
+    (or ``base`` itself when that is longer)."""
+    if failures < 1:
+        return timedelta(0)
+    delay: timedelta = base * (2 ** min(failures - 1, 32))
+    return min(delay, max(cap, base))
+
+
+def owner_name() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+class Session:
+    """An open ledger for one config: a connection, the schema made current, job ids known."""
+
+    def __init__(self, config: Config, target: db.Target) -> None:
+        self.config = config
+        self.target = target
+        self.conn = db.connect(target)
+        self.ledger = Ledger(self.conn, config.schema)
+        try:
+            self.ledger.ensure_schema()
+        except psycopg.Error as exc:
+            self.conn.close()
+            raise DatabaseError(f"cannot prepare schema {config.schema!r}: {exc}") from None
+        self._job_ids: dict[str, int] = {}
+
+    def job_id(self, name: str) -> int:
+        if name not in self._job_ids:
+            rows = self.ledger.register_jobs(sorted(self.config.jobs))
+            self._job_ids = {n: r.id for n, r in rows.items()}
+        return self._job_ids[name]
+
+    def now(self) -> datetime:
+        return self.ledger.now()
+
+    def reconnect(self) -> None:
+        """A new connection after the old one broke (server restart, cut connection)."""
+        try:
+            self.conn.close()
+        except psycopg.Error:
+            pass
+        self.conn = db.connect(self.target)
+        self.ledger = Ledger(self.conn, self.config.schema)
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def choose_period(job: Job, now: datetime, requested: datetime | None) -> Period | None:
+    """The requested period, checked, or the latest due one; None when nothing is due yet."""
+    schedule = job.schedule
+    if requested is None:
+        return schedule.latest_due(job.anchor, job.delay, now)
+    if requested < job.anchor:
+        raise ConfigError(
+            f"{job.name}: {iso_utc(requested)} is before the job's first period "
+            f"({period_label(schedule, job.anchor)})"
+        )
+    if not schedule.is_boundary(job.anchor, requested):
+        near = period_label(schedule, schedule.containing(job.anchor, requested).start)
+        raise ConfigError(
+            f"{job.name}: {iso_utc(requested)} is not a period start of schedule "
+            f"{schedule.text!r}; the period containing it starts {near}"
+        )
+    period = schedule.containing(job.anchor, requested)
+    due = period.end + job.delay
+    if due > now:
+        raise ConfigError(
+            f"{job.name}: period {period_label(schedule, period.start)} is not due until "
+            f"{iso_utc(due)} (database clock: {iso_utc(now)})"
+        )
+    return period
+
+
+def run_period(
+    session: Session,
+    job: Job,
+    period: Period,
+    *,
+    interrupted: threading.Event | None = None,
+    stream: bool = True,
+) -> Outcome:
+    """Claim ``period`` and run it; or say why not (done, running elsewhere, backing off)."""
+    ledger = session.ledger
+    job_id = session.job_id(job.name)
+    label = period_label(job.schedule, period.start)
+    claim = ledger.claim(
+        job_id,
+        period,
+        owner=owner_name(),
+        lease=job.lease,
+        max_attempts=job.max_attempts,
+        allow_overlap=job.overlap == "allow",
+    )
+    if claim is None:
+        return Outcome(
+            job.name, period, label, "skipped", detail=_why_not(session, job, job_id, period)
+        )
+    execution = _execute(
+        session, job, job_id, period, claim, interrupted or threading.Event(), stream
+    )
+    return _record(session, job, job_id, period, label, claim, execution)
+
+
+def _execute(
+    session: Session,
+    job: Job,
+    job_id: int,
+    period: Period,
+    claim: Claim,
+    interrupted: threading.Event,
+    stream: bool,
+) -> Execution:
+    heartbeat_conn: list[psycopg.Connection[object]] = []
+
+    def renew() -> datetime | None:
+        if not heartbeat_conn or heartbeat_conn[0].closed or heartbeat_conn[0].broken:
+            heartbeat_conn[:] = [db.connect(session.target, application="catchup-heartbeat")]
+        return Ledger(heartbeat_conn[0], session.config.schema).heartbeat(
+            job_id, period.start, claim.attempt, job.lease
+        )
+
+    keeper = LeaseKeeper(renew, job.lease)
+    keeper.start()
+    try:
+        if job.command is not None:
+            values = placeholders(job, period, claim.attempt)
+            argv = [arg.format(**values) for arg in job.command]
+            extra = {"CATCHUP_SCHEMA": session.config.schema}
+            if session.target.source == "--dsn":
+                extra["CATCHUP_DSN"] = session.target.conninfo
+            env = child_env(job, period, claim.attempt, claim.id, claim.checkpoint, extra)
+            return run_command(job, argv, env, keeper, interrupted, stream=stream)
+        lock = threading.Lock()
+
+        def save(value: str) -> bool:
+            with lock:
+                return session.ledger.save_checkpoint(claim.id, claim.attempt, value)
+
+        ctx = JobContext(
+            job=job.name,
+            period=period_label(job.schedule, period.start),
+            period_start=period.start,
+            period_end=period.end,
+            attempt=claim.attempt,
+            run_id=claim.id,
+            checkpoint=claim.checkpoint,
+            _saver=save,
+        )
+        return run_callable(job, ctx, keeper, interrupted)
+    finally:
+        keeper.stop()
+        for conn in heartbeat_conn:
+            conn.close()
+
+
+def _record(
+    session: Session,
+    job: Job,
+    job_id: int,
+    period: Period,
+    label: str,
+    claim: Claim,
+    execution: Execution,
+) -> Outcome:
+    ledger = session.ledger
+    base = Outcome(
+        job.name,
+        period,
+        label,
+        "succeeded",
+        claim.attempt,
+        exit_code=execution.exit_code,
+        seconds=execution.seconds,
+    )
+    if execution.ended == "lost":
+        ledger.lose(job_id, period.start, claim.attempt, execution.error or "lease lost")
+        return _replace(
+            base, status="lost", detail=f"{execution.error}; the job was stopped, nothing recorded"
+        )
+    succeeded = execution.ended == "exited" and execution.error is None
+    interrupted = execution.ended == "interrupted"
+    row = ledger.run_row(job_id, period.start)
+    failures = (row.failures if row else 0) + (0 if succeeded or interrupted else 1)
+    finished = _finish_surely(
+        session,
+        job_id,
+        period.start,
+        claim.attempt,
+        status="succeeded" if succeeded else "failed",
+        history_status="succeeded" if succeeded else "interrupted" if interrupted else "failed",
+        counts_as_failure=not (succeeded or interrupted),
+        backoff=timedelta(0) if interrupted else retry_delay(job.retry_backoff, failures),
+        exit_code=execution.exit_code,
+        error=execution.error,
+        output_tail=execution.output_tail or None,
+    )
+    if finished is None:
+        return _replace(
+            base,
+            status="lost",
+            detail="fenced off: another attempt took this period over; "
+            "this attempt's result was not recorded",
+        )
+    if succeeded:
+        return base
+    if interrupted:
+        return _replace(base, status="interrupted", detail="stopped; left for a retry")
+    if finished.failures >= job.max_attempts:
+        detail = f"{execution.error}; no attempts left ({finished.failures}/{job.max_attempts})"
+    elif finished.retry_after is not None:
+        detail = f"{execution.error}; retry after {iso_utc(finished.retry_after)}"
+    else:
+        detail = execution.error or "failed"
+    return _replace(base, status="failed", detail=detail)
+
+
+def _finish_surely(
+    session: Session, job_id: int, period_start: datetime, attempt: int, **fields: Any
+) -> Finished | None:
+    """Write the finish; when the connection breaks, reconnect with backoff and read the row
+    back instead of guessing whether the commit happened."""
+    delay = 0.2
+    deadline = time.monotonic() + FINISH_RETRY_SECONDS
+    while True:
+        try:
+            if session.conn.broken or session.conn.closed:
+                session.reconnect()
+                row = session.ledger.run_row(job_id, period_start)
+                if row is None or row.attempt != attempt:
+                    return None
+                if row.status != "running":
+                    assert row.finished_at is not None
+                    return Finished(row.finished_at, row.failures, row.retry_after)
+            return session.ledger.finish(job_id, period_start, attempt, **fields)
+        except (psycopg.OperationalError, DatabaseError):
+            if time.monotonic() + delay > deadline:
+                raise
+            time.sleep(delay)
+            delay = min(delay * 2, 5.0)
+
+
+def _replace(outcome: Outcome, **changes: object) -> Outcome:
+    from dataclasses import replace
+
+    return replace(outcome, **changes)  # type: ignore[arg-type]
+
+
+def _why_not(session: Session, job: Job, job_id: int, period: Period) -> str:
+    ledger = session.ledger
+    row = ledger.run_row(job_id, period.start)
+    if row is None:
+        blocker = ledger.blocker(job_id, period.start)
+        if blocker is not None:
+            return (
+                f"another period ({period_label(job.schedule, blocker.period_start)}) is "
+                f"running on {blocker.owner} and overlap is forbidden"
+            )
+        return "not claimed; try again"
+    if row.status == "succeeded":
+        return f"already succeeded (attempt {row.attempt})"
+    if row.status == "waived":
+        return "waived by hand"
+    if row.status == "running" and row.lease_live:
+        return f"running elsewhere: attempt {row.attempt} on {row.owner}"
+    if row.status == "failed" and row.failures >= job.max_attempts:
+        return f"exhausted: failed {row.failures} times (max_attempts = {job.max_attempts})"
+    if row.status == "running":
+        return (
+            f"attempt {row.attempt} lost its lease and no attempts are left "
+            f"(max_attempts = {job.max_attempts})"
+        )
+    if row.status == "failed" and row.retry_after is not None and row.retry_after > row.now:
+        return f"failed; next retry after {iso_utc(row.retry_after)}"
+    blocker = ledger.blocker(job_id, period.start)
+    if blocker is not None:
+        return (
+            f"another period ({period_label(job.schedule, blocker.period_start)}) is "
+            f"running on {blocker.owner} and overlap is forbidden"
+        )
+    return "not claimed; try again"
+
+
+def overview(session: Session, jobs: list[Job]) -> list[JobLine]:
+    """``catchup jobs``: per job, how many of its due periods are done, on the database clock."""
+    now = session.now()
+    lines = []
+    for job in jobs:
+        latest = job.schedule.latest_due(job.anchor, job.delay, now)
+        until = latest.end if latest else job.anchor
+        expected = job.schedule.count_until(job.anchor, until)
+        summary = session.ledger.job_summary(session.job_id(job.name), job.anchor, until)
+        following = (
+            job.schedule.containing(job.anchor, until)
+            if latest
+            else job.schedule.period(job.anchor, 0)
+        )
+        lines.append(
+            JobLine(
+                job=job.name,
+                schedule=job.schedule.text,
+                first_period=period_label(job.schedule, job.anchor),
+                last_success=period_label(job.schedule, summary.last_success)
+                if summary.last_success
+                else None,
+                next_due=following.end + job.delay,
+                expected=expected,
+                done=summary.done,
+                running=summary.running,
+                failed=summary.failed,
+                paused=False,
+            )
+        )
+    return lines

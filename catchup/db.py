@@ -1,0 +1,111 @@
+"""Which database to use, connecting to it, and keeping its schema current."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from .errors import DatabaseError
+
+if TYPE_CHECKING:
+    import psycopg
+
+MIN_SERVER_VERSION = 170000
+PG_ENV = ("PGHOST", "PGHOSTADDR", "PGPORT", "PGDATABASE", "PGUSER", "PGSERVICE")
+
+
+@dataclass(frozen=True)
+class Target:
+    """A resolved database: the conninfo to use, where it came from, and a safe description."""
+
+    conninfo: str
+    source: str
+    embedded_data: str | None = None
+
+    def describe(self) -> str:
+        if self.embedded_data is not None:
+            return f"embedded PostgreSQL in {self.embedded_data}"
+        return f"{redact(self.conninfo)} (from {self.source})"
+
+
+def resolve(flag_dsn: str | None, config_dsn: str | None) -> Target:
+    """``--dsn`` > ``CATCHUP_DSN`` > ``[database] dsn`` > ``DATABASE_URL`` > ``PG*`` > embedded."""
+    for value, source in (
+        (flag_dsn, "--dsn"),
+        (os.environ.get("CATCHUP_DSN"), "CATCHUP_DSN"),
+        (config_dsn, "catchup.toml [database] dsn"),
+        (os.environ.get("DATABASE_URL"), "DATABASE_URL"),
+    ):
+        if value:
+            return Target(value, source)
+    present = [name for name in PG_ENV if os.environ.get(name)]
+    if present:
+        return Target("", "/".join(present))
+    from . import embedded
+
+    server = embedded.ensure_running()
+    return Target(server.conninfo, "embedded", embedded_data=str(server.data))
+
+
+def redact(conninfo: str) -> str:
+    """The conninfo as ``postgresql://user@host:port/db``: never the password."""
+    from psycopg.conninfo import conninfo_to_dict
+
+    try:
+        params = conninfo_to_dict(conninfo)
+    except Exception:
+        return "<unparseable DSN>"
+    user = str(params.get("user") or os.environ.get("PGUSER") or "")
+    host = str(params.get("host") or params.get("hostaddr") or os.environ.get("PGHOST") or "")
+    port = str(params.get("port") or os.environ.get("PGPORT") or "")
+    dbname = str(params.get("dbname") or os.environ.get("PGDATABASE") or "")
+    host = host or "localhost"
+    where = f"{host}:{port}" if port else f"{host}"
+    return f"postgresql://{user + '@' if user else ''}{where}/{dbname}"
+
+
+def scrub(message: str, conninfo: str) -> str:
+    """Remove any password that might be echoed back in a driver error."""
+    secrets = [os.environ.get("PGPASSWORD") or ""]
+    try:
+        from psycopg.conninfo import conninfo_to_dict
+
+        secrets.append(str(conninfo_to_dict(conninfo).get("password") or ""))
+    except Exception:
+        pass
+    for secret in secrets:
+        if secret:
+            message = message.replace(secret, "***")
+    return message
+
+
+def connect(target: Target, *, application: str = "catchup") -> psycopg.Connection[object]:
+    """An autocommit connection whose server is new enough; one-line errors, no password."""
+    import psycopg
+
+    try:
+        conn = psycopg.connect(
+            target.conninfo,
+            autocommit=True,
+            application_name=application,
+            connect_timeout=10,
+        )
+    except psycopg.Error as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise DatabaseError(
+            f"cannot connect to {target.describe()}: {scrub(first, target.conninfo)}"
+        ) from None
+    version = conn.info.server_version
+    if version < MIN_SERVER_VERSION:
+        conn.close()
+        raise DatabaseError(
+            f"{target.describe()} runs PostgreSQL {version // 10000}.{version % 10000}: "
+            "catchup needs PostgreSQL 17 or newer"
+        )
+    return conn
+
+
+def server_version(conn: psycopg.Connection[object]) -> str:
+    version = conn.info.server_version
+    return f"{version // 10000}.{version % 10000}"

@@ -1,0 +1,31 @@
+"""Errors that end a command, each with its documented exit code."""
+
+from __future__ import annotations
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+EXIT_DATABASE = 3
+EXIT_INTERRUPTED = 130
+
+
+class CatchupError(Exception):
+    """A failure reported to the user as one line and an exit code."""
+
+    exit_code = EXIT_FAILED
+
+
+class ConfigError(CatchupError):
+    """The configuration or the command line is wrong; nothing was written."""
+
+    exit_code = EXIT_USAGE
+
+    def __init__(self, problems: list[str] | str) -> None:
+        self.problems = [problems] if isinstance(problems, str) else list(problems)
+        super().__init__("\n".join(self.problems))
+
+
+class DatabaseError(CatchupError):
+    """The database is unreachable, too old, or refused a statement."""
+
+    exit_code = EXIT_DATABASE

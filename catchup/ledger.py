@@ -1,0 +1,182 @@
+"""Every SQL call catchup makes: migrate, register jobs, claim, heartbeat, finish, read back."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+import psycopg
+from psycopg import errors as pg_errors
+from psycopg.rows import class_row
+
+from . import sqlfiles
+from .models import Blocker, Claim, Finished, HistoryRow, JobRow, JobSummary, RunRow
+from .schedule import Period
+
+
+class Ledger:
+    """The ledger in ``schema``, through one autocommit connection."""
+
+    def __init__(self, conn: psycopg.Connection[Any], schema: str) -> None:
+        self.conn = conn
+        self.schema = schema
+
+    def _q(self, name: str) -> psycopg.sql.Composed:
+        return sqlfiles.query(name, self.schema)
+
+    # -- schema ------------------------------------------------------------------------------
+
+    def version(self) -> int:
+        """The applied schema version; 0 when the schema does not exist yet."""
+        try:
+            row = self.conn.execute(self._q("schema_version")).fetchone()
+        except (pg_errors.UndefinedTable, pg_errors.InvalidSchemaName):
+            return 0
+        return int(row[0]) if row else 0
+
+    def ensure_schema(self) -> list[str]:
+        """Apply pending migrations, if any; returns the names applied."""
+        latest = max(v for v, _, _ in sqlfiles.migrations())
+        if self.version() >= latest:
+            return []
+        return self.migrate()
+
+    def migrate(self) -> list[str]:
+        """Apply pending migrations in one transaction, serialised across processes."""
+        applied = []
+        with self.conn.transaction():
+            self.conn.execute(self._q("lock_migrations"), {"schema": self.schema})
+            self.conn.execute(self._q("create_schema"))
+            current = self.version()
+            for version, name, text in sqlfiles.migrations():
+                if version <= current:
+                    continue
+                self.conn.execute(sqlfiles.migration(text, self.schema))
+                self.conn.execute(self._q("record_migration"), {"version": version, "name": name})
+                applied.append(name)
+        return applied
+
+    # -- jobs --------------------------------------------------------------------------------
+
+    def register_jobs(self, names: list[str]) -> dict[str, JobRow]:
+        """Give every job a stable id (created on first sight); returns them by name."""
+        self.conn.execute(self._q("register_jobs"), {"names": names})
+        with self.conn.cursor(row_factory=class_row(JobRow)) as cur:
+            return {row.name: row for row in cur.execute(self._q("job_ids"), {"names": names})}
+
+    # -- the claim path ----------------------------------------------------------------------
+
+    def now(self) -> datetime:
+        row = self.conn.execute(self._q("server_now")).fetchone()
+        assert row is not None
+        return row[0]  # type: ignore[no-any-return]
+
+    def claim(
+        self,
+        job_id: int,
+        period: Period,
+        *,
+        owner: str,
+        lease: timedelta,
+        max_attempts: int,
+        allow_overlap: bool,
+    ) -> Claim | None:
+        """The one atomic claim; None when another process has it or nothing is left to do."""
+        params = {
+            "schema": self.schema,
+            "job_id": job_id,
+            "period_start": period.start,
+            "period_end": period.end,
+            "owner": owner,
+            "lease": lease,
+            "max_attempts": max_attempts,
+            "allow_overlap": allow_overlap,
+        }
+        with self.conn.transaction():
+            if not allow_overlap:
+                self.conn.execute(self._q("lock_job"), params)
+            with self.conn.cursor(row_factory=class_row(Claim)) as cur:
+                return cur.execute(self._q("claim"), params).fetchone()
+
+    def heartbeat(
+        self, job_id: int, period_start: datetime, attempt: int, lease: timedelta
+    ) -> datetime | None:
+        """Extend the lease; None when this attempt no longer holds it."""
+        row = self.conn.execute(
+            self._q("heartbeat"),
+            {"job_id": job_id, "period_start": period_start, "attempt": attempt, "lease": lease},
+        ).fetchone()
+        return row[0] if row else None
+
+    def finish(
+        self,
+        job_id: int,
+        period_start: datetime,
+        attempt: int,
+        *,
+        status: str,
+        history_status: str,
+        counts_as_failure: bool,
+        backoff: timedelta,
+        exit_code: int | None,
+        error: str | None,
+        output_tail: str | None,
+    ) -> Finished | None:
+        """Record the outcome, fenced by ``attempt``; None when the period was taken over."""
+        params = {
+            "job_id": job_id,
+            "period_start": period_start,
+            "attempt": attempt,
+            "status": status,
+            "history_status": history_status,
+            "counts_as_failure": counts_as_failure,
+            "backoff": backoff,
+            "exit_code": exit_code,
+            "error": error,
+            "output_tail": output_tail,
+        }
+        with self.conn.cursor(row_factory=class_row(Finished)) as cur:
+            return cur.execute(self._q("finish"), params).fetchone()
+
+    def lose(self, job_id: int, period_start: datetime, attempt: int, error: str) -> None:
+        self.conn.execute(
+            self._q("lose"),
+            {"job_id": job_id, "period_start": period_start, "attempt": attempt, "error": error},
+        )
+
+    def run_row(self, job_id: int, period_start: datetime) -> RunRow | None:
+        with self.conn.cursor(row_factory=class_row(RunRow)) as cur:
+            return cur.execute(
+                self._q("run_row"), {"job_id": job_id, "period_start": period_start}
+            ).fetchone()
+
+    def blocker(self, job_id: int, period_start: datetime) -> Blocker | None:
+        with self.conn.cursor(row_factory=class_row(Blocker)) as cur:
+            return cur.execute(
+                self._q("running_other"), {"job_id": job_id, "period_start": period_start}
+            ).fetchone()
+
+    def save_checkpoint(self, run_id: int, attempt: int, checkpoint: str) -> bool:
+        row = self.conn.execute(
+            self._q("save_checkpoint"),
+            {"run_id": run_id, "attempt": attempt, "checkpoint": checkpoint},
+        ).fetchone()
+        return row is not None
+
+    # -- reading -----------------------------------------------------------------------------
+
+    def job_summary(self, job_id: int, since: datetime, until: datetime) -> JobSummary:
+        with self.conn.cursor(row_factory=class_row(JobSummary)) as cur:
+            row = cur.execute(
+                self._q("job_summary"), {"job_id": job_id, "since": since, "until": until}
+            ).fetchone()
+        assert row is not None
+        return row
+
+    def history(
+        self, job: str, period_start: datetime | None = None, limit: int = 50
+    ) -> list[HistoryRow]:
+        with self.conn.cursor(row_factory=class_row(HistoryRow)) as cur:
+            return cur.execute(
+                self._q("history"), {"job": job, "period_start": period_start, "limit": limit}
+            ).fetchall()

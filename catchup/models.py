@@ -1,0 +1,116 @@
+"""The ledger's rows and the results of commands, as frozen objects (no I/O here)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Literal
+
+from .schedule import Period
+
+Status = Literal["succeeded", "failed", "skipped", "lost", "interrupted"]
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What ``run`` did with one period: the object the CLI and the Python API render."""
+
+    job: str
+    period: Period
+    label: str
+    status: Status
+    attempt: int | None = None
+    detail: str = ""
+    exit_code: int | None = None
+    seconds: float | None = None
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A period this process now owns, as ``attempt``, until ``lease_expires_at``."""
+
+    id: int
+    period_start: datetime
+    period_end: datetime
+    attempt: int
+    lease_expires_at: datetime
+    checkpoint: str | None
+
+
+@dataclass(frozen=True)
+class RunRow:
+    """The ledger row of one period, as read back."""
+
+    period_start: datetime
+    period_end: datetime
+    status: str
+    attempt: int
+    failures: int
+    owner: str | None
+    lease_expires_at: datetime | None
+    finished_at: datetime | None
+    retry_after: datetime | None
+    exit_code: int | None
+    error: str | None
+    lease_live: bool | None
+    now: datetime
+
+
+@dataclass(frozen=True)
+class Blocker:
+    """The live run of another period that keeps an overlap-forbidden job from starting."""
+
+    period_start: datetime
+    owner: str | None
+    lease_expires_at: datetime
+
+
+@dataclass(frozen=True)
+class Finished:
+    finished_at: datetime
+    failures: int
+    retry_after: datetime | None
+
+
+@dataclass(frozen=True)
+class HistoryRow:
+    period_start: datetime
+    attempt: int
+    status: str
+    owner: str | None
+    started_at: datetime
+    finished_at: datetime | None
+    exit_code: int | None
+    error: str | None
+    output_tail: str | None
+
+
+@dataclass(frozen=True)
+class JobSummary:
+    last_success: datetime | None
+    done: int
+    running: int
+    failed: int
+
+
+@dataclass(frozen=True)
+class JobRow:
+    id: int
+    name: str
+    paused_at: datetime | None
+
+
+@dataclass(frozen=True)
+class JobLine:
+    """One row of ``catchup jobs``."""
+
+    job: str
+    schedule: str
+    first_period: str
+    last_success: str | None
+    next_due: datetime | None
+    expected: int
+    done: int
+    running: int
+    failed: int
+    paused: bool

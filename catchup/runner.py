@@ -1,0 +1,325 @@
+"""One claimed period: run it as a process group or a callable, keep the lease, stop on loss."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any, BinaryIO
+
+from .config import Job
+from .schedule import Period, iso_utc, period_label
+
+TAIL_BYTES = 64 * 1024
+POLL_SECONDS = 0.05
+
+
+class Tail:
+    """The last ``limit`` bytes of a stream, with a count of what was dropped before them."""
+
+    def __init__(self, limit: int = TAIL_BYTES) -> None:
+        self.limit = limit
+        self.dropped = 0
+        self._buf = bytearray()
+        self._lock = threading.Lock()
+
+    def add(self, chunk: bytes) -> None:
+        with self._lock:
+            self._buf += chunk
+            excess = len(self._buf) - self.limit
+            if excess > self.limit:  # trim in batches, not on every chunk
+                del self._buf[:excess]
+                self.dropped += excess
+
+    def text(self) -> str:
+        with self._lock:
+            excess = max(0, len(self._buf) - self.limit)
+            dropped = self.dropped + excess
+            body = bytes(self._buf[excess:])
+        text = body.decode("utf-8", errors="replace").replace("\x00", "\ufffd")
+        if dropped:
+            text = f"[catchup: {dropped} earlier bytes of output not kept]\n" + text
+        return text
+
+
+@dataclass
+class JobContext:
+    """What a Python ``call`` job receives: the period, the attempt, and its checkpoint."""
+
+    job: str
+    period: str
+    period_start: datetime
+    period_end: datetime
+    attempt: int
+    run_id: int
+    checkpoint: str | None
+    cancelled: threading.Event = field(default_factory=threading.Event)
+    _saver: Callable[[str], bool] | None = None
+
+    def save_checkpoint(self, value: str) -> None:
+        """Save progress for a later attempt of this period (fenced by this attempt)."""
+        if self._saver is None or not self._saver(value):
+            raise RuntimeError("checkpoint not saved: this attempt no longer owns the period")
+        self.checkpoint = value
+
+
+@dataclass(frozen=True)
+class Execution:
+    """How the job ended, before anything is written to the ledger."""
+
+    ended: str  # "exited", "timeout", "lost", "interrupted"
+    exit_code: int | None
+    error: str | None
+    output_tail: str
+    seconds: float
+
+
+class LeaseKeeper(threading.Thread):
+    """Renews the lease on its own connection; trips when the lease is lost or runs out."""
+
+    def __init__(self, renew: Callable[[], datetime | None], lease: timedelta) -> None:
+        super().__init__(name="catchup-heartbeat", daemon=True)
+        self.renew = renew
+        self.lease = lease.total_seconds()
+        self.deadline = time.monotonic() + self.lease  # conservative: measured after the claim
+        self.lost: str | None = None
+        self._stop = threading.Event()
+
+    def run(self) -> None:
+        interval = max(self.lease / 3, 0.2)
+        while not self._stop.wait(interval):
+            sent = time.monotonic()
+            try:
+                renewed = self.renew()
+            except Exception as exc:
+                if time.monotonic() >= self.deadline and self.lost is None:
+                    self.lost = f"lease could not be renewed before it ran out ({exc})"
+                continue
+            if renewed is None:
+                self.lost = self.lost or "lease lost: the period was taken over or expired"
+                return
+            self.deadline = sent + self.lease
+
+    def expired(self) -> str | None:
+        if self.lost:
+            return self.lost
+        if time.monotonic() >= self.deadline:
+            self.lost = "lease could not be renewed before it ran out"
+        return self.lost
+
+    def stop(self) -> None:
+        self._stop.set()
+
+
+def placeholders(job: Job, period: Period, attempt: int) -> dict[str, Any]:
+    return {
+        "job": job.name,
+        "period": period_label(job.schedule, period.start),
+        "period_start": period.start,
+        "period_end": period.end,
+        "attempt": attempt,
+    }
+
+
+def child_env(
+    job: Job,
+    period: Period,
+    attempt: int,
+    run_id: int,
+    checkpoint: str | None,
+    extra: dict[str, str],
+) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(extra)
+    env.update(
+        {
+            "CATCHUP_JOB": job.name,
+            "CATCHUP_PERIOD": period_label(job.schedule, period.start),
+            "CATCHUP_PERIOD_START": iso_utc(period.start),
+            "CATCHUP_PERIOD_END": iso_utc(period.end),
+            "CATCHUP_ATTEMPT": str(attempt),
+            "CATCHUP_RUN_ID": str(run_id),
+        }
+    )
+    env.pop("CATCHUP_CHECKPOINT", None)
+    if checkpoint is not None:
+        env["CATCHUP_CHECKPOINT"] = checkpoint
+    return env
+
+
+def _pump(source: BinaryIO, sink: BinaryIO | None, tail: Tail) -> None:
+    fd = source.fileno()
+    while chunk := os.read(fd, 65536):
+        tail.add(chunk)
+        if sink is not None:
+            try:
+                sink.write(chunk)
+                sink.flush()
+            except (OSError, ValueError):
+                sink = None  # our own output went away; keep draining the job's
+    source.close()
+
+
+def _signal_group(pgid: int, sig: int) -> bool:
+    try:
+        os.killpg(pgid, sig)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def _group_alive(pgid: int) -> bool:
+    return _signal_group(pgid, 0)
+
+
+def stop_group(proc: subprocess.Popen[bytes], grace: float) -> None:
+    """SIGTERM to the job's process group, SIGKILL to whatever is left after ``grace``."""
+    pgid = proc.pid
+    _signal_group(pgid, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline:
+        if proc.poll() is not None and not _group_alive(pgid):
+            return
+        time.sleep(POLL_SECONDS)
+    _signal_group(pgid, signal.SIGKILL)
+    proc.wait()
+
+
+def run_command(
+    job: Job,
+    argv: list[str],
+    env: dict[str, str],
+    keeper: LeaseKeeper,
+    interrupted: threading.Event,
+    stream: bool = True,
+) -> Execution:
+    """Run ``argv`` in its own process group until it exits, times out, loses its lease or is
+    interrupted; the whole group is stopped in every case but the first."""
+    started = time.monotonic()
+    tail = Tail()
+    try:
+        proc = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+            start_new_session=True,
+        )
+    except OSError as exc:
+        return Execution(
+            "exited",
+            None,
+            f"cannot start {argv[0]!r}: {exc.strerror}",
+            "",
+            time.monotonic() - started,
+        )
+    assert proc.stdout is not None and proc.stderr is not None
+    pumps = [
+        threading.Thread(
+            target=_pump,
+            args=(proc.stdout, sys.stdout.buffer if stream else None, tail),
+            daemon=True,
+        ),
+        threading.Thread(
+            target=_pump,
+            args=(proc.stderr, sys.stderr.buffer if stream else None, tail),
+            daemon=True,
+        ),
+    ]
+    for pump in pumps:
+        pump.start()
+    timeout = job.timeout.total_seconds() if job.timeout else None
+    ended, error = "exited", None
+    while proc.poll() is None:
+        if interrupted.is_set():
+            ended, error = "interrupted", "interrupted: catchup was asked to stop"
+        elif (lost := keeper.expired()) is not None:
+            ended, error = "lost", lost
+        elif timeout is not None and time.monotonic() - started >= timeout:
+            ended, error = "timeout", f"timed out after {_human(timeout)}"
+        else:
+            try:
+                proc.wait(POLL_SECONDS)
+            except subprocess.TimeoutExpired:
+                pass
+            continue
+        stop_group(proc, job.kill_grace.total_seconds())
+        break
+    # Whatever the job left behind in its group (background children holding our pipes) goes.
+    _signal_group(proc.pid, signal.SIGKILL)
+    for pump in pumps:
+        pump.join(timeout=5)
+    code = proc.returncode
+    if ended == "exited" and code != 0:
+        error = f"exited with {code}" if code > 0 else f"killed by {signal.Signals(-code).name}"
+    return Execution(ended, code, error, tail.text(), time.monotonic() - started)
+
+
+def run_callable(
+    job: Job,
+    ctx: JobContext,
+    keeper: LeaseKeeper,
+    interrupted: threading.Event,
+) -> Execution:
+    """Run a Python ``call`` in a thread; on timeout, loss or interrupt, ``ctx.cancelled`` is set
+    and the outcome recorded without waiting (a callable cannot be killed, only asked)."""
+    started = time.monotonic()
+    assert job.call is not None
+    module_name, _, attr = job.call.partition(":")
+    try:
+        target: Any = importlib.import_module(module_name)
+        for part in attr.split("."):
+            target = getattr(target, part)
+    except Exception as exc:
+        return Execution(
+            "exited", None, f"cannot load {job.call}: {exc}", "", time.monotonic() - started
+        )
+    result: dict[str, str | None] = {}
+
+    def work() -> None:
+        try:
+            target(ctx)
+            result["error"] = None
+        except BaseException as exc:  # report everything the job raised
+            result["error"] = f"{type(exc).__name__}: {exc}"
+            result["tail"] = traceback.format_exc()[-TAIL_BYTES:]
+
+    thread = threading.Thread(target=work, name=f"catchup-call-{job.name}", daemon=True)
+    thread.start()
+    timeout = job.timeout.total_seconds() if job.timeout else None
+    ended, error = "exited", None
+    while thread.is_alive():
+        if interrupted.is_set():
+            ended, error = "interrupted", "interrupted: catchup was asked to stop"
+        elif (lost := keeper.expired()) is not None:
+            ended, error = "lost", lost
+        elif timeout is not None and time.monotonic() - started >= timeout:
+            ended, error = "timeout", f"timed out after {_human(timeout)}"
+        else:
+            thread.join(POLL_SECONDS)
+            continue
+        ctx.cancelled.set()
+        thread.join(job.kill_grace.total_seconds())
+        break
+    if ended == "exited":
+        error = result.get("error")
+    return Execution(
+        ended, None if error else 0, error, result.get("tail") or "", time.monotonic() - started
+    )
+
+
+def _human(seconds: float) -> str:
+    if seconds >= 3600 and seconds % 3600 == 0:
+        return f"{seconds / 3600:g}h"
+    if seconds >= 60 and seconds % 60 == 0:
+        return f"{seconds / 60:g}m"
+    return f"{seconds:g}s"

@@ -1,0 +1,61 @@
+"""The SQL catchup sends, loaded once from the ``sql/`` folder and composed per schema."""
+
+from __future__ import annotations
+
+import functools
+import re
+from pathlib import Path
+
+from psycopg import sql
+
+_HEADER = re.compile(r"^-- name: (\w+)\s*$", re.MULTILINE)
+
+
+def sql_dir() -> Path:
+    """The folder holding the SQL: inside the wheel, or the top-level ``sql/`` of a checkout."""
+    packaged = Path(__file__).parent / "sql"
+    if packaged.is_dir():
+        return packaged
+    return Path(__file__).parent.parent / "sql"
+
+
+def parse_queries(text: str) -> dict[str, str]:
+    """Split a file of ``-- name: x`` sections into a dict of query texts."""
+    parts = _HEADER.split(text)
+    queries: dict[str, str] = {}
+    for name, body in zip(parts[1::2], parts[2::2], strict=True):
+        if name in queries:
+            raise ValueError(f"query {name!r} is defined twice")
+        queries[name] = body.strip()
+    return queries
+
+
+@functools.cache
+def _raw_queries() -> dict[str, str]:
+    return parse_queries((sql_dir() / "queries.sql").read_text(encoding="utf-8"))
+
+
+def _compose(text: str, schema: str) -> sql.Composed:
+    # The files are ours and fixed, so they are literal SQL in all but type; only the schema
+    # is variable, and it goes in as an identifier.
+    template = sql.SQL(text)  # type: ignore[arg-type]
+    return template.format(schema=sql.Identifier(schema))
+
+
+@functools.cache
+def query(name: str, schema: str) -> sql.Composed:
+    """The named query with ``{schema}`` bound to the quoted schema identifier."""
+    return _compose(_raw_queries()[name], schema)
+
+
+def migrations() -> list[tuple[int, str, str]]:
+    """(version, name, text) of every migration, in order."""
+    found = []
+    for path in sorted((sql_dir() / "migrations").glob("*.sql")):
+        number, _, _rest = path.stem.partition("_")
+        found.append((int(number), path.stem, path.read_text(encoding="utf-8")))
+    return found
+
+
+def migration(text: str, schema: str) -> sql.Composed:
+    return _compose(text, schema)

@@ -1,0 +1,175 @@
+-- Every statement catchup sends, one per "-- name:" header. {schema} is replaced by the quoted
+-- schema identifier through psycopg.sql; values are always %(name)s parameters.
+-- Time comes from clock_timestamp() on the server: never from the host running catchup.
+
+-- name: server_now
+-- The database clock: the one clock every due-time decision uses.
+SELECT clock_timestamp() AS now;
+
+-- name: schema_version
+SELECT coalesce(max(version), 0) AS version FROM {schema}.schema_version;
+
+-- name: create_schema
+CREATE SCHEMA IF NOT EXISTS {schema};
+CREATE TABLE IF NOT EXISTS {schema}.schema_version (
+    version    integer PRIMARY KEY,
+    name       text NOT NULL,
+    applied_at timestamptz NOT NULL DEFAULT clock_timestamp()
+);
+
+-- name: record_migration
+INSERT INTO {schema}.schema_version (version, name) VALUES (%(version)s, %(name)s);
+
+-- name: lock_migrations
+-- Transaction-scoped, so it also works through a transaction-mode pooler.
+SELECT pg_advisory_xact_lock(hashtext('catchup.migrate'), hashtext(%(schema)s));
+
+-- name: register_jobs
+INSERT INTO {schema}.jobs (name)
+SELECT unnest(%(names)s::text[])
+ON CONFLICT (name) DO NOTHING;
+
+-- name: job_ids
+SELECT id, name, paused_at FROM {schema}.jobs WHERE name = ANY(%(names)s::text[]);
+
+-- name: lock_job
+-- Serialises claims of one job, so the overlap check below sees every committed claim.
+-- Transaction-scoped: released at commit, survives a transaction-mode pooler.
+SELECT pg_advisory_xact_lock(hashtext(%(schema)s), %(job_id)s::integer);
+
+-- name: claim
+-- The one claim path. A new period starts at attempt 1; a failed period with attempts left and
+-- its backoff elapsed, or a running one whose lease expired, is taken over as attempt + 1;
+-- succeeded and waived periods are never claimed. With overlap forbidden, nothing is claimed
+-- while another period of the job holds a live lease. Returns no row when nothing was claimed.
+WITH claimed AS (
+    INSERT INTO {schema}.runs AS r
+        (job_id, period_start, period_end, status, attempt, owner,
+         claimed_at, heartbeat_at, lease_expires_at)
+    SELECT %(job_id)s, %(period_start)s, %(period_end)s, 'running', 1, %(owner)s,
+           clock_timestamp(), clock_timestamp(), clock_timestamp() + %(lease)s
+    WHERE %(allow_overlap)s OR NOT EXISTS (
+        SELECT 1 FROM {schema}.runs o
+        WHERE o.job_id = %(job_id)s
+          AND o.status = 'running'
+          AND o.lease_expires_at > clock_timestamp()
+          AND o.period_start <> %(period_start)s)
+    ON CONFLICT (job_id, period_start) DO UPDATE SET
+        status = 'running',
+        attempt = r.attempt + 1,
+        failures = r.failures + (r.status = 'running')::integer,
+        owner = excluded.owner,
+        claimed_at = excluded.claimed_at,
+        heartbeat_at = excluded.heartbeat_at,
+        lease_expires_at = excluded.lease_expires_at,
+        finished_at = NULL,
+        retry_after = NULL,
+        exit_code = NULL,
+        error = NULL
+    WHERE (r.status = 'failed'
+           AND r.failures < %(max_attempts)s
+           AND r.retry_after <= clock_timestamp())
+       OR (r.status = 'running'
+           AND r.lease_expires_at <= clock_timestamp()
+           AND r.failures + 1 < %(max_attempts)s)
+    RETURNING r.id, r.job_id, r.period_start, r.period_end, r.attempt, r.owner,
+              r.claimed_at, r.lease_expires_at, r.checkpoint
+), lost AS (
+    UPDATE {schema}.history h
+    SET status = 'lost', finished_at = c.claimed_at,
+        error = 'lease expired; taken over by attempt ' || c.attempt
+    FROM claimed c
+    WHERE h.job_id = c.job_id AND h.period_start = c.period_start
+      AND h.attempt = c.attempt - 1 AND h.status = 'running'
+), opened AS (
+    INSERT INTO {schema}.history (job_id, period_start, attempt, status, owner, started_at)
+    SELECT job_id, period_start, attempt, 'running', owner, claimed_at FROM claimed
+)
+SELECT id, period_start, period_end, attempt, lease_expires_at, checkpoint FROM claimed;
+
+-- name: heartbeat
+-- Extends the lease only while this attempt still holds it: a lease that has run out is gone,
+-- even if nobody has taken the period over yet.
+UPDATE {schema}.runs
+SET heartbeat_at = clock_timestamp(), lease_expires_at = clock_timestamp() + %(lease)s
+WHERE job_id = %(job_id)s AND period_start = %(period_start)s AND attempt = %(attempt)s
+  AND status = 'running' AND lease_expires_at > clock_timestamp()
+RETURNING lease_expires_at;
+
+-- name: finish
+-- Fenced by the attempt: a runner whose period was taken over writes nothing.
+WITH finished AS (
+    UPDATE {schema}.runs
+    SET status = %(status)s,
+        finished_at = clock_timestamp(),
+        lease_expires_at = NULL,
+        failures = failures + %(counts_as_failure)s::integer,
+        retry_after = CASE WHEN %(status)s = 'failed'
+                           THEN clock_timestamp() + %(backoff)s END,
+        exit_code = %(exit_code)s,
+        error = %(error)s,
+        output_tail = %(output_tail)s
+    WHERE job_id = %(job_id)s AND period_start = %(period_start)s AND attempt = %(attempt)s
+      AND status = 'running'
+    RETURNING job_id, period_start, attempt, finished_at, failures, retry_after
+), closed AS (
+    UPDATE {schema}.history h
+    SET status = %(history_status)s, finished_at = f.finished_at, exit_code = %(exit_code)s,
+        error = %(error)s, output_tail = %(output_tail)s
+    FROM finished f
+    WHERE h.job_id = f.job_id AND h.period_start = f.period_start AND h.attempt = f.attempt
+)
+SELECT finished_at, failures, retry_after FROM finished;
+
+-- name: lose
+-- A runner that lost its lease says so in the history of its own attempt, if still open.
+UPDATE {schema}.history
+SET status = 'lost', finished_at = clock_timestamp(), error = %(error)s
+WHERE job_id = %(job_id)s AND period_start = %(period_start)s AND attempt = %(attempt)s
+  AND status = 'running';
+
+-- name: run_row
+-- One period's row, read back after a claim found nothing to do or a commit's outcome was lost.
+SELECT r.period_start, r.period_end, r.status, r.attempt, r.failures, r.owner,
+       r.lease_expires_at, r.finished_at, r.retry_after, r.exit_code, r.error,
+       r.lease_expires_at > clock_timestamp() AS lease_live,
+       clock_timestamp() AS now
+FROM {schema}.runs r
+WHERE r.job_id = %(job_id)s AND r.period_start = %(period_start)s;
+
+-- name: running_other
+-- The live run that blocks a job whose overlap is forbidden.
+SELECT period_start, owner, lease_expires_at
+FROM {schema}.runs
+WHERE job_id = %(job_id)s AND status = 'running' AND lease_expires_at > clock_timestamp()
+  AND period_start <> %(period_start)s
+ORDER BY period_start
+LIMIT 1;
+
+-- name: save_checkpoint
+UPDATE {schema}.runs SET checkpoint = %(checkpoint)s
+WHERE id = %(run_id)s AND attempt = %(attempt)s AND status = 'running'
+RETURNING id;
+
+-- name: job_summary
+-- One job: last success, and how many of its expected periods [since, until) are done,
+-- running with a live lease, or failed.
+SELECT max(r.period_start) FILTER (WHERE r.status = 'succeeded') AS last_success,
+       count(*) FILTER (WHERE r.status IN ('succeeded', 'waived')
+                          AND r.period_start >= %(since)s
+                          AND r.period_start < %(until)s) AS done,
+       count(*) FILTER (WHERE r.status = 'running'
+                          AND r.lease_expires_at > clock_timestamp()) AS running,
+       count(*) FILTER (WHERE r.status = 'failed') AS failed
+FROM {schema}.runs r
+WHERE r.job_id = %(job_id)s;
+
+-- name: history
+SELECT h.period_start, h.attempt, h.status, h.owner, h.started_at, h.finished_at,
+       h.exit_code, h.error, h.output_tail
+FROM {schema}.history h
+JOIN {schema}.jobs j ON j.id = h.job_id
+WHERE j.name = %(job)s
+  AND (%(period_start)s::timestamptz IS NULL OR h.period_start = %(period_start)s)
+ORDER BY h.period_start DESC, h.attempt DESC
+LIMIT %(limit)s;
