@@ -70,13 +70,13 @@ class State:
         return self._config
 
     @contextmanager
-    def session(self, *, config_required: bool = True) -> Iterator[Session]:
+    def session(self, *, config_required: bool = True, prepare: bool = True) -> Iterator[Session]:
         from . import db
         from .core import Session
 
         config = self.config(required=config_required)
         target = db.resolve(self.dsn, config.dsn)
-        session = Session(config, target)
+        session = Session(config, target, prepare=prepare)
         if not self.quiet:
             err_console().print(
                 f"[dim]database: {target.describe()}, PostgreSQL "
@@ -262,7 +262,7 @@ def history(state: State, job: str, period: datetime | None, limit: int, as_json
 @pass_state
 def migrate(state: State) -> None:
     """Create or upgrade the ledger schema (every command also does this on first use)."""
-    with state.session(config_required=False) as session:
+    with state.session(config_required=False, prepare=False) as session:
         applied = session.ledger.migrate()
         version = session.ledger.version()
     schema = session.config.schema

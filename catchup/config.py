@@ -118,7 +118,7 @@ def parse_config(raw: bytes, path: Path, *, schema: str | None = None) -> Config
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(_toml_error(name, str(exc))) from None
+        raise ConfigError(_toml_error(name, str(exc), len(text.splitlines()) or 1)) from None
     lines = _KeyLines(text)
     problems: list[str] = []
 
@@ -361,14 +361,15 @@ def _type(value: object) -> str:
     return names.get(type(value), type(value).__name__)
 
 
-def _toml_error(name: str, message: str) -> str:
+def _toml_error(name: str, message: str, last_line: int) -> str:
     match = re.search(r"\(at line (\d+), column (\d+)\)$", message)
     if match:
         reason = message[: match.start()].strip()
         return f"{name}:{match.group(1)}: invalid TOML: {reason} (column {match.group(2)})"
     match = re.search(r"\(at end of document\)$", message)
     if match:
-        return f"{name}: invalid TOML: {message[: match.start()].strip()} at the end of the file"
+        reason = message[: match.start()].strip()
+        return f"{name}:{last_line}: invalid TOML: {reason} at the end of the file"
     return f"{name}: invalid TOML: {message}"
 
 

@@ -47,13 +47,14 @@ def owner_name() -> str:
 class Session:
     """An open ledger for one config: a connection, the schema made current, job ids known."""
 
-    def __init__(self, config: Config, target: db.Target) -> None:
+    def __init__(self, config: Config, target: db.Target, *, prepare: bool = True) -> None:
         self.config = config
         self.target = target
         self.conn = db.connect(target)
         self.ledger = Ledger(self.conn, config.schema)
         try:
-            self.ledger.ensure_schema()
+            if prepare:
+                self.ledger.ensure_schema()
         except psycopg.Error as exc:
             self.conn.close()
             raise DatabaseError(f"cannot prepare schema {config.schema!r}: {exc}") from None

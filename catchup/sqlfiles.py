@@ -38,7 +38,7 @@ def _raw_queries() -> dict[str, str]:
 def _compose(text: str, schema: str) -> sql.Composed:
     # The files are ours and fixed, so they are literal SQL in all but type; only the schema
     # is variable, and it goes in as an identifier.
-    template = sql.SQL(text)  # type: ignore[arg-type]
+    template = sql.SQL(text)
     return template.format(schema=sql.Identifier(schema))
 
 

@@ -1,0 +1,169 @@
+"""The test database: the embedded PostgreSQL in ``.catchup-test/`` (or ``CATCHUP_TEST_DSN``).
+
+Every test gets a schema of its own, so tests never see each other's ledgers. When the server
+cannot be reached the whole run stops at once instead of failing every test.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from click.testing import CliRunner, Result
+
+ROOT = Path(__file__).resolve().parent.parent
+TEST_HOME = ROOT / ".catchup-test"
+
+
+@dataclass(frozen=True)
+class Database:
+    conninfo: str
+    env: dict[str, str]  # what a child process needs to reach the same server
+
+
+@pytest.fixture(scope="session")
+def database() -> Iterator[Database]:
+    explicit = os.environ.get("CATCHUP_TEST_DSN")
+    if explicit:
+        env = {"CATCHUP_DSN": explicit}
+        conninfo = explicit
+        started = False
+    else:
+        os.environ["CATCHUP_HOME"] = str(TEST_HOME)
+        for name in ("CATCHUP_DSN", "DATABASE_URL", "PGHOST", "PGDATABASE", "PGUSER", "PGPORT"):
+            os.environ.pop(name, None)
+        from catchup import embedded
+
+        TEST_HOME.mkdir(exist_ok=True)
+        try:
+            server = embedded.ensure_running()
+        except Exception as exc:  # the whole run depends on it
+            pytest.exit(f"cannot start the embedded PostgreSQL: {exc}", returncode=3)
+        conninfo = server.conninfo
+        env = {"CATCHUP_HOME": str(TEST_HOME)}
+        started = True
+    try:
+        with psycopg.connect(conninfo, connect_timeout=10) as conn:
+            conn.execute("select 1")
+    except psycopg.Error as exc:
+        pytest.exit(f"test database unreachable: {exc}", returncode=3)
+    yield Database(conninfo, env)
+    if started and not os.environ.get("CATCHUP_TEST_KEEP_SERVER"):
+        from catchup import embedded
+
+        embedded.stop()
+
+
+@pytest.fixture
+def schema(database: Database) -> Iterator[str]:
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    yield name
+    with psycopg.connect(database.conninfo, autocommit=True) as conn:
+        conn.execute(
+            psycopg.sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(psycopg.sql.Identifier(name))
+        )
+
+
+@pytest.fixture
+def sql(database: Database, schema: str) -> Iterator[Callable[..., list[tuple[Any, ...]]]]:
+    """Run a statement against the test database with ``{schema}`` bound; returns the rows."""
+    conn = psycopg.connect(database.conninfo, autocommit=True)
+
+    def run(text: str, params: Any = None) -> list[tuple[Any, ...]]:
+        query = psycopg.sql.SQL(text).format(schema=psycopg.sql.Identifier(schema))  # type: ignore[arg-type]
+        cur = conn.execute(query, params)
+        return cur.fetchall() if cur.description else []
+
+    yield run
+    conn.close()
+
+
+@dataclass
+class Project:
+    """A folder with a catchup.toml using this test's schema, and ways to call catchup in it."""
+
+    path: Path
+    schema: str
+    database: Database
+    jobs: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def config(self) -> Path:
+        return self.path / "catchup.toml"
+
+    def write(self, jobs_toml: str) -> Path:
+        body = f'[database]\nschema = "{self.schema}"\n\n' + textwrap.dedent(jobs_toml)
+        self.config.write_text(body)
+        return self.config
+
+    def env(self, **extra: str) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("CATCHUP_", "PG"))}
+        env.pop("DATABASE_URL", None)
+        env.update(self.database.env)
+        env["CATCHUP_CONFIG"] = str(self.config)
+        env.update(extra)
+        return env
+
+    def cli(self, *args: str, env: dict[str, str] | None = None) -> Result:
+        """catchup in this process, through click's runner."""
+        from catchup.cli import cli
+
+        runner = CliRunner()
+        return runner.invoke(
+            cli,
+            ["--config", str(self.config), *args],
+            env={**self.database.env, **(env or {})},
+            catch_exceptions=False,
+        )
+
+    def command(self, *args: str) -> list[str]:
+        return [sys.executable, "-m", "catchup", *args]
+
+    def spawn(self, *args: str, **popen: Any) -> subprocess.Popen[str]:
+        """catchup in a child process of its own."""
+        return subprocess.Popen(
+            self.command(*args), cwd=self.path, env=self.env(), text=True,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, **popen,
+        )
+
+    def run(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            self.command(*args), cwd=self.path, env=self.env(), text=True,
+            capture_output=True, timeout=timeout, check=False,
+        )
+
+
+@pytest.fixture
+def project(tmp_path: Path, schema: str, database: Database) -> Project:
+    return Project(tmp_path, schema, database)
+
+
+def wait_for(condition: Callable[[], Any], timeout: float = 30, what: str = "condition") -> Any:
+    """Poll ``condition`` until it is truthy; fail after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(0.05)
+
+
+def process_gone(pid: int) -> bool:
+    """True when ``pid`` no longer runs (a zombie counts as gone)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return True
+    return state in ("Z", "X")

@@ -1,0 +1,44 @@
+"""A replica for concurrency tests: waits at a barrier, then runs periods through catchup.
+
+    python worker.py CONFIG JOB GO_FILE READY_FILE PASSES PERIOD...
+
+Each pass tries every period once through the library's one claim path (the same call as
+``catchup run JOB --period P``); prints one JSON line per outcome.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+from catchup import db
+from catchup.config import load_config, parse_instant
+from catchup.core import Session, run_period
+
+
+def main() -> None:
+    config_path, job_name, go, ready, passes, *periods = sys.argv[1:]
+    config = load_config(Path(config_path))
+    job = config.job(job_name)
+    starts = [parse_instant(p) for p in periods]
+    with Session(config, db.resolve(None, config.dsn)) as session:
+        session.job_id(job_name)
+        Path(ready).touch()
+        deadline = time.monotonic() + 60
+        while not Path(go).exists():
+            if time.monotonic() > deadline:
+                raise SystemExit("barrier never opened")
+            time.sleep(0.002)
+        for _ in range(int(passes)):
+            for start in starts:
+                period = job.schedule.containing(job.anchor, start)
+                outcome = run_period(session, job, period, stream=False)
+                print(json.dumps({"period": period.start.isoformat(), "status": outcome.status,
+                                  "attempt": outcome.attempt, "detail": outcome.detail}),
+                      flush=True)
+
+
+if __name__ == "__main__":
+    main()

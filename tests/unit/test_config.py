@@ -1,0 +1,112 @@
+"""Configuration: every mistake is one line naming the file and line, exit 2, no database."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from catchup.cli import cli
+from catchup.config import parse_config, parse_duration
+from catchup.errors import ConfigError
+
+GOOD = """\
+[jobs.billing]
+schedule = "daily"
+start = "2026-10-01"
+command = ["./bill.sh", "--day", "{period}"]
+"""
+
+MISTAKES = [
+    # (config text, line, words the message must contain)
+    (GOOD + 'timeout = "2 hours"\n', 5, "jobs.billing.timeout"),
+    (GOOD + 'lease = "0s"\n', 5, "longer than zero"),
+    (GOOD + 'lease = "-5s"\n', 5, "not a duration"),
+    (GOOD + "max_attempts = 0\n", 5, "at least 1"),
+    (GOOD + 'max_attempts = "3"\n', 5, "whole number"),
+    (GOOD + "max_attempts = true\n", 5, "whole number"),
+    (GOOD + 'overlap = "sometimes"\n', 5, "forbid, allow"),
+    (GOOD + 'retry_backof = "5m"\n', 5, "did you mean 'retry_backoff'"),
+    (GOOD.replace('"daily"', '"fortnightly"'), 2, "unknown schedule"),
+    (GOOD.replace('"daily"', "7"), 2, "expected a string"),
+    (GOOD.replace('"2026-10-01"', '"2026-02-30"'), 3, "not a date"),
+    (GOOD.replace('start = "2026-10-01"\n', ""), 1, "jobs.billing.start: missing"),
+    (GOOD.replace('"{period}"', '"{perod}"'), 4, "unknown placeholder {perod}"),
+    (GOOD.replace('"{period}"', '"{period_start:%Q"'), 4, "jobs.billing.command"),
+    (GOOD.replace('["./bill.sh", "--day", "{period}"]', "[]"), 4, "non-empty list"),
+    (GOOD + 'call = "billing:run"\n', 4, "exactly one of command"),
+    (GOOD.replace("[jobs.billing]", '[jobs."bill; $(id)"]'), 1, "job name"),
+    (GOOD.replace("[jobs.billing]", '[jobs."' + "x" * 1000 + '"]'), 1, "job name"),
+    ('[database]\nschema = "Robert\'); drop"\n' + GOOD, 2, "database.schema"),
+    ("[databse]\n" + GOOD, 1, "did you mean 'database'"),
+    (GOOD + "command = [\n", 5, "invalid TOML"),
+    ("[jobs.billing\n", 1, "invalid TOML"),
+]
+
+
+@pytest.mark.parametrize(("text", "line", "words"), MISTAKES)
+def test_mistake_is_reported_with_file_and_line(
+    tmp_path: Path, text: str, line: int, words: str
+) -> None:
+    """The CLI prints catchup.toml:LINE and exits 2 before touching any database."""
+    config = tmp_path / "catchup.toml"
+    config.write_text(text)
+    # An unreachable database: reaching it would give exit 3, so exit 2 proves it was not tried.
+    result = CliRunner().invoke(
+        cli, ["--config", str(config), "run", "billing"],
+        env={"CATCHUP_DSN": "postgresql://nobody@127.0.0.1:1/none"}, catch_exceptions=False,
+    )
+    assert result.exit_code == 2, result.output
+    assert f"{config}:{line}: " in result.stderr
+    assert words in result.stderr
+    assert "Traceback" not in result.output
+    assert result.stdout == ""
+
+
+def test_all_problems_reported_at_once(tmp_path: Path) -> None:
+    text = GOOD + 'lease = "0s"\nmax_attempts = 0\n'
+    with pytest.raises(ConfigError) as info:
+        parse_config(text.encode(), tmp_path / "catchup.toml")
+    assert len(info.value.problems) == 2
+
+
+def test_invalid_utf8_and_nul(tmp_path: Path) -> None:
+    path = tmp_path / "catchup.toml"
+    with pytest.raises(ConfigError, match=r"catchup.toml:2: not valid UTF-8"):
+        parse_config(b"# ok\n# \xff\n", path)
+    with pytest.raises(ConfigError, match="invalid TOML"):
+        parse_config(b"[jobs.a]\nschedule = \"daily\x00\"\n", path)
+
+
+def test_good_config_defaults(tmp_path: Path) -> None:
+    config = parse_config(GOOD.encode(), tmp_path / "catchup.toml")
+    job = config.job("billing")
+    assert job.anchor == datetime(2026, 10, 1, tzinfo=UTC)
+    assert job.lease == timedelta(seconds=60)
+    assert job.max_attempts == 3
+    assert job.overlap == "forbid"
+    assert config.schema == "catchup"
+    with pytest.raises(ConfigError, match="did you mean 'billing'"):
+        config.job("biling")
+
+
+def test_toml_native_dates_and_offsets(tmp_path: Path) -> None:
+    text = GOOD.replace('"2026-10-01"', "2026-10-01T02:00:00+02:00")
+    job = parse_config(text.encode(), tmp_path / "c.toml").job("billing")
+    assert job.start == datetime(2026, 10, 1, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(("text", "seconds"), [("90s", 90), ("15m", 900), ("2h", 7200),
+                                               ("1d", 86400), ("1h30m", 5400)])
+def test_durations(text: str, seconds: int) -> None:
+    assert parse_duration(text) == timedelta(seconds=seconds)
+
+
+def test_missing_config_is_a_usage_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("CATCHUP_CONFIG", raising=False)
+    result = CliRunner().invoke(cli, ["run", "billing"], catch_exceptions=False)
+    assert result.exit_code == 2
+    assert "no catchup.toml" in result.stderr
