@@ -132,14 +132,24 @@ class Project:
     def spawn(self, *args: str, **popen: Any) -> subprocess.Popen[str]:
         """catchup in a child process of its own."""
         return subprocess.Popen(
-            self.command(*args), cwd=self.path, env=self.env(), text=True,
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, **popen,
+            self.command(*args),
+            cwd=self.path,
+            env=self.env(),
+            text=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            **popen,
         )
 
     def run(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            self.command(*args), cwd=self.path, env=self.env(), text=True,
-            capture_output=True, timeout=timeout, check=False,
+            self.command(*args),
+            cwd=self.path,
+            env=self.env(),
+            text=True,
+            capture_output=True,
+            timeout=timeout,
+            check=False,
         )
 
 

@@ -3,7 +3,8 @@
     python worker.py CONFIG JOB GO_FILE READY_FILE PASSES PERIOD...
 
 Each pass tries every period once through the library's one claim path (the same call as
-``catchup run JOB --period P``); prints one JSON line per outcome.
+``catchup run JOB --period P``); prints one JSON line per outcome. PASSES may be ``until-done``:
+passes repeat until every period is recorded as succeeded (at most 90 seconds).
 """
 
 from __future__ import annotations
@@ -31,13 +32,36 @@ def main() -> None:
             if time.monotonic() > deadline:
                 raise SystemExit("barrier never opened")
             time.sleep(0.002)
-        for _ in range(int(passes)):
-            for start in starts:
+        job_id = session.job_id(job_name)
+        todo = list(starts)
+        count = 0
+        stop_at = time.monotonic() + 90
+        while todo and (
+            count < int(passes) if passes != "until-done" else time.monotonic() < stop_at
+        ):
+            count += 1
+            for start in todo:
                 period = job.schedule.containing(job.anchor, start)
                 outcome = run_period(session, job, period, stream=False)
-                print(json.dumps({"period": period.start.isoformat(), "status": outcome.status,
-                                  "attempt": outcome.attempt, "detail": outcome.detail}),
-                      flush=True)
+                print(
+                    json.dumps(
+                        {
+                            "period": period.start.isoformat(),
+                            "status": outcome.status,
+                            "attempt": outcome.attempt,
+                            "detail": outcome.detail,
+                        }
+                    ),
+                    flush=True,
+                )
+            if passes == "until-done":
+                todo = [
+                    t
+                    for t in todo
+                    if (row := session.ledger.run_row(job_id, t)) is None
+                    or row.status != "succeeded"
+                ]
+                time.sleep(0.02)
 
 
 if __name__ == "__main__":

@@ -8,10 +8,10 @@ from typing import Any
 
 import psycopg
 import pytest
+from conftest import Database
 
 from catchup.ledger import Ledger
 from catchup.schedule import Period, parse_schedule
-from conftest import Database
 
 DAY = parse_schedule("daily")
 ANCHOR = datetime(2026, 10, 1, tzinfo=UTC)
@@ -33,24 +33,50 @@ def job(ledger: Ledger, name: str = "billing") -> int:
     return ledger.register_jobs([name])[name].id
 
 
-def claim(ledger: Ledger, job_id: int, period: Period = P1, *, overlap: bool = False,
-          max_attempts: int = 3, owner: str = "test") -> Any:
-    return ledger.claim(job_id, period, owner=owner, lease=LEASE, max_attempts=max_attempts,
-                        allow_overlap=overlap)
+def claim(
+    ledger: Ledger,
+    job_id: int,
+    period: Period = P1,
+    *,
+    overlap: bool = False,
+    max_attempts: int = 3,
+    owner: str = "test",
+) -> Any:
+    return ledger.claim(
+        job_id, period, owner=owner, lease=LEASE, max_attempts=max_attempts, allow_overlap=overlap
+    )
 
 
-def finish(ledger: Ledger, job_id: int, attempt: int, status: str = "succeeded",
-           period: Period = P1, backoff: timedelta = timedelta(0)) -> Any:
+def finish(
+    ledger: Ledger,
+    job_id: int,
+    attempt: int,
+    status: str = "succeeded",
+    period: Period = P1,
+    backoff: timedelta = timedelta(0),
+) -> Any:
     failed = status == "failed"
-    return ledger.finish(job_id, period.start, attempt, status=status, history_status=status,
-                         counts_as_failure=failed, backoff=backoff, exit_code=int(failed),
-                         error="boom" if failed else None, output_tail=None)
+    return ledger.finish(
+        job_id,
+        period.start,
+        attempt,
+        status=status,
+        history_status=status,
+        counts_as_failure=failed,
+        backoff=backoff,
+        exit_code=int(failed),
+        error="boom" if failed else None,
+        output_tail=None,
+    )
 
 
 def expire_lease(sql: Callable[..., Any], period: Period = P1) -> None:
     """Stand-in for the passage of time: the lease ran out a second ago (database clock)."""
-    sql("UPDATE {schema}.runs SET lease_expires_at = clock_timestamp() - interval '1 second' "
-        "WHERE period_start = %s", [period.start])
+    sql(
+        "UPDATE {schema}.runs SET lease_expires_at = clock_timestamp() - interval '1 second' "
+        "WHERE period_start = %s",
+        [period.start],
+    )
 
 
 def test_migrate_twice_is_a_no_op(ledger: Ledger) -> None:
@@ -82,8 +108,9 @@ def test_succeeded_period_is_never_claimed(ledger: Ledger, sql: Callable[..., An
 
 def test_failed_period_waits_for_its_backoff(ledger: Ledger, sql: Callable[..., Any]) -> None:
     job_id = job(ledger)
-    done = finish(ledger, job_id, claim(ledger, job_id).attempt, "failed",
-                  backoff=timedelta(hours=1))
+    done = finish(
+        ledger, job_id, claim(ledger, job_id).attempt, "failed", backoff=timedelta(hours=1)
+    )
     assert done.failures == 1
     assert claim(ledger, job_id) is None  # backing off
     sql("UPDATE {schema}.runs SET retry_after = clock_timestamp() - interval '1 second'")

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-from pathlib import Path
 from typing import Any
 
 from conftest import Project, process_gone, wait_for
@@ -24,10 +23,12 @@ def daily(command: str, **extra: str) -> str:
 
 def test_run_records_success_and_passes_the_period(project: Project) -> None:
     log = project.path / "log"
-    project.write(daily(
-        f'["sh", "-c", "echo $0 $CATCHUP_PERIOD $CATCHUP_ATTEMPT $CATCHUP_PERIOD_END >> {log}",'
-        ' "{period_start:%Y%m%d}"]'
-    ))
+    project.write(
+        daily(
+            f'["sh", "-c", "echo $0 $CATCHUP_PERIOD $CATCHUP_ATTEMPT $CATCHUP_PERIOD_END >> {log}",'
+            ' "{period_start:%Y%m%d}"]'
+        )
+    )
     result = project.cli("run", "billing", "--period", "2026-10-05")
     assert result.exit_code == 0, result.output
     assert "billing 2026-10-05 attempt 1: succeeded" in result.stdout
@@ -45,7 +46,8 @@ def test_run_defaults_to_the_latest_due_period(project: Project, sql: Any) -> No
     outcome = json.loads(result.stdout)
     (now,) = sql("SELECT clock_timestamp() - interval '30 minutes'")[0]
     expected = now.replace(hour=0, minute=0, second=0, microsecond=0) - __import__(
-        "datetime").timedelta(days=1)
+        "datetime"
+    ).timedelta(days=1)
     assert outcome["period"] == expected.strftime("%Y-%m-%dT%H:%M:%SZ")
     assert outcome["status"] == "succeeded" and outcome["attempt"] == 1
 
@@ -56,7 +58,8 @@ def test_failed_job_exits_1_and_keeps_its_output(project: Project, sql: Any) -> 
     assert result.exit_code == 1
     assert "failed" in result.stdout and "exited with 7" in result.stdout
     status, exit_code, tail, failures = sql(
-        "SELECT status, exit_code, output_tail, failures FROM {schema}.runs")[0]
+        "SELECT status, exit_code, output_tail, failures FROM {schema}.runs"
+    )[0]
     assert (status, exit_code, failures) == ("failed", 7, 1)
     assert "to-out" in tail and "to-err" in tail
     history = project.cli("history", "billing", "--period", "2026-10-01")
@@ -85,8 +88,11 @@ def test_timeout_kills_the_whole_process_group(project: Project, sql: Any) -> No
     assert "timed out after 1s" in result.stdout
     children = [int(p) for p in pids.read_text().split()]
     assert len(children) == 2
-    wait_for(lambda: all(process_gone(pid) for pid in children), timeout=10,
-             what="the job's process group to be gone")
+    wait_for(
+        lambda: all(process_gone(pid) for pid in children),
+        timeout=10,
+        what="the job's process group to be gone",
+    )
     status, error = sql("SELECT status, error FROM {schema}.runs")[0]
     assert (status, error) == ("failed", "timed out after 1s")
 
@@ -179,5 +185,3 @@ def test_migrate_command(project: Project, sql: Any) -> None:
     again = project.cli("migrate")
     assert "up to date (version 1)" in again.stdout
     assert sql("SELECT version FROM {schema}.schema_version") == [(1,)]
-
-

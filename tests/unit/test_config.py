@@ -55,8 +55,10 @@ def test_mistake_is_reported_with_file_and_line(
     config.write_text(text)
     # An unreachable database: reaching it would give exit 3, so exit 2 proves it was not tried.
     result = CliRunner().invoke(
-        cli, ["--config", str(config), "run", "billing"],
-        env={"CATCHUP_DSN": "postgresql://nobody@127.0.0.1:1/none"}, catch_exceptions=False,
+        cli,
+        ["--config", str(config), "run", "billing"],
+        env={"CATCHUP_DSN": "postgresql://nobody@127.0.0.1:1/none"},
+        catch_exceptions=False,
     )
     assert result.exit_code == 2, result.output
     assert f"{config}:{line}: " in result.stderr
@@ -77,7 +79,7 @@ def test_invalid_utf8_and_nul(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"catchup.toml:2: not valid UTF-8"):
         parse_config(b"# ok\n# \xff\n", path)
     with pytest.raises(ConfigError, match="invalid TOML"):
-        parse_config(b"[jobs.a]\nschedule = \"daily\x00\"\n", path)
+        parse_config(b'[jobs.a]\nschedule = "daily\x00"\n', path)
 
 
 def test_good_config_defaults(tmp_path: Path) -> None:
@@ -98,8 +100,9 @@ def test_toml_native_dates_and_offsets(tmp_path: Path) -> None:
     assert job.start == datetime(2026, 10, 1, tzinfo=UTC)
 
 
-@pytest.mark.parametrize(("text", "seconds"), [("90s", 90), ("15m", 900), ("2h", 7200),
-                                               ("1d", 86400), ("1h30m", 5400)])
+@pytest.mark.parametrize(
+    ("text", "seconds"), [("90s", 90), ("15m", 900), ("2h", 7200), ("1d", 86400), ("1h30m", 5400)]
+)
 def test_durations(text: str, seconds: int) -> None:
     assert parse_duration(text) == timedelta(seconds=seconds)
 

@@ -11,8 +11,15 @@ from hypothesis import strategies as st
 from catchup.schedule import ScheduleError, parse_schedule, period_label
 
 SCHEDULES = [
-    "hourly", "daily", "weekly", "monthly",
-    "every 15 minutes", "every 2 hours", "every 3 days", "every minute", "every 2 weeks",
+    "hourly",
+    "daily",
+    "weekly",
+    "monthly",
+    "every 15 minutes",
+    "every 2 hours",
+    "every 3 days",
+    "every minute",
+    "every 2 weeks",
 ]
 instants = st.datetimes(
     min_value=datetime(2000, 1, 1), max_value=datetime(2100, 1, 1), timezones=st.just(UTC)
@@ -91,7 +98,8 @@ def test_monthly_periods_follow_the_calendar() -> None:
     anchor = schedule.anchor(datetime(2026, 1, 1, tzinfo=UTC))
     feb = schedule.period(anchor, 1)
     assert (feb.start, feb.end) == (
-        datetime(2026, 2, 1, tzinfo=UTC), datetime(2026, 3, 1, tzinfo=UTC)
+        datetime(2026, 2, 1, tzinfo=UTC),
+        datetime(2026, 3, 1, tzinfo=UTC),
     )
 
 
@@ -101,8 +109,9 @@ def test_period_label() -> None:
     assert period_label(hourly, datetime(2026, 10, 31, 13, tzinfo=UTC)) == "2026-10-31T13:00:00Z"
 
 
-@pytest.mark.parametrize("text", ["sometimes", "every 0 minutes", "every -1 hours", "every 5",
-                                  "30 2 * * *", ""])
+@pytest.mark.parametrize(
+    "text", ["sometimes", "every 0 minutes", "every -1 hours", "every 5", "30 2 * * *", ""]
+)
 def test_bad_schedules(text: str) -> None:
     with pytest.raises(ScheduleError):
         parse_schedule(text)
