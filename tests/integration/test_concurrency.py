@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import signal
@@ -126,7 +127,7 @@ def test_forbid_never_runs_two_periods_at_once(project: Project, sql: Any) -> No
         for p, a, b in (line.split() for line in log.read_text().splitlines())
     )
     assert sorted(p for _, _, p in spans) == days(8)  # each once
-    for (_, end, first), (start, _, second) in zip(spans, spans[1:], strict=False):
+    for (_, end, first), (start, _, second) in itertools.pairwise(spans):
         assert start >= end, f"{first} and {second} overlapped"
     assert sql("SELECT count(*) FROM {schema}.runs WHERE status = 'succeeded'") == [(8,)]
 
@@ -190,7 +191,7 @@ def test_paused_runner_is_fenced_off_and_stops_its_job(project: Project, sql: An
         assert "attempt 2: succeeded" in second.stdout
     finally:
         first.send_signal(signal.SIGCONT)
-    out, err = first.communicate(timeout=60)
+    out, _err = first.communicate(timeout=60)
     assert first.returncode == 1
     assert "attempt 1: lost" in out and "nothing recorded" in out
     wait_for(lambda: process_gone(job_pid), timeout=15, what="attempt 1's job to be stopped")
