@@ -93,7 +93,8 @@ def find_config(explicit: str | None, cwd: Path | None = None) -> Path | None:
     for folder in (here, *here.parents):
         candidate = folder / CONFIG_NAME
         if candidate.is_file():
-            return candidate
+            # shown in messages: keep it short when it is here or below
+            return candidate.relative_to(here) if folder == here else candidate
     return None
 
 
