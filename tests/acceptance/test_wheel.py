@@ -19,8 +19,12 @@ def test_wheel_installs_and_runs(project: Project, tmp_path: Path) -> None:
     if uv is None:
         pytest.fail("uv is needed to build the wheel (pip install uv)")
     dist = tmp_path / "dist"
-    subprocess.run([uv, "build", "--wheel", "--out-dir", str(dist), str(ROOT)],
-                   check=True, capture_output=True, timeout=300)
+    subprocess.run(
+        [uv, "build", "--wheel", "--out-dir", str(dist), str(ROOT)],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
     (wheel,) = dist.glob("catchup-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     assert "catchup/sql/queries.sql" in names
@@ -28,21 +32,33 @@ def test_wheel_installs_and_runs(project: Project, tmp_path: Path) -> None:
 
     venv = tmp_path / "venv"
     subprocess.run([uv, "venv", "--python", "3.13", str(venv)], check=True, capture_output=True)
-    subprocess.run([uv, "pip", "install", "--python", str(venv / "bin" / "python"), str(wheel)],
-                   check=True, capture_output=True, timeout=600)
+    subprocess.run(
+        [uv, "pip", "install", "--python", str(venv / "bin" / "python"), str(wheel)],
+        check=True,
+        capture_output=True,
+        timeout=600,
+    )
     catchup = str(venv / "bin" / "catchup")
     project.write('[jobs.nightly]\nschedule = "daily"\nstart = "2026-10-01"\ncommand = ["true"]\n')
     elsewhere = tmp_path / "elsewhere"  # not the checkout: the SQL must come from the wheel
     elsewhere.mkdir()
     version = subprocess.run([catchup, "--version"], capture_output=True, text=True, cwd=elsewhere)
     assert version.returncode == 0 and "catchup, version" in version.stdout
-    run = subprocess.run([catchup, "run", "nightly", "--period", "2026-10-01"],
-                         capture_output=True, text=True, cwd=elsewhere, env=project.env(),
-                         timeout=120)
+    run = subprocess.run(
+        [catchup, "run", "nightly", "--period", "2026-10-01"],
+        capture_output=True,
+        text=True,
+        cwd=elsewhere,
+        env=project.env(),
+        timeout=120,
+    )
     assert run.returncode == 0, run.stderr
     assert "nightly 2026-10-01 attempt 1: succeeded" in run.stdout
     where = subprocess.run(
         [str(venv / "bin" / "python"), "-c", "import catchup.sqlfiles as s; print(s.sql_dir())"],
-        capture_output=True, text=True, cwd=elsewhere, check=True,
+        capture_output=True,
+        text=True,
+        cwd=elsewhere,
+        check=True,
     )
     assert where.stdout.strip().startswith(str(venv))

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from conftest import ROOT, Project, process_gone, wait_for
 
 WORKER = ROOT / "tests" / "helpers" / "worker.py"

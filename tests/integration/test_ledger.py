@@ -8,10 +8,11 @@ from typing import Any
 
 import psycopg
 import pytest
-from conftest import Database
 
 from catchup.ledger import Ledger
 from catchup.schedule import Period, parse_schedule
+
+from conftest import Database
 
 DAY = parse_schedule("daily")
 ANCHOR = datetime(2026, 10, 1, tzinfo=UTC)
