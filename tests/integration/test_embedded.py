@@ -1,0 +1,68 @@
+"""The embedded server: started once however many processes race for it; old servers refused."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+PG15 = Path("/usr/lib/postgresql/15/bin")
+
+
+def catchup(home: Path, *args: str, **env: str) -> subprocess.Popen[str]:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("CATCHUP_", "PG"))}
+    clean.pop("DATABASE_URL", None)
+    return subprocess.Popen(
+        [sys.executable, "-m", "catchup", *args],
+        cwd=home,
+        text=True,
+        env={**clean, "CATCHUP_HOME": str(home), **env},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+
+
+def stop(home: Path, **env: str) -> None:
+    proc = catchup(home, "server", "stop", **env)
+    proc.communicate(timeout=60)
+
+
+@pytest.mark.slow
+def test_racing_processes_share_one_new_server(tmp_path: Path) -> None:
+    """Four processes on a fresh machine start the embedded server once and all succeed."""
+    home = tmp_path / "home"
+    home.mkdir()
+    try:
+        procs = [catchup(home, "migrate") for _ in range(4)]
+        results = [proc.communicate(timeout=180) for proc in procs]
+        assert [proc.returncode for proc in procs] == [0] * 4, results
+        assert sum("applied 0001_ledger" in out for out, _ in results) == 1
+        assert all("embedded PostgreSQL in" in err for _, err in results)
+        status = catchup(home, "server", "status")
+        out, _ = status.communicate(timeout=60)
+        assert out.startswith("running: ")
+        assert len(list(home.glob("pg*/PG_VERSION"))) == 1
+    finally:
+        stop(home)
+    out, _ = catchup(home, "server", "status").communicate(timeout=60)
+    assert out.startswith("stopped: ")
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not (PG15 / "postgres").exists(), reason="needs Debian's PostgreSQL 15")
+def test_server_older_than_17_is_refused(tmp_path: Path) -> None:
+    """Pointed at PostgreSQL 15, catchup says so in one line and exits 3."""
+    home = tmp_path / "home"
+    home.mkdir()
+    try:
+        proc = catchup(home, "migrate", CATCHUP_PG_BIN=str(PG15))
+        out, err = proc.communicate(timeout=180)
+        assert proc.returncode == 3, out + err
+        assert "runs PostgreSQL 15." in err and "needs PostgreSQL 17 or newer" in err
+        assert len(err.strip().splitlines()) == 1
+        assert "Traceback" not in err
+    finally:
+        stop(home, CATCHUP_PG_BIN=str(PG15))
