@@ -258,6 +258,79 @@ def history(state: State, job: str, period: datetime | None, limit: int, as_json
         )
 
 
+SCAN_EXIT_CODES = EXIT_CODES.replace("a job failed (run)", "gaps found")
+
+
+@cli.command(epilog=SCAN_EXIT_CODES)
+@click.option(
+    "--job",
+    "job_names",
+    multiple=True,
+    metavar="JOB",
+    help="Only this job (repeatable; default: every job).",
+)
+@click.option("--since", type=Instant(), help="First period start to check (inclusive).")
+@click.option("--until", type=Instant(), help="Period starts before this (exclusive).")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["table", "json", "markdown", "openmetrics"]),
+    default="table",
+    show_default=True,
+    help="How to report.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Same as --format json.")
+@click.option("--calendar", is_flag=True, help="Add a calendar heat map per job (table format).")
+@click.option(
+    "--full",
+    is_flag=True,
+    help="Read every period again instead of trusting what is known complete.",
+)
+@pass_state
+def scan(
+    state: State,
+    job_names: tuple[str, ...],
+    since: datetime | None,
+    until: datetime | None,
+    fmt: str,
+    as_json: bool,
+    calendar: bool,
+    full: bool,
+) -> None:
+    """Find the periods that were never run, failed, or are stuck, and report them.
+
+    Each job's expected periods (from its start, or --since, to the last due one, or --until)
+    are checked against the ledger on the database clock. Gaps are missing, failed, exhausted
+    and stale periods, oldest first; running periods and paused jobs are shown but are not gaps.
+
+    Example: catchup scan --since 2026-10-01 --format markdown >> "$GITHUB_STEP_SUMMARY"
+    """
+    from . import report
+    from . import scan as detector
+
+    config = state.config()
+    jobs = [config.job(name) for name in job_names] or list(config.jobs.values())
+    if since is not None and until is not None and since >= until:
+        raise ConfigError(f"--since {since.isoformat()} is not before --until {until.isoformat()}")
+    with state.session() as session:
+        result = detector.scan(session, jobs, since=since, until=until, full=full)
+    fmt = "json" if as_json else fmt
+    if fmt == "json":
+        click.echo(report.scan_json(result))
+    elif fmt == "markdown":
+        click.echo(report.scan_markdown(result), nl=False)
+    elif fmt == "openmetrics":
+        click.echo(report.scan_openmetrics(result), nl=False)
+    else:
+        out = console()
+        report.scan_tables(out, result)
+        if calendar:
+            by_name = {job.name: job for job in jobs}
+            report.calendars(out, [detector.calendar(by_name[j.job], j) for j in result.jobs])
+    if result.has_gaps:
+        sys.exit(EXIT_FAILED)
+
+
 @cli.command(epilog=EXIT_CODES)
 @pass_state
 def migrate(state: State) -> None:

@@ -114,3 +114,64 @@ class JobLine:
     running: int
     failed: int
     paused: bool
+
+
+@dataclass(frozen=True)
+class Island:
+    """Consecutive periods of one job in one state: ``first`` and ``last`` are period starts."""
+
+    state: str
+    first: datetime
+    last: datetime
+    periods: int
+
+
+GAP_STATES = frozenset({"missing", "failed", "exhausted", "stale"})
+COUNTED_STATES = ("succeeded", "waived", "running", "missing", "failed", "exhausted", "stale")
+
+
+@dataclass(frozen=True)
+class JobScan:
+    """One job's expected periods in the scanned window, by state, and its gaps oldest-first."""
+
+    job: str
+    schedule: str
+    timezone: str
+    daily_or_longer: bool
+    paused: bool
+    first: datetime | None
+    until: datetime | None
+    expected: int
+    counts: dict[str, int]
+    islands: tuple[Island, ...]
+    last_success: datetime | None
+
+    @property
+    def gaps(self) -> tuple[Island, ...]:
+        """Missing, failed, exhausted and stale runs; none for a paused job."""
+        if self.paused:
+            return ()
+        return tuple(i for i in self.islands if i.state in GAP_STATES)
+
+
+@dataclass(frozen=True)
+class ScanReport:
+    generated_at: datetime
+    since: datetime
+    until: datetime
+    jobs: tuple[JobScan, ...]
+
+    @property
+    def has_gaps(self) -> bool:
+        return any(job.gaps for job in self.jobs)
+
+
+@dataclass(frozen=True)
+class Calendar:
+    """A job's periods as a grid for people: one cell per day (rows are months) or per hour
+    (rows are days); each cell holds the worst state of the periods it touches, or None."""
+
+    job: str
+    unit: Literal["day", "hour"]
+    rows: tuple[tuple[str, tuple[str | None, ...]], ...]
+    truncated: bool

@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from .models import HistoryRow, JobLine, Outcome
+from .models import Calendar, HistoryRow, Island, JobLine, JobScan, Outcome, ScanReport
 from .schedule import iso_utc
 
 STYLE = {
@@ -154,3 +154,232 @@ def history_json(rows: Sequence[HistoryRow]) -> str:
 
 def _dumps(value: object) -> str:
     return json.dumps(value, indent=2, ensure_ascii=False)
+
+
+# -- scan ------------------------------------------------------------------------------------
+
+# A distinct glyph per state, so the calendar reads without colour too (pipes, NO_COLOR).
+GLYPH = {
+    "succeeded": "■",
+    "waived": "▣",
+    "running": "▶",
+    "missing": "□",
+    "stale": "◌",
+    "failed": "✗",
+    "exhausted": "✖",
+}
+LEGEND = ("succeeded", "waived", "running", "missing", "stale", "failed", "exhausted")
+
+
+def _when(job: JobScan, t: datetime | None) -> str:
+    if t is None:
+        return "-"
+    if job.daily_or_longer and t.hour == t.minute == t.second == 0:
+        return t.date().isoformat()
+    return iso_utc(t)
+
+
+def scan_tables(console: Console, report: ScanReport) -> None:
+    """The summary table, then the gap ranges oldest first, coloured by state."""
+    window = f"{iso_utc(report.since)} .. {iso_utc(report.until)}"
+    summary = Table(
+        title=f"catchup scan · {window} · database clock {iso_utc(report.generated_at)}",
+        title_justify="left",
+    )
+    summary.add_column("job")
+    summary.add_column("schedule")
+    for name in ("expected", "succeeded", "missing", "failed", "exhausted", "stale", "running"):
+        summary.add_column(name, justify="right")
+    summary.add_column("oldest gap")
+    summary.add_column("last success")
+    for job in report.jobs:
+        gaps = job.gaps
+        cells: list[Text | str] = [
+            Text(job.job + (" (paused)" if job.paused else ""), style="bold"),
+            job.schedule,
+            str(job.expected),
+        ]
+        for state in ("succeeded", "missing", "failed", "exhausted", "stale", "running"):
+            count = job.counts[state]
+            style = STYLE[state] if count and (state != "succeeded" or not gaps) else ""
+            cells.append(Text(str(count), style="dim" if not count else style))
+        cells.append(_when(job, gaps[0].first) if gaps else "-")
+        cells.append(_when(job, job.last_success) if job.last_success else "never")
+        summary.add_row(*cells)
+    console.print(summary)
+    rows = sorted(
+        ((job, gap) for job in report.jobs for gap in job.gaps),
+        key=lambda pair: (pair[1].first, pair[0].job),
+    )
+    if not rows:
+        console.print(Text("no gaps", style="green"))
+        return
+    table = Table(title="gaps, oldest first", title_justify="left")
+    for name in ("job", "state", "first", "last", "periods"):
+        table.add_column(name, justify="right" if name == "periods" else "left")
+    for job, gap in rows:
+        style = STYLE.get(gap.state, "")
+        table.add_row(
+            job.job,
+            Text(gap.state, style=style),
+            _when(job, gap.first),
+            _when(job, gap.last),
+            str(gap.periods),
+        )
+    console.print(table)
+
+
+def calendars(console: Console, grids: Sequence[Calendar]) -> None:
+    """One heat map per job: a cell per day (rows are months) or per hour (rows are days)."""
+    for grid in grids:
+        header = "day of month 1..31" if grid.unit == "day" else "hour of day 00..23 (UTC)"
+        console.print(Text(f"{grid.job} · {header}", style="bold"))
+        if not grid.rows:
+            console.print(Text("  nothing due yet", style="dim"))
+        for label, cells in grid.rows:
+            line = Text(f"  {label:<10} ")
+            for state in cells:
+                if state is None:
+                    line.append("· ", style="dim")
+                else:
+                    line.append(GLYPH[state] + " ", style=STYLE.get(state, ""))
+            console.print(line, soft_wrap=True)
+        if grid.truncated:
+            console.print(Text("  (older periods not shown: see the gap table)", style="dim"))
+    legend = Text("legend: ")
+    for state in LEGEND:
+        legend.append(GLYPH[state] + " ", style=STYLE[state])
+        legend.append(state + "  ")
+    legend.append("· ", style="dim")
+    legend.append("not expected")
+    console.print(legend)
+
+
+def _gap_json(gap: Island) -> dict[str, object]:
+    return {
+        "status": gap.state,
+        "first": iso_utc(gap.first),
+        "last": iso_utc(gap.last),
+        "periods": gap.periods,
+    }
+
+
+def scan_json(report: ScanReport) -> str:
+    """Exactly the shape documented in DESIGN.md (plus ``paused`` per job)."""
+    return json.dumps(
+        {
+            "generated_at": iso_utc(report.generated_at),
+            "since": iso_utc(report.since),
+            "until": iso_utc(report.until),
+            "jobs": [
+                {
+                    "job": job.job,
+                    "schedule": job.schedule,
+                    "timezone": job.timezone,
+                    "expected": job.expected,
+                    "succeeded": job.counts["succeeded"],
+                    "waived": job.counts["waived"],
+                    "running": job.counts["running"],
+                    "missing": job.counts["missing"],
+                    "failed": job.counts["failed"],
+                    "exhausted": job.counts["exhausted"],
+                    "stale": job.counts["stale"],
+                    "paused": job.paused,
+                    "gaps": [_gap_json(gap) for gap in job.gaps],
+                }
+                for job in report.jobs
+            ],
+        },
+        ensure_ascii=False,
+    )
+
+
+def scan_markdown(report: ScanReport) -> str:
+    """A summary for a CI job summary (GitHub-flavoured Markdown)."""
+    total = sum(len(job.gaps) for job in report.jobs)
+    head = "no gaps" if not total else f"{total} gap range{'s' if total != 1 else ''}"
+    lines = [
+        f"### catchup scan: {head}",
+        "",
+        f"Periods starting {iso_utc(report.since)} .. {iso_utc(report.until)}, "
+        f"database clock {iso_utc(report.generated_at)}.",
+        "",
+        "| job | schedule | expected | succeeded | missing | failed | exhausted | stale "
+        "| running | oldest gap | last success |",
+        "|---|---|--:|--:|--:|--:|--:|--:|--:|---|---|",
+    ]
+    for job in report.jobs:
+        c = job.counts
+        name = _md(job.job) + (" (paused)" if job.paused else "")
+        oldest = _when(job, job.gaps[0].first) if job.gaps else "-"
+        last = _when(job, job.last_success) if job.last_success else "never"
+        lines.append(
+            f"| {name} | {_md(job.schedule)} | {job.expected} | {c['succeeded']} "
+            f"| {c['missing']} | {c['failed']} | {c['exhausted']} | {c['stale']} "
+            f"| {c['running']} | {oldest} | {last} |"
+        )
+    if total:
+        lines += ["", "| job | state | first | last | periods |", "|---|---|---|---|--:|"]
+        for job in report.jobs:
+            for gap in job.gaps:
+                lines.append(
+                    f"| {_md(job.job)} | {gap.state} | {_when(job, gap.first)} "
+                    f"| {_when(job, gap.last)} | {gap.periods} |"
+                )
+    return "\n".join(lines) + "\n"
+
+
+def _md(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+METRICS = (
+    ("catchup_missing_periods", "Due periods of the job that have no run.", "missing"),
+    ("catchup_failed_periods", "Periods that failed and will be retried.", "failed"),
+    ("catchup_exhausted_periods", "Periods that failed with no attempts left.", "exhausted"),
+    ("catchup_stale_periods", "Periods running with an expired lease.", "stale"),
+    ("catchup_running_periods", "Periods running with a live lease.", "running"),
+)
+
+
+def scan_openmetrics(report: ScanReport) -> str:
+    """Gauges per job for a node_exporter textfile collector (OpenMetrics text format)."""
+    out: list[str] = []
+
+    def family(name: str, help_text: str, unit: str = "") -> None:
+        out.append(f"# TYPE {name} gauge")
+        if unit:
+            out.append(f"# UNIT {name} {unit}")
+        out.append(f"# HELP {name} {help_text}")
+
+    for name, help_text, state in METRICS:
+        family(name, help_text)
+        for job in report.jobs:
+            out.append(f'{name}{{job="{_label(job.job)}"}} {job.counts[state]}')
+    family("catchup_paused", "1 when the job is paused.")
+    for job in report.jobs:
+        out.append(f'catchup_paused{{job="{_label(job.job)}"}} {int(job.paused)}')
+    family(
+        "catchup_last_success_timestamp_seconds", "Start of the newest succeeded period.", "seconds"
+    )
+    for job in report.jobs:
+        if job.last_success is not None:
+            out.append(
+                f'catchup_last_success_timestamp_seconds{{job="{_label(job.job)}"}} '
+                f"{job.last_success.timestamp():.0f}"
+            )
+    family("catchup_oldest_gap_timestamp_seconds", "Start of the oldest gap period.", "seconds")
+    for job in report.jobs:
+        if job.gaps:
+            out.append(
+                f'catchup_oldest_gap_timestamp_seconds{{job="{_label(job.job)}"}} '
+                f"{job.gaps[0].first.timestamp():.0f}"
+            )
+    family("catchup_scan_timestamp_seconds", "When the scan ran (database clock).", "seconds")
+    out.append(f"catchup_scan_timestamp_seconds {report.generated_at.timestamp():.0f}")
+    out.append("# EOF")
+    return "\n".join(out) + "\n"
+
+
+def _label(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")

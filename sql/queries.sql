@@ -173,3 +173,137 @@ WHERE j.name = %(job)s
   AND (%(period_start)s::timestamptz IS NULL OR h.period_start = %(period_start)s)
 ORDER BY h.period_start DESC, h.attempt DESC
 LIMIT %(limit)s;
+
+-- name: watermark
+SELECT signature, complete_before, generation FROM {schema}.watermarks WHERE job_id = %(job_id)s;
+
+-- name: raise_watermark
+-- Compare-and-set: only if nothing reopened a period since the scan read the ledger.
+UPDATE {schema}.watermarks
+SET signature = %(signature)s, complete_before = %(complete_before)s,
+    updated_at = clock_timestamp()
+WHERE job_id = %(job_id)s AND generation = %(generation)s
+  AND (signature <> %(signature)s OR complete_before < %(complete_before)s);
+
+-- name: create_watermark
+INSERT INTO {schema}.watermarks (job_id, signature, complete_before)
+VALUES (%(job_id)s, %(signature)s, %(complete_before)s)
+ON CONFLICT (job_id) DO NOTHING;
+
+-- name: scan_unfinished
+-- Every period in the window that has a row but is not succeeded, collapsed into runs of
+-- consecutive periods in the same state (gaps and islands). Reads only the partial index.
+WITH classified AS (
+    SELECT r.period_start,
+           {schema}.period_index(r.period_start, %(anchor)s, %(step_seconds)s,
+                                 %(step_months)s) AS idx,
+           CASE
+               WHEN r.status = 'waived' THEN 'waived'
+               WHEN r.status = 'running' AND r.lease_expires_at > %(now)s THEN 'running'
+               WHEN r.status = 'running' THEN 'stale'
+               WHEN r.failures >= %(max_attempts)s THEN 'exhausted'
+               ELSE 'failed'
+           END AS state
+    FROM {schema}.runs r
+    WHERE r.job_id = %(job_id)s AND r.status <> 'succeeded'
+      AND r.period_start >= %(first)s AND r.period_start < %(until)s
+), grouped AS (
+    SELECT period_start, idx, state,
+           idx - row_number() OVER (PARTITION BY state ORDER BY period_start) AS island
+    FROM classified
+)
+SELECT state, min(period_start) AS first, max(period_start) AS last, count(*) AS periods
+FROM grouped
+GROUP BY state, island
+ORDER BY first;
+
+-- name: scan_missing
+-- The holes between the rows that exist in [from, until): runs of missing periods. Reads the
+-- primary key only (an index-only scan once vacuumed), never the succeeded rows' contents.
+WITH step AS (
+    SELECT make_interval(months => %(step_months)s, secs => %(step_seconds)s) AS step
+), present AS (
+    SELECT r.period_start,
+           lag(r.period_start) OVER (ORDER BY r.period_start) AS previous
+    FROM {schema}.runs r
+    WHERE r.job_id = %(job_id)s AND r.period_start >= %(from)s AND r.period_start < %(until)s
+), holes AS (
+    -- before each row whose predecessor (or the window's start) is not the period before it
+    SELECT coalesce(date_add(p.previous, s.step, 'UTC'), %(from)s::timestamptz) AS first,
+           date_subtract(p.period_start, s.step, 'UTC') AS last
+    FROM present p, step s
+    WHERE p.period_start > coalesce(date_add(p.previous, s.step, 'UTC'), %(from)s::timestamptz)
+    UNION ALL
+    -- after the last row, or the whole window when it has none
+    SELECT coalesce(date_add(m.last_row, s.step, 'UTC'), %(from)s::timestamptz),
+           date_subtract(%(until)s::timestamptz, s.step, 'UTC')
+    FROM step s,
+         (SELECT max(r.period_start) AS last_row
+          FROM {schema}.runs r
+          WHERE r.job_id = %(job_id)s
+            AND r.period_start >= %(from)s AND r.period_start < %(until)s) m
+    WHERE coalesce(date_add(m.last_row, s.step, 'UTC'), %(from)s::timestamptz)
+          < %(until)s::timestamptz
+)
+SELECT 'missing' AS state, first, last,
+       {schema}.period_index(last, %(anchor)s, %(step_seconds)s, %(step_months)s)
+       - {schema}.period_index(first, %(anchor)s, %(step_seconds)s, %(step_months)s) + 1
+       AS periods
+FROM holes
+ORDER BY first;
+
+-- name: scan_full
+-- The plain detector: every expected period from generate_series, left-joined to the ledger,
+-- classified, and collapsed into runs of one state. Reads the whole window.
+WITH expected AS (
+    SELECT e.period_start
+    FROM generate_series(%(first)s::timestamptz,
+                         date_subtract(%(until)s::timestamptz,
+                                       make_interval(months => %(step_months)s,
+                                                     secs => %(step_seconds)s), 'UTC'),
+                         make_interval(months => %(step_months)s, secs => %(step_seconds)s),
+                         'UTC') AS e (period_start)
+), classified AS (
+    SELECT e.period_start,
+           {schema}.period_index(e.period_start, %(anchor)s, %(step_seconds)s,
+                                 %(step_months)s) AS idx,
+           CASE
+               WHEN r.status IS NULL THEN 'missing'
+               WHEN r.status = 'succeeded' THEN 'succeeded'
+               WHEN r.status = 'waived' THEN 'waived'
+               WHEN r.status = 'running' AND r.lease_expires_at > %(now)s THEN 'running'
+               WHEN r.status = 'running' THEN 'stale'
+               WHEN r.failures >= %(max_attempts)s THEN 'exhausted'
+               ELSE 'failed'
+           END AS state
+    FROM expected e
+    LEFT JOIN {schema}.runs r ON r.job_id = %(job_id)s AND r.period_start = e.period_start
+), grouped AS (
+    SELECT period_start, state,
+           idx - row_number() OVER (PARTITION BY state ORDER BY period_start) AS island
+    FROM classified
+)
+SELECT state, min(period_start) AS first, max(period_start) AS last, count(*) AS periods
+FROM grouped
+GROUP BY state, island
+ORDER BY first;
+
+-- name: last_success
+SELECT period_start FROM {schema}.runs
+WHERE job_id = %(job_id)s AND status = 'succeeded'
+ORDER BY period_start DESC
+LIMIT 1;
+
+-- name: plain_gaps
+-- The reference the scan benchmark measures against: one generate_series LEFT JOIN listing
+-- every period that is not succeeded, without ranges or shortcuts.
+SELECT e.period_start, r.status
+FROM generate_series(%(first)s::timestamptz,
+                     date_subtract(%(until)s::timestamptz,
+                                   make_interval(months => %(step_months)s,
+                                                 secs => %(step_seconds)s), 'UTC'),
+                     make_interval(months => %(step_months)s, secs => %(step_seconds)s),
+                     'UTC') AS e (period_start)
+LEFT JOIN {schema}.runs r ON r.job_id = %(job_id)s AND r.period_start = e.period_start
+WHERE r.status IS DISTINCT FROM 'succeeded'
+ORDER BY e.period_start;
