@@ -1,9 +1,10 @@
 """The gap detector: each job's expected periods against the ledger, collapsed into ranges.
 
 Two ways to the same answer. ``full`` is the plain detector (generate_series LEFT JOIN the
-ledger). The default reads only what can still hold gaps: the rows that are not succeeded (a
-partial index), the holes between the rows that exist (the primary key), and neither below the
-job's watermark, under which every period is known to be succeeded or waived.
+ledger, every period classified). The default reads only what can still hold gaps: the rows that
+are not succeeded (a small partial index), and the holes between existing rows (the primary key)
+only where no earlier scan has verified that every period has a row. Rows are never removed by
+catchup, so that coverage stays true; when a person deletes rows, a trigger forgets it.
 """
 
 from __future__ import annotations
@@ -21,8 +22,6 @@ from .config import Job
 from .errors import ConfigError
 from .models import COUNTED_STATES, Calendar, Island, JobScan, ScanReport
 from .schedule import Schedule, iso_utc
-
-COMPLETE = frozenset({"succeeded", "waived"})
 
 
 def window(
@@ -49,8 +48,45 @@ def _ceil(schedule: Schedule, anchor: datetime, t: datetime) -> datetime:
 
 
 def signature(job: Job) -> str:
-    """What a watermark is valid for: the schedule's step and the first period."""
+    """What coverage is valid for: the schedule's step and the first period."""
     return f"{job.schedule.sql_interval}@{iso_utc(job.anchor)}"
+
+
+def _uncovered(
+    schedule: Schedule,
+    anchor: datetime,
+    first: datetime,
+    end: datetime,
+    covered: list[tuple[datetime, datetime]],
+) -> list[tuple[datetime, datetime]]:
+    """The parts of ``[first, end)`` that no coverage range vouches for, as ``[lo, hi)``."""
+    gaps = []
+    cursor = first
+    for lo, last in covered:
+        hi = schedule.nth(anchor, schedule.index(anchor, last) + 1)
+        if lo > cursor:
+            gaps.append((cursor, min(lo, end)))
+        cursor = max(cursor, hi)
+        if cursor >= end:
+            break
+    if cursor < end:
+        gaps.append((cursor, end))
+    return [(lo, hi) for lo, hi in gaps if lo < hi]
+
+
+def _present(
+    schedule: Schedule, anchor: datetime, first: datetime, end: datetime, missing: list[Island]
+) -> list[tuple[datetime, datetime]]:
+    """Coverage for ``[first, end)``: every period but the missing ones, as (first, last)."""
+    ranges = []
+    cursor = first
+    for hole in missing:
+        if hole.first > cursor:
+            ranges.append((cursor, schedule.nth(anchor, schedule.index(anchor, hole.first) - 1)))
+        cursor = schedule.nth(anchor, schedule.index(anchor, hole.last) + 1)
+    if cursor < end:
+        ranges.append((cursor, schedule.nth(anchor, schedule.index(anchor, end) - 1)))
+    return ranges
 
 
 def scan_job(
@@ -66,40 +102,59 @@ def scan_job(
     full: bool = False,
 ) -> JobScan:
     """Classify every expected period of ``job`` in the window; see the module docstring."""
-    schedule = job.schedule
+    schedule, anchor = job.schedule, job.anchor
     first, end = window(job, now, since, until)
-    expected = schedule.index(job.anchor, end) - schedule.index(job.anchor, first)
+    expected = schedule.index(anchor, end) - schedule.index(anchor, first)
     params: dict[str, Any] = {
         "job_id": job_id,
-        "anchor": job.anchor,
-        "step_seconds": schedule.seconds,
-        "step_months": schedule.months,
+        "step": schedule.sql_interval,
         "max_attempts": job.max_attempts,
         "now": now,
         "first": first,
         "until": end,
     }
-    mark = None
+    state = None
+    covered: list[tuple[datetime, datetime]] = []
     islands: list[Island] = []
+    missing: list[Island] = []
 
     def q(name: str) -> sql.Composed:
         return sqlfiles.query(name, schema)
 
-    # One snapshot for the watermark and the rows it vouches for.
+    # One snapshot for the coverage and the rows it vouches for.
     with conn.transaction(), conn.cursor(row_factory=class_row(Island)) as cur:
         conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-        mark = conn.execute(q("watermark"), params).fetchone()
+        conn.execute(q("scan_settings"))
+        state = conn.execute(q("scan_state"), params).fetchone()
         if expected > 0:
             if full:
                 islands = cur.execute(q("scan_full"), params).fetchall()
             else:
-                start = first
-                if mark and mark[0] == signature(job) and mark[1] > first:
-                    start = min(mark[1], end)
+                if state is not None and state[0] == signature(job):
+                    covered = [(a, b) for a, b in conn.execute(q("coverage"), params)]
+                todo = _uncovered(schedule, anchor, first, end, covered)
                 islands = cur.execute(q("scan_unfinished"), params).fetchall()
-                if start < end:
-                    islands += cur.execute(q("scan_missing"), {**params, "from": start}).fetchall()
-                islands.sort(key=lambda island: island.first)
+                if todo:
+                    found = cur.execute(
+                        q("scan_missing"),
+                        {
+                            **params,
+                            "los": [lo for lo, _ in todo],
+                            "his": [hi for _, hi in todo],
+                        },
+                    ).fetchall()
+                    missing = [
+                        Island(
+                            "missing",
+                            hole.first,
+                            hole.last,
+                            schedule.index(anchor, hole.last)
+                            - schedule.index(anchor, hole.first)
+                            + 1,
+                        )
+                        for hole in found
+                    ]
+                    islands = sorted([*islands, *missing], key=lambda island: island.first)
         row = conn.execute(q("last_success"), params).fetchone()
     last_success = row[0] if row else None
 
@@ -108,8 +163,11 @@ def scan_job(
         counts[island.state] += island.periods
     if not full:
         counts["succeeded"] = expected - sum(v for k, v in counts.items() if k != "succeeded")
-    kept = tuple(i for i in islands if i.state != "succeeded")
-    _raise_watermark(conn, schema, job, job_id, mark, first, end, kept)
+    else:
+        missing = [i for i in islands if i.state == "missing"]
+    if expected > 0:
+        present = _present(schedule, anchor, first, end, missing)
+        _record_coverage(conn, schema, job, job_id, state, first, end, covered, present)
     return JobScan(
         job=job.name,
         schedule=schedule.text,
@@ -120,39 +178,48 @@ def scan_job(
         until=end if expected else None,
         expected=expected,
         counts=counts,
-        islands=kept,
+        islands=tuple(i for i in islands if i.state != "succeeded"),
         last_success=last_success,
     )
 
 
-def _raise_watermark(
+def _record_coverage(
     conn: psycopg.Connection[Any],
     schema: str,
     job: Job,
     job_id: int,
-    mark: tuple[Any, ...] | None,
+    state: tuple[Any, ...] | None,
     first: datetime,
     end: datetime,
-    islands: tuple[Island, ...],
+    covered: list[tuple[datetime, datetime]],
+    present: list[tuple[datetime, datetime]],
 ) -> None:
-    """Move the watermark up to the first period that is not complete, when the scan covered
-    everything between the old watermark (or the job's start) and there."""
-    valid = mark is not None and mark[0] == signature(job)
-    known_complete_to = mark[1] if valid and mark is not None else job.anchor
-    if first > known_complete_to:
-        return
-    blocking = [i.first for i in islands if i.state not in COMPLETE]
-    new = min([*blocking, end])
-    if valid and mark is not None and new <= mark[1]:
-        return
-    params = {"job_id": job_id, "signature": signature(job), "complete_before": new}
+    """Remember which periods have rows, unless rows disappeared since the scan read them."""
+    mine = signature(job)
+    clipped = [(max(a, first), b) for a, b in covered if b >= first]
+    if state is not None and state[0] == mine and clipped == present:
+        return  # nothing new learned: a steady-state scan writes nothing
+    params = {
+        "job_id": job_id,
+        "signature": mine,
+        "first": first,
+        "until": end,
+        "firsts": [a for a, _ in present],
+        "lasts": [b for _, b in present],
+    }
     try:
-        if mark is None:
-            conn.execute(sqlfiles.query("create_watermark", schema), params)
-        else:
-            conn.execute(
-                sqlfiles.query("raise_watermark", schema), {**params, "generation": mark[2]}
-            )
+        with conn.transaction():
+            if state is None:
+                opened = conn.execute(sqlfiles.query("open_scan_state", schema), params)
+                if opened.fetchone() is None:
+                    return  # created meanwhile, perhaps by a deletion: learn it next time
+            else:
+                current = conn.execute(sqlfiles.query("lock_scan_state", schema), params).fetchone()
+                if current is None or current[1] != state[1]:
+                    return  # rows were removed since the scan's snapshot
+                if current[0] != mine:
+                    conn.execute(sqlfiles.query("reset_coverage", schema), params)
+            conn.execute(sqlfiles.query("replace_coverage", schema), params)
     except psycopg.errors.InsufficientPrivilege:
         pass  # a read-only role can scan; it just cannot remember what it learned
 

@@ -174,29 +174,48 @@ WHERE j.name = %(job)s
 ORDER BY h.period_start DESC, h.attempt DESC
 LIMIT %(limit)s;
 
--- name: watermark
-SELECT signature, complete_before, generation FROM {schema}.watermarks WHERE job_id = %(job_id)s;
+-- name: scan_settings
+-- Periods are UTC intervals: calendar arithmetic in this transaction is done in UTC whatever the
+-- server's default, and the gaps-and-islands sorts stay in memory.
+SET LOCAL TimeZone = 'UTC';
+SET LOCAL work_mem = '64MB';
 
--- name: raise_watermark
--- Compare-and-set: only if nothing reopened a period since the scan read the ledger.
-UPDATE {schema}.watermarks
-SET signature = %(signature)s, complete_before = %(complete_before)s,
-    updated_at = clock_timestamp()
-WHERE job_id = %(job_id)s AND generation = %(generation)s
-  AND (signature <> %(signature)s OR complete_before < %(complete_before)s);
+-- name: scan_state
+SELECT signature, generation FROM {schema}.scan_state WHERE job_id = %(job_id)s;
 
--- name: create_watermark
-INSERT INTO {schema}.watermarks (job_id, signature, complete_before)
-VALUES (%(job_id)s, %(signature)s, %(complete_before)s)
-ON CONFLICT (job_id) DO NOTHING;
+-- name: coverage
+SELECT first, last FROM {schema}.coverage
+WHERE job_id = %(job_id)s AND last >= %(first)s AND first < %(until)s
+ORDER BY first;
+
+-- name: open_scan_state
+INSERT INTO {schema}.scan_state (job_id, signature) VALUES (%(job_id)s, %(signature)s)
+ON CONFLICT (job_id) DO NOTHING
+RETURNING generation;
+
+-- name: lock_scan_state
+SELECT signature, generation FROM {schema}.scan_state WHERE job_id = %(job_id)s FOR UPDATE;
+
+-- name: reset_coverage
+-- The schedule or start changed: what was verified under the old one says nothing now.
+WITH gone AS (DELETE FROM {schema}.coverage WHERE job_id = %(job_id)s)
+UPDATE {schema}.scan_state SET signature = %(signature)s WHERE job_id = %(job_id)s;
+
+-- name: replace_coverage
+-- The window [first, until) was verified: its coverage is replaced by what the scan found.
+WITH gone AS (
+    DELETE FROM {schema}.coverage
+    WHERE job_id = %(job_id)s AND first >= %(first)s AND last < %(until)s
+)
+INSERT INTO {schema}.coverage (job_id, first, last)
+SELECT %(job_id)s, f, l FROM unnest(%(firsts)s::timestamptz[], %(lasts)s::timestamptz[]) AS u (f, l)
+ON CONFLICT (job_id, first) DO UPDATE SET last = greatest({schema}.coverage.last, excluded.last);
 
 -- name: scan_unfinished
 -- Every period in the window that has a row but is not succeeded, collapsed into runs of
 -- consecutive periods in the same state (gaps and islands). Reads only the partial index.
 WITH classified AS (
     SELECT r.period_start,
-           {schema}.period_index(r.period_start, %(anchor)s, %(step_seconds)s,
-                                 %(step_months)s) AS idx,
            CASE
                WHEN r.status = 'waived' THEN 'waived'
                WHEN r.status = 'running' AND r.lease_expires_at > %(now)s THEN 'running'
@@ -208,8 +227,10 @@ WITH classified AS (
     WHERE r.job_id = %(job_id)s AND r.status <> 'succeeded'
       AND r.period_start >= %(first)s AND r.period_start < %(until)s
 ), grouped AS (
-    SELECT period_start, idx, state,
-           idx - row_number() OVER (PARTITION BY state ORDER BY period_start) AS island
+    -- consecutive periods of one state share period_start - n * step
+    SELECT period_start, state,
+           period_start - row_number() OVER (PARTITION BY state ORDER BY period_start)
+                          * %(step)s::interval AS island
     FROM classified
 )
 SELECT state, min(period_start) AS first, max(period_start) AS last, count(*) AS periods
@@ -218,55 +239,37 @@ GROUP BY state, island
 ORDER BY first;
 
 -- name: scan_missing
--- The holes between the rows that exist in [from, until): runs of missing periods. Reads the
--- primary key only (an index-only scan once vacuumed), never the succeeded rows' contents.
-WITH step AS (
-    SELECT make_interval(months => %(step_months)s, secs => %(step_seconds)s) AS step
-), present AS (
-    SELECT r.period_start,
-           lag(r.period_start) OVER (ORDER BY r.period_start) AS previous
-    FROM {schema}.runs r
-    WHERE r.job_id = %(job_id)s AND r.period_start >= %(from)s AND r.period_start < %(until)s
-), holes AS (
-    -- before each row whose predecessor (or the window's start) is not the period before it
-    SELECT coalesce(date_add(p.previous, s.step, 'UTC'), %(from)s::timestamptz) AS first,
-           date_subtract(p.period_start, s.step, 'UTC') AS last
-    FROM present p, step s
-    WHERE p.period_start > coalesce(date_add(p.previous, s.step, 'UTC'), %(from)s::timestamptz)
+-- The holes between the rows that exist, inside each range [lo, hi) nobody has verified yet:
+-- runs of missing periods. Reads the primary key only (an index-only scan once vacuumed).
+SELECT 'missing' AS state, h.first, h.last, 0::bigint AS periods
+FROM unnest(%(los)s::timestamptz[], %(his)s::timestamptz[]) AS u (lo, hi)
+CROSS JOIN LATERAL (
+    -- before each row whose predecessor (or the range's start) is not the period before it
+    SELECT coalesce(p.previous + %(step)s::interval, u.lo) AS first,
+           p.period_start - %(step)s::interval AS last
+    FROM (
+        SELECT r.period_start, lag(r.period_start) OVER (ORDER BY r.period_start) AS previous
+        FROM {schema}.runs r
+        WHERE r.job_id = %(job_id)s AND r.period_start >= u.lo AND r.period_start < u.hi
+    ) p
+    WHERE p.period_start > coalesce(p.previous + %(step)s::interval, u.lo)
     UNION ALL
-    -- after the last row, or the whole window when it has none
-    SELECT coalesce(date_add(m.last_row, s.step, 'UTC'), %(from)s::timestamptz),
-           date_subtract(%(until)s::timestamptz, s.step, 'UTC')
-    FROM step s,
-         (SELECT max(r.period_start) AS last_row
-          FROM {schema}.runs r
-          WHERE r.job_id = %(job_id)s
-            AND r.period_start >= %(from)s AND r.period_start < %(until)s) m
-    WHERE coalesce(date_add(m.last_row, s.step, 'UTC'), %(from)s::timestamptz)
-          < %(until)s::timestamptz
-)
-SELECT 'missing' AS state, first, last,
-       {schema}.period_index(last, %(anchor)s, %(step_seconds)s, %(step_months)s)
-       - {schema}.period_index(first, %(anchor)s, %(step_seconds)s, %(step_months)s) + 1
-       AS periods
-FROM holes
-ORDER BY first;
+    -- after the range's last row, or the whole range when it has none
+    SELECT coalesce(m.last_row + %(step)s::interval, u.lo), u.hi - %(step)s::interval
+    FROM (
+        SELECT max(r.period_start) AS last_row
+        FROM {schema}.runs r
+        WHERE r.job_id = %(job_id)s AND r.period_start >= u.lo AND r.period_start < u.hi
+    ) m
+    WHERE coalesce(m.last_row + %(step)s::interval, u.lo) < u.hi
+) h
+ORDER BY h.first;
 
 -- name: scan_full
 -- The plain detector: every expected period from generate_series, left-joined to the ledger,
 -- classified, and collapsed into runs of one state. Reads the whole window.
-WITH expected AS (
-    SELECT e.period_start
-    FROM generate_series(%(first)s::timestamptz,
-                         date_subtract(%(until)s::timestamptz,
-                                       make_interval(months => %(step_months)s,
-                                                     secs => %(step_seconds)s), 'UTC'),
-                         make_interval(months => %(step_months)s, secs => %(step_seconds)s),
-                         'UTC') AS e (period_start)
-), classified AS (
+WITH classified AS (
     SELECT e.period_start,
-           {schema}.period_index(e.period_start, %(anchor)s, %(step_seconds)s,
-                                 %(step_months)s) AS idx,
            CASE
                WHEN r.status IS NULL THEN 'missing'
                WHEN r.status = 'succeeded' THEN 'succeeded'
@@ -276,11 +279,13 @@ WITH expected AS (
                WHEN r.failures >= %(max_attempts)s THEN 'exhausted'
                ELSE 'failed'
            END AS state
-    FROM expected e
+    FROM generate_series(%(first)s::timestamptz, %(until)s::timestamptz - %(step)s::interval,
+                         %(step)s::interval) AS e (period_start)
     LEFT JOIN {schema}.runs r ON r.job_id = %(job_id)s AND r.period_start = e.period_start
 ), grouped AS (
     SELECT period_start, state,
-           idx - row_number() OVER (PARTITION BY state ORDER BY period_start) AS island
+           period_start - row_number() OVER (PARTITION BY state ORDER BY period_start)
+                          * %(step)s::interval AS island
     FROM classified
 )
 SELECT state, min(period_start) AS first, max(period_start) AS last, count(*) AS periods
@@ -295,15 +300,11 @@ ORDER BY period_start DESC
 LIMIT 1;
 
 -- name: plain_gaps
--- The reference the scan benchmark measures against: one generate_series LEFT JOIN listing
--- every period that is not succeeded, without ranges or shortcuts.
+-- The reference the scan benchmark measures against: one generate_series LEFT JOIN the ledger
+-- listing every period that is not succeeded, without ranges or shortcuts.
 SELECT e.period_start, r.status
-FROM generate_series(%(first)s::timestamptz,
-                     date_subtract(%(until)s::timestamptz,
-                                   make_interval(months => %(step_months)s,
-                                                 secs => %(step_seconds)s), 'UTC'),
-                     make_interval(months => %(step_months)s, secs => %(step_seconds)s),
-                     'UTC') AS e (period_start)
+FROM generate_series(%(first)s::timestamptz, %(until)s::timestamptz - %(step)s::interval,
+                     %(step)s::interval) AS e (period_start)
 LEFT JOIN {schema}.runs r ON r.job_id = %(job_id)s AND r.period_start = e.period_start
 WHERE r.status IS DISTINCT FROM 'succeeded'
 ORDER BY e.period_start;

@@ -55,7 +55,8 @@ def make_job(text: str, start: datetime, max_attempts: int) -> Job:
 
 
 def write_ledger(ledger: Ledger, job: Job, job_id: int, states: list[str]) -> None:
-    ledger.conn.execute(f"TRUNCATE {ledger.schema}.runs, {ledger.schema}.watermarks")
+    schema = ledger.schema
+    ledger.conn.execute(f"TRUNCATE {schema}.runs, {schema}.coverage, {schema}.scan_state")
     rows = []
     for k, state in enumerate(states):
         if state == "none":
@@ -113,8 +114,9 @@ ledgers = st.tuples(
 )
 @given(case=ledgers)
 def test_scan_agrees_with_brute_force(ledger: Ledger, case: Any) -> None:
-    """Shortcut and full scan both equal a period-by-period computation; so does a second,
-    watermark-assisted scan, and one after a period below the watermark is reopened."""
+    """Shortcut and full scan both equal a period-by-period computation; so does a second scan
+    that trusts the first one's coverage, one after a succeeded period is reopened, and one
+    after a row inside verified coverage is deleted by hand."""
     text, offset, states, max_attempts, since_k, between = case
     job = make_job(text, BASE + timedelta(hours=offset), max_attempts)
     job_id = ledger.register_jobs(["j"])["j"].id
@@ -151,7 +153,7 @@ def test_scan_agrees_with_brute_force(ledger: Ledger, case: Any) -> None:
 
     expected_islands = brute_force(job, states, since, until)
     check(expected_islands)
-    check(expected_islands)  # again, now with whatever watermark the first scan left
+    check(expected_islands)  # again, now with whatever coverage the first scan recorded
     # reopen the earliest succeeded period (a reset by hand) and scan again
     if "succeeded" in states:
         k = states.index("succeeded")
@@ -164,35 +166,45 @@ def test_scan_agrees_with_brute_force(ledger: Ledger, case: Any) -> None:
         check(brute_force(job, states, since, until))
 
 
-def test_watermark_skips_history_and_is_lowered_by_a_reset(
+def test_coverage_is_recorded_trusted_and_forgotten_on_delete(
     ledger: Ledger, sql: Callable[..., Any]
 ) -> None:
     job = make_job("hourly", BASE, 3)
     job_id = ledger.register_jobs(["j"])["j"].id
-    states = ["succeeded"] * 100 + ["none"] * 5
+    states = ["succeeded"] * 50 + ["none"] * 5 + ["succeeded"] * 45
     write_ledger(ledger, job, job_id, states)
-    until = job.schedule.nth(job.anchor, 105)
+    until = job.schedule.nth(job.anchor, 100)
     now = ledger.now()
-    first = scan_job(
-        ledger.conn, ledger.schema, job, job_id, now=now, since=None, until=until, paused=False
-    )
-    assert first.counts["missing"] == 5
-    (mark,) = sql("SELECT complete_before FROM {schema}.watermarks")[0]
-    assert mark == job.schedule.nth(job.anchor, 100)
-    # a reset of period 10 lowers the watermark, whoever does it
-    sql(
-        "UPDATE {schema}.runs SET status = 'failed' WHERE period_start = %s",
-        [job.schedule.nth(job.anchor, 10)],
-    )
-    (mark,) = sql("SELECT complete_before FROM {schema}.watermarks")[0]
-    assert mark == job.schedule.nth(job.anchor, 10)
-    again = scan_job(
-        ledger.conn, ledger.schema, job, job_id, now=now, since=None, until=until, paused=False
-    )
-    assert again.counts["failed"] == 1 and again.counts["missing"] == 5
-    # a different start invalidates the watermark instead of trusting it
-    moved = replace(job, anchor=job.schedule.nth(job.anchor, -24))
+
+    def scan() -> Any:
+        return scan_job(
+            ledger.conn, ledger.schema, job, job_id, now=now, since=None, until=until, paused=False
+        )
+
+    assert scan().counts["missing"] == 5
+    nth = job.schedule.nth
+    coverage = sql("SELECT first, last FROM {schema}.coverage ORDER BY first")
+    assert coverage == [
+        (nth(job.anchor, 0), nth(job.anchor, 49)),
+        (nth(job.anchor, 55), nth(job.anchor, 99)),
+    ]
+    (generation,) = sql("SELECT generation FROM {schema}.scan_state")[0]
+    # a steady-state scan trusts it and writes nothing
+    assert scan().counts["missing"] == 5
+    assert sql("SELECT first, last FROM {schema}.coverage ORDER BY first") == coverage
+    # a hand-made delete inside coverage drops that coverage and bumps the generation
+    sql("DELETE FROM {schema}.runs WHERE period_start = %s", [nth(job.anchor, 10)])
+    assert sql("SELECT first FROM {schema}.coverage ORDER BY first") == [(nth(job.anchor, 55),)]
+    assert sql("SELECT generation FROM {schema}.scan_state") == [(generation + 1,)]
+    result = scan()
+    assert result.counts["missing"] == 6
+    assert [(i.first, i.periods) for i in result.gaps] == [
+        (nth(job.anchor, 10), 1),
+        (nth(job.anchor, 50), 5),
+    ]
+    # a different start invalidates coverage instead of trusting it
+    moved = replace(job, anchor=nth(job.anchor, -24))
     earlier = scan_job(
         ledger.conn, ledger.schema, moved, job_id, now=now, since=None, until=until, paused=False
     )
-    assert earlier.counts["missing"] == 5 + 24
+    assert earlier.counts["missing"] == 6 + 24

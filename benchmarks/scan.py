@@ -1,0 +1,215 @@
+"""How long a scan takes, as the library runs it, against the plain query on the same ledger.
+
+    uv run python benchmarks/scan.py [--scale 1.0] [--repeat 3]
+
+Builds ledgers in throwaway schemas on the embedded PostgreSQL (or CATCHUP_DSN):
+  (a) 10 jobs x 100,000 hourly periods, 5% missing in day-long blocks, 5% failed scattered;
+  (b) the same with 10 jobs x 1,000,000 periods, plus the peak memory of `catchup scan --json`;
+  (c) 10 jobs x 5 years of hourly periods, all succeeded but the last 48 hours;
+  (d) start-up: `catchup --help` against `python -c "import click"`, and `catchup scan` on a
+      small ledger with the server already running.
+The reference is the plain query (sql/queries.sql: plain_gaps): one generate_series LEFT JOIN
+the ledger per job, listing every period that is not succeeded. Each figure is the median of
+--repeat timed runs after one warm-up run of each. The last line holds the ratios.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from datetime import timedelta
+from pathlib import Path
+
+from psycopg import sql
+
+from catchup import db, sqlfiles
+from catchup.config import Config, Job
+from catchup.core import Session
+from catchup.scan import scan, window
+from catchup.schedule import parse_schedule
+
+ROOT = Path(__file__).resolve().parent.parent
+HOURLY = parse_schedule("hourly")
+JOBS = 10
+
+
+def median_seconds(action: Callable[[], object], repeat: int) -> float:
+    action()  # warm-up: caches, and the scan's watermark
+    times = []
+    for _ in range(repeat):
+        started = time.perf_counter()
+        action()
+        times.append(time.perf_counter() - started)
+    return statistics.median(times)
+
+
+def build(target: db.Target, schema: str, periods: int, pattern: str) -> Config:
+    """A ledger of JOBS hourly jobs whose last period ends at the current hour."""
+    session = Session(Config(path=None, schema=schema), target)
+    conn = session.conn
+    conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
+    session.ledger.migrate()
+    now = session.now().replace(minute=0, second=0, microsecond=0)
+    anchor = now - timedelta(hours=periods)
+    names = [f"job{i}" for i in range(JOBS)]
+    ids = session.ledger.register_jobs(names)
+    if pattern == "scattered":
+        # 5% missing as whole days, 5% failed scattered through history
+        keep = "(abs(hashint4((k / 24)::int + %(salt)s)) %% 20) <> 0"
+        status = (
+            "CASE WHEN abs(hashint8(k + %(salt)s * 7919)) %% 20 = 0 "
+            "THEN 'failed' ELSE 'succeeded' END"
+        )
+    else:
+        keep = "k < %(periods)s - 48"
+        status = "'succeeded'"
+    insert = sql.SQL(
+        "INSERT INTO {runs} (job_id, period_start, period_end, status, attempt, failures,"
+        " finished_at, retry_after)"
+        " SELECT %(job_id)s, %(anchor)s::timestamptz + k * interval '1 hour',"
+        " %(anchor)s::timestamptz + (k + 1) * interval '1 hour', " + status + ", 1,"
+        " CASE WHEN " + status + " = 'failed' THEN 1 ELSE 0 END, now(), now()"
+        " FROM generate_series(0, %(periods)s - 1) AS k WHERE " + keep
+    ).format(runs=sql.Identifier(schema, "runs"))
+    for salt, name in enumerate(names):
+        conn.execute(
+            insert, {"job_id": ids[name].id, "anchor": anchor, "periods": periods, "salt": salt}
+        )
+    conn.execute(sql.SQL("VACUUM (ANALYZE) {}").format(sql.Identifier(schema, "runs")))
+    session.close()
+    jobs = {
+        name: Job(name=name, schedule=HOURLY, start=anchor, anchor=anchor, command=("true",))
+        for name in names
+    }
+    return Config(path=None, jobs=jobs, schema=schema)
+
+
+def measure(target: db.Target, config: Config, repeat: int) -> tuple[float, float]:
+    session = Session(config, target)
+    jobs = list(config.jobs.values())
+
+    def library() -> object:
+        return scan(session, jobs, since=None, until=None)
+
+    def plain() -> object:
+        now = session.now()
+        rows = 0
+        for job in jobs:
+            first, end = window(job, now, None, None)
+            rows += len(
+                session.conn.execute(
+                    sqlfiles.query("plain_gaps", config.schema),
+                    {
+                        "job_id": session.job_id(job.name),
+                        "first": first,
+                        "until": end,
+                        "step_seconds": job.schedule.seconds,
+                        "step_months": job.schedule.months,
+                    },
+                ).fetchall()
+            )
+        return rows
+
+    ours = median_seconds(library, repeat)
+    reference = median_seconds(plain, repeat)
+    session.close()
+    return ours, reference
+
+
+def peak_memory_mb(config_path: Path, env: dict[str, str]) -> float:
+    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    subprocess.run(
+        [sys.executable, "-m", "catchup", "-q", "--config", str(config_path), "scan", "--json"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        check=False,
+    )
+    after = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    return max(before, after) / 1024
+
+
+def write_config(config: Config, folder: Path) -> Path:
+    job = next(iter(config.jobs.values()))
+    start = job.anchor.strftime("%Y-%m-%dT%H:%M:%SZ")
+    text = f'[database]\nschema = "{config.schema}"\n'
+    for name in config.jobs:
+        text += f'[jobs.{name}]\nschedule = "hourly"\nstart = "{start}"\ncommand = ["true"]\n'
+    path = folder / f"{config.schema}.toml"
+    path.write_text(text)
+    return path
+
+
+def command_seconds(argv: list[str], env: dict[str, str], repeat: int) -> float:
+    def once() -> object:
+        return subprocess.run(
+            argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False
+        )
+
+    return median_seconds(once, repeat)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--scale", type=float, default=1.0, help="multiply every ledger size")
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--skip", default="", help="letters of cases to skip, e.g. 'b'")
+    args = parser.parse_args()
+    target = db.resolve(None, None)
+    env = dict(os.environ)
+    folder = Path(tempfile.mkdtemp(prefix="catchup-bench-"))
+    ratios = []
+    sizes = {"a": (100_000, "scattered"), "b": (1_000_000, "scattered"), "c": (5 * 8760, "recent")}
+    targets = {"a": 0.5, "b": 0.3, "c": 0.05}
+    for case, (periods, pattern) in sizes.items():
+        if case in args.skip:
+            continue
+        n = max(100, int(periods * args.scale))
+        started = time.perf_counter()
+        config = build(target, f"bench_{case}", n, pattern)
+        built = time.perf_counter() - started
+        ours, reference = measure(target, config, args.repeat)
+        ratio = ours / reference
+        line = (
+            f"({case}) {JOBS} jobs x {n:,} hourly periods ({pattern}): scan {ours:.3f}s, "
+            f"plain query {reference:.3f}s, ratio {ratio:.3f} (target <= {targets[case]}); "
+            f"built in {built:.0f}s"
+        )
+        if case == "b":
+            line += f"; peak RSS of `catchup scan --json` {peak_memory_mb(write_config(config, folder), env):.0f} MB (target < 150)"
+        print(line, flush=True)
+        ratios.append(f"{case}={ratio:.3f}")
+    small = build(target, "bench_d", 200, "recent")
+    help_s = command_seconds([sys.executable, "-m", "catchup", "--help"], env, args.repeat)
+    click_s = command_seconds([sys.executable, "-c", "import click"], env, args.repeat)
+    scan_s = command_seconds(
+        [
+            sys.executable,
+            "-m",
+            "catchup",
+            "-q",
+            "--config",
+            str(write_config(small, folder)),
+            "scan",
+        ],
+        env,
+        args.repeat,
+    )
+    print(
+        f"(d) catchup --help {help_s:.3f}s vs python -c 'import click' {click_s:.3f}s "
+        f"(ratio {help_s / click_s:.2f}, target <= 2); catchup scan on a small ledger "
+        f"{scan_s:.3f}s (target < 1 s)",
+        flush=True,
+    )
+    ratios += [f"help/click={help_s / click_s:.2f}", f"small-scan={scan_s:.3f}s"]
+    print("ratios: " + " ".join(ratios))
+
+
+if __name__ == "__main__":
+    main()
