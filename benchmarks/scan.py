@@ -110,8 +110,7 @@ def measure(target: db.Target, config: Config, repeat: int) -> tuple[float, floa
                         "job_id": session.job_id(job.name),
                         "first": first,
                         "until": end,
-                        "step_seconds": job.schedule.seconds,
-                        "step_months": job.schedule.months,
+                        "step": job.schedule.sql_interval,
                     },
                 ).fetchall()
             )
@@ -182,7 +181,8 @@ def main() -> None:
             f"built in {built:.0f}s"
         )
         if case == "b":
-            line += f"; peak RSS of `catchup scan --json` {peak_memory_mb(write_config(config, folder), env):.0f} MB (target < 150)"
+            peak = peak_memory_mb(write_config(config, folder), env)
+            line += f"; peak RSS of `catchup scan --json` {peak:.0f} MB (target < 150)"
         print(line, flush=True)
         ratios.append(f"{case}={ratio:.3f}")
     small = build(target, "bench_d", 200, "recent")

@@ -316,7 +316,9 @@ def scan(
         result = detector.scan(session, jobs, since=since, until=until, full=full)
     fmt = "json" if as_json else fmt
     if fmt == "json":
-        click.echo(report.scan_json(result))
+        for chunk in report.scan_json_chunks(result):
+            click.echo(chunk, nl=False)
+        click.echo()
     elif fmt == "markdown":
         click.echo(report.scan_markdown(result), nl=False)
     elif fmt == "openmetrics":

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from .schedule import Period
 
@@ -116,9 +116,10 @@ class JobLine:
     paused: bool
 
 
-@dataclass(frozen=True)
-class Island:
-    """Consecutive periods of one job in one state: ``first`` and ``last`` are period starts."""
+class Island(NamedTuple):
+    """Consecutive periods of one job in one state: ``first`` and ``last`` are period starts.
+
+    A named tuple rather than a dataclass: a scan of a long, ragged history makes millions."""
 
     state: str
     first: datetime

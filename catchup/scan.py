@@ -10,12 +10,12 @@ catchup, so that coverage stays true; when a person deletes rows, a trigger forg
 from __future__ import annotations
 
 import bisect
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
 import psycopg
 from psycopg import sql
-from psycopg.rows import class_row
 
 from . import sqlfiles
 from .config import Job
@@ -89,6 +89,15 @@ def _present(
     return ranges
 
 
+@dataclass(frozen=True)
+class Target:
+    """One job to scan: its config, its ledger id, whether it is paused."""
+
+    job: Job
+    job_id: int
+    paused: bool
+
+
 def scan_job(
     conn: psycopg.Connection[Any],
     schema: str,
@@ -101,86 +110,149 @@ def scan_job(
     paused: bool,
     full: bool = False,
 ) -> JobScan:
-    """Classify every expected period of ``job`` in the window; see the module docstring."""
-    schedule, anchor = job.schedule, job.anchor
-    first, end = window(job, now, since, until)
-    expected = schedule.index(anchor, end) - schedule.index(anchor, first)
-    params: dict[str, Any] = {
-        "job_id": job_id,
-        "step": schedule.sql_interval,
-        "max_attempts": job.max_attempts,
-        "now": now,
-        "first": first,
-        "until": end,
+    """Scan one job; see :func:`scan_jobs`."""
+    (result,) = scan_jobs(
+        conn, schema, [Target(job, job_id, paused)], now=now, since=since, until=until, full=full
+    )
+    return result
+
+
+def scan_jobs(
+    conn: psycopg.Connection[Any],
+    schema: str,
+    targets: list[Target],
+    *,
+    now: datetime,
+    since: datetime | None,
+    until: datetime | None,
+    full: bool = False,
+) -> list[JobScan]:
+    """Classify every expected period of each job in its window, all in one snapshot and a
+    handful of statements whatever the number of jobs; see the module docstring."""
+    windows = {t.job_id: window(t.job, now, since, until) for t in targets}
+    expected = {
+        t.job_id: t.job.schedule.index(t.job.anchor, windows[t.job_id][1])
+        - t.job.schedule.index(t.job.anchor, windows[t.job_id][0])
+        for t in targets
     }
-    state = None
-    covered: list[tuple[datetime, datetime]] = []
-    islands: list[Island] = []
-    missing: list[Island] = []
+    active = [t for t in targets if expected[t.job_id] > 0]
+    by_id = {t.job_id: t for t in targets}
+    arrays: dict[str, Any] = {
+        "job_ids": [t.job_id for t in active],
+        "firsts": [windows[t.job_id][0] for t in active],
+        "untils": [windows[t.job_id][1] for t in active],
+        "steps": [t.job.schedule.sql_interval for t in active],
+        "max_attempts": [t.job.max_attempts for t in active],
+        "now": now,
+    }
+    states: dict[int, tuple[str, int]] = {}
+    covered: dict[int, list[tuple[datetime, datetime]]] = {t.job_id: [] for t in targets}
+    islands: dict[int, list[Island]] = {t.job_id: [] for t in targets}
+    missing: dict[int, list[Island]] = {t.job_id: [] for t in targets}
+    last_success: dict[int, datetime | None] = {}
 
     def q(name: str) -> sql.Composed:
         return sqlfiles.query(name, schema)
 
     # One snapshot for the coverage and the rows it vouches for.
-    with conn.transaction(), conn.cursor(row_factory=class_row(Island)) as cur:
+    with conn.transaction():
         conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
         conn.execute(q("scan_settings"))
-        state = conn.execute(q("scan_state"), params).fetchone()
-        if expected > 0:
-            if full:
-                islands = cur.execute(q("scan_full"), params).fetchall()
-            else:
-                if state is not None and state[0] == signature(job):
-                    covered = [(a, b) for a, b in conn.execute(q("coverage"), params)]
-                todo = _uncovered(schedule, anchor, first, end, covered)
-                islands = cur.execute(q("scan_unfinished"), params).fetchall()
-                if todo:
-                    found = cur.execute(
-                        q("scan_missing"),
-                        {
-                            **params,
-                            "los": [lo for lo, _ in todo],
-                            "his": [hi for _, hi in todo],
-                        },
-                    ).fetchall()
-                    missing = [
-                        Island(
-                            "missing",
-                            hole.first,
-                            hole.last,
-                            schedule.index(anchor, hole.last)
-                            - schedule.index(anchor, hole.first)
-                            + 1,
+        for job_id, sig, generation in conn.execute(q("scan_state"), arrays):
+            states[job_id] = (sig, generation)
+        if active and full:
+            for t in active:
+                first, end = windows[t.job_id]
+                rows = conn.execute(
+                    q("scan_full"),
+                    {
+                        "job_id": t.job_id,
+                        "first": first,
+                        "until": end,
+                        "now": now,
+                        "step": t.job.schedule.sql_interval,
+                        "max_attempts": t.job.max_attempts,
+                    },
+                )
+                islands[t.job_id] = [Island(*row[1:]) for row in rows]
+        elif active:
+            for job_id, first, last in conn.execute(q("coverage"), arrays):
+                if states.get(job_id, ("", 0))[0] == signature(by_id[job_id].job):
+                    covered[job_id].append((first, last))
+            # Possibly millions of rows: read them in batches through a server-side cursor, and
+            # let a one-period island share one datetime for its first and last.
+            with conn.cursor(name="catchup_scan_unfinished", binary=True) as cur:
+                cur.itersize = 20_000
+                cur.execute(q("scan_unfinished"), arrays)
+                while batch := cur.fetchmany(cur.itersize):
+                    for job_id, state, first, last, count in batch:
+                        islands[job_id].append(
+                            Island(state, first, first if count == 1 else last, count)
                         )
-                        for hole in found
-                    ]
-                    islands = sorted([*islands, *missing], key=lambda island: island.first)
-        row = conn.execute(q("last_success"), params).fetchone()
-    last_success = row[0] if row else None
+            todo = [
+                (t, lo, hi)
+                for t in active
+                for lo, hi in _uncovered(
+                    t.job.schedule, t.job.anchor, *windows[t.job_id], covered[t.job_id]
+                )
+            ]
+            if todo:
+                rows = conn.execute(
+                    q("scan_missing"),
+                    {
+                        "job_ids": [t.job_id for t, _, _ in todo],
+                        "los": [lo for _, lo, _ in todo],
+                        "his": [hi for _, _, hi in todo],
+                        "steps": [t.job.schedule.sql_interval for t, _, _ in todo],
+                    },
+                )
+                for job_id, first, last in rows:
+                    schedule, anchor = by_id[job_id].job.schedule, by_id[job_id].job.anchor
+                    count = schedule.index(anchor, last) - schedule.index(anchor, first) + 1
+                    missing[job_id].append(Island("missing", first, last, count))
+        for job_id, success in conn.execute(
+            q("last_success"), {"job_ids": [t.job_id for t in targets]}
+        ):
+            last_success[job_id] = success
 
-    counts = dict.fromkeys(COUNTED_STATES, 0)
-    for island in islands:
-        counts[island.state] += island.periods
-    if not full:
-        counts["succeeded"] = expected - sum(v for k, v in counts.items() if k != "succeeded")
-    else:
-        missing = [i for i in islands if i.state == "missing"]
-    if expected > 0:
-        present = _present(schedule, anchor, first, end, missing)
-        _record_coverage(conn, schema, job, job_id, state, first, end, covered, present)
-    return JobScan(
-        job=job.name,
-        schedule=schedule.text,
-        timezone=job.timezone,
-        daily_or_longer=schedule.daily_or_longer,
-        paused=paused,
-        first=first if expected else None,
-        until=end if expected else None,
-        expected=expected,
-        counts=counts,
-        islands=tuple(i for i in islands if i.state != "succeeded"),
-        last_success=last_success,
-    )
+    results = []
+    for t in targets:
+        job, job_id = t.job, t.job_id
+        first, end = windows[job_id]
+        found = islands[job_id]
+        if not full:
+            found = sorted([*found, *missing[job_id]], key=lambda i: i.first)
+        counts = dict.fromkeys(COUNTED_STATES, 0)
+        for item in found:
+            counts[item.state] += item.periods
+        if full:
+            holes = [i for i in found if i.state == "missing"]
+        else:
+            holes = missing[job_id]
+            counts["succeeded"] = expected[job_id] - sum(
+                v for k, v in counts.items() if k != "succeeded"
+            )
+        if expected[job_id] > 0:
+            present = _present(job.schedule, job.anchor, first, end, holes)
+            _record_coverage(
+                conn, schema, job, job_id, states.get(job_id), first, end, covered[job_id], present
+            )
+        results.append(
+            JobScan(
+                job=job.name,
+                schedule=job.schedule.text,
+                timezone=job.timezone,
+                daily_or_longer=job.schedule.daily_or_longer,
+                paused=t.paused,
+                first=first if expected[job_id] else None,
+                until=end if expected[job_id] else None,
+                expected=expected[job_id],
+                counts=counts,
+                islands=tuple(i for i in found if i.state != "succeeded"),
+                last_success=last_success.get(job_id),
+            )
+        )
+    return results
 
 
 def _record_coverage(
@@ -237,22 +309,12 @@ def scan(
         raise ConfigError(f"--since {iso_utc(since)} is not before --until {iso_utc(until)}")
     now = session.now()
     rows = session.ledger.register_jobs(sorted(session.config.jobs))
-    results = tuple(
-        scan_job(
-            session.conn,
-            session.config.schema,
-            job,
-            rows[job.name].id,
-            now=now,
-            since=since,
-            until=until,
-            paused=rows[job.name].paused_at is not None,
-            full=full,
-        )
-        for job in jobs
+    targets = [Target(job, rows[job.name].id, rows[job.name].paused_at is not None) for job in jobs]
+    results = scan_jobs(
+        session.conn, session.config.schema, targets, now=now, since=since, until=until, full=full
     )
     report_since = since or min((job.anchor for job in jobs), default=now)
-    return ScanReport(generated_at=now, since=report_since, until=until or now, jobs=results)
+    return ScanReport(generated_at=now, since=report_since, until=until or now, jobs=tuple(results))
 
 
 SEVERITY = ("succeeded", "waived", "running", "missing", "stale", "failed", "exhausted")

@@ -181,12 +181,15 @@ SET LOCAL TimeZone = 'UTC';
 SET LOCAL work_mem = '64MB';
 
 -- name: scan_state
-SELECT signature, generation FROM {schema}.scan_state WHERE job_id = %(job_id)s;
+SELECT job_id, signature, generation FROM {schema}.scan_state
+WHERE job_id = ANY(%(job_ids)s::bigint[]);
 
 -- name: coverage
-SELECT first, last FROM {schema}.coverage
-WHERE job_id = %(job_id)s AND last >= %(first)s AND first < %(until)s
-ORDER BY first;
+SELECT c.job_id, c.first, c.last
+FROM unnest(%(job_ids)s::bigint[], %(firsts)s::timestamptz[], %(untils)s::timestamptz[])
+     AS w (job_id, first, until)
+JOIN {schema}.coverage c ON c.job_id = w.job_id AND c.last >= w.first AND c.first < w.until
+ORDER BY c.job_id, c.first;
 
 -- name: open_scan_state
 INSERT INTO {schema}.scan_state (job_id, signature) VALUES (%(job_id)s, %(signature)s)
@@ -212,58 +215,65 @@ SELECT %(job_id)s, f, l FROM unnest(%(firsts)s::timestamptz[], %(lasts)s::timest
 ON CONFLICT (job_id, first) DO UPDATE SET last = greatest({schema}.coverage.last, excluded.last);
 
 -- name: scan_unfinished
--- Every period in the window that has a row but is not succeeded, collapsed into runs of
--- consecutive periods in the same state (gaps and islands). Reads only the partial index.
-WITH classified AS (
-    SELECT r.period_start,
+-- For each job's window, every period that has a row but is not succeeded, collapsed into runs
+-- of consecutive periods in the same state (gaps and islands). Reads only the partial index.
+WITH w AS (
+    SELECT *
+    FROM unnest(%(job_ids)s::bigint[], %(firsts)s::timestamptz[], %(untils)s::timestamptz[],
+                %(steps)s::interval[], %(max_attempts)s::integer[])
+         AS w (job_id, first, until, step, max_attempts)
+), classified AS (
+    SELECT w.job_id, w.step, r.period_start,
            CASE
                WHEN r.status = 'waived' THEN 'waived'
                WHEN r.status = 'running' AND r.lease_expires_at > %(now)s THEN 'running'
                WHEN r.status = 'running' THEN 'stale'
-               WHEN r.failures >= %(max_attempts)s THEN 'exhausted'
+               WHEN r.failures >= w.max_attempts THEN 'exhausted'
                ELSE 'failed'
            END AS state
-    FROM {schema}.runs r
-    WHERE r.job_id = %(job_id)s AND r.status <> 'succeeded'
-      AND r.period_start >= %(first)s AND r.period_start < %(until)s
+    FROM w
+    JOIN {schema}.runs r
+      ON r.job_id = w.job_id AND r.status <> 'succeeded'
+     AND r.period_start >= w.first AND r.period_start < w.until
 ), grouped AS (
     -- consecutive periods of one state share period_start - n * step
-    SELECT period_start, state,
-           period_start - row_number() OVER (PARTITION BY state ORDER BY period_start)
-                          * %(step)s::interval AS island
+    SELECT job_id, period_start, state,
+           period_start - row_number() OVER (PARTITION BY job_id, state ORDER BY period_start)
+                          * step AS island
     FROM classified
 )
-SELECT state, min(period_start) AS first, max(period_start) AS last, count(*) AS periods
+SELECT job_id, state, min(period_start) AS first, max(period_start) AS last,
+       count(*) AS periods
 FROM grouped
-GROUP BY state, island
-ORDER BY first;
+GROUP BY job_id, state, island
+ORDER BY job_id, first;
 
 -- name: scan_missing
--- The holes between the rows that exist, inside each range [lo, hi) nobody has verified yet:
--- runs of missing periods. Reads the primary key only (an index-only scan once vacuumed).
-SELECT 'missing' AS state, h.first, h.last, 0::bigint AS periods
-FROM unnest(%(los)s::timestamptz[], %(his)s::timestamptz[]) AS u (lo, hi)
+-- The holes between the rows that exist, inside each range [lo, hi) of a job that no scan has
+-- verified yet: runs of missing periods. Reads the primary key only (index-only once vacuumed).
+SELECT u.job_id, h.first, h.last
+FROM unnest(%(job_ids)s::bigint[], %(los)s::timestamptz[], %(his)s::timestamptz[],
+            %(steps)s::interval[]) AS u (job_id, lo, hi, step)
 CROSS JOIN LATERAL (
     -- before each row whose predecessor (or the range's start) is not the period before it
-    SELECT coalesce(p.previous + %(step)s::interval, u.lo) AS first,
-           p.period_start - %(step)s::interval AS last
+    SELECT coalesce(p.previous + u.step, u.lo) AS first, p.period_start - u.step AS last
     FROM (
         SELECT r.period_start, lag(r.period_start) OVER (ORDER BY r.period_start) AS previous
         FROM {schema}.runs r
-        WHERE r.job_id = %(job_id)s AND r.period_start >= u.lo AND r.period_start < u.hi
+        WHERE r.job_id = u.job_id AND r.period_start >= u.lo AND r.period_start < u.hi
     ) p
-    WHERE p.period_start > coalesce(p.previous + %(step)s::interval, u.lo)
+    WHERE p.period_start > coalesce(p.previous + u.step, u.lo)
     UNION ALL
     -- after the range's last row, or the whole range when it has none
-    SELECT coalesce(m.last_row + %(step)s::interval, u.lo), u.hi - %(step)s::interval
+    SELECT coalesce(m.last_row + u.step, u.lo), u.hi - u.step
     FROM (
         SELECT max(r.period_start) AS last_row
         FROM {schema}.runs r
-        WHERE r.job_id = %(job_id)s AND r.period_start >= u.lo AND r.period_start < u.hi
+        WHERE r.job_id = u.job_id AND r.period_start >= u.lo AND r.period_start < u.hi
     ) m
-    WHERE coalesce(m.last_row + %(step)s::interval, u.lo) < u.hi
+    WHERE coalesce(m.last_row + u.step, u.lo) < u.hi
 ) h
-ORDER BY h.first;
+ORDER BY u.job_id, h.first;
 
 -- name: scan_full
 -- The plain detector: every expected period from generate_series, left-joined to the ledger,
@@ -288,16 +298,19 @@ WITH classified AS (
                           * %(step)s::interval AS island
     FROM classified
 )
-SELECT state, min(period_start) AS first, max(period_start) AS last, count(*) AS periods
+SELECT %(job_id)s::bigint AS job_id, state, min(period_start) AS first,
+       max(period_start) AS last, count(*) AS periods
 FROM grouped
 GROUP BY state, island
 ORDER BY first;
 
 -- name: last_success
-SELECT period_start FROM {schema}.runs
-WHERE job_id = %(job_id)s AND status = 'succeeded'
-ORDER BY period_start DESC
-LIMIT 1;
+SELECT w.job_id,
+       (SELECT r.period_start FROM {schema}.runs r
+        WHERE r.job_id = w.job_id AND r.status = 'succeeded'
+        ORDER BY r.period_start DESC
+        LIMIT 1) AS last_success
+FROM unnest(%(job_ids)s::bigint[]) AS w (job_id);
 
 -- name: plain_gaps
 -- The reference the scan benchmark measures against: one generate_series LEFT JOIN the ledger
