@@ -333,6 +333,258 @@ def scan(
         sys.exit(EXIT_FAILED)
 
 
+REPLAY_EXIT_CODES = EXIT_CODES.replace("a job failed (run)", "a period failed")
+
+
+@cli.command(epilog=REPLAY_EXIT_CODES)
+@click.option("--since", type=Instant(), required=True, help="First period start (inclusive).")
+@click.option("--until", type=Instant(), help="Period starts before this (exclusive).")
+@click.option(
+    "--job", "job_names", multiple=True, metavar="JOB", help="Only this job (repeatable)."
+)
+@click.option("--max", "limit", type=click.IntRange(min=1), help="Run at most this many periods.")
+@click.option(
+    "--workers",
+    type=click.IntRange(1, 64),
+    default=1,
+    show_default=True,
+    help="Periods run at once in this process (overlap = forbid still holds).",
+)
+@click.option("--dry-run", is_flag=True, help="Print what would run; write nothing.")
+@click.option("--stop-on-failure", is_flag=True, help="Start nothing new after a failure.")
+@click.option(
+    "--retry-exhausted", is_flag=True, help="Also run failed periods that have no attempts left."
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the periods and totals as JSON.")
+@pass_state
+def replay(
+    state: State,
+    since: datetime,
+    until: datetime | None,
+    job_names: tuple[str, ...],
+    limit: int | None,
+    workers: int,
+    dry_run: bool,
+    stop_on_failure: bool,
+    retry_exhausted: bool,
+    as_json: bool,
+) -> None:
+    """Run the gaps that scan finds, oldest first, through the same claim path as run.
+
+    Missing, failed and stale periods are run (a failed one at once, without waiting for its
+    backoff); exhausted ones only with --retry-exhausted. A period another process is running,
+    or that succeeds meanwhile, is skipped, so several replays (and ticks) on several hosts can
+    share one backlog. Ctrl-C stops the running periods, records them as interrupted (left for
+    a retry) and exits 130.
+
+    Example: catchup replay --since 2026-10-01 --job billing --workers 4
+    """
+    from . import report
+    from .replay import replay as run_replay
+
+    config = state.config()
+    jobs = [config.job(name) for name in job_names] or list(config.jobs.values())
+    if until is not None and since >= until:
+        raise ConfigError(f"--since {since.isoformat()} is not before --until {until.isoformat()}")
+    out = console()
+    show_progress = out.is_terminal and not as_json and not dry_run
+    with state.session() as session, _stop_signals() as stop, _Progress(out, show_progress) as bar:
+        result = run_replay(
+            session,
+            jobs,
+            since=since,
+            until=until,
+            limit=limit,
+            workers=workers,
+            dry_run=dry_run,
+            stop_on_failure=stop_on_failure,
+            retry_exhausted=retry_exhausted,
+            interrupted=stop,
+            on_plan=bar.plan,
+            on_start=bar.start,
+            on_done=None if as_json else bar.done,
+        )
+    if dry_run:
+        labels = [(p.job.name, _label(p.job, p.period.start), p.state) for p in result.plan]
+        if as_json:
+            import json
+
+            click.echo(
+                json.dumps(
+                    {
+                        "dry_run": True,
+                        "periods": [
+                            {
+                                "job": p.job.name,
+                                "period": _iso(p.period.start),
+                                "attempt": None,
+                                "status": p.state,
+                            }
+                            for p in result.plan
+                        ],
+                        "totals": {"planned": result.planned},
+                    },
+                    ensure_ascii=False,
+                )
+            )
+        else:
+            report.plan_lines(out, labels)
+            out.print(f"{result.planned} period(s) would run; nothing was written")
+        return
+    if as_json:
+        click.echo(report.batch_json(result.outcomes, result.totals))
+    else:
+        report.batch_summary(out, "replay", result.outcomes, result.totals)
+    if result.interrupted:
+        sys.exit(EXIT_INTERRUPTED)
+    if result.failed:
+        sys.exit(EXIT_FAILED)
+
+
+@cli.command(epilog=REPLAY_EXIT_CODES)
+@click.option(
+    "--job", "job_names", multiple=True, metavar="JOB", help="Only this job (repeatable)."
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the periods and totals as JSON.")
+@click.option("-v", "--verbose", is_flag=True, help="Also print the periods that were skipped.")
+@pass_state
+def tick(state: State, job_names: tuple[str, ...], as_json: bool, verbose: bool) -> None:
+    """Run everything due, per each job's catch-up policy: what one scheduler calls.
+
+    Call it every few minutes from one Kubernetes CronJob, systemd timer or cron entry. Each
+    job runs the due periods its policy allows (catchup = all | latest | none, within
+    catchup_window, at most max_per_tick), oldest first; paused jobs are skipped; failed
+    periods wait for their backoff. Safe when several replicas tick at once.
+
+    Example: */5 * * * * catchup -q tick
+    """
+    from . import report
+    from .replay import tick as run_tick
+
+    config = state.config()
+    jobs = [config.job(name) for name in job_names] or list(config.jobs.values())
+    out = console()
+
+    def show(outcome: Any) -> None:
+        if verbose or outcome.status != "skipped":
+            report.outcome(out, outcome)
+
+    with state.session() as session, _stop_signals() as stop:
+        result = run_tick(session, jobs, interrupted=stop, on_done=None if as_json else show)
+    if as_json:
+        click.echo(report.batch_json(result.outcomes, result.totals))
+    else:
+        totals = result.totals
+        out.print(
+            f"tick: {totals['succeeded']} succeeded, {totals['failed']} failed, "
+            f"{totals['skipped']} skipped, {totals['lost']} lost",
+            highlight=False,
+        )
+    if result.interrupted:
+        sys.exit(EXIT_INTERRUPTED)
+    if result.failed:
+        sys.exit(EXIT_FAILED)
+
+
+@cli.command(epilog=EXIT_CODES)
+@click.argument("value")
+@pass_state
+def checkpoint(state: State, value: str) -> None:
+    """From inside a running job: save progress for a later attempt of this period.
+
+    Finds its run from CATCHUP_RUN_ID and CATCHUP_ATTEMPT (set for every job), and is fenced
+    by the attempt: an attempt that lost its period cannot overwrite the newer one's progress.
+    The next attempt of the period gets the value in CATCHUP_CHECKPOINT.
+
+    Example: catchup checkpoint '{"cursor": 1234}'
+    """
+    import os
+
+    try:
+        run_id = int(os.environ["CATCHUP_RUN_ID"])
+        attempt = int(os.environ["CATCHUP_ATTEMPT"])
+    except (KeyError, ValueError):
+        raise ConfigError(
+            "catchup checkpoint runs inside a job: CATCHUP_RUN_ID and CATCHUP_ATTEMPT are not set"
+        ) from None
+    state.quiet = True
+    with state.session(config_required=False) as session:
+        saved = session.ledger.save_checkpoint(run_id, attempt, value)
+    if not saved:
+        click.echo(
+            f"catchup: checkpoint not saved: attempt {attempt} no longer owns its period", err=True
+        )
+        sys.exit(EXIT_FAILED)
+
+
+class _Progress:
+    """A Rich progress bar on a terminal; plain log lines (on_done) otherwise."""
+
+    def __init__(self, out: Console, enabled: bool) -> None:
+        self.out = out
+        self.enabled = enabled
+        self.bar: Any = None
+        self.task: Any = None
+
+    def __enter__(self) -> _Progress:
+        if self.enabled:
+            from rich.progress import (
+                BarColumn,
+                MofNCompleteColumn,
+                Progress,
+                TextColumn,
+                TimeElapsedColumn,
+                TimeRemainingColumn,
+            )
+
+            self.bar = Progress(
+                TextColumn("{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeElapsedColumn(),
+                TimeRemainingColumn(),
+                console=self.out,
+            )
+            self.bar.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.bar is not None:
+            self.bar.__exit__(*exc)
+
+    def plan(self, total: int) -> None:
+        if self.bar is not None:
+            self.task = self.bar.add_task("replay", total=total)
+
+    def start(self, item: Any) -> None:
+        if self.bar is not None and self.task is not None:
+            self.bar.update(
+                self.task, description=f"{item.job.name} {_label(item.job, item.period.start)}"
+            )
+
+    def done(self, outcome: Any) -> None:
+        from . import report
+
+        if self.bar is not None and self.task is not None:
+            self.bar.advance(self.task)
+            if outcome.status in ("failed", "lost", "interrupted"):
+                report.outcome(self.bar.console, outcome)
+        else:
+            report.outcome(self.out, outcome)
+
+
+def _label(job: Any, start: datetime) -> str:
+    from .schedule import period_label
+
+    return period_label(job.schedule, start)
+
+
+def _iso(t: datetime) -> str:
+    from .schedule import iso_utc
+
+    return iso_utc(t)
+
+
 @cli.command(epilog=EXIT_CODES)
 @pass_state
 def migrate(state: State) -> None:

@@ -121,8 +121,13 @@ def run_period(
     *,
     interrupted: threading.Event | None = None,
     stream: bool = True,
+    ignore_backoff: bool = False,
+    retry_exhausted: bool = False,
 ) -> Outcome:
-    """Claim ``period`` and run it; or say why not (done, running elsewhere, backing off)."""
+    """Claim ``period`` and run it; or say why not (done, running elsewhere, backing off).
+
+    ``ignore_backoff`` and ``retry_exhausted`` are for a replay a person asked for: a failed
+    period is retried at once, and with the second even when it has no attempts left."""
     ledger = session.ledger
     job_id = session.job_id(job.name)
     label = period_label(job.schedule, period.start)
@@ -133,11 +138,12 @@ def run_period(
         lease=job.lease,
         max_attempts=job.max_attempts,
         allow_overlap=job.overlap == "allow",
+        ignore_backoff=ignore_backoff,
+        retry_exhausted=retry_exhausted,
     )
     if claim is None:
-        return Outcome(
-            job.name, period, label, "skipped", detail=_why_not(session, job, job_id, period)
-        )
+        detail, blocked = _why_not(session, job, job_id, period)
+        return Outcome(job.name, period, label, "skipped", detail=detail, blocked=blocked)
     execution = _execute(
         session, job, job_id, period, claim, interrupted or threading.Event(), stream
     )
@@ -168,7 +174,11 @@ def _execute(
         if job.command is not None:
             values = placeholders(job, period, claim.attempt)
             argv = [arg.format(**values) for arg in job.command]
+            # What `catchup checkpoint` inside the job needs to find this ledger again; a DSN
+            # given on our command line travels in the environment, never in an argv.
             extra = {"CATCHUP_SCHEMA": session.config.schema}
+            if session.config.path is not None:
+                extra["CATCHUP_CONFIG"] = str(session.config.path.resolve())
             if session.target.source == "--dsn":
                 extra["CATCHUP_DSN"] = session.target.conninfo
             env = child_env(job, period, claim.attempt, claim.id, claim.checkpoint, extra)
@@ -288,39 +298,36 @@ def _replace(outcome: Outcome, **changes: object) -> Outcome:
     return replace(outcome, **changes)  # type: ignore[arg-type]
 
 
-def _why_not(session: Session, job: Job, job_id: int, period: Period) -> str:
+def _why_not(session: Session, job: Job, job_id: int, period: Period) -> tuple[str, bool]:
+    """Why a claim found nothing to do, and whether only overlap blocked it."""
     ledger = session.ledger
     row = ledger.run_row(job_id, period.start)
-    if row is None:
-        blocker = ledger.blocker(job_id, period.start)
-        if blocker is not None:
+    if row is not None:
+        if row.status == "succeeded":
+            return f"already succeeded (attempt {row.attempt})", False
+        if row.status == "waived":
+            return "waived by hand", False
+        if row.status == "running" and row.lease_live:
+            return f"running elsewhere: attempt {row.attempt} on {row.owner}", False
+        if row.status == "failed" and row.failures >= job.max_attempts:
+            failed = f"failed {row.failures} times (max_attempts = {job.max_attempts})"
+            return f"exhausted: {failed}", False
+        if row.status == "running":
             return (
-                f"another period ({period_label(job.schedule, blocker.period_start)}) is "
-                f"running on {blocker.owner} and overlap is forbidden"
+                f"attempt {row.attempt} lost its lease and no attempts are left "
+                f"(max_attempts = {job.max_attempts})",
+                False,
             )
-        return "not claimed; try again"
-    if row.status == "succeeded":
-        return f"already succeeded (attempt {row.attempt})"
-    if row.status == "waived":
-        return "waived by hand"
-    if row.status == "running" and row.lease_live:
-        return f"running elsewhere: attempt {row.attempt} on {row.owner}"
-    if row.status == "failed" and row.failures >= job.max_attempts:
-        return f"exhausted: failed {row.failures} times (max_attempts = {job.max_attempts})"
-    if row.status == "running":
-        return (
-            f"attempt {row.attempt} lost its lease and no attempts are left "
-            f"(max_attempts = {job.max_attempts})"
-        )
-    if row.status == "failed" and row.retry_after is not None and row.retry_after > row.now:
-        return f"failed; next retry after {iso_utc(row.retry_after)}"
+        if row.status == "failed" and row.retry_after is not None and row.retry_after > row.now:
+            return f"failed; next retry after {iso_utc(row.retry_after)}", False
     blocker = ledger.blocker(job_id, period.start)
     if blocker is not None:
+        other = period_label(job.schedule, blocker.period_start)
         return (
-            f"another period ({period_label(job.schedule, blocker.period_start)}) is "
-            f"running on {blocker.owner} and overlap is forbidden"
+            f"another period ({other}) is running on {blocker.owner} and overlap is forbidden",
+            True,
         )
-    return "not claimed; try again"
+    return "not claimed; try again", False
 
 
 def overview(session: Session, jobs: list[Job]) -> list[JobLine]:

@@ -61,6 +61,10 @@ class Ledger:
     def register_jobs(self, names: list[str]) -> dict[str, JobRow]:
         """Give every job a stable id (created on first sight); returns them by name."""
         self.conn.execute(self._q("register_jobs"), {"names": names})
+        return self.job_rows(names)
+
+    def job_rows(self, names: list[str]) -> dict[str, JobRow]:
+        """The jobs already known to the ledger, by name; writes nothing."""
         with self.conn.cursor(row_factory=class_row(JobRow)) as cur:
             return {row.name: row for row in cur.execute(self._q("job_ids"), {"names": names})}
 
@@ -80,6 +84,8 @@ class Ledger:
         lease: timedelta,
         max_attempts: int,
         allow_overlap: bool,
+        ignore_backoff: bool = False,
+        retry_exhausted: bool = False,
     ) -> Claim | None:
         """The one atomic claim; None when another process has it or nothing is left to do."""
         params = {
@@ -91,6 +97,8 @@ class Ledger:
             "lease": lease,
             "max_attempts": max_attempts,
             "allow_overlap": allow_overlap,
+            "ignore_backoff": ignore_backoff,
+            "retry_exhausted": retry_exhausted,
         }
         with self.conn.transaction():
             if not allow_overlap:
@@ -180,3 +188,8 @@ class Ledger:
             return cur.execute(
                 self._q("history"), {"job": job, "period_start": period_start, "limit": limit}
             ).fetchall()
+
+    def record_tick(self, host: str) -> datetime | None:
+        """Record this tick; returns the time of the previous one, if any."""
+        row = self.conn.execute(self._q("record_tick"), {"host": host}).fetchone()
+        return row[0] if row else None

@@ -23,6 +23,7 @@ class Outcome:
     detail: str = ""
     exit_code: int | None = None
     seconds: float | None = None
+    blocked: bool = False  # skipped only because another period of the job holds the lease
 
 
 @dataclass(frozen=True)

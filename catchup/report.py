@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime
 from typing import Any
@@ -399,3 +400,58 @@ def scan_openmetrics(report: ScanReport) -> str:
 
 def _label(value: str) -> str:
     return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+# -- replay and tick -------------------------------------------------------------------------
+
+
+def batch_summary(
+    console: Console, title: str, outcomes: Sequence[Outcome], totals: dict[str, int]
+) -> None:
+    """Per job: how many periods succeeded, failed, were skipped, lost or interrupted."""
+    table = Table(title=title, title_justify="left")
+    table.add_column("job")
+    columns = ("succeeded", "failed", "skipped", "lost", "interrupted")
+    for name in columns:
+        table.add_column(name, justify="right")
+    per_job: dict[str, Counter[str]] = {}
+    for outcome in outcomes:
+        per_job.setdefault(outcome.job, Counter())[outcome.status] += 1
+    for job, counts in sorted(per_job.items()):
+        table.add_row(
+            job, *(Text(str(counts[c]), style=STYLE[c] if counts[c] else "dim") for c in columns)
+        )
+    table.add_row(
+        Text("total", style="bold"), *(Text(str(totals[c]), style="bold") for c in columns)
+    )
+    console.print(table)
+
+
+def batch_json(
+    outcomes: Sequence[Outcome], totals: dict[str, int], *, dry_run: bool = False
+) -> str:
+    """``{"periods": [{"job", "period", "attempt", "status"}, ...], "totals": {...}}``."""
+    return json.dumps(
+        {
+            "dry_run": dry_run,
+            "periods": [
+                {
+                    "job": o.job,
+                    "period": iso_utc(o.period.start),
+                    "attempt": o.attempt,
+                    "status": o.status,
+                }
+                for o in outcomes
+            ],
+            "totals": totals,
+        },
+        ensure_ascii=False,
+    )
+
+
+def plan_lines(console: Console, items: Sequence[tuple[str, str, str]]) -> None:
+    """A dry run: what would run, oldest first."""
+    for job, label, state in items:
+        line = Text(f"would run {job} {label} ")
+        line.append(f"({state})", style=STYLE.get(state, ""))
+        console.print(line, soft_wrap=True)

@@ -126,6 +126,7 @@ def scan_jobs(
     since: datetime | None,
     until: datetime | None,
     full: bool = False,
+    record: bool = True,
 ) -> list[JobScan]:
     """Classify every expected period of each job in its window, all in one snapshot and a
     handful of statements whatever the number of jobs; see the module docstring."""
@@ -232,7 +233,7 @@ def scan_jobs(
             counts["succeeded"] = expected[job_id] - sum(
                 v for k, v in counts.items() if k != "succeeded"
             )
-        if expected[job_id] > 0:
+        if expected[job_id] > 0 and record:
             present = _present(job.schedule, job.anchor, first, end, holes)
             _record_coverage(
                 conn, schema, job, job_id, states.get(job_id), first, end, covered[job_id], present

@@ -42,6 +42,7 @@ SELECT pg_advisory_xact_lock(hashtext(%(schema)s), %(job_id)s::integer);
 -- its backoff elapsed, or a running one whose lease expired, is taken over as attempt + 1;
 -- succeeded and waived periods are never claimed. With overlap forbidden, nothing is claimed
 -- while another period of the job holds a live lease. Returns no row when nothing was claimed.
+-- A replay asked for by a person may skip the backoff, and with --retry-exhausted the limit.
 WITH claimed AS (
     INSERT INTO {schema}.runs AS r
         (job_id, period_start, period_end, status, attempt, owner,
@@ -67,11 +68,11 @@ WITH claimed AS (
         exit_code = NULL,
         error = NULL
     WHERE (r.status = 'failed'
-           AND r.failures < %(max_attempts)s
-           AND r.retry_after <= clock_timestamp())
+           AND (r.failures < %(max_attempts)s OR %(retry_exhausted)s)
+           AND (r.retry_after <= clock_timestamp() OR %(ignore_backoff)s))
        OR (r.status = 'running'
            AND r.lease_expires_at <= clock_timestamp()
-           AND r.failures + 1 < %(max_attempts)s)
+           AND (r.failures + 1 < %(max_attempts)s OR %(retry_exhausted)s))
     RETURNING r.id, r.job_id, r.period_start, r.period_end, r.attempt, r.owner,
               r.claimed_at, r.lease_expires_at, r.checkpoint
 ), lost AS (
@@ -321,3 +322,12 @@ FROM generate_series(%(first)s::timestamptz, %(until)s::timestamptz - %(step)s::
 LEFT JOIN {schema}.runs r ON r.job_id = %(job_id)s AND r.period_start = e.period_start
 WHERE r.status IS DISTINCT FROM 'succeeded'
 ORDER BY e.period_start;
+
+-- name: record_tick
+-- Records this tick and returns the previous one's time (NULL on the first tick).
+WITH previous AS (
+    SELECT max(at) AS at FROM {schema}.ticks
+), recorded AS (
+    INSERT INTO {schema}.ticks (host) VALUES (%(host)s)
+)
+SELECT at FROM previous;

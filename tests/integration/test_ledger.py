@@ -9,6 +9,7 @@ from typing import Any
 import psycopg
 import pytest
 
+from catchup import sqlfiles
 from catchup.ledger import Ledger
 from catchup.schedule import Period, parse_schedule
 
@@ -25,7 +26,7 @@ LEASE = timedelta(seconds=30)
 def ledger(database: Database, schema: str) -> Iterator[Ledger]:
     conn = psycopg.connect(database.conninfo, autocommit=True)
     ledger = Ledger(conn, schema)
-    assert ledger.migrate() == ["0001_ledger"]
+    assert ledger.migrate()[0] == "0001_ledger"
     yield ledger
     conn.close()
 
@@ -82,7 +83,7 @@ def expire_lease(sql: Callable[..., Any], period: Period = P1) -> None:
 
 def test_migrate_twice_is_a_no_op(ledger: Ledger) -> None:
     assert ledger.migrate() == []
-    assert ledger.version() == 1
+    assert ledger.version() == len(sqlfiles.migrations())
 
 
 def test_job_ids_are_stable(ledger: Ledger) -> None:

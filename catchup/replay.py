@@ -1,0 +1,340 @@
+"""Catching up: ``replay`` runs the scan's gaps oldest-first, ``tick`` runs what each job's
+catch-up policy allows. Both go through the one claim path, so any number of processes on any
+number of hosts can do either at once and no period runs twice."""
+
+from __future__ import annotations
+
+import heapq
+import socket
+import threading
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import datetime
+
+from . import db
+from .config import Config, Job
+from .core import Session, run_period
+from .models import JobScan, Outcome
+from .scan import Target, scan_jobs
+from .schedule import Period
+
+REPLAYABLE = frozenset({"missing", "failed", "stale"})
+LOOKAHEAD = 512
+
+
+@dataclass(frozen=True)
+class Planned:
+    """A period a replay or tick intends to run, and the state the scan found it in."""
+
+    job: Job
+    period: Period
+    state: str
+
+
+@dataclass(frozen=True)
+class Batch:
+    """What a replay or tick did: the outcomes in the order they finished."""
+
+    planned: int
+    outcomes: tuple[Outcome, ...]
+    interrupted: bool
+    dry_run: bool = False
+    plan: tuple[Planned, ...] = ()
+
+    @property
+    def totals(self) -> dict[str, int]:
+        counts = Counter(outcome.status for outcome in self.outcomes)
+        return {
+            "planned": self.planned,
+            **{
+                s: counts.get(s, 0)
+                for s in ("succeeded", "failed", "skipped", "lost", "interrupted")
+            },
+        }
+
+    @property
+    def failed(self) -> bool:
+        return any(outcome.status in ("failed", "lost") for outcome in self.outcomes)
+
+
+def gap_periods(job: Job, result: JobScan, states: frozenset[str]) -> Iterator[Planned]:
+    """Every period of the job's gaps in ``states``, oldest first."""
+    schedule, anchor = job.schedule, job.anchor
+    for island in result.islands:
+        if island.state not in states:
+            continue
+        first = schedule.index(anchor, island.first)
+        for k in range(first, first + island.periods):
+            yield Planned(job, schedule.period(anchor, k), island.state)
+
+
+def oldest_first(streams: list[Iterator[Planned]]) -> Iterator[Planned]:
+    """Merge per-job streams by period start, then job name, without materialising them."""
+    return heapq.merge(*streams, key=lambda p: (p.period.start, p.job.name))
+
+
+class Dispatcher:
+    """Hands out planned periods oldest-first to worker threads, never two periods of a job
+    whose overlap is forbidden at once (the claim would refuse the second anyway)."""
+
+    def __init__(self, items: Iterator[Planned], limit: int | None) -> None:
+        self._items = items
+        self._left = limit
+        self._pending: list[Planned] = []
+        self._busy: Counter[str] = Counter()
+        self._cond = threading.Condition()
+        self._stopped = False
+
+    def _fill(self) -> None:
+        while len(self._pending) < LOOKAHEAD and (self._left is None or self._left > 0):
+            item = next(self._items, None)
+            if item is None:
+                break
+            self._pending.append(item)
+            if self._left is not None:
+                self._left -= 1
+
+    def take(self) -> Planned | None:
+        with self._cond:
+            while not self._stopped:
+                self._fill()
+                if not self._pending:
+                    return None
+                for i, item in enumerate(self._pending):
+                    if item.job.overlap == "allow" or not self._busy[item.job.name]:
+                        self._busy[item.job.name] += 1
+                        return self._pending.pop(i)
+                self._cond.wait()
+            return None
+
+    def done(self, item: Planned) -> None:
+        with self._cond:
+            self._busy[item.job.name] -= 1
+            self._cond.notify_all()
+
+    def stop(self) -> None:
+        with self._cond:
+            self._stopped = True
+            self._cond.notify_all()
+
+
+def run_planned(
+    config: Config,
+    target: db.Target,
+    items: Iterator[Planned],
+    *,
+    planned: int,
+    workers: int,
+    limit: int | None = None,
+    stop_on_failure: bool = False,
+    interrupted: threading.Event | None = None,
+    ignore_backoff: bool = False,
+    retry_exhausted: bool = False,
+    on_start: Callable[[Planned], None] | None = None,
+    on_done: Callable[[Outcome], None] | None = None,
+) -> Batch:
+    """Run ``items`` on ``workers`` threads, each with its own connection."""
+    stop = interrupted or threading.Event()
+    dispatcher = Dispatcher(items, limit)
+    outcomes: list[Outcome] = []
+    lock = threading.Lock()
+    errors: list[BaseException] = []
+
+    def work() -> None:
+        try:
+            with Session(config, target) as session:
+                while not stop.is_set() and (item := dispatcher.take()) is not None:
+                    try:
+                        if on_start:
+                            on_start(item)
+                        outcome = run_period(
+                            session,
+                            item.job,
+                            item.period,
+                            interrupted=stop,
+                            stream=False,
+                            ignore_backoff=ignore_backoff,
+                            retry_exhausted=retry_exhausted,
+                        )
+                    finally:
+                        dispatcher.done(item)
+                    with lock:
+                        outcomes.append(outcome)
+                    if on_done:
+                        on_done(outcome)
+                    if stop_on_failure and outcome.status in ("failed", "lost"):
+                        dispatcher.stop()
+        except BaseException as exc:  # reported by the caller's thread
+            errors.append(exc)
+            dispatcher.stop()
+
+    threads = [
+        threading.Thread(target=work, name=f"catchup-worker-{n}", daemon=True)
+        for n in range(max(1, workers))
+    ]
+    for thread in threads:
+        thread.start()
+    # Join with a timeout, so the main thread keeps handling SIGINT and SIGTERM.
+    while any(thread.is_alive() for thread in threads):
+        for thread in threads:
+            thread.join(0.1)
+        if stop.is_set():
+            dispatcher.stop()
+    if errors:
+        raise errors[0]
+    return Batch(planned=planned, outcomes=tuple(outcomes), interrupted=stop.is_set())
+
+
+def _run_waiting(
+    session: Session,
+    item: Planned,
+    stop: threading.Event,
+    ignore_backoff: bool,
+    retry_exhausted: bool,
+) -> Outcome:
+    """Run ``item``; while another period of its job runs elsewhere (overlap forbidden), wait
+    for it rather than skip, so a shared backlog is finished, one period at a time."""
+    delay = 0.05
+    while True:
+        outcome = run_period(
+            session,
+            item.job,
+            item.period,
+            interrupted=stop,
+            stream=False,
+            ignore_backoff=ignore_backoff,
+            retry_exhausted=retry_exhausted,
+        )
+        if not outcome.blocked or stop.wait(delay):
+            return outcome
+        delay = min(delay * 2, 1.0)
+
+
+def replay(
+    session: Session,
+    jobs: list[Job],
+    *,
+    since: datetime,
+    until: datetime | None,
+    limit: int | None = None,
+    workers: int = 1,
+    dry_run: bool = False,
+    stop_on_failure: bool = False,
+    retry_exhausted: bool = False,
+    interrupted: threading.Event | None = None,
+    on_plan: Callable[[int], None] | None = None,
+    on_start: Callable[[Planned], None] | None = None,
+    on_done: Callable[[Outcome], None] | None = None,
+) -> Batch:
+    """Run the gaps the scan finds in ``[since, until)``, oldest first, through the claim path.
+
+    Missing, failed (at once, ignoring the backoff: a person asked) and stale periods; with
+    ``retry_exhausted`` also those with no attempts left. Paused jobs are left alone. A dry run
+    reads and plans but writes nothing."""
+    now = session.now()
+    rows = (
+        session.ledger.job_rows(sorted(session.config.jobs))
+        if dry_run
+        else session.ledger.register_jobs(sorted(session.config.jobs))
+    )
+    targets = [
+        Target(
+            job,
+            rows[job.name].id if job.name in rows else -1,
+            job.name in rows and rows[job.name].paused_at is not None,
+        )
+        for job in jobs
+    ]
+    results = scan_jobs(
+        session.conn,
+        session.config.schema,
+        targets,
+        now=now,
+        since=since,
+        until=until,
+        record=not dry_run,
+    )
+    states = REPLAYABLE | ({"exhausted"} if retry_exhausted else set())
+    live = [(t.job, r) for t, r in zip(targets, results, strict=True) if not t.paused]
+    total = sum(i.periods for _, r in live for i in r.islands if i.state in states)
+    planned = total if limit is None else min(total, limit)
+    if on_plan:
+        on_plan(planned)
+    items = oldest_first([gap_periods(job, r, frozenset(states)) for job, r in live])
+    if dry_run:
+        plan = tuple(item for _, item in zip(range(planned), items, strict=False))
+        return Batch(planned=planned, outcomes=(), interrupted=False, dry_run=True, plan=plan)
+    return run_planned(
+        session.config,
+        session.target,
+        items,
+        planned=planned,
+        workers=workers,
+        limit=limit,
+        stop_on_failure=stop_on_failure,
+        interrupted=interrupted,
+        ignore_backoff=True,
+        retry_exhausted=retry_exhausted,
+        on_start=on_start,
+        on_done=on_done,
+    )
+
+
+def tick(
+    session: Session,
+    jobs: list[Job],
+    *,
+    interrupted: threading.Event | None = None,
+    on_done: Callable[[Outcome], None] | None = None,
+) -> Batch:
+    """What the one scheduler calls every few minutes: for each job, the due periods its
+    catch-up policy allows, oldest first; jobs in parallel, each job's periods in order.
+
+    ``all``: every gap in ``catchup_window`` (at most ``max_per_tick``); ``latest``: the newest
+    due period only; ``none``: the newest due period only if it became due since the previous
+    tick. Paused jobs are skipped. Failed periods wait for their backoff."""
+    now = session.now()
+    previous = session.ledger.record_tick(socket.gethostname())
+    rows = session.ledger.register_jobs(sorted(session.config.jobs))
+    streams: list[Iterator[Planned]] = []
+    planned = 0
+    for job in jobs:
+        if rows[job.name].paused_at is not None:
+            continue
+        latest = job.schedule.latest_due(job.anchor, job.delay, now)
+        if latest is None:
+            continue
+        if job.catchup == "all":
+            since = max(job.anchor, now - job.catchup_window)
+            (result,) = scan_jobs(
+                session.conn,
+                session.config.schema,
+                [Target(job, rows[job.name].id, False)],
+                now=now,
+                since=since,
+                until=None,
+            )
+            chosen = list(_take(gap_periods(job, result, REPLAYABLE), job.max_per_tick))
+        elif job.catchup == "latest" or previous is None or latest.end + job.delay > previous:
+            chosen = [Planned(job, latest, "due")]
+        else:
+            chosen = []
+        planned += len(chosen)
+        if chosen:
+            streams.append(iter(chosen))
+    items = oldest_first(streams)
+    return run_planned(
+        session.config,
+        session.target,
+        items,
+        planned=planned,
+        workers=max(1, len(streams)),
+        interrupted=interrupted,
+        on_done=on_done,
+    )
+
+
+def _take(items: Iterator[Planned], n: int) -> Iterator[Planned]:
+    for _, item in zip(range(n), items, strict=False):
+        yield item
