@@ -327,7 +327,8 @@ def _why_not(session: Session, job: Job, job_id: int, period: Period) -> tuple[s
             f"another period ({other}) is running on {blocker.owner} and overlap is forbidden",
             True,
         )
-    return "not claimed; try again", False
+    # The claim met a blocker that has finished since: claimable again, so worth another try.
+    return "another period of the job was running; try again", True
 
 
 def overview(session: Session, jobs: list[Job]) -> list[JobLine]:

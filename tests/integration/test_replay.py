@@ -1,0 +1,369 @@
+"""replay and tick: gaps run oldest-first through the claim path, by any number of processes."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import signal
+import sys
+from collections import Counter
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import Project, process_gone, wait_for
+
+TABLES = ("runs", "history", "coverage", "scan_state", "ticks")
+
+
+def job(name: str, command: list[str], **keys: Any) -> str:
+    lines = [f"[jobs.{name}]", f"command = {json.dumps(command)}"]
+    keys.setdefault("schedule", "daily")
+    keys.setdefault("start", "2026-10-01")
+    lines += [f"{k} = {json.dumps(v)}" for k, v in keys.items()]
+    return "\n".join(lines) + "\n"
+
+
+def recorder(log: Path, extra: str = "") -> list[str]:
+    return ["sh", "-c", f'{extra}echo "$CATCHUP_JOB $CATCHUP_PERIOD $CATCHUP_ATTEMPT" >> {log}']
+
+
+def put(
+    sql: Any,
+    name: str,
+    start: datetime,
+    status: str,
+    *,
+    failures: int = 0,
+    step: timedelta = timedelta(days=1),
+) -> None:
+    sql(
+        "INSERT INTO {schema}.runs (job_id, period_start, period_end, status, attempt, failures,"
+        " retry_after) SELECT id, %s, %s, %s, 1, %s, clock_timestamp() + interval '1 hour'"
+        " FROM {schema}.jobs WHERE name = %s",
+        [start, start + step, status, failures, name],
+    )
+
+
+def day(n: int) -> datetime:
+    return datetime(2026, 10, 1, tzinfo=UTC) + timedelta(days=n)
+
+
+def counts(sql: Any) -> dict[str, int]:
+    return {t: sql(f"SELECT count(*) FROM {{schema}}.{t}")[0][0] for t in TABLES}
+
+
+def test_replay_runs_gaps_oldest_first_and_skips_done(project: Project, sql: Any) -> None:
+    log = project.path / "log"
+    project.write(job("alpha", recorder(log)) + job("beta", recorder(log)))
+    assert project.cli("migrate").exit_code == 0
+    project.cli("-q", "scan")  # registers the jobs
+    for n in (0, 2, 5):
+        put(sql, "alpha", day(n), "succeeded")
+    put(sql, "alpha", day(3), "waived")
+    put(sql, "beta", day(1), "failed", failures=1)  # backing off: replay runs it anyway
+    result = project.cli("-q", "replay", "--since", "2026-10-01", "--until", "2026-10-07", "--json")
+    assert result.exit_code == 0, result.output
+    ran = [line.split() for line in log.read_text().splitlines()]
+    expected = sorted(
+        [("alpha", f"2026-10-0{n + 1}") for n in (1, 4)]
+        + [("beta", f"2026-10-0{n + 1}") for n in range(6)],
+        key=lambda pair: (pair[1], pair[0]),
+    )
+    assert [(j, p) for j, p, _ in ran] == expected
+    assert ["beta", "2026-10-02", "2"] in ran  # the failed one, as its second attempt
+    data = json.loads(result.stdout)
+    assert data["totals"]["succeeded"] == 8 and data["totals"]["planned"] == 8
+    assert {"job", "period", "attempt", "status"} <= set(data["periods"][0])
+    again = project.cli("-q", "replay", "--since", "2026-10-01", "--until", "2026-10-07")
+    assert again.exit_code == 0 and len(log.read_text().splitlines()) == 8
+
+
+def test_dry_run_writes_nothing(project: Project, sql: Any) -> None:
+    project.write(job("alpha", ["true"]))
+    assert project.cli("-q", "scan", "--until", "2026-10-02").exit_code == 1
+    before = counts(sql)
+    result = project.cli(
+        "-q", "replay", "--since", "2026-10-01", "--until", "2026-10-11", "--dry-run", "--json"
+    )
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["dry_run"] is True and data["totals"]["planned"] == 10
+    assert data["periods"][0] == {
+        "job": "alpha",
+        "period": "2026-10-01T00:00:00Z",
+        "attempt": None,
+        "status": "missing",
+    }
+    text = project.cli(
+        "-q", "replay", "--since", "2026-10-01", "--until", "2026-10-04", "--dry-run"
+    )
+    assert "would run alpha 2026-10-01 (missing)" in text.stdout
+    assert "nothing was written" in text.stdout
+    assert counts(sql) == before
+
+
+def test_max_and_stop_on_failure(project: Project, sql: Any) -> None:
+    log = project.path / "log"
+    failing = ["sh", "-c", f'echo "$CATCHUP_PERIOD" >> {log}; [ "$CATCHUP_PERIOD" != 2026-10-03 ]']
+    project.write(job("alpha", failing))
+    limited = project.cli(
+        "-q", "replay", "--since", "2026-10-01", "--until", "2026-10-11", "--max", "2", "--json"
+    )
+    assert json.loads(limited.stdout)["totals"]["succeeded"] == 2
+    stopped = project.cli(
+        "-q",
+        "replay",
+        "--since",
+        "2026-10-01",
+        "--until",
+        "2026-10-11",
+        "--stop-on-failure",
+        "--json",
+    )
+    assert stopped.exit_code == 1
+    assert log.read_text().split() == ["2026-10-01", "2026-10-02", "2026-10-03"]
+
+
+@pytest.mark.slow
+def test_four_replays_share_a_300_period_backlog(project: Project, sql: Any) -> None:
+    """4 replay processes started together over the same backlog: each period ran once."""
+    log = project.path / "log"
+    project.write(
+        job("export", recorder(log), schedule="hourly", start="2026-10-01", overlap="allow")
+    )
+    procs = [
+        project.spawn(
+            "-q", "replay", "--since", "2026-10-01", "--until", "2026-10-13T12:00:00Z", "--json"
+        )
+        for _ in range(4)
+    ]
+    results = []
+    for proc in procs:
+        out, err = proc.communicate(timeout=300)
+        assert proc.returncode == 0, err
+        results.append(json.loads(out))
+    ran = Counter(line.split()[1] for line in log.read_text().splitlines())
+    assert len(ran) == 300 and set(ran.values()) == {1}
+    assert sum(r["totals"]["succeeded"] for r in results) == 300
+    assert sum(1 for r in results if r["totals"]["succeeded"]) >= 2  # the work was shared
+    assert sql("SELECT status, attempt, count(*) FROM {schema}.runs GROUP BY 1, 2") == [
+        ("succeeded", 1, 300)
+    ]
+
+
+@pytest.mark.slow
+def test_replay_racing_tick_never_overlaps(project: Project, sql: Any) -> None:
+    """A replay and ticks on one overlap-forbidden job: each period once, never two at once."""
+    spans = project.path / "spans"
+    script = f'a=$(date +%s.%N); sleep 0.1; echo "$CATCHUP_PERIOD $a $(date +%s.%N)" >> {spans}'
+    (now,) = sql("SELECT date_trunc('day', clock_timestamp())")[0]
+    start = (now - timedelta(days=12)).date().isoformat()
+    project.write(job("billing", ["sh", "-c", script], start=start, catchup_window="30d"))
+    replay = project.spawn("-q", "replay", "--since", start, "--json")
+    ticks = [project.spawn("-q", "tick", "--json") for _ in range(2)]
+    outputs = []
+    for proc in [replay, *ticks]:
+        out, err = proc.communicate(timeout=300)
+        assert proc.returncode == 0, err
+        outputs.append(out)
+    print(outputs, sql("SELECT period_start, status, attempt FROM {schema}.runs ORDER BY 1"))
+    rows = sorted(
+        (float(a), float(b), p)
+        for p, a, b in (line.split() for line in spans.read_text().splitlines())
+    )
+    assert len({p for _, _, p in rows}) == len(rows) == 12
+    for (_, end, first), (begin, _, second) in itertools.pairwise(rows):
+        assert begin >= end, f"{first} and {second} overlapped"
+
+
+@pytest.mark.slow
+def test_sigint_mid_replay_leaves_nothing_running(project: Project, sql: Any) -> None:
+    pids = project.path / "pids"
+    project.write(job("alpha", ["sh", "-c", f"echo $$ >> {pids}; exec sleep 60"], overlap="allow"))
+    proc = project.spawn(
+        "-q", "replay", "--since", "2026-10-01", "--until", "2026-10-05", "--workers", "2"
+    )
+    wait_for(
+        lambda: sql("SELECT count(*) FROM {schema}.runs WHERE status = 'running'") == [(2,)],
+        timeout=60,
+        what="two periods running",
+    )
+    wait_for(lambda: pids.exists() and len(pids.read_text().split()) == 2, what="two jobs")
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, out + err
+    assert sql("SELECT count(*) FROM {schema}.runs WHERE status = 'running'") == [(0,)]
+    assert sql("SELECT DISTINCT status FROM {schema}.history") == [("interrupted",)]
+    for pid in map(int, pids.read_text().split()):
+        wait_for(lambda pid=pid: process_gone(pid), timeout=15, what="the job to stop")
+    # interrupted periods are left for a retry, with no failure counted
+    assert sql("SELECT DISTINCT status, failures FROM {schema}.runs") == [("failed", 0)]
+
+
+def outage_config(sql: Any, log: Path, **policy: dict[str, Any]) -> str:
+    (today,) = sql("SELECT date_trunc('day', clock_timestamp())")[0]
+    start = (today - timedelta(days=20)).date().isoformat()
+    return "".join(job(name, recorder(log), start=start, **keys) for name, keys in policy.items())
+
+
+def simulate_outage(sql: Any, names: list[str], *, days: int = 10) -> None:
+    """Every period succeeded until ``days`` ago; nothing since (the hosts were down)."""
+    (today,) = sql("SELECT date_trunc('day', clock_timestamp())")[0]
+    for name in names:
+        for n in range(20 - days):
+            put(sql, name, today - timedelta(days=20 - n), "succeeded")
+    sql(
+        "INSERT INTO {schema}.ticks (host, at) VALUES ('old', clock_timestamp() - %s::interval)",
+        [f"{days} days"],
+    )
+
+
+def test_each_catchup_policy_after_a_10_day_outage(project: Project, sql: Any) -> None:
+    log = project.path / "log"
+    project.write(
+        outage_config(
+            sql,
+            log,
+            every={"catchup": "all"},
+            newest={"catchup": "latest"},
+            quiet={"catchup": "none"},
+        )
+    )
+    assert project.cli("-q", "scan").exit_code == 1  # registers the jobs
+    simulate_outage(sql, ["every", "newest", "quiet"])
+    result = project.cli("-q", "tick", "--json")
+    assert result.exit_code == 0, result.output
+    ran = Counter(line.split()[0] for line in log.read_text().splitlines())
+    assert ran == {"every": 10, "newest": 1, "quiet": 1}
+    (yesterday,) = sql("SELECT date_trunc('day', clock_timestamp()) - interval '1 day'")[0]
+    lines = log.read_text().splitlines()
+    assert f"newest {yesterday.date().isoformat()} 1" in lines
+    every = [line.split()[1] for line in lines if line.startswith("every ")]
+    assert every == sorted(every)  # oldest first
+    # the next tick: nothing new became due, so nothing runs (none, latest: already done)
+    again = project.cli("-q", "tick", "--json")
+    assert json.loads(again.stdout)["totals"]["succeeded"] == 0
+    assert sql("SELECT count(DISTINCT host) FROM {schema}.ticks")[0][0] == 2
+
+
+def test_none_runs_nothing_that_became_due_before_the_last_tick(project: Project, sql: Any) -> None:
+    log = project.path / "log"
+    project.write(outage_config(sql, log, quiet={"catchup": "none"}))
+    assert project.cli("-q", "scan").exit_code == 1
+    sql("INSERT INTO {schema}.ticks (host) VALUES ('previous')")  # a tick just now
+    assert project.cli("-q", "tick").exit_code == 0
+    assert not log.exists()
+
+
+def test_max_per_tick_caps_a_flood(project: Project, sql: Any) -> None:
+    log = project.path / "log"
+    (hour,) = sql("SELECT date_trunc('hour', clock_timestamp()) - interval '50 hours'")[0]
+    project.write(
+        job(
+            "export",
+            recorder(log),
+            schedule="hourly",
+            start=hour.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            max_per_tick=5,
+        )
+    )
+    result = project.cli("-q", "tick", "--json")
+    assert json.loads(result.stdout)["totals"]["succeeded"] == 5
+    ran = [line.split()[1] for line in log.read_text().splitlines()]
+    assert ran[0] == hour.strftime("%Y-%m-%dT%H:%M:%SZ") and len(ran) == 5
+
+
+def test_paused_job_is_not_ticked(project: Project, sql: Any) -> None:
+    log = project.path / "log"
+    project.write(job("alpha", recorder(log), start="2026-11-01"))
+    project.cli("-q", "scan")
+    sql("UPDATE {schema}.jobs SET paused_at = clock_timestamp()")
+    assert project.cli("-q", "tick").exit_code == 0
+    assert not log.exists()
+
+
+def test_failed_period_backs_off_then_is_exhausted(project: Project, sql: Any) -> None:
+    (yesterday,) = sql("SELECT date_trunc('day', clock_timestamp()) - interval '1 day'")[0]
+    project.write(
+        job(
+            "alpha",
+            ["false"],
+            start=yesterday.date().isoformat(),
+            max_attempts=3,
+            retry_backoff="2s",
+        )
+    )
+
+    def tick() -> dict[str, Any]:
+        result = project.cli("-q", "tick", "--json")
+        return json.loads(result.stdout)["totals"]
+
+    def ready() -> bool:
+        return sql("SELECT retry_after <= clock_timestamp() FROM {schema}.runs")[0][0]
+
+    def backoff() -> float:
+        (seconds,) = sql(
+            "SELECT extract(epoch FROM retry_after - finished_at)::float FROM {schema}.runs"
+        )[0]
+        return float(seconds)
+
+    assert tick()["failed"] == 1
+    assert backoff() == pytest.approx(2, abs=0.01)
+    assert tick()["skipped"] == 1  # backing off, on the database clock
+    wait_for(ready, timeout=10, what="the backoff to pass")
+    assert tick()["failed"] == 1
+    assert backoff() == pytest.approx(4, abs=0.01)  # doubled
+    wait_for(ready, timeout=15, what="the backoff to pass")
+    assert tick()["failed"] == 1
+    assert sql("SELECT attempt, failures FROM {schema}.runs") == [(3, 3)]
+    scan = json.loads(project.cli("-q", "scan", "--json").stdout)
+    assert scan["jobs"][0]["exhausted"] == 1
+    assert tick()["planned"] == 0  # exhausted: only a replay with --retry-exhausted runs it
+    plain = project.cli("-q", "replay", "--since", yesterday.date().isoformat(), "--json")
+    assert json.loads(plain.stdout)["totals"]["planned"] == 0
+    forced = project.cli(
+        "-q", "replay", "--since", yesterday.date().isoformat(), "--retry-exhausted", "--json"
+    )
+    assert json.loads(forced.stdout)["periods"][0]["attempt"] == 4
+
+
+def test_checkpoint_of_attempt_1_reaches_attempt_2(project: Project, sql: Any) -> None:
+    seen = project.path / "seen"
+    script = (
+        'if [ "$CATCHUP_ATTEMPT" = 1 ]; then '
+        f"{sys.executable} -m catchup checkpoint '{{\"cursor\": 1234}}' || exit 3; exit 1; fi; "
+        f'echo "$CATCHUP_CHECKPOINT" > {seen}'
+    )
+    project.write(job("alpha", ["sh", "-c", script], retry_backoff="0s"))
+    first = project.cli("-q", "run", "alpha", "--period", "2026-10-01")
+    assert first.exit_code == 1 and "exited with 1" in first.stdout
+    second = project.cli("-q", "run", "alpha", "--period", "2026-10-01")
+    assert second.exit_code == 0, second.output
+    assert json.loads(seen.read_text()) == {"cursor": 1234}
+
+
+def test_checkpoint_outside_a_job_is_a_usage_error(project: Project) -> None:
+    project.write(job("alpha", ["true"]))
+    result = project.cli("checkpoint", "x")
+    assert result.exit_code == 2 and "runs inside a job" in result.stderr
+
+
+def test_python_checkpoint_reaches_the_next_attempt(project: Project, monkeypatch: Any) -> None:
+    module = project.path / "cp_jobs.py"
+    module.write_text(
+        "def run(ctx):\n"
+        "    if ctx.attempt == 1:\n"
+        "        ctx.save_checkpoint('row 500')\n"
+        "        raise RuntimeError('crashed half way')\n"
+        "    assert ctx.checkpoint == 'row 500', ctx.checkpoint\n"
+    )
+    monkeypatch.syspath_prepend(str(project.path))
+    project.write(
+        job("alpha", ["true"]).replace('command = ["true"]', 'call = "cp_jobs:run"')
+        + 'retry_backoff = "0s"\n'
+    )
+    assert project.cli("-q", "run", "alpha", "--period", "2026-10-01").exit_code == 1
+    assert project.cli("-q", "run", "alpha", "--period", "2026-10-01").exit_code == 0
