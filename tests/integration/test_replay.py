@@ -183,6 +183,7 @@ def test_replay_racing_tick_never_overlaps(project: Project, sql: Any) -> None:
 def test_sigint_mid_replay_leaves_nothing_running(project: Project, sql: Any) -> None:
     pids = project.path / "pids"
     project.write(job("alpha", ["sh", "-c", f"echo $$ >> {pids}; exec sleep 60"], overlap="allow"))
+    assert project.cli("migrate").exit_code == 0
     proc = project.spawn(
         "-q", "replay", "--since", "2026-10-01", "--until", "2026-10-05", "--workers", "2"
     )
@@ -334,7 +335,7 @@ def test_checkpoint_of_attempt_1_reaches_attempt_2(project: Project, sql: Any) -
     seen = project.path / "seen"
     script = (
         'if [ "$CATCHUP_ATTEMPT" = 1 ]; then '
-        f"{sys.executable} -m catchup checkpoint '{{\"cursor\": 1234}}' || exit 3; exit 1; fi; "
+        f"{sys.executable} -m catchup checkpoint '{{{{\"cursor\": 1234}}}}' || exit 3; exit 1; fi; "
         f'echo "$CATCHUP_CHECKPOINT" > {seen}'
     )
     project.write(job("alpha", ["sh", "-c", script], retry_backoff="0s"))
