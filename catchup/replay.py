@@ -148,15 +148,7 @@ def run_planned(
                     try:
                         if on_start:
                             on_start(item)
-                        outcome = run_period(
-                            session,
-                            item.job,
-                            item.period,
-                            interrupted=stop,
-                            stream=False,
-                            ignore_backoff=ignore_backoff,
-                            retry_exhausted=retry_exhausted,
-                        )
+                        outcome = _run_waiting(session, item, stop, ignore_backoff, retry_exhausted)
                     finally:
                         dispatcher.done(item)
                     with lock:

@@ -430,7 +430,7 @@ def batch_summary(
 def batch_json(
     outcomes: Sequence[Outcome], totals: dict[str, int], *, dry_run: bool = False
 ) -> str:
-    """``{"periods": [{"job", "period", "attempt", "status"}, ...], "totals": {...}}``."""
+    """``{"periods": [{"job", "period", "attempt", "status", "detail"}, ...], "totals": {...}}``."""
     return json.dumps(
         {
             "dry_run": dry_run,
@@ -440,6 +440,7 @@ def batch_json(
                     "period": iso_utc(o.period.start),
                     "attempt": o.attempt,
                     "status": o.status,
+                    "detail": o.detail or None,
                 }
                 for o in outcomes
             ],

@@ -169,12 +169,11 @@ def test_replay_racing_tick_never_overlaps(project: Project, sql: Any) -> None:
         out, err = proc.communicate(timeout=300)
         assert proc.returncode == 0, err
         outputs.append(out)
-    print(outputs, sql("SELECT period_start, status, attempt FROM {schema}.runs ORDER BY 1"))
     rows = sorted(
         (float(a), float(b), p)
         for p, a, b in (line.split() for line in spans.read_text().splitlines())
     )
-    assert len({p for _, _, p in rows}) == len(rows) == 12
+    assert len({p for _, _, p in rows}) == len(rows) == 12, outputs
     for (_, end, first), (begin, _, second) in itertools.pairwise(rows):
         assert begin >= end, f"{first} and {second} overlapped"
 
