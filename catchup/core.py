@@ -27,17 +27,9 @@ from .runner import (
 )
 from .schedule import Period, iso_utc, period_label
 
+# Backoff doubles per failure up to this (sql/queries.sql: finish); longer retry_backoff wins.
 BACKOFF_CAP = timedelta(hours=6)
 FINISH_RETRY_SECONDS = 120.0
-
-
-def retry_delay(base: timedelta, failures: int, cap: timedelta = BACKOFF_CAP) -> timedelta:
-    """Exponential backoff: ``base`` after the first failure, doubling, at most ``cap``
-    (or ``base`` itself when that is longer)."""
-    if failures < 1:
-        return timedelta(0)
-    delay: timedelta = base * (2 ** min(failures - 1, 32))
-    return min(delay, max(cap, base))
 
 
 def owner_name() -> str:
@@ -232,8 +224,6 @@ def _record(
         )
     succeeded = execution.ended == "exited" and execution.error is None
     interrupted = execution.ended == "interrupted"
-    row = ledger.run_row(job_id, period.start)
-    failures = (row.failures if row else 0) + (0 if succeeded or interrupted else 1)
     finished = _finish_surely(
         session,
         job_id,
@@ -242,7 +232,8 @@ def _record(
         status="succeeded" if succeeded else "failed",
         history_status="succeeded" if succeeded else "interrupted" if interrupted else "failed",
         counts_as_failure=not (succeeded or interrupted),
-        backoff=timedelta(0) if interrupted else retry_delay(job.retry_backoff, failures),
+        backoff=job.retry_backoff,
+        backoff_cap=BACKOFF_CAP,
         exit_code=execution.exit_code,
         error=execution.error,
         output_tail=execution.output_tail or None,

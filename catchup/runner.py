@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -239,6 +240,7 @@ def run_command(
         pump.start()
     timeout = job.timeout.total_seconds() if job.timeout else None
     ended, error = "exited", None
+    exited = _ExitWaiter(proc)
     while proc.poll() is None:
         if interrupted.is_set():
             ended, error = "interrupted", "interrupted: catchup was asked to stop"
@@ -247,13 +249,11 @@ def run_command(
         elif timeout is not None and time.monotonic() - started >= timeout:
             ended, error = "timeout", f"timed out after {_human(timeout)}"
         else:
-            try:
-                proc.wait(POLL_SECONDS)
-            except subprocess.TimeoutExpired:
-                pass
+            exited.wait(POLL_SECONDS)
             continue
         stop_group(proc, job.kill_grace.total_seconds())
         break
+    exited.close()
     # Whatever the job left behind in its group (background children holding our pipes) goes.
     _signal_group(proc.pid, signal.SIGKILL)
     for pump in pumps:
@@ -262,6 +262,35 @@ def run_command(
     if ended == "exited" and code != 0:
         error = f"exited with {code}" if code > 0 else f"killed by {signal.Signals(-code).name}"
     return Execution(ended, code, error, tail.text(), time.monotonic() - started)
+
+
+class _ExitWaiter:
+    """Waits until the process exits (a pidfd on Linux) or ``seconds`` pass, whichever is
+    first; Popen.wait's own polling can notice an exit tens of milliseconds late."""
+
+    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
+        self.proc = proc
+        self.fd: int | None = None
+        try:
+            self.fd = os.pidfd_open(proc.pid)
+        except (AttributeError, OSError):
+            return
+        self.poller = select.poll()
+        self.poller.register(self.fd, select.POLLIN)
+
+    def wait(self, seconds: float) -> None:
+        if self.fd is None:
+            try:
+                self.proc.wait(seconds)
+            except subprocess.TimeoutExpired:
+                pass
+        else:
+            self.poller.poll(seconds * 1000)
+
+    def close(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
 
 
 def run_callable(

@@ -105,8 +105,15 @@ WITH finished AS (
         finished_at = clock_timestamp(),
         lease_expires_at = NULL,
         failures = failures + %(counts_as_failure)s::integer,
-        retry_after = CASE WHEN %(status)s = 'failed'
-                           THEN clock_timestamp() + %(backoff)s END,
+        -- exponential backoff: backoff after the first failure, doubling, at most the cap
+        -- (or backoff itself when that is longer); failures here is the count before this one
+        retry_after = CASE
+            WHEN %(status)s <> 'failed' THEN NULL
+            WHEN NOT %(counts_as_failure)s THEN clock_timestamp()
+            ELSE clock_timestamp()
+                 + least(%(backoff)s::interval * power(2, least(failures, 30))::float8,
+                         greatest(%(backoff_cap)s::interval, %(backoff)s::interval))
+        END,
         exit_code = %(exit_code)s,
         error = %(error)s,
         output_tail = %(output_tail)s

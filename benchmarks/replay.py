@@ -1,0 +1,155 @@
+"""How fast replay works through a backlog, next to the bare statements and to a task queue.
+
+    uv run --group bench python benchmarks/replay.py [--periods 1000] [--sleepers 80]
+
+On the embedded PostgreSQL (or CATCHUP_DSN), in one run:
+  floor   the bare claim and finish statements (sql/queries.sql) for the same number of
+          periods on one connection, one commit each, without catchup around them;
+  call    replay of a no-op Python `call` job (operator:truth), 1 and 4 workers;
+  command replay of a no-op `command` job (`true`), 1 and 4 workers;
+  sleep   replay of a job that sleeps 50 ms, 1 and 4 workers (overlap = "allow");
+  peer    procrastinate (the `bench` dependency group) running as many no-op tasks with one
+          worker, in a database of its own.
+The last line holds the ratios: call/floor (target >= 0.5) and sleep 4 workers / 1 worker
+(target >= 3.5).
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from datetime import UTC, datetime, timedelta
+
+from psycopg import sql
+
+from catchup import db
+from catchup.config import Config, Job
+from catchup.core import Session
+from catchup.replay import replay
+from catchup.schedule import parse_schedule
+
+HOURLY = parse_schedule("hourly")
+
+
+def fresh(target: db.Target, schema: str, job: Job | None = None) -> Session:
+    jobs = {job.name: job} if job else {}
+    session = Session(Config(path=None, jobs=jobs, schema=schema), target, prepare=False)
+    session.conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
+    session.ledger.migrate()
+    return session
+
+
+def make_job(n: int, **keys: object) -> Job:
+    anchor = datetime.now(UTC).replace(minute=0, second=0, microsecond=0) - timedelta(hours=n + 2)
+    return Job(name="bench", schedule=HOURLY, start=anchor, anchor=anchor, **keys)  # type: ignore[arg-type]
+
+
+def floor(target: db.Target, n: int) -> float:
+    session = fresh(target, "bench_floor")
+    ledger = session.ledger
+    job_id = ledger.register_jobs(["bench"])["bench"].id
+    anchor = datetime(2020, 1, 1, tzinfo=UTC)
+    started = time.perf_counter()
+    for k in range(n):
+        period = HOURLY.period(anchor, k)
+        claim = ledger.claim(
+            job_id,
+            period,
+            owner="bench",
+            lease=timedelta(minutes=1),
+            max_attempts=3,
+            allow_overlap=True,
+        )
+        assert claim is not None
+        ledger.finish(
+            job_id,
+            period.start,
+            claim.attempt,
+            status="succeeded",
+            history_status="succeeded",
+            counts_as_failure=False,
+            backoff=timedelta(0),
+            exit_code=0,
+            error=None,
+            output_tail=None,
+        )
+    elapsed = time.perf_counter() - started
+    session.close()
+    return n / elapsed
+
+
+def catchup_rate(target: db.Target, n: int, workers: int, **keys: object) -> float:
+    job = make_job(n, **keys)
+    session = fresh(target, "bench_replay", job)
+    started = time.perf_counter()
+    result = replay(session, [job], since=job.anchor, until=None, limit=n, workers=workers)
+    elapsed = time.perf_counter() - started
+    session.close()
+    assert result.totals["succeeded"] == n, result.totals
+    return n / elapsed
+
+
+def peer(target: db.Target, n: int) -> float:
+    import procrastinate
+    import psycopg
+    from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+    with psycopg.connect(target.conninfo, autocommit=True) as admin:
+        admin.execute("DROP DATABASE IF EXISTS bench_procrastinate")
+        admin.execute("CREATE DATABASE bench_procrastinate")
+    params = conninfo_to_dict(target.conninfo)
+    params["dbname"] = "bench_procrastinate"
+    app = procrastinate.App(
+        connector=procrastinate.PsycopgConnector(conninfo=make_conninfo(**params))
+    )
+
+    @app.task(name="noop")
+    def noop() -> None:
+        return None
+
+    with app.open():
+        app.schema_manager.apply_schema()
+        for start in range(0, n, 500):
+            noop.batch_defer(*({} for _ in range(min(500, n - start))))
+        started = time.perf_counter()
+        app.run_worker(wait=False, concurrency=1, install_signal_handlers=False)
+        elapsed = time.perf_counter() - started
+    return n / elapsed
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--periods", type=int, default=1000)
+    parser.add_argument("--sleepers", type=int, default=80)
+    args = parser.parse_args()
+    n = args.periods
+    target = db.resolve(None, None)
+    bare = floor(target, n)
+    print(f"floor: bare claim + finish, one connection: {bare:.0f} periods/s", flush=True)
+    rates = {}
+    for kind, keys in (("call", {"call": "operator:truth"}), ("command", {"command": ("true",)})):
+        for workers in (1, 4):
+            rates[kind, workers] = catchup_rate(target, n, workers, overlap="allow", **keys)
+            print(
+                f"{kind} job, {workers} worker(s): {rates[kind, workers]:.0f} periods/s "
+                f"({rates[kind, workers] / bare:.2f}x floor)",
+                flush=True,
+            )
+    sleep1 = catchup_rate(target, args.sleepers, 1, command=("sleep", "0.05"), overlap="allow")
+    sleep4 = catchup_rate(target, args.sleepers, 4, command=("sleep", "0.05"), overlap="allow")
+    print(f"50 ms job: 1 worker {sleep1:.1f}/s, 4 workers {sleep4:.1f}/s", flush=True)
+    try:
+        theirs = peer(target, n)
+        print(f"peer: procrastinate, one worker, no-op tasks: {theirs:.0f} tasks/s", flush=True)
+        versus = f" call/peer={rates['call', 1] / theirs:.2f}"
+    except ImportError:
+        versus = " (peer skipped: uv sync --group bench)"
+    print(
+        f"ratios: call/floor={rates['call', 1] / bare:.2f} (>= 0.5) "
+        f"command/floor={rates['command', 1] / bare:.2f} "
+        f"sleep4/sleep1={sleep4 / sleep1:.2f} (>= 3.5){versus}"
+    )
+
+
+if __name__ == "__main__":
+    main()
