@@ -36,8 +36,8 @@ BASE = datetime(2025, 3, 1, tzinfo=UTC)
 @pytest.fixture
 def ledger(database: Database, schema: str) -> Iterator[Ledger]:
     conn = psycopg.connect(database.conninfo, autocommit=True)
-    # A session zone far from UTC: monthly periods must still be UTC months.
-    conn.execute("SET TimeZone = 'Pacific/Kiritimati'")
+    # A session zone behind UTC: monthly periods must still be UTC months.
+    conn.execute("SET TimeZone = 'America/New_York'")
     ledger = Ledger(conn, schema)
     ledger.migrate()
     yield ledger
