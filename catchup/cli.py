@@ -221,13 +221,16 @@ def jobs(state: State, as_json: bool) -> None:
     """List the configured jobs: schedule, last success, next due, done/expected periods."""
     from . import report
     from .core import overview
+    from .operations import scheduler_health
 
     with state.session() as session:
         lines = overview(session, list(session.config.jobs.values()))
         if as_json:
             click.echo(report.jobs_json(lines))
         else:
-            report.jobs(console(), lines, session.target.describe())
+            out = console()
+            report.jobs(out, lines, session.target.describe())
+            report.scheduler(out, scheduler_health(session))
 
 
 @cli.command(epilog=EXIT_CODES)
@@ -243,8 +246,9 @@ def history(state: State, job: str, period: datetime | None, limit: int, as_json
     state.config().job(job)
     with state.session() as session:
         rows = session.ledger.history(job, period, limit)
+        events = session.ledger.events(session.job_id(job), period, limit)
     if as_json:
-        click.echo(report.history_json(rows))
+        click.echo(report.history_json(rows, events))
     else:
         from .schedule import period_label
 
@@ -256,6 +260,7 @@ def history(state: State, job: str, period: datetime | None, limit: int, as_json
             show_output=period is not None,
             label=lambda start: period_label(schedule, start),
         )
+        report.events(console(), job, events, label=lambda start: period_label(schedule, start))
 
 
 SCAN_EXIT_CODES = EXIT_CODES
@@ -312,20 +317,24 @@ def scan(
     jobs = [config.job(name) for name in job_names] or list(config.jobs.values())
     if since is not None and until is not None and since >= until:
         raise ConfigError(f"--since {since.isoformat()} is not before --until {until.isoformat()}")
+    from .operations import scheduler_health
+
     with state.session() as session:
         result = detector.scan(session, jobs, since=since, until=until, full=full)
+        health = scheduler_health(session)
     fmt = "json" if as_json else fmt
     if fmt == "json":
         for chunk in report.scan_json_chunks(result):
             click.echo(chunk, nl=False)
         click.echo()
     elif fmt == "markdown":
-        click.echo(report.scan_markdown(result), nl=False)
+        click.echo(report.scan_markdown(result, health), nl=False)
     elif fmt == "openmetrics":
-        click.echo(report.scan_openmetrics(result), nl=False)
+        click.echo(report.scan_openmetrics(result, health), nl=False)
     else:
         out = console()
         report.scan_tables(out, result)
+        report.scheduler(out, health)
         if calendar:
             by_name = {job.name: job for job in jobs}
             report.calendars(out, [detector.calendar(by_name[j.job], j) for j in result.jobs])
@@ -583,6 +592,128 @@ def _iso(t: datetime) -> str:
     from .schedule import iso_utc
 
     return iso_utc(t)
+
+
+def _actor_option(f: Any) -> Any:
+    return click.option(
+        "--actor", metavar="WHO", help="Who made the change (default: $USER@host)."
+    )(f)
+
+
+@cli.command(epilog=EXIT_CODES)
+@click.argument("job")
+@click.argument("periods", nargs=-1, required=True, metavar="PERIOD...")
+@click.option("--done", "kind", flag_value="done", help="It was done out of band.")
+@click.option("--skip", "kind", flag_value="skip", help="It is deliberately not to be run.")
+@click.option("--reason", required=True, help="Why; kept in the history.")
+@_actor_option
+@pass_state
+def mark(
+    state: State,
+    job: str,
+    periods: tuple[str, ...],
+    kind: str | None,
+    reason: str,
+    actor: str | None,
+) -> None:
+    """Record periods as waived: done out of band (--done) or skipped on purpose (--skip).
+
+    PERIOD is a period start (2026-10-03) or a range with both ends included
+    (2026-10-01..2026-10-07). Waived periods are never run and are not gaps. Refused, with
+    nothing changed, when any of them is running. Every change is kept and shown by history.
+
+    Example: catchup mark billing 2026-10-01..2026-10-03 --skip --reason "migration freeze"
+    """
+    from . import operations, report
+
+    if kind is None:
+        raise ConfigError("mark needs --done or --skip")
+    spec = state.config().job(job)
+    chosen = operations.parse_periods(spec, list(periods))
+    with state.session() as session:
+        changes = operations.mark(
+            session,
+            spec,
+            chosen,
+            skip=kind == "skip",
+            reason=reason,
+            actor=actor or operations.default_actor(),
+        )
+    report.changes(console(), f"marked {kind}", changes)
+
+
+@cli.command(epilog=EXIT_CODES)
+@click.argument("job")
+@click.argument("periods", nargs=-1, required=True, metavar="PERIOD...")
+@click.option("--reason", required=True, help="Why; kept in the history.")
+@_actor_option
+@pass_state
+def reset(state: State, job: str, periods: tuple[str, ...], reason: str, actor: str | None) -> None:
+    """Make succeeded, waived or exhausted periods runnable again.
+
+    They become failed with no failures counted and no backoff, so the next tick or replay runs
+    them (as the next attempt). Refused, with nothing changed, when any of them is running.
+
+    Example: catchup reset billing 2026-10-05 --reason "rates were wrong"
+    """
+    from . import operations, report
+
+    spec = state.config().job(job)
+    chosen = operations.parse_periods(spec, list(periods))
+    with state.session() as session:
+        changes = operations.reset(
+            session, spec, chosen, reason=reason, actor=actor or operations.default_actor()
+        )
+    report.changes(console(), "reset", changes)
+
+
+@cli.command(epilog=EXIT_CODES)
+@click.argument("job")
+@click.option("--reason", help="Why; kept in the history.")
+@_actor_option
+@pass_state
+def pause(state: State, job: str, reason: str | None, actor: str | None) -> None:
+    """Suspend JOB: nothing claims its periods until it is resumed (running ones finish)."""
+    from . import operations
+
+    spec = state.config().job(job)
+    with state.session() as session:
+        since = operations.pause(
+            session, spec, reason=reason, actor=actor or operations.default_actor()
+        )
+    from .schedule import iso_utc
+
+    console().print(f"{job}: paused since {iso_utc(since)}")
+
+
+@cli.command(epilog=EXIT_CODES)
+@click.argument("job")
+@click.option("--reason", help="Why; kept in the history.")
+@_actor_option
+@pass_state
+def resume(state: State, job: str, reason: str | None, actor: str | None) -> None:
+    """Resume JOB. The next tick follows its catch-up policy: no flood of missed periods unless
+    the policy (catchup = all, within catchup_window, at most max_per_tick) says so."""
+    from . import operations
+
+    spec = state.config().job(job)
+    with state.session() as session:
+        operations.resume(session, spec, reason=reason, actor=actor or operations.default_actor())
+    policy = {
+        "all": f"every gap of the last {_human_delta(spec.catchup_window)}, at most "
+        f"{spec.max_per_tick} a tick",
+        "latest": "only the newest due period",
+        "none": "only periods that become due from now on",
+    }[spec.catchup]
+    console().print(f"{job}: resumed; the next tick runs {policy} (catchup = {spec.catchup!r})")
+
+
+def _human_delta(delta: Any) -> str:
+    seconds = int(delta.total_seconds())
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds % size == 0 and seconds >= size:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"
 
 
 @cli.command(epilog=EXIT_CODES)

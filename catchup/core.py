@@ -292,6 +292,9 @@ def _replace(outcome: Outcome, **changes: object) -> Outcome:
 def _why_not(session: Session, job: Job, job_id: int, period: Period) -> tuple[str, bool]:
     """Why a claim found nothing to do, and whether only overlap blocked it."""
     ledger = session.ledger
+    job_row = ledger.job_rows([job.name]).get(job.name)
+    if job_row is not None and job_row.paused_at is not None:
+        return f"{job.name} is paused (since {iso_utc(job_row.paused_at)})", False
     row = ledger.run_row(job_id, period.start)
     if row is not None:
         if row.status == "succeeded":
@@ -325,6 +328,7 @@ def _why_not(session: Session, job: Job, job_id: int, period: Period) -> tuple[s
 def overview(session: Session, jobs: list[Job]) -> list[JobLine]:
     """``catchup jobs``: per job, how many of its due periods are done, on the database clock."""
     now = session.now()
+    rows = session.ledger.register_jobs(sorted(session.config.jobs))
     lines = []
     for job in jobs:
         latest = job.schedule.latest_due(job.anchor, job.delay, now)
@@ -349,7 +353,7 @@ def overview(session: Session, jobs: list[Job]) -> list[JobLine]:
                 done=summary.done,
                 running=summary.running,
                 failed=summary.failed,
-                paused=False,
+                paused=rows[job.name].paused_at is not None,
             )
         )
     return lines

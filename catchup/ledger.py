@@ -10,7 +10,16 @@ from psycopg import errors as pg_errors
 from psycopg.rows import class_row
 
 from . import sqlfiles
-from .models import Blocker, Claim, Finished, HistoryRow, JobRow, JobSummary, RunRow
+from .models import (
+    Blocker,
+    Claim,
+    EventRow,
+    Finished,
+    HistoryRow,
+    JobRow,
+    JobSummary,
+    RunRow,
+)
 from .schedule import Period
 
 
@@ -195,3 +204,75 @@ class Ledger:
         """Record this tick; returns the time of the previous one, if any."""
         row = self.conn.execute(self._q("record_tick"), {"host": host}).fetchone()
         return row[0] if row else None
+
+    # -- reconciliation, pausing, the scheduler's pulse ---------------------------------------
+
+    def lock_periods(self, job_id: int, starts: list[datetime]) -> list[tuple[Any, ...]]:
+        return self.conn.execute(
+            self._q("lock_periods"), {"job_id": job_id, "starts": starts}
+        ).fetchall()
+
+    def mark_periods(self, job_id: int, periods: list[Period], note: str) -> list[datetime]:
+        rows = self.conn.execute(
+            self._q("mark_periods"),
+            {
+                "job_id": job_id,
+                "starts": [p.start for p in periods],
+                "ends": [p.end for p in periods],
+                "note": note,
+            },
+        ).fetchall()
+        return [row[0] for row in rows]
+
+    def reset_periods(self, job_id: int, starts: list[datetime], note: str) -> list[datetime]:
+        rows = self.conn.execute(
+            self._q("reset_periods"), {"job_id": job_id, "starts": starts, "note": note}
+        ).fetchall()
+        return [row[0] for row in rows]
+
+    def record_events(
+        self,
+        job_id: int,
+        action: str,
+        starts: list[datetime | None],
+        previous: list[str | None],
+        reason: str | None,
+        actor: str,
+    ) -> None:
+        self.conn.execute(
+            self._q("record_events"),
+            {
+                "job_id": job_id,
+                "action": action,
+                "starts": starts,
+                "previous": previous,
+                "reason": reason,
+                "actor": actor,
+            },
+        )
+
+    def pause_job(self, job_id: int) -> datetime:
+        row = self.conn.execute(self._q("pause_job"), {"job_id": job_id}).fetchone()
+        assert row is not None
+        return row[0]  # type: ignore[no-any-return]
+
+    def resume_job(self, job_id: int) -> None:
+        self.conn.execute(self._q("resume_job"), {"job_id": job_id})
+
+    def events(self, job_id: int, period_start: datetime | None, limit: int) -> list[EventRow]:
+        with self.conn.cursor(row_factory=class_row(EventRow)) as cur:
+            return cur.execute(
+                self._q("events"),
+                {
+                    "job_id": job_id,
+                    "period_start": period_start,
+                    "limit": limit,
+                },
+            ).fetchall()
+
+    def recent_ticks(self, limit: int = 50) -> list[tuple[str, datetime]]:
+        rows = self.conn.execute(self._q("recent_ticks"), {"limit": limit}).fetchall()
+        return [(row[0], row[1]) for row in rows]
+
+    def crowded_minutes(self) -> list[tuple[datetime, list[str]]]:
+        return [(row[0], list(row[1])) for row in self.conn.execute(self._q("crowded_minutes"))]

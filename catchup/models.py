@@ -177,3 +177,54 @@ class Calendar:
     unit: Literal["day", "hour"]
     rows: tuple[tuple[str, tuple[str | None, ...]], ...]
     truncated: bool
+
+
+@dataclass(frozen=True)
+class EventRow:
+    """A change a person made: marking, resetting, pausing or resuming, with who and why."""
+
+    period_start: datetime | None
+    action: str
+    previous: str | None
+    reason: str | None
+    actor: str
+    at: datetime
+
+
+@dataclass(frozen=True)
+class SchedulerHealth:
+    """Is the scheduler that calls ``catchup tick`` alive, and is there only one?"""
+
+    last_tick: datetime | None
+    last_host: str | None
+    interval: float | None  # seconds, the median gap between recent ticks
+    stopped: bool
+    crowded: tuple[tuple[datetime, tuple[str, ...]], ...]
+    now: datetime
+
+    @property
+    def warnings(self) -> list[str]:
+        found = []
+        if self.stopped and self.last_tick is not None and self.interval is not None:
+            ago = (self.now - self.last_tick).total_seconds()
+            found.append(
+                f"no tick for {span(ago)} (they came every {span(self.interval)}): the "
+                "scheduler that calls `catchup tick` seems to be gone"
+            )
+        if self.crowded:
+            minute, hosts = self.crowded[0]
+            found.append(
+                f"ticks from {len(hosts)} hosts in the same minute "
+                f"({minute:%Y-%m-%dT%H:%MZ}: {', '.join(hosts)}): a scheduler runs in every "
+                "replica; keep one (the claim keeps it correct, but that is the mistake catchup "
+                "exists to end)"
+            )
+        return found
+
+
+def span(seconds: float) -> str:
+    if seconds >= 5400:
+        return f"{seconds / 3600:.0f}h"
+    if seconds >= 90:
+        return f"{seconds / 60:.0f}m"
+    return f"{seconds:.0f}s"

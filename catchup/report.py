@@ -6,13 +6,27 @@ import json
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from .models import Calendar, HistoryRow, Island, JobLine, JobScan, Outcome, ScanReport
+if TYPE_CHECKING:
+    from .operations import Change
+
+from .models import (
+    Calendar,
+    EventRow,
+    HistoryRow,
+    Island,
+    JobLine,
+    JobScan,
+    Outcome,
+    ScanReport,
+    SchedulerHealth,
+    span,
+)
 from .schedule import iso_utc
 
 STYLE = {
@@ -135,22 +149,91 @@ def history(
         console.print(Text(rows[0].output_tail), soft_wrap=True)
 
 
-def history_json(rows: Sequence[HistoryRow]) -> str:
+def history_json(rows: Sequence[HistoryRow], events: Sequence[EventRow] = ()) -> str:
     return _dumps(
-        [
-            {
-                "period": iso_utc(row.period_start),
-                "attempt": row.attempt,
-                "status": row.status,
-                "owner": row.owner,
-                "started_at": iso_utc(row.started_at),
-                "finished_at": iso_utc(row.finished_at) if row.finished_at else None,
-                "exit_code": row.exit_code,
-                "error": row.error,
-            }
-            for row in rows
-        ]
+        {
+            "attempts": [
+                {
+                    "period": iso_utc(row.period_start),
+                    "attempt": row.attempt,
+                    "status": row.status,
+                    "owner": row.owner,
+                    "started_at": iso_utc(row.started_at),
+                    "finished_at": iso_utc(row.finished_at) if row.finished_at else None,
+                    "exit_code": row.exit_code,
+                    "error": row.error,
+                }
+                for row in rows
+            ],
+            "changes": [
+                {
+                    "period": iso_utc(e.period_start) if e.period_start else None,
+                    "action": e.action,
+                    "previous": e.previous,
+                    "reason": e.reason,
+                    "actor": e.actor,
+                    "at": iso_utc(e.at),
+                }
+                for e in events
+            ],
+        }
     )
+
+
+def events(
+    console: Console, job: str, rows: Sequence[EventRow], label: Callable[[datetime], str] = iso_utc
+) -> None:
+    """The changes people made by hand: the audit trail."""
+    if not rows:
+        return
+    table = Table(title=f"changes to {job} by hand", title_justify="left")
+    for column in ("at", "action", "period", "was", "by", "reason"):
+        table.add_column(column)
+    for row in rows:
+        table.add_row(
+            iso_utc(row.at),
+            row.action,
+            label(row.period_start) if row.period_start else "(job)",
+            row.previous or "",
+            row.actor,
+            row.reason or "",
+        )
+    console.print(table)
+
+
+def changes(console: Console, verb: str, rows: Sequence[Change]) -> None:
+    """What a mark or reset did, one line per period."""
+    for row in rows:
+        line = Text(f"{row.job} {row.label}: ")
+        if row.previous == row.now:
+            line.append(f"unchanged ({row.now}: nothing to {verb.split()[0]})", style="dim")
+        else:
+            line.append(f"{row.previous} → {row.now}", style=STYLE.get(row.now.split()[0], ""))
+        console.print(line, soft_wrap=True)
+    console.print(f"{verb}: {sum(r.previous != r.now for r in rows)} of {len(rows)} period(s)")
+
+
+def scheduler(console: Console, health: SchedulerHealth) -> None:
+    """One line on the scheduler's pulse, and a warning per problem."""
+    if health.last_tick is None:
+        console.print(
+            Text(
+                "scheduler: no tick recorded yet (is something calling `catchup tick`?)",
+                style="dim",
+            )
+        )
+    else:
+        ago = (health.now - health.last_tick).total_seconds()
+        every = f", about every {span(health.interval)}" if health.interval else ""
+        console.print(
+            Text(
+                f"scheduler: last tick {iso_utc(health.last_tick)} from "
+                f"{health.last_host} ({span(ago)} ago{every})",
+                style="dim",
+            )
+        )
+    for warning in health.warnings:
+        console.print(Text(f"warning: {warning}", style="yellow"), soft_wrap=True)
 
 
 def _dumps(value: object) -> str:
@@ -311,7 +394,7 @@ def scan_json_chunks(report: ScanReport) -> Iterator[str]:
     yield "]}"
 
 
-def scan_markdown(report: ScanReport) -> str:
+def scan_markdown(report: ScanReport, health: SchedulerHealth | None = None) -> str:
     """A summary for a CI job summary (GitHub-flavoured Markdown)."""
     total = sum(len(job.gaps) for job in report.jobs)
     head = "no gaps" if not total else f"{total} gap range{'s' if total != 1 else ''}"
@@ -343,6 +426,13 @@ def scan_markdown(report: ScanReport) -> str:
                     f"| {_md(job.job)} | {gap.state} | {_when(job, gap.first)} "
                     f"| {_when(job, gap.last)} | {gap.periods} |"
                 )
+    if health is not None:
+        lines.append("")
+        if health.last_tick is not None:
+            lines.append(
+                f"Scheduler: last tick {iso_utc(health.last_tick)} from {health.last_host}."
+            )
+        lines += [f"> **warning:** {w}" for w in health.warnings]
     return "\n".join(lines) + "\n"
 
 
@@ -359,7 +449,7 @@ METRICS = (
 )
 
 
-def scan_openmetrics(report: ScanReport) -> str:
+def scan_openmetrics(report: ScanReport, health: SchedulerHealth | None = None) -> str:
     """Gauges per job for a node_exporter textfile collector (OpenMetrics text format)."""
     out: list[str] = []
 
@@ -392,6 +482,9 @@ def scan_openmetrics(report: ScanReport) -> str:
                 f'catchup_oldest_gap_timestamp_seconds{{job="{_label(job.job)}"}} '
                 f"{job.gaps[0].first.timestamp():.0f}"
             )
+    if health is not None and health.last_tick is not None:
+        family("catchup_last_tick_timestamp_seconds", "When `catchup tick` last ran.", "seconds")
+        out.append(f"catchup_last_tick_timestamp_seconds {health.last_tick.timestamp():.0f}")
     family("catchup_scan_timestamp_seconds", "When the scan ran (database clock).", "seconds")
     out.append(f"catchup_scan_timestamp_seconds {report.generated_at.timestamp():.0f}")
     out.append("# EOF")

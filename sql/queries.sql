@@ -41,7 +41,8 @@ SELECT pg_advisory_xact_lock(hashtext(%(schema)s), %(job_id)s::integer);
 -- The one claim path. A new period starts at attempt 1; a failed period with attempts left and
 -- its backoff elapsed, or a running one whose lease expired, is taken over as attempt + 1;
 -- succeeded and waived periods are never claimed. With overlap forbidden, nothing is claimed
--- while another period of the job holds a live lease. Returns no row when nothing was claimed.
+-- while another period of the job holds a live lease, and nothing at all while the job is
+-- paused. Returns no row when nothing was claimed.
 -- A replay asked for by a person may skip the backoff, and with --retry-exhausted the limit.
 WITH claimed AS (
     INSERT INTO {schema}.runs AS r
@@ -49,12 +50,14 @@ WITH claimed AS (
          claimed_at, heartbeat_at, lease_expires_at)
     SELECT %(job_id)s, %(period_start)s, %(period_end)s, 'running', 1, %(owner)s,
            clock_timestamp(), clock_timestamp(), clock_timestamp() + %(lease)s
-    WHERE %(allow_overlap)s OR NOT EXISTS (
+    WHERE NOT EXISTS (
+        SELECT 1 FROM {schema}.jobs j WHERE j.id = %(job_id)s AND j.paused_at IS NOT NULL)
+    AND (%(allow_overlap)s OR NOT EXISTS (
         SELECT 1 FROM {schema}.runs o
         WHERE o.job_id = %(job_id)s
           AND o.status = 'running'
           AND o.lease_expires_at > clock_timestamp()
-          AND o.period_start <> %(period_start)s)
+          AND o.period_start <> %(period_start)s))
     ON CONFLICT (job_id, period_start) DO UPDATE SET
         status = 'running',
         attempt = r.attempt + 1,
@@ -338,3 +341,71 @@ WITH previous AS (
     INSERT INTO {schema}.ticks (host) VALUES (%(host)s)
 )
 SELECT at FROM previous;
+
+-- name: lock_periods
+-- The rows a mark or reset is about to change, locked until it commits.
+SELECT period_start, status, attempt, failures,
+       status = 'running' AND lease_expires_at > clock_timestamp() AS live
+FROM {schema}.runs
+WHERE job_id = %(job_id)s AND period_start = ANY(%(starts)s::timestamptz[])
+ORDER BY period_start
+FOR UPDATE;
+
+-- name: mark_periods
+-- Waive periods (done out of band, or skipped on purpose). A period that started running
+-- meanwhile is left alone and not returned, so the caller can refuse the whole change.
+INSERT INTO {schema}.runs AS r (job_id, period_start, period_end, status, attempt, finished_at,
+                                error)
+SELECT %(job_id)s, s, e, 'waived', 0, clock_timestamp(), %(note)s
+FROM unnest(%(starts)s::timestamptz[], %(ends)s::timestamptz[]) AS u (s, e)
+ON CONFLICT (job_id, period_start) DO UPDATE SET
+    status = 'waived', finished_at = clock_timestamp(), lease_expires_at = NULL,
+    retry_after = NULL, error = excluded.error
+WHERE r.status <> 'running'
+RETURNING period_start;
+
+-- name: reset_periods
+-- Make finished periods runnable again: failed with no failures counted, due for a retry now.
+-- The attempt number stays, so the next attempt is still a new fencing token.
+UPDATE {schema}.runs
+SET status = 'failed', failures = 0, retry_after = clock_timestamp(), lease_expires_at = NULL,
+    error = %(note)s
+WHERE job_id = %(job_id)s AND period_start = ANY(%(starts)s::timestamptz[])
+  AND status IN ('succeeded', 'waived', 'failed')
+RETURNING period_start;
+
+-- name: record_events
+INSERT INTO {schema}.events (job_id, period_start, action, previous, reason, actor)
+SELECT %(job_id)s, s, %(action)s, p, %(reason)s, %(actor)s
+FROM unnest(%(starts)s::timestamptz[], %(previous)s::text[]) AS u (s, p);
+
+-- name: pause_job
+UPDATE {schema}.jobs SET paused_at = coalesce(paused_at, clock_timestamp())
+WHERE id = %(job_id)s
+RETURNING paused_at;
+
+-- name: resume_job
+UPDATE {schema}.jobs SET paused_at = NULL WHERE id = %(job_id)s;
+
+-- name: events
+SELECT e.period_start, e.action, e.previous, e.reason, e.actor, e.at
+FROM {schema}.events e
+WHERE e.job_id = %(job_id)s
+  AND (%(period_start)s::timestamptz IS NULL OR e.period_start = %(period_start)s
+       OR e.period_start IS NULL)
+ORDER BY e.at DESC
+LIMIT %(limit)s;
+
+-- name: recent_ticks
+-- The scheduler's pulse: the latest ticks, newest first.
+SELECT host, at FROM {schema}.ticks ORDER BY at DESC LIMIT %(limit)s;
+
+-- name: crowded_minutes
+-- Minutes of the last day in which ticks came from more than one host.
+SELECT date_trunc('minute', at) AS minute, array_agg(DISTINCT host ORDER BY host) AS hosts
+FROM {schema}.ticks
+WHERE at > clock_timestamp() - interval '1 day'
+GROUP BY 1
+HAVING count(DISTINCT host) > 1
+ORDER BY 1 DESC
+LIMIT 5;

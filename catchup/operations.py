@@ -1,0 +1,176 @@
+"""What people do to the ledger by hand: mark, reset, pause, resume; and the scheduler's pulse.
+
+Every change is audited (who, when, why, what it was before) in the events table, and refused
+whole when any period it names is running.
+"""
+
+from __future__ import annotations
+
+import getpass
+import itertools
+import socket
+import statistics
+from dataclasses import dataclass
+from datetime import datetime
+
+from .config import Job, parse_instant
+from .core import Session
+from .errors import ConfigError
+from .models import SchedulerHealth
+from .schedule import Period, iso_utc, period_label
+
+MAX_PERIODS = 100_000
+
+
+@dataclass(frozen=True)
+class Change:
+    """What a mark or reset did to one period."""
+
+    job: str
+    period: Period
+    label: str
+    previous: str  # the status before, or "missing"
+    now: str
+
+
+def default_actor() -> str:
+    try:
+        user = getpass.getuser()
+    except Exception:
+        user = "unknown"
+    return f"{user}@{socket.gethostname()}"
+
+
+def parse_periods(job: Job, args: list[str]) -> list[Period]:
+    """``2026-10-03`` or ``2026-10-01..2026-10-07`` (both ends included), each on the grid."""
+    schedule, anchor = job.schedule, job.anchor
+    starts: set[datetime] = set()
+    for arg in args:
+        first_text, dots, last_text = arg.partition("..")
+        try:
+            first = parse_instant(first_text)
+            last = parse_instant(last_text) if dots else first
+        except ValueError as exc:
+            raise ConfigError(f"{job.name}: {arg!r}: {exc}") from None
+        if last < first:
+            raise ConfigError(f"{job.name}: {arg!r}: the range ends before it starts")
+        for edge in (first, last):
+            if edge < anchor:
+                raise ConfigError(
+                    f"{job.name}: {iso_utc(edge)} is before the job's first "
+                    f"period ({period_label(schedule, anchor)})"
+                )
+            if not schedule.is_boundary(anchor, edge):
+                near = period_label(schedule, schedule.containing(anchor, edge).start)
+                raise ConfigError(
+                    f"{job.name}: {iso_utc(edge)} is not a period start of "
+                    f"schedule {schedule.text!r}; the period containing it "
+                    f"starts {near}"
+                )
+        k, end = schedule.index(anchor, first), schedule.index(anchor, last)
+        if end - k + len(starts) >= MAX_PERIODS:
+            raise ConfigError(f"{job.name}: more than {MAX_PERIODS} periods at once")
+        starts.update(schedule.nth(anchor, i) for i in range(k, end + 1))
+    return [schedule.containing(anchor, start) for start in sorted(starts)]
+
+
+def _refuse_running(job: Job, rows: list[tuple[object, ...]]) -> None:
+    running = [row[0] for row in rows if row[1] == "running"]
+    if running:
+        labels = ", ".join(period_label(job.schedule, r) for r in running[:5])  # type: ignore[arg-type]
+        raise ConfigError(
+            f"{job.name}: refusing: {labels} "
+            f"{'is' if len(running) == 1 else 'are'} running; nothing was changed"
+        )
+
+
+def mark(
+    session: Session, job: Job, periods: list[Period], *, skip: bool, reason: str, actor: str
+) -> list[Change]:
+    """Waive ``periods``: done out of band (``skip=False``) or deliberately skipped."""
+    ledger = session.ledger
+    job_id = session.job_id(job.name)
+    action = "skip" if skip else "done"
+    with session.conn.transaction():
+        rows = ledger.lock_periods(job_id, [p.start for p in periods])
+        _refuse_running(job, rows)
+        before = {row[0]: row[1] for row in rows}
+        changed = set(ledger.mark_periods(job_id, periods, f"{action} by {actor}: {reason}"))
+        if len(changed) != len(periods):
+            raise ConfigError(
+                f"{job.name}: a period started running meanwhile; nothing was changed"
+            )
+        previous = [before.get(p.start, "missing") for p in periods]
+        ledger.record_events(
+            job_id, action, [p.start for p in periods], list(previous), reason, actor
+        )
+    return [
+        Change(job.name, p, period_label(job.schedule, p.start), prev, "waived")
+        for p, prev in zip(periods, previous, strict=True)
+    ]
+
+
+def reset(
+    session: Session, job: Job, periods: list[Period], *, reason: str, actor: str
+) -> list[Change]:
+    """Make succeeded, waived or exhausted (any failed) periods runnable again."""
+    ledger = session.ledger
+    job_id = session.job_id(job.name)
+    with session.conn.transaction():
+        rows = ledger.lock_periods(job_id, [p.start for p in periods])
+        _refuse_running(job, rows)
+        before = {row[0]: row[1] for row in rows}
+        targets = [p for p in periods if p.start in before]
+        changed = set(
+            ledger.reset_periods(job_id, [p.start for p in targets], f"reset by {actor}: {reason}")
+        )
+        ledger.record_events(
+            job_id,
+            "reset",
+            [p.start for p in targets],
+            [before[p.start] for p in targets],
+            reason,
+            actor,
+        )
+    return [
+        Change(
+            job.name,
+            p,
+            period_label(job.schedule, p.start),
+            before.get(p.start, "missing"),
+            "failed (runnable)" if p.start in changed else before.get(p.start, "missing"),
+        )
+        for p in periods
+    ]
+
+
+def pause(session: Session, job: Job, *, reason: str | None, actor: str) -> datetime:
+    job_id = session.job_id(job.name)
+    with session.conn.transaction():
+        since = session.ledger.pause_job(job_id)
+        session.ledger.record_events(job_id, "pause", [None], [None], reason, actor)
+    return since
+
+
+def resume(session: Session, job: Job, *, reason: str | None, actor: str) -> None:
+    job_id = session.job_id(job.name)
+    with session.conn.transaction():
+        session.ledger.resume_job(job_id)
+        session.ledger.record_events(job_id, "resume", [None], [None], reason, actor)
+
+
+def scheduler_health(session: Session) -> SchedulerHealth:
+    """When the scheduler last ticked, and whether ticks stopped (none for three of their usual
+    intervals) or come from several hosts in the same minute."""
+    now = session.now()
+    ticks = session.ledger.recent_ticks(50)
+    crowded = tuple((minute, tuple(hosts)) for minute, hosts in session.ledger.crowded_minutes())
+    if not ticks:
+        return SchedulerHealth(None, None, None, False, crowded, now)
+    times = sorted({at for _, at in ticks})
+    gaps = [(b - a).total_seconds() for a, b in itertools.pairwise(times)]
+    gaps = [g for g in gaps if g >= 30]  # ticks from replicas in one minute are one beat
+    interval = statistics.median(gaps) if len(gaps) >= 2 else None
+    last_host, last = ticks[0]
+    stopped = interval is not None and (now - last).total_seconds() > 3 * interval
+    return SchedulerHealth(last, last_host, interval, stopped, crowded, now)
