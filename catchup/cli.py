@@ -291,6 +291,12 @@ SCAN_EXIT_CODES = EXIT_CODES
     is_flag=True,
     help="Read every period again instead of trusting what is known complete.",
 )
+@click.option(
+    "--output",
+    type=click.Path(dir_okay=False),
+    metavar="FILE",
+    help="Also save the table report as FILE: .svg, .html or .txt.",
+)
 @pass_state
 def scan(
     state: State,
@@ -301,6 +307,7 @@ def scan(
     as_json: bool,
     calendar: bool,
     full: bool,
+    output: str | None,
 ) -> None:
     """Find the periods that were never run, failed, or are stuck, and report them.
 
@@ -317,6 +324,8 @@ def scan(
     jobs = [config.job(name) for name in job_names] or list(config.jobs.values())
     if since is not None and until is not None and since >= until:
         raise ConfigError(f"--since {since.isoformat()} is not before --until {until.isoformat()}")
+    if output is not None and not output.endswith((".svg", ".html", ".txt")):
+        raise ConfigError(f"--output {output}: the name must end in .svg, .html or .txt")
     from .operations import scheduler_health
 
     with state.session() as session:
@@ -338,6 +347,10 @@ def scan(
         if calendar:
             by_name = {job.name: job for job in jobs}
             report.calendars(out, [detector.calendar(by_name[j.job], j) for j in result.jobs])
+    if output is not None:
+        by_name = {job.name: job for job in jobs}
+        grids = [detector.calendar(by_name[j.job], j) for j in result.jobs]
+        report.save(output, result, health, grids)
     if result.has_gaps:
         sys.exit(EXIT_FAILED)
 

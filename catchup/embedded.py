@@ -83,14 +83,31 @@ def running(data: Path) -> Server | None:
         return None
     if len(lines) < 8 or lines[7].strip() != "ready":
         return None
-    pid = int(lines[0])
+    if not _alive(int(lines[0])):
+        return None
+    server = Server(data=data, socket_dir=Path(lines[4]), port=int(lines[3]), bin_dir=Path())
+    if not (server.socket_dir / f".s.PGSQL.{server.port}").exists():
+        return None  # up but unreachable: its socket file was removed from under it
+    return server
+
+
+def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
-        return None
+        return False
     except PermissionError:
         pass  # alive, owned by the server user
-    return Server(data=data, socket_dir=Path(lines[4]), port=int(lines[3]), bin_dir=Path())
+    return True
+
+
+def _orphaned(data: Path) -> bool:
+    """A server process holds ``data`` but is not reachable (no socket file)."""
+    try:
+        pid = int((data / "postmaster.pid").read_text().splitlines()[0])
+    except (OSError, ValueError, IndexError):
+        return False
+    return _alive(pid) and running(data) is None
 
 
 def ensure_running() -> Server:
@@ -104,6 +121,8 @@ def ensure_running() -> Server:
     with _locked(data.parent / f"{data.name}.lock"):
         server = running(data)
         if server is None:
+            if _orphaned(data):
+                _pg_ctl(bins, data, ["-w", "-m", "fast", "stop"])
             _start(bins, data)
             server = running(data)
         if server is None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime
@@ -15,6 +16,7 @@ from rich.text import Text
 if TYPE_CHECKING:
     from .operations import Change
 
+from .errors import CatchupError
 from .models import (
     Calendar,
     EventRow,
@@ -549,3 +551,24 @@ def plan_lines(console: Console, items: Sequence[tuple[str, str, str]]) -> None:
         line = Text(f"would run {job} {label} ")
         line.append(f"({state})", style=STYLE.get(state, ""))
         console.print(line, soft_wrap=True)
+
+
+def save(path: str, report: ScanReport, health: SchedulerHealth, grids: Sequence[Calendar]) -> None:
+    """The table report with calendars, recorded by Rich and saved as SVG, HTML or text, to
+    attach to a ticket or keep as a CI artefact."""
+    with open(os.devnull, "w") as sink:
+        recorder = Console(
+            record=True, width=160, file=sink, force_terminal=True, color_system="truecolor"
+        )
+        scan_tables(recorder, report)
+        scheduler(recorder, health)
+        calendars(recorder, grids)
+    try:
+        if path.endswith(".svg"):
+            recorder.save_svg(path, title="catchup scan")
+        elif path.endswith(".html"):
+            recorder.save_html(path)
+        else:
+            recorder.save_text(path)
+    except OSError as exc:
+        raise CatchupError(f"--output {path}: {exc.strerror}") from None

@@ -52,6 +52,24 @@ def test_racing_processes_share_one_new_server(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+def test_a_server_whose_socket_vanished_is_restarted(tmp_path: Path) -> None:
+    """A live server whose socket file was removed (say, by a tmp cleaner) is restarted."""
+    home = tmp_path / "home"
+    home.mkdir()
+    try:
+        out, err = catchup(home, "migrate").communicate(timeout=180)
+        (socket,) = home.glob("pg*/.s.PGSQL.*")
+        socket.unlink()
+        proc = catchup(home, "migrate")
+        out, err = proc.communicate(timeout=180)
+        assert proc.returncode == 0, err
+        assert "up to date" in out
+        assert list(home.glob("pg*/.s.PGSQL.*"))
+    finally:
+        stop(home)
+
+
+@pytest.mark.slow
 @pytest.mark.skipif(not (PG15 / "postgres").exists(), reason="needs Debian's PostgreSQL 15")
 def test_server_older_than_17_is_refused(tmp_path: Path) -> None:
     """Pointed at PostgreSQL 15, catchup says so in one line and exits 3."""

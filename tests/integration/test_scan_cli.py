@@ -220,3 +220,16 @@ def test_scan_errors(project: Project) -> None:
     assert down.exit_code == 3 and "pw" not in down.stderr.replace("postgresql", "")
     bad = project.cli("scan", "--format", "yaml")
     assert bad.exit_code == 2
+
+
+def test_output_saves_svg_html_and_text(project: Project, sql: Any) -> None:
+    setup(project, sql)
+    for name, marker in (("r.svg", "<svg"), ("r.html", "<html"), ("r.txt", "gaps, oldest first")):
+        path = project.path / name
+        result = project.cli("-q", "scan", "--until", "2026-10-04", "--output", str(path))
+        assert result.exit_code == 1  # gaps, as ever
+        text = path.read_text()
+        assert marker in text and "billing" in text
+    assert "legend:" in (project.path / "r.txt").read_text()
+    bad = project.cli("-q", "scan", "--output", str(project.path / "r.pdf"))
+    assert bad.exit_code == 2 and "must end in .svg, .html or .txt" in bad.stderr
