@@ -721,6 +721,111 @@ def resume(state: State, job: str, reason: str | None, actor: str | None) -> Non
     console().print(f"{job}: resumed; the next tick runs {policy} (catchup = {spec.catchup!r})")
 
 
+@cli.group()
+def deploy() -> None:
+    """Print what the one scheduler needs to call `catchup tick`: Kubernetes or systemd."""
+
+
+@deploy.command("kubernetes")
+@click.option("--name", default="catchup", show_default=True, help="The CronJob's name.")
+@click.option(
+    "--image",
+    default="registry.example.com/app:latest",
+    show_default=True,
+    help="An image with catchup and your jobs installed.",
+)
+@click.option(
+    "--every",
+    type=click.IntRange(1, 59),
+    default=5,
+    show_default=True,
+    help="Minutes between ticks.",
+)
+@click.option(
+    "--secret",
+    default="catchup-db",
+    show_default=True,
+    help="The Secret whose key 'dsn' holds the DSN.",
+)
+@click.option(
+    "--config-map",
+    default="catchup-config",
+    show_default=True,
+    help="The ConfigMap holding catchup.toml.",
+)
+@click.option("--namespace", help="The namespace, if not the current one.")
+def deploy_kubernetes(
+    name: str, image: str, every: int, secret: str, config_map: str, namespace: str | None
+) -> None:
+    """A CronJob that calls `catchup tick`: concurrencyPolicy Forbid, a starting deadline,
+    timeZone Etc/UTC, a few minutes off the hour, history limits, the DSN from a Secret.
+
+    Example: catchup deploy kubernetes --image ghcr.io/acme/billing:1.4 | kubectl apply -f -
+    """
+    from . import deploy as recipes
+
+    click.echo(
+        recipes.kubernetes(
+            name=name,
+            image=image,
+            every=every,
+            secret=secret,
+            config_map=config_map,
+            namespace=namespace,
+        ).text(),
+        nl=False,
+    )
+
+
+@deploy.command("systemd")
+@click.option("--name", default="catchup", show_default=True, help="The unit names.")
+@click.option(
+    "--exec",
+    "executable",
+    default="/usr/local/bin/catchup",
+    show_default=True,
+    help="The catchup executable.",
+)
+@click.option(
+    "--every",
+    type=click.IntRange(1, 59),
+    default=5,
+    show_default=True,
+    help="Minutes between ticks.",
+)
+@click.option("--user", default="catchup", show_default=True, help="The user to run as.")
+@click.option("--workdir", default="/etc/catchup", show_default=True, help="Where catchup.toml is.")
+@click.option(
+    "--output-dir",
+    type=click.Path(file_okay=False),
+    metavar="DIR",
+    help="Write the unit files into DIR instead of printing them.",
+)
+def deploy_systemd(
+    name: str, executable: str, every: int, user: str, workdir: str, output_dir: str | None
+) -> None:
+    """A service and a timer that call `catchup tick` (Persistent=true, RandomizedDelaySec).
+
+    Example: catchup deploy systemd --output-dir /etc/systemd/system
+    (then: systemctl enable --now catchup.timer)
+    """
+    from pathlib import Path
+
+    from . import deploy as recipes
+
+    recipe = recipes.systemd(
+        name=name, executable=executable, every=every, user=user, workdir=workdir
+    )
+    if output_dir is None:
+        click.echo(recipe.text(), nl=False)
+        return
+    folder = Path(output_dir)
+    folder.mkdir(parents=True, exist_ok=True)
+    for filename, body in recipe.files.items():
+        (folder / filename).write_text(body)
+        click.echo(f"wrote {folder / filename}")
+
+
 def _human_delta(delta: Any) -> str:
     seconds = int(delta.total_seconds())
     for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):

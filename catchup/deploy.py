@@ -1,0 +1,117 @@
+"""Recipes for the one scheduler that calls ``catchup tick``: a Kubernetes CronJob, or a
+systemd service and timer. Values are quoted as JSON strings, which YAML and systemd read as
+plain text; nothing the user types becomes structure."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """Files to install: name → content."""
+
+    files: dict[str, str]
+
+    def text(self) -> str:
+        return "\n".join(f"# --- {name}\n{body}" for name, body in self.files.items())
+
+
+def minutes(every: int, offset: int) -> str:
+    """Cron minutes: every ``every`` minutes starting at ``offset``, so never on the hour."""
+    return f"{offset}-59/{every}" if every > 1 else "*"
+
+
+def kubernetes(
+    *, name: str, image: str, every: int, secret: str, config_map: str, namespace: str | None
+) -> Recipe:
+    offset = min(3, every - 1) if every > 1 else 0
+    meta = f"  name: {json.dumps(name)}\n"
+    if namespace:
+        meta += f"  namespace: {json.dumps(namespace)}\n"
+    body = f"""\
+# `catchup tick` every {every} minute(s), {offset} minute(s) off the hour; apply: kubectl apply -f -
+# Needs a Secret {json.dumps(secret)} with key "dsn" and a ConfigMap {json.dumps(config_map)}
+# holding catchup.toml. Forbid + a short starting deadline: never two ticks at once, and a
+# missed tick is simply skipped (the next one catches up, through the ledger).
+apiVersion: batch/v1
+kind: CronJob
+metadata:
+{meta}spec:
+  schedule: "{minutes(every, offset)} * * * *"
+  timeZone: "Etc/UTC"
+  concurrencyPolicy: Forbid
+  startingDeadlineSeconds: {max(30, min(240, every * 60 - 30))}
+  successfulJobsHistoryLimit: 3
+  failedJobsHistoryLimit: 5
+  jobTemplate:
+    spec:
+      backoffLimit: 0
+      template:
+        spec:
+          restartPolicy: Never
+          terminationGracePeriodSeconds: 60
+          containers:
+            - name: catchup
+              image: {json.dumps(image)}
+              args: ["catchup", "-q", "tick"]
+              env:
+                - name: CATCHUP_DSN
+                  valueFrom:
+                    secretKeyRef:
+                      name: {json.dumps(secret)}
+                      key: dsn
+                - name: CATCHUP_CONFIG
+                  value: "/etc/catchup/catchup.toml"
+              volumeMounts:
+                - name: config
+                  mountPath: /etc/catchup
+                  readOnly: true
+          volumes:
+            - name: config
+              configMap:
+                name: {json.dumps(config_map)}
+"""
+    return Recipe({f"{name}-cronjob.yaml": body})
+
+
+def systemd(*, name: str, executable: str, every: int, user: str, workdir: str) -> Recipe:
+    offset = min(3, every - 1) if every > 1 else 0
+    service = f"""\
+[Unit]
+Description=catchup tick: run what is due, exactly once per period
+Wants=network-online.target
+After=network-online.target
+
+[Service]
+Type=oneshot
+ExecStart={_quote(executable)} -q tick
+# CATCHUP_DSN=… (and CATCHUP_CONFIG) go here, readable by root only
+EnvironmentFile=-/etc/catchup/env
+WorkingDirectory={workdir}
+User={user}
+# catchup stops and records its running jobs on SIGTERM; the rest of the group goes after
+KillMode=mixed
+TimeoutStopSec=60
+"""
+    timer = f"""\
+[Unit]
+Description=catchup tick every {every} minute(s), {offset} minute(s) off the hour
+
+[Timer]
+OnCalendar=*:{offset:02d}/{every}
+Persistent=true
+RandomizedDelaySec=30
+AccuracySec=1s
+
+[Install]
+WantedBy=timers.target
+"""
+    return Recipe({f"{name}.service": service, f"{name}.timer": timer})
+
+
+def _quote(word: str) -> str:
+    if word and all(c.isalnum() or c in "/._-" for c in word):
+        return word
+    return json.dumps(word)

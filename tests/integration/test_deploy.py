@@ -1,0 +1,90 @@
+"""The deploy recipes parse (YAML, systemd) and carry the settings that make one scheduler safe."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from catchup.cli import cli
+
+
+def invoke(*args: str) -> str:
+    result = CliRunner().invoke(cli, list(args), catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    return result.stdout
+
+
+def test_kubernetes_cronjob() -> None:
+    text = invoke(
+        "deploy",
+        "kubernetes",
+        "--image",
+        "ghcr.io/acme/app:1.4",
+        "--namespace",
+        "billing",
+        "--every",
+        "10",
+    )
+    doc = yaml.safe_load(text)
+    assert doc["kind"] == "CronJob" and doc["apiVersion"] == "batch/v1"
+    spec = doc["spec"]
+    assert spec["concurrencyPolicy"] == "Forbid"
+    assert spec["timeZone"] == "Etc/UTC"
+    assert 0 < spec["startingDeadlineSeconds"] < 600
+    assert spec["successfulJobsHistoryLimit"] >= 1 and spec["failedJobsHistoryLimit"] >= 1
+    minute = spec["schedule"].split()[0]
+    assert minute == "3-59/10"  # never on the hour
+    container = spec["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]
+    assert container["image"] == "ghcr.io/acme/app:1.4"
+    assert container["args"] == ["catchup", "-q", "tick"]
+    dsn = next(e for e in container["env"] if e["name"] == "CATCHUP_DSN")
+    assert dsn["valueFrom"]["secretKeyRef"] == {"name": "catchup-db", "key": "dsn"}
+    assert doc["metadata"]["namespace"] == "billing"
+
+
+def test_hostile_values_stay_values() -> None:
+    text = invoke("deploy", "kubernetes", "--image", 'x"\n  evil: true', "--name", "a: b")
+    doc = yaml.safe_load(text)
+    assert "evil" not in doc["spec"]
+    container = doc["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]
+    assert container["image"] == 'x"\n  evil: true'
+    assert doc["metadata"]["name"] == "a: b"
+
+
+@pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="needs systemd-analyze")
+def test_systemd_units_verify(tmp_path: Path) -> None:
+    executable = str(Path(sys.executable).with_name("catchup"))
+    invoke("deploy", "systemd", "--exec", executable, "--output-dir", str(tmp_path))
+    service, timer = tmp_path / "catchup.service", tmp_path / "catchup.timer"
+    assert "ExecStart=" + executable + " -q tick" in service.read_text()
+    body = timer.read_text()
+    assert "Persistent=true" in body and "RandomizedDelaySec=" in body
+    assert "OnCalendar=*:03/5" in body
+    check = subprocess.run(
+        ["systemd-analyze", "verify", str(service), str(timer)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert check.returncode == 0, check.stderr
+    # the check can fail: a broken timer is caught
+    timer.write_text(body.replace("OnCalendar=*:03/5", "OnCalendar=every so often"))
+    broken = subprocess.run(
+        ["systemd-analyze", "verify", str(service), str(timer)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert broken.returncode != 0 or "Failed to parse" in broken.stderr
+
+
+def test_systemd_printed() -> None:
+    text = invoke("deploy", "systemd")
+    assert "# --- catchup.service" in text and "# --- catchup.timer" in text
+    assert "[Timer]" in text and "WantedBy=timers.target" in text
