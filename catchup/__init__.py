@@ -1,3 +1,72 @@
-"""catchup: once-per-period jobs that run exactly once per period, with gaps found and replayed."""
+"""catchup: once-per-period jobs that run exactly once per period, with gaps found and replayed.
+
+    from catchup import Catchup, make_job
+
+    def export(ctx):  # ctx: JobContext
+        ...
+
+    with Catchup(jobs=[make_job("export", "hourly", "2026-11-01", call=export)]) as app:
+        app.tick()
+        report = app.scan()
+
+Names are imported lazily, so the command line starts fast.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
+
+_EXPORTS = {
+    "Catchup": "catchup.api",
+    "make_job": "catchup.config",
+    "load_config": "catchup.config",
+    "Config": "catchup.config",
+    "Job": "catchup.config",
+    "JobContext": "catchup.runner",
+    "Outcome": "catchup.models",
+    "ScanReport": "catchup.models",
+    "JobScan": "catchup.models",
+    "Island": "catchup.models",
+    "Period": "catchup.schedule",
+    "Batch": "catchup.replay",
+    "CatchupError": "catchup.errors",
+    "ConfigError": "catchup.errors",
+    "DatabaseError": "catchup.errors",
+}
+
+__all__ = [
+    "Batch",
+    "Catchup",
+    "CatchupError",
+    "Config",
+    "ConfigError",
+    "DatabaseError",
+    "Island",
+    "Job",
+    "JobContext",
+    "JobScan",
+    "Outcome",
+    "Period",
+    "ScanReport",
+    "__version__",
+    "load_config",
+    "make_job",
+]
+
+if TYPE_CHECKING:
+    from .api import Catchup
+    from .config import Config, Job, load_config, make_job
+    from .errors import CatchupError, ConfigError, DatabaseError
+    from .models import Island, JobScan, Outcome, ScanReport
+    from .replay import Batch
+    from .runner import JobContext
+    from .schedule import Period
+
+
+def __getattr__(name: str) -> Any:
+    if name in _EXPORTS:
+        return getattr(import_module(_EXPORTS[name]), name)
+    raise AttributeError(f"module 'catchup' has no attribute {name!r}")

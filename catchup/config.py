@@ -8,8 +8,8 @@ import os
 import re
 import string
 import tomllib
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
 from datetime import UTC, date, datetime, time, timedelta
 from pathlib import Path
 from typing import Any, Literal
@@ -51,7 +51,7 @@ class Job:
     anchor: datetime
     delay: timedelta = timedelta(0)
     command: tuple[str, ...] | None = None
-    call: str | None = None
+    call: str | Callable[..., object] | None = None  # "module:function", or a callable in code
     timeout: timedelta | None = None
     lease: timedelta = timedelta(seconds=60)
     kill_grace: timedelta = timedelta(seconds=10)
@@ -421,3 +421,34 @@ def _split_key(text: str) -> tuple[str, ...]:
             part = part[1:-1]
         parts.append(part)
     return tuple(parts)
+
+
+def make_job(
+    name: str,
+    schedule: str,
+    start: str | date | datetime,
+    *,
+    command: list[str] | tuple[str, ...] | None = None,
+    call: str | Callable[..., object] | None = None,
+    **options: Any,
+) -> Job:
+    """Declare a job in code, checked like one in catchup.toml.
+
+    ``options`` are the other keys of a ``[jobs.NAME]`` table (``delay="30m"``, ``lease="60s"``,
+    ``max_attempts=3``, ``overlap="forbid"``, ``catchup="all"``, …). ``call`` may be a callable
+    taking a :class:`~catchup.runner.JobContext`.
+    """
+    spec: dict[str, Any] = {"schedule": schedule, "start": start, **options}
+    if command is not None:
+        spec["command"] = list(command)
+    if call is not None:
+        spec["call"] = call if isinstance(call, str) else "in.code:callable"
+    problems: list[str] = []
+    if not JOB_NAME.match(name):
+        problems.append(f"job name {name!r}: use up to 64 letters, digits, '_', '.' or '-'")
+    job = _parse_job(name, spec, lambda key, message: problems.append(message))
+    if problems or job is None:
+        raise ConfigError(problems or [f"jobs.{name}: invalid"])
+    if call is not None and not isinstance(call, str):
+        job = replace(job, call=call)
+    return job

@@ -303,11 +303,8 @@ def run_callable(
     and the outcome recorded without waiting (a callable cannot be killed, only asked)."""
     started = time.monotonic()
     assert job.call is not None
-    module_name, _, attr = job.call.partition(":")
     try:
-        target: Any = importlib.import_module(module_name)
-        for part in attr.split("."):
-            target = getattr(target, part)
+        target = load_call(job.call)
     except Exception as exc:
         return Execution(
             "exited", None, f"cannot load {job.call}: {exc}", "", time.monotonic() - started
@@ -344,6 +341,17 @@ def run_callable(
     return Execution(
         ended, None if error else 0, error, result.get("tail") or "", time.monotonic() - started
     )
+
+
+def load_call(call: str | Callable[..., object]) -> Callable[..., object]:
+    """A ``module:function`` reference imported, or a callable given in code, as is."""
+    if callable(call):
+        return call
+    module_name, _, attr = call.partition(":")
+    target: Any = importlib.import_module(module_name)
+    for part in attr.split("."):
+        target = getattr(target, part)
+    return target  # type: ignore[no-any-return]
 
 
 def _human(seconds: float) -> str:

@@ -29,6 +29,7 @@ def test_wheel_installs_and_runs(project: Project, tmp_path: Path) -> None:
     names = zipfile.ZipFile(wheel).namelist()
     assert "catchup/sql/queries.sql" in names
     assert "catchup/sql/migrations/0001_ledger.sql" in names
+    assert "catchup/py.typed" in names
 
     venv = tmp_path / "venv"
     subprocess.run([uv, "venv", "--python", "3.13", str(venv)], check=True, capture_output=True)
