@@ -836,6 +836,24 @@ def _human_delta(delta: Any) -> str:
 
 @cli.command(epilog=EXIT_CODES)
 @pass_state
+def demo(state: State) -> None:
+    """See catchup work in a minute: a throwaway ledger with two weeks of a nightly billing
+    run and an hourly export, a host outage and a failing night; scan, replay, clean scan.
+
+    Uses the embedded PostgreSQL (or --dsn) in a schema of its own, dropped at the end.
+    """
+    from . import db
+    from .demo import run_demo
+
+    config = state.config(required=False)
+    target = db.resolve(state.dsn, config.dsn)
+    result = run_demo(target, console())
+    if result.gaps_after:
+        sys.exit(EXIT_FAILED)
+
+
+@cli.command(epilog=EXIT_CODES)
+@pass_state
 def migrate(state: State) -> None:
     """Create or upgrade the ledger schema (every command also does this on first use)."""
     with state.session(config_required=False, prepare=False) as session:

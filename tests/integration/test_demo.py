@@ -1,0 +1,32 @@
+"""The demo a newcomer runs first: it finds the gaps, replays them, ends clean, leaves nothing."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import psycopg
+from click.testing import CliRunner
+
+from catchup.cli import cli
+
+from conftest import Database
+
+
+def test_demo_ends_with_a_clean_scan_and_drops_its_schema(database: Database) -> None:
+    result = CliRunner().invoke(cli, ["-q", "demo"], env=database.env, catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    out = result.stdout
+    assert "1. catchup scan --calendar" in out and "legend:" in out
+    assert re.search(r"billing\s+│\s+failed", out)  # the failing night was found
+    assert "2. catchup replay" in out and "3. catchup scan: clean" in out
+    assert out.rstrip().count("no gaps") == 1  # the final scan, and only it
+    match = re.search(r"Done: (\d+) gap range\(s\) found, (\d+) period\(s\) replayed, 0 left", out)
+    assert match and int(match.group(1)) == 3 and int(match.group(2)) == 32
+    schema = re.search(r"schema (catchup_demo_[0-9a-f]+)", out)
+    assert schema is not None
+    with psycopg.connect(database.conninfo) as conn:
+        found: Any = conn.execute(
+            "SELECT count(*) FROM pg_namespace WHERE nspname = %s", [schema.group(1)]
+        ).fetchone()
+    assert found[0] == 0
