@@ -834,6 +834,40 @@ def _human_delta(delta: Any) -> str:
     return f"{seconds}s"
 
 
+DOCTOR_EXIT_CODES = """\b
+Exit codes:
+  0    nothing serious found
+  1    something serious: the config, or the database
+  130  interrupted"""
+
+
+@cli.command(epilog=DOCTOR_EXIT_CODES)
+@pass_state
+def doctor(state: State) -> None:
+    """Check the config, the database and its version, a pooler in the way, the host clock,
+    jobs due on the hour, and whether one scheduler is ticking: one line per finding."""
+    from rich.text import Text
+
+    from .doctor import examine
+
+    findings = examine(state.config_path, state.dsn)
+    out = console()
+    marks = {
+        "ok": ("✓", "green"),
+        "info": ("i", "blue"),
+        "warning": ("!", "yellow"),
+        "serious": ("✗", "bold red"),
+    }
+    for finding in findings:
+        mark, style = marks[finding.level]
+        line = Text(f"{mark} ", style=style)
+        line.append(f"{finding.topic}: ", style="bold")
+        line.append(finding.text)
+        out.print(line, soft_wrap=True)
+    if any(f.level == "serious" for f in findings):
+        sys.exit(EXIT_FAILED)
+
+
 @cli.command(epilog=EXIT_CODES)
 @pass_state
 def demo(state: State) -> None:

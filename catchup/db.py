@@ -96,6 +96,9 @@ def connect(target: Target, *, application: str = "catchup") -> psycopg.Connecti
         raise DatabaseError(
             f"cannot connect to {target.describe()}: {scrub(first, target.conninfo)}"
         ) from None
+    # No server-side prepared statements: they do not survive a transaction-mode pooler
+    # (PgBouncer before 1.21), and catchup's statements are cheap to plan.
+    conn.prepare_threshold = None
     version = conn.info.server_version
     if version < MIN_SERVER_VERSION:
         conn.close()

@@ -432,3 +432,8 @@ SET status = 'failed', failures = 1, retry_after = excluded.retry_after,
 -- name: drop_schema
 -- Only ever the demo's own throwaway schema.
 DROP SCHEMA {schema} CASCADE;
+
+-- name: doctor_probe
+-- What doctor needs from the server: its clock, the port it listens on, this backend's pid.
+SELECT clock_timestamp() AS now, current_setting('port')::integer AS port,
+       pg_backend_pid() AS pid;

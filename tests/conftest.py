@@ -177,3 +177,73 @@ def process_gone(pid: int) -> bool:
     except (FileNotFoundError, ProcessLookupError):
         return True
     return state in ("Z", "X")
+
+
+@dataclass(frozen=True)
+class Pooler:
+    dsn: str
+    port: int
+
+
+@pytest.fixture(scope="session")
+def pgbouncer(database: Database, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pooler]:
+    """PgBouncer in transaction pooling mode in front of the test server (Debian's package,
+    installed by .ci/run), run as the server's system user: PgBouncer refuses root."""
+    import pwd
+    import shutil
+    import socket
+
+    binary = shutil.which("pgbouncer") or "/usr/sbin/pgbouncer"
+    if not Path(binary).exists():
+        pytest.fail("pgbouncer is not installed (apt-get install pgbouncer; .ci/run does)")
+    import tempfile
+
+    params = psycopg.conninfo.conninfo_to_dict(database.conninfo)
+    # not under pytest's own tmp (mode 700): the server's user must reach it
+    folder = Path(tempfile.mkdtemp(prefix="catchup-pgbouncer-"))
+    folder.chmod(0o777)
+    server = f"host={params.get('host', 'localhost')} port={params.get('port', 5432)}"
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    (folder / "pgbouncer.ini").write_text(
+        textwrap.dedent(f"""\
+        [databases]
+        * = {server} user={params.get("user", "postgres")}
+        [pgbouncer]
+        listen_addr = 127.0.0.1
+        listen_port = {port}
+        unix_socket_dir =
+        auth_type = any
+        pool_mode = transaction
+        max_client_conn = 500
+        default_pool_size = 20
+        ignore_startup_parameters = extra_float_digits,options
+        logfile = {folder}/pgbouncer.log
+        pidfile = {folder}/pgbouncer.pid
+        """)
+    )
+    user = pwd.getpwnam("embedded_postgres") if os.geteuid() == 0 else None
+    proc = subprocess.Popen(
+        [binary, str(folder / "pgbouncer.ini")],
+        user=user.pw_uid if user else None,
+        group=user.pw_gid if user else None,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    dsn = f"host=127.0.0.1 port={port} user=postgres dbname=postgres"
+
+    def ready() -> bool:
+        try:
+            with psycopg.connect(dsn, connect_timeout=2) as conn:
+                conn.execute("select 1")
+            return True
+        except psycopg.Error:
+            return proc.poll() is not None  # stop waiting if it died
+
+    wait_for(ready, timeout=30, what="pgbouncer to accept connections")
+    assert proc.poll() is None, (folder / "pgbouncer.log").read_text()
+    yield Pooler(dsn, port)
+    proc.terminate()
+    proc.wait(timeout=30)
+    shutil.rmtree(folder, ignore_errors=True)

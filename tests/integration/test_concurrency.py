@@ -17,13 +17,18 @@ import pytest
 
 from catchup import sqlfiles
 
-from conftest import ROOT, Project, process_gone, wait_for
+from conftest import ROOT, Pooler, Project, process_gone, wait_for
 
 WORKER = ROOT / "tests" / "helpers" / "worker.py"
 
 
 def start_replicas(
-    project: Project, count: int, job: str, periods: list[str], passes: str = "1"
+    project: Project,
+    count: int,
+    job: str,
+    periods: list[str],
+    passes: str = "1",
+    dsn: str | None = None,
 ) -> list[subprocess.Popen[str]]:
     """``count`` worker processes that wait at a barrier, then all start at once."""
     go = project.path / "go"
@@ -40,7 +45,7 @@ def start_replicas(
                 passes,
                 *periods,
             ],
-            env=project.env(),
+            env=project.env(**({"CATCHUP_DSN": dsn} if dsn else {})),
             text=True,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -215,3 +220,36 @@ def test_concurrent_migrations_do_not_collide(project: Project, sql: Any) -> Non
         outputs.append(out)
     assert sum("applied 0001_ledger" in out for out in outputs) == 1
     assert sql("SELECT count(*) FROM {schema}.schema_version") == [(len(sqlfiles.migrations()),)]
+
+
+@pytest.mark.slow
+def test_16_replicas_through_a_transaction_pooler(
+    project: Project, sql: Any, pgbouncer: Pooler
+) -> None:
+    """The same race through PgBouncer in transaction mode: still once per period, and the
+    overlap guard (a transaction-scoped lock) still holds."""
+    log = project.path / "log"
+    script = f'a=$(date +%s.%N); sleep 0.05; echo "$CATCHUP_PERIOD $a $(date +%s.%N)" >> {log}'
+    project.write(
+        "\n".join(
+            [
+                "[jobs.billing]",
+                'schedule = "daily"',
+                'start = "2026-01-01"',
+                f"command = {json.dumps(['sh', '-c', script])}",
+            ]
+        )
+        + "\n"
+    )
+    periods = days(12)
+    collect(start_replicas(project, 16, "billing", periods, passes="until-done", dsn=pgbouncer.dsn))
+    spans = sorted(
+        (float(a), float(b), p)
+        for p, a, b in (line.split() for line in log.read_text().splitlines())
+    )
+    assert sorted(p for _, _, p in spans) == periods  # each exactly once
+    for (_, end, first), (start, _, second) in itertools.pairwise(spans):
+        assert start >= end, f"{first} and {second} overlapped"
+    assert sql("SELECT status, attempt, count(*) FROM {schema}.runs GROUP BY 1, 2") == [
+        ("succeeded", 1, 12)
+    ]

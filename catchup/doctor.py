@@ -1,0 +1,166 @@
+"""``catchup doctor``: what a new user gets wrong, one line per finding with what to do."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Literal
+
+from . import db, sqlfiles
+from .config import Config, find_config, load_config
+from .core import Session
+from .errors import CatchupError
+from .operations import scheduler_health
+
+Level = Literal["ok", "info", "warning", "serious"]
+CLOCK_TOLERANCE = 2.0  # seconds
+
+
+@dataclass(frozen=True)
+class Finding:
+    level: Level
+    topic: str
+    text: str
+
+
+def clock_finding(host: datetime, database: datetime, rtt: float) -> Finding:
+    """The host clock against the database clock (informational: catchup uses the latter)."""
+    skew = (host - database).total_seconds()
+    if abs(skew) <= CLOCK_TOLERANCE + rtt:
+        return Finding("ok", "clock", f"host and database clocks agree within {abs(skew):.1f}s")
+    side = "ahead of" if skew > 0 else "behind"
+    return Finding(
+        "info",
+        "clock",
+        f"this host's clock is {abs(skew):.0f}s {side} the "
+        "database clock; catchup decides by the database clock, but fix NTP here so "
+        "logs line up",
+    )
+
+
+def on_the_hour(config: Config) -> list[Finding]:
+    """Jobs due exactly on a UTC boundary start together with everything else."""
+    crowded = [
+        job
+        for job in config.jobs.values()
+        if job.schedule.aligned and job.delay.total_seconds() == 0
+    ]
+    if not crowded:
+        return []
+    names = ", ".join(job.name for job in crowded[:5])
+    more = f" and {len(crowded) - 5} more" if len(crowded) > 5 else ""
+    return [
+        Finding(
+            "warning",
+            "schedules",
+            f"{names}{more} fall due exactly on the hour: set "
+            'delay (for example delay = "7m") to spread runs off the hour',
+        )
+    ]
+
+
+def pooler_findings(session: Session) -> list[Finding]:
+    """A pooler between catchup and PostgreSQL, and whether it pools per transaction."""
+    q = sqlfiles.query("doctor_probe", session.config.schema)
+    server_port = session.conn.execute(q).fetchone()[1]  # type: ignore[index]
+    client_port = session.conn.info.port
+    if client_port == server_port:
+        return [Finding("ok", "pooler", "no connection pooler between catchup and PostgreSQL")]
+    # In transaction pooling, this client's next transaction moves to another server connection
+    # when another client holds its current one in a transaction; in session pooling it never
+    # moves.
+    before = session.conn.execute(q).fetchone()[2]  # type: ignore[index]
+    other = db.connect(session.target, application="catchup-doctor")
+    try:
+        with other.transaction():
+            other.execute(q)
+            after = session.conn.execute(q).fetchone()[2]  # type: ignore[index]
+    finally:
+        other.close()
+    if after != before:
+        return [
+            Finding(
+                "warning",
+                "pooler",
+                f"a transaction-mode pooler (port {client_port} → "
+                f"{server_port}): catchup's claims are safe through it (transaction-"
+                "scoped locks, lease rows, no session state), but psycopg's prepared "
+                "statements need PgBouncer >= 1.21 with max_prepared_statements > 0",
+            )
+        ]
+    return [
+        Finding(
+            "info",
+            "pooler",
+            f"a pooler (port {client_port} → {server_port}), "
+            "apparently in session mode: fine for catchup",
+        )
+    ]
+
+
+def examine(config_path: str | None, dsn: str | None) -> list[Finding]:
+    found: list[Finding] = []
+    config: Config | None = None
+    try:
+        path = find_config(config_path)
+        config = load_config(path)
+        if path is None:
+            found.append(
+                Finding(
+                    "info",
+                    "config",
+                    "no catchup.toml here or above: only migrate, "
+                    "demo and server commands will work",
+                )
+            )
+        else:
+            found.append(Finding("ok", "config", f"{path}: {len(config.jobs)} job(s)"))
+    except CatchupError as exc:
+        found += [Finding("serious", "config", line) for line in str(exc).splitlines()]
+        config = Config(path=None)
+    try:
+        target = db.resolve(dsn, config.dsn)
+        sent = time.monotonic()
+        session = Session(config, target)
+    except CatchupError as exc:
+        found.append(Finding("serious", "database", str(exc)))
+        return found
+    try:
+        rtt = time.monotonic() - sent
+        found.append(
+            Finding(
+                "ok",
+                "database",
+                f"{target.describe()}, PostgreSQL "
+                f"{db.server_version(session.conn)}, schema {config.schema} at "
+                f"version {session.ledger.version()}",
+            )
+        )
+        found += pooler_findings(session)
+        start = time.monotonic()
+        db_now = session.now()
+        host_now = datetime.now(db_now.tzinfo)
+        found.append(clock_finding(host_now, db_now, rtt + time.monotonic() - start))
+        found += on_the_hour(config)
+        zones = Counter(job.timezone for job in config.jobs.values())
+        if config.jobs and set(zones) <= {"UTC", "Etc/UTC"}:
+            found.append(Finding("ok", "time zones", "every schedule is in UTC: no DST surprises"))
+        health = scheduler_health(session)
+        if health.last_tick is None:
+            found.append(
+                Finding(
+                    "info",
+                    "scheduler",
+                    "no `catchup tick` recorded yet: call it "
+                    "from one scheduler (see `catchup deploy --help`)",
+                )
+            )
+        else:
+            found += [Finding("warning", "scheduler", w) for w in health.warnings]
+            if not health.warnings:
+                found.append(Finding("ok", "scheduler", f"last tick from {health.last_host}"))
+    finally:
+        session.close()
+    return found

@@ -1,0 +1,92 @@
+"""catchup doctor: one line per finding; serious ones exit 1."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from click.testing import CliRunner
+
+from catchup.cli import cli
+from catchup.doctor import clock_finding
+
+from conftest import Pooler, Project
+
+
+def setup(project: Project, **keys: Any) -> None:
+    lines = ["[jobs.billing]", 'schedule = "daily"', 'start = "2026-10-01"', 'command = ["true"]']
+    lines += [f"{k} = {json.dumps(v)}" for k, v in keys.items()]
+    project.write("\n".join(lines) + "\n")
+
+
+def test_a_healthy_setup(project: Project) -> None:
+    setup(project, delay="7m")
+    result = project.cli("doctor")
+    assert result.exit_code == 0, result.output
+    for topic in ("config", "database", "pooler", "clock", "time zones", "scheduler"):
+        assert f" {topic}: " in result.stdout, topic
+    assert "✓ pooler: no connection pooler" in result.stdout
+    assert "✓ clock: " in result.stdout
+    assert "i scheduler: no `catchup tick` recorded yet" in result.stdout
+
+
+def test_jobs_due_on_the_hour(project: Project) -> None:
+    setup(project)
+    result = project.cli("doctor")
+    assert "! schedules: billing fall due exactly on the hour" in result.stdout
+    assert result.exit_code == 0  # a warning, not serious
+
+
+def test_a_broken_config_is_serious(project: Project) -> None:
+    setup(project, lease="0s")
+    result = project.cli("doctor")
+    assert result.exit_code == 1
+    assert f"✗ config: {project.config}:8: jobs.billing.lease" in result.stdout
+
+
+def test_an_unreachable_database_is_serious(tmp_path: Path) -> None:
+    result = CliRunner().invoke(
+        cli, ["--dsn", "postgresql://u:secret@127.0.0.1:1/x", "doctor"], catch_exceptions=False
+    )
+    assert result.exit_code == 1
+    assert "✗ database: cannot connect to postgresql://u@127.0.0.1:1/x" in result.stdout
+    assert "secret" not in result.output
+
+
+def test_a_scheduler_in_every_replica(project: Project, sql: Any) -> None:
+    setup(project, delay="7m")
+    assert project.cli("migrate").exit_code == 0
+    for host in ("pod-a", "pod-b"):
+        sql("INSERT INTO {schema}.ticks (host) VALUES (%s)", [host])
+    result = project.cli("doctor")
+    assert "! scheduler: ticks from 2 hosts in the same minute" in result.stdout
+
+
+def test_clock_skew_is_informational() -> None:
+    db_now = datetime(2026, 11, 29, 12, tzinfo=UTC)
+    assert clock_finding(db_now + timedelta(seconds=1), db_now, 0.01).level == "ok"
+    ahead = clock_finding(db_now + timedelta(minutes=10), db_now, 0.01)
+    assert ahead.level == "info" and "600s ahead of the database clock" in ahead.text
+    behind = clock_finding(db_now - timedelta(minutes=10), db_now, 0.01)
+    assert "600s behind" in behind.text
+
+
+def test_a_transaction_mode_pooler_is_found(project: Project, pgbouncer: Pooler) -> None:
+    setup(project, delay="7m")
+    result = project.cli("--dsn", pgbouncer.dsn, "doctor")
+    assert result.exit_code == 0, result.output
+    assert f"! pooler: a transaction-mode pooler (port {pgbouncer.port} → " in result.stdout
+
+
+def test_run_and_scan_work_through_the_pooler(project: Project, pgbouncer: Pooler) -> None:
+    """Prepared statements are off, locks are transaction-scoped: PgBouncer 1.18 is fine."""
+    setup(project, delay="7m")
+    for day in range(1, 9):
+        result = project.cli(
+            "--dsn", pgbouncer.dsn, "-q", "run", "billing", "--period", f"2026-10-0{day}"
+        )
+        assert result.exit_code == 0, result.output
+    scan = project.cli("--dsn", pgbouncer.dsn, "-q", "scan", "--json", "--until", "2026-10-09")
+    assert json.loads(scan.stdout)["jobs"][0]["succeeded"] == 8
