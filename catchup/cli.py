@@ -721,7 +721,7 @@ def resume(state: State, job: str, reason: str | None, actor: str | None) -> Non
     console().print(f"{job}: resumed; the next tick runs {policy} (catchup = {spec.catchup!r})")
 
 
-@cli.group()
+@cli.group(epilog=EXIT_CODES)
 def deploy() -> None:
     """Print what the one scheduler needs to call `catchup tick`: Kubernetes or systemd."""
 
