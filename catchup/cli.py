@@ -721,6 +721,15 @@ def resume(state: State, job: str, reason: str | None, actor: str | None) -> Non
     console().print(f"{job}: resumed; the next tick runs {policy} (catchup = {spec.catchup!r})")
 
 
+_every_option = click.option(
+    "--every",
+    type=click.IntRange(1, 59),
+    default=5,
+    show_default=True,
+    help="Minutes between ticks.",
+)
+
+
 @cli.group(epilog=EXIT_CODES)
 def deploy() -> None:
     """Print what the one scheduler needs to call `catchup tick`: Kubernetes or systemd."""
@@ -734,13 +743,7 @@ def deploy() -> None:
     show_default=True,
     help="An image with catchup and your jobs installed.",
 )
-@click.option(
-    "--every",
-    type=click.IntRange(1, 59),
-    default=5,
-    show_default=True,
-    help="Minutes between ticks.",
-)
+@_every_option
 @click.option(
     "--secret",
     default="catchup-db",
@@ -786,13 +789,7 @@ def deploy_kubernetes(
     show_default=True,
     help="The catchup executable.",
 )
-@click.option(
-    "--every",
-    type=click.IntRange(1, 59),
-    default=5,
-    show_default=True,
-    help="Minutes between ticks.",
-)
+@_every_option
 @click.option("--user", default="catchup", show_default=True, help="The user to run as.")
 @click.option("--workdir", default="/etc/catchup", show_default=True, help="Where catchup.toml is.")
 @click.option(

@@ -242,15 +242,11 @@ def run_command(
     ended, error = "exited", None
     exited = _ExitWaiter(proc)
     while proc.poll() is None:
-        if interrupted.is_set():
-            ended, error = "interrupted", "interrupted: catchup was asked to stop"
-        elif (lost := keeper.expired()) is not None:
-            ended, error = "lost", lost
-        elif timeout is not None and time.monotonic() - started >= timeout:
-            ended, error = "timeout", f"timed out after {_human(timeout)}"
-        else:
+        reason = _stop_reason(interrupted, keeper, started, timeout)
+        if reason is None:
             exited.wait(POLL_SECONDS)
             continue
+        ended, error = reason
         stop_group(proc, job.kill_grace.total_seconds())
         break
     exited.close()
@@ -324,15 +320,11 @@ def run_callable(
     timeout = job.timeout.total_seconds() if job.timeout else None
     ended, error = "exited", None
     while thread.is_alive():
-        if interrupted.is_set():
-            ended, error = "interrupted", "interrupted: catchup was asked to stop"
-        elif (lost := keeper.expired()) is not None:
-            ended, error = "lost", lost
-        elif timeout is not None and time.monotonic() - started >= timeout:
-            ended, error = "timeout", f"timed out after {_human(timeout)}"
-        else:
+        reason = _stop_reason(interrupted, keeper, started, timeout)
+        if reason is None:
             thread.join(POLL_SECONDS)
             continue
+        ended, error = reason
         ctx.cancelled.set()
         thread.join(job.kill_grace.total_seconds())
         break
@@ -341,6 +333,19 @@ def run_callable(
     return Execution(
         ended, None if error else 0, error, result.get("tail") or "", time.monotonic() - started
     )
+
+
+def _stop_reason(
+    interrupted: threading.Event, keeper: LeaseKeeper, started: float, timeout: float | None
+) -> tuple[str, str] | None:
+    """Why a running job must stop now, if it must: asked to, lease lost, or out of time."""
+    if interrupted.is_set():
+        return "interrupted", "interrupted: catchup was asked to stop"
+    if (lost := keeper.expired()) is not None:
+        return "lost", lost
+    if timeout is not None and time.monotonic() - started >= timeout:
+        return "timeout", f"timed out after {_human(timeout)}"
+    return None
 
 
 def load_call(call: str | Callable[..., object]) -> Callable[..., object]:
