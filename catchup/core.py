@@ -120,10 +120,10 @@ def run_period(
 
     ``ignore_backoff`` and ``retry_exhausted`` are for a replay a person asked for: a failed
     period is retried at once, and with the second even when it has no attempts left."""
-    ledger = session.ledger
     job_id = session.job_id(job.name)
     label = period_label(job.schedule, period.start)
-    claim = ledger.claim(
+    claim = _claim_surely(
+        session,
         job_id,
         period,
         owner=owner_name(),
@@ -207,7 +207,6 @@ def _record(
     claim: Claim,
     execution: Execution,
 ) -> Outcome:
-    ledger = session.ledger
     base = Outcome(
         job.name,
         period,
@@ -218,7 +217,12 @@ def _record(
         seconds=execution.seconds,
     )
     if execution.ended == "lost":
-        ledger.lose(job_id, period.start, claim.attempt, execution.error or "lease lost")
+        try:
+            if session.conn.broken or session.conn.closed:
+                session.reconnect()
+            session.ledger.lose(job_id, period.start, claim.attempt, execution.error or "lost")
+        except (psycopg.OperationalError, DatabaseError):
+            pass  # best effort: the row's lease runs out and the next claim says so
         return _replace(
             base, status="lost", detail=f"{execution.error}; the job was stopped, nothing recorded"
         )
@@ -258,6 +262,30 @@ def _record(
     return _replace(base, status="failed", detail=detail)
 
 
+def _claim_surely(
+    session: Session, job_id: int, period: Period, *, owner: str, **fields: Any
+) -> Claim | None:
+    """Claim; when the connection breaks, reconnect with backoff, and if the claim committed
+    after all (the row is ours and running), adopt it rather than leave it to expire."""
+    delay = 0.2
+    deadline = time.monotonic() + FINISH_RETRY_SECONDS
+    lost = False
+    while True:
+        try:
+            if lost or session.conn.broken or session.conn.closed:
+                session.reconnect()
+                adopted = session.ledger.adopt(job_id, period.start, owner)
+                if adopted is not None:
+                    return adopted
+            return session.ledger.claim(job_id, period, owner=owner, **fields)
+        except (psycopg.OperationalError, DatabaseError):
+            if time.monotonic() + delay > deadline:
+                raise
+            lost = True
+            time.sleep(delay)
+            delay = min(delay * 2, 5.0)
+
+
 def _finish_surely(
     session: Session, job_id: int, period_start: datetime, attempt: int, **fields: Any
 ) -> Finished | None:
@@ -290,7 +318,14 @@ def _replace(outcome: Outcome, **changes: object) -> Outcome:
 
 
 def _why_not(session: Session, job: Job, job_id: int, period: Period) -> tuple[str, bool]:
-    """Why a claim found nothing to do, and whether only overlap blocked it."""
+    """Why a claim found nothing to do, and whether it is worth trying again soon."""
+    try:
+        return _reason(session, job, job_id, period)
+    except (psycopg.OperationalError, DatabaseError):
+        return "the database went away; try again", True
+
+
+def _reason(session: Session, job: Job, job_id: int, period: Period) -> tuple[str, bool]:
     ledger = session.ledger
     job_row = ledger.job_rows([job.name]).get(job.name)
     if job_row is not None and job_row.paused_at is not None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -12,6 +13,14 @@ if TYPE_CHECKING:
     import psycopg
 
 MIN_SERVER_VERSION = 170000
+BUSY_RETRY_SECONDS = float(os.environ.get("CATCHUP_CONNECT_RETRY", "15"))
+BUSY_SIGNS = (
+    "too many clients",  # 53300: max_connections exhausted
+    "remaining connection slots are reserved",
+    "the database system is starting up",
+    "the database system is shutting down",
+    "the database system is in recovery mode",
+)
 PG_ENV = ("PGHOST", "PGHOSTADDR", "PGPORT", "PGDATABASE", "PGUSER", "PGSERVICE")
 
 
@@ -84,18 +93,29 @@ def connect(target: Target, *, application: str = "catchup") -> psycopg.Connecti
     """An autocommit connection whose server is new enough; one-line errors, no password."""
     import psycopg
 
-    try:
-        conn = psycopg.connect(
-            target.conninfo,
-            autocommit=True,
-            application_name=application,
-            connect_timeout=10,
-        )
-    except psycopg.Error as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise DatabaseError(
-            f"cannot connect to {target.describe()}: {scrub(first, target.conninfo)}"
-        ) from None
+    delay = 0.1
+    deadline = time.monotonic() + BUSY_RETRY_SECONDS
+    while True:
+        try:
+            conn = psycopg.connect(
+                target.conninfo,
+                autocommit=True,
+                application_name=application,
+                connect_timeout=10,
+            )
+            break
+        except psycopg.Error as exc:
+            text = str(exc).strip()
+            # A full server, or one starting up or shutting down, is worth waiting for; an
+            # unreachable or misconfigured one is reported at once.
+            if any(sign in text for sign in BUSY_SIGNS) and time.monotonic() + delay < deadline:
+                time.sleep(delay)
+                delay = min(delay * 2, 2.0)
+                continue
+            first = text.splitlines()[0] if text else type(exc).__name__
+            raise DatabaseError(
+                f"cannot connect to {target.describe()}: {scrub(first, target.conninfo)}"
+            ) from None
     # No server-side prepared statements: they do not survive a transaction-mode pooler
     # (PgBouncer before 1.21), and catchup's statements are cheap to plan.
     conn.prepare_threshold = None

@@ -115,6 +115,13 @@ class Ledger:
             with self.conn.cursor(row_factory=class_row(Claim)) as cur:
                 return cur.execute(self._q("claim"), params).fetchone()
 
+    def adopt(self, job_id: int, period_start: datetime, owner: str) -> Claim | None:
+        with self.conn.cursor(row_factory=class_row(Claim)) as cur:
+            return cur.execute(
+                self._q("adopt"),
+                {"job_id": job_id, "period_start": period_start, "owner": owner},
+            ).fetchone()
+
     def heartbeat(
         self, job_id: int, period_start: datetime, attempt: int, lease: timedelta
     ) -> datetime | None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 import os
 import select
+import shutil
 import signal
 import subprocess
 import sys
@@ -169,6 +170,29 @@ def _pump(source: BinaryIO, sink: BinaryIO | None, tail: Tail) -> None:
     source.close()
 
 
+# The job runs as the leader of its own process group, next to a watcher in the same group: if
+# this runner dies without cleaning up (SIGKILL, OOM), the watcher takes the whole group down,
+# grandchildren included, within a second or so plus the grace. The job's argv is passed as
+# arguments, never as shell text.
+GUARD = """\
+runner=$1; grace=$2; shift 2
+( while kill -0 "$runner" 2>/dev/null; do sleep 1; done
+  trap '' TERM; kill -TERM 0 2>/dev/null; sleep "$grace"; kill -KILL 0 2>/dev/null
+) </dev/null >/dev/null 2>&1 &
+exec "$@"
+"""
+
+
+def _not_runnable(program: str, env: dict[str, str]) -> str | None:
+    """Why ``program`` cannot be started, as the exec would say it; None when it can."""
+    path = program if "/" in program else shutil.which(program, path=env.get("PATH"))
+    if path is None or not os.path.exists(path):
+        return f"cannot start {program!r}: not found"
+    if os.path.isdir(path) or not os.access(path, os.X_OK):
+        return f"cannot start {program!r}: permission denied"
+    return None
+
+
 def _signal_group(pgid: int, sig: int) -> bool:
     try:
         os.killpg(pgid, sig)
@@ -206,9 +230,13 @@ def run_command(
     interrupted; the whole group is stopped in every case but the first."""
     started = time.monotonic()
     tail = Tail()
+    missing = _not_runnable(argv[0], env)
+    if missing:
+        return Execution("exited", None, missing, "", time.monotonic() - started)
+    grace = max(1, round(job.kill_grace.total_seconds()))
     try:
         proc = subprocess.Popen(
-            argv,
+            ["/bin/sh", "-c", GUARD, "catchup-guard", str(os.getpid()), str(grace), *argv],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,

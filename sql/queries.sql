@@ -437,3 +437,10 @@ DROP SCHEMA {schema} CASCADE;
 -- What doctor needs from the server: its clock, the port it listens on, this backend's pid.
 SELECT clock_timestamp() AS now, current_setting('port')::integer AS port,
        pg_backend_pid() AS pid;
+
+-- name: adopt
+-- After a lost connection: the claim this owner made, if its commit went through after all.
+SELECT id, period_start, period_end, attempt, lease_expires_at, checkpoint
+FROM {schema}.runs
+WHERE job_id = %(job_id)s AND period_start = %(period_start)s AND status = 'running'
+  AND owner = %(owner)s AND lease_expires_at > clock_timestamp();
