@@ -1,0 +1,447 @@
+"""Real faults against the claim path: the ledger and a history the job writes itself must show
+every period succeeded at most once, nothing stuck in running, no forbidden overlap.
+
+Run alone with ``uv run pytest -m faults``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+from catchup import embedded
+
+from conftest import Database, Project, process_gone, wait_for
+
+pytestmark = [pytest.mark.faults, pytest.mark.slow]
+PSQL = embedded.bin_dir() / "psql"
+
+
+def journal(sql: Any) -> None:
+    """The job's own history: one row per run, times from the database clock."""
+    sql(
+        "CREATE TABLE {schema}.journal (job text, period text, attempt int, pid int,"
+        " started timestamptz, ended timestamptz)"
+    )
+
+
+def journaled(schema: str, sleep: str = "0") -> list[str]:
+    """A command that writes its start and end to the journal with psql."""
+    table = f'"{schema}".journal'
+    script = (
+        f'"$PSQL" -qAt -d "$JOURNAL_DSN" -c "INSERT INTO {table} VALUES '
+        "('$CATCHUP_JOB', '$CATCHUP_PERIOD', $CATCHUP_ATTEMPT, $$, clock_timestamp(), NULL)\" "
+        f"&& sleep {sleep} && "
+        f'"$PSQL" -qAt -d "$JOURNAL_DSN" -c "UPDATE {table} SET ended = clock_timestamp() '
+        "WHERE period = '$CATCHUP_PERIOD' AND attempt = $CATCHUP_ATTEMPT\""
+    )
+    return ["sh", "-c", script]
+
+
+def check_journal(sql: Any, periods: int) -> dict[str, Any]:
+    rows = sql("SELECT period, started, ended FROM {schema}.journal WHERE ended IS NOT NULL")
+    done = Counter(period for period, _, _ in rows)
+    succeeded = sql("SELECT count(*) FROM {schema}.runs WHERE status = 'succeeded'")[0][0]
+    stuck = sql("SELECT count(*) FROM {schema}.runs WHERE status = 'running'")[0][0]
+    assert stuck == 0
+    assert succeeded == periods
+    assert len(done) == periods and max(done.values()) == 1, "a period ran twice"
+    return {"periods": periods, "duplicates": 0, "stuck": 0}
+
+
+def env_for(project: Project, database: Database, **extra: str) -> dict[str, str]:
+    return project.env(PSQL=str(PSQL), JOURNAL_DSN=database.conninfo, **extra)
+
+
+def days(n: int) -> str:
+    return f"2026-01-01..2026-{1 + (n - 1) // 31:02d}-{1 + (n - 1) % 31:02d}"
+
+
+def test_16_processes_over_1000_periods(project: Project, sql: Any, database: Database) -> None:
+    """16 replay processes started together over the same 1,000 hourly periods."""
+    project.write(
+        '[jobs.export]\nschedule = "hourly"\nstart = "2026-01-01"\noverlap = "allow"\n'
+        f"command = {json.dumps(journaled(project.schema))}\n"
+    )
+    assert project.cli("migrate").exit_code == 0
+    journal(sql)
+    started = time.monotonic()
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "catchup",
+                "-q",
+                "replay",
+                "--since",
+                "2026-01-01",
+                "--until",
+                "2026-02-11T16:00:00Z",
+                "--json",
+            ],
+            env=env_for(project, database),
+            cwd=project.path,
+            text=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        for _ in range(16)
+    ]
+    for proc in procs:
+        _, err = proc.communicate(timeout=600)
+        assert proc.returncode == 0, err
+    figures = check_journal(sql, 1000)
+    print(f"16 processes x 1000 periods: {figures}, {time.monotonic() - started:.1f}s")
+
+
+def test_killed_runner_takes_its_grandchildren_along(
+    project: Project, sql: Any, database: Database
+) -> None:
+    """SIGKILL the runner: the job's grandchildren are gone within the lease, and another
+    runner takes the period over as attempt 2."""
+    pids = project.path / "pids"
+    script = (
+        f'if [ "$CATCHUP_ATTEMPT" = 1 ]; then sh -c "sleep 1000 & echo \\$! >> {pids}; '
+        f'sleep 1000" & echo $! >> {pids}; wait; fi'
+    )
+    project.write(
+        '[jobs.billing]\nschedule = "daily"\nstart = "2026-01-01"\nlease = "3s"\n'
+        f"command = {json.dumps(['sh', '-c', script])}\n"
+    )
+    runner = project.spawn("run", "billing", "--period", "2026-01-05")
+    wait_for(lambda: pids.exists() and len(pids.read_text().split()) == 2, what="grandchildren")
+    runner.send_signal(signal.SIGKILL)
+    runner.communicate(timeout=30)
+    killed = time.monotonic()
+    children = [int(p) for p in pids.read_text().split()]
+    try:
+        wait_for(
+            lambda: all(process_gone(p) for p in children),
+            timeout=3,
+            what="the grandchildren to go within the lease (3s)",
+        )
+        gone_after = time.monotonic() - killed
+        wait_for(
+            lambda: sql("SELECT lease_expires_at < clock_timestamp() FROM {schema}.runs")[0][0],
+            timeout=30,
+            what="the lease to expire",
+        )
+        second = project.run("run", "billing", "--period", "2026-01-05")
+        assert second.returncode == 0 and "attempt 2: succeeded" in second.stdout
+        recovered = time.monotonic() - killed
+        print(
+            f"grandchildren gone {gone_after:.1f}s after the kill; taken over "
+            f"{recovered:.1f}s after it"
+        )
+    finally:
+        for pid in children:
+            if not process_gone(pid):
+                os.kill(pid, signal.SIGKILL)
+
+
+def test_heartbeat_connection_terminated(project: Project, sql: Any) -> None:
+    """pg_terminate_backend on the heartbeat's connection: it reconnects, the job succeeds."""
+    project.write(
+        '[jobs.billing]\nschedule = "daily"\nstart = "2026-01-01"\nlease = "3s"\n'
+        'command = ["sleep", "5"]\n'
+    )
+    runner = project.spawn("run", "billing", "--period", "2026-01-05")
+
+    def heartbeat_pids() -> list[int]:
+        return [
+            pid
+            for (pid,) in sql(
+                "SELECT pid FROM pg_stat_activity WHERE application_name = 'catchup-heartbeat'"
+            )
+        ]
+
+    for _ in range(2):
+        victims = wait_for(heartbeat_pids, timeout=15, what="a heartbeat connection")
+        for pid in victims:
+            sql("SELECT pg_terminate_backend(%s)", [pid])
+        time.sleep(1.2)
+    out, err = runner.communicate(timeout=60)
+    assert runner.returncode == 0, out + err
+    assert "attempt 1: succeeded" in out
+    assert sql("SELECT status, attempt FROM {schema}.runs") == [("succeeded", 1)]
+
+
+@pytest.fixture
+def private_server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """An embedded server of this test's own, to restart at will."""
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("CATCHUP_HOME", str(home))
+    server = embedded.ensure_running()
+    yield server.conninfo
+    embedded.stop()
+
+
+def test_postgres_restarted_during_claims_runs_and_finishes(
+    project: Project, private_server: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Immediate-mode restarts while three replays work through a backlog: every period
+    succeeds exactly once, nothing is left running."""
+    project.database = Database(private_server, {"CATCHUP_DSN": private_server})
+    table = f'"{project.schema}".journal'
+    script = (
+        f'"$PSQL" -qAt -d "$JOURNAL_DSN" -c "INSERT INTO {table} VALUES '
+        "('$CATCHUP_PERIOD', $CATCHUP_ATTEMPT)\" || exit 1; sleep 0.2"
+    )
+    project.write(
+        '[jobs.export]\nschedule = "hourly"\nstart = "2026-01-01"\noverlap = "allow"\n'
+        f'lease = "20s"\ncommand = {json.dumps(["sh", "-c", script])}\n'
+    )
+    assert project.cli("migrate").exit_code == 0
+    with psycopg.connect(private_server, autocommit=True) as conn:
+        conn.execute(f"CREATE TABLE {table} (period text, attempt int)")
+    env = project.env(PSQL=str(PSQL), JOURNAL_DSN=private_server)
+    args = [
+        sys.executable,
+        "-m",
+        "catchup",
+        "-q",
+        "replay",
+        "--since",
+        "2026-01-01",
+        "--until",
+        "2026-01-02T12:00:00Z",
+        "--workers",
+        "2",
+    ]
+    procs = [
+        subprocess.Popen(args, env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        for _ in range(3)
+    ]
+    restarts = []
+    for _ in range(2):
+        time.sleep(1.5)
+        began = time.monotonic()
+        embedded.restart("immediate")
+        restarts.append(time.monotonic() - began)
+    for proc in procs:
+        _out, err = proc.communicate(timeout=300)
+        assert proc.returncode in (0, 1), err
+    # a job cut off mid-write may have failed; one more replay finishes the backlog
+    final = subprocess.run(args, env=env, text=True, capture_output=True, timeout=300, check=False)
+    assert final.returncode == 0, final.stderr
+    with psycopg.connect(private_server, autocommit=True) as conn:
+        runs = conn.execute(
+            f'SELECT status, count(*) FROM "{project.schema}".runs GROUP BY 1'
+        ).fetchall()
+        twice = conn.execute(
+            f"SELECT period FROM {table} GROUP BY period, attempt HAVING count(*) > 1"
+        ).fetchall()
+    assert runs == [("succeeded", 36)]
+    assert twice == []  # no attempt ran twice
+    print(f"restarts took {', '.join(f'{r:.1f}s' for r in restarts)}; 36 periods, 0 stuck")
+
+
+class CutAfterFinish:
+    """A TCP proxy in front of the test server that, once, forwards the finish statement to
+    PostgreSQL and then cuts the client off before the answer: a commit whose outcome the
+    client cannot know."""
+
+    def __init__(self, upstream: str) -> None:
+        params = psycopg.conninfo.conninfo_to_dict(upstream)
+        self.upstream_path = f"{params['host']}/.s.PGSQL.{params.get('port', 5432)}"
+        self.listener = socket.socket()
+        self.listener.bind(("127.0.0.1", 0))
+        self.listener.listen(16)
+        self.port = self.listener.getsockname()[1]
+        self.armed = True
+        self.cut = threading.Event()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            server = socket.socket(socket.AF_UNIX)
+            server.connect(self.upstream_path)
+            silenced = threading.Event()  # this connection's answers are being swallowed
+            for args in ((client, server, True, silenced), (server, client, False, silenced)):
+                threading.Thread(target=self._pipe, args=args, daemon=True).start()
+
+    def _pipe(
+        self, source: socket.socket, sink: socket.socket, upstream: bool, silenced: threading.Event
+    ) -> None:
+        try:
+            while data := source.recv(65536):
+                if not upstream and silenced.is_set():
+                    continue  # the client never hears back
+                if upstream and self.armed and b"WITH finished AS" in data:
+                    self.armed = False
+                    silenced.set()
+                    sink.sendall(data)
+                    time.sleep(0.5)  # PostgreSQL commits it meanwhile
+                    self.cut.set()
+                    source.shutdown(socket.SHUT_RDWR)
+                    sink.close()
+                    return
+                sink.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for s in (source, sink):
+                try:
+                    s.close()
+                except OSError:
+                    pass
+
+    def close(self) -> None:
+        self.listener.close()
+
+
+def test_commit_outcome_unknown_is_read_back(
+    project: Project, sql: Any, database: Database
+) -> None:
+    """The connection is cut right after the finish is sent: the runner reconnects and reads
+    the row back instead of guessing (and does not run the job again)."""
+    proxy = CutAfterFinish(database.conninfo)
+    try:
+        log = project.path / "log"
+        project.write(
+            '[jobs.billing]\nschedule = "daily"\nstart = "2026-01-01"\n'
+            f'command = ["sh", "-c", "echo ran >> {log}"]\n'
+        )
+        dsn = f"host=127.0.0.1 port={proxy.port} user=postgres dbname=postgres"
+        result = project.run("--dsn", dsn, "run", "billing", "--period", "2026-01-05")
+        assert proxy.cut.is_set(), f"the proxy never saw the finish: {result}"
+        assert result.returncode == 0, result.stderr
+        assert "attempt 1: succeeded" in result.stdout
+        assert log.read_text() == "ran\n"
+        assert sql("SELECT status, attempt FROM {schema}.runs") == [("succeeded", 1)]
+    finally:
+        proxy.close()
+
+
+def test_a_gigabyte_of_output(project: Project, sql: Any) -> None:
+    """1 GiB on stdout and stderr: no deadlock, bounded memory, a truncated tail."""
+    script = (
+        "head -c 536870912 /dev/zero | tr '\\\\0' o; head -c 536870912 /dev/zero | "
+        "tr '\\\\0' e >&2; echo THE-END"
+    )
+    project.write(
+        '[jobs.billing]\nschedule = "daily"\nstart = "2026-01-01"\n'
+        f"command = {json.dumps(['sh', '-c', script])}\n"
+    )
+    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    result = project.run("-q", "run", "billing", "--period", "2026-01-05", "--json", timeout=300)
+    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    assert result.returncode == 0, result.stderr
+    assert max(before, peak) < 100 * 1024, f"peak RSS {peak} KiB"
+    (tail,) = sql("SELECT output_tail FROM {schema}.runs")[0]
+    assert tail.startswith("[catchup: ") and "earlier bytes of output not kept" in tail
+    assert tail.rstrip().endswith("THE-END")
+    print(f"1 GiB of output: peak RSS of the children {peak // 1024} MB")
+
+
+def test_strict_timeouts_and_a_long_job(project: Project, sql: Any, database: Database) -> None:
+    """idle_in_transaction_session_timeout = 1s, statement_timeout = 5s: a 10-second job
+    still succeeds, since no transaction is held open while it runs."""
+    role = f"strict_{project.schema}"
+    sql(f'CREATE ROLE "{role}" LOGIN')
+    sql(f"ALTER ROLE \"{role}\" SET idle_in_transaction_session_timeout = '1s'")
+    sql(f"ALTER ROLE \"{role}\" SET statement_timeout = '5s'")
+    sql(f'GRANT CREATE ON DATABASE postgres TO "{role}"')
+    try:
+        project.write(
+            '[jobs.billing]\nschedule = "daily"\nstart = "2026-01-01"\nlease = "3s"\n'
+            'command = ["sleep", "10"]\n'
+        )
+        params = psycopg.conninfo.conninfo_to_dict(database.conninfo)
+        dsn = psycopg.conninfo.make_conninfo(**{**params, "user": role})
+        result = project.run("--dsn", dsn, "run", "billing", "--period", "2026-01-05")
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert "attempt 1: succeeded" in result.stdout
+    finally:
+        sql(f'DROP SCHEMA IF EXISTS "{project.schema}" CASCADE')
+        sql(f'REVOKE CREATE ON DATABASE postgres FROM "{role}"')
+        sql(f'DROP ROLE "{role}"')
+
+
+def test_max_connections_exhausted(project: Project, sql: Any, database: Database) -> None:
+    """Every connection slot taken: catchup waits and retries; freed in time, it succeeds;
+    nothing is left running."""
+    project.write('[jobs.billing]\nschedule = "daily"\nstart = "2026-01-01"\ncommand = ["true"]\n')
+    assert project.cli("migrate").exit_code == 0
+    hogs: list[psycopg.Connection[Any]] = []
+    try:
+        while True:
+            hogs.append(psycopg.connect(database.conninfo, autocommit=True))
+    except psycopg.OperationalError as exc:
+        assert "too many clients" in str(exc) or "reserved" in str(exc)
+    runner = project.spawn("run", "billing", "--period", "2026-01-05")
+    time.sleep(2)
+    assert runner.poll() is None  # still waiting for a slot
+    for conn in hogs:
+        conn.close()
+    _out, err = runner.communicate(timeout=60)
+    assert runner.returncode == 0, err
+    assert sql("SELECT status FROM {schema}.runs") == [("succeeded",)]
+
+
+def test_password_appears_nowhere(project: Project, sql: Any, database: Database) -> None:
+    """A password in the DSN and in PGPASSWORD: in no output, error, ledger row or child argv."""
+    secret = "Sup3r-s3cret-pw"
+    argv_log = project.path / "argv"
+    project.write(
+        '[jobs.billing]\nschedule = "daily"\nstart = "2026-01-01"\n'
+        f'command = ["sh", "-c", "cat /proc/$$/cmdline >> {argv_log}; echo hi"]\n'
+    )
+    params = psycopg.conninfo.conninfo_to_dict(database.conninfo)
+    dsn = psycopg.conninfo.make_conninfo(**{**params, "password": secret})
+    env = {**project.env(), "PGPASSWORD": secret}
+    outputs = []
+    for args in (
+        ["run", "billing", "--period", "2026-01-05"],
+        ["scan", "--until", "2026-01-09"],
+        ["jobs"],
+        ["history", "billing"],
+        ["doctor"],
+        ["scan", "--format", "openmetrics"],
+    ):
+        done = subprocess.run(
+            [sys.executable, "-m", "catchup", "--dsn", dsn, *args],
+            env=env,
+            cwd=project.path,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        outputs += [done.stdout, done.stderr]
+    bad = subprocess.run(
+        [sys.executable, "-m", "catchup", "--dsn", dsn.replace("port=", "port=1"), "scan"],
+        env=env,
+        cwd=project.path,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert bad.returncode == 3
+    outputs += [bad.stdout, bad.stderr]
+    assert all(secret not in text for text in outputs)
+    assert secret not in argv_log.read_text()
+    rows = sql(
+        "SELECT row_to_json(r)::text FROM {schema}.runs r "
+        "UNION ALL SELECT row_to_json(h)::text FROM {schema}.history h"
+    )
+    assert rows and all(secret not in row for (row,) in rows)
