@@ -20,6 +20,7 @@ import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from .errors import DatabaseError
 
@@ -184,14 +185,18 @@ def _server_user() -> pwd.struct_passwd | None:
 
 def _start(bins: Path, data: Path) -> None:
     user = _server_user()
-    if not (data / "PG_VERSION").exists():
+    fresh = not (data / "PG_VERSION").exists()
+    if fresh:
         if data.exists():
             shutil.rmtree(data)  # a half-made folder from an interrupted initdb
         data.mkdir(mode=0o700)
         if user is not None:
-            _let_traverse(data.parent)
-            _let_traverse(bins)
             os.chown(data, user.pw_uid, user.pw_gid)
+    if user is not None:
+        # the server's user must reach the data and the binaries, wherever they live
+        _let_traverse(data.parent)
+        _let_traverse(bins)
+    if fresh:
         _run(
             bins,
             "initdb",
@@ -245,21 +250,30 @@ def _pg_ctl(bins: Path, data: Path, args: list[str]) -> None:
 
 
 def _run(bins: Path, program: str, args: list[str], user: pwd.struct_passwd | None) -> None:
-    # pg_ctl start leaves the postmaster holding our pipes: send output to a file instead.
     with tempfile.TemporaryFile() as out:
-        result = subprocess.run(
-            [str(bins / program), *args],
-            stdin=subprocess.DEVNULL,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            user=user.pw_uid if user else None,
-            group=user.pw_gid if user else None,
-            extra_groups=[] if user else None,
-            cwd="/",
-            check=False,
-            start_new_session=True,
-        )
+        try:
+            result = _spawn(bins, program, args, user, out)
+        except OSError as exc:
+            raise DatabaseError(f"cannot run {bins / program}: {exc.strerror}") from None
         if result.returncode != 0:
             out.seek(0)
             tail = out.read().decode(errors="replace").strip().splitlines()[-3:]
             raise DatabaseError(f"{program} failed: {' / '.join(tail)}")
+
+
+def _spawn(
+    bins: Path, program: str, args: list[str], user: pwd.struct_passwd | None, out: Any
+) -> subprocess.CompletedProcess[bytes]:
+    # pg_ctl start leaves the postmaster holding our pipes: output goes to a file instead.
+    return subprocess.run(
+        [str(bins / program), *args],
+        stdin=subprocess.DEVNULL,
+        stdout=out,
+        stderr=subprocess.STDOUT,
+        user=user.pw_uid if user else None,
+        group=user.pw_gid if user else None,
+        extra_groups=[] if user else None,
+        cwd="/",
+        check=False,
+        start_new_session=True,
+    )

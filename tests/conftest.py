@@ -107,7 +107,11 @@ class Project:
         return self.config
 
     def env(self, **extra: str) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("CATCHUP_", "PG"))}
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if k == "CATCHUP_PG_BIN" or not k.startswith(("CATCHUP_", "PG"))
+        }
         env.pop("DATABASE_URL", None)
         env.update(self.database.env)
         env["CATCHUP_CONFIG"] = str(self.config)

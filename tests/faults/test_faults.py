@@ -17,6 +17,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -385,15 +386,17 @@ def test_max_connections_exhausted(project: Project, sql: Any, database: Databas
     assert project.cli("migrate").exit_code == 0
     hogs: list[psycopg.Connection[Any]] = []
     try:
-        while True:
-            hogs.append(psycopg.connect(database.conninfo, autocommit=True))
-    except psycopg.OperationalError as exc:
-        assert "too many clients" in str(exc) or "reserved" in str(exc)
-    runner = project.spawn("run", "billing", "--period", "2026-01-05")
-    time.sleep(2)
-    assert runner.poll() is None  # still waiting for a slot
-    for conn in hogs:
-        conn.close()
+        try:
+            while len(hogs) < 1000:
+                hogs.append(psycopg.connect(database.conninfo, autocommit=True))
+        except psycopg.OperationalError as exc:
+            assert "too many clients" in str(exc) or "reserved" in str(exc)
+        runner = project.spawn("run", "billing", "--period", "2026-01-05")
+        time.sleep(2)
+        assert runner.poll() is None  # still waiting for a slot
+    finally:
+        for conn in hogs:
+            conn.close()
     _out, err = runner.communicate(timeout=60)
     assert runner.returncode == 0, err
     assert sql("SELECT status FROM {schema}.runs") == [("succeeded",)]
@@ -445,3 +448,42 @@ def test_password_appears_nowhere(project: Project, sql: Any, database: Database
         "UNION ALL SELECT row_to_json(h)::text FROM {schema}.history h"
     )
     assert rows and all(secret not in row for (row,) in rows)
+
+
+def faked(offset: str, args: list[str], project: Project) -> subprocess.Popen[str]:
+    """catchup on a host whose clock is ``offset`` off (libfaketime, Debian's faketime)."""
+    return subprocess.Popen(
+        ["faketime", "-f", offset, sys.executable, "-m", "catchup", *args],
+        cwd=project.path,
+        env=project.env(),
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+
+
+def test_host_clocks_that_disagree(project: Project, sql: Any) -> None:
+    """Runners 10 minutes ahead and behind pick the same due period and honour the same
+    lease: every decision is made on the database clock."""
+    (hour,) = sql("SELECT date_trunc('hour', clock_timestamp()) - interval '3 hours'")[0]
+    project.write(
+        '[jobs.export]\nschedule = "hourly"\nstart = '
+        f'"{hour:%Y-%m-%dT%H:%M:%SZ}"\nlease = "5s"\ncommand = ["sleep", "3"]\n'
+    )
+    assert project.cli("migrate").exit_code == 0
+    ahead = faked("+10m", ["run", "export"], project)
+    wait_for(lambda: sql("SELECT count(*) FROM {schema}.runs")[0][0] == 1, what="a claim")
+    claimed_at, lease_left = sql(
+        "SELECT claimed_at, lease_expires_at - clock_timestamp() FROM {schema}.runs"
+    )[0]
+    assert timedelta(0) < lease_left <= timedelta(seconds=5)  # database clock, not +10m
+    behind = faked("-10m", ["run", "export"], project)
+    out_behind, _ = behind.communicate(timeout=60)
+    out_ahead, err = ahead.communicate(timeout=60)
+    assert ahead.returncode == 0, err
+    assert behind.returncode == 0
+    label = out_ahead.split(" attempt")[0]
+    assert label.startswith("export 20") and "succeeded" in out_ahead
+    assert f"{label}: skipped (running elsewhere" in out_behind  # the same period
+    (now,) = sql("SELECT clock_timestamp()")[0]
+    assert abs((claimed_at - now).total_seconds()) < 30

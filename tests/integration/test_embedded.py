@@ -13,7 +13,11 @@ PG15 = Path("/usr/lib/postgresql/15/bin")
 
 
 def catchup(home: Path, *args: str, **env: str) -> subprocess.Popen[str]:
-    clean = {k: v for k, v in os.environ.items() if not k.startswith(("CATCHUP_", "PG"))}
+    clean = {
+        k: v
+        for k, v in os.environ.items()
+        if k == "CATCHUP_PG_BIN" or not k.startswith(("CATCHUP_", "PG"))
+    }
     clean.pop("DATABASE_URL", None)
     return subprocess.Popen(
         [sys.executable, "-m", "catchup", *args],
