@@ -251,3 +251,12 @@ def pgbouncer(database: Database, tmp_path_factory: pytest.TempPathFactory) -> I
     proc.terminate()
     proc.wait(timeout=30)
     shutil.rmtree(folder, ignore_errors=True)
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    if os.environ.get("CATCHUP_TEST_DSN"):
+        return "catchup: CATCHUP_TEST_DSN"
+    from catchup import embedded
+
+    bins = embedded.bin_dir()
+    return f"catchup: embedded PostgreSQL {embedded.major_version(bins)} from {bins}"

@@ -26,7 +26,7 @@ import pytest
 
 from catchup import embedded
 
-from conftest import Database, Project, process_gone, wait_for
+from conftest import Database, Pooler, Project, process_gone, wait_for
 
 pytestmark = [pytest.mark.faults, pytest.mark.slow]
 PSQL = embedded.bin_dir() / "psql"
@@ -73,28 +73,31 @@ def days(n: int) -> str:
 
 
 def test_16_processes_over_1000_periods(project: Project, sql: Any, database: Database) -> None:
-    """16 replay processes started together over the same 1,000 hourly periods."""
+    """16 replay processes released together from a barrier over the same 1,000 periods."""
     project.write(
         '[jobs.export]\nschedule = "hourly"\nstart = "2026-01-01"\noverlap = "allow"\n'
         f"command = {json.dumps(journaled(project.schema))}\n"
     )
     assert project.cli("migrate").exit_code == 0
     journal(sql)
-    started = time.monotonic()
+    barrier = project.path / "go"
+    # each process waits for the barrier file, then execs the same replay
+    gate = 'while [ ! -e "$0" ]; do sleep 0.01; done; exec "$@"'
+    replay = [
+        sys.executable,
+        "-m",
+        "catchup",
+        "-q",
+        "replay",
+        "--since",
+        "2026-01-01",
+        "--until",
+        "2026-02-11T16:00:00Z",
+        "--json",
+    ]
     procs = [
         subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "catchup",
-                "-q",
-                "replay",
-                "--since",
-                "2026-01-01",
-                "--until",
-                "2026-02-11T16:00:00Z",
-                "--json",
-            ],
+            ["sh", "-c", gate, str(barrier), *replay],
             env=env_for(project, database),
             cwd=project.path,
             text=True,
@@ -103,6 +106,9 @@ def test_16_processes_over_1000_periods(project: Project, sql: Any, database: Da
         )
         for _ in range(16)
     ]
+    time.sleep(0.5)
+    started = time.monotonic()
+    barrier.touch()
     for proc in procs:
         _, err = proc.communicate(timeout=600)
         assert proc.returncode == 0, err
@@ -487,3 +493,50 @@ def test_host_clocks_that_disagree(project: Project, sql: Any) -> None:
     assert f"{label}: skipped (running elsewhere" in out_behind  # the same period
     (now,) = sql("SELECT clock_timestamp()")[0]
     assert abs((claimed_at - now).total_seconds()) < 30
+
+
+def test_killed_and_paused_runners_through_a_pooler(
+    project: Project, sql: Any, pgbouncer: Pooler
+) -> None:
+    """Through PgBouncer in transaction mode: a SIGKILLed runner is taken over as attempt 2,
+    and a runner paused past its lease is fenced off."""
+    pidfile = project.path / "job.pid"
+    script = f'if [ "$CATCHUP_ATTEMPT" = 1 ]; then echo $$ > {pidfile}; exec sleep 600; fi'
+    project.write(
+        '[jobs.billing]\nschedule = "daily"\nstart = "2026-01-01"\nlease = "2s"\n'
+        f"command = {json.dumps(['sh', '-c', script])}\n"
+    )
+    via = ["--dsn", pgbouncer.dsn]
+
+    def lease_expired() -> bool:
+        rows = sql(
+            "SELECT lease_expires_at < clock_timestamp() FROM {schema}.runs "
+            "WHERE status = 'running'"
+        )
+        return bool(rows and rows[0][0])
+
+    # killed
+    killed = project.spawn(*via, "run", "billing", "--period", "2026-01-05")
+    wait_for(pidfile.exists, what="attempt 1 to start")
+    killed.send_signal(signal.SIGKILL)
+    killed.communicate(timeout=30)
+    wait_for(lambda: process_gone(int(pidfile.read_text())), timeout=10, what="the job to go")
+    wait_for(lease_expired, timeout=30, what="the lease to expire")
+    second = project.run(*via, "run", "billing", "--period", "2026-01-05")
+    assert second.returncode == 0 and "attempt 2: succeeded" in second.stdout
+    # paused
+    pidfile.unlink()
+    paused = project.spawn(*via, "run", "billing", "--period", "2026-01-06")
+    wait_for(pidfile.exists, what="attempt 1 to start")
+    paused.send_signal(signal.SIGSTOP)
+    try:
+        wait_for(lease_expired, timeout=30, what="the lease to expire")
+        taken = project.run(*via, "run", "billing", "--period", "2026-01-06")
+        assert taken.returncode == 0 and "attempt 2: succeeded" in taken.stdout
+    finally:
+        paused.send_signal(signal.SIGCONT)
+    out, _ = paused.communicate(timeout=60)
+    assert paused.returncode == 1 and "attempt 1: lost" in out
+    assert sql(
+        "SELECT period_start::date::text, status, attempt FROM {schema}.runs ORDER BY 1"
+    ) == [("2026-01-05", "succeeded", 2), ("2026-01-06", "succeeded", 2)]
