@@ -831,6 +831,35 @@ def _human_delta(delta: Any) -> str:
     return f"{seconds}s"
 
 
+@cli.command(epilog=EXIT_CODES)
+@click.argument("job")
+@click.option(
+    "--from",
+    "start",
+    type=Instant(),
+    help="Start at the period containing this "
+    "(default: the current period, on the database clock).",
+)
+@click.option("--count", type=click.IntRange(1, 1000), default=10, show_default=True)
+@pass_state
+def explain(state: State, job: str, start: datetime | None, count: int) -> None:
+    """Spell out JOB's periods: UTC and local bounds, length, and when each falls due, with
+    notes on what to watch (a job due exactly on the hour with others, DST).
+
+    Example: catchup explain billing --count 5
+    """
+    from . import report
+    from .explain import explain as spell
+    from .schedule import period_label
+
+    config = state.config()
+    spec = config.job(job)
+    with state.session() as session:
+        now = session.now()
+    result = spell(spec, config.jobs.values(), now=now, start=start, count=count)
+    report.explanation(console(), result, now, label=lambda t: period_label(spec.schedule, t))
+
+
 DOCTOR_EXIT_CODES = """\b
 Exit codes:
   0    nothing serious found

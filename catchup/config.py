@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import hashlib
 import json
 import os
 import re
@@ -36,6 +37,7 @@ DEFAULTS: dict[str, Any] = {
     "catchup_window": "30d",
     "max_per_tick": 100,
     "timezone": "UTC",
+    "spread": False,
 }
 JOB_KEYS = frozenset({"schedule", "start", "command", "call", *DEFAULTS})
 DATABASE_KEYS = frozenset({"dsn", "schema"})
@@ -62,6 +64,7 @@ class Job:
     catchup_window: timedelta = timedelta(days=30)
     max_per_tick: int = 100
     timezone: str = "UTC"
+    spread: timedelta = timedelta(0)  # the stable per-job part of delay that spread added
 
 
 @dataclass(frozen=True)
@@ -263,15 +266,31 @@ def _parse_job(name: str, spec: dict[str, Any], problem: Any) -> Job | None:
             bad(key, f"expected one of {', '.join(allowed)}, got {values[key]!r}")
     if values["timezone"] not in ("UTC", "Etc/UTC"):
         bad("timezone", f'{values["timezone"]!r}: only "UTC" is supported so far')
+    bound: timedelta | None = None
+    raw_spread = values["spread"]
+    if raw_spread is True:
+        bound = SPREAD_DEFAULT
+    elif raw_spread is not False:
+        try:
+            bound = parse_duration(raw_spread)
+        except ValueError:
+            bad(
+                "spread",
+                f'expected true, false or a bound like "15m", got {_type(raw_spread)}'
+                if not isinstance(raw_spread, str)
+                else f"{raw_spread!r} is not a duration",
+            )
 
     if count or schedule is None or start is None:
         return None
+    spread = spread_offset(name, bound, schedule) if bound else timedelta(0)
     return Job(
         name=name,
         schedule=schedule,
         start=start,
         anchor=schedule.anchor(start),
-        delay=durations["delay"] or timedelta(0),
+        delay=(durations["delay"] or timedelta(0)) + spread,
+        spread=spread,
         command=command,
         call=call,
         timeout=durations["timeout"],
@@ -452,3 +471,22 @@ def make_job(
     if call is not None and not isinstance(call, str):
         job = replace(job, call=call)
     return job
+
+
+SPREAD_DEFAULT = timedelta(minutes=10)
+
+
+def spread_offset(name: str, bound: timedelta, schedule: Schedule) -> timedelta:
+    """A stable delay in ``[0, bound)`` from the job's name (SHA-256, never Python's salted
+    ``hash``), whole seconds, at most a quarter of the period, so a fleet of jobs does not all
+    start on the hour and each job always starts at the same offset."""
+    length = (
+        timedelta(days=28 * schedule.months)
+        if schedule.months
+        else timedelta(seconds=schedule.seconds)
+    )
+    limit = int(min(bound, length / 4).total_seconds())
+    if limit < 1:
+        return timedelta(0)
+    digest = int.from_bytes(hashlib.sha256(name.encode()).digest()[:8], "big")
+    return timedelta(seconds=digest % limit)

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from .operations import Change
 
 from .errors import CatchupError
+from .explain import Explanation, describe_due
 from .models import (
     Calendar,
     EventRow,
@@ -572,3 +573,40 @@ def save(path: str, report: ScanReport, health: SchedulerHealth, grids: Sequence
             recorder.save_text(path)
     except OSError as exc:
         raise CatchupError(f"--output {path}: {exc.strerror}") from None
+
+
+def explanation(
+    console: Console, ex: Explanation, now: datetime, label: Callable[[datetime], str]
+) -> None:
+    """The periods of one job, UTC (and local, for a local time zone), with when each is due."""
+    extra = f" (of which spread {span(ex.spread.total_seconds())})" if ex.spread else ""
+    console.print(
+        Text(
+            f"{ex.job}: {ex.schedule}, time zone {ex.timezone}, delay "
+            f"{span(ex.delay.total_seconds())}{extra}",
+            style="bold",
+        ),
+        soft_wrap=True,
+    )
+    local = ex.timezone not in ("UTC", "Etc/UTC")
+    columns = ["#", "period", "start (UTC)", "end (UTC)"]
+    columns += [f"start ({ex.timezone})"] if local else []
+    table = Table()
+    for column in (*columns, "length", "due"):
+        table.add_column(column)
+    for row in ex.rows:
+        cells = [
+            str(row.number),
+            label(row.period.start),
+            iso_utc(row.period.start),
+            iso_utc(row.period.end),
+        ]
+        cells += [iso_utc(row.period.start)] if local else []
+        table.add_row(
+            *cells,
+            span((row.period.end - row.period.start).total_seconds()),
+            Text(describe_due(row, now), style="green" if row.is_due else ""),
+        )
+    console.print(table)
+    for warning in ex.warnings:
+        console.print(Text(f"note: {warning}", style="yellow"), soft_wrap=True)

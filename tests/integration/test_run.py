@@ -189,3 +189,12 @@ def test_migrate_command(project: Project, sql: Any) -> None:
     again = project.cli("migrate")
     assert f"up to date (version {latest})" in again.stdout
     assert sql("SELECT max(version) FROM {schema}.schema_version") == [(latest,)]
+
+
+def test_explain_command(project: Project) -> None:
+    project.write(daily('["true"]', delay='"30m"'))
+    result = project.cli("-q", "explain", "billing", "--count", "4", "--from", "2026-10-03")
+    assert result.exit_code == 0, result.output
+    assert "billing: daily, time zone UTC, delay 30m" in result.stdout
+    assert "2026-10-03T00:00:00Z" in result.stdout and "2026-10-06T00:00:00Z" in result.stdout
+    assert "due since 2026-10-04T00:30:00Z" in result.stdout
