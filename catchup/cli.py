@@ -5,7 +5,7 @@ from __future__ import annotations
 import signal
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
@@ -958,6 +958,6 @@ def _json_str(value: str) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
-def main(argv: list[str] | None = None) -> Callable[..., Any] | None:
+def main(argv: list[str] | None = None) -> None:
+    """The console script: ``catchup``."""
     cli.main(args=argv, prog_name="catchup")
-    return None
