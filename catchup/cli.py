@@ -323,7 +323,7 @@ def scan(
     config = state.config()
     jobs = [config.job(name) for name in job_names] or list(config.jobs.values())
     if since is not None and until is not None and since >= until:
-        raise ConfigError(f"--since {since.isoformat()} is not before --until {until.isoformat()}")
+        raise ConfigError(f"--since {_iso(since)} is not before --until {_iso(until)}")
     if output is not None and not output.endswith((".svg", ".html", ".txt")):
         raise ConfigError(f"--output {output}: the name must end in .svg, .html or .txt")
     from .operations import scheduler_health
@@ -407,7 +407,7 @@ def replay(
     config = state.config()
     jobs = [config.job(name) for name in job_names] or list(config.jobs.values())
     if until is not None and since >= until:
-        raise ConfigError(f"--since {since.isoformat()} is not before --until {until.isoformat()}")
+        raise ConfigError(f"--since {_iso(since)} is not before --until {_iso(until)}")
     out = console()
     show_progress = out.is_terminal and not as_json and not dry_run
     with state.session() as session, _stop_signals() as stop, _Progress(out, show_progress) as bar:

@@ -6,6 +6,8 @@ import os
 import socket
 import threading
 import time
+from collections.abc import Callable
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -223,7 +225,7 @@ def _record(
             session.ledger.lose(job_id, period.start, claim.attempt, execution.error or "lost")
         except (psycopg.OperationalError, DatabaseError):
             pass  # best effort: the row's lease runs out and the next claim says so
-        return _replace(
+        return replace(
             base, status="lost", detail=f"{execution.error}; the job was stopped, nothing recorded"
         )
     succeeded = execution.ended == "exited" and execution.error is None
@@ -243,7 +245,7 @@ def _record(
         output_tail=execution.output_tail or None,
     )
     if finished is None:
-        return _replace(
+        return replace(
             base,
             status="lost",
             detail="fenced off: another attempt took this period over; "
@@ -252,21 +254,20 @@ def _record(
     if succeeded:
         return base
     if interrupted:
-        return _replace(base, status="interrupted", detail="stopped; left for a retry")
+        return replace(base, status="interrupted", detail="stopped; left for a retry")
     if finished.failures >= job.max_attempts:
         detail = f"{execution.error}; no attempts left ({finished.failures}/{job.max_attempts})"
     elif finished.retry_after is not None:
         detail = f"{execution.error}; retry after {iso_utc(finished.retry_after)}"
     else:
         detail = execution.error or "failed"
-    return _replace(base, status="failed", detail=detail)
+    return replace(base, status="failed", detail=detail)
 
 
-def _claim_surely(
-    session: Session, job_id: int, period: Period, *, owner: str, **fields: Any
-) -> Claim | None:
-    """Claim; when the connection breaks, reconnect with backoff, and if the claim committed
-    after all (the row is ours and running), adopt it rather than leave it to expire."""
+def _through_reconnects[T](session: Session, action: Callable[[bool], T]) -> T:
+    """Run ``action``; when the connection breaks, reconnect with backoff (for at most
+    FINISH_RETRY_SECONDS) and run it again, telling it that it runs after a reconnect, so it
+    can read back what an earlier try may have committed."""
     delay = 0.2
     deadline = time.monotonic() + FINISH_RETRY_SECONDS
     lost = False
@@ -274,10 +275,8 @@ def _claim_surely(
         try:
             if lost or session.conn.broken or session.conn.closed:
                 session.reconnect()
-                adopted = session.ledger.adopt(job_id, period.start, owner)
-                if adopted is not None:
-                    return adopted
-            return session.ledger.claim(job_id, period, owner=owner, **fields)
+                lost = True
+            return action(lost)
         except (psycopg.OperationalError, DatabaseError):
             if time.monotonic() + delay > deadline:
                 raise
@@ -286,35 +285,37 @@ def _claim_surely(
             delay = min(delay * 2, 5.0)
 
 
+def _claim_surely(
+    session: Session, job_id: int, period: Period, *, owner: str, **fields: Any
+) -> Claim | None:
+    """Claim; after a reconnect, a claim that committed after all (the row is ours and
+    running) is adopted rather than left to expire."""
+
+    def claim(reconnected: bool) -> Claim | None:
+        if reconnected and (adopted := session.ledger.adopt(job_id, period.start, owner)):
+            return adopted
+        return session.ledger.claim(job_id, period, owner=owner, **fields)
+
+    return _through_reconnects(session, claim)
+
+
 def _finish_surely(
     session: Session, job_id: int, period_start: datetime, attempt: int, **fields: Any
 ) -> Finished | None:
-    """Write the finish; when the connection breaks, reconnect with backoff and read the row
-    back instead of guessing whether the commit happened."""
-    delay = 0.2
-    deadline = time.monotonic() + FINISH_RETRY_SECONDS
-    while True:
-        try:
-            if session.conn.broken or session.conn.closed:
-                session.reconnect()
-                row = session.ledger.run_row(job_id, period_start)
-                if row is None or row.attempt != attempt:
-                    return None
-                if row.status != "running":
-                    assert row.finished_at is not None
-                    return Finished(row.finished_at, row.failures, row.retry_after)
-            return session.ledger.finish(job_id, period_start, attempt, **fields)
-        except (psycopg.OperationalError, DatabaseError):
-            if time.monotonic() + delay > deadline:
-                raise
-            time.sleep(delay)
-            delay = min(delay * 2, 5.0)
+    """Write the finish; after a reconnect, read the row back instead of guessing whether the
+    earlier commit happened."""
 
+    def finish(reconnected: bool) -> Finished | None:
+        if reconnected:
+            row = session.ledger.run_row(job_id, period_start)
+            if row is None or row.attempt != attempt:
+                return None
+            if row.status != "running":
+                assert row.finished_at is not None
+                return Finished(row.finished_at, row.failures, row.retry_after)
+        return session.ledger.finish(job_id, period_start, attempt, **fields)
 
-def _replace(outcome: Outcome, **changes: object) -> Outcome:
-    from dataclasses import replace
-
-    return replace(outcome, **changes)  # type: ignore[arg-type]
+    return _through_reconnects(session, finish)
 
 
 def _why_not(session: Session, job: Job, job_id: int, period: Period) -> tuple[str, bool]:

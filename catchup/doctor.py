@@ -123,21 +123,28 @@ def examine(config_path: str | None, dsn: str | None) -> list[Finding]:
     try:
         target = db.resolve(dsn, config.dsn)
         sent = time.monotonic()
-        session = Session(config, target)
+        session = Session(config, target, prepare=False)  # doctor looks, it does not migrate
     except CatchupError as exc:
         found.append(Finding("serious", "database", str(exc)))
         return found
     try:
         rtt = time.monotonic() - sent
-        found.append(
-            Finding(
-                "ok",
-                "database",
-                f"{target.describe()}, PostgreSQL "
-                f"{db.server_version(session.conn)}, schema {config.schema} at "
-                f"version {session.ledger.version()}",
+        version, latest = session.ledger.version(), len(sqlfiles.migrations())
+        where = f"{target.describe()}, PostgreSQL {db.server_version(session.conn)}"
+        if version == latest:
+            found.append(
+                Finding("ok", "database", f"{where}, schema {config.schema} at version {version}")
             )
-        )
+        else:
+            found.append(
+                Finding(
+                    "info",
+                    "database",
+                    f"{where}; schema {config.schema} is at "
+                    f"version {version} of {latest}: the next command (or "
+                    "`catchup migrate`) brings it up to date",
+                )
+            )
         found += pooler_findings(session)
         start = time.monotonic()
         db_now = session.now()
@@ -147,8 +154,10 @@ def examine(config_path: str | None, dsn: str | None) -> list[Finding]:
         zones = Counter(job.timezone for job in config.jobs.values())
         if config.jobs and set(zones) <= {"UTC", "Etc/UTC"}:
             found.append(Finding("ok", "time zones", "every schedule is in UTC: no DST surprises"))
-        health = scheduler_health(session)
-        if health.last_tick is None:
+        health = scheduler_health(session) if version == latest else None
+        if health is None:
+            pass
+        elif health.last_tick is None:
             found.append(
                 Finding(
                     "info",

@@ -6,6 +6,7 @@ cannot be reached the whole run stops at once instead of failing every test.
 
 from __future__ import annotations
 
+import itertools
 import os
 import subprocess
 import sys
@@ -260,3 +261,24 @@ def pytest_report_header(config: pytest.Config) -> str:
 
     bins = embedded.bin_dir()
     return f"catchup: embedded PostgreSQL {embedded.major_version(bins)} from {bins}"
+
+
+def timed_job(log: Path, sleep: str) -> list[str]:
+    """A job that appends ``PERIOD START END`` (host clock, one host) to ``log``."""
+    return [
+        "sh",
+        "-c",
+        f'a=$(date +%s.%N); sleep {sleep}; echo "$CATCHUP_PERIOD $a $(date +%s.%N)" >> {log}',
+    ]
+
+
+def serial_periods(log: Path) -> list[str]:
+    """The periods a :func:`timed_job` ran, in the order they ran, after checking that no two
+    of them overlapped in time."""
+    spans = sorted(
+        (float(a), float(b), p)
+        for p, a, b in (line.split() for line in log.read_text().splitlines())
+    )
+    for (_, end, first), (start, _, second) in itertools.pairwise(spans):
+        assert start >= end, f"{first} and {second} overlapped"
+    return [p for _, _, p in spans]

@@ -68,8 +68,20 @@ def env_for(project: Project, database: Database, **extra: str) -> dict[str, str
     return project.env(PSQL=str(PSQL), JOURNAL_DSN=database.conninfo, **extra)
 
 
-def days(n: int) -> str:
-    return f"2026-01-01..2026-{1 + (n - 1) // 31:02d}-{1 + (n - 1) % 31:02d}"
+def replay_argv(until: str, *extra: str) -> list[str]:
+    """``catchup replay`` of everything since 2026-01-01 and before ``until``."""
+    return [
+        sys.executable,
+        "-m",
+        "catchup",
+        "-q",
+        "replay",
+        "--since",
+        "2026-01-01",
+        "--until",
+        until,
+        *extra,
+    ]
 
 
 def test_16_processes_over_1000_periods(project: Project, sql: Any, database: Database) -> None:
@@ -83,18 +95,7 @@ def test_16_processes_over_1000_periods(project: Project, sql: Any, database: Da
     barrier = project.path / "go"
     # each process waits for the barrier file, then execs the same replay
     gate = 'while [ ! -e "$0" ]; do sleep 0.01; done; exec "$@"'
-    replay = [
-        sys.executable,
-        "-m",
-        "catchup",
-        "-q",
-        "replay",
-        "--since",
-        "2026-01-01",
-        "--until",
-        "2026-02-11T16:00:00Z",
-        "--json",
-    ]
+    replay = replay_argv("2026-02-11T16:00:00Z", "--json")
     procs = [
         subprocess.Popen(
             ["sh", "-c", gate, str(barrier), *replay],
@@ -218,19 +219,7 @@ def test_postgres_restarted_during_claims_runs_and_finishes(
     with psycopg.connect(private_server, autocommit=True) as conn:
         conn.execute(f"CREATE TABLE {table} (period text, attempt int)")
     env = project.env(PSQL=str(PSQL), JOURNAL_DSN=private_server)
-    args = [
-        sys.executable,
-        "-m",
-        "catchup",
-        "-q",
-        "replay",
-        "--since",
-        "2026-01-01",
-        "--until",
-        "2026-01-02T12:00:00Z",
-        "--workers",
-        "2",
-    ]
+    args = replay_argv("2026-01-02T12:00:00Z", "--workers", "2")
     procs = [
         subprocess.Popen(args, env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         for _ in range(3)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 import json
 import os
 import signal
@@ -17,7 +16,7 @@ import pytest
 
 from catchup import sqlfiles
 
-from conftest import ROOT, Pooler, Project, process_gone, wait_for
+from conftest import ROOT, Pooler, Project, process_gone, serial_periods, timed_job, wait_for
 
 WORKER = ROOT / "tests" / "helpers" / "worker.py"
 
@@ -117,26 +116,9 @@ def test_16_replicas_over_200_periods_run_each_once(project: Project, sql: Any) 
 def test_forbid_never_runs_two_periods_at_once(project: Project, sql: Any) -> None:
     """4 replicas over 8 periods with overlap forbidden: the job's own clock shows no overlap."""
     log = project.path / "spans"
-    script = f'a=$(date +%s.%N); sleep 0.2; b=$(date +%s.%N); echo "$CATCHUP_PERIOD $a $b" >> {log}'
-    project.write(
-        "\n".join(
-            [
-                "[jobs.billing]",
-                'schedule = "daily"',
-                'start = "2026-01-01"',
-                f"command = {json.dumps(['sh', '-c', script])}",
-            ]
-        )
-        + "\n"
-    )
+    project.write(job_toml(log, script=timed_job(log, "0.2")[2]))
     collect(start_replicas(project, 4, "billing", days(8), passes="until-done"))
-    spans = sorted(
-        (float(a), float(b), p)
-        for p, a, b in (line.split() for line in log.read_text().splitlines())
-    )
-    assert sorted(p for _, _, p in spans) == days(8)  # each once
-    for (_, end, first), (start, _, second) in itertools.pairwise(spans):
-        assert start >= end, f"{first} and {second} overlapped"
+    assert sorted(serial_periods(log)) == days(8)  # each once, one at a time
     assert sql("SELECT count(*) FROM {schema}.runs WHERE status = 'succeeded'") == [(8,)]
 
 
@@ -229,27 +211,10 @@ def test_16_replicas_through_a_transaction_pooler(
     """The same race through PgBouncer in transaction mode: still once per period, and the
     overlap guard (a transaction-scoped lock) still holds."""
     log = project.path / "log"
-    script = f'a=$(date +%s.%N); sleep 0.05; echo "$CATCHUP_PERIOD $a $(date +%s.%N)" >> {log}'
-    project.write(
-        "\n".join(
-            [
-                "[jobs.billing]",
-                'schedule = "daily"',
-                'start = "2026-01-01"',
-                f"command = {json.dumps(['sh', '-c', script])}",
-            ]
-        )
-        + "\n"
-    )
+    project.write(job_toml(log, script=timed_job(log, "0.05")[2]))
     periods = days(12)
     collect(start_replicas(project, 16, "billing", periods, passes="until-done", dsn=pgbouncer.dsn))
-    spans = sorted(
-        (float(a), float(b), p)
-        for p, a, b in (line.split() for line in log.read_text().splitlines())
-    )
-    assert sorted(p for _, _, p in spans) == periods  # each exactly once
-    for (_, end, first), (start, _, second) in itertools.pairwise(spans):
-        assert start >= end, f"{first} and {second} overlapped"
+    assert sorted(serial_periods(log)) == periods  # each exactly once, one at a time
     assert sql("SELECT status, attempt, count(*) FROM {schema}.runs GROUP BY 1, 2") == [
         ("succeeded", 1, 12)
     ]

@@ -23,6 +23,7 @@ def setup(project: Project, **keys: Any) -> None:
 
 def test_a_healthy_setup(project: Project) -> None:
     setup(project, delay="7m")
+    assert project.cli("migrate").exit_code == 0
     result = project.cli("doctor")
     assert result.exit_code == 0, result.output
     for topic in ("config", "database", "pooler", "clock", "time zones", "scheduler"):
@@ -90,3 +91,12 @@ def test_run_and_scan_work_through_the_pooler(project: Project, pgbouncer: Poole
         assert result.exit_code == 0, result.output
     scan = project.cli("--dsn", pgbouncer.dsn, "-q", "scan", "--json", "--until", "2026-10-09")
     assert json.loads(scan.stdout)["jobs"][0]["succeeded"] == 8
+
+
+def test_doctor_writes_nothing(project: Project, sql: Any) -> None:
+    """On a database catchup has not used yet, doctor says so and creates nothing."""
+    setup(project, delay="7m")
+    result = project.cli("doctor")
+    assert result.exit_code == 0, result.output
+    assert "is at version 0 of" in result.stdout
+    assert sql("SELECT count(*) FROM pg_namespace WHERE nspname = %s", [project.schema]) == [(0,)]
