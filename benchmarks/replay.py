@@ -26,7 +26,7 @@ from catchup import db
 from catchup.config import Config, Job
 from catchup.core import Session
 from catchup.replay import replay
-from catchup.schedule import parse_schedule
+from catchup.schedule import Period, Timeline, parse_schedule
 
 HOURLY = parse_schedule("hourly")
 
@@ -41,7 +41,13 @@ def fresh(target: db.Target, schema: str, job: Job | None = None) -> Session:
 
 def make_job(n: int, **keys: object) -> Job:
     anchor = datetime.now(UTC).replace(minute=0, second=0, microsecond=0) - timedelta(hours=n + 2)
-    return Job(name="bench", schedule=HOURLY, start=anchor, anchor=anchor, **keys)  # type: ignore[arg-type]
+    return Job(
+        name="bench",
+        schedule=HOURLY,
+        start=anchor,
+        timeline=Timeline.single(HOURLY, anchor),
+        **keys,
+    )  # type: ignore[arg-type]
 
 
 def floor(target: db.Target, n: int) -> float:
@@ -51,7 +57,7 @@ def floor(target: db.Target, n: int) -> float:
     anchor = datetime(2020, 1, 1, tzinfo=UTC)
     started = time.perf_counter()
     for k in range(n):
-        period = HOURLY.period(anchor, k)
+        period = Period(anchor + timedelta(hours=k), anchor + timedelta(hours=k + 1))
         claim = ledger.claim(
             job_id,
             period,

@@ -33,7 +33,7 @@ from catchup import db, sqlfiles
 from catchup.config import Config, Job
 from catchup.core import Session
 from catchup.scan import scan, window
-from catchup.schedule import parse_schedule
+from catchup.schedule import Timeline, parse_schedule
 
 ROOT = Path(__file__).resolve().parent.parent
 HOURLY = parse_schedule("hourly")
@@ -85,7 +85,13 @@ def build(target: db.Target, schema: str, periods: int, pattern: str) -> Config:
     conn.execute(sql.SQL("VACUUM (ANALYZE) {}").format(sql.Identifier(schema, "runs")))
     session.close()
     jobs = {
-        name: Job(name=name, schedule=HOURLY, start=anchor, anchor=anchor, command=("true",))
+        name: Job(
+            name=name,
+            schedule=HOURLY,
+            start=anchor,
+            timeline=Timeline.single(HOURLY, anchor),
+            command=("true",),
+        )
         for name in names
     }
     return Config(path=None, jobs=jobs, schema=schema)
@@ -110,7 +116,7 @@ def measure(target: db.Target, config: Config, repeat: int) -> tuple[float, floa
                         "job_id": session.job_id(job.name),
                         "first": first,
                         "until": end,
-                        "step": job.schedule.sql_interval,
+                        "step": job.schedule.step_sql,
                     },
                 ).fetchall()
             )

@@ -47,6 +47,28 @@ class Instant(click.ParamType):  # type: ignore[type-arg]
             self.fail(str(exc), param, ctx)
 
 
+class JobInstant(click.ParamType):  # type: ignore[type-arg]
+    """Like :class:`Instant`, but read once the job is known: a date, or a time without an
+    offset, is in the job's time zone. Checked for form here, resolved by :func:`_in_zone`."""
+
+    name = "DATE"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        from .config import parse_instant
+
+        try:
+            parse_instant(value)
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+        return value
+
+
+def _in_zone(value: str | None, job: Any) -> datetime | None:
+    from .config import parse_instant
+
+    return None if value is None else parse_instant(value, job.timezone)
+
+
 class State:
     """What every command shares: the options of the group, and lazily the config and ledger."""
 
@@ -173,10 +195,14 @@ def _stop_signals() -> Iterator[threading.Event]:
 
 @cli.command(epilog=EXIT_CODES)
 @click.argument("job")
-@click.option("--period", type=Instant(), help="The period start to run (default: the latest due).")
+@click.option(
+    "--period",
+    type=JobInstant(),
+    help="The period start to run (default: the latest due); a date is in the job's time zone.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the outcome as JSON.")
 @pass_state
-def run(state: State, job: str, period: datetime | None, as_json: bool) -> None:
+def run(state: State, job: str, period: str | None, as_json: bool) -> None:
     """Run one period of JOB through the claim path.
 
     Without --period, runs the latest due period. Exits 0 when the period succeeded, was already
@@ -189,9 +215,10 @@ def run(state: State, job: str, period: datetime | None, as_json: bool) -> None:
 
     spec = state.config().job(job)
     with state.session() as session:
-        chosen = choose_period(spec, session.now(), period)
+        spec = session.resolve(spec)
+        chosen = choose_period(spec, session.now(), _in_zone(period, spec))
         if chosen is None:
-            first = spec.schedule.period(spec.anchor, 0)
+            first = spec.timeline.period(spec.anchor)
             from .schedule import iso_utc
 
             message = f"{job}: nothing due yet (first period due {iso_utc(first.end + spec.delay)})"
@@ -235,32 +262,30 @@ def jobs(state: State, as_json: bool) -> None:
 
 @cli.command(epilog=EXIT_CODES)
 @click.argument("job")
-@click.option("--period", type=Instant(), help="Only this period (shows its last output too).")
+@click.option(
+    "--period",
+    type=JobInstant(),
+    help="Only this period (shows its last output too); a date is in the job's time zone.",
+)
 @click.option("--limit", type=click.IntRange(1, 100000), default=50, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 @pass_state
-def history(state: State, job: str, period: datetime | None, limit: int, as_json: bool) -> None:
-    """Show the attempts of JOB, newest first, or of one period with --period."""
+def history(state: State, job: str, period: str | None, limit: int, as_json: bool) -> None:
+    """Show the attempts of JOB, newest first, or of one period with --period, and the changes
+    made to it (marks, resets, pauses, schedule and start changes)."""
     from . import report
 
-    state.config().job(job)
+    spec = state.config().job(job)
+    start = _in_zone(period, spec)
     with state.session() as session:
-        rows = session.ledger.history(job, period, limit)
-        events = session.ledger.events(session.job_id(job), period, limit)
+        spec = session.resolve(spec)
+        rows = session.ledger.history(job, start, limit)
+        events = session.ledger.events(session.job_id(job), start, limit)
     if as_json:
         click.echo(report.history_json(rows, events))
     else:
-        from .schedule import period_label
-
-        schedule = state.config().job(job).schedule
-        report.history(
-            console(),
-            job,
-            rows,
-            show_output=period is not None,
-            label=lambda start: period_label(schedule, start),
-        )
-        report.events(console(), job, events, label=lambda start: period_label(schedule, start))
+        report.history(console(), job, rows, show_output=period is not None, label=spec.label)
+        report.events(console(), job, events, label=spec.label)
 
 
 SCAN_EXIT_CODES = EXIT_CODES
@@ -329,6 +354,7 @@ def scan(
     from .operations import scheduler_health
 
     with state.session() as session:
+        jobs = session.resolve_all(jobs)
         result = detector.scan(session, jobs, since=since, until=until, full=full)
         health = scheduler_health(session)
     fmt = "json" if as_json else fmt
@@ -596,9 +622,7 @@ class _Progress:
 
 
 def _label(job: Any, start: datetime) -> str:
-    from .schedule import period_label
-
-    return period_label(job.schedule, start)
+    return str(job.label(start))
 
 
 def _iso(t: datetime) -> str:
@@ -642,8 +666,10 @@ def mark(
     if kind is None:
         raise ConfigError("mark needs --done or --skip")
     spec = state.config().job(job)
-    chosen = operations.parse_periods(spec, list(periods))
+    operations.parse_periods(spec, list(periods))  # bad input is refused before any write
     with state.session() as session:
+        spec = session.resolve(spec)
+        chosen = operations.parse_periods(spec, list(periods))
         changes = operations.mark(
             session,
             spec,
@@ -672,8 +698,10 @@ def reset(state: State, job: str, periods: tuple[str, ...], reason: str, actor: 
     from . import operations, report
 
     spec = state.config().job(job)
-    chosen = operations.parse_periods(spec, list(periods))
+    operations.parse_periods(spec, list(periods))  # bad input is refused before any write
     with state.session() as session:
+        spec = session.resolve(spec)
+        chosen = operations.parse_periods(spec, list(periods))
         changes = operations.reset(
             session, spec, chosen, reason=reason, actor=actor or operations.default_actor()
         )
@@ -836,28 +864,31 @@ def _human_delta(delta: Any) -> str:
 @click.option(
     "--from",
     "start",
-    type=Instant(),
-    help="Start at the period containing this "
+    type=JobInstant(),
+    help="Start at the period containing this, a date being in the job's time zone "
     "(default: the current period, on the database clock).",
 )
 @click.option("--count", type=click.IntRange(1, 1000), default=10, show_default=True)
 @pass_state
-def explain(state: State, job: str, start: datetime | None, count: int) -> None:
+def explain(state: State, job: str, start: str | None, count: int) -> None:
     """Spell out JOB's periods: UTC and local bounds, length, and when each falls due, with
-    notes on what to watch (a job due exactly on the hour with others, DST).
+    notes on what to watch: periods a DST change makes shorter or longer, local times a DST
+    change skips or repeats, a job due exactly on the hour with others.
 
     Example: catchup explain billing --count 5
     """
     from . import report
     from .explain import explain as spell
-    from .schedule import period_label
 
     config = state.config()
     spec = config.job(job)
+    start_at = _in_zone(start, spec)
     with state.session() as session:
+        everyone = session.resolve_all(list(config.jobs.values()))
+        spec = session.resolve(spec)
         now = session.now()
-    result = spell(spec, config.jobs.values(), now=now, start=start, count=count)
-    report.explanation(console(), result, now, label=lambda t: period_label(spec.schedule, t))
+    result = spell(spec, everyone, now=now, start=start_at, count=count)
+    report.explanation(console(), result, now, label=spec.label)
 
 
 DOCTOR_EXIT_CODES = """\b

@@ -16,7 +16,16 @@ from pathlib import Path
 from typing import Any, Literal
 
 from .errors import ConfigError
-from .schedule import Schedule, ScheduleError, as_utc, parse_schedule
+from .schedule import (
+    Schedule,
+    ScheduleError,
+    Timeline,
+    as_utc,
+    parse_schedule,
+    period_label,
+    to_utc,
+    zone,
+)
 
 CONFIG_NAME = "catchup.toml"
 JOB_NAME = re.compile(r"^[^\W][\w.-]{0,63}$")
@@ -45,12 +54,16 @@ DATABASE_KEYS = frozenset({"dsn", "schema"})
 
 @dataclass(frozen=True)
 class Job:
-    """One configured job. Periods are keyed in UTC; ``anchor`` is the first period's start."""
+    """One configured job. Periods are keyed in UTC.
+
+    ``schedule`` is the configured schedule (bound to ``start``); ``timeline`` is every schedule
+    the job has had, as the ledger recorded them (just ``schedule`` until a session loads it).
+    """
 
     name: str
     schedule: Schedule
     start: datetime
-    anchor: datetime
+    timeline: Timeline
     delay: timedelta = timedelta(0)
     command: tuple[str, ...] | None = None
     call: str | Callable[..., object] | None = None  # "module:function", or a callable in code
@@ -65,6 +78,15 @@ class Job:
     max_per_tick: int = 100
     timezone: str = "UTC"
     spread: timedelta = timedelta(0)  # the stable per-job part of delay that spread added
+
+    @property
+    def anchor(self) -> datetime:
+        """The first period's start."""
+        return self.timeline.first
+
+    def label(self, start: datetime) -> str:
+        """``{period}`` for the period starting at ``start``."""
+        return period_label(self.timeline.schedule_at(start), start)
 
 
 @dataclass(frozen=True)
@@ -194,23 +216,38 @@ def _parse_job(name: str, spec: dict[str, Any], problem: Any) -> Job | None:
             bad(key, f"unknown key{_suggest(key, JOB_KEYS)}")
     values = {**DEFAULTS, **{k: v for k, v in spec.items() if k in JOB_KEYS}}
 
-    schedule: Schedule | None = None
-    if "schedule" not in spec:
-        bad("schedule", "missing (hourly, daily, weekly, monthly or 'every N minutes')")
-    elif not isinstance(spec["schedule"], str):
-        bad("schedule", f"expected a string, got {_type(spec['schedule'])}")
+    timezone: str | None = None
+    if not isinstance(values["timezone"], str):
+        bad(
+            "timezone",
+            f'expected an IANA name like "Europe/Berlin", got {_type(values["timezone"])}',
+        )
     else:
         try:
-            schedule = parse_schedule(spec["schedule"])
+            zone(values["timezone"])
+            timezone = values["timezone"]
+        except ScheduleError as exc:
+            bad("timezone", str(exc))
+
+    schedule: Schedule | None = None
+    if "schedule" not in spec:
+        bad(
+            "schedule", "missing (hourly, daily, weekly, monthly, 'every N minutes', cron or RRULE)"
+        )
+    elif not isinstance(spec["schedule"], str):
+        bad("schedule", f"expected a string, got {_type(spec['schedule'])}")
+    elif timezone is not None:
+        try:
+            schedule = parse_schedule(spec["schedule"], timezone)
         except ScheduleError as exc:
             bad("schedule", str(exc))
 
     start: datetime | None = None
     if "start" not in spec:
         bad("start", 'missing: the first period, like "2026-10-01"')
-    else:
+    elif timezone is not None:
         try:
-            start = parse_instant(spec["start"])
+            start = parse_instant(spec["start"], timezone)
         except ValueError as exc:
             bad("start", str(exc))
 
@@ -264,8 +301,6 @@ def _parse_job(name: str, spec: dict[str, Any], problem: Any) -> Job | None:
     for key, allowed in choices.items():
         if values[key] not in allowed:
             bad(key, f"expected one of {', '.join(allowed)}, got {values[key]!r}")
-    if values["timezone"] not in ("UTC", "Etc/UTC"):
-        bad("timezone", f'{values["timezone"]!r}: only "UTC" is supported so far')
     bound: timedelta | None = None
     raw_spread = values["spread"]
     if raw_spread is True:
@@ -281,14 +316,14 @@ def _parse_job(name: str, spec: dict[str, Any], problem: Any) -> Job | None:
                 else f"{raw_spread!r} is not a duration",
             )
 
-    if count or schedule is None or start is None:
+    if count or schedule is None or start is None or timezone is None:
         return None
     spread = spread_offset(name, bound, schedule) if bound else timedelta(0)
     return Job(
         name=name,
-        schedule=schedule,
+        schedule=schedule.bound(start),
         start=start,
-        anchor=schedule.anchor(start),
+        timeline=Timeline.single(schedule, start),
         delay=(durations["delay"] or timedelta(0)) + spread,
         spread=spread,
         command=command,
@@ -302,7 +337,7 @@ def _parse_job(name: str, spec: dict[str, Any], problem: Any) -> Job | None:
         catchup=values["catchup"],
         catchup_window=durations["catchup_window"] or timedelta(days=30),
         max_per_tick=ints["max_per_tick"],
-        timezone="UTC",
+        timezone=timezone,
     )
 
 
@@ -325,8 +360,9 @@ def parse_duration(value: object, *, allow_zero: bool = False) -> timedelta:
     return timedelta(seconds=seconds)
 
 
-def parse_instant(value: object) -> datetime:
-    """A TOML date/datetime or an ISO 8601 string; dates are UTC midnight, naive times UTC."""
+def parse_instant(value: object, timezone: str = "UTC") -> datetime:
+    """A TOML date/datetime or an ISO 8601 string; a date means midnight and a time without an
+    offset is wall-clock time, both in ``timezone`` (UTC unless given)."""
     if isinstance(value, datetime):
         moment = value
     elif isinstance(value, date):
@@ -347,7 +383,7 @@ def parse_instant(value: object) -> datetime:
     else:
         raise ValueError(f'expected a date like "2026-10-01", got {_type(value)}')
     if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
+        return to_utc(moment, zone(timezone))
     return as_utc(moment)
 
 
@@ -480,11 +516,7 @@ def spread_offset(name: str, bound: timedelta, schedule: Schedule) -> timedelta:
     """A stable delay in ``[0, bound)`` from the job's name (SHA-256, never Python's salted
     ``hash``), whole seconds, at most a quarter of the period, so a fleet of jobs does not all
     start on the hour and each job always starts at the same offset."""
-    length = (
-        timedelta(days=28 * schedule.months)
-        if schedule.months
-        else timedelta(seconds=schedule.seconds)
-    )
+    length = schedule.typical()
     limit = int(min(bound, length / 4).total_seconds())
     if limit < 1:
         return timedelta(0)

@@ -27,7 +27,7 @@ from .runner import (
     run_callable,
     run_command,
 )
-from .schedule import Period, iso_utc, period_label
+from .schedule import Period, Timeline, iso_utc, plan
 
 # Backoff doubles per failure up to this (sql/queries.sql: finish); longer retry_backoff wins.
 BACKOFF_CAP = timedelta(hours=6)
@@ -53,12 +53,45 @@ class Session:
             self.conn.close()
             raise DatabaseError(f"cannot prepare schema {config.schema!r}: {exc}") from None
         self._job_ids: dict[str, int] = {}
+        self._timelines: dict[str, Timeline] = {}
 
     def job_id(self, name: str) -> int:
         if name not in self._job_ids:
-            rows = self.ledger.register_jobs(sorted(self.config.jobs))
-            self._job_ids = {n: r.id for n, r in rows.items()}
+            self._sync()
         return self._job_ids[name]
+
+    def resolve(self, job: Job, *, write: bool = True) -> Job:
+        """``job`` with the timeline the ledger records for it: every schedule it has had.
+        With ``write=False`` nothing is recorded (the timeline is what would be)."""
+        if job.name not in self._timelines:
+            self._sync(write=write)
+        return replace(job, timeline=self._timelines[job.name])
+
+    def resolve_all(self, jobs: list[Job], *, write: bool = True) -> list[Job]:
+        return [self.resolve(job, write=write) for job in jobs]
+
+    def _sync(self, *, write: bool = True) -> None:
+        """Register the configured jobs and record schedule or start changes (see
+        :func:`catchup.schedule.plan`); steady state is two reads and no writes."""
+        names = sorted(self.config.jobs)
+        rows = self.ledger.register_jobs(names) if write else self.ledger.job_rows(names)
+        ids = {n: r.id for n, r in rows.items()}
+        stored = self.ledger.schedules(list(ids.values()))
+        now = self.now()
+        for name, job in self.config.jobs.items():
+            job_id = ids.get(name, -1)
+            start, recorded = stored.get(job_id, (None, []))
+            chosen = plan(job.schedule, job.start, recorded, now)
+            if write and (chosen.writes or start != job.start):
+                chosen = self.ledger.record_schedule(
+                    job_id,
+                    lambda rows, at, j=job: plan(j.schedule, j.start, rows, at),
+                    job.start,
+                    owner_name(),
+                )
+            self._timelines[name] = chosen.timeline
+        if write:
+            self._job_ids = ids
 
     def now(self) -> datetime:
         return self.ledger.now()
@@ -84,25 +117,25 @@ class Session:
 
 def choose_period(job: Job, now: datetime, requested: datetime | None) -> Period | None:
     """The requested period, checked, or the latest due one; None when nothing is due yet."""
-    schedule = job.schedule
+    timeline = job.timeline
     if requested is None:
-        return schedule.latest_due(job.anchor, job.delay, now)
-    if requested < job.anchor:
+        return timeline.latest_due(job.delay, now)
+    period = timeline.containing(requested)
+    if period is None:
         raise ConfigError(
             f"{job.name}: {iso_utc(requested)} is before the job's first period "
-            f"({period_label(schedule, job.anchor)})"
+            f"({job.label(job.anchor)})"
         )
-    if not schedule.is_boundary(job.anchor, requested):
-        near = period_label(schedule, schedule.containing(job.anchor, requested).start)
+    if period.start != requested:
         raise ConfigError(
             f"{job.name}: {iso_utc(requested)} is not a period start of schedule "
-            f"{schedule.text!r}; the period containing it starts {near}"
+            f"{timeline.schedule_at(requested).text!r}; the period containing it starts "
+            f"{job.label(period.start)}"
         )
-    period = schedule.containing(job.anchor, requested)
     due = period.end + job.delay
     if due > now:
         raise ConfigError(
-            f"{job.name}: period {period_label(schedule, period.start)} is not due until "
+            f"{job.name}: period {job.label(period.start)} is not due until "
             f"{iso_utc(due)} (database clock: {iso_utc(now)})"
         )
     return period
@@ -123,7 +156,7 @@ def run_period(
     ``ignore_backoff`` and ``retry_exhausted`` are for a replay a person asked for: a failed
     period is retried at once, and with the second even when it has no attempts left."""
     job_id = session.job_id(job.name)
-    label = period_label(job.schedule, period.start)
+    label = job.label(period.start)
     claim = _claim_surely(
         session,
         job_id,
@@ -185,7 +218,7 @@ def _execute(
 
         ctx = JobContext(
             job=job.name,
-            period=period_label(job.schedule, period.start),
+            period=job.label(period.start),
             period_start=period.start,
             period_end=period.end,
             attempt=claim.attempt,
@@ -352,7 +385,7 @@ def _reason(session: Session, job: Job, job_id: int, period: Period) -> tuple[st
             return f"failed; next retry after {iso_utc(row.retry_after)}", False
     blocker = ledger.blocker(job_id, period.start)
     if blocker is not None:
-        other = period_label(job.schedule, blocker.period_start)
+        other = job.label(blocker.period_start)
         return (
             f"another period ({other}) is running on {blocker.owner} and overlap is forbidden",
             True,
@@ -366,24 +399,18 @@ def overview(session: Session, jobs: list[Job]) -> list[JobLine]:
     now = session.now()
     rows = session.ledger.register_jobs(sorted(session.config.jobs))
     lines = []
-    for job in jobs:
-        latest = job.schedule.latest_due(job.anchor, job.delay, now)
+    for job in session.resolve_all(jobs):
+        latest = job.timeline.latest_due(job.delay, now)
         until = latest.end if latest else job.anchor
-        expected = job.schedule.count_until(job.anchor, until)
+        expected = job.timeline.count(job.anchor, until)
         summary = session.ledger.job_summary(session.job_id(job.name), job.anchor, until)
-        following = (
-            job.schedule.containing(job.anchor, until)
-            if latest
-            else job.schedule.period(job.anchor, 0)
-        )
+        following = job.timeline.period(until)
         lines.append(
             JobLine(
                 job=job.name,
                 schedule=job.schedule.text,
-                first_period=period_label(job.schedule, job.anchor),
-                last_success=period_label(job.schedule, summary.last_success)
-                if summary.last_success
-                else None,
+                first_period=job.label(job.anchor),
+                last_success=job.label(summary.last_success) if summary.last_success else None,
                 next_due=following.end + job.delay,
                 expected=expected,
                 done=summary.done,

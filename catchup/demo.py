@@ -64,7 +64,7 @@ def _demo(session: Session, target: db.Target, schema: str, out: Console) -> Dem
     outage_from = today - timedelta(days=5, hours=-6)  # from 06:00, five days ago
     outage_to = outage_from + timedelta(hours=30)
     for job in jobs:
-        latest = job.schedule.latest_due(job.anchor, job.delay, now)
+        latest = job.timeline.latest_due(job.delay, now)
         assert latest is not None
         session.conn.execute(
             sqlfiles.query("demo_fill", schema),
@@ -72,12 +72,12 @@ def _demo(session: Session, target: db.Target, schema: str, out: Console) -> Dem
                 "job_id": ids[job.name].id,
                 "first": job.anchor,
                 "last": latest.start,
-                "step": job.schedule.sql_interval,
+                "step": job.schedule.step_sql,
                 "gap_from": outage_from,
                 "gap_to": outage_to,
             },
         )
-    night = jobs[0].schedule.period(jobs[0].anchor, 9)
+    night = jobs[0].timeline.period(jobs[0].anchor + timedelta(days=9))
     session.conn.execute(
         sqlfiles.query("demo_fail", schema),
         {

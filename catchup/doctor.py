@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
@@ -40,13 +39,37 @@ def clock_finding(host: datetime, database: datetime, rtt: float) -> Finding:
     )
 
 
-def on_the_hour(config: Config) -> list[Finding]:
+def dst_findings(config: Config, now: datetime) -> list[Finding]:
+    """Local times a DST change skips or repeats, per job in a time zone (see explain)."""
+    from .explain import dst_warnings
+    from .schedule import is_utc
+
+    local = [job for job in config.jobs.values() if not is_utc(job.timezone)]
+    if not config.jobs:
+        return []
+    if not local:
+        return [Finding("ok", "time zones", "every schedule is in UTC: no DST surprises")]
+    found = []
+    for job in local:
+        warnings = dst_warnings(job.schedule, now)
+        found += [Finding("info", "time zones", f"{job.name}: {w}") for w in warnings]
+        if not warnings:
+            found.append(
+                Finding(
+                    "ok",
+                    "time zones",
+                    f"{job.name} ({job.timezone}): no DST change in the next 400 days skips or "
+                    "repeats one of its local times",
+                )
+            )
+    return found
+
+
+def on_the_hour(config: Config, now: datetime) -> list[Finding]:
     """Jobs due exactly on a UTC boundary start together with everything else."""
-    crowded = [
-        job
-        for job in config.jobs.values()
-        if job.schedule.aligned and job.delay.total_seconds() == 0
-    ]
+    from .explain import on_the_hour as due_on_the_hour
+
+    crowded = [job for job in config.jobs.values() if due_on_the_hour(job, now)]
     if not crowded:
         return []
     names = ", ".join(job.name for job in crowded[:5])
@@ -150,10 +173,8 @@ def examine(config_path: str | None, dsn: str | None) -> list[Finding]:
         db_now = session.now()
         host_now = datetime.now(db_now.tzinfo)
         found.append(clock_finding(host_now, db_now, rtt + time.monotonic() - start))
-        found += on_the_hour(config)
-        zones = Counter(job.timezone for job in config.jobs.values())
-        if config.jobs and set(zones) <= {"UTC", "Etc/UTC"}:
-            found.append(Finding("ok", "time zones", "every schedule is in UTC: no DST surprises"))
+        found += on_the_hour(config, db_now)
+        found += dst_findings(config, db_now)
         health = scheduler_health(session) if version == latest else None
         if health is None:
             pass

@@ -5,17 +5,33 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from itertools import islice
 
 from .config import Job
-from .schedule import Period, iso_utc
+from .schedule import (
+    Period,
+    Schedule,
+    Wall,
+    is_utc,
+    iso_utc,
+    to_utc,
+    to_wall,
+    transitions,
+    zone,
+)
+
+# How far ahead explain looks for local times that a DST change skips or repeats.
+LOOKAHEAD = timedelta(days=400)
 
 
 @dataclass(frozen=True)
 class Row:
-    number: int  # the period's index from the job's first period
     period: Period
+    local_start: datetime  # in the job's time zone
+    local_end: datetime
     due: datetime
     is_due: bool
+    dst: str | None  # how a DST change inside the period changes its length
 
 
 @dataclass(frozen=True)
@@ -33,39 +49,127 @@ def explain(
     job: Job, others: Iterable[Job], *, now: datetime, start: datetime | None, count: int
 ) -> Explanation:
     """``count`` periods from the one containing ``start`` (default: the current one)."""
-    schedule, anchor = job.schedule, job.anchor
-    first = max(0, schedule.index(anchor, start or now))
+    timeline = job.timeline
+    tz = zone(job.timezone)
+    first = timeline.floor(start or now) or job.anchor
     rows = []
-    for k in range(first, first + count):
-        period = schedule.period(anchor, k)
+    for period in islice(timeline.periods(first, datetime.max.replace(tzinfo=first.tzinfo)), count):
         due = period.end + job.delay
-        rows.append(Row(k, period, due, due <= now))
+        notes = [
+            _clock_change(at, delta) for at, delta in transitions(tz, period.start, period.end)
+        ]
+        schedule = timeline.schedule_at(period.start)
+        for edge, t in (("starts", period.start), ("ends", period.end)):
+            moved = _moved(schedule, t)
+            if moved is not None:
+                notes.append(
+                    f"{edge} {t.astimezone(tz):%H:%M %Z}: {moved:%H:%M} does not exist that night"
+                )
+        dst = "; ".join(notes) or None
+        rows.append(
+            Row(
+                period,
+                period.start.astimezone(tz),
+                period.end.astimezone(tz),
+                due,
+                due <= now,
+                dst,
+            )
+        )
     return Explanation(
         job.name,
-        schedule.text,
+        job.schedule.text,
         job.timezone,
         job.delay,
         job.spread,
         tuple(rows),
-        tuple(_warnings(job, list(others))),
+        tuple(_warnings(job, list(others), now)),
     )
 
 
-def _on_the_hour(job: Job) -> bool:
-    return job.schedule.aligned and job.delay.total_seconds() % 3600 == 0
+def on_the_hour(job: Job, now: datetime) -> bool:
+    """Every one of the job's next boundaries, plus its delay, lands on a whole UTC hour."""
+    upcoming = list(islice(job.timeline.current.asc(now), 8))
+    return all(b.minute == 0 and b.second == 0 for b in upcoming) and (
+        job.delay.total_seconds() % 3600 == 0
+    )
 
 
-def _warnings(job: Job, others: list[Job]) -> list[str]:
+def _warnings(job: Job, others: list[Job], now: datetime) -> list[str]:
     found = []
-    if _on_the_hour(job):
-        crowd = [o.name for o in others if o.name != job.name and _on_the_hour(o)]
+    if on_the_hour(job, now):
+        crowd = [o.name for o in others if o.name != job.name and on_the_hour(o, now)]
         also = f" with {len(crowd)} other job(s): {', '.join(crowd[:5])}" if crowd else ""
         found.append(
             f"due exactly on the hour{also}; set delay, or spread = true, to start off the hour"
         )
-    if job.timezone in ("UTC", "Etc/UTC"):
+    if is_utc(job.timezone):
         found.append("periods are UTC: no daylight-saving changes touch them")
+    else:
+        found.extend(dst_warnings(job.timeline.current, now))
     return found
+
+
+def dst_warnings(schedule: Schedule, now: datetime) -> list[str]:
+    """The schedule's local times that a DST change in the next 400 days skips or repeats,
+    and what catchup does with them (one period each, never two, never none)."""
+    tz = zone(schedule.timezone)
+    if not isinstance(schedule, Wall):
+        if transitions(tz, now, now + LOOKAHEAD):
+            return [
+                f"{schedule.text!r} counts elapsed time: its periods stay the same length "
+                "across DST changes, so their local start times shift with the clock"
+            ]
+        return []
+    found = []
+    for at, delta in transitions(tz, now, now + LOOKAHEAD):
+        before = to_wall(at - timedelta(microseconds=1), tz) + timedelta(microseconds=1)
+        after = to_wall(at, tz)
+        lo, hi = (before, after) if delta > timedelta(0) else (after, before)
+        walls = [w for w in islice(schedule.walls_from(lo), 1000) if w < hi]
+        for w in walls[:3]:
+            instant = to_utc(w, tz)
+            local = instant.astimezone(tz)
+            if delta > timedelta(0):
+                found.append(
+                    f"{w:%H:%M} on {w:%Y-%m-%d} does not exist in {schedule.timezone} (clocks go "
+                    f"forward {_span(delta)} at {lo:%H:%M}): that period starts at "
+                    f"{local:%H:%M %Z} ({iso_utc(instant)}), the gap's length later"
+                )
+            else:
+                found.append(
+                    f"{w:%H:%M} on {w:%Y-%m-%d} happens twice in {schedule.timezone} (clocks go "
+                    f"back {_span(-delta)} at {before:%H:%M}): the period starts at the second, "
+                    f"{local:%H:%M %Z} ({iso_utc(instant)})"
+                )
+        if len(walls) > 3:
+            found.append(f"… and {len(walls) - 3} more local times on {lo:%Y-%m-%d}")
+    return found
+
+
+def _clock_change(at: datetime, delta: timedelta) -> str:
+    way = "forward" if delta > timedelta(0) else "back"
+    return f"clocks go {way} {_span(abs(delta))} at {iso_utc(at)}"
+
+
+def _moved(schedule: Schedule, t: datetime) -> datetime | None:
+    """The local time a boundary was meant to be, when a spring-forward gap moved it."""
+    if not isinstance(schedule, Wall) or is_utc(schedule.timezone):
+        return None
+    tz = zone(schedule.timezone)
+    wall = to_wall(t, tz)
+    for w in islice(schedule.walls_from(wall - timedelta(hours=4)), 500):
+        if w > wall:
+            return None
+        if w != wall and to_utc(w, tz) == t:
+            return w
+    return None
+
+
+def _span(delta: timedelta) -> str:
+    minutes = int(delta.total_seconds()) // 60
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m" if minutes else f"{hours}h"
 
 
 def describe_due(row: Row, now: datetime) -> str:

@@ -20,7 +20,7 @@ from .models import (
     JobSummary,
     RunRow,
 )
-from .schedule import Period
+from .schedule import Period, Plan, Recorded, iso_utc
 
 
 class Ledger:
@@ -71,6 +71,79 @@ class Ledger:
         """Give every job a stable id (created on first sight); returns them by name."""
         self.conn.execute(self._q("register_jobs"), {"names": names})
         return self.job_rows(names)
+
+    def schedules(self, job_ids: list[int]) -> dict[int, tuple[datetime | None, list[Recorded]]]:
+        """Each job's recorded start and schedules, oldest first."""
+        found: dict[int, tuple[datetime | None, list[Recorded]]] = {}
+        for job_id, start, since, text, zone in self.conn.execute(
+            self._q("job_schedules"), {"job_ids": job_ids}
+        ):
+            rows = found.setdefault(job_id, (start, []))[1]
+            if since is not None:
+                rows.append(Recorded(since, text, zone))
+        return found
+
+    def record_schedule(self, job_id: int, decide: Any, start: datetime, actor: str) -> Plan:
+        """Bring the job's recorded schedule and start in line with its config, under a row lock
+        so replicas that notice one change at once record it once. ``decide(recorded, now)``
+        gives the :class:`~catchup.schedule.Plan` for the rows as they are now."""
+        with self.conn.transaction():
+            self.conn.execute(self._q("lock_job_row"), {"job_id": job_id})
+            recorded_start, rows = self.schedules([job_id]).get(job_id, (None, []))
+            now = self.now()
+            chosen: Plan = decide(rows, now)
+            if chosen.drop_after is not None:
+                self.conn.execute(
+                    self._q("drop_schedules"), {"job_id": job_id, "after": chosen.drop_after}
+                )
+            if chosen.add is not None:
+                self.conn.execute(
+                    self._q("add_schedule"),
+                    {
+                        "job_id": job_id,
+                        "since": chosen.add.since,
+                        "schedule": chosen.add.schedule,
+                        "timezone": chosen.add.timezone,
+                        "actor": actor,
+                    },
+                )
+                if chosen.previous is not None:
+                    old, new = chosen.previous, chosen.add
+                    self._change(
+                        job_id,
+                        "schedule",
+                        new.since,
+                        f"{old.schedule} ({old.timezone})",
+                        f"{new.schedule} ({new.timezone}) from {iso_utc(new.since)}",
+                        actor,
+                    )
+            if recorded_start != start:
+                if recorded_start is not None:
+                    self._change(
+                        job_id,
+                        "start",
+                        start,
+                        iso_utc(recorded_start),
+                        f"start {iso_utc(start)}",
+                        actor,
+                    )
+                self.conn.execute(self._q("set_job_start"), {"job_id": job_id, "start": start})
+        return chosen
+
+    def _change(
+        self, job_id: int, action: str, since: datetime, previous: str, now_is: str, actor: str
+    ) -> None:
+        self.conn.execute(
+            self._q("record_change"),
+            {
+                "job_id": job_id,
+                "since": since,
+                "action": action,
+                "previous": previous,
+                "now_is": now_is,
+                "actor": actor,
+            },
+        )
 
     def job_rows(self, names: list[str]) -> dict[str, JobRow]:
         """The jobs already known to the ledger, by name; writes nothing."""

@@ -17,7 +17,7 @@ from .config import Job, parse_instant
 from .core import Session
 from .errors import ConfigError
 from .models import SchedulerHealth
-from .schedule import Period, iso_utc, period_label
+from .schedule import Period, iso_utc
 
 MAX_PERIODS = 100_000
 
@@ -42,42 +42,43 @@ def default_actor() -> str:
 
 
 def parse_periods(job: Job, args: list[str]) -> list[Period]:
-    """``2026-10-03`` or ``2026-10-01..2026-10-07`` (both ends included), each on the grid."""
-    schedule, anchor = job.schedule, job.anchor
+    """``2026-10-03`` or ``2026-10-01..2026-10-07`` (both ends included), each a period start.
+    A date without a time is midnight in the job's time zone."""
+    timeline = job.timeline
     starts: set[datetime] = set()
     for arg in args:
         first_text, dots, last_text = arg.partition("..")
         try:
-            first = parse_instant(first_text)
-            last = parse_instant(last_text) if dots else first
+            first = parse_instant(first_text, job.timezone)
+            last = parse_instant(last_text, job.timezone) if dots else first
         except ValueError as exc:
             raise ConfigError(f"{job.name}: {arg!r}: {exc}") from None
         if last < first:
             raise ConfigError(f"{job.name}: {arg!r}: the range ends before it starts")
         for edge in (first, last):
-            if edge < anchor:
+            period = timeline.containing(edge)
+            if period is None:
                 raise ConfigError(
                     f"{job.name}: {iso_utc(edge)} is before the job's first "
-                    f"period ({period_label(schedule, anchor)})"
+                    f"period ({job.label(job.anchor)})"
                 )
-            if not schedule.is_boundary(anchor, edge):
-                near = period_label(schedule, schedule.containing(anchor, edge).start)
+            if period.start != edge:
                 raise ConfigError(
-                    f"{job.name}: {iso_utc(edge)} is not a period start of "
-                    f"schedule {schedule.text!r}; the period containing it "
-                    f"starts {near}"
+                    f"{job.name}: {iso_utc(edge)} is not a period start of schedule "
+                    f"{timeline.schedule_at(edge).text!r}; the period containing it "
+                    f"starts {job.label(period.start)}"
                 )
-        k, end = schedule.index(anchor, first), schedule.index(anchor, last)
-        if end - k + len(starts) >= MAX_PERIODS:
-            raise ConfigError(f"{job.name}: more than {MAX_PERIODS} periods at once")
-        starts.update(schedule.nth(anchor, i) for i in range(k, end + 1))
-    return [schedule.containing(anchor, start) for start in sorted(starts)]
+        for start in timeline.starts(first, timeline.after(last)):
+            starts.add(start)
+            if len(starts) > MAX_PERIODS:
+                raise ConfigError(f"{job.name}: more than {MAX_PERIODS} periods at once")
+    return [timeline.period(start) for start in sorted(starts)]
 
 
 def _refuse_running(job: Job, rows: list[tuple[object, ...]]) -> None:
     running = [row[0] for row in rows if row[1] == "running"]
     if running:
-        labels = ", ".join(period_label(job.schedule, r) for r in running[:5])  # type: ignore[arg-type]
+        labels = ", ".join(job.label(r) for r in running[:5])  # type: ignore[arg-type]
         raise ConfigError(
             f"{job.name}: refusing: {labels} "
             f"{'is' if len(running) == 1 else 'are'} running; nothing was changed"
@@ -105,7 +106,7 @@ def mark(
             job_id, action, [p.start for p in periods], list(previous), reason, actor
         )
     return [
-        Change(job.name, p, period_label(job.schedule, p.start), prev, "waived")
+        Change(job.name, p, job.label(p.start), prev, "waived")
         for p, prev in zip(periods, previous, strict=True)
     ]
 
@@ -136,7 +137,7 @@ def reset(
         Change(
             job.name,
             p,
-            period_label(job.schedule, p.start),
+            job.label(p.start),
             before.get(p.start, "missing"),
             "failed (runnable)" if p.start in changed else before.get(p.start, "missing"),
         )

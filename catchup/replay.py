@@ -60,13 +60,12 @@ class Batch:
 
 def gap_periods(job: Job, result: JobScan, states: frozenset[str]) -> Iterator[Planned]:
     """Every period of the job's gaps in ``states``, oldest first."""
-    schedule, anchor = job.schedule, job.anchor
+    timeline = job.timeline
     for island in result.islands:
         if island.state not in states:
             continue
-        first = schedule.index(anchor, island.first)
-        for k in range(first, first + island.periods):
-            yield Planned(job, schedule.period(anchor, k), island.state)
+        for period in timeline.periods(island.first, timeline.after(island.last)):
+            yield Planned(job, period, island.state)
 
 
 def oldest_first(streams: list[Iterator[Planned]]) -> Iterator[Planned]:
@@ -224,6 +223,7 @@ def replay(
     Missing, failed (at once, ignoring the backoff: a person asked) and stale periods; with
     ``retry_exhausted`` also those with no attempts left. Paused jobs are left alone. A dry run
     reads and plans but writes nothing."""
+    jobs = session.resolve_all(jobs, write=not dry_run)
     now = session.now()
     rows = (
         session.ledger.job_rows(sorted(session.config.jobs))
@@ -286,6 +286,7 @@ def tick(
     ``all``: every gap in ``catchup_window`` (at most ``max_per_tick``); ``latest``: the newest
     due period only; ``none``: the newest due period only if it became due since the previous
     tick. Paused jobs are skipped. Failed periods wait for their backoff."""
+    jobs = session.resolve_all(jobs)
     now = session.now()
     previous = session.ledger.record_tick(socket.gethostname())
     rows = session.ledger.register_jobs(sorted(session.config.jobs))
@@ -294,7 +295,7 @@ def tick(
     for job in jobs:
         if rows[job.name].paused_at is not None:
             continue
-        latest = job.schedule.latest_due(job.anchor, job.delay, now)
+        latest = job.timeline.latest_due(job.delay, now)
         if latest is None:
             continue
         if job.catchup == "all":

@@ -589,23 +589,22 @@ def explanation(
         soft_wrap=True,
     )
     local = ex.timezone not in ("UTC", "Etc/UTC")
-    columns = ["#", "period", "start (UTC)", "end (UTC)"]
-    columns += [f"start ({ex.timezone})"] if local else []
+    dst = any(row.dst for row in ex.rows)
+    columns = ["period", "start (UTC)", "end (UTC)"]
+    columns += [f"start ({ex.timezone})", f"end ({ex.timezone})"] if local else []
+    columns += ["length", "due"] + (["DST"] if dst else [])
     table = Table()
-    for column in (*columns, "length", "due"):
+    for column in columns:
         table.add_column(column)
     for row in ex.rows:
-        cells = [
-            str(row.number),
-            label(row.period.start),
-            iso_utc(row.period.start),
-            iso_utc(row.period.end),
-        ]
-        cells += [iso_utc(row.period.start)] if local else []
+        cells = [label(row.period.start), iso_utc(row.period.start), iso_utc(row.period.end)]
+        if local:
+            cells += [f"{t:%Y-%m-%d %H:%M %Z}" for t in (row.local_start, row.local_end)]
+        cells += [span((row.period.end - row.period.start).total_seconds())]
         table.add_row(
             *cells,
-            span((row.period.end - row.period.start).total_seconds()),
             Text(describe_due(row, now), style="green" if row.is_due else ""),
+            *([Text(row.dst or "", style="yellow")] if dst else []),
         )
     console.print(table)
     for warning in ex.warnings:

@@ -18,7 +18,7 @@ from datetime import datetime, timedelta
 from typing import Any, BinaryIO
 
 from .config import Job
-from .schedule import Period, iso_utc, period_label
+from .schedule import Period, iso_utc
 
 TAIL_BYTES = 64 * 1024
 POLL_SECONDS = 0.05
@@ -124,7 +124,7 @@ class LeaseKeeper(threading.Thread):
 def placeholders(job: Job, period: Period, attempt: int) -> dict[str, Any]:
     return {
         "job": job.name,
-        "period": period_label(job.schedule, period.start),
+        "period": job.label(period.start),
         "period_start": period.start,
         "period_end": period.end,
         "attempt": attempt,
@@ -144,7 +144,7 @@ def child_env(
     env.update(
         {
             "CATCHUP_JOB": job.name,
-            "CATCHUP_PERIOD": period_label(job.schedule, period.start),
+            "CATCHUP_PERIOD": job.label(period.start),
             "CATCHUP_PERIOD_START": iso_utc(period.start),
             "CATCHUP_PERIOD_END": iso_utc(period.end),
             "CATCHUP_ATTEMPT": str(attempt),

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import bisect
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime, time, timedelta
 from typing import Any
 
 import psycopg
@@ -21,40 +21,34 @@ from . import sqlfiles
 from .config import Job
 from .errors import ConfigError
 from .models import COUNTED_STATES, Calendar, Island, JobScan, ScanReport
-from .schedule import Schedule, iso_utc
+from .schedule import Calendar as CalendarSchedule
+from .schedule import Schedule, Timeline, iso_utc, to_utc, to_wall, zone
 
 
 def window(
     job: Job, now: datetime, since: datetime | None, until: datetime | None
 ) -> tuple[datetime, datetime]:
-    """``[first, end)``: the period starts a scan expects, both on the job's grid.
+    """``[first, end)``: the period starts a scan expects, both boundaries of the job.
 
     ``first`` is the first start at or after ``since`` (and the job's start); ``end`` excludes
     periods starting at or after ``until`` and periods not yet due.
     """
-    schedule, anchor = job.schedule, job.anchor
-    first = anchor if since is None or since <= anchor else _ceil(schedule, anchor, since)
-    latest = schedule.latest_due(anchor, job.delay, now)
+    timeline, anchor = job.timeline, job.anchor
+    first = anchor if since is None or since <= anchor else timeline.ceil(since)
+    latest = timeline.latest_due(job.delay, now)
     end = latest.end if latest else anchor
     if until is not None:
-        end = min(end, max(anchor, _ceil(schedule, anchor, until)))
+        end = min(end, max(anchor, timeline.ceil(until)))
     return first, max(first, end)
 
 
-def _ceil(schedule: Schedule, anchor: datetime, t: datetime) -> datetime:
-    k = schedule.index(anchor, t)
-    start = schedule.nth(anchor, k)
-    return start if start >= t else schedule.nth(anchor, k + 1)
-
-
 def signature(job: Job) -> str:
-    """What coverage is valid for: the schedule's step and the first period."""
-    return f"{job.schedule.sql_interval}@{iso_utc(job.anchor)}"
+    """What coverage is valid for: every schedule of the job and where each starts."""
+    return job.timeline.signature
 
 
 def _uncovered(
-    schedule: Schedule,
-    anchor: datetime,
+    timeline: Timeline,
     first: datetime,
     end: datetime,
     covered: list[tuple[datetime, datetime]],
@@ -63,7 +57,7 @@ def _uncovered(
     gaps = []
     cursor = first
     for lo, last in covered:
-        hi = schedule.nth(anchor, schedule.index(anchor, last) + 1)
+        hi = timeline.after(last)
         if lo > cursor:
             gaps.append((cursor, min(lo, end)))
         cursor = max(cursor, hi)
@@ -75,18 +69,51 @@ def _uncovered(
 
 
 def _present(
-    schedule: Schedule, anchor: datetime, first: datetime, end: datetime, missing: list[Island]
+    timeline: Timeline, first: datetime, end: datetime, missing: list[Island]
 ) -> list[tuple[datetime, datetime]]:
     """Coverage for ``[first, end)``: every period but the missing ones, as (first, last)."""
     ranges = []
     cursor = first
     for hole in missing:
         if hole.first > cursor:
-            ranges.append((cursor, schedule.nth(anchor, schedule.index(anchor, hole.first) - 1)))
-        cursor = schedule.nth(anchor, schedule.index(anchor, hole.last) + 1)
+            ranges.append((cursor, _before(timeline, hole.first)))
+        cursor = timeline.after(hole.last)
     if cursor < end:
-        ranges.append((cursor, schedule.nth(anchor, schedule.index(anchor, end) - 1)))
+        ranges.append((cursor, _before(timeline, end)))
     return ranges
+
+
+def _before(timeline: Timeline, t: datetime) -> datetime:
+    found = timeline.before(t)
+    assert found is not None
+    return found
+
+
+def _merge(timeline: Timeline, islands: list[Island]) -> list[Island]:
+    """Sort runs of one state, joining those that meet (found in different pieces)."""
+    merged: list[Island] = []
+    for island in sorted(islands, key=lambda i: i.first):
+        last = merged[-1] if merged else None
+        if last and last.state == island.state and timeline.after(last.last) == island.first:
+            merged[-1] = Island(last.state, last.first, island.last, last.periods + island.periods)
+        else:
+            merged.append(island)
+    return merged
+
+
+def _group(timeline: Timeline, rows: list[tuple[str, datetime]]) -> list[Island]:
+    """Rows (state, period start), oldest first, as runs of consecutive periods in one state.
+    Rows that are not period starts of the timeline (left by an edited start) are ignored."""
+    islands: list[Island] = []
+    for state, start in rows:
+        if not timeline.is_boundary(start):
+            continue
+        last = islands[-1] if islands else None
+        if last and last.state == state and timeline.after(last.last) == start:
+            islands[-1] = Island(state, last.first, start, last.periods + 1)
+        else:
+            islands.append(Island(state, start, start, 1))
+    return islands
 
 
 @dataclass(frozen=True)
@@ -129,21 +156,23 @@ def scan_jobs(
     record: bool = True,
 ) -> list[JobScan]:
     """Classify every expected period of each job in its window, all in one snapshot and a
-    handful of statements whatever the number of jobs; see the module docstring."""
+    handful of statements whatever the number of jobs; see the module docstring.
+
+    A job's window is cut where its schedule changed. Pieces with a fixed step are computed in
+    SQL (``period + step``); pieces of wall-clock schedules get their period starts from the
+    schedule (generated in SQL for calendar schedules by ``--full``, listed by Python
+    otherwise)."""
     windows = {t.job_id: window(t.job, now, since, until) for t in targets}
-    expected = {
-        t.job_id: t.job.schedule.index(t.job.anchor, windows[t.job_id][1])
-        - t.job.schedule.index(t.job.anchor, windows[t.job_id][0])
-        for t in targets
-    }
+    expected = {t.job_id: t.job.timeline.count(*windows[t.job_id]) for t in targets}
     active = [t for t in targets if expected[t.job_id] > 0]
     by_id = {t.job_id: t for t in targets}
+    pieces = {t.job_id: list(t.job.timeline.pieces(*windows[t.job_id])) for t in active}
+    stepped = [(t, p) for t in active for p in pieces[t.job_id] if p[0].step_sql]
+    walled = [(t, p) for t in active for p in pieces[t.job_id] if not p[0].step_sql]
     arrays: dict[str, Any] = {
         "job_ids": [t.job_id for t in active],
         "firsts": [windows[t.job_id][0] for t in active],
         "untils": [windows[t.job_id][1] for t in active],
-        "steps": [t.job.schedule.sql_interval for t in active],
-        "max_attempts": [t.job.max_attempts for t in active],
         "now": now,
     }
     states: dict[int, tuple[str, int]] = {}
@@ -155,6 +184,18 @@ def scan_jobs(
     def q(name: str) -> sql.Composed:
         return sqlfiles.query(name, schema)
 
+    def piece_arrays(
+        chosen: list[tuple[Target, tuple[Schedule, datetime, datetime]]],
+    ) -> dict[str, Any]:
+        return {
+            "job_ids": [t.job_id for t, _ in chosen],
+            "firsts": [lo for _, (_, lo, _) in chosen],
+            "untils": [hi for _, (_, _, hi) in chosen],
+            "steps": [s.step_sql for _, (s, _, _) in chosen],
+            "max_attempts": [t.job.max_attempts for t, _ in chosen],
+            "now": now,
+        }
+
     # One snapshot for the coverage and the rows it vouches for.
     with conn.transaction():
         conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
@@ -162,54 +203,69 @@ def scan_jobs(
         for job_id, sig, generation in conn.execute(q("scan_state"), arrays):
             states[job_id] = (sig, generation)
         if active and full:
-            for t in active:
-                first, end = windows[t.job_id]
-                rows = conn.execute(
-                    q("scan_full"),
-                    {
-                        "job_id": t.job_id,
-                        "first": first,
-                        "until": end,
-                        "now": now,
-                        "step": t.job.schedule.sql_interval,
-                        "max_attempts": t.job.max_attempts,
-                    },
-                )
-                islands[t.job_id] = [Island(*row[1:]) for row in rows]
+            for t, (schedule, lo, hi) in [*stepped, *walled]:
+                rows = conn.execute(*_full_query(q, t, schedule, lo, hi, now))
+                islands[t.job_id].extend(Island(*row[1:]) for row in rows)
         elif active:
             for job_id, first, last in conn.execute(q("coverage"), arrays):
                 if states.get(job_id, ("", 0))[0] == signature(by_id[job_id].job):
                     covered[job_id].append((first, last))
-            # Possibly millions of rows: read them in batches through a server-side cursor, and
-            # let a one-period island share one datetime for its first and last.
-            with conn.cursor(name="catchup_scan_unfinished", binary=True) as cur:
-                cur.itersize = 20_000
-                cur.execute(q("scan_unfinished"), arrays)
-                while batch := cur.fetchmany(cur.itersize):
-                    for job_id, state, first, last, count in batch:
-                        islands[job_id].append(
-                            Island(state, first, first if count == 1 else last, count)
-                        )
+            if stepped:
+                # Possibly millions of rows: read them in batches through a server-side
+                # cursor, and let a one-period island share one datetime for first and last.
+                with conn.cursor(name="catchup_scan_unfinished", binary=True) as cur:
+                    cur.itersize = 20_000
+                    cur.execute(q("scan_unfinished"), piece_arrays(stepped))
+                    while batch := cur.fetchmany(cur.itersize):
+                        for job_id, state, first, last, count in batch:
+                            islands[job_id].append(
+                                Island(state, first, first if count == 1 else last, count)
+                            )
+            if walled:
+                rows_by_job: dict[int, list[tuple[str, datetime]]] = {}
+                for job_id, state, start in conn.execute(
+                    q("scan_unfinished_rows"), piece_arrays(walled)
+                ):
+                    rows_by_job.setdefault(job_id, []).append((state, start))
+                for job_id, listed in rows_by_job.items():
+                    islands[job_id].extend(_group(by_id[job_id].job.timeline, listed))
             todo = [
-                (t, lo, hi)
+                (t, piece)
                 for t in active
-                for lo, hi in _uncovered(
-                    t.job.schedule, t.job.anchor, *windows[t.job_id], covered[t.job_id]
-                )
+                for lo, hi in _uncovered(t.job.timeline, *windows[t.job_id], covered[t.job_id])
+                for piece in t.job.timeline.pieces(lo, hi)
             ]
-            if todo:
+            todo_stepped = [(t, p) for t, p in todo if p[0].step_sql]
+            todo_walled = [(t, p) for t, p in todo if not p[0].step_sql]
+            if todo_stepped:
+                chosen = piece_arrays(todo_stepped)
                 rows = conn.execute(
                     q("scan_missing"),
                     {
-                        "job_ids": [t.job_id for t, _, _ in todo],
-                        "los": [lo for _, lo, _ in todo],
-                        "his": [hi for _, _, hi in todo],
-                        "steps": [t.job.schedule.sql_interval for t, _, _ in todo],
+                        "job_ids": chosen["job_ids"],
+                        "los": chosen["firsts"],
+                        "his": chosen["untils"],
+                        "steps": chosen["steps"],
                     },
                 )
                 for job_id, first, last in rows:
-                    schedule, anchor = by_id[job_id].job.schedule, by_id[job_id].job.anchor
-                    count = schedule.index(anchor, last) - schedule.index(anchor, first) + 1
+                    timeline = by_id[job_id].job.timeline
+                    count = timeline.count(first, timeline.after(last))
+                    missing[job_id].append(Island("missing", first, last, count))
+            if todo_walled:
+                job_ids: list[int] = []
+                numbers: list[int] = []
+                starts: list[datetime] = []
+                for n, (t, (schedule, lo, hi)) in enumerate(todo_walled):
+                    for start in schedule.starts(lo, hi):
+                        job_ids.append(t.job_id)
+                        numbers.append(n)
+                        starts.append(start)
+                rows = conn.execute(
+                    q("scan_listed_missing"),
+                    {"job_ids": job_ids, "pieces": numbers, "starts": starts},
+                )
+                for job_id, first, last, count in rows:
                     missing[job_id].append(Island("missing", first, last, count))
         for job_id, success in conn.execute(
             q("last_success"), {"job_ids": [t.job_id for t in targets]}
@@ -220,21 +276,22 @@ def scan_jobs(
     for t in targets:
         job, job_id = t.job, t.job_id
         first, end = windows[job_id]
-        found = islands[job_id]
+        timeline = job.timeline
+        found = _merge(timeline, islands[job_id])
+        holes = _merge(timeline, missing[job_id])
         if not full:
-            found = sorted([*found, *missing[job_id]], key=lambda i: i.first)
+            found = _merge(timeline, [*found, *holes])
         counts = dict.fromkeys(COUNTED_STATES, 0)
         for item in found:
             counts[item.state] += item.periods
         if full:
             holes = [i for i in found if i.state == "missing"]
         else:
-            holes = missing[job_id]
             counts["succeeded"] = expected[job_id] - sum(
                 v for k, v in counts.items() if k != "succeeded"
             )
         if expected[job_id] > 0 and record:
-            present = _present(job.schedule, job.anchor, first, end, holes)
+            present = _present(timeline, first, end, holes)
             _record_coverage(
                 conn, schema, job, job_id, states.get(job_id), first, end, covered[job_id], present
             )
@@ -254,6 +311,29 @@ def scan_jobs(
             )
         )
     return results
+
+
+def _full_query(
+    q: Any, t: Target, schedule: Schedule, lo: datetime, hi: datetime, now: datetime
+) -> tuple[sql.Composed, dict[str, Any]]:
+    """The plain detector's statement for one piece of a job's window."""
+    params: dict[str, Any] = {
+        "job_id": t.job_id,
+        "now": now,
+        "max_attempts": t.job.max_attempts,
+    }
+    if schedule.step_sql:
+        return q("scan_full"), {**params, "first": lo, "until": hi, "step": schedule.step_sql}
+    if isinstance(schedule, CalendarSchedule):
+        return q("scan_full_calendar"), {
+            **params,
+            "origin": schedule.origin,
+            "step": schedule.interval_sql,
+            "k0": schedule.k_of(lo),
+            "n": schedule.count(lo, hi),
+            "tz": schedule.timezone,
+        }
+    return q("scan_full_listed"), {**params, "starts": list(schedule.starts(lo, hi))}
 
 
 def _record_coverage(
@@ -308,6 +388,7 @@ def scan(
     """Scan ``jobs`` on the database clock; the report the CLI renders and the API returns."""
     if since is not None and until is not None and since >= until:
         raise ConfigError(f"--since {iso_utc(since)} is not before --until {iso_utc(until)}")
+    jobs = session.resolve_all(jobs)
     now = session.now()
     rows = session.ledger.register_jobs(sorted(session.config.jobs))
     targets = [Target(job, rows[job.name].id, rows[job.name].paused_at is not None) for job in jobs]
@@ -324,36 +405,37 @@ CALENDAR_DAYS = 7
 
 
 def calendar(job: Job, result: JobScan) -> Calendar:
-    """The last few months (daily or longer) or days (shorter) of ``result`` as a grid."""
-    schedule, anchor = job.schedule, job.anchor
+    """The last few months (daily or longer) or days (shorter) of ``result`` as a grid, laid
+    out on the job's local calendar (UTC unless it has a time zone)."""
+    timeline = job.timeline
+    tz = zone(job.timezone)
     if result.first is None or result.until is None:
         return Calendar(job.name, "day", (), False)
     first, end = result.first, result.until
     starts = [i.first for i in result.islands]
 
-    def state_of(k: int) -> str:
-        start = schedule.nth(anchor, k)
+    def state_of(start: datetime) -> str:
         for island in reversed(result.islands[: _bisect(starts, start)]):
             if island.first <= start <= island.last:
                 return island.state
             break
         return "succeeded"
 
-    def cell(lo: datetime, hi: datetime) -> str | None:
-        lo, hi = max(lo, first), min(hi, end)
+    def cell(lo_wall: datetime, hi_wall: datetime) -> str | None:
+        """The worst state of the periods that start in a local interval."""
+        lo, hi = max(to_utc(lo_wall, tz), first), min(to_utc(hi_wall, tz), end)
         if lo >= hi:
             return None
-        ks = range(
-            schedule.index(anchor, lo), schedule.index(anchor, hi - timedelta(seconds=1)) + 1
-        )
-        return max((state_of(k) for k in ks), key=SEVERITY.index)
+        states = [state_of(s) for s in timeline.starts(lo, hi)]
+        return max(states, key=SEVERITY.index) if states else None
 
+    last_day = datetime.combine(to_wall(end - timedelta(seconds=1), tz).date(), time(0))
+    first_day = datetime.combine(to_wall(first, tz).date(), time(0))
     rows: list[tuple[str, tuple[str | None, ...]]] = []
-    if schedule.daily_or_longer:
-        last_day = (end - timedelta(seconds=1)).replace(hour=0, minute=0, second=0, microsecond=0)
+    if job.schedule.daily_or_longer:
         month = last_day.replace(day=1)
         months = []
-        while month >= first.replace(day=1, hour=0, minute=0, second=0, microsecond=0):
+        while month >= first_day.replace(day=1):
             months.append(month)
             month = (month - timedelta(days=1)).replace(day=1)
         truncated = len(months) > CALENDAR_MONTHS
@@ -364,8 +446,6 @@ def calendar(job: Job, result: JobScan) -> Calendar:
                 cells.append(cell(lo, lo + timedelta(days=1)) if lo.month == month.month else None)
             rows.append((month.strftime("%Y-%m"), tuple(cells)))
         return Calendar(job.name, "day", tuple(rows), truncated)
-    last_day = (end - timedelta(seconds=1)).replace(hour=0, minute=0, second=0, microsecond=0)
-    first_day = first.replace(hour=0, minute=0, second=0, microsecond=0)
     days = (last_day - first_day).days + 1
     shown = min(days, CALENDAR_DAYS)
     for d in range(shown - 1, -1, -1):

@@ -444,3 +444,121 @@ SELECT id, period_start, period_end, attempt, lease_expires_at, checkpoint
 FROM {schema}.runs
 WHERE job_id = %(job_id)s AND period_start = %(period_start)s AND status = 'running'
   AND owner = %(owner)s AND lease_expires_at > clock_timestamp();
+
+-- name: job_schedules
+-- Every recorded schedule of the jobs, oldest first, with the start each was last seen with.
+SELECT j.id, j.start, s.since, s.schedule, s.timezone
+FROM {schema}.jobs j
+LEFT JOIN {schema}.schedules s ON s.job_id = j.id
+WHERE j.id = ANY(%(job_ids)s::bigint[])
+ORDER BY j.id, s.since;
+
+-- name: lock_job_row
+-- Serialises recording a job's schedule change across replicas (a row lock: pooler-safe).
+SELECT id FROM {schema}.jobs WHERE id = %(job_id)s FOR UPDATE;
+
+-- name: drop_schedules
+-- Changes that have not taken effect yet (since after %(after)s) are replaced by the new one.
+DELETE FROM {schema}.schedules WHERE job_id = %(job_id)s AND since > %(after)s;
+
+-- name: add_schedule
+INSERT INTO {schema}.schedules (job_id, since, schedule, timezone, recorded_by)
+VALUES (%(job_id)s, %(since)s, %(schedule)s, %(timezone)s, %(actor)s);
+
+-- name: set_job_start
+UPDATE {schema}.jobs SET start = %(start)s WHERE id = %(job_id)s;
+
+-- name: record_change
+-- A schedule or start change, in the job's audit trail: period_start is when it takes effect.
+INSERT INTO {schema}.events (job_id, period_start, action, previous, reason, actor)
+VALUES (%(job_id)s, %(since)s, %(action)s, %(previous)s, %(now_is)s, %(actor)s);
+
+-- name: local_series
+-- The SQL generator of a wall-clock schedule's boundaries (tests compare it with Python's).
+SELECT period_start FROM {schema}.local_series(%(origin)s::timestamp, %(step)s::interval,
+                                               %(k0)s, %(n)s, %(tz)s)
+ORDER BY k;
+
+-- name: scan_unfinished_rows
+-- For windows of wall-clock schedules: every period with a row that is not succeeded, one by
+-- one (grouped into runs in Python, which knows the schedule). Reads only the partial index.
+SELECT w.job_id,
+       CASE
+           WHEN r.status = 'waived' THEN 'waived'
+           WHEN r.status = 'running' AND r.lease_expires_at > %(now)s THEN 'running'
+           WHEN r.status = 'running' THEN 'stale'
+           WHEN r.failures >= w.max_attempts THEN 'exhausted'
+           ELSE 'failed'
+       END AS state,
+       r.period_start
+FROM unnest(%(job_ids)s::bigint[], %(firsts)s::timestamptz[], %(untils)s::timestamptz[],
+            %(max_attempts)s::integer[]) AS w (job_id, first, until, max_attempts)
+JOIN {schema}.runs r
+  ON r.job_id = w.job_id AND r.status <> 'succeeded'
+ AND r.period_start >= w.first AND r.period_start < w.until
+ORDER BY w.job_id, r.period_start;
+
+-- name: scan_listed_missing
+-- For wall-clock schedules: which of the listed period starts (numbered consecutively within
+-- each piece) have no row, as runs of consecutive periods. Reads the primary key only.
+WITH listed AS (
+    SELECT * FROM unnest(%(job_ids)s::bigint[], %(pieces)s::integer[], %(starts)s::timestamptz[])
+        WITH ORDINALITY AS e (job_id, piece, period_start, i)
+), missing AS (
+    SELECT l.*, l.i - row_number() OVER (PARTITION BY l.job_id, l.piece ORDER BY l.i) AS island
+    FROM listed l
+    WHERE NOT EXISTS (SELECT 1 FROM {schema}.runs r
+                      WHERE r.job_id = l.job_id AND r.period_start = l.period_start)
+)
+SELECT job_id, min(period_start) AS first, max(period_start) AS last, count(*) AS periods
+FROM missing
+GROUP BY job_id, piece, island
+ORDER BY job_id, first;
+
+-- name: scan_full_calendar
+-- The plain detector for a wall-clock calendar schedule: its periods generated in SQL by
+-- local_series, left-joined to the ledger, classified, collapsed into runs of one state.
+WITH classified AS (
+    SELECT e.k, e.period_start,
+           CASE
+               WHEN r.status IS NULL THEN 'missing'
+               WHEN r.status = 'succeeded' THEN 'succeeded'
+               WHEN r.status = 'waived' THEN 'waived'
+               WHEN r.status = 'running' AND r.lease_expires_at > %(now)s THEN 'running'
+               WHEN r.status = 'running' THEN 'stale'
+               WHEN r.failures >= %(max_attempts)s THEN 'exhausted'
+               ELSE 'failed'
+           END AS state
+    FROM {schema}.local_series(%(origin)s::timestamp, %(step)s::interval, %(k0)s, %(n)s,
+                               %(tz)s) AS e
+    LEFT JOIN {schema}.runs r ON r.job_id = %(job_id)s AND r.period_start = e.period_start
+)
+SELECT %(job_id)s::bigint AS job_id, state, min(period_start) AS first,
+       max(period_start) AS last, count(*) AS periods
+FROM (SELECT *, k - row_number() OVER (PARTITION BY state ORDER BY k) AS island
+      FROM classified) g
+GROUP BY state, island
+ORDER BY first;
+
+-- name: scan_full_listed
+-- The plain detector for cron and RRULE schedules: the period starts listed by Python.
+WITH classified AS (
+    SELECT e.i, e.period_start,
+           CASE
+               WHEN r.status IS NULL THEN 'missing'
+               WHEN r.status = 'succeeded' THEN 'succeeded'
+               WHEN r.status = 'waived' THEN 'waived'
+               WHEN r.status = 'running' AND r.lease_expires_at > %(now)s THEN 'running'
+               WHEN r.status = 'running' THEN 'stale'
+               WHEN r.failures >= %(max_attempts)s THEN 'exhausted'
+               ELSE 'failed'
+           END AS state
+    FROM unnest(%(starts)s::timestamptz[]) WITH ORDINALITY AS e (period_start, i)
+    LEFT JOIN {schema}.runs r ON r.job_id = %(job_id)s AND r.period_start = e.period_start
+)
+SELECT %(job_id)s::bigint AS job_id, state, min(period_start) AS first,
+       max(period_start) AS last, count(*) AS periods
+FROM (SELECT *, i - row_number() OVER (PARTITION BY state ORDER BY i) AS island
+      FROM classified) g
+GROUP BY state, island
+ORDER BY first;

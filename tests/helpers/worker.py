@@ -41,7 +41,7 @@ def main() -> None:
         ):
             count += 1
             for start in todo:
-                period = job.schedule.containing(job.anchor, start)
+                period = job.timeline.period(start)
                 outcome = run_period(session, job, period, stream=False)
                 print(
                     json.dumps(

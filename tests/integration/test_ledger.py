@@ -11,14 +11,14 @@ import pytest
 
 from catchup import sqlfiles
 from catchup.ledger import Ledger
-from catchup.schedule import Period, parse_schedule
+from catchup.schedule import Period, Timeline, parse_schedule
 
 from conftest import Database
 
-DAY = parse_schedule("daily")
-ANCHOR = datetime(2026, 10, 1, tzinfo=UTC)
-P1 = DAY.period(ANCHOR, 0)
-P2 = DAY.period(ANCHOR, 1)
+DAY = Timeline.single(parse_schedule("daily"), datetime(2026, 10, 1, tzinfo=UTC))
+ANCHOR = DAY.first
+P1 = DAY.period(ANCHOR)
+P2 = DAY.period(P1.end)
 LEASE = timedelta(seconds=30)
 
 

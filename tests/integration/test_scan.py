@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
+from itertools import islice
 from typing import Any
 
 import psycopg
@@ -16,7 +17,7 @@ from catchup.config import Job
 from catchup.ledger import Ledger
 from catchup.models import Island
 from catchup.scan import scan_job
-from catchup.schedule import parse_schedule
+from catchup.schedule import Timeline, changed, parse_schedule
 
 from conftest import Database
 
@@ -28,7 +29,13 @@ SCHEDULES = [
     "every 15 minutes",
     "every 3 hours",
     "every 2 days",
+    "30 2 * * *",
+    "0 */5 * * 1-5",
+    "0,30 9-17 * * *",
+    "RRULE:FREQ=WEEKLY;BYDAY=MO,TH;BYHOUR=6",
 ]
+ZONES = ["UTC", "UTC", "Europe/Berlin", "America/New_York", "Australia/Lord_Howe"]
+FAR = datetime(2100, 1, 1, tzinfo=UTC)
 ROW_STATES = ["none", "succeeded", "waived", "running", "stale", "failed", "exhausted"]
 BASE = datetime(2025, 3, 1, tzinfo=UTC)
 
@@ -44,16 +51,49 @@ def ledger(database: Database, schema: str) -> Iterator[Ledger]:
     conn.close()
 
 
-def make_job(text: str, start: datetime, max_attempts: int) -> Job:
-    schedule = parse_schedule(text)
+def make_job(
+    text: str,
+    start: datetime,
+    max_attempts: int,
+    timezone: str = "UTC",
+    change: tuple[str, int] | None = None,
+) -> Job:
+    """A job; with ``change``, its schedule changes to another at its period number k."""
+    schedule = parse_schedule(text, timezone)
+    timeline = Timeline.single(schedule, start)
+    if change is not None:
+        since = nth_start(timeline, change[1])
+        new = parse_schedule(change[0], timezone)
+        timeline = changed(timeline, new, new.bound(since).ceil(since), start)
     return Job(
         name="j",
-        schedule=schedule,
+        schedule=schedule.bound(start),
         start=start,
-        anchor=schedule.anchor(start),
+        timeline=timeline,
         command=("true",),
         max_attempts=max_attempts,
+        timezone=timezone,
     )
+
+
+def nth_start(timeline: Timeline, k: int) -> datetime:
+    """The start of period k from the first (k may be negative)."""
+    if k < 0:
+        t = timeline.first
+        for _ in range(-k):
+            t = timeline.segments[0].schedule.before(t)
+        return t
+    return next(islice(timeline.starts(timeline.first, FAR), k, None))
+
+
+def due_end(job: Job, now: datetime) -> datetime:
+    """The end of the latest due period: starts from here on are not due yet."""
+    latest = job.timeline.latest_due(job.delay, now)
+    return latest.end if latest else job.anchor
+
+
+def nth(job: Job, k: int) -> datetime:
+    return nth_start(job.timeline, k)
 
 
 def write_ledger(ledger: Ledger, job: Job, job_id: int, states: list[str]) -> None:
@@ -63,7 +103,7 @@ def write_ledger(ledger: Ledger, job: Job, job_id: int, states: list[str]) -> No
     for k, state in enumerate(states):
         if state == "none":
             continue
-        period = job.schedule.period(job.anchor, k)
+        period = job.timeline.period(nth(job, k))
         status = {"stale": "running", "exhausted": "failed"}.get(state, state)
         failures = job.max_attempts if state == "exhausted" else 0
         lease = timedelta(hours=1) if state == "running" else timedelta(hours=-1)
@@ -83,7 +123,7 @@ def brute_force(
     """Every expected period, one by one, then runs of one state: the slow obvious way."""
     labelled = []
     for k, state in enumerate(states):
-        start = job.schedule.nth(job.anchor, k)
+        start = nth(job, k)
         if start >= until or (since is not None and start < since):
             continue
         labelled.append((start, "missing" if state == "none" else state))
@@ -102,7 +142,11 @@ def as_tuples(islands: tuple[Island, ...]) -> list[tuple[str, datetime, datetime
 
 
 ledgers = st.tuples(
-    st.sampled_from(SCHEDULES),
+    st.tuples(
+        st.sampled_from(SCHEDULES),
+        st.sampled_from(ZONES),
+        st.one_of(st.none(), st.tuples(st.sampled_from(SCHEDULES), st.integers(1, 40))),
+    ),
     st.integers(0, 500),  # start offset in hours
     st.lists(st.sampled_from(ROW_STATES), min_size=0, max_size=60),
     st.integers(1, 3),  # max_attempts
@@ -119,14 +163,14 @@ def test_scan_agrees_with_brute_force(ledger: Ledger, case: Any) -> None:
     """Shortcut and full scan both equal a period-by-period computation; so does a second scan
     that trusts the first one's coverage, one after a succeeded period is reopened, and one
     after a row inside verified coverage is deleted by hand."""
-    text, offset, states, max_attempts, since_k, between = case
-    job = make_job(text, BASE + timedelta(hours=offset), max_attempts)
+    (text, timezone, change), offset, states, max_attempts, since_k, between = case
+    job = make_job(text, BASE + timedelta(hours=offset), max_attempts, timezone, change)
     job_id = ledger.register_jobs(["j"])["j"].id
     write_ledger(ledger, job, job_id, states)
-    until = job.schedule.nth(job.anchor, len(states))
+    until = nth(job, len(states))
     since = None
     if since_k is not None:
-        since = job.schedule.nth(job.anchor, since_k)
+        since = nth(job, since_k)
         if between:
             since += timedelta(minutes=1)
     now = ledger.now()
@@ -150,10 +194,11 @@ def test_scan_agrees_with_brute_force(ledger: Ledger, case: Any) -> None:
             assert result.expected == sum(
                 1
                 for k in range(len(states))
-                if since is None or job.schedule.nth(job.anchor, k) >= since
+                if (since is None or nth(job, k) >= since)
+                and job.timeline.after(nth(job, k)) <= now
             )
 
-    expected_islands = brute_force(job, states, since, until)
+    expected_islands = brute_force(job, states, since, min(until, due_end(job, now)))
     check(expected_islands)
     check(expected_islands)  # again, now with whatever coverage the first scan recorded
     # reopen the earliest succeeded period (a reset by hand) and scan again
@@ -162,10 +207,10 @@ def test_scan_agrees_with_brute_force(ledger: Ledger, case: Any) -> None:
         ledger.conn.execute(
             f"UPDATE {ledger.schema}.runs SET status = 'failed', failures = 0 "
             "WHERE period_start = %s",
-            [job.schedule.nth(job.anchor, k)],
+            [nth(job, k)],
         )
         states = [*states[:k], "failed", *states[k + 1 :]]
-        check(brute_force(job, states, since, until))
+        check(brute_force(job, states, since, min(until, due_end(job, now))))
 
 
 def test_coverage_is_recorded_trusted_and_forgotten_on_delete(
@@ -175,7 +220,7 @@ def test_coverage_is_recorded_trusted_and_forgotten_on_delete(
     job_id = ledger.register_jobs(["j"])["j"].id
     states = ["succeeded"] * 50 + ["none"] * 5 + ["succeeded"] * 45
     write_ledger(ledger, job, job_id, states)
-    until = job.schedule.nth(job.anchor, 100)
+    until = nth(job, 100)
     now = ledger.now()
 
     def scan() -> Any:
@@ -184,28 +229,27 @@ def test_coverage_is_recorded_trusted_and_forgotten_on_delete(
         )
 
     assert scan().counts["missing"] == 5
-    nth = job.schedule.nth
     coverage = sql("SELECT first, last FROM {schema}.coverage ORDER BY first")
     assert coverage == [
-        (nth(job.anchor, 0), nth(job.anchor, 49)),
-        (nth(job.anchor, 55), nth(job.anchor, 99)),
+        (nth(job, 0), nth(job, 49)),
+        (nth(job, 55), nth(job, 99)),
     ]
     (generation,) = sql("SELECT generation FROM {schema}.scan_state")[0]
     # a steady-state scan trusts it and writes nothing
     assert scan().counts["missing"] == 5
     assert sql("SELECT first, last FROM {schema}.coverage ORDER BY first") == coverage
     # a hand-made delete inside coverage drops that coverage and bumps the generation
-    sql("DELETE FROM {schema}.runs WHERE period_start = %s", [nth(job.anchor, 10)])
-    assert sql("SELECT first FROM {schema}.coverage ORDER BY first") == [(nth(job.anchor, 55),)]
+    sql("DELETE FROM {schema}.runs WHERE period_start = %s", [nth(job, 10)])
+    assert sql("SELECT first FROM {schema}.coverage ORDER BY first") == [(nth(job, 55),)]
     assert sql("SELECT generation FROM {schema}.scan_state") == [(generation + 1,)]
     result = scan()
     assert result.counts["missing"] == 6
     assert [(i.first, i.periods) for i in result.gaps] == [
-        (nth(job.anchor, 10), 1),
-        (nth(job.anchor, 50), 5),
+        (nth(job, 10), 1),
+        (nth(job, 50), 5),
     ]
     # a different start invalidates coverage instead of trusting it
-    moved = replace(job, anchor=nth(job.anchor, -24))
+    moved = replace(job, timeline=Timeline.single(job.schedule, nth(job, -24)))
     earlier = scan_job(
         ledger.conn, ledger.schema, moved, job_id, now=now, since=None, until=until, paused=False
     )

@@ -1,16 +1,41 @@
-"""Period arithmetic: pure, so checked on many random schedules and instants."""
+"""Period arithmetic: pure, so checked on many random schedules, time zones and instants."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from itertools import islice, pairwise
 
 import pytest
-from hypothesis import given
+from croniter import croniter
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from catchup.schedule import ScheduleError, parse_schedule, period_label
+from catchup.schedule import (
+    Cron,
+    Recorded,
+    ScheduleError,
+    Timeline,
+    effective_from,
+    parse_schedule,
+    period_label,
+    plan,
+    timeline_from,
+    to_utc,
+    to_wall,
+    zone,
+)
 
-SCHEDULES = [
+ZONES = [
+    "UTC",
+    "Europe/Berlin",
+    "America/New_York",
+    "Australia/Lord_Howe",  # a 30-minute DST shift
+    "Asia/Kolkata",  # +05:30, no DST
+    "Asia/Tokyo",  # no DST
+    "Europe/Dublin",  # negative DST in the time zone database
+    "America/Santiago",  # DST changes at midnight
+]
+SIMPLE = [
     "hourly",
     "daily",
     "weekly",
@@ -21,97 +46,345 @@ SCHEDULES = [
     "every minute",
     "every 2 weeks",
 ]
+RRULES = [
+    "RRULE:FREQ=DAILY;BYHOUR=2;BYMINUTE=30",
+    "RRULE:FREQ=WEEKLY;BYDAY=MO,TH;BYHOUR=6",
+    "RRULE:FREQ=MONTHLY;BYMONTHDAY=1,15",
+    "RRULE:FREQ=HOURLY;INTERVAL=5",
+    "RRULE:FREQ=MONTHLY;BYDAY=-1FR;BYHOUR=18",
+]
+
+
+def _cron_field(lo: int, hi: int) -> st.SearchStrategy[str]:
+    number = st.integers(lo, hi)
+    # Ranges of one value ("0-0") are left out: croniter reads "0-0" in day of week as every day.
+    pair = st.lists(number, min_size=2, max_size=2, unique=True).map(sorted)
+    return st.one_of(
+        st.just("*"),
+        number.map(str),
+        pair.map(lambda ab: f"{ab[0]}-{ab[1]}"),
+        st.integers(1, max(1, (hi - lo) // 2)).map(lambda s: f"*/{s}"),
+        st.tuples(pair, st.integers(1, 5)).map(lambda p: f"{p[0][0]}-{p[0][1]}/{p[1]}"),
+        st.lists(number, min_size=2, max_size=4, unique=True).map(
+            lambda xs: ",".join(map(str, sorted(xs)))
+        ),
+    )
+
+
+# Minutes and hours kept coarse enough that a cron fires a bounded number of times a day.
+crons = st.tuples(
+    st.one_of(st.integers(0, 59).map(str), st.sampled_from(["0,30", "*/20", "15-45/15"])),
+    _cron_field(0, 23),
+    st.one_of(st.just("*"), _cron_field(1, 28)),
+    st.one_of(st.just("*"), _cron_field(1, 12)),
+    st.one_of(st.just("*"), _cron_field(0, 6)),
+).map(" ".join)
+texts = st.one_of(st.sampled_from(SIMPLE), st.sampled_from(RRULES), crons)
 instants = st.datetimes(
-    min_value=datetime(2000, 1, 1), max_value=datetime(2100, 1, 1), timezones=st.just(UTC)
+    min_value=datetime(2000, 1, 1), max_value=datetime(2040, 1, 1), timezones=st.just(UTC)
 )
 
 
-@given(st.sampled_from(SCHEDULES), instants, instants)
-def test_period_containing_contains(text: str, start: datetime, t: datetime) -> None:
-    """The period containing t starts at or before t and ends after it."""
-    schedule = parse_schedule(text)
-    anchor = schedule.anchor(start)
-    period = schedule.containing(anchor, t)
-    assert period.start <= t < period.end
-    assert schedule.is_boundary(anchor, period.start)
+def timeline(text: str, tz: str, start: datetime) -> Timeline:
+    return Timeline.single(parse_schedule(text, tz), start)
 
 
-@given(st.sampled_from(SCHEDULES), instants, st.integers(-50, 500))
-def test_periods_are_contiguous(text: str, start: datetime, k: int) -> None:
-    """Period k ends exactly where period k + 1 starts, and has the schedule's length."""
-    schedule = parse_schedule(text)
-    anchor = schedule.anchor(start)
-    here, after = schedule.period(anchor, k), schedule.period(anchor, k + 1)
-    assert here.end == after.start
-    assert here.start < here.end
-    assert schedule.index(anchor, here.start) == k
-    if not schedule.months:
-        assert here.end - here.start == timedelta(seconds=schedule.seconds)
+@settings(max_examples=150, deadline=None)
+@given(texts, st.sampled_from(ZONES), instants, instants, st.integers(1, 40))
+def test_periods_tile_time(text: str, tz: str, start: datetime, t: datetime, n: int) -> None:
+    """Periods are contiguous, never overlap, and cover every instant exactly once: the period
+    containing t holds t, its neighbours meet it, and walking forward or backward agrees."""
+    line = timeline(text, tz, start)
+    assert line.first >= start
+    t = max(t, line.first)
+    here = line.containing(t)
+    assert here is not None
+    assert here.start <= t < here.end
+    ahead = list(islice(line.starts(here.start, datetime(9000, 1, 1, tzinfo=UTC)), n + 1))
+    assert ahead[0] == here.start
+    assert all(a < b for a, b in pairwise(ahead))  # strictly increasing: no overlap, no twins
+    for a, b in pairwise(ahead):
+        assert line.after(a) == b  # contiguous: each period ends where the next starts
+        assert line.before(b) == a
+        assert line.floor(b - timedelta(microseconds=1)) == a
+        assert line.ceil(a + timedelta(microseconds=1)) == b
+    assert line.count(ahead[0], ahead[-1]) == n
+    # backward from the end gives the same periods
+    back = []
+    cursor: datetime | None = ahead[-1]
+    while cursor is not None and cursor > ahead[0]:
+        cursor = line.before(cursor)
+        back.append(cursor)
+    assert back[::-1] == ahead[:-1]
 
 
-@given(st.sampled_from(SCHEDULES), instants)
-def test_anchor_is_first_boundary_at_or_after_start(text: str, start: datetime) -> None:
-    schedule = parse_schedule(text)
-    anchor = schedule.anchor(start)
-    assert anchor >= start
-    assert schedule.nth(anchor, -1) < start
-
-
-@given(st.sampled_from(SCHEDULES), instants, instants, st.integers(0, 7200))
-def test_latest_due(text: str, start: datetime, now: datetime, delay_s: int) -> None:
+@settings(max_examples=100, deadline=None)
+@given(texts, st.sampled_from(ZONES), instants, instants, st.integers(0, 7200))
+def test_latest_due(text: str, tz: str, start: datetime, now: datetime, delay_s: int) -> None:
     """The latest due period is due, and the one after it is not."""
-    schedule = parse_schedule(text)
-    anchor = schedule.anchor(start)
+    line = timeline(text, tz, start)
     delay = timedelta(seconds=delay_s)
-    latest = schedule.latest_due(anchor, delay, now)
-    first = schedule.period(anchor, 0)
+    latest = line.latest_due(delay, now)
     if latest is None:
-        assert first.end + delay > now
+        assert line.after(line.first) + delay > now
         return
-    assert latest.start >= anchor
+    assert latest.start >= line.first
     assert latest.end + delay <= now
-    following = schedule.containing(anchor, latest.end)
-    assert following.end + delay > now
+    assert line.after(latest.end) + delay > now
 
 
-@given(st.sampled_from(SCHEDULES), instants, st.integers(0, 300))
-def test_count_until_and_periods_agree(text: str, start: datetime, n: int) -> None:
-    schedule = parse_schedule(text)
-    anchor = schedule.anchor(start)
-    until = schedule.nth(anchor, n) + timedelta(seconds=1)
-    periods = schedule.periods(anchor, anchor, until)
-    assert len(periods) == schedule.count_until(anchor, until) == n + 1
+@settings(max_examples=200, deadline=None)
+@given(crons, st.datetimes(min_value=datetime(2001, 1, 1), max_value=datetime(2039, 1, 1)))
+def test_cron_agrees_with_croniter(expression: str, at: datetime) -> None:
+    """The local wall-clock times a cron expression fires at, against an independent
+    implementation (croniter, used only here), including cron's day-of-month/day-of-week rule."""
+    cron = parse_schedule(expression)
+    assert isinstance(cron, Cron)
+    at = at.replace(second=0, microsecond=0)
+    mine = list(islice(cron.walls_from(at + timedelta(minutes=1)), 12))
+    # crontab(5): when both day fields are restricted, "i.e., don't start with *", either may
+    # match. croniter counts "*/2" as restricted, so it is told which rule applies.
+    dom, dow = expression.split(" ")[2], expression.split(" ")[4]
+    either = not dom.startswith("*") and not dow.startswith("*")
+    theirs = croniter(expression, at, day_or=either)
+    assert mine == [theirs.get_next(datetime) for _ in range(12)]
+
+
+@pytest.mark.parametrize(
+    ("expression", "expected"),
+    [
+        # day of month OR day of week when both are restricted: the 13th, and every Friday
+        ("0 0 13 * 5", ["2026-02-06", "2026-02-13", "2026-02-20", "2026-02-27", "2026-03-06"]),
+        # only Fridays when day of month is *
+        ("0 0 * * fri", ["2026-02-06", "2026-02-13", "2026-02-20", "2026-02-27", "2026-03-06"]),
+        ("0 0 13 * *", ["2026-02-13", "2026-03-13", "2026-04-13", "2026-05-13", "2026-06-13"]),
+        ("0 0 1 jan,jul *", ["2026-07-01", "2027-01-01", "2027-07-01", "2028-01-01", "2028-07-01"]),
+        ("@monthly", ["2026-03-01", "2026-04-01", "2026-05-01", "2026-06-01", "2026-07-01"]),
+        ("0 0 * * 7", ["2026-02-08", "2026-02-15", "2026-02-22", "2026-03-01", "2026-03-08"]),
+    ],
+)
+def test_cron_days(expression: str, expected: list[str]) -> None:
+    cron = parse_schedule(expression)
+    starts = islice(cron.asc(datetime(2026, 2, 1, 0, 1, tzinfo=UTC)), 5)
+    assert [s.date().isoformat() for s in starts] == expected
+
+
+@pytest.mark.parametrize(
+    ("expression", "field"),
+    [
+        ("61 * * * *", "minute field '61': 61 is out of range 0-59"),
+        ("0 24 * * *", "hour field '24'"),
+        ("0 0 0 * *", "day of month field '0'"),
+        ("0 0 * 13 *", "month field '13'"),
+        ("0 0 * * 8", "day of week field '8'"),
+        ("0 0 * foo *", "month field 'foo': 'foo' is not a number 1-12 or a name like jan"),
+        ("*/0 * * * *", "minute field '*/0': step '0'"),
+        ("5-1 * * * *", "range '5-1' runs backwards"),
+        ("0 0 31 2 *", "would never run"),
+        ("0 0 * *", "expected 5 fields"),
+        ("0 0 * * * *", "expected 5 fields"),
+        ("RRULE:FREQ=DAILLY", "invalid 'FREQ': DAILLY"),
+        ("RRULE:FREQ=DAILY;COUNT=3", "COUNT is not supported"),
+        ("RRULE:FREQ=DAILY;BYFOO=1", "unknown parameter 'BYFOO'"),
+        ("sometimes", "unknown schedule"),
+        ("every 0 minutes", "at least 1"),
+        ("", "unknown schedule"),
+    ],
+)
+def test_bad_schedules_name_the_field(expression: str, field: str) -> None:
+    with pytest.raises(ScheduleError, match=None) as caught:
+        parse_schedule(expression)
+    assert field in str(caught.value)
+    assert "\n" not in str(caught.value)
+
+
+def test_unknown_time_zone_suggests() -> None:
+    with pytest.raises(ScheduleError, match="did you mean 'Europe/Berlin'"):
+        zone("Europe/Berln")
+
+
+# -- DST: one daily period per local day, with the right lengths -----------------------------
+
+
+@pytest.mark.parametrize(
+    ("tz", "short", "long", "changes"),
+    [
+        ("Europe/Berlin", timedelta(hours=23), timedelta(hours=25), ["2026-03-29", "2026-10-25"]),
+        (
+            "America/New_York",
+            timedelta(hours=23),
+            timedelta(hours=25),
+            ["2026-03-08", "2026-11-01"],
+        ),
+        (
+            "Australia/Lord_Howe",
+            timedelta(hours=23, minutes=30),
+            timedelta(hours=24, minutes=30),
+            ["2026-04-05", "2026-10-04"],
+        ),
+        ("Asia/Tokyo", None, None, []),
+    ],
+)
+@pytest.mark.parametrize("text", ["daily", "0 0 * * *", "RRULE:FREQ=DAILY"])
+def test_daily_in_a_zone_across_both_changes_of_2026(
+    tz: str,
+    short: timedelta | None,
+    long: timedelta | None,
+    changes: list[str],
+    text: str,
+) -> None:
+    schedule = parse_schedule(text, tz)
+    start = to_utc(datetime(2026, 1, 1), zone(tz))
+    line = Timeline.single(schedule, start)
+    end = to_utc(datetime(2027, 1, 1), zone(tz))
+    periods = list(line.periods(start, end))
+    assert len(periods) == 365  # exactly one per local day
+    days = [to_wall(p.start, zone(tz)) for p in periods]
+    assert days == [datetime(2026, 1, 1) + timedelta(days=i) for i in range(365)]
+    odd = {to_wall(p.start, zone(tz)).date().isoformat(): p.end - p.start for p in periods}
+    odd = {day: length for day, length in odd.items() if length != timedelta(hours=24)}
+    if not changes:
+        assert odd == {}
+        return
+    assert sorted(odd.values()) == sorted([short, long])
+    assert sorted(odd) == changes
+    assert period_label(schedule, periods[0].start) == "2026-01-01"
+
+
+def test_the_dst_rule_moves_a_skipped_time_forward_and_takes_the_second_of_a_repeated_one() -> None:
+    berlin = zone("Europe/Berlin")
+    # 02:30 does not exist on 2026-03-29: read with the winter offset, it is 03:30 CEST
+    assert to_utc(datetime(2026, 3, 29, 2, 30), berlin) == datetime(2026, 3, 29, 1, 30, tzinfo=UTC)
+    # 02:30 happens twice on 2026-10-25: the second one, CET
+    assert to_utc(datetime(2026, 10, 25, 2, 30), berlin) == datetime(
+        2026, 10, 25, 1, 30, tzinfo=UTC
+    )
+    line = Timeline.single(
+        parse_schedule("30 2 * * *", "Europe/Berlin"), datetime(2026, 1, 1, tzinfo=UTC)
+    )
+    spring = list(
+        line.periods(datetime(2026, 3, 28, tzinfo=UTC), datetime(2026, 3, 31, tzinfo=UTC))
+    )
+    assert [p.end - p.start for p in spring] == [
+        timedelta(hours=24),
+        timedelta(hours=23),
+        timedelta(hours=24),
+    ]
+    autumn = list(
+        line.periods(datetime(2026, 10, 24, tzinfo=UTC), datetime(2026, 10, 26, tzinfo=UTC))
+    )
+    assert [p.end - p.start for p in autumn] == [timedelta(hours=25), timedelta(hours=24)]
+
+
+def test_wall_clock_cron_on_a_spring_forward_night_makes_no_twins() -> None:
+    """Every 30 minutes in Berlin: 02:00 and 02:30 do not exist; they land on 03:00 and 03:30,
+    which the schedule has anyway, so each counts once."""
+    line = Timeline.single(
+        parse_schedule("*/30 * * * *", "Europe/Berlin"), datetime(2026, 3, 1, tzinfo=UTC)
+    )
+    starts = list(
+        line.starts(datetime(2026, 3, 29, 0, tzinfo=UTC), datetime(2026, 3, 29, 2, tzinfo=UTC))
+    )
+    walls = [s.astimezone(zone("Europe/Berlin")).strftime("%H:%M") for s in starts]
+    assert walls == ["01:00", "01:30", "03:00", "03:30"]
+
+
+# -- other forms ---------------------------------------------------------------------------
 
 
 def test_aligned_boundaries() -> None:
     start = datetime(2026, 10, 1, 5, 30, tzinfo=UTC)
-    assert parse_schedule("hourly").anchor(start) == datetime(2026, 10, 1, 6, tzinfo=UTC)
-    assert parse_schedule("daily").anchor(start) == datetime(2026, 10, 2, tzinfo=UTC)
-    assert parse_schedule("weekly").anchor(start) == datetime(2026, 10, 5, tzinfo=UTC)  # Monday
-    assert parse_schedule("monthly").anchor(start) == datetime(2026, 11, 1, tzinfo=UTC)
-    # every-N schedules count from the start itself
-    assert parse_schedule("every 15 minutes").anchor(start) == start
+
+    def first(text: str, tz: str = "UTC") -> datetime:
+        return timeline(text, tz, start).first
+
+    assert first("hourly") == datetime(2026, 10, 1, 6, tzinfo=UTC)
+    assert first("daily") == datetime(2026, 10, 2, tzinfo=UTC)
+    assert first("weekly") == datetime(2026, 10, 5, tzinfo=UTC)  # Monday
+    assert first("monthly") == datetime(2026, 11, 1, tzinfo=UTC)
+    assert first("every 15 minutes") == start  # every-N schedules count from the start
+    assert first("hourly", "Asia/Kolkata") == datetime(2026, 10, 1, 5, 30, tzinfo=UTC)
+    assert first("daily", "Europe/Berlin") == datetime(2026, 10, 1, 22, tzinfo=UTC)
 
 
-def test_monthly_periods_follow_the_calendar() -> None:
-    schedule = parse_schedule("monthly")
-    anchor = schedule.anchor(datetime(2026, 1, 1, tzinfo=UTC))
-    feb = schedule.period(anchor, 1)
-    assert (feb.start, feb.end) == (
-        datetime(2026, 2, 1, tzinfo=UTC),
-        datetime(2026, 3, 1, tzinfo=UTC),
-    )
+def test_hourly_in_a_zone_counts_elapsed_hours() -> None:
+    line = timeline("hourly", "Europe/Berlin", datetime(2026, 3, 29, tzinfo=UTC))
+    lengths = {p.end - p.start for p in line.periods(line.first, line.first + timedelta(days=2))}
+    assert lengths == {timedelta(hours=1)}
 
 
-def test_period_label() -> None:
+def test_period_labels() -> None:
     daily, hourly = parse_schedule("daily"), parse_schedule("hourly")
     assert period_label(daily, datetime(2026, 10, 31, tzinfo=UTC)) == "2026-10-31"
     assert period_label(hourly, datetime(2026, 10, 31, 13, tzinfo=UTC)) == "2026-10-31T13:00:00Z"
+    berlin = parse_schedule("daily", "Europe/Berlin")
+    assert period_label(berlin, datetime(2026, 10, 30, 23, tzinfo=UTC)) == "2026-10-31"
+    late = parse_schedule("30 2 * * *", "Europe/Berlin")
+    assert period_label(late, datetime(2026, 10, 31, 1, 30, tzinfo=UTC)) == "2026-10-31T01:30:00Z"
 
 
-@pytest.mark.parametrize(
-    "text", ["sometimes", "every 0 minutes", "every -1 hours", "every 5", "30 2 * * *", ""]
-)
-def test_bad_schedules(text: str) -> None:
-    with pytest.raises(ScheduleError):
-        parse_schedule(text)
+# -- schedule changes ------------------------------------------------------------------------
+
+START = datetime(2026, 10, 1, tzinfo=UTC)
+
+
+def test_a_change_takes_effect_after_the_period_in_progress() -> None:
+    daily = Timeline.single(parse_schedule("daily"), START)
+    seen = datetime(2026, 11, 29, 14, 23, tzinfo=UTC)
+    assert effective_from(daily, parse_schedule("hourly"), seen, START) == datetime(
+        2026, 11, 30, tzinfo=UTC
+    )
+    hourly = Timeline.single(parse_schedule("hourly"), START)
+    # hourly to daily: the hours run on to the next midnight
+    assert effective_from(hourly, parse_schedule("daily"), seen, START) == datetime(
+        2026, 11, 30, tzinfo=UTC
+    )
+    weekly = Timeline.single(parse_schedule("weekly"), START)
+    # weekly (Mondays) to monthly: the week in progress ends Monday 30th, months start on the 1st
+    since = effective_from(weekly, parse_schedule("monthly"), seen, START)
+    assert since == datetime(2026, 12, 1, tzinfo=UTC)
+
+
+@settings(max_examples=100, deadline=None)
+@given(texts, texts, st.sampled_from(ZONES), instants, st.integers(0, 10**8))
+def test_a_change_never_alters_a_period_that_has_begun(
+    old: str, new: str, tz: str, start: datetime, after_s: int
+) -> None:
+    """Whatever the two schedules, every period that began before the change was noticed is
+    the same before and after it, and the timeline still tiles time."""
+    before = timeline(old, tz, start)
+    seen = before.first + timedelta(seconds=after_s)
+    recorded = [Recorded(start, parse_schedule(old, tz).canonical, tz)]
+    chosen = plan(parse_schedule(new, tz), start, recorded, seen)
+    after = chosen.timeline
+    began = list(before.starts(before.first, seen))[-200:]
+    for s in began:
+        assert after.is_boundary(s)
+        assert after.after(s) == before.after(s) or after.after(s) > seen
+    if chosen.add is not None and chosen.add.since > before.first:
+        since = chosen.add.since
+        assert since > seen
+        assert after.is_boundary(since)
+        rebuilt = timeline_from([*recorded, chosen.add], start)
+        probe = list(
+            islice(
+                after.starts(began[-1] if began else after.first, since + timedelta(days=40)), 50
+            )
+        )
+        assert probe == list(islice(rebuilt.starts(probe[0], since + timedelta(days=40)), 50))
+
+
+def test_daily_to_hourly_keeps_every_past_day_daily() -> None:
+    seen = datetime(2026, 11, 29, 14, 23, tzinfo=UTC)
+    recorded = [Recorded(START, "daily", "UTC")]
+    chosen = plan(parse_schedule("hourly"), START, recorded, seen)
+    assert chosen.add == Recorded(datetime(2026, 11, 30, tzinfo=UTC), "hourly", "UTC")
+    line = chosen.timeline
+    assert line.count(START, datetime(2026, 11, 30, tzinfo=UTC)) == 60  # Oct 1 … Nov 29: days
+    assert line.count(datetime(2026, 11, 30, tzinfo=UTC), datetime(2026, 12, 1, tzinfo=UTC)) == 24
+    # the same config seen again records nothing; going back before it takes effect drops it
+    again = plan(parse_schedule("hourly"), START, [*recorded, chosen.add], seen)
+    assert not again.writes
+    undo = plan(parse_schedule("daily"), START, [*recorded, chosen.add], seen)
+    assert undo.drop_after == seen and undo.add is None
+    assert undo.timeline.count(START, datetime(2026, 12, 1, tzinfo=UTC)) == 61

@@ -62,7 +62,7 @@ def test_explain_lists_periods_and_due_times() -> None:
     assert result.rows[0].due == datetime(2026, 11, 30, 0, 30, tzinfo=UTC)
     assert not result.rows[0].is_due
     past = explain(job, [job], now=NOW, start=datetime(2026, 10, 5, tzinfo=UTC), count=2)
-    assert past.rows[0].number == 4 and past.rows[0].is_due
+    assert past.rows[0].period.start == datetime(2026, 10, 5, tzinfo=UTC) and past.rows[0].is_due
 
 
 def test_explain_flags_a_job_due_on_the_hour_with_others() -> None:
@@ -73,3 +73,55 @@ def test_explain_flags_a_job_due_on_the_hour_with_others() -> None:
     assert not any(
         "on the hour" in w for w in explain(spread, jobs, now=NOW, start=None, count=1).warnings
     )
+
+
+def test_explain_flags_a_0230_berlin_daily_job() -> None:
+    """02:30 does not exist on the spring-forward night and happens twice on the fall-back
+    night: explain says so, and says which instant catchup uses; the periods that a change
+    touches show their length."""
+    job = make_job(
+        "nightly", "30 2 * * *", "2026-01-01", command=["true"], timezone="Europe/Berlin"
+    )
+    jan = datetime(2026, 1, 10, tzinfo=UTC)
+    result = explain(job, [job], now=jan, start=datetime(2026, 3, 27, tzinfo=UTC), count=4)
+    skipped = [w for w in result.warnings if "does not exist" in w]
+    repeated = [w for w in result.warnings if "happens twice" in w]
+    assert skipped == [
+        "02:30 on 2026-03-29 does not exist in Europe/Berlin (clocks go forward 1h at 02:00): "
+        "that period starts at 03:30 CEST (2026-03-29T01:30:00Z), the gap's length later"
+    ]
+    assert repeated == [
+        "02:30 on 2026-10-25 happens twice in Europe/Berlin (clocks go back 1h at 03:00): "
+        "the period starts at the second, 02:30 CET (2026-10-25T01:30:00Z)"
+    ]
+    rows = [(r.period.end - r.period.start, r.dst) for r in result.rows]
+    hours = timedelta(hours=1)
+    assert rows == [
+        (24 * hours, None),  # 03-26 02:30 CET → 03-27
+        (24 * hours, None),
+        (
+            24 * hours,  # 03-28 02:30 CET → 03-29 03:30 CEST
+            "clocks go forward 1h at 2026-03-29T01:00:00Z; "
+            "ends 03:30 CEST: 02:30 does not exist that night",
+        ),
+        (23 * hours, "starts 03:30 CEST: 02:30 does not exist that night"),
+    ]
+    assert result.rows[0].local_start.strftime("%H:%M %Z") == "02:30 CET"
+
+
+def test_explain_midnight_in_berlin_has_no_skipped_times_but_shows_short_days() -> None:
+    job = make_job("daily", "daily", "2026-01-01", command=["true"], timezone="Europe/Berlin")
+    result = explain(
+        job,
+        [job],
+        now=datetime(2026, 1, 10, tzinfo=UTC),
+        start=datetime(2026, 3, 28, tzinfo=UTC),
+        count=3,
+    )
+    assert not any("does not exist" in w or "twice" in w for w in result.warnings)
+    assert [r.period.end - r.period.start for r in result.rows] == [
+        timedelta(hours=24),
+        timedelta(hours=23),
+        timedelta(hours=24),
+    ]
+    assert result.rows[1].dst == "clocks go forward 1h at 2026-03-29T01:00:00Z"
