@@ -65,6 +65,50 @@ def dst_findings(config: Config, now: datetime) -> list[Finding]:
     return found
 
 
+def zone_agreement(session: Session, config: Config, now: datetime) -> list[Finding]:
+    """PostgreSQL and Python each carry a time zone database; catchup's schedules use Python's
+    and ``scan --full`` PostgreSQL's. Compare them, hour by hour, over the next 400 days."""
+    from datetime import timedelta
+
+    from .schedule import is_utc, to_wall, zone
+
+    zones = sorted({job.timezone for job in config.jobs.values() if not is_utc(job.timezone)})
+    if not zones:
+        return []
+    start = now.replace(minute=0, second=0, microsecond=0)
+    instants = [start + timedelta(hours=h) for h in range(0, 400 * 24, 3)]
+    first_difference: dict[str, datetime] = {}
+    rows = session.conn.execute(
+        sqlfiles.query("zone_walls", session.config.schema),
+        {"zones": zones, "instants": instants},
+    )
+    for name, t, wall in rows:
+        if name not in first_difference and wall != to_wall(t, zone(name)):
+            first_difference[name] = t
+    found = []
+    for name in zones:
+        if name in first_difference:
+            at = first_difference[name].strftime("%Y-%m-%dT%H:%M:%SZ")
+            found.append(
+                Finding(
+                    "warning",
+                    "time zones",
+                    f"{name}: the server's time zone database disagrees with Python's tzdata "
+                    f"(first at {at}); periods come from Python's, `scan --full` would use the "
+                    "server's: update one of them",
+                )
+            )
+        else:
+            found.append(
+                Finding(
+                    "ok",
+                    "time zones",
+                    f"{name}: the server and Python agree on its clock for the next 400 days",
+                )
+            )
+    return found
+
+
 def on_the_hour(config: Config, now: datetime) -> list[Finding]:
     """Jobs due exactly on a UTC boundary start together with everything else."""
     from .explain import on_the_hour as due_on_the_hour
@@ -175,6 +219,7 @@ def examine(config_path: str | None, dsn: str | None) -> list[Finding]:
         found.append(clock_finding(host_now, db_now, rtt + time.monotonic() - start))
         found += on_the_hour(config, db_now)
         found += dst_findings(config, db_now)
+        found += zone_agreement(session, config, db_now)
         health = scheduler_health(session) if version == latest else None
         if health is None:
             pass

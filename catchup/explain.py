@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from itertools import islice
+from itertools import islice, pairwise
 
 from .config import Job
 from .schedule import (
@@ -97,6 +97,14 @@ def on_the_hour(job: Job, now: datetime) -> bool:
 
 def _warnings(job: Job, others: list[Job], now: datetime) -> list[str]:
     found = []
+    segments = job.timeline.segments
+    for before, seg in pairwise(segments):
+        if seg.since is not None and seg.since > now - timedelta(days=31):
+            found.append(
+                f"schedule {before.schedule.text!r} until {iso_utc(seg.since)}, "
+                f"{seg.schedule.text!r} from then: periods that began before a change keep "
+                "the schedule they began under"
+            )
     if on_the_hour(job, now):
         crowd = [o.name for o in others if o.name != job.name and on_the_hour(o, now)]
         also = f" with {len(crowd)} other job(s): {', '.join(crowd[:5])}" if crowd else ""

@@ -562,3 +562,10 @@ FROM (SELECT *, i - row_number() OVER (PARTITION BY state ORDER BY i) AS island
       FROM classified) g
 GROUP BY state, island
 ORDER BY first;
+
+-- name: zone_walls
+-- What the server's time zone database says the wall clock shows at each instant, per zone
+-- (doctor compares it with Python's tzdata).
+SELECT z, t, t AT TIME ZONE z AS wall
+FROM unnest(%(zones)s::text[]) AS z CROSS JOIN unnest(%(instants)s::timestamptz[]) AS t
+ORDER BY z, t;

@@ -100,3 +100,34 @@ def test_doctor_writes_nothing(project: Project, sql: Any) -> None:
     assert result.exit_code == 0, result.output
     assert "is at version 0 of" in result.stdout
     assert sql("SELECT count(*) FROM pg_namespace WHERE nspname = %s", [project.schema]) == [(0,)]
+
+
+def test_local_time_zones(project: Project, sql: Any) -> None:
+    """A 02:30 Berlin job: doctor names the DST nights, and checks that the server's time zone
+    database agrees with Python's for each zone (here against a direct comparison)."""
+    lines = ['schedule = "30 2 * * *"', 'start = "2026-10-01"', 'command = ["true"]']
+    project.write(
+        "[jobs.nightly]\n" + "\n".join([*lines, 'timezone = "Europe/Berlin"']) + "\n"
+        "[jobs.rabat]\n" + "\n".join([*lines, 'timezone = "Africa/Casablanca"']) + "\n"
+    )
+    result = project.cli("doctor")
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.stdout.split())
+    assert "nightly: 02:30 on 2027-03-28 does not exist in Europe/Berlin" in text
+    assert "nightly: 02:30 on 2027-10-31 happens twice in Europe/Berlin" in text
+    assert "Europe/Berlin: the server and Python agree" in text
+    from zoneinfo import ZoneInfo
+
+    (now,) = sql("SELECT clock_timestamp()")[0]
+    probes = [now + timedelta(hours=h) for h in range(0, 400 * 24, 3)]
+    walls = sql(
+        "SELECT t AT TIME ZONE 'Africa/Casablanca' FROM unnest(%s::timestamptz[]) AS t",
+        [probes],
+    )
+    zone = ZoneInfo("Africa/Casablanca")
+    differs = any(
+        w != t.astimezone(zone).replace(tzinfo=None) for (w,), t in zip(walls, probes, strict=False)
+    )
+    said = "Africa/Casablanca: the server's time zone database disagrees" in text
+    assert said == differs
+    assert ("Africa/Casablanca: the server and Python agree" in text) == (not differs)
