@@ -82,9 +82,10 @@ def zone_agreement(session: Session, config: Config, now: datetime) -> list[Find
         sqlfiles.query("zone_walls", session.config.schema),
         {"zones": zones, "instants": instants},
     )
-    for name, t, wall in rows:
-        if name not in first_difference and wall != to_wall(t, zone(name)):
-            first_difference[name] = t
+    for row in rows:
+        key, t, wall = str(row[0]), row[1], row[2]
+        if key not in first_difference and wall != to_wall(t, zone(key)):
+            first_difference[key] = t
     found = []
     for name in zones:
         if name in first_difference:
