@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Literal
+from typing import Literal, cast
 
 from . import db, sqlfiles
 from .config import Config, find_config, load_config
@@ -82,8 +82,8 @@ def zone_agreement(session: Session, config: Config, now: datetime) -> list[Find
         sqlfiles.query("zone_walls", session.config.schema),
         {"zones": zones, "instants": instants},
     )
-    for row in rows:
-        key, t, wall = str(row[0]), row[1], row[2]
+    walls = cast(list[tuple[str, datetime, datetime]], rows.fetchall())
+    for key, t, wall in walls:
         if key not in first_difference and wall != to_wall(t, zone(key)):
             first_difference[key] = t
     found = []
