@@ -64,7 +64,7 @@ class Catchup:
 
     def run(self, job: str, period: datetime | None = None) -> Outcome:
         """Run one period (default: the latest due) through the claim path."""
-        spec = self.config.job(job)
+        spec = self.session.resolve(self.config.job(job))
         chosen = choose_period(spec, self.session.now(), period)
         if chosen is None:
             raise ConfigError(f"{job}: nothing due yet")

@@ -87,7 +87,7 @@ class Session:
                     job_id,
                     lambda rows, at, j=job: plan(j.schedule, j.start, rows, at),
                     job.start,
-                    owner_name(),
+                    f"config, seen by {owner_name()}",
                 )
             self._timelines[name] = chosen.timeline
         if write:
@@ -416,6 +416,7 @@ def overview(session: Session, jobs: list[Job]) -> list[JobLine]:
                 done=summary.done,
                 running=summary.running,
                 failed=summary.failed,
+                timezone=job.timezone,
                 paused=rows[job.name].paused_at is not None,
             )
         )

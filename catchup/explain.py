@@ -183,6 +183,9 @@ def _span(delta: timedelta) -> str:
 def describe_due(row: Row, now: datetime) -> str:
     if row.is_due:
         return f"due since {iso_utc(row.due)}"
-    left = row.due - now
-    hours, rest = divmod(int(left.total_seconds()), 3600)
-    return f"due {iso_utc(row.due)} (in {hours}h{rest // 60:02d}m)"
+    left = int((row.due - now).total_seconds())
+    days, rest = divmod(left, 86400)
+    hours, rest = divmod(rest, 3600)
+    if days >= 2:
+        return f"due {iso_utc(row.due)} (in {days}d{hours:02d}h)"
+    return f"due {iso_utc(row.due)} (in {days * 24 + hours}h{rest // 60:02d}m)"

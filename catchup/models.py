@@ -115,6 +115,7 @@ class JobLine:
     running: int
     failed: int
     paused: bool
+    timezone: str = "UTC"
 
 
 class Island(NamedTuple):

@@ -72,6 +72,10 @@ def outcome_json(result: Outcome) -> dict[str, Any]:
     }
 
 
+def _schedule(text: str, timezone: str) -> str:
+    return text if timezone in ("UTC", "Etc/UTC") else f"{text} ({timezone})"
+
+
 def jobs(console: Console, lines: Sequence[JobLine], database: str) -> None:
     table = Table(title=f"catchup jobs · {database}", title_justify="left")
     for column in (
@@ -90,7 +94,7 @@ def jobs(console: Console, lines: Sequence[JobLine], database: str) -> None:
         done = Text(f"{line.done} / {line.expected}", style="green" if gaps == 0 else "yellow")
         table.add_row(
             line.job + (" (paused)" if line.paused else ""),
-            line.schedule,
+            _schedule(line.schedule, line.timezone),
             line.first_period,
             line.last_success or "never",
             iso_utc(line.next_due) if line.next_due else "-",
@@ -107,6 +111,7 @@ def jobs_json(lines: Sequence[JobLine]) -> str:
             {
                 "job": line.job,
                 "schedule": line.schedule,
+                "timezone": line.timezone,
                 "first_period": line.first_period,
                 "last_success": line.last_success,
                 "next_due": iso_utc(line.next_due) if line.next_due else None,
@@ -186,10 +191,11 @@ def history_json(rows: Sequence[HistoryRow], events: Sequence[EventRow] = ()) ->
 def events(
     console: Console, job: str, rows: Sequence[EventRow], label: Callable[[datetime], str] = iso_utc
 ) -> None:
-    """The changes people made by hand: the audit trail."""
+    """The changes made to a job: by hand (marks, resets, pauses) and by editing its schedule or
+    start: the audit trail."""
     if not rows:
         return
-    table = Table(title=f"changes to {job} by hand", title_justify="left")
+    table = Table(title=f"changes to {job}", title_justify="left")
     for column in ("at", "action", "period", "was", "by", "reason"):
         table.add_column(column)
     for row in rows:
@@ -283,7 +289,7 @@ def scan_tables(console: Console, report: ScanReport) -> None:
         gaps = job.gaps
         cells: list[Text | str] = [
             Text(job.job + (" (paused)" if job.paused else ""), style="bold"),
-            job.schedule,
+            _schedule(job.schedule, job.timezone),
             str(job.expected),
         ]
         for state in ("succeeded", "missing", "failed", "exhausted", "stale", "running"):
@@ -590,14 +596,17 @@ def explanation(
     )
     local = ex.timezone not in ("UTC", "Etc/UTC")
     dst = any(row.dst for row in ex.rows)
-    columns = ["period", "start (UTC)", "end (UTC)"]
+    # the period column only when it says something the start does not (a date)
+    named = any(label(row.period.start) != iso_utc(row.period.start) for row in ex.rows)
+    columns = (["period"] if named else []) + ["start (UTC)", "end (UTC)"]
     columns += [f"start ({ex.timezone})", f"end ({ex.timezone})"] if local else []
     columns += ["length", "due"] + (["DST"] if dst else [])
     table = Table()
     for column in columns:
         table.add_column(column)
     for row in ex.rows:
-        cells = [label(row.period.start), iso_utc(row.period.start), iso_utc(row.period.end)]
+        cells = [label(row.period.start)] if named else []
+        cells += [iso_utc(row.period.start), iso_utc(row.period.end)]
         if local:
             cells += [f"{t:%Y-%m-%d %H:%M %Z}" for t in (row.local_start, row.local_end)]
         cells += [span((row.period.end - row.period.start).total_seconds())]
