@@ -7,7 +7,10 @@ Builds ledgers in throwaway schemas on the embedded PostgreSQL (or CATCHUP_DSN):
   (b) the same with 10 jobs x 1,000,000 periods, plus the peak memory of `catchup scan --json`;
   (c) 10 jobs x 5 years of hourly periods, all succeeded but the last 48 hours;
   (d) start-up: `catchup --help` against `python -c "import click"`, and `catchup scan` on a
-      small ledger with the server already running.
+      small ledger with the server already running;
+  (e) wall-clock schedules: 10 jobs x a year of cron "*/15 * * * *" on Europe/Berlin time (two
+      DST changes), all succeeded but the last 48 hours: the first scan (nothing verified yet),
+      a later scan, and the plain detector (`scan --full`, the listed starts LEFT JOIN the ledger).
 The reference is the plain query (sql/queries.sql: plain_gaps): one generate_series LEFT JOIN
 the ledger per job, listing every period that is not succeeded. Each figure is the median of
 --repeat timed runs after one warm-up run of each. The last line holds the ratios.
@@ -16,6 +19,7 @@ the ledger per job, listing every period that is not succeeded. Each figure is t
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import resource
 import statistics
@@ -214,7 +218,71 @@ def main() -> None:
         flush=True,
     )
     ratios += [f"help/click={help_s / click_s:.2f}", f"small-scan={scan_s:.3f}s"]
+    if "e" not in args.skip:
+        days = max(7, int(365 * args.scale))
+        started = time.perf_counter()
+        config = build_wall(target, "bench_e", days)
+        built = time.perf_counter() - started
+        first, later, full = measure_wall(target, config, args.repeat)
+        print(
+            f"(e) {JOBS} jobs x {days} days of '*/15 * * * *' in Europe/Berlin: first scan "
+            f"{first:.3f}s, later scan {later:.3f}s, plain detector {full:.3f}s, ratio "
+            f"{later / full:.3f} (later / plain); first / plain {first / full:.2f}; "
+            f"built in {built:.0f}s",
+            flush=True,
+        )
+        ratios.append(f"e={later / full:.3f}")
     print("ratios: " + " ".join(ratios))
+
+
+WALL = parse_schedule("*/15 * * * *", "Europe/Berlin")
+
+
+def build_wall(target: db.Target, schema: str, days: int) -> Config:
+    """JOBS jobs on a wall-clock cron, every period succeeded but the last 48 hours."""
+    session = Session(Config(path=None, schema=schema), target)
+    conn = session.conn
+    conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
+    session.ledger.migrate()
+    now = session.now()
+    start = now - timedelta(days=days)
+    timeline = Timeline.single(WALL, start)
+    starts = list(timeline.starts(timeline.first, now - timedelta(hours=48)))
+    names = [f"job{i}" for i in range(JOBS)]
+    ids = session.ledger.register_jobs(names)
+    copy = sql.SQL(
+        "COPY {} (job_id, period_start, period_end, status, attempt, finished_at) FROM STDIN"
+    ).format(sql.Identifier(schema, "runs"))
+    for name in names:
+        with conn.cursor().copy(copy) as writer:
+            for a, b in itertools.pairwise(starts):
+                writer.write_row((ids[name].id, a, b, "succeeded", 1, now))
+    conn.execute(sql.SQL("VACUUM (ANALYZE) {}").format(sql.Identifier(schema, "runs")))
+    session.close()
+    jobs = {
+        name: Job(
+            name=name,
+            schedule=WALL.bound(start),
+            start=start,
+            timeline=timeline,
+            command=("true",),
+            timezone="Europe/Berlin",
+        )
+        for name in names
+    }
+    return Config(path=None, jobs=jobs, schema=schema)
+
+
+def measure_wall(target: db.Target, config: Config, repeat: int) -> tuple[float, float, float]:
+    session = Session(config, target)
+    jobs = list(config.jobs.values())
+    started = time.perf_counter()
+    scan(session, jobs, since=None, until=None)  # records what it verified
+    first = time.perf_counter() - started
+    later = median_seconds(lambda: scan(session, jobs, since=None, until=None), repeat)
+    full = median_seconds(lambda: scan(session, jobs, since=None, until=None, full=True), repeat)
+    session.close()
+    return first, later, full
 
 
 if __name__ == "__main__":

@@ -267,6 +267,38 @@ class Wall(Schedule):
         """Local times before ``w`` (naive), descending."""
         raise NotImplementedError
 
+    def count_walls(self, lo: datetime, hi: datetime) -> int:
+        """How many local times lie in ``[lo, hi)`` (naive)."""
+        return sum(1 for _ in takewhile(lambda w: w < hi, self.walls_from(lo)))
+
+    def count(self, a: datetime, b: datetime) -> int:
+        """Boundaries in ``[a, b)``: counted on the local clock where the offset is steady, one
+        by one only within a day of each DST change."""
+        a, b = as_utc(a), as_utc(b)
+        if b <= a:
+            return 0
+        tz = zone(self.timezone)
+
+        def steady(x: datetime, y: datetime) -> int:
+            offset = x.astimezone(tz).utcoffset() or timedelta(0)
+            return self.count_walls(
+                (x + offset).replace(tzinfo=None), (y + offset).replace(tzinfo=None)
+            )
+
+        if is_utc(self.timezone):
+            return steady(a, b)
+        total, cursor = 0, a
+        for at, _ in transitions(tz, a - timedelta(days=1), b + timedelta(days=1)):
+            lo, hi = max(cursor, at - timedelta(days=1)), min(b, at + timedelta(days=1))
+            if lo > cursor:
+                total += steady(cursor, lo)
+            if hi > lo:
+                total += sum(1 for _ in self.starts(lo, hi))
+            cursor = max(cursor, hi)
+        if cursor < b:
+            total += steady(cursor, b)
+        return total
+
     def asc(self, a: datetime) -> Iterator[datetime]:
         a = as_utc(a)
         tz = zone(self.timezone)
@@ -359,6 +391,13 @@ class Calendar(Wall):
         while self.local(k + 1) <= w:
             k += 1
         return k
+
+    def count_walls(self, lo: datetime, hi: datetime) -> int:
+        if hi <= lo:
+            return 0
+        first = self._k(lo) + (self.local(self._k(lo)) < lo)
+        last = self._k(hi) + (self.local(self._k(hi)) < hi)
+        return last - first
 
     def k_of(self, t: datetime) -> int:
         """The number of the boundary ``t`` (or of the last one before it), from the origin."""
@@ -480,6 +519,25 @@ class Cron(Wall):
         dom = d.day in self.doms
         dow = (d.weekday() + 1) % 7 in self.dows
         return (dom or dow) if self.either else (dom and dow)
+
+    def count_walls(self, lo: datetime, hi: datetime) -> int:
+        if hi <= lo:
+            return 0
+        times = self.times
+        if lo.date() == hi.date():
+            if not self.matches(lo.date()):
+                return 0
+            return bisect.bisect_left(times, hi.time()) - bisect.bisect_left(times, lo.time())
+        total = 0
+        if self.matches(lo.date()):
+            total += len(times) - bisect.bisect_left(times, lo.time())
+        if self.matches(hi.date()):
+            total += bisect.bisect_left(times, hi.time())
+        d = lo.date() + timedelta(days=1)
+        while d < hi.date():
+            total += len(times) if self.matches(d) else 0
+            d += timedelta(days=1)
+        return total
 
     def walls_from(self, w: datetime) -> Iterator[datetime]:
         d = w.date()

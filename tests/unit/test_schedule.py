@@ -388,3 +388,13 @@ def test_daily_to_hourly_keeps_every_past_day_daily() -> None:
     undo = plan(parse_schedule("daily"), START, [*recorded, chosen.add], seen)
     assert undo.drop_after == seen and undo.add is None
     assert undo.timeline.count(START, datetime(2026, 12, 1, tzinfo=UTC)) == 61
+
+
+@settings(max_examples=150, deadline=None)
+@given(texts, st.sampled_from(ZONES), instants, st.integers(0, 3 * 366 * 24))
+def test_count_is_the_number_of_starts(text: str, tz: str, a: datetime, hours: int) -> None:
+    """count() takes shortcuts where the offset is steady; it must still equal a walk."""
+    schedule = parse_schedule(text, tz).bound(a)
+    b = a + min(timedelta(hours=hours), schedule.typical() * 3000)  # walks stay short
+    walked = sum(1 for _ in schedule.starts(a, b))
+    assert schedule.count(a, b) == walked
