@@ -27,7 +27,7 @@ from .runner import (
     run_callable,
     run_command,
 )
-from .schedule import Period, Timeline, iso_utc, plan
+from .schedule import Period, ScheduleError, Timeline, iso_utc, plan
 
 # Backoff doubles per failure up to this (sql/queries.sql: finish); longer retry_backoff wins.
 BACKOFF_CAP = timedelta(hours=6)
@@ -81,7 +81,12 @@ class Session:
         for name, job in self.config.jobs.items():
             job_id = ids.get(name, -1)
             start, recorded = stored.get(job_id, (None, []))
-            chosen = plan(job.schedule, job.start, recorded, now)
+            try:
+                chosen = plan(job.schedule, job.start, recorded, now)
+            except ScheduleError as exc:  # a row written by another version of catchup
+                raise ConfigError(
+                    f"{name}: the ledger's schedule history cannot be read here: {exc}"
+                ) from None
             if write and (chosen.writes or start != job.start):
                 chosen = self.ledger.record_schedule(
                     job_id,

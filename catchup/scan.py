@@ -24,6 +24,8 @@ from .models import COUNTED_STATES, Calendar, Island, JobScan, ScanReport
 from .schedule import Calendar as CalendarSchedule
 from .schedule import Schedule, Timeline, iso_utc, to_utc, to_wall, zone
 
+LISTED_BATCH = 50_000  # period starts sent per statement when Python lists them
+
 
 def window(
     job: Job, now: datetime, since: datetime | None, until: datetime | None
@@ -252,21 +254,31 @@ def scan_jobs(
                     timeline = by_id[job_id].job.timeline
                     count = timeline.count(first, timeline.after(last))
                     missing[job_id].append(Island("missing", first, last, count))
-            if todo_walled:
-                job_ids: list[int] = []
-                numbers: list[int] = []
-                starts: list[datetime] = []
-                for n, (t, (schedule, lo, hi)) in enumerate(todo_walled):
-                    for start in schedule.starts(lo, hi):
-                        job_ids.append(t.job_id)
-                        numbers.append(n)
-                        starts.append(start)
+            # Listed starts go in batches; runs cut between batches are joined by _merge.
+            job_ids: list[int] = []
+            numbers: list[int] = []
+            starts: list[datetime] = []
+
+            def flush() -> None:
                 rows = conn.execute(
                     q("scan_listed_missing"),
                     {"job_ids": job_ids, "pieces": numbers, "starts": starts},
                 )
                 for job_id, first, last, count in rows:
                     missing[job_id].append(Island("missing", first, last, count))
+                job_ids.clear()
+                numbers.clear()
+                starts.clear()
+
+            for n, (t, (schedule, lo, hi)) in enumerate(todo_walled):
+                for start in schedule.starts(lo, hi):
+                    job_ids.append(t.job_id)
+                    numbers.append(n)
+                    starts.append(start)
+                    if len(starts) >= LISTED_BATCH:
+                        flush()
+            if starts:
+                flush()
         for job_id, success in conn.execute(
             q("last_success"), {"job_ids": [t.job_id for t in targets]}
         ):

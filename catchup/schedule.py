@@ -271,6 +271,52 @@ class Wall(Schedule):
         """How many local times lie in ``[lo, hi)`` (naive)."""
         return sum(1 for _ in takewhile(lambda w: w < hi, self.walls_from(lo)))
 
+    # Away from DST changes the offset is steady and local times map one to one: the neighbours
+    # of an instant are found on the local clock directly, without the general ordering above.
+
+    def _steady_offset(self, t: datetime) -> timedelta | None:
+        """The UTC offset around ``t`` when no DST change lies within a day of it (looked at
+        every 6 hours: changes are months apart)."""
+        tz = zone(self.timezone)
+        offsets = {(t + k * timedelta(hours=6)).astimezone(tz).utcoffset() for k in range(-4, 5)}
+        if len(offsets) != 1:
+            return None
+        (offset,) = offsets
+        return offset
+
+    def _near(self, t: datetime, found: datetime | None) -> datetime | None:
+        """``found`` if it lies within 12 hours of ``t`` (so at least 12 hours from any DST
+        change, farther than any skipped or repeated stretch), else None: use the slow path."""
+        if found is None or abs(found - t) >= timedelta(hours=12):
+            return None
+        return found
+
+    def ceil(self, t: datetime) -> datetime:
+        t = as_utc(t)
+        offset = self._steady_offset(t)
+        if offset is not None:
+            w = next(self.walls_from((t + offset).replace(tzinfo=None)), None)
+            quick = self._near(t, None if w is None else (w - offset).replace(tzinfo=UTC))
+            if quick is not None:
+                return quick
+        return next(self.asc(t))
+
+    def after(self, t: datetime) -> datetime:
+        return self.ceil(as_utc(t) + _TICK)
+
+    def floor(self, t: datetime) -> datetime:
+        t = as_utc(t)
+        offset = self._steady_offset(t)
+        if offset is not None:
+            w = next(self.walls_before((t + offset + _TICK).replace(tzinfo=None)), None)
+            quick = self._near(t, None if w is None else (w - offset).replace(tzinfo=UTC))
+            if quick is not None:
+                return quick
+        return next(self.desc(as_utc(t) + _TICK))
+
+    def before(self, t: datetime) -> datetime:
+        return self.floor(as_utc(t) - _TICK)
+
     def count(self, a: datetime, b: datetime) -> int:
         """Boundaries in ``[a, b)``: counted on the local clock where the offset is steady, one
         by one only within a day of each DST change."""

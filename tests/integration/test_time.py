@@ -210,3 +210,22 @@ def test_explain_flags_a_0230_berlin_job(project: Project) -> None:
     assert "02:30 on 2027-10-31 happens twice in Europe/Berlin" in text
     assert "start (Europe/Berlin)" in text
     assert "03:30 CEST" in text
+
+
+def test_listed_starts_in_small_batches_give_the_same_gaps(
+    project: Project, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The starts of wall-clock schedules go to the server in batches; runs of missing periods
+    cut by a batch boundary are joined again."""
+    from catchup import scan as detector
+
+    project.write(_config("0 */6 * * *", tz="Europe/Berlin", start="2026-11-01"))
+    marked = project.cli(
+        "mark", "billing", "2026-11-03T05:00:00Z..2026-11-05T23:00:00Z", "--done", "--reason", "t"
+    )
+    assert marked.exit_code == 0, marked.output
+    full = json.loads(project.cli("-q", "scan", "--json", "--full").stdout)["jobs"][0]["gaps"]
+    monkeypatch.setattr(detector, "LISTED_BATCH", 3)
+    small = json.loads(project.cli("-q", "scan", "--json").stdout)["jobs"][0]["gaps"]
+    assert small == full
+    assert len(full) == 2 and full[0]["periods"] == 9  # Nov 1 00:00 … Nov 3 00:00 local

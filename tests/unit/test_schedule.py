@@ -34,6 +34,7 @@ ZONES = [
     "Asia/Tokyo",  # no DST
     "Europe/Dublin",  # negative DST in the time zone database
     "America/Santiago",  # DST changes at midnight
+    "Pacific/Apia",  # skipped all of 2011-12-30
 ]
 SIMPLE = [
     "hourly",
@@ -398,3 +399,13 @@ def test_count_is_the_number_of_starts(text: str, tz: str, a: datetime, hours: i
     b = a + min(timedelta(hours=hours), schedule.typical() * 3000)  # walks stay short
     walked = sum(1 for _ in schedule.starts(a, b))
     assert schedule.count(a, b) == walked
+
+
+def test_a_skipped_day_is_no_period() -> None:
+    """Samoa skipped 2011-12-30: its midnight lands on the next one, and counts once."""
+    apia = zone("Pacific/Apia")
+    line = timeline("daily", "Pacific/Apia", to_utc(datetime(2011, 12, 28), apia))
+    periods = list(line.periods(line.first, to_utc(datetime(2012, 1, 2), apia)))
+    days = [to_wall(p.start, apia).date().isoformat() for p in periods]
+    assert days == ["2011-12-28", "2011-12-29", "2011-12-31", "2012-01-01"]
+    assert {p.end - p.start for p in periods} == {timedelta(hours=24)}
