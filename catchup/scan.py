@@ -248,6 +248,7 @@ def scan_jobs(
                         "los": chosen["firsts"],
                         "his": chosen["untils"],
                         "steps": chosen["steps"],
+                        "lasts": [s.before(hi) for _, (s, _, hi) in todo_stepped],
                     },
                 )
                 for job_id, first, last in rows:
@@ -335,7 +336,8 @@ def _full_query(
         "max_attempts": t.job.max_attempts,
     }
     if schedule.step_sql:
-        return q("scan_full"), {**params, "first": lo, "until": hi, "step": schedule.step_sql}
+        last = schedule.before(hi)  # hi may be cut short of the grid by a schedule change
+        return q("scan_full"), {**params, "first": lo, "last": last, "step": schedule.step_sql}
     if isinstance(schedule, CalendarSchedule):
         return q("scan_full_calendar"), {
             **params,

@@ -262,9 +262,10 @@ ORDER BY job_id, first;
 -- name: scan_missing
 -- The holes between the rows that exist, inside each range [lo, hi) of a job that no scan has
 -- verified yet: runs of missing periods. Reads the primary key only (index-only once vacuumed).
+-- last is the range's last period start (hi may be cut short by a schedule change).
 SELECT u.job_id, h.first, h.last
 FROM unnest(%(job_ids)s::bigint[], %(los)s::timestamptz[], %(his)s::timestamptz[],
-            %(steps)s::interval[]) AS u (job_id, lo, hi, step)
+            %(steps)s::interval[], %(lasts)s::timestamptz[]) AS u (job_id, lo, hi, step, last)
 CROSS JOIN LATERAL (
     -- before each row whose predecessor (or the range's start) is not the period before it
     SELECT coalesce(p.previous + u.step, u.lo) AS first, p.period_start - u.step AS last
@@ -276,13 +277,13 @@ CROSS JOIN LATERAL (
     WHERE p.period_start > coalesce(p.previous + u.step, u.lo)
     UNION ALL
     -- after the range's last row, or the whole range when it has none
-    SELECT coalesce(m.last_row + u.step, u.lo), u.hi - u.step
+    SELECT coalesce(m.last_row + u.step, u.lo), u.last
     FROM (
         SELECT max(r.period_start) AS last_row
         FROM {schema}.runs r
         WHERE r.job_id = u.job_id AND r.period_start >= u.lo AND r.period_start < u.hi
     ) m
-    WHERE coalesce(m.last_row + u.step, u.lo) < u.hi
+    WHERE coalesce(m.last_row + u.step, u.lo) <= u.last
 ) h
 ORDER BY u.job_id, h.first;
 
@@ -300,7 +301,7 @@ WITH classified AS (
                WHEN r.failures >= %(max_attempts)s THEN 'exhausted'
                ELSE 'failed'
            END AS state
-    FROM generate_series(%(first)s::timestamptz, %(until)s::timestamptz - %(step)s::interval,
+    FROM generate_series(%(first)s::timestamptz, %(last)s::timestamptz,
                          %(step)s::interval) AS e (period_start)
     LEFT JOIN {schema}.runs r ON r.job_id = %(job_id)s AND r.period_start = e.period_start
 ), grouped AS (
