@@ -215,7 +215,7 @@ def run(state: State, job: str, period: str | None, as_json: bool) -> None:
 
     spec = state.config().job(job)
     with state.session() as session:
-        spec = session.resolve(spec)
+        spec = session.resolve(spec, write=False)  # a bad --period is refused before any write
         chosen = choose_period(spec, session.now(), _in_zone(period, spec))
         if chosen is None:
             first = spec.timeline.period(spec.anchor)
@@ -278,7 +278,7 @@ def history(state: State, job: str, period: str | None, limit: int, as_json: boo
     spec = state.config().job(job)
     start = _in_zone(period, spec)
     with state.session() as session:
-        spec = session.resolve(spec)
+        spec = session.resolve(spec, write=False)
         rows = session.ledger.history(job, start, limit)
         events = session.ledger.events(session.job_id(job), start, limit)
     if as_json:
@@ -666,9 +666,8 @@ def mark(
     if kind is None:
         raise ConfigError("mark needs --done or --skip")
     spec = state.config().job(job)
-    operations.parse_periods(spec, list(periods))  # bad input is refused before any write
     with state.session() as session:
-        spec = session.resolve(spec)
+        spec = session.resolve(spec, write=False)  # bad periods are refused before any write
         chosen = operations.parse_periods(spec, list(periods))
         changes = operations.mark(
             session,
@@ -698,9 +697,8 @@ def reset(state: State, job: str, periods: tuple[str, ...], reason: str, actor: 
     from . import operations, report
 
     spec = state.config().job(job)
-    operations.parse_periods(spec, list(periods))  # bad input is refused before any write
     with state.session() as session:
-        spec = session.resolve(spec)
+        spec = session.resolve(spec, write=False)  # bad periods are refused before any write
         chosen = operations.parse_periods(spec, list(periods))
         changes = operations.reset(
             session, spec, chosen, reason=reason, actor=actor or operations.default_actor()
@@ -884,8 +882,8 @@ def explain(state: State, job: str, start: str | None, count: int) -> None:
     spec = config.job(job)
     start_at = _in_zone(start, spec)
     with state.session() as session:
-        everyone = session.resolve_all(list(config.jobs.values()))
-        spec = session.resolve(spec)
+        everyone = session.resolve_all(list(config.jobs.values()), write=False)
+        spec = session.resolve(spec, write=False)
         now = session.now()
     result = spell(spec, everyone, now=now, start=start_at, count=count)
     report.explanation(console(), result, now, label=spec.label)

@@ -229,3 +229,23 @@ def test_listed_starts_in_small_batches_give_the_same_gaps(
     small = json.loads(project.cli("-q", "scan", "--json").stdout)["jobs"][0]["gaps"]
     assert small == full
     assert len(full) == 2 and full[0]["periods"] == 9  # Nov 1 00:00 … Nov 3 00:00 local
+
+
+def test_a_period_that_is_not_a_local_boundary_writes_nothing(project: Project, sql: Any) -> None:
+    project.write(_config("daily", tz="America/New_York"))
+    said = []
+    for args in (
+        ("run", "billing", "--period", "2026-10-25T00:00:00Z"),  # 20:00 the day before, local
+        ("mark", "billing", "2026-10-25T00:00:00Z", "--done", "--reason", "x"),
+        ("reset", "billing", "2026-09-30", "--reason", "x"),  # before the first period
+    ):
+        result = project.cli("-q", *args)
+        assert result.exit_code == 2, result.output
+        (line,) = result.stderr.strip().splitlines()
+        said.append(line)
+    assert said[0].endswith(
+        "is not a period start of schedule 'daily'; the period containing it starts 2026-10-24"
+    )
+    assert "is before the job's first period (2026-10-01)" in said[2]
+    assert sql("SELECT count(*) FROM {schema}.jobs") == [(0,)]
+    assert sql("SELECT count(*) FROM {schema}.schedules") == [(0,)]
