@@ -96,7 +96,12 @@ def _merge(timeline: Timeline, islands: list[Island]) -> list[Island]:
     merged: list[Island] = []
     for island in sorted(islands, key=lambda i: i.first):
         last = merged[-1] if merged else None
-        if last and last.state == island.state and timeline.after(last.last) == island.first:
+        if (
+            last is not None
+            and last.state == island.state
+            and last.last < island.first
+            and timeline.after(last.last) == island.first
+        ):
             merged[-1] = Island(last.state, last.first, island.last, last.periods + island.periods)
         else:
             merged.append(island)
@@ -290,10 +295,19 @@ def scan_jobs(
         job, job_id = t.job, t.job_id
         first, end = windows[job_id]
         timeline = job.timeline
-        found = _merge(timeline, islands[job_id])
-        holes = _merge(timeline, missing[job_id])
+        # Runs from one statement over one piece are whole already; only runs from different
+        # pieces (a schedule change) or from batches of listed starts can meet.
+        cut = len(pieces.get(job_id, ())) > 1 or any(
+            not s.step_sql for s, _, _ in pieces.get(job_id, ())
+        )
+
+        def whole(found: list[Island], timeline: Timeline = timeline) -> list[Island]:
+            return _merge(timeline, found) if cut else sorted(found, key=lambda i: i.first)
+
+        found = whole(islands[job_id])
+        holes = whole(missing[job_id])
         if not full:
-            found = _merge(timeline, [*found, *holes])
+            found = whole([*found, *holes])
         counts = dict.fromkeys(COUNTED_STATES, 0)
         for item in found:
             counts[item.state] += item.periods

@@ -229,6 +229,22 @@ class Fixed(Schedule):
     def _at(self, k: int) -> datetime:
         return self.origin + k * timedelta(seconds=self.seconds)
 
+    # Plain arithmetic: these run once per gap in a scan.
+
+    def floor(self, t: datetime) -> datetime:
+        return self._at(self._k(t))
+
+    def before(self, t: datetime) -> datetime:
+        return self.floor(as_utc(t) - _TICK)
+
+    def ceil(self, t: datetime) -> datetime:
+        t = as_utc(t)
+        start = self.floor(t)
+        return start if start == t else start + timedelta(seconds=self.seconds)
+
+    def after(self, t: datetime) -> datetime:
+        return self.floor(t) + timedelta(seconds=self.seconds)
+
     def asc(self, a: datetime) -> Iterator[datetime]:
         k = self._k(a)
         if self._at(k) < a:
@@ -793,6 +809,8 @@ class Timeline:
         return self.segments[-1].schedule
 
     def _at(self, t: datetime) -> int:
+        if len(self.segments) == 1:
+            return 0
         i = 0
         for j, seg in enumerate(self.segments):
             if seg.since is not None and seg.since <= t:
