@@ -301,13 +301,15 @@ def scan_jobs(
             not s.step_sql for s, _, _ in pieces.get(job_id, ())
         )
 
-        def whole(found: list[Island], timeline: Timeline = timeline) -> list[Island]:
-            return _merge(timeline, found) if cut else sorted(found, key=lambda i: i.first)
-
-        found = whole(islands[job_id])
-        holes = whole(missing[job_id])
-        if not full:
-            found = whole([*found, *holes])
+        if cut:
+            found = _merge(timeline, islands[job_id])
+            holes = _merge(timeline, missing[job_id])
+            if not full:
+                found = _merge(timeline, [*found, *holes])
+        else:  # each list comes ordered from its statement
+            found, holes = islands[job_id], missing[job_id]
+            if not full:
+                found = sorted([*found, *holes], key=lambda i: i.first)
         counts = dict.fromkeys(COUNTED_STATES, 0)
         for item in found:
             counts[item.state] += item.periods
