@@ -22,7 +22,7 @@ from .config import Job
 from .errors import ConfigError
 from .models import COUNTED_STATES, Calendar, Island, JobScan, ScanReport
 from .schedule import Calendar as CalendarSchedule
-from .schedule import Schedule, Timeline, iso_utc, to_utc, to_wall, zone
+from .schedule import Fixed, Schedule, Timeline, iso_utc, to_utc, to_wall, zone
 
 LISTED_BATCH = 50_000  # period starts sent per statement when Python lists them
 
@@ -256,9 +256,16 @@ def scan_jobs(
                         "lasts": [s.before(hi) for _, (s, _, hi) in todo_stepped],
                     },
                 )
+                kinds: dict[int, set[Schedule]] = {}
+                for t, (s, _, _) in todo_stepped:
+                    kinds.setdefault(t.job_id, set()).add(s)
                 for job_id, first, last in rows:
-                    timeline = by_id[job_id].job.timeline
-                    count = timeline.count(first, timeline.after(last))
+                    (step, *others) = kinds[job_id]
+                    if not others and isinstance(step, Fixed):  # one grid: plain arithmetic
+                        count = (last - first) // timedelta(seconds=step.seconds) + 1
+                    else:
+                        timeline = by_id[job_id].job.timeline
+                        count = timeline.count(first, timeline.after(last))
                     missing[job_id].append(Island("missing", first, last, count))
             # Listed starts go in batches; runs cut between batches are joined by _merge.
             job_ids: list[int] = []

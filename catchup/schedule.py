@@ -994,6 +994,8 @@ def plan(schedule: Schedule, start: datetime, recorded: list[Recorded], now: dat
 
 
 def as_utc(t: datetime) -> datetime:
+    if t.tzinfo is UTC:
+        return t
     if t.tzinfo is None:
         raise ValueError(f"naive datetime {t!r}: catchup keeps every time in UTC")
     return t.astimezone(UTC)
