@@ -235,13 +235,8 @@ WITH w AS (
          AS w (job_id, first, until, step, max_attempts)
 ), classified AS (
     SELECT w.job_id, w.step, r.period_start,
-           CASE
-               WHEN r.status = 'waived' THEN 'waived'
-               WHEN r.status = 'running' AND r.lease_expires_at > %(now)s THEN 'running'
-               WHEN r.status = 'running' THEN 'stale'
-               WHEN r.failures >= w.max_attempts THEN 'exhausted'
-               ELSE 'failed'
-           END AS state
+           {schema}.period_state(r.status, r.failures, r.lease_expires_at, %(now)s,
+                                  w.max_attempts) AS state
     FROM w
     JOIN {schema}.runs r
       ON r.job_id = w.job_id AND r.status <> 'succeeded'
@@ -292,15 +287,8 @@ ORDER BY u.job_id, h.first;
 -- classified, and collapsed into runs of one state. Reads the whole window.
 WITH classified AS (
     SELECT e.period_start,
-           CASE
-               WHEN r.status IS NULL THEN 'missing'
-               WHEN r.status = 'succeeded' THEN 'succeeded'
-               WHEN r.status = 'waived' THEN 'waived'
-               WHEN r.status = 'running' AND r.lease_expires_at > %(now)s THEN 'running'
-               WHEN r.status = 'running' THEN 'stale'
-               WHEN r.failures >= %(max_attempts)s THEN 'exhausted'
-               ELSE 'failed'
-           END AS state
+           {schema}.period_state(r.status, r.failures, r.lease_expires_at, %(now)s,
+                                  %(max_attempts)s) AS state
     FROM generate_series(%(first)s::timestamptz, %(last)s::timestamptz,
                          %(step)s::interval) AS e (period_start)
     LEFT JOIN {schema}.runs r ON r.job_id = %(job_id)s AND r.period_start = e.period_start
@@ -484,13 +472,8 @@ ORDER BY k;
 -- For windows of wall-clock schedules: every period with a row that is not succeeded, one by
 -- one (grouped into runs in Python, which knows the schedule). Reads only the partial index.
 SELECT w.job_id,
-       CASE
-           WHEN r.status = 'waived' THEN 'waived'
-           WHEN r.status = 'running' AND r.lease_expires_at > %(now)s THEN 'running'
-           WHEN r.status = 'running' THEN 'stale'
-           WHEN r.failures >= w.max_attempts THEN 'exhausted'
-           ELSE 'failed'
-       END AS state,
+       {schema}.period_state(r.status, r.failures, r.lease_expires_at, %(now)s,
+                                  w.max_attempts) AS state,
        r.period_start
 FROM unnest(%(job_ids)s::bigint[], %(firsts)s::timestamptz[], %(untils)s::timestamptz[],
             %(max_attempts)s::integer[]) AS w (job_id, first, until, max_attempts)
@@ -521,15 +504,8 @@ ORDER BY job_id, first;
 -- local_series, left-joined to the ledger, classified, collapsed into runs of one state.
 WITH classified AS (
     SELECT e.k, e.period_start,
-           CASE
-               WHEN r.status IS NULL THEN 'missing'
-               WHEN r.status = 'succeeded' THEN 'succeeded'
-               WHEN r.status = 'waived' THEN 'waived'
-               WHEN r.status = 'running' AND r.lease_expires_at > %(now)s THEN 'running'
-               WHEN r.status = 'running' THEN 'stale'
-               WHEN r.failures >= %(max_attempts)s THEN 'exhausted'
-               ELSE 'failed'
-           END AS state
+           {schema}.period_state(r.status, r.failures, r.lease_expires_at, %(now)s,
+                                  %(max_attempts)s) AS state
     FROM {schema}.local_series(%(origin)s::timestamp, %(step)s::interval, %(k0)s, %(n)s,
                                %(tz)s) AS e
     LEFT JOIN {schema}.runs r ON r.job_id = %(job_id)s AND r.period_start = e.period_start
@@ -545,15 +521,8 @@ ORDER BY first;
 -- The plain detector for cron and RRULE schedules: the period starts listed by Python.
 WITH classified AS (
     SELECT e.i, e.period_start,
-           CASE
-               WHEN r.status IS NULL THEN 'missing'
-               WHEN r.status = 'succeeded' THEN 'succeeded'
-               WHEN r.status = 'waived' THEN 'waived'
-               WHEN r.status = 'running' AND r.lease_expires_at > %(now)s THEN 'running'
-               WHEN r.status = 'running' THEN 'stale'
-               WHEN r.failures >= %(max_attempts)s THEN 'exhausted'
-               ELSE 'failed'
-           END AS state
+           {schema}.period_state(r.status, r.failures, r.lease_expires_at, %(now)s,
+                                  %(max_attempts)s) AS state
     FROM unnest(%(starts)s::timestamptz[]) WITH ORDINALITY AS e (period_start, i)
     LEFT JOIN {schema}.runs r ON r.job_id = %(job_id)s AND r.period_start = e.period_start
 )

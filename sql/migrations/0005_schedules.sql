@@ -32,3 +32,20 @@ LANGUAGE sql STABLE PARALLEL SAFE
 AS $$
     SELECT i, (origin + step * (k0 + i)) AT TIME ZONE tz FROM generate_series(0, n - 1) AS i
 $$;
+
+-- How a scan classifies a period from its row (no row: missing). Inlined by the planner.
+CREATE FUNCTION {schema}.period_state(status text, failures integer, lease_expires_at timestamptz,
+                                      now timestamptz, max_attempts integer)
+RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$
+    SELECT CASE
+        WHEN status IS NULL THEN 'missing'
+        WHEN status = 'succeeded' THEN 'succeeded'
+        WHEN status = 'waived' THEN 'waived'
+        WHEN status = 'running' AND lease_expires_at > now THEN 'running'
+        WHEN status = 'running' THEN 'stale'
+        WHEN failures >= max_attempts THEN 'exhausted'
+        ELSE 'failed'
+    END
+$$;
