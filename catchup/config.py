@@ -17,10 +17,12 @@ from typing import Any, Literal
 
 from .errors import ConfigError
 from .schedule import (
+    Period,
     Schedule,
     ScheduleError,
     Timeline,
     as_utc,
+    iso_utc,
     parse_schedule,
     period_label,
     to_utc,
@@ -87,6 +89,22 @@ class Job:
     def label(self, start: datetime) -> str:
         """``{period}`` for the period starting at ``start``."""
         return period_label(self.timeline.schedule_at(start), start)
+
+    def period_starting(self, start: datetime) -> Period:
+        """The period that starts at ``start``; a :class:`ConfigError` saying why when none."""
+        period = self.timeline.containing(start)
+        if period is None:
+            raise ConfigError(
+                f"{self.name}: {iso_utc(start)} is before the job's first period "
+                f"({self.label(self.anchor)})"
+            )
+        if period.start != start:
+            raise ConfigError(
+                f"{self.name}: {iso_utc(start)} is not a period start of schedule "
+                f"{self.timeline.schedule_at(start).text!r}; the period containing it starts "
+                f"{self.label(period.start)}"
+            )
+        return period
 
 
 @dataclass(frozen=True)
@@ -236,18 +254,18 @@ def _parse_job(name: str, spec: dict[str, Any], problem: Any) -> Job | None:
         )
     elif not isinstance(spec["schedule"], str):
         bad("schedule", f"expected a string, got {_type(spec['schedule'])}")
-    elif timezone is not None:
+    else:  # with a bad zone, still check the rest in UTC: every mistake is reported at once
         try:
-            schedule = parse_schedule(spec["schedule"], timezone)
+            schedule = parse_schedule(spec["schedule"], timezone or "UTC")
         except ScheduleError as exc:
             bad("schedule", str(exc))
 
     start: datetime | None = None
     if "start" not in spec:
         bad("start", 'missing: the first period, like "2026-10-01"')
-    elif timezone is not None:
+    else:
         try:
-            start = parse_instant(spec["start"], timezone)
+            start = parse_instant(spec["start"], timezone or "UTC")
         except ValueError as exc:
             bad("start", str(exc))
 

@@ -125,18 +125,7 @@ def choose_period(job: Job, now: datetime, requested: datetime | None) -> Period
     timeline = job.timeline
     if requested is None:
         return timeline.latest_due(job.delay, now)
-    period = timeline.containing(requested)
-    if period is None:
-        raise ConfigError(
-            f"{job.name}: {iso_utc(requested)} is before the job's first period "
-            f"({job.label(job.anchor)})"
-        )
-    if period.start != requested:
-        raise ConfigError(
-            f"{job.name}: {iso_utc(requested)} is not a period start of schedule "
-            f"{timeline.schedule_at(requested).text!r}; the period containing it starts "
-            f"{job.label(period.start)}"
-        )
+    period = job.period_starting(requested)
     due = period.end + job.delay
     if due > now:
         raise ConfigError(

@@ -17,7 +17,7 @@ from .config import Job, parse_instant
 from .core import Session
 from .errors import ConfigError
 from .models import SchedulerHealth
-from .schedule import Period, iso_utc
+from .schedule import Period
 
 MAX_PERIODS = 100_000
 
@@ -56,18 +56,7 @@ def parse_periods(job: Job, args: list[str]) -> list[Period]:
         if last < first:
             raise ConfigError(f"{job.name}: {arg!r}: the range ends before it starts")
         for edge in (first, last):
-            period = timeline.containing(edge)
-            if period is None:
-                raise ConfigError(
-                    f"{job.name}: {iso_utc(edge)} is before the job's first "
-                    f"period ({job.label(job.anchor)})"
-                )
-            if period.start != edge:
-                raise ConfigError(
-                    f"{job.name}: {iso_utc(edge)} is not a period start of schedule "
-                    f"{timeline.schedule_at(edge).text!r}; the period containing it "
-                    f"starts {job.label(period.start)}"
-                )
+            job.period_starting(edge)
         for start in timeline.starts(first, timeline.after(last)):
             starts.add(start)
             if len(starts) > MAX_PERIODS:

@@ -30,7 +30,7 @@ from .models import (
     SchedulerHealth,
     span,
 )
-from .schedule import iso_utc
+from .schedule import is_utc, iso_utc
 
 STYLE = {
     "succeeded": "green",
@@ -73,7 +73,7 @@ def outcome_json(result: Outcome) -> dict[str, Any]:
 
 
 def _schedule(text: str, timezone: str) -> str:
-    return text if timezone in ("UTC", "Etc/UTC") else f"{text} ({timezone})"
+    return text if is_utc(timezone) else f"{text} ({timezone})"
 
 
 def jobs(console: Console, lines: Sequence[JobLine], database: str) -> None:
@@ -594,7 +594,7 @@ def explanation(
         ),
         soft_wrap=True,
     )
-    local = ex.timezone not in ("UTC", "Etc/UTC")
+    local = not is_utc(ex.timezone)
     dst = any(row.dst for row in ex.rows)
     # the period column only when it says something the start does not (a date)
     named = any(label(row.period.start) != iso_utc(row.period.start) for row in ex.rows)

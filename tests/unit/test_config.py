@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from catchup.cli import cli
-from catchup.config import parse_config, parse_duration
+from catchup.config import load_config, parse_config, parse_duration
 from catchup.errors import ConfigError
 
 GOOD = """\
@@ -113,3 +113,18 @@ def test_missing_config_is_a_usage_error(tmp_path: Path, monkeypatch: pytest.Mon
     result = CliRunner().invoke(cli, ["run", "billing"], catch_exceptions=False)
     assert result.exit_code == 2
     assert "no catchup.toml" in result.stderr
+
+
+def test_a_bad_zone_does_not_hide_a_bad_schedule(tmp_path: Path) -> None:
+    path = tmp_path / "catchup.toml"
+    path.write_text(
+        '[jobs.billing]\nschedule = "RRULE:FREQ=DAILY;UNTIL=20270101T000000"\n'
+        'start = "2026-11-01"\ntimezone = "Mars/Olympus"\ncommand = ["true"]\n'
+    )
+    with pytest.raises(ConfigError) as caught:
+        load_config(path)
+    lines = str(caught.value).splitlines()
+    assert [line.split(": ", 2)[1] for line in lines] == [
+        "jobs.billing.timezone",
+        "jobs.billing.schedule",
+    ]
