@@ -1,4 +1,5 @@
-"""The test database: the embedded PostgreSQL in ``.catchup-test/`` (or ``CATCHUP_TEST_DSN``).
+"""The test database: the embedded PostgreSQL in ``.catchup-test/`` (or ``CATCHUP_TEST_HOME``), or
+the server at ``CATCHUP_TEST_DSN``.
 
 Every test gets a schema of its own, so tests never see each other's ledgers. When the server
 cannot be reached the whole run stops at once instead of failing every test.
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -23,7 +25,9 @@ import pytest
 from click.testing import CliRunner, Result
 
 ROOT = Path(__file__).resolve().parent.parent
-TEST_HOME = ROOT / ".catchup-test"
+# A run under a moved clock (.ci/run's faketime legs) keeps a server of its own, started under
+# that clock: a server already running would keep the real one.
+TEST_HOME = Path(os.environ.get("CATCHUP_TEST_HOME") or ROOT / ".catchup-test").resolve()
 
 
 @dataclass(frozen=True)
@@ -63,6 +67,52 @@ def database() -> Iterator[Database]:
         from catchup import embedded
 
         embedded.stop()
+
+
+@pytest.fixture(autouse=True)
+def reap_children(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[None]:
+    """Every test reaps what it starts. A child process still running when its test ends is
+    killed (with its process group when it leads one) and waited for, and every child's pipes
+    are closed, so a failing test leaks nothing into the next; a test that passed while leaving
+    one running fails here."""
+    started: list[subprocess.Popen[Any]] = []
+    original = subprocess.Popen.__init__
+
+    def tracked(self: subprocess.Popen[Any], *args: Any, **kwargs: Any) -> None:
+        original(self, *args, **kwargs)
+        started.append(self)
+
+    monkeypatch.setattr(subprocess.Popen, "__init__", tracked)
+    yield
+    monkeypatch.undo()
+    left = []
+    for proc in started:
+        if proc.poll() is None:
+            left.append(proc.args)
+            try:
+                if os.getpgid(proc.pid) == proc.pid:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                else:
+                    proc.kill()
+            except ProcessLookupError:
+                pass
+            proc.wait(timeout=30)
+        for pipe in (proc.stdin, proc.stdout, proc.stderr):
+            if pipe is not None:
+                pipe.close()
+    report = getattr(request.node, "rep_call", None)
+    if left and report is not None and report.passed:
+        pytest.fail(f"the test left {len(left)} child process(es) running: {left}")
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    report = yield
+    if report.when == "call":
+        item.rep_call = report  # type: ignore[attr-defined]
+    return report
 
 
 @pytest.fixture

@@ -6,6 +6,7 @@ import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
+from zoneinfo import ZoneInfo
 
 from click.testing import CliRunner
 
@@ -110,15 +111,24 @@ def test_local_time_zones(project: Project, sql: Any) -> None:
         "[jobs.nightly]\n" + "\n".join([*lines, 'timezone = "Europe/Berlin"']) + "\n"
         "[jobs.rabat]\n" + "\n".join([*lines, 'timezone = "Africa/Casablanca"']) + "\n"
     )
+    (now,) = sql("SELECT clock_timestamp()")[0]
     result = project.cli("doctor")
     assert result.exit_code == 0, result.output
     text = " ".join(result.stdout.split())
-    assert "nightly: 02:30 on 2027-03-28 does not exist in Europe/Berlin" in text
-    assert "nightly: 02:30 on 2027-10-31 happens twice in Europe/Berlin" in text
+    # the Berlin DST nights of the coming 400 days, found here by stepping through the hours
+    berlin = ZoneInfo("Europe/Berlin")
+    hour = now.replace(minute=0, second=0, microsecond=0) + timedelta(hours=1)
+    nights = []
+    for h in range(399 * 24):
+        a, b = hour + timedelta(hours=h), hour + timedelta(hours=h + 1)
+        if (ahead := b.astimezone(berlin).utcoffset()) != a.astimezone(berlin).utcoffset():
+            nights.append((b.astimezone(berlin).date(), ahead == timedelta(hours=2)))
+    assert len(nights) >= 2
+    for day, spring in nights:
+        said = "does not exist" if spring else "happens twice"
+        assert f"nightly: 02:30 on {day} {said} in Europe/Berlin" in text
     assert "Europe/Berlin: the server and Python agree" in text
-    from zoneinfo import ZoneInfo
 
-    (now,) = sql("SELECT clock_timestamp()")[0]
     probes = [now + timedelta(hours=h) for h in range(0, 400 * 24, 3)]
     walls = sql(
         "SELECT t AT TIME ZONE 'Africa/Casablanca' FROM unnest(%s::timestamptz[]) AS t",
