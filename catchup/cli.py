@@ -734,12 +734,13 @@ def resume(state: State, job: str, reason: str | None, actor: str | None) -> Non
     """Resume JOB. The next tick follows its catch-up policy: no flood of missed periods unless
     the policy (catchup = all, within catchup_window, at most max_per_tick) says so."""
     from . import operations
+    from .schedule import span
 
     spec = state.config().job(job)
     with state.session() as session:
         operations.resume(session, spec, reason=reason, actor=actor or operations.default_actor())
     policy = {
-        "all": f"every gap of the last {_human_delta(spec.catchup_window)}, at most "
+        "all": f"every gap of the last {span(spec.catchup_window)}, at most "
         f"{spec.max_per_tick} a tick",
         "latest": "only the newest due period",
         "none": "only periods that become due from now on",
@@ -849,14 +850,6 @@ def deploy_systemd(
         click.echo(f"wrote {folder / filename}")
 
 
-def _human_delta(delta: Any) -> str:
-    seconds = int(delta.total_seconds())
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds % size == 0 and seconds >= size:
-            return f"{seconds // size}{unit}"
-    return f"{seconds}s"
-
-
 @cli.command(epilog=EXIT_CODES)
 @click.argument("job")
 @click.option(
@@ -871,7 +864,8 @@ def _human_delta(delta: Any) -> str:
 def explain(state: State, job: str, start: str | None, count: int) -> None:
     """Spell out JOB's periods: UTC and local bounds, length, and when each falls due, with
     notes on what to watch: periods a DST change makes shorter or longer, local times a DST
-    change skips or repeats, a job due exactly on the hour with others.
+    change skips or repeats in the 400 days from the first period shown (and what systemd and
+    cron would do with them instead), a job due exactly on the hour with others.
 
     Example: catchup explain billing --count 5
     """

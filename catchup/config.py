@@ -26,6 +26,7 @@ from .schedule import (
     parse_schedule,
     period_label,
     to_utc,
+    to_wall,
     zone,
 )
 
@@ -66,6 +67,9 @@ class Job:
     schedule: Schedule
     start: datetime
     timeline: Timeline
+    # the local time ``start`` was written as: a start inside a DST gap names the instant the
+    # gap's length later, but schedules counted from it keep the written time
+    start_wall: datetime | None = None
     delay: timedelta = timedelta(0)
     command: tuple[str, ...] | None = None
     call: str | Callable[..., object] | None = None  # "module:function", or a callable in code
@@ -261,11 +265,12 @@ def _parse_job(name: str, spec: dict[str, Any], problem: Any) -> Job | None:
             bad("schedule", str(exc))
 
     start: datetime | None = None
+    start_wall: datetime | None = None
     if "start" not in spec:
         bad("start", 'missing: the first period, like "2026-10-01"')
     else:
         try:
-            start = parse_instant(spec["start"], timezone or "UTC")
+            start, start_wall = parse_written(spec["start"], timezone or "UTC")
         except ValueError as exc:
             bad("start", str(exc))
 
@@ -339,9 +344,10 @@ def _parse_job(name: str, spec: dict[str, Any], problem: Any) -> Job | None:
     spread = spread_offset(name, bound, schedule) if bound else timedelta(0)
     return Job(
         name=name,
-        schedule=schedule.bound(start),
+        schedule=schedule.bound(start, start_wall),
         start=start,
-        timeline=Timeline.single(schedule, start),
+        start_wall=start_wall,
+        timeline=Timeline.single(schedule, start, start_wall),
         delay=(durations["delay"] or timedelta(0)) + spread,
         spread=spread,
         command=command,
@@ -381,6 +387,12 @@ def parse_duration(value: object, *, allow_zero: bool = False) -> timedelta:
 def parse_instant(value: object, timezone: str = "UTC") -> datetime:
     """A TOML date/datetime or an ISO 8601 string; a date means midnight and a time without an
     offset is wall-clock time, both in ``timezone`` (UTC unless given)."""
+    return parse_written(value, timezone)[0]
+
+
+def parse_written(value: object, timezone: str = "UTC") -> tuple[datetime, datetime]:
+    """:func:`parse_instant`, and the local time in ``timezone`` as it was written (which
+    differs from the instant's own local time inside a DST gap)."""
     if isinstance(value, datetime):
         moment = value
     elif isinstance(value, date):
@@ -400,9 +412,10 @@ def parse_instant(value: object, timezone: str = "UTC") -> datetime:
             ) from None
     else:
         raise ValueError(f'expected a date like "2026-10-01", got {_type(value)}')
+    tz = zone(timezone)
     if moment.tzinfo is None:
-        return to_utc(moment, zone(timezone))
-    return as_utc(moment)
+        return to_utc(moment, tz), moment
+    return as_utc(moment), to_wall(moment, tz)
 
 
 def check_placeholders(arg: str) -> str | None:

@@ -82,7 +82,7 @@ class Session:
             job_id = ids.get(name, -1)
             start, recorded = stored.get(job_id, (None, []))
             try:
-                chosen = plan(job.schedule, job.start, recorded, now)
+                chosen = plan(job.schedule, job.start, recorded, now, job.start_wall)
             except ScheduleError as exc:  # a row written by another version of catchup
                 raise ConfigError(
                     f"{name}: the ledger's schedule history cannot be read here: {exc}"
@@ -90,7 +90,7 @@ class Session:
             if write and (chosen.writes or start != job.start):
                 chosen = self.ledger.record_schedule(
                     job_id,
-                    lambda rows, at, j=job: plan(j.schedule, j.start, rows, at),
+                    lambda rows, at, j=job: plan(j.schedule, j.start, rows, at, j.start_wall),
                     job.start,
                     f"config, seen by {owner_name()}",
                 )

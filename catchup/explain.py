@@ -14,6 +14,7 @@ from .schedule import (
     Wall,
     is_utc,
     iso_utc,
+    span,
     to_utc,
     to_wall,
     transitions,
@@ -62,9 +63,17 @@ def explain(
         for edge, t in (("starts", period.start), ("ends", period.end)):
             moved = _moved(schedule, t)
             if moved is not None:
-                notes.append(
-                    f"{edge} {t.astimezone(tz):%H:%M %Z}: {moved:%H:%M} does not exist that night"
-                )
+                at = t.astimezone(tz)
+                if _scheduled(schedule, to_wall(t, tz)):
+                    notes.append(
+                        f"{edge} {at:%H:%M %Z}: the scheduled {moved:%H:%M} does not exist that "
+                        f"night and falls on this {at:%H:%M}, one boundary for both"
+                    )
+                else:
+                    notes.append(
+                        f"{edge} {at:%H:%M %Z}: the scheduled {moved:%H:%M} does not exist that "
+                        f"night and moves {span(to_wall(t, tz) - moved)} later"
+                    )
         dst = "; ".join(notes) or None
         rows.append(
             Row(
@@ -83,7 +92,8 @@ def explain(
         job.delay,
         job.spread,
         tuple(rows),
-        tuple(_warnings(job, list(others), now)),
+        # DST nights from the first period shown: `--from 2027-03-27` asks about that spring
+        tuple(_warnings(job, list(others), now, first)),
     )
 
 
@@ -95,7 +105,7 @@ def on_the_hour(job: Job, now: datetime) -> bool:
     )
 
 
-def _warnings(job: Job, others: list[Job], now: datetime) -> list[str]:
+def _warnings(job: Job, others: list[Job], now: datetime, shown: datetime) -> list[str]:
     found = []
     segments = job.timeline.segments
     for before, seg in pairwise(segments):
@@ -114,12 +124,12 @@ def _warnings(job: Job, others: list[Job], now: datetime) -> list[str]:
     if is_utc(job.timezone):
         found.append("periods are UTC: no daylight-saving changes touch them")
     else:
-        found.extend(dst_warnings(job.timeline.current, now))
+        found.extend(dst_warnings(job.timeline.schedule_at(shown), shown))
     return found
 
 
 def dst_warnings(schedule: Schedule, now: datetime) -> list[str]:
-    """The schedule's local times that a DST change in the next 400 days skips or repeats,
+    """The schedule's local times that a DST change in the 400 days from ``now`` skips or repeats,
     and what catchup does with them (one period each, never two, never none)."""
     tz = zone(schedule.timezone)
     if not isinstance(schedule, Wall):
@@ -139,25 +149,38 @@ def dst_warnings(schedule: Schedule, now: datetime) -> list[str]:
             instant = to_utc(w, tz)
             local = instant.astimezone(tz)
             if delta > timedelta(0):
+                where = f"{local:%H:%M %Z} ({iso_utc(instant)})"
+                what = (
+                    f"it falls on {where}, which is scheduled too: one period starts there, not two"
+                    if _scheduled(schedule, to_wall(instant, tz))
+                    else f"that period starts {span(delta)} later, at {where}"
+                )
                 found.append(
-                    f"{w:%H:%M} on {w:%Y-%m-%d} does not exist in {schedule.timezone} (clocks go "
-                    f"forward {_span(delta)} at {lo:%H:%M}): that period starts at "
-                    f"{local:%H:%M %Z} ({iso_utc(instant)}), the gap's length later"
+                    f"{w:%H:%M} on {w:%Y-%m-%d} does not exist in {schedule.timezone} (clocks "
+                    f"jump from {lo:%H:%M} to {hi:%H:%M}): {what} (systemd would skip it; cron "
+                    f"and croniter run it at {hi:%H:%M})"
                 )
             else:
+                first = w.replace(fold=0).replace(tzinfo=tz)
                 found.append(
                     f"{w:%H:%M} on {w:%Y-%m-%d} happens twice in {schedule.timezone} (clocks go "
-                    f"back {_span(-delta)} at {before:%H:%M}): the period starts at the second, "
-                    f"{local:%H:%M %Z} ({iso_utc(instant)})"
+                    f"back {span(-delta)} at {before:%H:%M}): the period starts at the second, "
+                    f"{local:%H:%M %Z} ({iso_utc(instant)}) (systemd, cron and croniter take "
+                    f"the first, {first:%H:%M %Z})"
                 )
         if len(walls) > 3:
             found.append(f"… and {len(walls) - 3} more local times on {lo:%Y-%m-%d}")
     return found
 
 
+def _scheduled(schedule: Schedule, wall: datetime) -> bool:
+    """``wall`` is one of the schedule's own local times."""
+    return isinstance(schedule, Wall) and next(schedule.walls_from(wall), None) == wall
+
+
 def _clock_change(at: datetime, delta: timedelta) -> str:
     way = "forward" if delta > timedelta(0) else "back"
-    return f"clocks go {way} {_span(abs(delta))} at {iso_utc(at)}"
+    return f"clocks go {way} {span(abs(delta))} at {iso_utc(at)}"
 
 
 def _moved(schedule: Schedule, t: datetime) -> datetime | None:
@@ -172,12 +195,6 @@ def _moved(schedule: Schedule, t: datetime) -> datetime | None:
         if w != wall and to_utc(w, tz) == t:
             return w
     return None
-
-
-def _span(delta: timedelta) -> str:
-    minutes = int(delta.total_seconds()) // 60
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours}h{minutes:02d}m" if minutes else f"{hours}h"
 
 
 def describe_due(row: Row, now: datetime) -> str:

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal, NamedTuple
 
-from .schedule import Period
+from .schedule import Period, span
 
 Status = Literal["succeeded", "failed", "skipped", "lost", "interrupted"]
 
@@ -221,11 +221,3 @@ class SchedulerHealth:
                 "exists to end)"
             )
         return found
-
-
-def span(seconds: float) -> str:
-    if seconds >= 5400:
-        return f"{seconds / 3600:.0f}h"
-    if seconds >= 90:
-        return f"{seconds / 60:.0f}m"
-    return f"{seconds:.0f}s"

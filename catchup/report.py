@@ -28,9 +28,8 @@ from .models import (
     Outcome,
     ScanReport,
     SchedulerHealth,
-    span,
 )
-from .schedule import is_utc, iso_utc
+from .schedule import is_utc, iso_utc, span
 
 STYLE = {
     "succeeded": "green",

@@ -18,7 +18,7 @@ from datetime import datetime, timedelta
 from typing import Any, BinaryIO
 
 from .config import Job
-from .schedule import Period, iso_utc
+from .schedule import Period, iso_utc, span
 
 TAIL_BYTES = 64 * 1024
 POLL_SECONDS = 0.05
@@ -372,7 +372,7 @@ def _stop_reason(
     if (lost := keeper.expired()) is not None:
         return "lost", lost
     if timeout is not None and time.monotonic() - started >= timeout:
-        return "timeout", f"timed out after {_human(timeout)}"
+        return "timeout", f"timed out after {span(timeout)}"
     return None
 
 
@@ -385,11 +385,3 @@ def load_call(call: str | Callable[..., object]) -> Callable[..., object]:
     for part in attr.split("."):
         target = getattr(target, part)
     return target  # type: ignore[no-any-return]
-
-
-def _human(seconds: float) -> str:
-    if seconds >= 3600 and seconds % 3600 == 0:
-        return f"{seconds / 3600:g}h"
-    if seconds >= 60 and seconds % 60 == 0:
-        return f"{seconds / 60:g}m"
-    return f"{seconds:g}s"

@@ -97,6 +97,16 @@ def to_wall(t: datetime, tz: ZoneInfo) -> datetime:
     return t.astimezone(tz).replace(tzinfo=None)
 
 
+def written_wall(t: datetime, tz: ZoneInfo, written: datetime | None) -> datetime:
+    """The local time ``t`` was written as: ``written`` when that names ``t``, else ``t``'s own
+    wall time. They differ for a time written inside a DST gap (``start = "2026-09-06"`` where
+    that midnight is skipped): it names the instant the gap's length later, but a schedule
+    counted from it keeps the written time for every later period."""
+    if written is not None and to_utc(written, tz) == as_utc(t):
+        return written
+    return to_wall(as_utc(t), tz)
+
+
 def transitions(tz: ZoneInfo, lo: datetime, hi: datetime) -> list[tuple[datetime, timedelta]]:
     """The offset changes of ``tz`` in ``[lo, hi)``: (instant, new offset minus old offset)."""
     found: list[tuple[datetime, timedelta]] = []
@@ -107,7 +117,7 @@ def transitions(tz: ZoneInfo, lo: datetime, hi: datetime) -> list[tuple[datetime
         return value
 
     step = timedelta(hours=6)
-    t = lo
+    t = lo - timedelta(seconds=1)  # a change at lo itself is inside
     before = offset(t)
     while t < hi:
         nxt = min(t + step, hi)
@@ -123,7 +133,8 @@ def transitions(tz: ZoneInfo, lo: datetime, hi: datetime) -> list[tuple[datetime
                     a = mid
                 else:
                     b = mid
-            found.append((b, after - before))
+            if lo <= b < hi:  # a change at hi belongs to what starts there
+                found.append((b, after - before))
             before = after
         t = nxt
     return found
@@ -158,8 +169,10 @@ class Schedule:
         """The schedule as the ledger records it: changes of this (or of the zone) are changes."""
         return " ".join(self.text.split()).lower()
 
-    def bound(self, origin: datetime) -> Schedule:
-        """The schedule counted from ``origin`` (for schedules that count from the start)."""
+    def bound(self, origin: datetime, written: datetime | None = None) -> Schedule:
+        """The schedule counted from ``origin`` (for schedules that count from the start);
+        ``written`` is the local time ``origin`` was written as, if known (see
+        :func:`written_wall`)."""
         return self
 
     def asc(self, a: datetime) -> Iterator[datetime]:
@@ -212,7 +225,7 @@ class Fixed(Schedule):
     def daily_or_longer(self) -> bool:
         return self.seconds % 86400 == 0
 
-    def bound(self, origin: datetime) -> Schedule:
+    def bound(self, origin: datetime, written: datetime | None = None) -> Schedule:
         if self.counts_from_start:
             return replace(self, origin=as_utc(origin))
         if not is_utc(self.timezone) and not self.daily_or_longer:
@@ -432,10 +445,10 @@ class Calendar(Wall):
     def interval_sql(self) -> str:
         return f"{self.months} months" if self.months else f"{self.days} days"
 
-    def bound(self, origin: datetime) -> Schedule:
+    def bound(self, origin: datetime, written: datetime | None = None) -> Schedule:
         if not self.counts_from_start:
             return self
-        return replace(self, origin=to_wall(as_utc(origin), zone(self.timezone)))
+        return replace(self, origin=written_wall(origin, zone(self.timezone), written))
 
     def local(self, k: int) -> datetime:
         if self.months:
@@ -688,8 +701,8 @@ class RRule(Wall):
         long = freq is not None and freq.group(1) in ("DAILY", "WEEKLY", "MONTHLY", "YEARLY")
         return long and several is None
 
-    def bound(self, origin: datetime) -> Schedule:
-        return replace(self, origin=to_wall(as_utc(origin), zone(self.timezone)))
+    def bound(self, origin: datetime, written: datetime | None = None) -> Schedule:
+        return replace(self, origin=written_wall(origin, zone(self.timezone), written))
 
     @property
     def rule(self) -> rrule:
@@ -800,8 +813,12 @@ class Timeline:
     first: datetime
 
     @classmethod
-    def single(cls, schedule: Schedule, start: datetime) -> Timeline:
-        bound = schedule.bound(start)
+    def single(
+        cls, schedule: Schedule, start: datetime, written: datetime | None = None
+    ) -> Timeline:
+        """``schedule`` from the job's ``start``; ``written`` is the local time the start was
+        written as (it differs from the instant's own inside a DST gap)."""
+        bound = schedule.bound(start, written)
         return cls((Segment(None, bound),), bound.ceil(start))
 
     @property
@@ -898,13 +915,23 @@ class Timeline:
         return ";".join(parts)
 
 
-def _bind(schedule: Schedule, since: datetime, start: datetime) -> Schedule:
+def _bind(
+    schedule: Schedule, since: datetime, start: datetime, written: datetime | None
+) -> Schedule:
     """A rule is counted from the job's start (its DTSTART); schedules that count steps from
     the start count them from where they take effect."""
-    return schedule.bound(start) if isinstance(schedule, RRule) else schedule.bound(since)
+    if isinstance(schedule, RRule):
+        return schedule.bound(start, written)
+    return schedule.bound(since)
 
 
-def effective_from(timeline: Timeline, new: Schedule, seen: datetime, start: datetime) -> datetime:
+def effective_from(
+    timeline: Timeline,
+    new: Schedule,
+    seen: datetime,
+    start: datetime,
+    written: datetime | None = None,
+) -> datetime:
     """When a schedule change noticed at ``seen`` takes effect: the first boundary of the new
     schedule at or after the end of the period in progress under the old one. Periods before it
     keep the old schedule, so a change never creates periods in the past."""
@@ -912,16 +939,22 @@ def effective_from(timeline: Timeline, new: Schedule, seen: datetime, start: dat
     if current is None:
         return timeline.first  # not started yet: the new schedule applies from the start
     end = timeline.after(current)
-    return _bind(new, end, start).ceil(end)
+    return _bind(new, end, start, written).ceil(end)
 
 
-def changed(timeline: Timeline, new: Schedule, since: datetime, start: datetime) -> Timeline:
+def changed(
+    timeline: Timeline,
+    new: Schedule,
+    since: datetime,
+    start: datetime,
+    written: datetime | None = None,
+) -> Timeline:
     """``timeline`` with ``new`` in force from ``since`` (later segments dropped). A rule is
     counted from the job's start; schedules that count steps count them from ``since``."""
     if since <= timeline.first:
-        return Timeline.single(new, start)
+        return Timeline.single(new, start, written)
     kept = tuple(s for s in timeline.segments if s.since is None or s.since < since)
-    return Timeline((*kept, Segment(since, _bind(new, since, start))), timeline.first)
+    return Timeline((*kept, Segment(since, _bind(new, since, start, written))), timeline.first)
 
 
 @dataclass(frozen=True)
@@ -947,19 +980,31 @@ class Plan:
         return self.add is not None or self.drop_after is not None
 
 
-def timeline_from(recorded: list[Recorded], start: datetime) -> Timeline:
-    """The timeline the ledger's rows describe, for a job configured to start at ``start``."""
-    timeline = Timeline.single(parse_schedule(recorded[0].schedule, recorded[0].timezone), start)
+def timeline_from(
+    recorded: list[Recorded], start: datetime, written: datetime | None = None
+) -> Timeline:
+    """The timeline the ledger's rows describe, for a job configured to start at ``start``
+    (written as the local time ``written``)."""
+    first = parse_schedule(recorded[0].schedule, recorded[0].timezone)
+    timeline = Timeline.single(first, start, written)
     for row in recorded[1:]:
-        timeline = changed(timeline, parse_schedule(row.schedule, row.timezone), row.since, start)
+        new = parse_schedule(row.schedule, row.timezone)
+        timeline = changed(timeline, new, row.since, start, written)
     return timeline
 
 
 _BEGINNING = datetime(1, 1, 1, tzinfo=UTC)
 
 
-def plan(schedule: Schedule, start: datetime, recorded: list[Recorded], now: datetime) -> Plan:
-    """Compare the configured ``schedule`` with the ledger's rows at ``now``.
+def plan(
+    schedule: Schedule,
+    start: datetime,
+    recorded: list[Recorded],
+    now: datetime,
+    written: datetime | None = None,
+) -> Plan:
+    """Compare the configured ``schedule`` with the ledger's rows at ``now`` (``start`` written
+    as the local time ``written``).
 
     Nothing recorded: record it. The schedule in force matches: use the ledger's timeline
     (dropping a pending change the config no longer asks for). Otherwise a change: it takes
@@ -969,21 +1014,21 @@ def plan(schedule: Schedule, start: datetime, recorded: list[Recorded], now: dat
     key = (schedule.canonical, schedule.timezone)
     mine = Recorded(now, *key)
     if not recorded:
-        return Plan(Timeline.single(schedule, start), add=mine)
+        return Plan(Timeline.single(schedule, start, written), add=mine)
     in_force = [r for i, r in enumerate(recorded) if i == 0 or r.since <= now]
     pending = recorded[len(in_force) :]
-    current = timeline_from(in_force, start)
+    current = timeline_from(in_force, start, written)
     last = in_force[-1]
     if (last.schedule, last.timezone) == key:
         return Plan(current, drop_after=now if pending else None)
     if len(pending) == 1 and (pending[0].schedule, pending[0].timezone) == key:
-        return Plan(timeline_from(recorded, start))
+        return Plan(timeline_from(recorded, start, written))
     if current.floor(now) is None:  # no period has begun: nothing to keep
-        replaced = Timeline.single(schedule, start)
+        replaced = Timeline.single(schedule, start, written)
         return Plan(replaced, add=mine, drop_after=_BEGINNING, previous=last)
-    since = effective_from(current, schedule, now, start)
+    since = effective_from(current, schedule, now, start, written)
     return Plan(
-        changed(current, schedule, since, start),
+        changed(current, schedule, since, start, written),
         add=Recorded(since, *key),
         drop_after=now if pending else None,
         previous=last,
@@ -1006,10 +1051,35 @@ def period_label(schedule: Schedule, start: datetime) -> str:
     an ISO 8601 UTC time."""
     start = as_utc(start)
     if schedule.daily_or_longer:
-        wall = to_wall(start, zone(schedule.timezone))
-        if wall.time() == time(0):
-            return wall.date().isoformat()
+        tz = zone(schedule.timezone)
+        midnight = datetime.combine(to_wall(start, tz).date(), time(0))
+        if midnight == to_wall(start, tz):
+            return midnight.date().isoformat()
+        # a midnight the clocks skip (America/Santiago, 2026-09-06) starts its day later: the
+        # period is still that local day's
+        if (
+            isinstance(schedule, Wall)
+            and to_utc(midnight, tz) == start
+            and next(schedule.walls_from(midnight), None) == midnight
+        ):
+            return midnight.date().isoformat()
     return iso_utc(start)
+
+
+def span(length: float | timedelta) -> str:
+    """A length of time, exact, the one way catchup writes one: ``90s``, ``1h30m``, ``23h30m``,
+    ``25h``, ``7d``, ``6d23h``. Days only from two days up, so a 25-hour day reads ``25h``;
+    fractions of a second only in spans under a minute."""
+    seconds = length.total_seconds() if isinstance(length, timedelta) else float(length)
+    sign, seconds = ("-" if seconds < 0 else ""), abs(seconds)
+    if seconds < 60 and seconds != int(seconds):
+        return f"{sign}{seconds:g}s"
+    whole = round(seconds)
+    days, rest = divmod(whole, 86400) if whole >= 2 * 86400 else (0, whole)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    parts = [f"{v}{u}" for v, u in ((days, "d"), (hours, "h"), (minutes, "m"), (secs, "s")) if v]
+    return sign + ("".join(parts) or "0s")
 
 
 def iso_utc(t: datetime) -> str:
