@@ -182,9 +182,13 @@ def _execute(
 ) -> Execution:
     heartbeat_conn: list[psycopg.Connection[object]] = []
 
-    def renew() -> datetime | None:
+    def renew(within: float) -> datetime | None:
         if not heartbeat_conn or heartbeat_conn[0].closed or heartbeat_conn[0].broken:
-            heartbeat_conn[:] = [db.connect(session.target, application="catchup-heartbeat")]
+            for conn in heartbeat_conn:
+                conn.close()
+            heartbeat_conn[:] = [
+                db.connect(session.target, application="catchup-heartbeat", within=within)
+            ]
         return Ledger(heartbeat_conn[0], session.config.schema).heartbeat(
             job_id, period.start, claim.attempt, job.lease
         )

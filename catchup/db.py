@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from dataclasses import dataclass
@@ -89,19 +90,25 @@ def scrub(message: str, conninfo: str) -> str:
     return message
 
 
-def connect(target: Target, *, application: str = "catchup") -> psycopg.Connection[object]:
-    """An autocommit connection whose server is new enough; one-line errors, no password."""
+def connect(
+    target: Target, *, application: str = "catchup", within: float | None = None
+) -> psycopg.Connection[object]:
+    """An autocommit connection whose server is new enough; one-line errors, no password.
+
+    ``within`` bounds the whole attempt, waits for a busy server included, in seconds (libpq
+    still waits at least 2 s for one connection): the heartbeat reconnects inside its lease."""
     import psycopg
 
     delay = 0.1
-    deadline = time.monotonic() + BUSY_RETRY_SECONDS
+    patience = BUSY_RETRY_SECONDS if within is None else min(BUSY_RETRY_SECONDS, within)
+    deadline = time.monotonic() + patience
     while True:
         try:
             conn = psycopg.connect(
                 target.conninfo,
                 autocommit=True,
                 application_name=application,
-                connect_timeout=10,
+                connect_timeout=10 if within is None else max(2, math.ceil(within)),
             )
             break
         except psycopg.Error as exc:

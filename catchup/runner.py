@@ -84,31 +84,52 @@ class Execution:
     seconds: float
 
 
-class LeaseKeeper(threading.Thread):
-    """Renews the lease on its own connection; trips when the lease is lost or runs out."""
+def retry_wait(failures: int, interval: float, left: float) -> float:
+    """Seconds the heartbeat waits after ``failures`` failed renewals in a row, with ``left``
+    seconds of lease: none after the first, then doubling from 0.2 s, never longer than a beat
+    or half of what is left, so the retries fit inside the lease."""
+    if failures <= 1:
+        return 0.0
+    return max(0.0, min(0.05 * 2.0**failures, interval, left / 2))
 
-    def __init__(self, renew: Callable[[], datetime | None], lease: timedelta) -> None:
+
+class LeaseKeeper(threading.Thread):
+    """Renews the lease on its own connection; trips when the lease is lost or runs out.
+
+    ``renew(within)`` gets the seconds the lease has left, to bound a reconnect by them. A failed
+    renewal is retried at once (a cut connection is the usual cause, and a new one is a round
+    trip away), then with a short backoff, never waiting past the lease it protects."""
+
+    def __init__(self, renew: Callable[[float], datetime | None], lease: timedelta) -> None:
         super().__init__(name="catchup-heartbeat", daemon=True)
         self.renew = renew
         self.lease = lease.total_seconds()
         self.deadline = time.monotonic() + self.lease  # conservative: measured after the claim
         self.lost: str | None = None
+        self.failures = 0  # renewals that failed in a row
         self._stop = threading.Event()
 
     def run(self) -> None:
         interval = max(self.lease / 3, 0.2)
-        while not self._stop.wait(interval):
+        wait = interval
+        while not self._stop.wait(wait):
             sent = time.monotonic()
             try:
-                renewed = self.renew()
+                renewed = self.renew(max(self.deadline - sent, 0.0))
             except Exception as exc:
-                if time.monotonic() >= self.deadline and self.lost is None:
-                    self.lost = f"lease could not be renewed before it ran out ({exc})"
+                self.failures += 1
+                left = self.deadline - time.monotonic()
+                if left <= 0:
+                    self.lost = self.lost or f"lease could not be renewed before it ran out ({exc})"
+                    return
+                wait = retry_wait(self.failures, interval, left)
                 continue
             if renewed is None:
                 self.lost = self.lost or "lease lost: the period was taken over or expired"
                 return
+            self.failures = 0
             self.deadline = sent + self.lease
+            wait = interval
 
     def expired(self) -> str | None:
         if self.lost:
