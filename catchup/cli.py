@@ -100,10 +100,14 @@ class State:
         target = db.resolve(self.dsn, config.dsn)
         session = Session(config, target, prepare=prepare)
         if not self.quiet:
+            from rich.text import Text
+
             err_console().print(
-                f"[dim]database: {target.describe()}, PostgreSQL "
-                f"{db.server_version(session.conn)}, schema {config.schema}[/dim]",
-                highlight=False,
+                Text(
+                    f"database: {target.describe()}, PostgreSQL "
+                    f"{db.server_version(session.conn)}, schema {config.schema}",
+                    style="dim",
+                ),
                 soft_wrap=True,
             )
         try:
@@ -116,9 +120,11 @@ def console(stderr: bool = False) -> Console:
     """Rich on a terminal; on a pipe no colour codes and wide enough that tables do not fold."""
     from rich.console import Console
 
-    out = Console(stderr=stderr, highlight=False)
+    # markup off: names, reasons and errors that users and jobs wrote are text, never markup
+    out = Console(stderr=stderr, highlight=False, markup=False, emoji=False)
     if not out.is_terminal:
-        out = Console(stderr=stderr, highlight=False, width=max(out.width, 200))
+        width = max(out.width, 200)
+        out = Console(stderr=stderr, highlight=False, markup=False, emoji=False, width=width)
     return out
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import unicodedata
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime
@@ -45,9 +46,31 @@ STYLE = {
 }
 
 
+# Bidirectional overrides and isolates reorder what a terminal shows ("Trojan Source").
+_BIDI = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+
+
+def safe(text: str, *, lines: bool = False) -> str:
+    """Text that a user or a job wrote, made fit to print: control characters (escape sequences,
+    BEL, backspace, C1 codes, DEL) and bidirectional overrides are shown escaped (``\\x1b``),
+    so nothing stored can move the cursor, retitle the terminal, or hide a link. Tabs stay;
+    newlines stay where ``lines`` (an output tail), else they are escaped too (a table cell).
+    Consoles print with markup off, so brackets are plain text as well."""
+    out = []
+    for c in text:
+        if c == "\t" or (lines and c == "\n"):
+            out.append(c)
+        elif c in _BIDI or unicodedata.category(c) == "Cc":
+            code = ord(c)
+            out.append(f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
+        else:
+            out.append(c)
+    return "".join(out)
+
+
 def outcome(console: Console, result: Outcome) -> None:
     text = Text()
-    text.append(f"{result.job} {result.label}", style="bold")
+    text.append(safe(f"{result.job} {result.label}"), style="bold")
     if result.attempt is not None:
         text.append(f" attempt {result.attempt}")
     text.append(": ")
@@ -55,7 +78,7 @@ def outcome(console: Console, result: Outcome) -> None:
     if result.seconds is not None:
         text.append(f" in {result.seconds:.1f}s")
     if result.detail:
-        text.append(f" ({result.detail})")
+        text.append(f" ({safe(result.detail)})")
     console.print(text, soft_wrap=True)
 
 
@@ -133,7 +156,7 @@ def history(
     show_output: bool,
     label: Callable[[datetime], str] = iso_utc,
 ) -> None:
-    table = Table(title=f"history of {job}", title_justify="left")
+    table = Table(title=f"history of {safe(job)}", title_justify="left")
     for column in ("period", "attempt", "status", "owner", "started", "took", "exit", "error"):
         table.add_column(column)
     for row in rows:
@@ -144,16 +167,16 @@ def history(
             label(row.period_start),
             str(row.attempt),
             Text(row.status, style=STYLE.get(row.status, "")),
-            row.owner or "",
+            safe(row.owner or ""),
             iso_utc(row.started_at),
             took,
             "" if row.exit_code is None else str(row.exit_code),
-            row.error or "",
+            safe(row.error or ""),
         )
     console.print(table)
     if show_output and rows and rows[0].output_tail:
         console.rule(f"output of attempt {rows[0].attempt} (tail)")
-        console.print(Text(rows[0].output_tail), soft_wrap=True)
+        console.print(Text(safe(rows[0].output_tail, lines=True)), soft_wrap=True)
 
 
 def history_json(rows: Sequence[HistoryRow], events: Sequence[EventRow] = ()) -> str:
@@ -194,7 +217,7 @@ def events(
     start: the audit trail."""
     if not rows:
         return
-    table = Table(title=f"changes to {job}", title_justify="left")
+    table = Table(title=f"changes to {safe(job)}", title_justify="left")
     for column in ("at", "action", "period", "was", "by", "reason"):
         table.add_column(column)
     for row in rows:
@@ -202,9 +225,9 @@ def events(
             iso_utc(row.at),
             row.action,
             label(row.period_start) if row.period_start else "(job)",
-            row.previous or "",
-            row.actor,
-            row.reason or "",
+            safe(row.previous or ""),
+            safe(row.actor),
+            safe(row.reason or ""),
         )
     console.print(table)
 
@@ -212,7 +235,7 @@ def events(
 def changes(console: Console, verb: str, rows: Sequence[Change]) -> None:
     """What a mark or reset did, one line per period."""
     for row in rows:
-        line = Text(f"{row.job} {row.label}: ")
+        line = Text(safe(f"{row.job} {row.label}: "))
         if row.previous == row.now:
             line.append(f"unchanged ({row.now}: nothing to {verb.split()[0]})", style="dim")
         else:
@@ -236,12 +259,12 @@ def scheduler(console: Console, health: SchedulerHealth) -> None:
         console.print(
             Text(
                 f"scheduler: last tick {iso_utc(health.last_tick)} from "
-                f"{health.last_host} ({span(ago)} ago{every})",
+                f"{safe(health.last_host or '')} ({span(ago)} ago{every})",
                 style="dim",
             )
         )
     for warning in health.warnings:
-        console.print(Text(f"warning: {warning}", style="yellow"), soft_wrap=True)
+        console.print(Text(f"warning: {safe(warning)}", style="yellow"), soft_wrap=True)
 
 
 def _dumps(value: object) -> str:
@@ -564,7 +587,13 @@ def save(path: str, report: ScanReport, health: SchedulerHealth, grids: Sequence
     attach to a ticket or keep as a CI artefact."""
     with open(os.devnull, "w") as sink:
         recorder = Console(
-            record=True, width=160, file=sink, force_terminal=True, color_system="truecolor"
+            record=True,
+            width=160,
+            file=sink,
+            force_terminal=True,
+            color_system="truecolor",
+            markup=False,
+            emoji=False,
         )
         scan_tables(recorder, report)
         scheduler(recorder, health)
