@@ -39,7 +39,7 @@ class Catchup:
         elif config is not None:
             loaded = load_config(Path(config), schema=schema)
         elif declared:
-            loaded = Config(path=None, schema=schema or "catchup")
+            loaded = load_config(None, schema=schema)
         else:
             loaded = load_config(find_config(None), schema=schema)
         if declared:
@@ -48,9 +48,12 @@ class Catchup:
                 jobs={**loaded.jobs, **declared},
                 dsn=loaded.dsn,
                 schema=schema or loaded.schema,
+                embedded=loaded.embedded,
             )
         self.config = loaded
-        self.session = Session(loaded, db.resolve(dsn, loaded.dsn))
+        self.session = Session(
+            loaded, db.resolve(dsn, loaded.dsn, embedded_allowed=loaded.embedded)
+        )
 
     @property
     def database(self) -> str:

@@ -97,7 +97,7 @@ class State:
         from .core import Session
 
         config = self.config(required=config_required)
-        target = db.resolve(self.dsn, config.dsn)
+        target = db.resolve(self.dsn, config.dsn, embedded_allowed=config.embedded)
         session = Session(config, target, prepare=prepare)
         if not self.quiet:
             from rich.text import Text
@@ -935,7 +935,7 @@ def demo(state: State) -> None:
     from .demo import run_demo
 
     config = state.config(required=False)
-    target = db.resolve(state.dsn, config.dsn)
+    target = db.resolve(state.dsn, config.dsn, embedded_allowed=config.embedded)
     result = run_demo(target, console())
     if result.gaps_after:
         sys.exit(EXIT_FAILED)

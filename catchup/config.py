@@ -52,7 +52,9 @@ DEFAULTS: dict[str, Any] = {
     "spread": False,
 }
 JOB_KEYS = frozenset({"schedule", "start", "command", "call", *DEFAULTS})
-DATABASE_KEYS = frozenset({"dsn", "schema"})
+DATABASE_KEYS = frozenset({"dsn", "schema", "embedded"})
+# PostgreSQL's own schemas: a ledger there would mix with the catalog or with everyone's tables
+SYSTEM_SCHEMAS = frozenset({"public", "information_schema"})
 
 
 @dataclass(frozen=True)
@@ -117,6 +119,7 @@ class Config:
     jobs: Mapping[str, Job] = field(default_factory=dict)
     dsn: str | None = None
     schema: str = "catchup"
+    embedded: bool = True  # [database] embedded = false: never fall back to a local server
 
     def job(self, name: str) -> Job:
         try:
@@ -147,6 +150,9 @@ def find_config(explicit: str | None, cwd: Path | None = None) -> Path | None:
 
 def load_config(path: Path | None, *, schema: str | None = None) -> Config:
     """Read and validate ``path``; ``None`` gives an empty config (no jobs)."""
+    said = None if schema is None else schema_problem(schema)
+    if said is not None:
+        raise ConfigError(f"schema: {said}")
     if path is None:
         return Config(path=None, schema=schema or "catchup")
     try:
@@ -183,19 +189,32 @@ def parse_config(raw: bytes, path: Path, *, schema: str | None = None) -> Config
     if not isinstance(database, dict):
         problem(("database",), "[database] must be a table")
         database = {}
+    embedded = True
     for key, value in database.items():
         where = ("database", key)
         if key not in DATABASE_KEYS:
             problem(where, f"database.{key}: unknown key{_suggest(key, DATABASE_KEYS)}")
+        elif key == "embedded":
+            if isinstance(value, bool):
+                embedded = value
+            else:
+                problem(where, f"database.embedded: expected true or false, got {_type(value)}")
         elif not isinstance(value, str):
             problem(where, f"database.{key}: expected a string, got {_type(value)}")
         elif key == "dsn":
-            dsn = value
+            from .db import dsn_problem
+
+            said = dsn_problem(value)
+            if said is None:
+                dsn = value
+            else:
+                problem(where, f"database.dsn: {said}")
         elif schema is None:
-            if SCHEMA_NAME.match(value):
+            said = schema_problem(value)
+            if said is None:
                 schema_name = value
             else:
-                problem(where, f"database.schema: {value!r} is not a plain lower-case identifier")
+                problem(where, f"database.schema: {said}")
 
     jobs: dict[str, Job] = {}
     table = data.get("jobs", {})
@@ -222,7 +241,16 @@ def parse_config(raw: bytes, path: Path, *, schema: str | None = None) -> Config
             jobs[job_name] = job
     if problems:
         raise ConfigError(problems)
-    return Config(path=path, jobs=jobs, dsn=dsn, schema=schema_name)
+    return Config(path=path, jobs=jobs, dsn=dsn, schema=schema_name, embedded=embedded)
+
+
+def schema_problem(name: str) -> str | None:
+    """Why ``name`` cannot hold a ledger; None when it can."""
+    if not SCHEMA_NAME.match(name):
+        return f"{name[:70]!r} is not a plain lower-case identifier"
+    if name in SYSTEM_SCHEMAS or name.startswith("pg_"):
+        return f"{name!r} is one of PostgreSQL's own schemas; choose one for catchup, like catchup"
+    return None
 
 
 def _parse_job(name: str, spec: dict[str, Any], problem: Any) -> Job | None:

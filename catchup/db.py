@@ -8,7 +8,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from .errors import DatabaseError
+from .errors import ConfigError, DatabaseError
 
 if TYPE_CHECKING:
     import psycopg
@@ -39,19 +39,74 @@ class Target:
         return f"{redact(self.conninfo)} (from {self.source})"
 
 
-def resolve(flag_dsn: str | None, config_dsn: str | None) -> Target:
-    """``--dsn`` > ``CATCHUP_DSN`` > ``[database] dsn`` > ``DATABASE_URL`` > ``PG*`` > embedded."""
+# What a DSN that does not parse is told, keyed by the start of psycopg's message: the message
+# itself often quotes the DSN, password and all, so it is never printed.
+_PARSE_PROBLEMS = (
+    ("unexpected spaces", "it has spaces (percent-encode them as %20)"),
+    ("invalid percent-encoded", "it has an invalid percent-encoded character"),
+    ("end of string reached when looking for matching", "an IPv6 host's [ is never closed"),
+    ("unterminated quoted string", "a quoted value is never closed"),
+    ('missing "="', "it is neither a postgresql:// URL nor key=value pairs"),
+    ("invalid connection option", "it names an unknown connection option"),
+    ("invalid URI query parameter", "it names an unknown connection option"),
+)
+EMBEDDED_SETTINGS = ("auto", "never")
+
+
+def dsn_problem(value: str) -> str | None:
+    """Why ``value`` cannot be a DSN, in words that never repeat any of it; None if it parses."""
+    from psycopg.conninfo import conninfo_to_dict
+
+    if not value.strip():
+        return "it is empty (leave it out to use the next source, or give a DSN)"
+    scheme = value.split("://", 1)[0] if "://" in value else None
+    if scheme is not None and scheme.lower() not in ("postgresql", "postgres"):
+        return f"{scheme[:20]!r} is not a PostgreSQL URL (postgresql://user@host:5432/db)"
+    try:
+        conninfo_to_dict(value)
+    except Exception as exc:
+        text = str(exc)
+        for start, said in _PARSE_PROBLEMS:
+            if text.startswith(start):
+                return f"cannot parse it: {said}"
+        return "cannot parse it as a postgresql:// URL or key=value pairs"
+    return None
+
+
+def resolve(
+    flag_dsn: str | None, config_dsn: str | None, *, embedded_allowed: bool = True
+) -> Target:
+    """``--dsn`` > ``CATCHUP_DSN`` > ``[database] dsn`` > ``DATABASE_URL`` > ``PG*`` > embedded.
+
+    A DSN given but empty, or one that does not parse, is a usage error (never a reason to fall
+    back to a local server); the embedded fallback is refused with ``CATCHUP_EMBEDDED=never``
+    or ``[database] embedded = false`` (``embedded_allowed``)."""
     for value, source in (
         (flag_dsn, "--dsn"),
         (os.environ.get("CATCHUP_DSN"), "CATCHUP_DSN"),
         (config_dsn, "catchup.toml [database] dsn"),
         (os.environ.get("DATABASE_URL"), "DATABASE_URL"),
     ):
-        if value:
-            return Target(value, source)
+        if value is None:
+            continue
+        problem = dsn_problem(value)
+        if problem is not None:
+            raise ConfigError(f"{source}: {problem}")
+        return Target(value, source)
     present = [name for name in PG_ENV if os.environ.get(name)]
     if present:
         return Target("", "/".join(present))
+    setting = os.environ.get("CATCHUP_EMBEDDED", "auto").strip().lower() or "auto"
+    if setting not in EMBEDDED_SETTINGS:
+        raise ConfigError(
+            f"CATCHUP_EMBEDDED: {setting[:20]!r} is not one of {', '.join(EMBEDDED_SETTINGS)}"
+        )
+    if setting == "never" or not embedded_allowed:
+        why = "CATCHUP_EMBEDDED=never" if setting == "never" else "[database] embedded = false"
+        raise ConfigError(
+            f"no database configured, and the embedded server is refused ({why}): set --dsn, "
+            "CATCHUP_DSN, [database] dsn or DATABASE_URL"
+        )
     from . import embedded
 
     server = embedded.ensure_running()

@@ -5,7 +5,29 @@ plain text; nothing the user types becomes structure."""
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
+
+from .errors import ConfigError
+
+# A CronJob's name is a DNS-1123 subdomain, at most 52 characters (its Jobs add 11); a systemd
+# unit's name is letters, digits and ":_.-" (no "/", so the files stay in the output folder).
+_KUBERNETES_NAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,50}[a-z0-9])?$")
+_SYSTEMD_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9:_.-]{0,99}$")
+
+
+def check_name(kind: str, name: str) -> None:
+    """A usage error unless ``name`` is valid for ``kind`` (kubernetes or systemd)."""
+    if kind == "kubernetes" and not _KUBERNETES_NAME.match(name):
+        raise ConfigError(
+            f"--name {name[:60]!r}: a Kubernetes name is lower-case letters, digits and '-', "
+            "starting and ending with a letter or digit, at most 52 characters"
+        )
+    if kind == "systemd" and not _SYSTEMD_NAME.match(name):
+        raise ConfigError(
+            f"--name {name[:60]!r}: a systemd unit name is letters, digits and ':_.-', "
+            "starting with a letter, digit or '_', at most 100 characters"
+        )
 
 
 @dataclass(frozen=True)
@@ -26,6 +48,9 @@ def minutes(every: int, offset: int) -> str:
 def kubernetes(
     *, name: str, image: str, every: int, secret: str, config_map: str, namespace: str | None
 ) -> Recipe:
+    check_name("kubernetes", name)
+    if namespace is not None and not re.match(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$", namespace):
+        raise ConfigError(f"--namespace {namespace[:70]!r}: not a Kubernetes namespace name")
     offset = min(3, every - 1) if every > 1 else 0
     meta = f"  name: {json.dumps(name)}\n"
     if namespace:
@@ -64,6 +89,9 @@ metadata:
                       key: dsn
                 - name: CATCHUP_CONFIG
                   value: "/etc/catchup/catchup.toml"
+                # a missing DSN is an error, never a database inside the pod
+                - name: CATCHUP_EMBEDDED
+                  value: "never"
               volumeMounts:
                 - name: config
                   mountPath: /etc/catchup
@@ -77,6 +105,7 @@ metadata:
 
 
 def systemd(*, name: str, executable: str, every: int, user: str, workdir: str) -> Recipe:
+    check_name("systemd", name)
     offset = min(3, every - 1) if every > 1 else 0
     service = f"""\
 [Unit]
@@ -89,6 +118,8 @@ Type=oneshot
 ExecStart={_quote(executable)} -q tick
 # CATCHUP_DSN=… (and CATCHUP_CONFIG) go here, readable by root only
 EnvironmentFile=-/etc/catchup/env
+# a missing DSN is an error, never a database on this host
+Environment=CATCHUP_EMBEDDED=never
 WorkingDirectory={workdir}
 User={user}
 # catchup stops and records its running jobs on SIGTERM; the rest of the group goes after

@@ -49,12 +49,43 @@ def test_kubernetes_cronjob() -> None:
 
 
 def test_hostile_values_stay_values() -> None:
-    text = invoke("deploy", "kubernetes", "--image", 'x"\n  evil: true', "--name", "a: b")
+    text = invoke("deploy", "kubernetes", "--image", 'x"\n  evil: true', "--name", "nightly-1")
     doc = yaml.safe_load(text)
     assert "evil" not in doc["spec"]
     container = doc["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]
     assert container["image"] == 'x"\n  evil: true'
-    assert doc["metadata"]["name"] == "a: b"
+    assert doc["metadata"]["name"] == "nightly-1"
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["kubernetes", "--name", "Bad Name!"],
+        ["kubernetes", "--name", "a: b"],
+        ["kubernetes", "--name", "x" * 53],
+        ["kubernetes", "--namespace", "Billing Team"],
+        ["systemd", "--name", "../escaped"],
+        ["systemd", "--name", "a/b"],
+    ],
+)
+def test_names_that_are_not_names_are_refused(tmp_path: Path, args: list[str]) -> None:
+    """A name Kubernetes or systemd would refuse, or one that leaves the output folder, is a
+    usage error (exit 2, one line) and nothing is written."""
+    out = tmp_path / "out"
+    extra = ["--output-dir", str(out)] if args[0] == "systemd" else []
+    result = CliRunner().invoke(cli, ["deploy", *args, *extra])
+    assert result.exit_code == 2, result.output
+    assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.output
+    assert not out.exists() and list(tmp_path.iterdir()) == []
+
+
+def test_recipes_refuse_the_embedded_fallback() -> None:
+    """Production recipes set CATCHUP_EMBEDDED=never: a missing DSN fails, never starts a
+    database inside the pod or on the host."""
+    doc = yaml.safe_load(invoke("deploy", "kubernetes"))
+    container = doc["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]
+    assert {"name": "CATCHUP_EMBEDDED", "value": "never"} in container["env"]
+    assert "\nEnvironment=CATCHUP_EMBEDDED=never\n" in invoke("deploy", "systemd")
 
 
 @pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="needs systemd-analyze")

@@ -68,3 +68,113 @@ def test_an_actor_and_a_pause_reason_are_text(project: Project, sql: Any) -> Non
     text = shown.stdout
     assert "\x1b" not in text
     assert "[bold]freeze\\x1b[2J" in text and "[i]ops" in text
+
+
+BAD_DSNS = [
+    "postgresql://app:S3cr3tPW x@127.0.0.1:1/app",
+    "postgresql://app:S3cr%zzPW@127.0.0.1:1/app",
+    "postgresql://app:S3cr3tPW@[::1:5432/app",
+    "mysql://app:S3cr3tPW@127.0.0.1/app",
+    "host=127.0.0.1 password='S3cr3tPW",
+    "host=127.0.0.1 password=S3cr3tPW dbname",
+]
+
+
+def write_config(project: Project, database_line: str = "") -> None:
+    """catchup.toml with an extra line in [database] (line 3) and the billing job."""
+    project.config.write_text(
+        f'[database]\nschema = "{project.schema}"\n{database_line}\n\n' + daily()
+    )
+
+
+def one_line_error(result: Any, code: int = 2) -> str:
+    assert result.exit_code == code, result.output
+    assert "Traceback" not in result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, lines
+    return str(lines[0])
+
+
+@pytest.mark.parametrize("dsn", BAD_DSNS)
+@pytest.mark.parametrize("source", ["--dsn", "CATCHUP_DSN", "config", "DATABASE_URL"])
+def test_a_dsn_that_does_not_parse_never_shows_its_password(
+    project: Project, tmp_path: Any, dsn: str, source: str
+) -> None:
+    """Wherever a DSN comes from, one that does not parse is a usage error that names the
+    source and never repeats the password; no server is started or touched."""
+    home = tmp_path / "home"
+    home.mkdir()
+    write_config(project, f"dsn = {json.dumps(dsn)}" if source == "config" else "")
+    env = {"CATCHUP_HOME": str(home)}
+    args = ["jobs"]
+    if source == "--dsn":
+        args = ["--dsn", dsn, "jobs"]
+    elif source != "config":
+        env[source] = dsn
+    line = one_line_error(project.cli(*args, env=env))
+    assert "S3cr3t" not in line
+    expected = "catchup.toml:3: database.dsn" if source == "config" else source
+    assert expected in line
+    assert list(home.iterdir()) == []  # no embedded server was started
+
+
+@pytest.mark.parametrize(
+    ("where", "value"),
+    [
+        ("--dsn", ""),
+        ("CATCHUP_DSN", ""),
+        ("CATCHUP_DSN", "  "),
+        ("DATABASE_URL", ""),
+        ("config", ""),
+    ],
+)
+def test_an_empty_dsn_is_a_usage_error_never_a_local_server(
+    project: Project, tmp_path: Any, where: str, value: str
+) -> None:
+    """`--dsn "$DATABASE_URL"` with the variable unset, or `CATCHUP_DSN=` in a pod, must not
+    start an embedded server and run every backlog there."""
+    home = tmp_path / "home"
+    home.mkdir()
+    write_config(project, 'dsn = ""' if where == "config" else "")
+    env = {"CATCHUP_HOME": str(home)}
+    args = ["tick"]
+    if where == "--dsn":
+        args = ["--dsn", value, "tick"]
+    elif where != "config":
+        env[where] = value
+    line = one_line_error(project.cli(*args, env=env))
+    assert "empty" in line
+    assert list(home.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("setting", "config_line", "said"),
+    [
+        ("never", "", "CATCHUP_EMBEDDED=never"),
+        ("", "embedded = false", "[database] embedded = false"),
+        ("sometimes", "", "CATCHUP_EMBEDDED: 'sometimes' is not one of auto, never"),
+    ],
+)
+def test_the_embedded_fallback_can_be_refused(
+    project: Project, tmp_path: Any, setting: str, config_line: str, said: str
+) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    write_config(project, config_line)
+    line = one_line_error(
+        project.cli("tick", env={"CATCHUP_HOME": str(home), "CATCHUP_EMBEDDED": setting})
+    )
+    assert said in line
+    assert list(home.iterdir()) == []
+
+
+@pytest.mark.parametrize("name", ["public", "information_schema", "pg_catalog", "pg_temp"])
+def test_postgresqls_own_schemas_are_refused(project: Project, sql: Any, name: str) -> None:
+    project.config.write_text(f'[database]\nschema = "{name}"\n\n' + daily())
+    line = one_line_error(project.cli("jobs"))
+    assert f"catchup.toml:2: database.schema: {name!r} is one of PostgreSQL's own schemas" in line
+    assert sql(
+        "SELECT count(*) FROM information_schema.tables WHERE table_name = 'runs' "
+        "AND table_schema = %s",
+        [name],
+    ) == [(0,)]
