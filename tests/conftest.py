@@ -258,6 +258,8 @@ def pgbouncer(database: Database, tmp_path_factory: pytest.TempPathFactory) -> I
     folder = Path(tempfile.mkdtemp(prefix="catchup-pgbouncer-"))
     folder.chmod(0o777)
     server = f"host={params.get('host', 'localhost')} port={params.get('port', 5432)}"
+    if params.get("password"):  # the embedded server's, generated at initdb
+        server += f" password={params['password']}"
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]

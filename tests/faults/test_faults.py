@@ -318,7 +318,10 @@ def test_commit_outcome_unknown_is_read_back(
             '[jobs.billing]\nschedule = "daily"\nstart = "2026-01-01"\n'
             f'command = ["sh", "-c", "echo ran >> {log}"]\n'
         )
-        dsn = f"host=127.0.0.1 port={proxy.port} user=postgres dbname=postgres"
+        params = psycopg.conninfo.conninfo_to_dict(database.conninfo)
+        dsn = psycopg.conninfo.make_conninfo(
+            **{**params, "host": "127.0.0.1", "port": str(proxy.port)}
+        )
         result = project.run("--dsn", dsn, "run", "billing", "--period", "2026-01-05")
         assert proxy.cut.is_set(), f"the proxy never saw the finish: {result}"
         assert result.returncode == 0, result.stderr
@@ -354,7 +357,7 @@ def test_strict_timeouts_and_a_long_job(project: Project, sql: Any, database: Da
     """idle_in_transaction_session_timeout = 1s, statement_timeout = 5s: a 10-second job
     still succeeds, since no transaction is held open while it runs."""
     role = f"strict_{project.schema}"
-    sql(f'CREATE ROLE "{role}" LOGIN')
+    sql(f"CREATE ROLE \"{role}\" LOGIN PASSWORD 'strict-pw'")
     sql(f"ALTER ROLE \"{role}\" SET idle_in_transaction_session_timeout = '1s'")
     sql(f"ALTER ROLE \"{role}\" SET statement_timeout = '5s'")
     sql(f'GRANT CREATE ON DATABASE postgres TO "{role}"')
@@ -364,7 +367,7 @@ def test_strict_timeouts_and_a_long_job(project: Project, sql: Any, database: Da
             'command = ["sleep", "10"]\n'
         )
         params = psycopg.conninfo.conninfo_to_dict(database.conninfo)
-        dsn = psycopg.conninfo.make_conninfo(**{**params, "user": role})
+        dsn = psycopg.conninfo.make_conninfo(**{**params, "user": role, "password": "strict-pw"})
         result = project.run("--dsn", dsn, "run", "billing", "--period", "2026-01-05")
         assert result.returncode == 0, result.stdout + result.stderr
         assert "attempt 1: succeeded" in result.stdout
@@ -405,8 +408,12 @@ def test_password_appears_nowhere(project: Project, sql: Any, database: Database
         '[jobs.billing]\nschedule = "daily"\nstart = "2026-01-01"\n'
         f'command = ["sh", "-c", "cat /proc/$$/cmdline >> {argv_log}; echo hi"]\n'
     )
+    # a role of its own whose password is the secret (the embedded server requires one)
+    role = f"pw_{project.schema}"
+    sql(f"CREATE ROLE \"{role}\" LOGIN PASSWORD '{secret}'")
+    sql(f'GRANT CREATE ON DATABASE postgres TO "{role}"')
     params = psycopg.conninfo.conninfo_to_dict(database.conninfo)
-    dsn = psycopg.conninfo.make_conninfo(**{**params, "password": secret})
+    dsn = psycopg.conninfo.make_conninfo(**{**params, "user": role, "password": secret})
     env = {**project.env(), "PGPASSWORD": secret}
     outputs = []
     for args in (
@@ -443,6 +450,9 @@ def test_password_appears_nowhere(project: Project, sql: Any, database: Database
         "UNION ALL SELECT row_to_json(h)::text FROM {schema}.history h"
     )
     assert rows and all(secret not in row for (row,) in rows)
+    sql(f'DROP SCHEMA "{project.schema}" CASCADE')
+    sql(f'REVOKE CREATE ON DATABASE postgres FROM "{role}"')
+    sql(f'DROP ROLE "{role}"')
 
 
 def faked(offset: str, args: list[str], project: Project) -> subprocess.Popen[str]:
