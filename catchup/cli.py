@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import threading
@@ -45,6 +46,19 @@ class Instant(click.ParamType):  # type: ignore[type-arg]
             return parse_instant(value)
         except ValueError as exc:
             self.fail(str(exc), param, ctx)
+
+
+class Reason(click.ParamType):  # type: ignore[type-arg]
+    """Why a person changed the ledger: kept in the audit trail, so it must say something."""
+
+    name = "TEXT"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if not str(value).strip():
+            self.fail("must say why (it is kept in the history)", param, ctx)
+        if len(str(value)) > 1000:
+            self.fail("at most 1,000 characters", param, ctx)
+        return str(value)
 
 
 class JobInstant(click.ParamType):  # type: ignore[type-arg]
@@ -134,6 +148,31 @@ def err_console() -> Console:
 
 class CatchupGroup(click.Group):
     """Turns every failure into one line on stderr and the documented exit code."""
+
+    def main(self, *args: Any, **kwargs: Any) -> Any:
+        # click shows a usage error as four lines (usage, hint, blank, error): one line here
+        standalone = kwargs.pop("standalone_mode", True)
+        try:
+            value = super().main(*args, standalone_mode=False, **kwargs)  # type: ignore[call-overload]
+        except click.UsageError as exc:
+            if not standalone:
+                raise
+            command = exc.ctx.command_path if exc.ctx is not None else "catchup"
+            click.echo(f"catchup: {exc.format_message()} (see {command} --help)", err=True)
+            sys.exit(exc.exit_code)
+        except click.ClickException as exc:
+            if not standalone:
+                raise
+            exc.show()
+            sys.exit(exc.exit_code)
+        except click.exceptions.Abort:
+            if not standalone:
+                raise
+            click.echo("catchup: interrupted", err=True)
+            sys.exit(EXIT_INTERRUPTED)
+        if not standalone:
+            return value
+        sys.exit(value if isinstance(value, int) else 0)
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
@@ -357,6 +396,8 @@ def scan(
         raise ConfigError(f"--since {_iso(since)} is not before --until {_iso(until)}")
     if output is not None and not output.endswith((".svg", ".html", ".txt")):
         raise ConfigError(f"--output {output}: the name must end in .svg, .html or .txt")
+    if output is not None and not os.access(Path(output).parent, os.W_OK):
+        raise ConfigError(f"--output {output}: no folder {Path(output).parent} to write into")
     from .operations import scheduler_health
 
     with state.session() as session:
@@ -648,7 +689,7 @@ def _actor_option(f: Any) -> Any:
 @click.argument("periods", nargs=-1, required=True, metavar="PERIOD...")
 @click.option("--done", "kind", flag_value="done", help="It was done out of band.")
 @click.option("--skip", "kind", flag_value="skip", help="It is deliberately not to be run.")
-@click.option("--reason", required=True, help="Why; kept in the history.")
+@click.option("--reason", type=Reason(), required=True, help="Why; kept in the history.")
 @_actor_option
 @pass_state
 def mark(
@@ -689,7 +730,7 @@ def mark(
 @cli.command(epilog=EXIT_CODES)
 @click.argument("job")
 @click.argument("periods", nargs=-1, required=True, metavar="PERIOD...")
-@click.option("--reason", required=True, help="Why; kept in the history.")
+@click.option("--reason", type=Reason(), required=True, help="Why; kept in the history.")
 @_actor_option
 @pass_state
 def reset(state: State, job: str, periods: tuple[str, ...], reason: str, actor: str | None) -> None:
@@ -714,7 +755,7 @@ def reset(state: State, job: str, periods: tuple[str, ...], reason: str, actor: 
 
 @cli.command(epilog=EXIT_CODES)
 @click.argument("job")
-@click.option("--reason", help="Why; kept in the history.")
+@click.option("--reason", type=Reason(), help="Why; kept in the history.")
 @_actor_option
 @pass_state
 def pause(state: State, job: str, reason: str | None, actor: str | None) -> None:
@@ -733,7 +774,7 @@ def pause(state: State, job: str, reason: str | None, actor: str | None) -> None
 
 @cli.command(epilog=EXIT_CODES)
 @click.argument("job")
-@click.option("--reason", help="Why; kept in the history.")
+@click.option("--reason", type=Reason(), help="Why; kept in the history.")
 @_actor_option
 @pass_state
 def resume(state: State, job: str, reason: str | None, actor: str | None) -> None:
@@ -744,7 +785,10 @@ def resume(state: State, job: str, reason: str | None, actor: str | None) -> Non
 
     spec = state.config().job(job)
     with state.session() as session:
-        operations.resume(session, spec, reason=reason, actor=actor or operations.default_actor())
+        who = actor or operations.default_actor()
+        if not operations.resume(session, spec, reason=reason, actor=who):
+            console().print(f"{job}: not paused; nothing to resume")
+            return
     policy = {
         "all": f"every gap of the last {span(spec.catchup_window)}, at most "
         f"{spec.max_per_tick} a tick",

@@ -34,7 +34,11 @@ CONFIG_NAME = "catchup.toml"
 JOB_NAME = re.compile(r"^[^\W][\w.-]{0,63}$")
 SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 PLACEHOLDERS = frozenset({"job", "period", "period_start", "period_end", "attempt"})
-_DURATION = re.compile(r"(\d+)\s*(ms|s|m|h|d|w)")
+_DURATION = re.compile(r"(\d{1,12})\s*(ms|s|m|h|d|w)")
+# Bounds, so that nothing parsed can carry a computed time out of PostgreSQL's (or Python's)
+# range: durations up to ten years, dates from 1900 to 2199, counts to sensible sizes.
+MAX_DURATION = timedelta(days=3650)
+MAX_INTS = {"max_attempts": 1000, "max_per_tick": 100_000}
 _UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 
 DEFAULTS: dict[str, Any] = {
@@ -345,6 +349,8 @@ def _parse_job(name: str, spec: dict[str, Any], problem: Any) -> Job | None:
             bad(key, f"expected a whole number, got {_type(value)}")
         elif value < 1:
             bad(key, f"must be at least 1, got {value}")
+        elif value > MAX_INTS[key]:
+            bad(key, f"at most {MAX_INTS[key]:,}, got {value:,}")
         else:
             ints[key] = value
 
@@ -409,6 +415,8 @@ def parse_duration(value: object, *, allow_zero: bool = False) -> timedelta:
         raise ValueError(f'{value!r} is not a duration like "90s", "15m", "2h" or "1d"')
     if seconds == 0 and not allow_zero:
         raise ValueError(f"{value!r}: must be longer than zero")
+    if seconds > MAX_DURATION.total_seconds():
+        raise ValueError(f"{value!r} is longer than the longest allowed, 3650d (ten years)")
     return timedelta(seconds=seconds)
 
 
@@ -440,6 +448,8 @@ def parse_written(value: object, timezone: str = "UTC") -> tuple[datetime, datet
             ) from None
     else:
         raise ValueError(f'expected a date like "2026-10-01", got {_type(value)}')
+    if not datetime(1900, 1, 2) <= moment.replace(tzinfo=None) < datetime(2199, 12, 31):
+        raise ValueError(f"{value!s:.40}: dates from 1900-01-02 to 2199-12-30 only")
     tz = zone(timezone)
     if moment.tzinfo is None:
         return to_utc(moment, tz), moment

@@ -336,8 +336,9 @@ class Ledger:
         assert row is not None
         return row[0]  # type: ignore[no-any-return]
 
-    def resume_job(self, job_id: int) -> None:
-        self.conn.execute(self._q("resume_job"), {"job_id": job_id})
+    def resume_job(self, job_id: int) -> bool:
+        """Resume the job; False when it was not paused."""
+        return self.conn.execute(self._q("resume_job"), {"job_id": job_id}).fetchone() is not None
 
     def events(self, job_id: int, period_start: datetime | None, limit: int) -> list[EventRow]:
         with self.conn.cursor(row_factory=class_row(EventRow)) as cur:

@@ -85,18 +85,28 @@ def mark(
         rows = ledger.lock_periods(job_id, [p.start for p in periods])
         _refuse_running(job, rows)
         before = {row[0]: row[1] for row in rows}
-        changed = set(ledger.mark_periods(job_id, periods, f"{action} by {actor}: {reason}"))
-        if len(changed) != len(periods):
+        # done means done: a period that succeeded stays succeeded (and keeps its evidence)
+        kept = {p.start for p in periods if not skip and before.get(p.start) == "succeeded"}
+        targets = [p for p in periods if p.start not in kept]
+        changed = set(ledger.mark_periods(job_id, targets, f"{action} by {actor}: {reason}"))
+        if len(changed) != len(targets):
             raise ConfigError(
                 f"{job.name}: a period started running meanwhile; nothing was changed"
             )
-        previous = [before.get(p.start, "missing") for p in periods]
-        ledger.record_events(
-            job_id, action, [p.start for p in periods], list(previous), reason, actor
-        )
+        previous = [before.get(p.start, "missing") for p in targets]
+        if targets:
+            ledger.record_events(
+                job_id, action, [p.start for p in targets], list(previous), reason, actor
+            )
     return [
-        Change(job.name, p, job.label(p.start), prev, "waived")
-        for p, prev in zip(periods, previous, strict=True)
+        Change(
+            job.name,
+            p,
+            job.label(p.start),
+            before.get(p.start, "missing"),
+            "succeeded" if p.start in kept else "waived",
+        )
+        for p in periods
     ]
 
 
@@ -142,11 +152,14 @@ def pause(session: Session, job: Job, *, reason: str | None, actor: str) -> date
     return since
 
 
-def resume(session: Session, job: Job, *, reason: str | None, actor: str) -> None:
+def resume(session: Session, job: Job, *, reason: str | None, actor: str) -> bool:
+    """Resume ``job``; False (and nothing recorded) when it was not paused."""
     job_id = session.job_id(job.name)
     with session.conn.transaction():
-        session.ledger.resume_job(job_id)
+        if not session.ledger.resume_job(job_id):
+            return False
         session.ledger.record_events(job_id, "resume", [None], [None], reason, actor)
+    return True
 
 
 def scheduler_health(session: Session) -> SchedulerHealth:

@@ -17,7 +17,7 @@ from rich.text import Text
 if TYPE_CHECKING:
     from .operations import Change
 
-from .errors import CatchupError
+from .errors import ConfigError
 from .explain import Explanation, describe_due
 from .models import (
     Calendar,
@@ -237,7 +237,7 @@ def changes(console: Console, verb: str, rows: Sequence[Change]) -> None:
     for row in rows:
         line = Text(safe(f"{row.job} {row.label}: "))
         if row.previous == row.now:
-            line.append(f"unchanged ({row.now}: nothing to {verb.split()[0]})", style="dim")
+            line.append(f"unchanged (already {row.now})", style="dim")
         else:
             line.append(f"{row.previous} → {row.now}", style=STYLE.get(row.now.split()[0], ""))
         console.print(line, soft_wrap=True)
@@ -606,7 +606,7 @@ def save(path: str, report: ScanReport, health: SchedulerHealth, grids: Sequence
         else:
             recorder.save_text(path)
     except OSError as exc:
-        raise CatchupError(f"--output {path}: {exc.strerror}") from None
+        raise ConfigError(f"--output {path}: {exc.strerror}") from None
 
 
 def explanation(

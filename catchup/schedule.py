@@ -38,6 +38,9 @@ _EVERY = re.compile(
     r"^every\s+(?:(\d+)\s+)?(minute|minutes|hour|hours|day|days|week|weeks)$", re.IGNORECASE
 )
 _UNIT_SECONDS = {"minute": 60, "hour": 3600, "day": 86400, "week": 7 * 86400}
+# Every kind of schedule has periods of one minute at least and ten years at most.
+_SHORTEST = timedelta(minutes=1)
+_LONGEST = timedelta(days=3650)
 # Every UTC offset in the time zone database lies within these bounds (UTC-12 … UTC+14, with
 # room for historical local mean times): a local time w is an instant within w ± _SLACK.
 _SLACK = timedelta(hours=16)
@@ -739,12 +742,30 @@ def parse_rrule(text: str, timezone: str = "UTC") -> RRule:
             )
     if "DTSTART" in parts:
         raise ScheduleError(f"RRULE {shown!r}: DTSTART comes from the job's start, not the rule")
+    if any("=" not in p for p in body[6:].split(";") if p.strip()):
+        raise ScheduleError(
+            f"RRULE {shown[:80]!r}: expected KEY=VALUE parts separated by ';', "
+            "like RRULE:FREQ=DAILY;BYHOUR=2"
+        )
+    if "BYSECOND" in parts or re.search(r"FREQ=SECONDLY", body, re.IGNORECASE):
+        raise ScheduleError(f"RRULE {shown!r}: periods are at least one minute long")
     try:
         rule = rrulestr(body, dtstart=datetime(2026, 1, 1))
-    except (ValueError, TypeError) as exc:
-        raise ScheduleError(f"RRULE {shown!r}: {exc}") from None
+    except (ValueError, TypeError, OverflowError) as exc:
+        raise ScheduleError(f"RRULE {shown[:80]!r}: {exc}") from None
     if not isinstance(rule, rrule) or rule.after(datetime(2026, 1, 1), inc=True) is None:
         raise ScheduleError(f"RRULE {shown!r}: the rule never occurs")
+    try:
+        sample = list(islice(rule.xafter(datetime(2026, 1, 1), inc=True), 64))
+    except (ValueError, OverflowError):
+        sample = []
+    if len(sample) < 2:
+        raise ScheduleError(f"RRULE {shown!r}: it must occur again within 3650 days")
+    gaps = [b - a for a, b in pairwise(sample)]
+    if min(gaps) < _SHORTEST:
+        raise ScheduleError(f"RRULE {shown!r}: periods are at least one minute long")
+    if max(gaps) > _LONGEST:
+        raise ScheduleError(f"RRULE {shown!r}: periods are at most 3650 days long")
     return RRule(text=shown, timezone=timezone)
 
 
@@ -780,6 +801,8 @@ def parse_schedule(text: str, timezone: str = "UTC") -> Schedule:
         unit = match.group(2).rstrip("s")
         if count < 1:
             raise ScheduleError(f"schedule {text!r}: the count must be at least 1")
+        if count * _UNIT_SECONDS[unit] > _LONGEST.total_seconds():
+            raise ScheduleError(f"schedule {text[:60]!r}: periods are at most 3650 days long")
         if unit in ("day", "week") and not utc:
             days = count * (7 if unit == "week" else 1)
             return Calendar(text, timezone, days=days, counts_from_start=True)

@@ -374,7 +374,9 @@ WHERE id = %(job_id)s
 RETURNING paused_at;
 
 -- name: resume_job
-UPDATE {schema}.jobs SET paused_at = NULL WHERE id = %(job_id)s;
+-- Returns a row only when the job was paused.
+UPDATE {schema}.jobs SET paused_at = NULL WHERE id = %(job_id)s AND paused_at IS NOT NULL
+RETURNING id;
 
 -- name: events
 SELECT e.period_start, e.action, e.previous, e.reason, e.actor, e.at

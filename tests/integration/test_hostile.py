@@ -178,3 +178,77 @@ def test_postgresqls_own_schemas_are_refused(project: Project, sql: Any, name: s
         "AND table_schema = %s",
         [name],
     ) == [(0,)]
+
+
+BAD_JOB_LINES = [
+    ('timeout = "1000000000d"', "jobs.billing.timeout: '1000000000d' is longer than the longest"),
+    ('delay = "100000000d"', "jobs.billing.delay: '100000000d' is longer than the longest"),
+    ('retry_backoff = "100000000d"', "jobs.billing.retry_backoff: '100000000d' is longer"),
+    ('timeout = "99999999999999999999999d"', "is not a duration"),
+    ("max_attempts = 100000000", "jobs.billing.max_attempts: at most 1,000"),
+    ("max_per_tick = 100000000", "jobs.billing.max_per_tick: at most 100,000"),
+]
+BAD_SCHEDULES = [
+    ("every 99999999999 days", "periods are at most 3650 days long"),
+    ("RRULE:garbage", "expected KEY=VALUE parts"),
+    ("RRULE:FREQ=SECONDLY", "periods are at least one minute long"),
+    ("RRULE:FREQ=MINUTELY;BYSECOND=0,30", "periods are at least one minute long"),
+    ("RRULE:FREQ=YEARLY;INTERVAL=20", "periods are at most 3650 days long"),
+]
+BAD_STARTS = ["0001-01-01", "9999-12-31"]
+BAD_ARGS = [
+    (["run", "billing", "--period", "9999-12-31"], "dates from 1900-01-02 to 2199-12-30 only"),
+    (["explain", "billing", "--from", "9999-12-31"], "dates from 1900-01-02 to 2199-12-30 only"),
+    (["scan", "--since", "0001-01-01"], "dates from 1900-01-02 to 2199-12-30 only"),
+    (["mark", "billing", "2026-10-03", "--done", "--reason", ""], "must say why"),
+    (["mark", "billing", "2026-10-03", "--done", "--reason", "  "], "must say why"),
+    (["pause", "billing", "--reason", ""], "must say why"),
+    (["scan", "--output", "/nonexistent/dir/r.svg"], "no folder /nonexistent/dir"),
+    (["--dsn", "postgresql://app:S3cr3tPW x@127.0.0.1:1/app", "jobs"], "--dsn: cannot parse"),
+]
+
+
+def snapshot(sql: Any, schema: str) -> dict[str, list[str]]:
+    tables = [
+        name
+        for (name,) in sql(
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = %s "
+            "ORDER BY table_name",
+            [schema],
+        )
+    ]
+    return {
+        t: [row for (row,) in sql(f"SELECT row_to_json(x)::text FROM {{schema}}.{t} x ORDER BY 1")]
+        for t in tables
+    }
+
+
+def test_the_hostile_corpus_gives_one_line_and_leaves_the_ledger_alone(
+    project: Project, sql: Any
+) -> None:
+    """Every bad value: one line naming what is wrong (and where), exit 2, no traceback, no
+    password, and every row of the ledger as it was."""
+    project.write(daily())
+    assert project.cli("run", "billing", "--period", "2026-10-01").exit_code == 0
+    assert project.cli("mark", "billing", "2026-10-02", "--skip", "--reason", "r").exit_code == 0
+    assert project.cli("pause", "billing").exit_code == 0
+    before = snapshot(sql, project.schema)
+    assert before["runs"] and before["events"]
+    good = project.config.read_text()
+    cases: list[tuple[str, list[str], str]] = []
+    for line, said in BAD_JOB_LINES:
+        cases.append((good + line + "\n", ["jobs"], said))
+    for text, said in BAD_SCHEDULES:
+        cases.append((good.replace('"daily"', json.dumps(text)), ["scan"], said))
+    for start in BAD_STARTS:
+        bad = good.replace('"2026-10-01"', f'"{start}"')
+        cases.append((bad, ["scan"], "jobs.billing.start: " + start))
+    for args, said in BAD_ARGS:
+        cases.append((good, args, said))
+    for body, args, said in cases:
+        project.config.write_text(body)
+        result = project.cli(*args)
+        line = one_line_error(result)
+        assert said in line, (args, line)
+        assert "S3cr3t" not in line
+        assert snapshot(sql, project.schema) == before, (args, said)

@@ -50,25 +50,32 @@ def test_mark_done_and_skip_with_ranges_and_audit(project: Project, sql: Any) ->
     )
     assert done.exit_code == 0, done.output
     assert "billing 2026-10-01: missing → waived" in done.stdout
-    assert "marked done: 3 of 3 period(s)" in done.stdout
+    # done means done: the period that succeeded stays succeeded
+    assert "billing 2026-10-02: unchanged (already succeeded)" in done.stdout
+    assert "marked done: 2 of 3 period(s)" in done.stdout
     skip = project.cli("-q", "mark", "billing", "2026-10-05", "--skip", "--reason", "freeze")
     assert skip.exit_code == 0
-    assert [status(sql, f"2026-10-0{d}")[0] for d in (1, 2, 3, 5)] == ["waived"] * 4
+    assert [status(sql, f"2026-10-0{d}")[0] for d in (1, 2, 3, 5)] == [
+        "waived",
+        "succeeded",
+        "waived",
+        "waived",
+    ]
     assert status(sql, "2026-10-01")[1] == 0  # no attempt was ever made
     events = sql("SELECT action, previous, reason, actor FROM {schema}.events ORDER BY id")
-    assert events[:3] == [
+    assert events[:2] == [
         ("done", "missing", "ran by hand", "ops@desk"),
-        ("done", "succeeded", "ran by hand", "ops@desk"),
         ("done", "missing", "ran by hand", "ops@desk"),
     ]
-    assert events[3][:3] == ("skip", "missing", "freeze") and "@" in events[3][3]
+    assert events[2][:3] == ("skip", "missing", "freeze") and "@" in events[2][3]
     history = project.cli("-q", "history", "billing", "--json")
     changes = json.loads(history.stdout)["changes"]
     assert {c["action"] for c in changes} == {"done", "skip"}
     table = project.cli("-q", "history", "billing")
     assert "changes to billing" in table.stdout and "ops@desk" in table.stdout
     scan = json.loads(project.cli("-q", "scan", "--json", "--until", "2026-10-06").stdout)
-    assert scan["jobs"][0]["waived"] == 4 and scan["jobs"][0]["missing"] == 1
+    assert scan["jobs"][0]["waived"] == 3 and scan["jobs"][0]["succeeded"] == 1
+    assert scan["jobs"][0]["missing"] == 1
     # a waived period is never run
     assert "waived by hand" in project.cli("run", "billing", "--period", "2026-10-01").stdout
 
@@ -224,3 +231,16 @@ def test_a_scheduler_in_every_replica_is_reported(project: Project, sql: Any) ->
 def test_no_tick_yet_is_said(project: Project) -> None:
     setup(project)
     assert "no tick recorded yet" in project.cli("-q", "jobs").stdout
+
+
+def test_resume_of_a_job_that_is_not_paused_says_so(project: Project, sql: Any) -> None:
+    """Nothing to resume: said plainly, and no resume is recorded in the audit trail."""
+    setup(project)
+    result = project.cli("-q", "resume", "billing")
+    assert result.exit_code == 0, result.output
+    assert result.stdout.strip() == "billing: not paused; nothing to resume"
+    assert sql("SELECT count(*) FROM {schema}.events WHERE action = 'resume'") == [(0,)]
+    assert project.cli("-q", "pause", "billing").exit_code == 0
+    resumed = project.cli("-q", "resume", "billing")
+    assert "billing: resumed;" in resumed.stdout
+    assert sql("SELECT count(*) FROM {schema}.events WHERE action = 'resume'") == [(1,)]
