@@ -532,6 +532,8 @@ def replay(
         report.batch_summary(out, "replay", result.outcomes, result.totals)
     if result.interrupted:
         sys.exit(EXIT_INTERRUPTED)
+    if result.errors:
+        sys.exit(EXIT_DATABASE)
     if result.failed:
         sys.exit(EXIT_FAILED)
 
@@ -572,11 +574,14 @@ def tick(state: State, job_names: tuple[str, ...], as_json: bool, verbose: bool)
         totals = result.totals
         out.print(
             f"tick: {totals['succeeded']} succeeded, {totals['failed']} failed, "
-            f"{totals['skipped']} skipped, {totals['lost']} lost",
+            f"{totals['skipped']} skipped, {totals['lost']} lost"
+            + (f", {totals['error']} database error(s)" if totals["error"] else ""),
             highlight=False,
         )
     if result.interrupted:
         sys.exit(EXIT_INTERRUPTED)
+    if result.errors:
+        sys.exit(EXIT_DATABASE)
     if result.failed:
         sys.exit(EXIT_FAILED)
 
@@ -662,7 +667,7 @@ class _Progress:
 
         if self.bar is not None and self.task is not None:
             self.bar.advance(self.task)
-            if outcome.status in ("failed", "lost", "interrupted"):
+            if outcome.status in ("failed", "lost", "interrupted", "error"):
                 report.outcome(self.bar.console, outcome)
         else:
             report.outcome(self.out, outcome)

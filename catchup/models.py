@@ -8,7 +8,8 @@ from typing import Literal, NamedTuple
 
 from .schedule import Period, span
 
-Status = Literal["succeeded", "failed", "skipped", "lost", "interrupted"]
+# "error": a database error on this one period (the batch goes on with the others)
+Status = Literal["succeeded", "failed", "skipped", "lost", "interrupted", "error"]
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 
+import psycopg
+
 from . import db
 from .config import Config, Job
 from .core import Session, run_period
@@ -49,13 +51,18 @@ class Batch:
             "planned": self.planned,
             **{
                 s: counts.get(s, 0)
-                for s in ("succeeded", "failed", "skipped", "lost", "interrupted")
+                for s in ("succeeded", "failed", "skipped", "lost", "interrupted", "error")
             },
         }
 
     @property
     def failed(self) -> bool:
         return any(outcome.status in ("failed", "lost") for outcome in self.outcomes)
+
+    @property
+    def errors(self) -> bool:
+        """A period met a database error (its job's others, and other jobs, still ran)."""
+        return any(outcome.status == "error" for outcome in self.outcomes)
 
 
 def gap_periods(job: Job, result: JobScan, states: frozenset[str]) -> Iterator[Planned]:
@@ -148,6 +155,18 @@ def run_planned(
                         if on_start:
                             on_start(item)
                         outcome = _run_waiting(session, item, stop, ignore_backoff, retry_exhausted)
+                    except psycopg.Error as exc:
+                        if isinstance(exc, psycopg.OperationalError):
+                            raise  # the connection or the server: nothing else would run
+                        # one period's database error: reported, the others still run
+                        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+                        outcome = Outcome(
+                            item.job.name,
+                            item.period,
+                            item.job.label(item.period.start),
+                            "error",
+                            detail=f"database error: {db.scrub(first, target.conninfo)}",
+                        )
                     finally:
                         dispatcher.done(item)
                     with lock:

@@ -41,6 +41,7 @@ STYLE = {
     "exhausted": "bold red",
     "lost": "magenta",
     "interrupted": "yellow",
+    "error": "bold red",
     "missing": "yellow",
     "stale": "magenta",
 }
@@ -535,7 +536,7 @@ def batch_summary(
     """Per job: how many periods succeeded, failed, were skipped, lost or interrupted."""
     table = Table(title=title, title_justify="left")
     table.add_column("job")
-    columns = ("succeeded", "failed", "skipped", "lost", "interrupted")
+    columns = ("succeeded", "failed", "skipped", "lost", "interrupted", "error")
     for name in columns:
         table.add_column(name, justify="right")
     per_job: dict[str, Counter[str]] = {}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -252,3 +253,36 @@ def test_the_hostile_corpus_gives_one_line_and_leaves_the_ledger_alone(
         assert said in line, (args, line)
         assert "S3cr3t" not in line
         assert snapshot(sql, project.schema) == before, (args, said)
+
+
+def test_one_jobs_database_error_does_not_stop_a_tick(project: Project, sql: Any) -> None:
+    """A trigger makes every claim of one job fail inside PostgreSQL: the tick still runs the
+    other jobs, reports that job's error, prints its summary, and exits 3."""
+    (today,) = sql("SELECT date_trunc('day', clock_timestamp())")[0]
+    start = (today - timedelta(days=3)).date().isoformat()
+    body = "".join(
+        f'[jobs.{name}]\nschedule = "daily"\nstart = "{start}"\ncatchup = "latest"\n'
+        'command = ["true"]\n'
+        for name in ("alpha", "poison", "zulu")
+    )
+    project.write(body)
+    assert project.cli("-q", "jobs").exit_code == 0  # the ledger and its jobs exist
+    sql(
+        "CREATE FUNCTION {schema}.poison() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+        "IF NEW.job_id = (SELECT id FROM " + project.schema + ".jobs WHERE name = 'poison') "
+        "THEN RAISE EXCEPTION 'poisoned row'; END IF; RETURN NEW; END $$"
+    )
+    sql(
+        "CREATE TRIGGER poison BEFORE INSERT ON {schema}.runs "
+        "FOR EACH ROW EXECUTE FUNCTION {schema}.poison()"
+    )
+    result = project.cli("tick")
+    assert result.exit_code == 3, result.output
+    assert "Traceback" not in result.output
+    assert "poison" in result.stdout and "database error: poisoned row" in result.stdout
+    assert "tick: 2 succeeded, 0 failed, 0 skipped, 0 lost, 1 database error(s)" in result.stdout
+    ran = sql(
+        "SELECT j.name FROM {schema}.runs r JOIN {schema}.jobs j ON j.id = r.job_id "
+        "WHERE r.status = 'succeeded' ORDER BY 1"
+    )
+    assert ran == [("alpha",), ("zulu",)]
