@@ -119,7 +119,8 @@ class State:
             err_console().print(
                 Text(
                     f"database: {target.describe()}, PostgreSQL "
-                    f"{db.server_version(session.conn)}, schema {config.schema}",
+                    f"{db.server_version(session.conn)}, schema {config.schema}"
+                    + (f" ({target.note})" if target.note else ""),
                     style="dim",
                 ),
                 soft_wrap=True,

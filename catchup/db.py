@@ -32,6 +32,7 @@ class Target:
     conninfo: str
     source: str
     embedded_data: str | None = None
+    note: str | None = None  # said once, on the line that names the database
 
     def describe(self) -> str:
         if self.embedded_data is not None:
@@ -110,7 +111,15 @@ def resolve(
     from . import embedded
 
     server = embedded.ensure_running()
-    return Target(server.conninfo, "embedded", embedded_data=str(server.data))
+    note = None
+    if server.started:
+        note = "started it"
+        if server.opened:
+            shown = ", ".join(str(f) for f in server.opened)
+            note += (
+                f"; added search permission (o+x) for its user {embedded.SERVER_USER} to {shown}"
+            )
+    return Target(server.conninfo, "embedded", embedded_data=str(server.data), note=note)
 
 
 def redact(conninfo: str) -> str:

@@ -50,6 +50,9 @@ class Server:
     socket_dir: Path
     port: int
     bin_dir: Path
+    # what starting it took, said once on the line that names the database
+    started: bool = False
+    opened: tuple[Path, ...] = ()  # folders given o+x so the server's user can reach its files
 
     @property
     def conninfo(self) -> str:
@@ -190,10 +193,13 @@ def ensure_running() -> Server:
         if server is None:
             if _orphaned(data):
                 _pg_ctl(bins, data, ["-w", "-m", "fast", "stop"])
-            _start(bins, data)
+            opened = _start(bins, data)
             server = running(data)
-        if server is None:
-            raise DatabaseError(f"the embedded PostgreSQL in {data} did not start; see {data}/log")
+            if server is None:
+                raise DatabaseError(
+                    f"the embedded PostgreSQL in {data} did not start; see {data}/log"
+                )
+            return Server(server.data, server.socket_dir, server.port, bins, True, opened)
     return Server(server.data, server.socket_dir, server.port, bins)
 
 
@@ -255,8 +261,10 @@ def _server_user(*, create: bool = True) -> pwd.struct_passwd | None:
         return pwd.getpwnam(SERVER_USER)
 
 
-def _start(bins: Path, data: Path) -> None:
+def _start(bins: Path, data: Path) -> tuple[Path, ...]:
+    """Start the server on ``data`` (made first if new); the folders it had to open (o+x)."""
     user = _server_user()
+    opened: list[Path] = []
     fresh = not (data / "PG_VERSION").exists()
     if fresh:
         if data.exists():
@@ -266,8 +274,7 @@ def _start(bins: Path, data: Path) -> None:
             os.chown(data, user.pw_uid, user.pw_gid)
     if user is not None:
         # the server's user must reach the data and the binaries, wherever they live
-        _let_traverse(data.parent)
-        _let_traverse(bins)
+        opened += _let_traverse(data.parent) + _let_traverse(bins)
     if fresh:
         _initdb(bins, data, user)
     _settings(data, user)
@@ -286,6 +293,7 @@ def _start(bins: Path, data: Path) -> None:
         time.sleep(0.05)
     if password(data) is None:
         _require_password(bins, data, user)
+    return tuple(opened)
 
 
 def _starting(data: Path, deadline: float) -> bool:
@@ -400,12 +408,16 @@ def _socket_dir(data: Path, user: pwd.struct_passwd | None) -> Path:
     return path
 
 
-def _let_traverse(path: Path) -> None:
-    """Let the server user reach ``path``: add o+x (search, not read) to each parent."""
+def _let_traverse(path: Path) -> list[Path]:
+    """Let the server user reach ``path``: add o+x (search, not read) to each parent; the
+    folders that needed it."""
+    changed = []
     for folder in [path, *path.parents]:
         mode = folder.stat().st_mode
         if not mode & stat.S_IXOTH:
             folder.chmod(mode | stat.S_IXOTH)
+            changed.append(folder)
+    return changed
 
 
 def _pg_ctl(bins: Path, data: Path, args: list[str]) -> None:

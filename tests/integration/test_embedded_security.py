@@ -134,6 +134,9 @@ def test_a_home_with_spaces_quotes_and_commands_is_a_plain_path(
         )
         assert ran.returncode == 0, ran.stderr
         assert "attempt 1: succeeded" in ran.stdout
+        # the 0700 folder above had to open for the server's user: said once, where it started
+        assert "(started it; added search permission (o+x) for its user" in ran.stderr
+        assert str(root) in ran.stderr and root.stat().st_mode & 0o001
         (version,) = home.glob("pg*/PG_VERSION")
         data = version.parent
         pid_lines = (data / "postmaster.pid").read_text().splitlines()
