@@ -52,7 +52,8 @@ class Catchup:
             )
         self.config = loaded
         self.session = Session(
-            loaded, db.resolve(dsn, loaded.dsn, embedded_allowed=loaded.embedded)
+            loaded,
+            db.resolve(dsn, loaded.dsn, embedded_allowed=loaded.embedded, project=loaded.project),
         )
 
     @property

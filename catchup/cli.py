@@ -111,7 +111,9 @@ class State:
         from .core import Session
 
         config = self.config(required=config_required)
-        target = db.resolve(self.dsn, config.dsn, embedded_allowed=config.embedded)
+        target = db.resolve(
+            self.dsn, config.dsn, embedded_allowed=config.embedded, project=config.project
+        )
         session = Session(config, target, prepare=prepare)
         if not self.quiet:
             from rich.text import Text

@@ -124,6 +124,16 @@ class Config:
     dsn: str | None = None
     schema: str = "catchup"
     embedded: bool = True  # [database] embedded = false: never fall back to a local server
+    schema_given: bool = False  # [database] schema (or schema=) was set, not the default
+
+    @property
+    def project(self) -> tuple[Path, str, tuple[str, ...]] | None:
+        """What gives this project a database of its own on the embedded server: its folder,
+        its schema and its jobs; None when a schema was chosen (then it is the user's choice)
+        or there is no config file."""
+        if self.path is None or self.schema_given:
+            return None
+        return (self.path.resolve().parent, self.schema, tuple(sorted(self.jobs)))
 
     def job(self, name: str) -> Job:
         try:
@@ -245,7 +255,14 @@ def parse_config(raw: bytes, path: Path, *, schema: str | None = None) -> Config
             jobs[job_name] = job
     if problems:
         raise ConfigError(problems)
-    return Config(path=path, jobs=jobs, dsn=dsn, schema=schema_name, embedded=embedded)
+    return Config(
+        path=path,
+        jobs=jobs,
+        dsn=dsn,
+        schema=schema_name,
+        embedded=embedded,
+        schema_given=schema is not None or "schema" in database,
+    )
 
 
 def schema_problem(name: str) -> str | None:

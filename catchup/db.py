@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import hashlib
 import math
 import os
+import re
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .errors import ConfigError, DatabaseError
@@ -33,10 +36,12 @@ class Target:
     source: str
     embedded_data: str | None = None
     note: str | None = None  # said once, on the line that names the database
+    database: str | None = None  # on the embedded server: which database holds the ledger
 
     def describe(self) -> str:
         if self.embedded_data is not None:
-            return f"embedded PostgreSQL in {self.embedded_data}"
+            where = f", database {self.database}" if self.database else ""
+            return f"embedded PostgreSQL in {self.embedded_data}{where}"
         return f"{redact(self.conninfo)} (from {self.source})"
 
 
@@ -75,13 +80,20 @@ def dsn_problem(value: str) -> str | None:
 
 
 def resolve(
-    flag_dsn: str | None, config_dsn: str | None, *, embedded_allowed: bool = True
+    flag_dsn: str | None,
+    config_dsn: str | None,
+    *,
+    embedded_allowed: bool = True,
+    project: tuple[Path, str, tuple[str, ...]] | None = None,
 ) -> Target:
     """``--dsn`` > ``CATCHUP_DSN`` > ``[database] dsn`` > ``DATABASE_URL`` > ``PG*`` > embedded.
 
     A DSN given but empty, or one that does not parse, is a usage error (never a reason to fall
     back to a local server); the embedded fallback is refused with ``CATCHUP_EMBEDDED=never``
-    or ``[database] embedded = false`` (``embedded_allowed``)."""
+    or ``[database] embedded = false`` (``embedded_allowed``).
+
+    On the embedded server a ``project`` (see :attr:`Config.project`) gets a database of its
+    own, so two projects on one host never share jobs by accident."""
     for value, source in (
         (flag_dsn, "--dsn"),
         (os.environ.get("CATCHUP_DSN"), "CATCHUP_DSN"),
@@ -119,7 +131,53 @@ def resolve(
             note += (
                 f"; added search permission (o+x) for its user {embedded.SERVER_USER} to {shown}"
             )
-    return Target(server.conninfo, "embedded", embedded_data=str(server.data), note=note)
+    database, said = _project_database(server.conninfo, project) if project else (None, None)
+    conninfo = server.conninfo
+    if database is not None:
+        from psycopg.conninfo import make_conninfo
+
+        conninfo = make_conninfo(conninfo, dbname=database)
+    note = "; ".join(n for n in (note, said) if n) or None
+    return Target(
+        conninfo, "embedded", embedded_data=str(server.data), note=note, database=database
+    )
+
+
+def project_database_name(folder: Path) -> str:
+    """``catchup_<folder name>_<hash of its path>``: readable, and one per project folder."""
+    slug = re.sub(r"[^a-z0-9]+", "_", folder.name.lower()).strip("_")[:30] or "project"
+    digest = hashlib.sha256(str(folder).encode()).hexdigest()[:8]
+    return f"catchup_{slug}_{digest}"
+
+
+def _project_database(
+    conninfo: str, project: tuple[Path, str, tuple[str, ...]]
+) -> tuple[str, str | None]:
+    """The database that holds this project's ledger on the embedded server: its own (made on
+    first use), unless the shared ``postgres`` database already keeps a ledger for its jobs
+    (made by an older catchup): that one is kept, so no period runs twice."""
+    import psycopg
+    from psycopg.conninfo import make_conninfo
+
+    from .ledger import Ledger
+
+    folder, schema, jobs = project
+    name = project_database_name(folder)
+    try:
+        psycopg.connect(make_conninfo(conninfo, dbname=name), connect_timeout=10).close()
+        return name, None
+    except psycopg.OperationalError as exc:
+        if getattr(exc, "sqlstate", None) != "3D000" and "does not exist" not in str(exc):
+            first = (str(exc).strip().splitlines() or ["?"])[0]
+            raise DatabaseError(
+                f"cannot connect to the embedded server: {scrub(first, conninfo)}"
+            ) from None
+    with psycopg.connect(conninfo, autocommit=True, connect_timeout=10) as conn:
+        ledger = Ledger(conn, schema)
+        if ledger.holds_jobs(list(jobs)):
+            return "postgres", "the shared database postgres, which already keeps these jobs"
+        ledger.create_database(name)
+    return name, f"created database {name} for {folder}"
 
 
 def redact(conninfo: str) -> str:

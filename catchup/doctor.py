@@ -189,7 +189,9 @@ def examine(config_path: str | None, dsn: str | None) -> list[Finding]:
         found += [Finding("serious", "config", line) for line in str(exc).splitlines()]
         config = Config(path=None)
     try:
-        target = db.resolve(dsn, config.dsn, embedded_allowed=config.embedded)
+        target = db.resolve(
+            dsn, config.dsn, embedded_allowed=config.embedded, project=config.project
+        )
         sent = time.monotonic()
         session = Session(config, target, prepare=False)  # doctor looks, it does not migrate
     except CatchupError as exc:

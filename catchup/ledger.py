@@ -33,6 +33,22 @@ class Ledger:
     def _q(self, name: str) -> psycopg.sql.Composed:
         return sqlfiles.query(name, self.schema)
 
+    def holds_jobs(self, names: list[str]) -> bool:
+        """This schema already keeps a ledger for one of ``names``."""
+        try:
+            row = self.conn.execute(self._q("ledger_holds_jobs"), {"names": names}).fetchone()
+        except (pg_errors.UndefinedTable, pg_errors.InvalidSchemaName):
+            return False
+        return bool(row and row[0])
+
+    def create_database(self, name: str) -> bool:
+        """CREATE DATABASE ``name``; False when another process made it first."""
+        try:
+            self.conn.execute(sqlfiles.query_naming("create_database", self.schema, database=name))
+        except pg_errors.DuplicateDatabase:
+            return False
+        return True
+
     # -- schema ------------------------------------------------------------------------------
 
     def version(self) -> int:

@@ -35,17 +35,23 @@ def _raw_queries() -> dict[str, str]:
     return parse_queries((sql_dir() / "queries.sql").read_text(encoding="utf-8"))
 
 
-def _compose(text: str, schema: str) -> sql.Composed:
+def _compose(text: str, schema: str, **identifiers: str) -> sql.Composed:
     # The files are ours and fixed, so they are literal SQL in all but type; only the schema
-    # is variable, and it goes in as an identifier.
+    # (and, for a few statements, another name) is variable, and goes in as an identifier.
     template = sql.SQL(text)
-    return template.format(schema=sql.Identifier(schema))
+    names = {key: sql.Identifier(value) for key, value in identifiers.items()}
+    return template.format(schema=sql.Identifier(schema), **names)
 
 
 @functools.cache
 def query(name: str, schema: str) -> sql.Composed:
     """The named query with ``{schema}`` bound to the quoted schema identifier."""
     return _compose(_raw_queries()[name], schema)
+
+
+def query_naming(name: str, schema: str, **identifiers: str) -> sql.Composed:
+    """The named query with ``{schema}`` and the other ``{…}`` names bound as identifiers."""
+    return _compose(_raw_queries()[name], schema, **identifiers)
 
 
 def migrations() -> list[tuple[int, str, str]]:

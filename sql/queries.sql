@@ -541,3 +541,11 @@ ORDER BY first;
 SELECT z, t, t AT TIME ZONE z AS wall
 FROM unnest(%(zones)s::text[]) AS z CROSS JOIN unnest(%(instants)s::timestamptz[]) AS t
 ORDER BY z, t;
+
+-- name: ledger_holds_jobs
+-- Whether this schema already keeps a ledger for any of these jobs (a ledger made before
+-- projects got databases of their own on the embedded server).
+SELECT count(*) > 0 FROM {schema}.jobs WHERE name = ANY(%(names)s::text[]);
+
+-- name: create_database
+CREATE DATABASE {database};

@@ -286,3 +286,64 @@ def test_one_jobs_database_error_does_not_stop_a_tick(project: Project, sql: Any
         "WHERE r.status = 'succeeded' ORDER BY 1"
     )
     assert ran == [("alpha",), ("zulu",)]
+
+
+def test_two_projects_on_one_host_keep_their_ledgers_apart(
+    project: Project, sql: Any, tmp_path: Any
+) -> None:
+    """Two project folders with a job of the same name, both on the default embedded ledger
+    (no schema chosen): each gets a database of its own, so one's run is not the other's."""
+    from catchup.db import project_database_name
+
+    folders = [tmp_path / "shop", tmp_path / "warehouse"]
+    names = [project_database_name(f.resolve()) for f in folders]
+    try:
+        for folder in folders:
+            folder.mkdir()
+            (folder / "catchup.toml").write_text(
+                '[jobs.export]\nschedule = "daily"\nstart = "2026-10-01"\n'
+                f'command = ["sh", "-c", "echo ran >> {folder}/log"]\n'
+            )
+        first = project.cli(
+            "--config", str(folders[0] / "catchup.toml"), "run", "export", "--period", "2026-10-02"
+        )
+        assert first.exit_code == 0, first.output
+        assert f"database {names[0]}" in first.stderr and "created database" in first.stderr
+        second = project.cli(
+            "--config", str(folders[1] / "catchup.toml"), "run", "export", "--period", "2026-10-02"
+        )
+        assert second.exit_code == 0, second.output
+        assert "attempt 1: succeeded" in second.stdout  # not "already succeeded"
+        assert (folders[0] / "log").read_text() == (folders[1] / "log").read_text() == "ran\n"
+        again = project.cli("--config", str(folders[0] / "catchup.toml"), "jobs")
+        assert f"database {names[0]}," in again.stderr and "created" not in again.stderr
+    finally:
+        for name in names:
+            sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def test_a_ledger_made_before_project_databases_is_kept(
+    project: Project, sql: Any, tmp_path: Any
+) -> None:
+    """A project whose jobs already have a ledger in the shared database (as an older catchup
+    made it) keeps that ledger: nothing it ran is run again in a new database."""
+    from catchup.db import project_database_name
+
+    folder = tmp_path / "legacy"
+    folder.mkdir()
+    job = '[jobs.export]\nschedule = "daily"\nstart = "2026-10-01"\ncommand = ["true"]\n'
+    config = folder / "catchup.toml"
+    try:
+        config.write_text('[database]\nschema = "catchup"\n\n' + job)  # where it used to go
+        first = project.cli("--config", str(config), "run", "export", "--period", "2026-10-02")
+        assert first.exit_code == 0, first.output
+        config.write_text(job)  # the default: a project database, unless a ledger exists
+        again = project.cli("--config", str(config), "run", "export", "--period", "2026-10-02")
+        assert again.exit_code == 0, again.output
+        assert "database postgres" in again.stderr and "already keeps these jobs" in again.stderr
+        assert "already succeeded" in again.stdout
+        assert sql(
+            "SELECT count(*) FROM pg_database WHERE datname = %s", [project_database_name(folder)]
+        ) == [(0,)]
+    finally:
+        sql("DROP SCHEMA IF EXISTS catchup CASCADE")
