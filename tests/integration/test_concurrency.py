@@ -218,3 +218,43 @@ def test_16_replicas_through_a_transaction_pooler(
     assert sql("SELECT status, attempt, count(*) FROM {schema}.runs GROUP BY 1, 2") == [
         ("succeeded", 1, 12)
     ]
+
+
+def test_a_finish_after_a_takeover_is_refused_by_the_fence(project: Project, sql: Any) -> None:
+    """The path where the old runner does send its finish: its lease ran out on the database
+    clock while it saw no reason to stop (its next heartbeat is far off), attempt 2 took over
+    and is still running when attempt 1's job ends. The database refuses attempt 1's finish;
+    it says so, and attempt 2 finishes the period."""
+    go = {n: project.path / f"go-{n}" for n in (1, 2)}
+    log = project.path / "log"
+    script = (
+        f'while [ ! -e "{project.path}/go-$CATCHUP_ATTEMPT" ]; do sleep 0.05; done; '
+        f'echo "$CATCHUP_ATTEMPT" >> {log}'
+    )
+    project.write(job_toml(log, script=script, lease='"300s"'))  # heartbeats 100 s apart
+    assert project.cli("migrate").exit_code == 0
+    first = project.spawn("run", "billing", "--period", "2026-01-05")
+    wait_for(
+        lambda: sql("SELECT attempt FROM {schema}.runs WHERE status = 'running'") == [(1,)],
+        what="attempt 1 to run",
+    )
+    # the lease ran out as far as the database is concerned (its clock decides)
+    sql("UPDATE {schema}.runs SET lease_expires_at = clock_timestamp() - interval '1 second'")
+    second = project.spawn("run", "billing", "--period", "2026-01-05")
+    wait_for(
+        lambda: sql("SELECT attempt FROM {schema}.runs WHERE status = 'running'") == [(2,)],
+        what="attempt 2 to take over",
+    )
+    go[1].touch()  # attempt 1's job ends now, while attempt 2 still runs
+    out, err = first.communicate(timeout=60)
+    assert first.returncode == 1, out + err
+    assert "attempt 1: lost" in out and "fenced off" in out and "not recorded" in out
+    assert sql("SELECT status, attempt FROM {schema}.runs") == [("running", 2)]
+    go[2].touch()
+    out, err = second.communicate(timeout=60)
+    assert second.returncode == 0, out + err
+    assert "attempt 2: succeeded" in out
+    assert sql("SELECT status, attempt FROM {schema}.runs") == [("succeeded", 2)]
+    history = sql("SELECT attempt, status FROM {schema}.history ORDER BY attempt")
+    assert history == [(1, "lost"), (2, "succeeded")]
+    assert log.read_text().split() == ["1", "2"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -13,7 +14,7 @@ from catchup import sqlfiles
 from catchup.ledger import Ledger
 from catchup.schedule import Period, Timeline, parse_schedule
 
-from conftest import Database
+from conftest import Database, wait_for
 
 DAY = Timeline.single(parse_schedule("daily"), datetime(2026, 10, 1, tzinfo=UTC))
 ANCHOR = DAY.first
@@ -198,3 +199,50 @@ def test_times_come_from_the_database_clock(ledger: Ledger, sql: Callable[..., A
     claimed = claim(ledger, job_id)
     after = ledger.now()
     assert before + LEASE <= claimed.lease_expires_at <= after + LEASE
+
+
+def test_a_finish_sent_twice_is_applied_once(ledger: Ledger) -> None:
+    """A finish retried after a lost reply finds its period no longer running: it changes
+    nothing (the failure is not counted twice, the backoff not doubled)."""
+    job_id = job(ledger)
+    first = claim(ledger, job_id)
+    once = finish(ledger, job_id, first.attempt, "failed", backoff=timedelta(minutes=5))
+    assert once is not None and once.failures == 1
+    assert finish(ledger, job_id, first.attempt, "failed", backoff=timedelta(minutes=5)) is None
+    assert finish(ledger, job_id, first.attempt, "succeeded") is None
+    row = ledger.run_row(job_id, P1.start)
+    assert row is not None and (row.status, row.failures) == ("failed", 1)
+
+
+def test_the_job_lock_serialises_claims_of_one_job(
+    ledger: Ledger, database: Database, schema: str
+) -> None:
+    """The interleaving forced: while one claim's transaction is open (its row not yet
+    visible), a claim of another period of the same job waits for the job's lock and then sees
+    the first; without the lock both would run at once."""
+    job_id = job(ledger)
+    other = psycopg.connect(database.conninfo, autocommit=True)
+    second_ledger = Ledger(other, schema)
+    result: list[Any] = []
+    try:
+        with ledger.conn.transaction():
+            assert claim(ledger, job_id, P1) is not None  # committed only when this block ends
+            racer = threading.Thread(target=lambda: result.append(claim(second_ledger, job_id, P2)))
+            racer.start()
+            pid = other.info.backend_pid
+
+            def waiting_or_done() -> bool:
+                if not racer.is_alive():
+                    return True
+                with psycopg.connect(database.conninfo, autocommit=True) as probe:
+                    row = probe.execute(
+                        "SELECT wait_event_type FROM pg_stat_activity WHERE pid = %s", [pid]
+                    ).fetchone()
+                return row is not None and row[0] == "Lock"
+
+            wait_for(waiting_or_done, timeout=30, what="the second claim to wait or finish")
+        racer.join(timeout=30)
+        assert not racer.is_alive()
+        assert result == [None], "a second period of a forbid job was claimed while one ran"
+    finally:
+        other.close()
