@@ -334,3 +334,80 @@ def serial_periods(log: Path) -> list[str]:
     for (_, end, first), (start, _, second) in itertools.pairwise(spans):
         assert start >= end, f"{first} and {second} overlapped"
     return [p for _, _, p in spans]
+
+
+class CutAfter:
+    """A TCP proxy in front of the test server that, once, lets a chosen statement through to
+    PostgreSQL and cuts the client off as soon as PostgreSQL answers it: the statement took
+    effect (its reply proves it) but the client never learns. ``arm`` is a marker in the
+    statement that arms the proxy; ``cut`` the one whose reply is swallowed (the same
+    statement, or the COMMIT that follows it in a transaction)."""
+
+    def __init__(self, upstream: str, arm: bytes, cut: bytes | None = None) -> None:
+        import socket
+        import threading
+
+        params = psycopg.conninfo.conninfo_to_dict(upstream)
+        self.upstream_path = f"{params['host']}/.s.PGSQL.{params.get('port', 5432)}"
+        self.arm, self.cut_on = arm, cut or arm
+        self.listener = socket.socket()
+        self.listener.bind(("127.0.0.1", 0))
+        self.listener.listen(16)
+        self.port = self.listener.getsockname()[1]
+        self.spent = False
+        self.cut = threading.Event()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def dsn(self, upstream: str) -> str:
+        """``upstream`` reached through this proxy (password and all)."""
+        params = psycopg.conninfo.conninfo_to_dict(upstream)
+        return psycopg.conninfo.make_conninfo(
+            **{**params, "host": "127.0.0.1", "port": str(self.port)}
+        )
+
+    def _accept(self) -> None:
+        import socket
+        import threading
+
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            server = socket.socket(socket.AF_UNIX)
+            server.connect(self.upstream_path)
+            state = {"armed": False, "swallow": False}
+            lock = threading.Lock()
+            for args in ((client, server, True), (server, client, False)):
+                threading.Thread(target=self._pipe, args=(*args, state, lock), daemon=True).start()
+
+    def _pipe(
+        self, source: Any, sink: Any, upstream: bool, state: dict[str, bool], lock: Any
+    ) -> None:
+        import socket
+
+        try:
+            while data := source.recv(65536):
+                with lock:
+                    if upstream and not self.spent and self.arm in data:
+                        state["armed"] = True
+                    if upstream and state["armed"] and not self.spent and self.cut_on in data:
+                        self.spent = True
+                        state["swallow"] = True  # its answer never reaches the client
+                    if not upstream and state["swallow"]:
+                        # PostgreSQL answered: the statement took effect; the client hangs up
+                        self.cut.set()
+                        sink.shutdown(socket.SHUT_RDWR)
+                        return
+                sink.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for s in (source, sink):
+                try:
+                    s.close()
+                except OSError:
+                    pass
+
+    def close(self) -> None:
+        self.listener.close()

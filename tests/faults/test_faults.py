@@ -10,10 +10,8 @@ import json
 import os
 import resource
 import signal
-import socket
 import subprocess
 import sys
-import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -26,7 +24,7 @@ import pytest
 
 from catchup import embedded
 
-from conftest import Database, Pooler, Project, process_gone, wait_for
+from conftest import CutAfter, Database, Pooler, Project, process_gone, wait_for
 
 pytestmark = [pytest.mark.faults, pytest.mark.slow]
 PSQL = embedded.bin_dir() / "psql"
@@ -248,86 +246,51 @@ def test_postgres_restarted_during_claims_runs_and_finishes(
     print(f"restarts took {', '.join(f'{r:.1f}s' for r in restarts)}; 36 periods, 0 stuck")
 
 
-class CutAfterFinish:
-    """A TCP proxy in front of the test server that, once, forwards the finish statement to
-    PostgreSQL and then cuts the client off before the answer: a commit whose outcome the
-    client cannot know."""
-
-    def __init__(self, upstream: str) -> None:
-        params = psycopg.conninfo.conninfo_to_dict(upstream)
-        self.upstream_path = f"{params['host']}/.s.PGSQL.{params.get('port', 5432)}"
-        self.listener = socket.socket()
-        self.listener.bind(("127.0.0.1", 0))
-        self.listener.listen(16)
-        self.port = self.listener.getsockname()[1]
-        self.armed = True
-        self.cut = threading.Event()
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                client, _ = self.listener.accept()
-            except OSError:
-                return
-            server = socket.socket(socket.AF_UNIX)
-            server.connect(self.upstream_path)
-            silenced = threading.Event()  # this connection's answers are being swallowed
-            for args in ((client, server, True, silenced), (server, client, False, silenced)):
-                threading.Thread(target=self._pipe, args=args, daemon=True).start()
-
-    def _pipe(
-        self, source: socket.socket, sink: socket.socket, upstream: bool, silenced: threading.Event
-    ) -> None:
-        try:
-            while data := source.recv(65536):
-                if not upstream and silenced.is_set():
-                    continue  # the client never hears back
-                if upstream and self.armed and b"WITH finished AS" in data:
-                    self.armed = False
-                    silenced.set()
-                    sink.sendall(data)
-                    time.sleep(0.5)  # PostgreSQL commits it meanwhile
-                    self.cut.set()
-                    source.shutdown(socket.SHUT_RDWR)
-                    sink.close()
-                    return
-                sink.sendall(data)
-        except OSError:
-            pass
-        finally:
-            for s in (source, sink):
-                try:
-                    s.close()
-                except OSError:
-                    pass
-
-    def close(self) -> None:
-        self.listener.close()
-
-
 def test_commit_outcome_unknown_is_read_back(
     project: Project, sql: Any, database: Database
 ) -> None:
-    """The connection is cut right after the finish is sent: the runner reconnects and reads
-    the row back instead of guessing (and does not run the job again)."""
-    proxy = CutAfterFinish(database.conninfo)
+    """The finish commits (PostgreSQL answered it) but the answer never reaches the runner:
+    it reconnects and reads the row back instead of guessing (and does not run the job again)."""
+    proxy = CutAfter(database.conninfo, arm=b"WITH finished AS")
     try:
         log = project.path / "log"
         project.write(
             '[jobs.billing]\nschedule = "daily"\nstart = "2026-01-01"\n'
             f'command = ["sh", "-c", "echo ran >> {log}"]\n'
         )
-        params = psycopg.conninfo.conninfo_to_dict(database.conninfo)
-        dsn = psycopg.conninfo.make_conninfo(
-            **{**params, "host": "127.0.0.1", "port": str(proxy.port)}
-        )
+        dsn = proxy.dsn(database.conninfo)
         result = project.run("--dsn", dsn, "run", "billing", "--period", "2026-01-05")
         assert proxy.cut.is_set(), f"the proxy never saw the finish: {result}"
         assert result.returncode == 0, result.stderr
         assert "attempt 1: succeeded" in result.stdout
         assert log.read_text() == "ran\n"
         assert sql("SELECT status, attempt FROM {schema}.runs") == [("succeeded", 1)]
+    finally:
+        proxy.close()
+
+
+def test_a_claim_whose_commit_answer_is_lost_is_adopted(
+    project: Project, sql: Any, database: Database
+) -> None:
+    """The claim's transaction commits (PostgreSQL answered the COMMIT) but the runner never
+    hears it: after reconnecting it finds the running row is its own and adopts it, rather than
+    calling the period "running elsewhere" and leaving it to expire."""
+    proxy = CutAfter(database.conninfo, arm=b"WITH claimed AS", cut=b"COMMIT")
+    try:
+        log = project.path / "log"
+        project.write(
+            '[jobs.billing]\nschedule = "daily"\nstart = "2026-01-01"\n'
+            f'command = ["sh", "-c", "echo $CATCHUP_ATTEMPT >> {log}"]\n'
+        )
+        assert project.cli("migrate").exit_code == 0
+        dsn = proxy.dsn(database.conninfo)
+        result = project.run("--dsn", dsn, "run", "billing", "--period", "2026-01-05")
+        assert proxy.cut.is_set(), f"the proxy never saw the claim commit: {result}"
+        assert result.returncode == 0, result.stderr
+        assert "attempt 1: succeeded" in result.stdout, result.stdout
+        assert log.read_text() == "1\n"
+        assert sql("SELECT status, attempt FROM {schema}.runs") == [("succeeded", 1)]
+        assert sql("SELECT attempt, status FROM {schema}.history") == [(1, "succeeded")]
     finally:
         proxy.close()
 
@@ -468,27 +431,33 @@ def faked(offset: str, args: list[str], project: Project) -> subprocess.Popen[st
 
 
 def test_host_clocks_that_disagree(project: Project, sql: Any) -> None:
-    """Runners 10 minutes ahead and behind pick the same due period and honour the same
-    lease: every decision is made on the database clock."""
+    """Runners two hours ahead and behind pick the same due period, the one the database
+    clock says is due, and honour the same lease: every decision is made on the database
+    clock (at any minute of the hour: a host clock would pick a period two hours off)."""
+    latest_due = "SELECT date_trunc('hour', clock_timestamp()) - interval '1 hour'"
     (hour,) = sql("SELECT date_trunc('hour', clock_timestamp()) - interval '3 hours'")[0]
     project.write(
         '[jobs.export]\nschedule = "hourly"\nstart = '
         f'"{hour:%Y-%m-%dT%H:%M:%SZ}"\nlease = "5s"\ncommand = ["sleep", "3"]\n'
     )
     assert project.cli("migrate").exit_code == 0
-    ahead = faked("+10m", ["run", "export"], project)
+    (due_before,) = sql(latest_due)[0]
+    ahead = faked("+2h", ["run", "export"], project)
     wait_for(lambda: sql("SELECT count(*) FROM {schema}.runs")[0][0] == 1, what="a claim")
     claimed_at, lease_left = sql(
         "SELECT claimed_at, lease_expires_at - clock_timestamp() FROM {schema}.runs"
     )[0]
-    assert timedelta(0) < lease_left <= timedelta(seconds=5)  # database clock, not +10m
-    behind = faked("-10m", ["run", "export"], project)
+    assert timedelta(0) < lease_left <= timedelta(seconds=5)  # database clock, not +2h
+    behind = faked("-2h", ["run", "export"], project)
     out_behind, _ = behind.communicate(timeout=60)
     out_ahead, err = ahead.communicate(timeout=60)
+    (due_after,) = sql(latest_due)[0]
     assert ahead.returncode == 0, err
     assert behind.returncode == 0
     label = out_ahead.split(" attempt")[0]
-    assert label.startswith("export 20") and "succeeded" in out_ahead
+    # the due period on the database clock (either side of an hour that turned meanwhile)
+    assert label in {f"export {h:%Y-%m-%dT%H:%M:%SZ}" for h in (due_before, due_after)}, label
+    assert "succeeded" in out_ahead
     assert f"{label}: skipped (running elsewhere" in out_behind  # the same period
     (now,) = sql("SELECT clock_timestamp()")[0]
     assert abs((claimed_at - now).total_seconds()) < 30
