@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 from typing import Any
 
 from catchup import sqlfiles
@@ -81,19 +82,35 @@ def test_output_tail_is_bounded_with_a_marker(project: Project, sql: Any) -> Non
 
 
 def test_timeout_kills_the_whole_process_group(project: Project, sql: Any) -> None:
+    """On a timeout the runner itself takes the job's whole process group down before it
+    returns: SIGTERM first (the job's trap sees it), SIGKILL only after kill_grace, for the
+    grandchild that ignores SIGTERM too (not left for the watcher to find later)."""
     pids = project.path / "pids"
+    termed = project.path / "termed"
     # the job starts a grandchild that ignores SIGTERM, then waits on it
-    script = f"sh -c 'trap \\\"\\\" TERM; sleep 1000' & echo $! > {pids}; echo $$ >> {pids}; wait"
-    project.write(daily(json.dumps(["sh", "-c", script]), timeout='"1s"', kill_grace='"1s"'))
+    job = project.path / "job.sh"
+    job.write_text(
+        f"trap 'echo TERM >> {termed}; exit 0' TERM\n"
+        "sh -c 'trap \"\" TERM; exec sleep 1000' &\n"
+        f"echo $! > {pids}\necho $$ >> {pids}\nwait\n"
+    )
+    script = f"exec sh {job}"
+    project.write(daily(json.dumps(["sh", "-c", script]), timeout='"1s"', kill_grace='"3s"'))
+    started = time.monotonic()
     result = project.run("run", "billing", "--period", "2026-10-01", timeout=60)
+    took = time.monotonic() - started
     assert result.returncode == 1, result.stdout + result.stderr
     assert "timed out after 1s" in result.stdout
     children = [int(p) for p in pids.read_text().split()]
     assert len(children) == 2
+    assert termed.read_text() == "TERM\n"  # SIGTERM first
+    assert took >= 1 + 3 - 0.2  # and the SIGKILL only after the grace
+    # gone when the runner returns (a second for the kernel to finish the kill); the watcher,
+    # the fallback for a runner that dies, would take a poll and the whole grace longer
     wait_for(
         lambda: all(process_gone(pid) for pid in children),
-        timeout=10,
-        what="the job's process group to be gone",
+        timeout=1,
+        what="the job's process group to be gone when the runner returned",
     )
     status, error = sql("SELECT status, error FROM {schema}.runs")[0]
     assert (status, error) == ("failed", "timed out after 1s")

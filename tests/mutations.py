@@ -1,0 +1,221 @@
+"""Mutation checks: remove one safeguard at a time from a copy of the package and its SQL, run
+the tests that guard it, and fail unless one of them fails.
+
+    uv run python tests/mutations.py            # every mutation, a table at the end
+    uv run python tests/mutations.py --list     # the mutations and their tests
+    uv run python tests/mutations.py NAME …     # only these
+
+A test that still passes with its safeguard gone proves nothing about it; this script is how
+the reliability table earns its claims (docs/reliability.md). The copy goes first on
+PYTHONPATH, so the tests and every ``python -m catchup`` they start use it; the SQL is read from
+the copy's ``sql/``. ``.ci/run`` runs it, and a surviving mutation fails CI.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass(frozen=True)
+class Mutation:
+    name: str
+    invariant: str
+    path: str  # relative to the project
+    old: str  # must occur exactly once
+    new: str
+    tests: tuple[str, ...]
+
+
+MUTATIONS = (
+    Mutation(
+        "finish-fence",
+        "a runner that lost its period can never overwrite the newer attempt's result",
+        "sql/queries.sql",
+        "    WHERE job_id = %(job_id)s AND period_start = %(period_start)s"
+        " AND attempt = %(attempt)s\n"
+        "      AND status = 'running'\n    RETURNING job_id, period_start, attempt, finished_at",
+        "    WHERE job_id = %(job_id)s AND period_start = %(period_start)s\n"
+        "      AND status = 'running'\n    RETURNING job_id, period_start, attempt, finished_at",
+        (
+            "tests/integration/test_concurrency.py::"
+            "test_a_finish_after_a_takeover_is_refused_by_the_fence",
+            "tests/integration/test_ledger.py::"
+            "test_expired_lease_is_taken_over_and_the_old_attempt_is_fenced",
+        ),
+    ),
+    Mutation(
+        "heartbeat-fence",
+        "an old attempt cannot keep a taken-over period's lease alive",
+        "sql/queries.sql",
+        "WHERE job_id = %(job_id)s AND period_start = %(period_start)s AND attempt = %(attempt)s\n"
+        "  AND status = 'running' AND lease_expires_at > clock_timestamp()\n"
+        "RETURNING lease_expires_at;",
+        "WHERE job_id = %(job_id)s AND period_start = %(period_start)s\n"
+        "  AND status = 'running' AND lease_expires_at > clock_timestamp()\n"
+        "RETURNING lease_expires_at;",
+        (
+            "tests/integration/test_ledger.py::"
+            "test_expired_lease_is_taken_over_and_the_old_attempt_is_fenced",
+        ),
+    ),
+    Mutation(
+        "overlap-not-exists",
+        "no two periods of an overlap-forbidden job run at once",
+        "sql/queries.sql",
+        "    AND (%(allow_overlap)s OR NOT EXISTS (",
+        "    AND (true OR NOT EXISTS (",
+        (
+            "tests/integration/test_ledger.py::test_forbid_blocks_other_periods_while_one_runs",
+            "tests/integration/test_ledger.py::test_the_job_lock_serialises_claims_of_one_job",
+        ),
+    ),
+    Mutation(
+        "job-lock",
+        "claims of one forbid job are serialised (the overlap check sees the other's row)",
+        "catchup/ledger.py",
+        '                self.conn.execute(self._q("lock_job"), params)',
+        "                pass",
+        ("tests/integration/test_ledger.py::test_the_job_lock_serialises_claims_of_one_job",),
+    ),
+    Mutation(
+        "claim-adoption",
+        "a claim that committed though its answer was lost is adopted, not left to expire",
+        "catchup/core.py",
+        "        if reconnected and (adopted := session.ledger.adopt(",
+        "        if False and (adopted := session.ledger.adopt(",
+        ("tests/faults/test_faults.py::test_a_claim_whose_commit_answer_is_lost_is_adopted",),
+    ),
+    Mutation(
+        "takeover-needs-expired-lease",
+        "a running period with a live lease is never taken over",
+        "sql/queries.sql",
+        "           AND r.lease_expires_at <= clock_timestamp()\n",
+        "",
+        (
+            "tests/integration/test_ledger.py::test_new_period_is_claimed_once",
+            "tests/integration/test_concurrency.py::test_16_replicas_on_one_period_run_it_once",
+        ),
+    ),
+    Mutation(
+        "finish-only-running",
+        "a finish is applied once: a retried finish changes nothing",
+        "sql/queries.sql",
+        "AND attempt = %(attempt)s\n      AND status = 'running'\n    RETURNING job_id",
+        "AND attempt = %(attempt)s\n    RETURNING job_id",
+        ("tests/integration/test_ledger.py::test_a_finish_sent_twice_is_applied_once",),
+    ),
+    Mutation(
+        "process-group-kill",
+        "a timeout or a lost lease stops the job's whole process group, grandchildren too",
+        "catchup/runner.py",
+        "        os.killpg(pgid, sig)",
+        "        os.kill(pgid, sig)",
+        (
+            "tests/integration/test_run.py::test_timeout_kills_the_whole_process_group",
+            "tests/faults/test_faults.py::test_killed_runner_takes_its_grandchildren_along",
+        ),
+    ),
+    Mutation(
+        "database-clock",
+        "every time decision uses the database clock, not the host's",
+        "catchup/core.py",
+        "    def now(self) -> datetime:\n        return self.ledger.now()",
+        "    def now(self) -> datetime:\n        return datetime.now().astimezone()",
+        ("tests/faults/test_faults.py::test_host_clocks_that_disagree",),
+    ),
+)
+
+
+def run(mutation: Mutation) -> tuple[str, str, float]:
+    """(verdict, the test that failed or why not, seconds)."""
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix=f"catchup-mutant-{mutation.name}-") as folder:
+        copy = Path(folder)
+        shutil.copytree(ROOT / "catchup", copy / "catchup", ignore=shutil.ignore_patterns("*.pyc"))
+        shutil.copytree(ROOT / "sql", copy / "sql")
+        target = copy / mutation.path
+        text = target.read_text()
+        if text.count(mutation.old) != 1:
+            return "did not apply", "the code it removes has changed: update it", 0.0
+        target.write_text(text.replace(mutation.old, mutation.new))
+        # PYTHONSAFEPATH: the working folder (the checkout) must not come before the copy
+        env = {
+            **os.environ,
+            "PYTHONPATH": str(copy),
+            "PYTHONSAFEPATH": "1",
+            "PYTHONDONTWRITEBYTECODE": "1",
+        }
+        where = subprocess.run(
+            [sys.executable, "-c", "import catchup; print(catchup.__file__)"],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+        ).stdout.strip()
+        if not where.startswith(str(copy)):
+            return "did not apply", f"catchup was imported from {where}", 0.0
+        result = subprocess.run(
+            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-x", *mutation.tests],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+    seconds = time.monotonic() - started
+    if result.returncode == 1:
+        failed = [
+            line.split(" ")[1] for line in result.stdout.splitlines() if line.startswith("FAILED ")
+        ]
+        return "killed", failed[0].split("::")[-1] if failed else "a test failed", seconds
+    if result.returncode == 0:
+        return "SURVIVED", "every guarding test passed", seconds
+    tail = (result.stdout + result.stderr).strip().splitlines()[-1:]
+    return "did not run", f"pytest exit {result.returncode}: {' '.join(tail)}", seconds
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("names", nargs="*", help="only these mutations")
+    parser.add_argument("--list", action="store_true", help="list the mutations and their tests")
+    args = parser.parse_args()
+    chosen = [m for m in MUTATIONS if not args.names or m.name in args.names]
+    unknown = set(args.names) - {m.name for m in MUTATIONS}
+    if unknown:
+        print(f"unknown mutation(s): {', '.join(sorted(unknown))}", file=sys.stderr)
+        return 2
+    if args.list:
+        for m in chosen:
+            print(f"{m.name}: {m.invariant}\n  {m.path}\n  " + "\n  ".join(m.tests))
+        return 0
+    rows = []
+    for mutation in chosen:
+        verdict, detail, seconds = run(mutation)
+        rows.append((mutation, verdict, detail, seconds))
+        print(f"{mutation.name}: {verdict} ({detail}, {seconds:.0f} s)", flush=True)
+    print("\n| safeguard removed | invariant | verdict | killed by |")
+    print("|---|---|---|---|")
+    for mutation, verdict, detail, _ in rows:
+        print(
+            f"| `{mutation.name}` ({mutation.path}) | {mutation.invariant} | {verdict} | {detail} |"
+        )
+    bad = [m.name for m, verdict, _, _ in rows if verdict != "killed"]
+    if bad:
+        print(f"\nnot killed: {', '.join(bad)}", file=sys.stderr)
+        return 1
+    print(f"\nall {len(rows)} mutations killed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
