@@ -24,6 +24,8 @@ BUSY_SIGNS = (
     "the database system is starting up",
     "the database system is shutting down",
     "the database system is in recovery mode",
+    # the server went away mid-handshake: a crash or a restart under way
+    "server closed the connection unexpectedly",
 )
 PG_ENV = ("PGHOST", "PGHOSTADDR", "PGPORT", "PGDATABASE", "PGUSER", "PGSERVICE")
 

@@ -91,21 +91,22 @@ def test_16_processes_over_1000_periods(project: Project, sql: Any, database: Da
     assert project.cli("migrate").exit_code == 0
     journal(sql)
     barrier = project.path / "go"
-    # each process waits for the barrier file, then execs the same replay
-    gate = 'while [ ! -e "$0" ]; do sleep 0.01; done; exec "$@"'
+    # each process says it is ready, waits for the barrier file, then execs the same replay
+    gate = 'touch "$1"; shift; while [ ! -e "$0" ]; do sleep 0.01; done; exec "$@"'
     replay = replay_argv("2026-02-11T16:00:00Z", "--json")
+    ready = [project.path / f"ready-{n}" for n in range(16)]
     procs = [
         subprocess.Popen(
-            ["sh", "-c", gate, str(barrier), *replay],
+            ["sh", "-c", gate, str(barrier), str(ready[n]), *replay],
             env=env_for(project, database),
             cwd=project.path,
             text=True,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
         )
-        for _ in range(16)
+        for n in range(16)
     ]
-    time.sleep(0.5)
+    wait_for(lambda: all(r.exists() for r in ready), timeout=60, what="16 processes at the gate")
     started = time.monotonic()
     barrier.touch()
     for proc in procs:
@@ -161,10 +162,11 @@ def test_killed_runner_takes_its_grandchildren_along(
 
 
 def test_heartbeat_connection_terminated(project: Project, sql: Any) -> None:
-    """pg_terminate_backend on the heartbeat's connection: it reconnects, the job succeeds."""
+    """pg_terminate_backend on the heartbeat's connection, then on the one it reconnected
+    with: it reconnects each time (a third connection is seen), the job succeeds."""
     project.write(
         '[jobs.billing]\nschedule = "daily"\nstart = "2026-01-01"\nlease = "3s"\n'
-        'command = ["sleep", "5"]\n'
+        'command = ["sleep", "8"]\n'
     )
     runner = project.spawn("run", "billing", "--period", "2026-01-05")
 
@@ -176,11 +178,18 @@ def test_heartbeat_connection_terminated(project: Project, sql: Any) -> None:
             )
         ]
 
-    for _ in range(2):
-        victims = wait_for(heartbeat_pids, timeout=15, what="a heartbeat connection")
-        for pid in victims:
-            sql("SELECT pg_terminate_backend(%s)", [pid])
-        time.sleep(1.2)
+    killed: set[int] = set()
+
+    def new_heartbeat() -> list[int]:
+        return [pid for pid in heartbeat_pids() if pid not in killed]
+
+    for what in ("the first heartbeat connection", "a reconnect", "a second reconnect"):
+        victims = wait_for(new_heartbeat, timeout=15, what=what)
+        if len(killed) < 2:  # cut the first two; the third proves the second reconnect
+            for pid in victims:
+                sql("SELECT pg_terminate_backend(%s)", [pid])
+            killed.update(victims)
+    assert len(killed) == 2
     out, err = runner.communicate(timeout=60)
     assert runner.returncode == 0, out + err
     assert "attempt 1: succeeded" in out
@@ -201,13 +210,14 @@ def private_server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[
 def test_postgres_restarted_during_claims_runs_and_finishes(
     project: Project, private_server: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Immediate-mode restarts while three replays work through a backlog: every period
-    succeeds exactly once, nothing is left running."""
+    """Immediate-mode restarts while three replays work through a backlog, each placed while
+    a job is running: every period is recorded succeeded once and its job completed once (the
+    journal is written when the job ends), nothing is left running."""
     project.database = Database(private_server, {"CATCHUP_DSN": private_server})
     table = f'"{project.schema}".journal'
     script = (
-        f'"$PSQL" -qAt -d "$JOURNAL_DSN" -c "INSERT INTO {table} VALUES '
-        "('$CATCHUP_PERIOD', $CATCHUP_ATTEMPT)\" || exit 1; sleep 0.2"
+        f'sleep 0.2; "$PSQL" -qAt -d "$JOURNAL_DSN" -c "INSERT INTO {table} VALUES '
+        "('$CATCHUP_PERIOD', $CATCHUP_ATTEMPT)\" || exit 1"
     )
     project.write(
         '[jobs.export]\nschedule = "hourly"\nstart = "2026-01-01"\noverlap = "allow"\n'
@@ -223,8 +233,22 @@ def test_postgres_restarted_during_claims_runs_and_finishes(
         for _ in range(3)
     ]
     restarts = []
-    for _ in range(2):
-        time.sleep(1.5)
+
+    def running() -> bool:
+        """A job runs now, and every replay has claimed (it is past planning, which does not
+        reconnect: a restart then is exit 3, for the next tick to retry)."""
+        try:
+            with psycopg.connect(private_server, autocommit=True) as conn:
+                rows = conn.execute(f'SELECT status, owner FROM "{project.schema}".runs').fetchall()
+        except psycopg.Error:
+            return False
+        owners = {int(owner.rsplit(":", 1)[1]) for _, owner in rows if owner}
+        return any(status == "running" for status, _ in rows) and owners >= {
+            proc.pid for proc in procs
+        }
+
+    for n in range(2):
+        wait_for(running, timeout=120, what=f"a running job before restart {n + 1}")
         began = time.monotonic()
         embedded.restart("immediate")
         restarts.append(time.monotonic() - began)
@@ -239,10 +263,12 @@ def test_postgres_restarted_during_claims_runs_and_finishes(
             f'SELECT status, count(*) FROM "{project.schema}".runs GROUP BY 1'
         ).fetchall()
         twice = conn.execute(
-            f"SELECT period FROM {table} GROUP BY period, attempt HAVING count(*) > 1"
+            f"SELECT period FROM {table} GROUP BY period HAVING count(*) > 1"
         ).fetchall()
+        completed = conn.execute(f"SELECT count(DISTINCT period) FROM {table}").fetchone()
     assert runs == [("succeeded", 36)]
-    assert twice == []  # no attempt ran twice
+    assert completed == (36,)
+    assert twice == []  # no period's job completed twice, across attempts
     print(f"restarts took {', '.join(f'{r:.1f}s' for r in restarts)}; 36 periods, 0 stuck")
 
 
@@ -361,6 +387,42 @@ def test_max_connections_exhausted(project: Project, sql: Any, database: Databas
     _out, err = runner.communicate(timeout=60)
     assert runner.returncode == 0, err
     assert sql("SELECT status FROM {schema}.runs") == [("succeeded",)]
+
+
+def test_connect_retry_gives_up_when_its_window_ends(
+    project: Project, sql: Any, database: Database
+) -> None:
+    """Every slot taken and never freed: catchup waits CATCHUP_CONNECT_RETRY seconds (here 2),
+    then says so in one line and exits 3; nothing was written."""
+    project.write('[jobs.billing]\nschedule = "daily"\nstart = "2026-01-01"\ncommand = ["true"]\n')
+    assert project.cli("migrate").exit_code == 0
+    hogs: list[psycopg.Connection[Any]] = []
+    try:
+        try:
+            while len(hogs) < 1000:
+                hogs.append(psycopg.connect(database.conninfo, autocommit=True))
+        except psycopg.OperationalError as exc:
+            assert "too many clients" in str(exc) or "reserved" in str(exc)
+        env = {**project.env(), "CATCHUP_CONNECT_RETRY": "2"}
+        started = time.monotonic()
+        result = subprocess.run(
+            [sys.executable, "-m", "catchup", "run", "billing", "--period", "2026-01-05"],
+            env=env,
+            cwd=project.path,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        took = time.monotonic() - started
+    finally:
+        for conn in hogs:
+            conn.close()
+    assert result.returncode == 3, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and ("too many clients" in lines[0] or "reserved" in lines[0])
+    assert took >= 1.5  # it waited for a slot before giving up
+    assert sql("SELECT count(*) FROM {schema}.runs") == [(0,)]
 
 
 def test_password_appears_nowhere(project: Project, sql: Any, database: Database) -> None:

@@ -207,6 +207,30 @@ def test_unknown_time_zone_suggests() -> None:
 # -- DST: one daily period per local day, with the right lengths -----------------------------
 
 
+@pytest.mark.parametrize("text", ["daily", "0 0 * * *", "RRULE:FREQ=DAILY"])
+def test_daily_in_santiago_where_midnight_itself_is_skipped_or_repeated(text: str) -> None:
+    """America/Santiago changes its clocks at midnight: 2026-04-05's midnight happens twice
+    (2026-04-04 is 25 hours long) and 2026-09-06's is skipped (that day starts at 01:00 and is
+    23 hours long). Still one period per local day, each labelled with its local date."""
+    tz = zone("America/Santiago")
+    schedule = parse_schedule(text, "America/Santiago")
+    start = to_utc(datetime(2026, 1, 1), tz)
+    line = Timeline.single(schedule, start)
+    periods = list(line.periods(start, to_utc(datetime(2027, 1, 1), tz)))
+    assert len(periods) == 365
+    dates = [to_wall(p.start, tz).date() for p in periods]
+    assert dates == [(datetime(2026, 1, 1) + timedelta(days=i)).date() for i in range(365)]
+    assert [period_label(schedule, p.start) for p in periods] == [d.isoformat() for d in dates]
+    odd = {
+        to_wall(p.start, tz).date().isoformat(): p.end - p.start
+        for p in periods
+        if p.end - p.start != timedelta(hours=24)
+    }
+    assert odd == {"2026-04-04": timedelta(hours=25), "2026-09-06": timedelta(hours=23)}
+    skipped = next(p for p in periods if to_wall(p.start, tz).date().isoformat() == "2026-09-06")
+    assert to_wall(skipped.start, tz).hour == 1
+
+
 @pytest.mark.parametrize(
     ("tz", "short", "long", "changes"),
     [
