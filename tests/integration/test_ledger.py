@@ -246,3 +246,44 @@ def test_the_job_lock_serialises_claims_of_one_job(
         assert result == [None], "a second period of a forbid job was claimed while one ran"
     finally:
         other.close()
+
+
+def test_the_backoff_doubles_up_to_six_hours(ledger: Ledger) -> None:
+    """retry_backoff after the first failure, doubling with each, never more than 6 hours."""
+    job_id = job(ledger)
+    waits = []
+    for _ in range(5):
+        claimed = ledger.claim(
+            job_id,
+            P1,
+            owner="t",
+            lease=LEASE,
+            max_attempts=10,
+            allow_overlap=False,
+            ignore_backoff=True,
+        )
+        assert claimed is not None
+        done = finish(ledger, job_id, claimed.attempt, "failed", backoff=timedelta(hours=1))
+        waits.append(done.retry_after - done.finished_at)
+    assert waits == [timedelta(hours=h) for h in (1, 2, 4, 6, 6)]
+
+
+def test_a_stale_period_on_its_last_attempt_waits_for_a_person(
+    ledger: Ledger, sql: Callable[..., Any]
+) -> None:
+    """Its lease ran out on the last allowed attempt: no automatic takeover (it stays stale
+    for scan to report), but a replay with --retry-exhausted takes it over."""
+    job_id = job(ledger)
+    assert claim(ledger, job_id, max_attempts=1) is not None
+    expire_lease(sql)
+    assert claim(ledger, job_id, max_attempts=1) is None
+    again = ledger.claim(
+        job_id,
+        P1,
+        owner="person",
+        lease=LEASE,
+        max_attempts=1,
+        allow_overlap=False,
+        retry_exhausted=True,
+    )
+    assert again is not None and again.attempt == 2

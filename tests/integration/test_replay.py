@@ -360,3 +360,70 @@ def test_python_checkpoint_reaches_the_next_attempt(project: Project, monkeypatc
     )
     assert project.cli("-q", "run", "alpha", "--period", "2026-10-01").exit_code == 1
     assert project.cli("-q", "run", "alpha", "--period", "2026-10-01").exit_code == 0
+
+
+@pytest.mark.slow
+def test_workers_never_run_two_periods_of_a_forbid_job_at_once(project: Project, sql: Any) -> None:
+    """replay --workers 4 over one overlap-forbidden job: every period once, one at a time."""
+    spans = project.path / "spans"
+    project.write(job("billing", timed_job(spans, "0.2")))
+    result = project.cli(
+        "-q", "replay", "--since", "2026-10-01", "--until", "2026-10-07", "--workers", "4"
+    )
+    assert result.exit_code == 0, result.output
+    ran = serial_periods(spans)  # asserts no two overlapped
+    assert sorted(ran) == [f"2026-10-0{d}" for d in range(1, 7)]
+
+
+@pytest.mark.slow
+def test_sigterm_to_a_tick_stops_and_records_its_job(project: Project, sql: Any) -> None:
+    """What a systemd stop or a pod's termination sends: the running job is stopped, recorded
+    as interrupted (no failure counted), nothing is left running, exit 130."""
+    pids = project.path / "pids"
+    (today,) = sql("SELECT date_trunc('day', clock_timestamp())")[0]
+    start = (today - timedelta(days=2)).date().isoformat()
+    project.write(
+        job(
+            "alpha",
+            ["sh", "-c", f"echo $$ >> {pids}; exec sleep 60"],
+            start=start,
+            catchup="latest",
+        )
+    )
+    assert project.cli("migrate").exit_code == 0
+    proc = project.spawn("-q", "tick")
+    wait_for(lambda: pids.exists() and pids.read_text().strip(), what="the job to start")
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, out + err
+    assert sql("SELECT count(*) FROM {schema}.runs WHERE status = 'running'") == [(0,)]
+    assert sql("SELECT DISTINCT status FROM {schema}.history") == [("interrupted",)]
+    assert sql("SELECT status, failures FROM {schema}.runs") == [("failed", 0)]
+    pid = int(pids.read_text().split()[0])
+    wait_for(lambda: process_gone(pid), timeout=15, what="the job to stop")
+
+
+def test_a_callable_sees_cancelled_on_a_timeout(
+    project: Project, sql: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A Python call cannot be killed, only asked: on its timeout ctx.cancelled is set, and the
+    period is recorded as timed out."""
+    import uuid
+
+    module = f"cancel_{uuid.uuid4().hex[:8]}"
+    seen = project.path / "seen"
+    (project.path / f"{module}.py").write_text(
+        "import pathlib\n"
+        "def run(ctx):\n"
+        f"    got = ctx.cancelled.wait(30)\n"
+        f"    pathlib.Path({str(seen)!r}).write_text('cancelled' if got else 'not cancelled')\n"
+    )
+    monkeypatch.syspath_prepend(str(project.path))
+    project.write(
+        job("alpha", ["true"], timeout="1s").replace('command = ["true"]', f'call = "{module}:run"')
+    )
+    result = project.cli("run", "alpha", "--period", "2026-10-02")
+    assert result.exit_code == 1, result.output
+    assert "timed out after 1s" in result.stdout
+    wait_for(seen.exists, timeout=15, what="the callable to return")
+    assert seen.read_text() == "cancelled"

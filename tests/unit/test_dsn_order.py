@@ -1,0 +1,31 @@
+"""Which database: --dsn > CATCHUP_DSN > [database] dsn > DATABASE_URL > PG* > embedded."""
+
+from __future__ import annotations
+
+import pytest
+
+from catchup import db
+
+SOURCES = ["--dsn", "CATCHUP_DSN", "catchup.toml [database] dsn", "DATABASE_URL", "PGHOST"]
+
+
+@pytest.mark.parametrize("first", range(len(SOURCES)))
+def test_the_first_source_given_wins(monkeypatch: pytest.MonkeyPatch, first: int) -> None:
+    """With every source from ``first`` on given, the earliest of them is used, as documented
+    (no connection is made for a DSN source)."""
+    for name in ("CATCHUP_DSN", "DATABASE_URL", "PGHOST", "PGHOSTADDR", "PGPORT", "PGDATABASE"):
+        monkeypatch.delenv(name, raising=False)
+    for name in ("PGUSER", "PGSERVICE", "CATCHUP_EMBEDDED"):
+        monkeypatch.delenv(name, raising=False)
+    given = SOURCES[first:]
+    if "CATCHUP_DSN" in given:
+        monkeypatch.setenv("CATCHUP_DSN", "host=from-env dbname=a")
+    if "DATABASE_URL" in given:
+        monkeypatch.setenv("DATABASE_URL", "postgresql://from-url/b")
+    if "PGHOST" in given:
+        monkeypatch.setenv("PGHOST", "from-pg")
+    target = db.resolve(
+        "host=from-flag dbname=c" if "--dsn" in given else None,
+        "host=from-config dbname=d" if "catchup.toml [database] dsn" in given else None,
+    )
+    assert target.source == SOURCES[first]
