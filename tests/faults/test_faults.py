@@ -397,18 +397,24 @@ def test_strict_timeouts_and_a_long_job(project: Project, sql: Any, database: Da
         sql(f'DROP ROLE "{role}"')
 
 
+def take_every_slot(database: Database) -> list[psycopg.Connection[Any]]:
+    """Connections until the server refuses another: every slot taken (close them after)."""
+    hogs: list[psycopg.Connection[Any]] = []
+    try:
+        while len(hogs) < 1000:
+            hogs.append(psycopg.connect(database.conninfo, autocommit=True))
+    except psycopg.OperationalError as exc:
+        assert "too many clients" in str(exc) or "reserved" in str(exc)
+    return hogs
+
+
 def test_max_connections_exhausted(project: Project, sql: Any, database: Database) -> None:
     """Every connection slot taken: catchup waits and retries; freed in time, it succeeds;
     nothing is left running."""
     project.write('[jobs.billing]\nschedule = "daily"\nstart = "2026-01-01"\ncommand = ["true"]\n')
     assert project.cli("migrate").exit_code == 0
-    hogs: list[psycopg.Connection[Any]] = []
+    hogs = take_every_slot(database)
     try:
-        try:
-            while len(hogs) < 1000:
-                hogs.append(psycopg.connect(database.conninfo, autocommit=True))
-        except psycopg.OperationalError as exc:
-            assert "too many clients" in str(exc) or "reserved" in str(exc)
         runner = project.spawn("run", "billing", "--period", "2026-01-05")
         time.sleep(2)
         assert runner.poll() is None  # still waiting for a slot
@@ -427,13 +433,8 @@ def test_connect_retry_gives_up_when_its_window_ends(
     then says so in one line and exits 3; nothing was written."""
     project.write('[jobs.billing]\nschedule = "daily"\nstart = "2026-01-01"\ncommand = ["true"]\n')
     assert project.cli("migrate").exit_code == 0
-    hogs: list[psycopg.Connection[Any]] = []
+    hogs = take_every_slot(database)
     try:
-        try:
-            while len(hogs) < 1000:
-                hogs.append(psycopg.connect(database.conninfo, autocommit=True))
-        except psycopg.OperationalError as exc:
-            assert "too many clients" in str(exc) or "reserved" in str(exc)
         env = {**project.env(), "CATCHUP_CONNECT_RETRY": "2"}
         started = time.monotonic()
         result = subprocess.run(

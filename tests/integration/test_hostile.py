@@ -88,6 +88,17 @@ def write_config(project: Project, database_line: str = "") -> None:
     )
 
 
+def given(source: str, dsn: str, command: str, home: Any) -> tuple[list[str], dict[str, str]]:
+    """The arguments and environment that give ``dsn`` through ``source`` (the config file is
+    written by the test itself)."""
+    env = {"CATCHUP_HOME": str(home)}
+    if source == "--dsn":
+        return ["--dsn", dsn, command], env
+    if source != "config":
+        env[source] = dsn
+    return [command], env
+
+
 def one_line_error(result: Any, code: int = 2) -> str:
     assert result.exit_code == code, result.output
     assert "Traceback" not in result.output
@@ -106,12 +117,7 @@ def test_a_dsn_that_does_not_parse_never_shows_its_password(
     home = tmp_path / "home"
     home.mkdir()
     write_config(project, f"dsn = {json.dumps(dsn)}" if source == "config" else "")
-    env = {"CATCHUP_HOME": str(home)}
-    args = ["jobs"]
-    if source == "--dsn":
-        args = ["--dsn", dsn, "jobs"]
-    elif source != "config":
-        env[source] = dsn
+    args, env = given(source, dsn, "jobs", home)
     line = one_line_error(project.cli(*args, env=env))
     assert "S3cr3t" not in line
     expected = "catchup.toml:3: database.dsn" if source == "config" else source
@@ -137,12 +143,7 @@ def test_an_empty_dsn_is_a_usage_error_never_a_local_server(
     home = tmp_path / "home"
     home.mkdir()
     write_config(project, 'dsn = ""' if where == "config" else "")
-    env = {"CATCHUP_HOME": str(home)}
-    args = ["tick"]
-    if where == "--dsn":
-        args = ["--dsn", value, "tick"]
-    elif where != "config":
-        env[where] = value
+    args, env = given(where, value, "tick", home)
     line = one_line_error(project.cli(*args, env=env))
     assert "empty" in line
     assert list(home.iterdir()) == []
