@@ -17,7 +17,7 @@ from catchup.config import Job
 from catchup.ledger import Ledger
 from catchup.models import Island
 from catchup.scan import scan_job
-from catchup.schedule import Timeline, changed, parse_schedule
+from catchup.schedule import RRule, Timeline, changed, parse_schedule
 
 from conftest import Database
 
@@ -64,7 +64,11 @@ def make_job(
     if change is not None:
         since = nth_start(timeline, change[1])
         new = parse_schedule(change[0], timezone)
-        timeline = changed(timeline, new, new.bound(since).ceil(since), start)
+        # as catchup.schedule.effective_from does: a rule counts from the job's start, other
+        # schedules from the change (a rule bound to the change could put it off the rule's
+        # grid: an impossible timeline, which hypothesis found)
+        grid = new.bound(start) if isinstance(new, RRule) else new.bound(since)
+        timeline = changed(timeline, new, grid.ceil(since), start)
     return Job(
         name="j",
         schedule=schedule.bound(start),
@@ -162,6 +166,17 @@ ledgers = st.tuples(
 @given(case=ledgers)
 # A period cut short by a schedule change: its start is on the old grid, its end is not.
 @example(case=(("hourly", "UTC", ("30 2 * * *", 1)), 0, ["none"] * 3, 1, None, False))
+# A change to a rule, which counts from the job's start, not from the change.
+@example(
+    case=(
+        ("30 2 * * *", "UTC", ("RRULE:FREQ=WEEKLY;BYDAY=MO,TH;BYHOUR=6", 1)),
+        0,
+        ["none", "none", "waived", "waived"],
+        1,
+        None,
+        False,
+    )
+)
 def test_scan_agrees_with_brute_force(ledger: Ledger, case: Any) -> None:
     """Shortcut and full scan both equal a period-by-period computation; so does a second scan
     that trusts the first one's coverage, one after a succeeded period is reopened, and one
