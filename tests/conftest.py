@@ -341,15 +341,23 @@ class CutAfter:
     PostgreSQL and cuts the client off as soon as PostgreSQL answers it: the statement took
     effect (its reply proves it) but the client never learns. ``arm`` is a marker in the
     statement that arms the proxy; ``cut`` the one whose reply is swallowed (the same
-    statement, or the COMMIT that follows it in a transaction)."""
+    statement, or the COMMIT that follows it in a transaction). With ``instead``, the chosen
+    statement never reaches PostgreSQL: ``instead()`` runs (a server restart, say) and the
+    client is cut off."""
 
-    def __init__(self, upstream: str, arm: bytes, cut: bytes | None = None) -> None:
+    def __init__(
+        self,
+        upstream: str,
+        arm: bytes,
+        cut: bytes | None = None,
+        instead: Callable[[], object] | None = None,
+    ) -> None:
         import socket
         import threading
 
         params = psycopg.conninfo.conninfo_to_dict(upstream)
         self.upstream_path = f"{params['host']}/.s.PGSQL.{params.get('port', 5432)}"
-        self.arm, self.cut_on = arm, cut or arm
+        self.arm, self.cut_on, self.instead = arm, cut or arm, instead
         self.listener = socket.socket()
         self.listener.bind(("127.0.0.1", 0))
         self.listener.listen(16)
@@ -393,6 +401,10 @@ class CutAfter:
                         state["armed"] = True
                     if upstream and state["armed"] and not self.spent and self.cut_on in data:
                         self.spent = True
+                        if self.instead is not None:
+                            self.instead()
+                            self.cut.set()
+                            return  # closing both ends: the statement never arrives
                         state["swallow"] = True  # its answer never reaches the client
                     if not upstream and state["swallow"]:
                         # PostgreSQL answered: the statement took effect; the client hangs up

@@ -352,6 +352,36 @@ def test_a_claim_whose_commit_answer_is_lost_is_adopted(
         proxy.close()
 
 
+def test_postgres_restarted_as_a_finish_is_sent(
+    project: Project, sql: Any, private_server: str
+) -> None:
+    """The server restarts (immediate mode) at the moment the finish is sent, before PostgreSQL
+    sees it: the runner reconnects after the restart, finds its attempt still running, writes
+    the finish, and the period is succeeded as attempt 1, its job run once."""
+    project.database = Database(private_server, {"CATCHUP_DSN": private_server})
+    proxy = CutAfter(
+        private_server, arm=b"WITH finished AS", instead=lambda: embedded.restart("immediate")
+    )
+    try:
+        log = project.path / "log"
+        project.write(
+            '[jobs.billing]\nschedule = "daily"\nstart = "2026-01-01"\nlease = "60s"\n'
+            f'command = ["sh", "-c", "echo $CATCHUP_ATTEMPT >> {log}"]\n'
+        )
+        result = project.run(
+            "--dsn", proxy.dsn(private_server), "run", "billing", "--period", "2026-01-05"
+        )
+        assert proxy.cut.is_set(), f"the proxy never saw the finish: {result}"
+        assert result.returncode == 0, result.stderr
+        assert "attempt 1: succeeded" in result.stdout
+        assert log.read_text() == "1\n"
+        with psycopg.connect(private_server, autocommit=True) as conn:
+            runs = conn.execute(f'SELECT status, attempt FROM "{project.schema}".runs').fetchall()
+        assert runs == [("succeeded", 1)]
+    finally:
+        proxy.close()
+
+
 def test_a_gigabyte_of_output(project: Project, sql: Any) -> None:
     """1 GiB on stdout and stderr: no deadlock, bounded memory, a truncated tail."""
     script = (
