@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import signal
+import subprocess
 import sys
 from collections import Counter
 from datetime import UTC, datetime, timedelta
@@ -172,7 +173,11 @@ def test_replay_racing_tick_never_overlaps(project: Project, sql: Any) -> None:
 
 
 @pytest.mark.slow
-def test_sigint_mid_replay_leaves_nothing_running(project: Project, sql: Any) -> None:
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_sigint_mid_replay_leaves_nothing_running(
+    project: Project, sql: Any, stop: signal.Signals
+) -> None:
+    """Ctrl-C, or what a service manager sends: jobs stopped, recorded, exit 130."""
     pids = project.path / "pids"
     project.write(job("alpha", ["sh", "-c", f"echo $$ >> {pids}; exec sleep 60"], overlap="allow"))
     assert project.cli("migrate").exit_code == 0
@@ -185,7 +190,7 @@ def test_sigint_mid_replay_leaves_nothing_running(project: Project, sql: Any) ->
         what="two periods running",
     )
     wait_for(lambda: pids.exists() and len(pids.read_text().split()) == 2, what="two jobs")
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(stop)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, out + err
     assert sql("SELECT count(*) FROM {schema}.runs WHERE status = 'running'") == [(0,)]
@@ -425,5 +430,42 @@ def test_a_callable_sees_cancelled_on_a_timeout(
     result = project.cli("run", "alpha", "--period", "2026-10-02")
     assert result.exit_code == 1, result.output
     assert "timed out after 1s" in result.stdout
+    wait_for(seen.exists, timeout=15, what="the callable to return")
+    assert seen.read_text() == "cancelled"
+
+
+def test_a_callable_sees_cancelled_when_its_lease_is_lost(project: Project, sql: Any) -> None:
+    """The lease is gone on the database clock while a Python call runs: the heartbeat notices,
+    ctx.cancelled is set, and the attempt is recorded as lost, nothing else."""
+    import uuid
+
+    module = f"lost_{uuid.uuid4().hex[:8]}"
+    seen = project.path / "seen"
+    (project.path / f"{module}.py").write_text(
+        "import pathlib\n"
+        "def run(ctx):\n"
+        "    got = ctx.cancelled.wait(60)\n"
+        f"    pathlib.Path({str(seen)!r}).write_text('cancelled' if got else 'not cancelled')\n"
+    )
+    project.write(
+        job("alpha", ["true"], lease="3s").replace('command = ["true"]', f'call = "{module}:run"')
+    )
+    assert project.cli("migrate").exit_code == 0
+    proc = subprocess.Popen(
+        project.command("run", "alpha", "--period", "2026-10-02"),
+        cwd=project.path,
+        env=project.env(PYTHONPATH=str(project.path)),
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    wait_for(
+        lambda: sql("SELECT count(*) FROM {schema}.runs WHERE status = 'running'") == [(1,)],
+        what="the call to run",
+    )
+    sql("UPDATE {schema}.runs SET lease_expires_at = clock_timestamp() - interval '1 second'")
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 1, out + err
+    assert "attempt 1: lost" in out
     wait_for(seen.exists, timeout=15, what="the callable to return")
     assert seen.read_text() == "cancelled"
