@@ -160,6 +160,10 @@ class CatchupGroup(click.Group):
         except click.UsageError as exc:
             if not standalone:
                 raise
+            # `catchup` alone (click 8.2+): the help itself, as click shows it
+            if isinstance(exc, getattr(click.exceptions, "NoArgsIsHelpError", ())):
+                exc.show()
+                sys.exit(exc.exit_code)
             command = exc.ctx.command_path if exc.ctx is not None else "catchup"
             click.echo(f"catchup: {exc.format_message()} (see {command} --help)", err=True)
             sys.exit(exc.exit_code)

@@ -348,3 +348,19 @@ def test_a_ledger_made_before_project_databases_is_kept(
         ) == [(0,)]
     finally:
         sql("DROP SCHEMA IF EXISTS catchup CASCADE")
+
+
+def test_usage_errors_are_one_line_and_no_command_is_the_help() -> None:
+    """A usage error is one line naming the command's --help; `catchup` alone shows the help."""
+    from click.testing import CliRunner
+
+    from catchup.cli import cli
+
+    missing = CliRunner().invoke(cli, ["run"], prog_name="catchup")
+    assert missing.exit_code == 2
+    assert missing.stderr.strip().splitlines() == [
+        "catchup: Missing argument 'JOB'. (see catchup run --help)"
+    ]
+    alone = CliRunner().invoke(cli, [], prog_name="catchup")
+    assert alone.exit_code in (0, 2)  # click 8.1 exits 0 here, 8.2 and later 2
+    assert alone.output.startswith("Usage: catchup [OPTIONS] COMMAND [ARGS]...")
