@@ -15,7 +15,14 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from . import __version__
-from .errors import EXIT_DATABASE, EXIT_FAILED, EXIT_INTERRUPTED, CatchupError, ConfigError
+from .errors import (
+    EXIT_DATABASE,
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    CatchupError,
+    ConfigError,
+    first_line,
+)
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -194,7 +201,7 @@ class CatchupGroup(click.Group):
         except Exception as exc:
             psycopg = sys.modules.get("psycopg")
             if psycopg is not None and isinstance(exc, psycopg.Error):
-                first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+                first = first_line(exc)
                 click.echo(f"catchup: database error: {first}", err=True)
                 ctx.exit(EXIT_DATABASE)
             raise

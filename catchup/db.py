@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .errors import ConfigError, DatabaseError
+from .errors import ConfigError, DatabaseError, first_line
 
 if TYPE_CHECKING:
     import psycopg
@@ -170,7 +170,7 @@ def _project_database(
         return name, None
     except psycopg.OperationalError as exc:
         if getattr(exc, "sqlstate", None) != "3D000" and "does not exist" not in str(exc):
-            first = (str(exc).strip().splitlines() or ["?"])[0]
+            first = first_line(exc)
             raise DatabaseError(
                 f"cannot connect to the embedded server: {scrub(first, conninfo)}"
             ) from None

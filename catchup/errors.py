@@ -29,3 +29,9 @@ class DatabaseError(CatchupError):
     """The database is unreachable, too old, or refused a statement."""
 
     exit_code = EXIT_DATABASE
+
+
+def first_line(exc: BaseException) -> str:
+    """The first line of an exception's message (a driver error's DETAIL and HINT follow it),
+    or its type's name when it has none."""
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]

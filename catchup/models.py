@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Literal, NamedTuple
+from typing import Literal, NamedTuple, get_args
 
 from .schedule import Period, span
 
 # "error": a database error on this one period (the batch goes on with the others)
 Status = Literal["succeeded", "failed", "skipped", "lost", "interrupted", "error"]
+STATUSES: tuple[Status, ...] = get_args(Status)  # in this order in totals and tables
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,8 @@ import psycopg
 from . import db
 from .config import Config, Job
 from .core import Session, run_period
-from .models import JobScan, Outcome
+from .errors import first_line
+from .models import STATUSES, JobScan, Outcome
 from .scan import Target, scan_jobs
 from .schedule import Period
 
@@ -49,10 +50,7 @@ class Batch:
         counts = Counter(outcome.status for outcome in self.outcomes)
         return {
             "planned": self.planned,
-            **{
-                s: counts.get(s, 0)
-                for s in ("succeeded", "failed", "skipped", "lost", "interrupted", "error")
-            },
+            **{s: counts.get(s, 0) for s in STATUSES},
         }
 
     @property
@@ -159,7 +157,7 @@ def run_planned(
                         if isinstance(exc, psycopg.OperationalError):
                             raise  # the connection or the server: nothing else would run
                         # one period's database error: reported, the others still run
-                        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+                        first = first_line(exc)
                         outcome = Outcome(
                             item.job.name,
                             item.period,

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 from .errors import ConfigError
 from .explain import Explanation, describe_due
 from .models import (
+    STATUSES,
     Calendar,
     EventRow,
     HistoryRow,
@@ -536,7 +537,7 @@ def batch_summary(
     """Per job: how many periods succeeded, failed, were skipped, lost or interrupted."""
     table = Table(title=title, title_justify="left")
     table.add_column("job")
-    columns = ("succeeded", "failed", "skipped", "lost", "interrupted", "error")
+    columns = STATUSES
     for name in columns:
         table.add_column(name, justify="right")
     per_job: dict[str, Counter[str]] = {}
