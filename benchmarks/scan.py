@@ -36,7 +36,7 @@ from pathlib import Path
 
 from psycopg import sql
 
-from catchup import db, sqlfiles
+from catchup import db
 from catchup.config import Config, Job
 from catchup.core import Session
 from catchup.scan import scan, window
@@ -122,15 +122,14 @@ def measure(target: db.Target, config: Config, repeat: int) -> tuple[float, floa
         for job in jobs:
             first, end = window(job, now, None, None)
             rows += len(
-                session.conn.execute(
-                    sqlfiles.query("plain_gaps", config.schema),
+                session.ledger.plain_gaps(
                     {
                         "job_id": session.job_id(job.name),
                         "first": first,
                         "until": end,
                         "step": job.schedule.step_sql,
-                    },
-                ).fetchall()
+                    }
+                )
             )
         return rows
 

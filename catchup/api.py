@@ -1,19 +1,57 @@
-"""The Python face of catchup: the same ledger, claim path and results as the command line."""
+"""The library facade: every operation of catchup as one call with typed inputs and a typed
+result. The command line (``catchup.cli``) parses, calls one of these, renders the result and
+maps it to an exit code; the Python API is this class. So the two cannot disagree."""
 
 from __future__ import annotations
 
+import os
 import threading
-from collections.abc import Iterable
-from datetime import datetime
+from collections.abc import Callable, Iterable, Sequence
+from datetime import date, datetime
 from pathlib import Path
+from typing import Literal
 
 from . import db
-from .config import Config, Job, find_config, load_config
+from .config import Config, Job, find_config, load_config, parse_instant
 from .core import Session, choose_period, run_period
+from .doctor import Finding
 from .errors import ConfigError
+from .explain import Explanation
 from .models import Outcome, ScanReport
-from .replay import Batch, replay, tick
-from .scan import scan
+from .replay import Batch, Planned
+from .results import (
+    Changes,
+    Connected,
+    History,
+    JobsReport,
+    Migrated,
+    NotDue,
+    Paused,
+    Resumed,
+)
+from .scan import Moment
+
+MAX_REASON = 1000
+HISTORY_LIMIT = 50
+
+
+def reason_problem(reason: str) -> str | None:
+    """What is wrong with a reason, if anything: it is kept in the audit trail, so it must say
+    something, and not too much."""
+    if not reason.strip():
+        return "must say why (it is kept in the history)"
+    if len(reason) > MAX_REASON:
+        return f"at most {MAX_REASON:,} characters"
+    return None
+
+
+def check_reason(reason: str | None, *, required: bool) -> str | None:
+    if reason is None and not required:
+        return None
+    problem = reason_problem(reason or "")
+    if problem is not None:
+        raise ConfigError(f"--reason: {problem}")
+    return reason
 
 
 class Catchup:
@@ -22,7 +60,11 @@ class Catchup:
     Load ``catchup.toml`` (``Catchup("catchup.toml")``, or ``Catchup()`` to find it like the
     CLI does) or declare jobs in code (``Catchup(jobs=[make_job(...)], dsn=...)``). The database
     is chosen as by the CLI: ``dsn``, then ``CATCHUP_DSN``, ``[database] dsn``, ``DATABASE_URL``,
-    ``PG*``, else the embedded PostgreSQL. Use it as a context manager, or call :meth:`close`.
+    ``PG*``, else the embedded PostgreSQL. It is opened on first use; use the object as a
+    context manager, or call :meth:`close`.
+
+    Times given as a bare date (``"2026-11-25"`` or a :class:`~datetime.date`) or without an
+    offset are in each job's own time zone; a time with ``Z`` or an offset is absolute.
     """
 
     def __init__(
@@ -32,16 +74,20 @@ class Catchup:
         jobs: Iterable[Job] = (),
         dsn: str | None = None,
         schema: str | None = None,
+        require_config: bool = False,
+        on_connect: Callable[[Connected], None] | None = None,
     ) -> None:
         declared = {job.name: job for job in jobs}
         if isinstance(config, Config):
             loaded = config
-        elif config is not None:
-            loaded = load_config(Path(config), schema=schema)
-        elif declared:
-            loaded = load_config(None, schema=schema)
         else:
-            loaded = load_config(find_config(None), schema=schema)
+            path = find_config(None if config is None else str(config))
+            if path is None and require_config and not declared:
+                raise ConfigError(
+                    f"no catchup.toml in {Path.cwd()} or its parents (use --config or "
+                    "CATCHUP_CONFIG)"
+                )
+            loaded = load_config(path, schema=schema)
         if declared:
             loaded = Config(
                 path=loaded.path,
@@ -51,9 +97,36 @@ class Catchup:
                 embedded=loaded.embedded,
             )
         self.config = loaded
-        self.session = Session(
-            loaded,
-            db.resolve(dsn, loaded.dsn, embedded_allowed=loaded.embedded, project=loaded.project),
+        self._dsn = dsn
+        self._on_connect = on_connect
+        self._session: Session | None = None
+
+    # -- the ledger ------------------------------------------------------------------------
+
+    def _open(self, *, prepare: bool = True) -> Session:
+        if self._session is None:
+            config = self.config
+            target = db.resolve(
+                self._dsn, config.dsn, embedded_allowed=config.embedded, project=config.project
+            )
+            self._session = Session(config, target, prepare=prepare)
+            if self._on_connect is not None:
+                self._on_connect(self.connected)
+        return self._session
+
+    @property
+    def session(self) -> Session:
+        """The open ledger (opened, and the schema brought up to date, on first use)."""
+        return self._open()
+
+    @property
+    def connected(self) -> Connected:
+        session = self.session
+        return Connected(
+            session.target.describe(),
+            db.server_version(session.conn),
+            self.config.schema,
+            session.target.note,
         )
 
     @property
@@ -61,35 +134,59 @@ class Catchup:
         """Which database is in use, without the password."""
         return self.session.target.describe()
 
-    def _jobs(self, names: Iterable[str] | None) -> list[Job]:
-        if names is None:
+    def job(self, name: str) -> Job:
+        """The configured job ``name``; a :class:`ConfigError` naming the known ones if none."""
+        return self.config.job(name)
+
+    def select(self, names: Iterable[str] | None) -> list[Job]:
+        """The jobs named (in that order), or every job when none are: the one job selection
+        every command uses."""
+        chosen = list(names or ())
+        if not chosen:
             return list(self.config.jobs.values())
-        return [self.config.job(name) for name in names]
+        return [self.config.job(name) for name in dict.fromkeys(chosen)]
 
-    def run(self, job: str, period: datetime | None = None) -> Outcome:
-        """Run one period (default: the latest due) through the claim path."""
-        spec = self.session.resolve(self.config.job(job))
-        chosen = choose_period(spec, self.session.now(), period)
+    # -- running -----------------------------------------------------------------------------
+
+    def run(
+        self,
+        job: str,
+        period: Moment | None = None,
+        *,
+        interrupted: threading.Event | None = None,
+        stream: bool = False,
+    ) -> Outcome | NotDue:
+        """Run one period (default: the latest due) through the claim path. :class:`NotDue`
+        when no period is due yet; a :class:`ConfigError` for a period that is not a period
+        start or not due (nothing is written then)."""
+        spec = self.job(job)
+        start = None if period is None else _instant(period, spec)
+        session = self.session
+        spec = session.resolve(spec, write=False)  # a bad period is refused before any write
+        chosen = choose_period(spec, session.now(), start)
         if chosen is None:
-            raise ConfigError(f"{job}: nothing due yet")
-        return run_period(self.session, spec, chosen, stream=False)
+            first = spec.timeline.period(spec.anchor)
+            return NotDue(spec.name, first, spec.label(first.start), first.end + spec.delay)
+        return run_period(session, spec, chosen, interrupted=interrupted, stream=stream)
 
-    def scan(
+    def tick(
         self,
         *,
         jobs: Iterable[str] | None = None,
-        since: datetime | None = None,
-        until: datetime | None = None,
-        full: bool = False,
-    ) -> ScanReport:
-        """The gap detector: what ``catchup scan`` reports."""
-        return scan(self.session, self._jobs(jobs), since=since, until=until, full=full)
+        interrupted: threading.Event | None = None,
+        on_done: Callable[[Outcome], None] | None = None,
+    ) -> Batch:
+        """Run what each job's catch-up policy allows: what ``catchup tick`` does."""
+        from .replay import tick
+
+        chosen = self.select(jobs)
+        return tick(self.session, chosen, interrupted=interrupted, on_done=on_done)
 
     def replay(
         self,
         *,
-        since: datetime,
-        until: datetime | None = None,
+        since: Moment,
+        until: Moment | None = None,
         jobs: Iterable[str] | None = None,
         workers: int = 1,
         limit: int | None = None,
@@ -97,11 +194,19 @@ class Catchup:
         stop_on_failure: bool = False,
         retry_exhausted: bool = False,
         interrupted: threading.Event | None = None,
+        on_plan: Callable[[int], None] | None = None,
+        on_start: Callable[[Planned], None] | None = None,
+        on_done: Callable[[Outcome], None] | None = None,
     ) -> Batch:
         """Run the gaps, oldest first: what ``catchup replay`` does."""
+        from .replay import replay
+        from .scan import check_window
+
+        chosen = self.select(jobs)
+        check_window(chosen, since, until)  # before anything is written
         return replay(
             self.session,
-            self._jobs(jobs),
+            chosen,
             since=since,
             until=until,
             limit=limit,
@@ -110,17 +215,203 @@ class Catchup:
             stop_on_failure=stop_on_failure,
             retry_exhausted=retry_exhausted,
             interrupted=interrupted,
+            on_plan=on_plan,
+            on_start=on_start,
+            on_done=on_done,
         )
 
-    def tick(self, *, jobs: Iterable[str] | None = None) -> Batch:
-        """Run what each job's catch-up policy allows: what ``catchup tick`` does."""
-        return tick(self.session, self._jobs(jobs))
+    # -- looking -------------------------------------------------------------------------
+
+    def scan(
+        self,
+        *,
+        jobs: Iterable[str] | None = None,
+        since: Moment | None = None,
+        until: Moment | None = None,
+        full: bool = False,
+        calendars: bool = False,
+    ) -> ScanReport:
+        """The gap detector: what ``catchup scan`` reports (with the scheduler's pulse, and a
+        calendar per job when asked)."""
+        from .scan import check_window, scan
+
+        chosen = self.select(jobs)
+        check_window(chosen, since, until)
+        return scan(
+            self.session, chosen, since=since, until=until, full=full, grids=calendars, pulse=True
+        )
+
+    def jobs(self) -> JobsReport:
+        """``catchup jobs``: per job, schedule, last success, next due, done of expected."""
+        from .operations import overview, scheduler_health
+
+        session = self.session
+        lines = overview(session, list(self.config.jobs.values()))
+        return JobsReport(session.target.describe(), tuple(lines), scheduler_health(session))
+
+    def history(
+        self, job: str, *, period: Moment | None = None, limit: int = HISTORY_LIMIT
+    ) -> History:
+        """The attempts of ``job`` (or of one period), newest first, and the changes made to it."""
+        if not 1 <= limit <= 100_000:
+            raise ConfigError(f"--limit {limit}: from 1 to 100,000")
+        spec = self.job(job)
+        start = None if period is None else _instant(period, spec)
+        session = self.session
+        spec = session.resolve(spec, write=False)
+        attempts, total_attempts = session.ledger.history(job, start, limit)
+        changes, total_changes = session.ledger.events(session.job_id(job), start, limit)
+        return History(
+            job,
+            start,
+            limit,
+            tuple(attempts),
+            total_attempts,
+            tuple(changes),
+            total_changes,
+            labeler=spec.label,
+        )
+
+    def explain(self, job: str, *, start: Moment | None = None, count: int = 10) -> Explanation:
+        """``count`` periods of ``job`` from the one containing ``start`` (default: the current
+        one): bounds, lengths, due times and DST notes."""
+        from .explain import explain
+
+        if not 1 <= count <= 1000:
+            raise ConfigError(f"--count {count}: from 1 to 1,000")
+        spec = self.job(job)
+        start_at = None if start is None else _instant(start, spec)
+        session = self.session
+        everyone = session.resolve_all(list(self.config.jobs.values()), write=False)
+        spec = session.resolve(spec, write=False)
+        return explain(spec, everyone, now=session.now(), start=start_at, count=count)
+
+    # -- changing the ledger by hand -----------------------------------------------------
+
+    def mark(
+        self,
+        job: str,
+        periods: Sequence[str | date | datetime],
+        *,
+        kind: Literal["done", "skip"],
+        reason: str,
+        actor: str | None = None,
+    ) -> Changes:
+        """Waive ``periods`` (``"2026-10-03"`` or ``"2026-10-01..2026-10-07"``): done out of
+        band or skipped on purpose; audited. Refused whole when any of them is running."""
+        from . import operations
+
+        if kind not in ("done", "skip"):
+            raise ConfigError("mark needs --done or --skip")
+        why = check_reason(reason, required=True)
+        assert why is not None
+        spec = self.job(job)
+        session = self.session
+        spec = session.resolve(spec, write=False)  # bad periods are refused before any write
+        chosen = operations.parse_periods(spec, _texts(periods))
+        return operations.mark(
+            session,
+            spec,
+            chosen,
+            skip=kind == "skip",
+            reason=why,
+            actor=actor or operations.default_actor(),
+        )
+
+    def reset(
+        self,
+        job: str,
+        periods: Sequence[str | date | datetime],
+        *,
+        reason: str,
+        actor: str | None = None,
+    ) -> Changes:
+        """Make succeeded, waived or exhausted periods runnable again; audited."""
+        from . import operations
+
+        why = check_reason(reason, required=True)
+        assert why is not None
+        spec = self.job(job)
+        session = self.session
+        spec = session.resolve(spec, write=False)
+        chosen = operations.parse_periods(spec, _texts(periods))
+        return operations.reset(
+            session, spec, chosen, reason=why, actor=actor or operations.default_actor()
+        )
+
+    def pause(self, job: str, *, reason: str | None = None, actor: str | None = None) -> Paused:
+        """Suspend ``job``: nothing claims its periods until it is resumed."""
+        from . import operations
+
+        why = check_reason(reason, required=False)
+        spec = self.job(job)
+        since = operations.pause(
+            self.session, spec, reason=why, actor=actor or operations.default_actor()
+        )
+        return Paused(spec.name, since)
+
+    def resume(self, job: str, *, reason: str | None = None, actor: str | None = None) -> Resumed:
+        """Resume ``job``; the next tick follows its catch-up policy (no flood)."""
+        from . import operations
+
+        why = check_reason(reason, required=False)
+        spec = self.job(job)
+        resumed = operations.resume(
+            self.session, spec, reason=why, actor=actor or operations.default_actor()
+        )
+        return Resumed(spec.name, resumed, spec.catchup, spec.catchup_window, spec.max_per_tick)
+
+    def checkpoint(
+        self, value: str, *, run_id: int | None = None, attempt: int | None = None
+    ) -> bool:
+        """From inside a running job: save progress for a later attempt of its period, fenced
+        by the attempt. ``run_id`` and ``attempt`` default to ``CATCHUP_RUN_ID`` and
+        ``CATCHUP_ATTEMPT``. False when the attempt no longer owns its period."""
+        if run_id is None or attempt is None:
+            try:
+                run_id = int(os.environ["CATCHUP_RUN_ID"])
+                attempt = int(os.environ["CATCHUP_ATTEMPT"])
+            except (KeyError, ValueError):
+                raise ConfigError(
+                    "catchup checkpoint runs inside a job: CATCHUP_RUN_ID and CATCHUP_ATTEMPT "
+                    "are not set"
+                ) from None
+        return self.session.ledger.save_checkpoint(run_id, attempt, value)
+
+    def migrate(self) -> Migrated:
+        """Create or upgrade the ledger schema."""
+        session = self._open(prepare=False)
+        applied = session.ledger.migrate()
+        return Migrated(self.config.schema, tuple(applied), session.ledger.version())
+
+    @staticmethod
+    def doctor(config: str | None = None, dsn: str | None = None) -> list[Finding]:
+        """Check the config, the database, a pooler, the clocks, the schedules and the
+        scheduler; works when the config or the database is broken (that is a finding)."""
+        from .doctor import examine
+
+        return examine(config, dsn)
 
     def close(self) -> None:
-        self.session.close()
+        if self._session is not None:
+            self._session.close()
+            self._session = None
 
     def __enter__(self) -> Catchup:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _instant(value: Moment, job: Job) -> datetime:
+    try:
+        return parse_instant(value, job.timezone)
+    except ValueError as exc:
+        raise ConfigError(f"{job.name}: {exc}") from None
+
+
+def _texts(periods: Sequence[str | date | datetime]) -> list[str]:
+    if not periods:
+        raise ConfigError("name at least one period")
+    return [p if isinstance(p, str) else p.isoformat() for p in periods]

@@ -22,6 +22,7 @@ from .schedule import (
     ScheduleError,
     Timeline,
     as_utc,
+    human_label,
     iso_utc,
     parse_schedule,
     period_label,
@@ -97,7 +98,12 @@ class Job:
         return self.timeline.first
 
     def label(self, start: datetime) -> str:
-        """``{period}`` for the period starting at ``start``."""
+        """The name people see for the period starting at ``start``, in every command and
+        report (:func:`catchup.schedule.human_label`)."""
+        return human_label(self.timeline.schedule_at(start), start)
+
+    def period_value(self, start: datetime) -> str:
+        """``{period}`` (and ``CATCHUP_PERIOD``) for the period starting at ``start``."""
         return period_label(self.timeline.schedule_at(start), start)
 
     def period_starting(self, start: datetime) -> Period:

@@ -7,6 +7,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -17,7 +18,7 @@ from . import db
 from .config import Config, Job
 from .errors import ConfigError, DatabaseError
 from .ledger import Ledger
-from .models import Claim, Finished, JobLine, Outcome
+from .models import Claim, Finished, Outcome
 from .runner import (
     Execution,
     JobContext,
@@ -28,6 +29,7 @@ from .runner import (
     run_command,
 )
 from .schedule import Period, ScheduleError, Timeline, iso_utc, plan
+from .vocabulary import AttemptStatus, Ended, RunStatus, Status
 
 # Backoff doubles per failure up to this (sql/queries.sql: finish); longer retry_backoff wins.
 BACKOFF_CAP = timedelta(hours=6)
@@ -101,6 +103,9 @@ class Session:
     def now(self) -> datetime:
         return self.ledger.now()
 
+    def transaction(self) -> AbstractContextManager[Any]:
+        return self.ledger.transaction()
+
     def reconnect(self) -> None:
         """A new connection after the old one broke (server restart, cut connection)."""
         try:
@@ -164,7 +169,7 @@ def run_period(
     )
     if claim is None:
         detail, blocked = _why_not(session, job, job_id, period)
-        return Outcome(job.name, period, label, "skipped", detail=detail, blocked=blocked)
+        return Outcome(job.name, period, label, Status.skipped, detail=detail, blocked=blocked)
     execution = _execute(
         session, job, job_id, period, claim, interrupted or threading.Event(), stream
     )
@@ -216,7 +221,7 @@ def _execute(
 
         ctx = JobContext(
             job=job.name,
-            period=job.label(period.start),
+            period=job.period_value(period.start),
             period_start=period.start,
             period_end=period.end,
             attempt=claim.attempt,
@@ -244,12 +249,12 @@ def _record(
         job.name,
         period,
         label,
-        "succeeded",
+        Status.succeeded,
         claim.attempt,
         exit_code=execution.exit_code,
         seconds=execution.seconds,
     )
-    if execution.ended == "lost":
+    if execution.ended == Ended.lost:
         try:
             if session.conn.broken or session.conn.closed:
                 session.reconnect()
@@ -257,17 +262,23 @@ def _record(
         except (psycopg.OperationalError, DatabaseError):
             pass  # best effort: the row's lease runs out and the next claim says so
         return replace(
-            base, status="lost", detail=f"{execution.error}; the job was stopped, nothing recorded"
+            base,
+            status=Status.lost,
+            detail=f"{execution.error}; the job was stopped, nothing recorded",
         )
-    succeeded = execution.ended == "exited" and execution.error is None
-    interrupted = execution.ended == "interrupted"
+    succeeded = execution.ended == Ended.exited and execution.error is None
+    interrupted = execution.ended == Ended.interrupted
     finished = _finish_surely(
         session,
         job_id,
         period.start,
         claim.attempt,
-        status="succeeded" if succeeded else "failed",
-        history_status="succeeded" if succeeded else "interrupted" if interrupted else "failed",
+        status=RunStatus.succeeded if succeeded else RunStatus.failed,
+        history_status=AttemptStatus.succeeded
+        if succeeded
+        else AttemptStatus.interrupted
+        if interrupted
+        else AttemptStatus.failed,
         counts_as_failure=not (succeeded or interrupted),
         backoff=job.retry_backoff,
         backoff_cap=BACKOFF_CAP,
@@ -278,21 +289,21 @@ def _record(
     if finished is None:
         return replace(
             base,
-            status="lost",
+            status=Status.lost,
             detail="fenced off: another attempt took this period over; "
             "this attempt's result was not recorded",
         )
     if succeeded:
         return base
     if interrupted:
-        return replace(base, status="interrupted", detail="stopped; left for a retry")
+        return replace(base, status=Status.interrupted, detail="stopped; left for a retry")
     if finished.failures >= job.max_attempts:
         detail = f"{execution.error}; no attempts left ({finished.failures}/{job.max_attempts})"
     elif finished.retry_after is not None:
         detail = f"{execution.error}; retry after {iso_utc(finished.retry_after)}"
     else:
         detail = execution.error or "failed"
-    return replace(base, status="failed", detail=detail)
+    return replace(base, status=Status.failed, detail=detail)
 
 
 def _through_reconnects[T](session: Session, action: Callable[[bool], T]) -> T:
@@ -341,7 +352,7 @@ def _finish_surely(
             row = session.ledger.run_row(job_id, period_start)
             if row is None or row.attempt != attempt:
                 return None
-            if row.status != "running":
+            if row.status != RunStatus.running:
                 assert row.finished_at is not None
                 return Finished(row.finished_at, row.failures, row.retry_after)
         return session.ledger.finish(job_id, period_start, attempt, **fields)
@@ -364,22 +375,26 @@ def _reason(session: Session, job: Job, job_id: int, period: Period) -> tuple[st
         return f"{job.name} is paused (since {iso_utc(job_row.paused_at)})", False
     row = ledger.run_row(job_id, period.start)
     if row is not None:
-        if row.status == "succeeded":
+        if row.status == RunStatus.succeeded:
             return f"already succeeded (attempt {row.attempt})", False
-        if row.status == "waived":
+        if row.status == RunStatus.waived:
             return "waived by hand", False
-        if row.status == "running" and row.lease_live:
+        if row.status == RunStatus.running and row.lease_live:
             return f"running elsewhere: attempt {row.attempt} on {row.owner}", False
-        if row.status == "failed" and row.failures >= job.max_attempts:
+        if row.status == RunStatus.failed and row.failures >= job.max_attempts:
             failed = f"failed {row.failures} times (max_attempts = {job.max_attempts})"
             return f"exhausted: {failed}", False
-        if row.status == "running":
+        if row.status == RunStatus.running:
             return (
                 f"attempt {row.attempt} lost its lease and no attempts are left "
                 f"(max_attempts = {job.max_attempts})",
                 False,
             )
-        if row.status == "failed" and row.retry_after is not None and row.retry_after > row.now:
+        if (
+            row.status == RunStatus.failed
+            and row.retry_after is not None
+            and row.retry_after > row.now
+        ):
             return f"failed; next retry after {iso_utc(row.retry_after)}", False
     blocker = ledger.blocker(job_id, period.start)
     if blocker is not None:
@@ -390,32 +405,3 @@ def _reason(session: Session, job: Job, job_id: int, period: Period) -> tuple[st
         )
     # The claim met a blocker that has finished since: claimable again, so worth another try.
     return "another period of the job was running; try again", True
-
-
-def overview(session: Session, jobs: list[Job]) -> list[JobLine]:
-    """``catchup jobs``: per job, how many of its due periods are done, on the database clock."""
-    now = session.now()
-    rows = session.ledger.register_jobs(sorted(session.config.jobs))
-    lines = []
-    for job in session.resolve_all(jobs):
-        latest = job.timeline.latest_due(job.delay, now)
-        until = latest.end if latest else job.anchor
-        expected = job.timeline.count(job.anchor, until)
-        summary = session.ledger.job_summary(session.job_id(job.name), job.anchor, until)
-        following = job.timeline.period(until)
-        lines.append(
-            JobLine(
-                job=job.name,
-                schedule=job.schedule.text,
-                first_period=job.label(job.anchor),
-                last_success=job.label(summary.last_success) if summary.last_success else None,
-                next_due=following.end + job.delay,
-                expected=expected,
-                done=summary.done,
-                running=summary.running,
-                failed=summary.failed,
-                timezone=job.timezone,
-                paused=rows[job.name].paused_at is not None,
-            )
-        )
-    return lines

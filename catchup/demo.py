@@ -13,13 +13,15 @@ from datetime import timedelta
 from rich.console import Console
 from rich.rule import Rule
 
-from . import db, report, sqlfiles
+from . import db
 from .config import Config, make_job
 from .core import Session
 from .models import Outcome
+from .render import scan as scan_report
+from .render import tables
 from .replay import replay
 from .runner import JobContext
-from .scan import calendar, scan
+from .scan import scan
 
 
 def billing(ctx: JobContext) -> None:
@@ -46,7 +48,7 @@ def run_demo(target: db.Target, out: Console) -> DemoResult:
     try:
         return _demo(session, target, schema, out)
     finally:
-        session.conn.execute(sqlfiles.query("drop_schema", schema))
+        session.ledger.drop_schema()
         session.close()
 
 
@@ -66,8 +68,7 @@ def _demo(session: Session, target: db.Target, schema: str, out: Console) -> Dem
     for job in jobs:
         latest = job.timeline.latest_due(job.delay, now)
         assert latest is not None
-        session.conn.execute(
-            sqlfiles.query("demo_fill", schema),
+        session.ledger.demo_fill(
             {
                 "job_id": ids[job.name].id,
                 "first": job.anchor,
@@ -78,8 +79,7 @@ def _demo(session: Session, target: db.Target, schema: str, out: Console) -> Dem
             },
         )
     night = jobs[0].timeline.period(jobs[0].anchor + timedelta(days=9))
-    session.conn.execute(
-        sqlfiles.query("demo_fail", schema),
+    session.ledger.demo_fail(
         {
             "job_id": ids["billing"].id,
             "start": night.start,
@@ -97,11 +97,9 @@ def _demo(session: Session, target: db.Target, schema: str, out: Console) -> Dem
         highlight=False,
     )
     out.print(Rule("1. catchup scan --calendar: what is missing?"))
-    before = scan(session, jobs, since=None, until=None)
-    report.scan_tables(out, before)
-    report.calendars(
-        out, [calendar(job, result) for job, result in zip(jobs, before.jobs, strict=True)]
-    )
+    before = scan(session, jobs, since=None, until=None, grids=True)
+    scan_report.scan_tables(out, before)
+    scan_report.calendars(out, before.calendars)
     out.print(Rule("2. catchup replay: run the gaps, oldest first, through the claim path"))
 
     shown = [0]
@@ -109,16 +107,16 @@ def _demo(session: Session, target: db.Target, schema: str, out: Console) -> Dem
     def done(outcome: Outcome) -> None:
         shown[0] += 1
         if shown[0] <= 6 or outcome.status != "succeeded":
-            report.outcome(out, outcome)
+            tables.outcome(out, outcome)
         elif shown[0] == 7:
             out.print("…")
 
     since = min(job.anchor for job in jobs)
     batch = replay(session, list(jobs), since=since, until=None, workers=2, on_done=done)
-    report.batch_summary(out, "replay", batch.outcomes, batch.totals)
+    tables.batch_summary(out, "replay", batch)
     out.print(Rule("3. catchup scan: clean"))
     after = scan(session, jobs, since=None, until=None)
-    report.scan_tables(out, after)
+    scan_report.scan_tables(out, after)
     gaps_before = sum(len(job.gaps) for job in before.jobs)
     gaps_after = sum(len(job.gaps) for job in after.jobs)
     out.print(

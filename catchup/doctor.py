@@ -5,12 +5,13 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Literal, cast
+from typing import Literal
 
 from . import db, sqlfiles
 from .config import Config, find_config, load_config
 from .core import Session
 from .errors import CatchupError
+from .ledger import Ledger
 from .operations import scheduler_health
 
 Level = Literal["ok", "info", "warning", "serious"]
@@ -78,12 +79,7 @@ def zone_agreement(session: Session, config: Config, now: datetime) -> list[Find
     start = now.replace(minute=0, second=0, microsecond=0)
     instants = [start + timedelta(hours=h) for h in range(0, 400 * 24, 3)]
     first_difference: dict[str, datetime] = {}
-    rows = session.conn.execute(
-        sqlfiles.query("zone_walls", session.config.schema),
-        {"zones": zones, "instants": instants},
-    )
-    walls = cast(list[tuple[str, datetime, datetime]], rows.fetchall())
-    for key, t, wall in walls:
+    for key, t, wall in session.ledger.zone_walls(zones, instants):
         if key not in first_difference and wall != to_wall(t, zone(key)):
             first_difference[key] = t
     found = []
@@ -131,20 +127,20 @@ def on_the_hour(config: Config, now: datetime) -> list[Finding]:
 
 def pooler_findings(session: Session) -> list[Finding]:
     """A pooler between catchup and PostgreSQL, and whether it pools per transaction."""
-    q = sqlfiles.query("doctor_probe", session.config.schema)
-    server_port = session.conn.execute(q).fetchone()[1]  # type: ignore[index]
+    server_port = session.ledger.probe().port
     client_port = session.conn.info.port
     if client_port == server_port:
         return [Finding("ok", "pooler", "no connection pooler between catchup and PostgreSQL")]
     # In transaction pooling, this client's next transaction moves to another server connection
     # when another client holds its current one in a transaction; in session pooling it never
     # moves.
-    before = session.conn.execute(q).fetchone()[2]  # type: ignore[index]
+    before = session.ledger.probe().pid
     other = db.connect(session.target, application="catchup-doctor")
     try:
-        with other.transaction():
-            other.execute(q)
-            after = session.conn.execute(q).fetchone()[2]  # type: ignore[index]
+        holder = Ledger(other, session.config.schema)
+        with holder.transaction():
+            holder.probe()
+            after = session.ledger.probe().pid
     finally:
         other.close()
     if after != before:

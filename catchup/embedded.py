@@ -379,7 +379,8 @@ def _write_private(path: Path, text: str, user: pwd.struct_passwd | None) -> Non
 def _require_password(bins: Path, data: Path, user: pwd.struct_passwd | None) -> None:
     """A server made before catchup set a password (trust): give it one, and require it."""
     import psycopg
-    from psycopg import sql
+
+    from .ledger import Ledger
 
     server = running(data)
     assert server is not None
@@ -391,10 +392,11 @@ def _require_password(bins: Path, data: Path, user: pwd.struct_passwd | None) ->
         dbname="postgres",
         autocommit=True,
     ) as conn:
-        conn.execute(sql.SQL("ALTER ROLE postgres PASSWORD {}").format(sql.Literal(secret)))
+        ledger = Ledger(conn, "postgres")  # no ledger here: the bootstrap statements only
+        ledger.set_password(secret)
         _write_private(data / PASSWORD_FILE, secret + "\n", user)
         (data / "pg_hba.conf").write_text(_HBA)
-        conn.execute("SELECT pg_reload_conf()")
+        ledger.reload_conf()
 
 
 def _socket_dir(data: Path, user: pwd.struct_passwd | None) -> Path:

@@ -28,6 +28,7 @@ LOOKAHEAD = timedelta(days=400)
 @dataclass(frozen=True)
 class Row:
     period: Period
+    label: str  # the one name of the period (Job.label)
     local_start: datetime  # in the job's time zone
     local_end: datetime
     due: datetime
@@ -44,6 +45,7 @@ class Explanation:
     spread: timedelta
     rows: tuple[Row, ...]
     warnings: tuple[str, ...]
+    now: datetime  # the database clock when it was explained
 
 
 def explain(
@@ -78,6 +80,7 @@ def explain(
         rows.append(
             Row(
                 period,
+                job.label(period.start),
                 period.start.astimezone(tz),
                 period.end.astimezone(tz),
                 due,
@@ -94,6 +97,7 @@ def explain(
         tuple(rows),
         # DST nights from the first period shown: `--from 2027-03-27` asks about that spring
         tuple(_warnings(job, list(others), now, first)),
+        now,
     )
 
 

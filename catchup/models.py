@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Literal, NamedTuple, get_args
+from typing import Literal, NamedTuple
 
-from .schedule import Period, span
+from .schedule import Period, iso_utc, span
+from .vocabulary import GAP_STATES, AttemptStatus, EventAction, PeriodState, RunStatus, Status
 
-# "error": a database error on this one period (the batch goes on with the others)
-Status = Literal["succeeded", "failed", "skipped", "lost", "interrupted", "error"]
-STATUSES: tuple[Status, ...] = get_args(Status)  # in this order in totals and tables
+STATUSES: tuple[Status, ...] = tuple(Status)  # in this order in totals and tables
 
 
 @dataclass(frozen=True)
@@ -46,7 +46,7 @@ class RunRow:
 
     period_start: datetime
     period_end: datetime
-    status: str
+    status: RunStatus
     attempt: int
     failures: int
     owner: str | None
@@ -57,6 +57,32 @@ class RunRow:
     error: str | None
     lease_live: bool | None
     now: datetime
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "status", RunStatus(self.status))
+
+
+@dataclass(frozen=True)
+class LockedRow:
+    """A period's row as a mark or reset locked it."""
+
+    period_start: datetime
+    status: RunStatus
+    attempt: int
+    failures: int
+    live: bool
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "status", RunStatus(self.status))
+
+
+@dataclass(frozen=True)
+class Probe:
+    """What doctor asks the server: its clock, its port, this backend's pid."""
+
+    now: datetime
+    port: int
+    pid: int
 
 
 @dataclass(frozen=True)
@@ -79,13 +105,17 @@ class Finished:
 class HistoryRow:
     period_start: datetime
     attempt: int
-    status: str
+    status: AttemptStatus
     owner: str | None
     started_at: datetime
     finished_at: datetime | None
     exit_code: int | None
     error: str | None
     output_tail: str | None
+    total: int = 0  # how many attempts the query matched in all (the rows stop at a limit)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "status", AttemptStatus(self.status))
 
 
 @dataclass(frozen=True)
@@ -131,8 +161,7 @@ class Island(NamedTuple):
     periods: int
 
 
-GAP_STATES = frozenset({"missing", "failed", "exhausted", "stale"})
-COUNTED_STATES = ("succeeded", "waived", "running", "missing", "failed", "exhausted", "stale")
+COUNTED_STATES: tuple[PeriodState, ...] = tuple(PeriodState)
 
 
 @dataclass(frozen=True)
@@ -147,9 +176,14 @@ class JobScan:
     first: datetime | None
     until: datetime | None
     expected: int
-    counts: dict[str, int]
+    counts: dict[PeriodState, int]
     islands: tuple[Island, ...]
     last_success: datetime | None
+    # the job's one name for a period (Job.label): a local date, or a UTC time
+    labeler: Callable[[datetime], str] = field(default=iso_utc, compare=False, repr=False)
+
+    def label(self, start: datetime) -> str:
+        return self.labeler(start)
 
     @property
     def gaps(self) -> tuple[Island, ...]:
@@ -165,6 +199,8 @@ class ScanReport:
     since: datetime
     until: datetime
     jobs: tuple[JobScan, ...]
+    health: SchedulerHealth | None = None  # the scheduler's pulse, read in the same call
+    calendars: tuple[Calendar, ...] = ()  # one per job, when asked for
 
     @property
     def has_gaps(self) -> bool:
@@ -187,11 +223,15 @@ class EventRow:
     """A change a person made: marking, resetting, pausing or resuming, with who and why."""
 
     period_start: datetime | None
-    action: str
+    action: EventAction
     previous: str | None
     reason: str | None
     actor: str
     at: datetime
+    total: int = 0  # how many changes the query matched in all
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "action", EventAction(self.action))
 
 
 @dataclass(frozen=True)

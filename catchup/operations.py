@@ -10,27 +10,17 @@ import getpass
 import itertools
 import socket
 import statistics
-from dataclasses import dataclass
 from datetime import datetime
 
 from .config import Job, parse_instant
 from .core import Session
 from .errors import ConfigError
-from .models import SchedulerHealth
+from .models import JobLine, LockedRow, SchedulerHealth
+from .results import Change, Changes
 from .schedule import Period
+from .vocabulary import EventAction, PeriodState, RunStatus
 
 MAX_PERIODS = 100_000
-
-
-@dataclass(frozen=True)
-class Change:
-    """What a mark or reset did to one period."""
-
-    job: str
-    period: Period
-    label: str
-    previous: str  # the status before, or "missing"
-    now: str
 
 
 def default_actor() -> str:
@@ -64,10 +54,10 @@ def parse_periods(job: Job, args: list[str]) -> list[Period]:
     return [timeline.period(start) for start in sorted(starts)]
 
 
-def _refuse_running(job: Job, rows: list[tuple[object, ...]]) -> None:
-    running = [row[0] for row in rows if row[1] == "running"]
+def _refuse_running(job: Job, rows: list[LockedRow]) -> None:
+    running = [row.period_start for row in rows if row.status == RunStatus.running]
     if running:
-        labels = ", ".join(job.label(r) for r in running[:5])  # type: ignore[arg-type]
+        labels = ", ".join(job.label(r) for r in running[:5])
         raise ConfigError(
             f"{job.name}: refusing: {labels} "
             f"{'is' if len(running) == 1 else 'are'} running; nothing was changed"
@@ -76,89 +66,102 @@ def _refuse_running(job: Job, rows: list[tuple[object, ...]]) -> None:
 
 def mark(
     session: Session, job: Job, periods: list[Period], *, skip: bool, reason: str, actor: str
-) -> list[Change]:
+) -> Changes:
     """Waive ``periods``: done out of band (``skip=False``) or deliberately skipped."""
     ledger = session.ledger
     job_id = session.job_id(job.name)
-    action = "skip" if skip else "done"
-    with session.conn.transaction():
+    action = EventAction.skip if skip else EventAction.done
+    with session.transaction():
         rows = ledger.lock_periods(job_id, [p.start for p in periods])
         _refuse_running(job, rows)
-        before = {row[0]: row[1] for row in rows}
+        before = {row.period_start: PeriodState(row.status) for row in rows}
         # done means done: a period that succeeded stays succeeded (and keeps its evidence)
-        kept = {p.start for p in periods if not skip and before.get(p.start) == "succeeded"}
+        kept = {
+            p.start for p in periods if not skip and before.get(p.start) == PeriodState.succeeded
+        }
         targets = [p for p in periods if p.start not in kept]
         changed = set(ledger.mark_periods(job_id, targets, f"{action} by {actor}: {reason}"))
         if len(changed) != len(targets):
             raise ConfigError(
                 f"{job.name}: a period started running meanwhile; nothing was changed"
             )
-        previous = [before.get(p.start, "missing") for p in targets]
+        previous: list[str | None] = [before.get(p.start, PeriodState.missing) for p in targets]
         if targets:
             ledger.record_events(
-                job_id, action, [p.start for p in targets], list(previous), reason, actor
+                job_id, action, [p.start for p in targets], previous, reason, actor
             )
-    return [
-        Change(
-            job.name,
-            p,
-            job.label(p.start),
-            before.get(p.start, "missing"),
-            "succeeded" if p.start in kept else "waived",
-        )
-        for p in periods
-    ]
+    return Changes(
+        job.name,
+        action,
+        tuple(
+            Change(
+                job.name,
+                p,
+                job.label(p.start),
+                before.get(p.start, PeriodState.missing),
+                PeriodState.succeeded if p.start in kept else PeriodState.waived,
+                p.start not in kept and before.get(p.start) != PeriodState.waived,
+            )
+            for p in periods
+        ),
+    )
 
 
-def reset(
-    session: Session, job: Job, periods: list[Period], *, reason: str, actor: str
-) -> list[Change]:
-    """Make succeeded, waived or exhausted (any failed) periods runnable again."""
+def reset(session: Session, job: Job, periods: list[Period], *, reason: str, actor: str) -> Changes:
+    """Make succeeded, waived or exhausted (any failed) periods runnable again: failed, with no
+    failures counted, so the next tick or replay runs them."""
     ledger = session.ledger
     job_id = session.job_id(job.name)
-    with session.conn.transaction():
+    with session.transaction():
         rows = ledger.lock_periods(job_id, [p.start for p in periods])
         _refuse_running(job, rows)
-        before = {row[0]: row[1] for row in rows}
+        before = {row.period_start: PeriodState(row.status) for row in rows}
         targets = [p for p in periods if p.start in before]
         changed = set(
             ledger.reset_periods(job_id, [p.start for p in targets], f"reset by {actor}: {reason}")
         )
         ledger.record_events(
             job_id,
-            "reset",
+            EventAction.reset,
             [p.start for p in targets],
             [before[p.start] for p in targets],
             reason,
             actor,
         )
-    return [
-        Change(
-            job.name,
-            p,
-            job.label(p.start),
-            before.get(p.start, "missing"),
-            "failed (runnable)" if p.start in changed else before.get(p.start, "missing"),
-        )
-        for p in periods
-    ]
+    return Changes(
+        job.name,
+        EventAction.reset,
+        tuple(
+            Change(
+                job.name,
+                p,
+                job.label(p.start),
+                before.get(p.start, PeriodState.missing),
+                PeriodState.failed
+                if p.start in changed
+                else before.get(p.start, PeriodState.missing),
+                p.start in changed,
+            )
+            for p in periods
+        ),
+    )
 
 
 def pause(session: Session, job: Job, *, reason: str | None, actor: str) -> datetime:
     job_id = session.job_id(job.name)
-    with session.conn.transaction():
+    with session.transaction():
         since = session.ledger.pause_job(job_id)
-        session.ledger.record_events(job_id, "pause", [None], [None], reason, actor)
+        session.ledger.record_events(job_id, EventAction.pause, [None], [None], reason, actor)
     return since
 
 
 def resume(session: Session, job: Job, *, reason: str | None, actor: str) -> bool:
     """Resume ``job``; False (and nothing recorded) when it was not paused."""
     job_id = session.job_id(job.name)
-    with session.conn.transaction():
+    with session.transaction():
         if not session.ledger.resume_job(job_id):
             return False
-        session.ledger.record_events(job_id, "resume", [None], [None], reason, actor)
+        session.ledger.record_events(job_id, EventAction.resume, [None], [None], reason, actor)
     return True
 
 
@@ -177,3 +180,32 @@ def scheduler_health(session: Session) -> SchedulerHealth:
     last_host, last = ticks[0]
     stopped = interval is not None and (now - last).total_seconds() > 3 * interval
     return SchedulerHealth(last, last_host, interval, stopped, crowded, now)
+
+
+def overview(session: Session, jobs: list[Job]) -> list[JobLine]:
+    """``catchup jobs``: per job, how many of its due periods are done, on the database clock."""
+    now = session.now()
+    rows = session.ledger.register_jobs(sorted(session.config.jobs))
+    lines = []
+    for job in session.resolve_all(jobs):
+        latest = job.timeline.latest_due(job.delay, now)
+        until = latest.end if latest else job.anchor
+        expected = job.timeline.count(job.anchor, until)
+        summary = session.ledger.job_summary(session.job_id(job.name), job.anchor, until)
+        following = job.timeline.period(until)
+        lines.append(
+            JobLine(
+                job=job.name,
+                schedule=job.schedule.text,
+                first_period=job.label(job.anchor),
+                last_success=job.label(summary.last_success) if summary.last_success else None,
+                next_due=following.end + job.delay,
+                expected=expected,
+                done=summary.done,
+                running=summary.running,
+                failed=summary.failed,
+                timezone=job.timezone,
+                paused=rows[job.name].paused_at is not None,
+            )
+        )
+    return lines

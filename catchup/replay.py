@@ -10,7 +10,6 @@ import threading
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from datetime import datetime
 
 import psycopg
 
@@ -19,10 +18,10 @@ from .config import Config, Job
 from .core import Session, run_period
 from .errors import first_line
 from .models import STATUSES, JobScan, Outcome
-from .scan import Target, scan_jobs
+from .scan import Moment, Target, check_window, scan_jobs
 from .schedule import Period
+from .vocabulary import REPLAYABLE, PeriodState, Status
 
-REPLAYABLE = frozenset({"missing", "failed", "stale"})
 LOOKAHEAD = 512
 
 
@@ -55,12 +54,12 @@ class Batch:
 
     @property
     def failed(self) -> bool:
-        return any(outcome.status in ("failed", "lost") for outcome in self.outcomes)
+        return any(outcome.status.is_failure for outcome in self.outcomes)
 
     @property
     def errors(self) -> bool:
         """A period met a database error (its job's others, and other jobs, still ran)."""
-        return any(outcome.status == "error" for outcome in self.outcomes)
+        return any(outcome.status == Status.error for outcome in self.outcomes)
 
 
 def gap_periods(job: Job, result: JobScan, states: frozenset[str]) -> Iterator[Planned]:
@@ -162,7 +161,7 @@ def run_planned(
                             item.job.name,
                             item.period,
                             item.job.label(item.period.start),
-                            "error",
+                            Status.error,
                             detail=f"database error: {db.scrub(first, target.conninfo)}",
                         )
                     finally:
@@ -171,7 +170,7 @@ def run_planned(
                         outcomes.append(outcome)
                     if on_done:
                         on_done(outcome)
-                    if stop_on_failure and outcome.status in ("failed", "lost"):
+                    if stop_on_failure and outcome.status.is_failure:
                         dispatcher.stop()
         except BaseException as exc:  # reported by the caller's thread
             errors.append(exc)
@@ -223,8 +222,8 @@ def replay(
     session: Session,
     jobs: list[Job],
     *,
-    since: datetime,
-    until: datetime | None,
+    since: Moment,
+    until: Moment | None,
     limit: int | None = None,
     workers: int = 1,
     dry_run: bool = False,
@@ -239,7 +238,8 @@ def replay(
 
     Missing, failed (at once, ignoring the backoff: a person asked) and stale periods; with
     ``retry_exhausted`` also those with no attempts left. Paused jobs are left alone. A dry run
-    reads and plans but writes nothing."""
+    reads and plans but writes nothing. A bare date is each job's local midnight."""
+    check_window(jobs, since, until)
     jobs = session.resolve_all(jobs, write=not dry_run)
     now = session.now()
     rows = (
@@ -256,15 +256,14 @@ def replay(
         for job in jobs
     ]
     results = scan_jobs(
-        session.conn,
-        session.config.schema,
+        session.ledger,
         targets,
         now=now,
         since=since,
         until=until,
         record=not dry_run,
     )
-    states = REPLAYABLE | ({"exhausted"} if retry_exhausted else set())
+    states = REPLAYABLE | ({PeriodState.exhausted} if retry_exhausted else set())
     live = [(t.job, r) for t, r in zip(targets, results, strict=True) if not t.paused]
     total = sum(i.periods for _, r in live for i in r.islands if i.state in states)
     planned = total if limit is None else min(total, limit)
@@ -318,8 +317,7 @@ def tick(
         if job.catchup == "all":
             since = max(job.anchor, now - job.catchup_window)
             (result,) = scan_jobs(
-                session.conn,
-                session.config.schema,
+                session.ledger,
                 [Target(job, rows[job.name].id, False)],
                 now=now,
                 since=since,

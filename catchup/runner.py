@@ -19,6 +19,7 @@ from typing import Any, BinaryIO
 
 from .config import Job
 from .schedule import Period, iso_utc, span
+from .vocabulary import Ended
 
 TAIL_BYTES = 64 * 1024
 POLL_SECONDS = 0.05
@@ -77,7 +78,7 @@ class JobContext:
 class Execution:
     """How the job ended, before anything is written to the ledger."""
 
-    ended: str  # "exited", "timeout", "lost", "interrupted"
+    ended: Ended
     exit_code: int | None
     error: str | None
     output_tail: str
@@ -145,7 +146,7 @@ class LeaseKeeper(threading.Thread):
 def placeholders(job: Job, period: Period, attempt: int) -> dict[str, Any]:
     return {
         "job": job.name,
-        "period": job.label(period.start),
+        "period": job.period_value(period.start),
         "period_start": period.start,
         "period_end": period.end,
         "attempt": attempt,
@@ -165,7 +166,7 @@ def child_env(
     env.update(
         {
             "CATCHUP_JOB": job.name,
-            "CATCHUP_PERIOD": job.label(period.start),
+            "CATCHUP_PERIOD": job.period_value(period.start),
             "CATCHUP_PERIOD_START": iso_utc(period.start),
             "CATCHUP_PERIOD_END": iso_utc(period.end),
             "CATCHUP_ATTEMPT": str(attempt),
@@ -253,7 +254,7 @@ def run_command(
     tail = Tail()
     missing = _not_runnable(argv[0], env)
     if missing:
-        return Execution("exited", None, missing, "", time.monotonic() - started)
+        return Execution(Ended.exited, None, missing, "", time.monotonic() - started)
     grace = max(1, round(job.kill_grace.total_seconds()))
     try:
         proc = subprocess.Popen(
@@ -266,7 +267,7 @@ def run_command(
         )
     except OSError as exc:
         return Execution(
-            "exited",
+            Ended.exited,
             None,
             f"cannot start {argv[0]!r}: {exc.strerror}",
             "",
@@ -288,7 +289,7 @@ def run_command(
     for pump in pumps:
         pump.start()
     timeout = job.timeout.total_seconds() if job.timeout else None
-    ended, error = "exited", None
+    ended, error = Ended.exited, None
     exited = _ExitWaiter(proc)
     while proc.poll() is None:
         reason = _stop_reason(interrupted, keeper, started, timeout)
@@ -304,7 +305,7 @@ def run_command(
     for pump in pumps:
         pump.join(timeout=5)
     code = proc.returncode
-    if ended == "exited" and code != 0:
+    if ended == Ended.exited and code != 0:
         error = f"exited with {code}" if code > 0 else f"killed by {signal.Signals(-code).name}"
     return Execution(ended, code, error, tail.text(), time.monotonic() - started)
 
@@ -352,7 +353,7 @@ def run_callable(
         target = load_call(job.call)
     except Exception as exc:
         return Execution(
-            "exited", None, f"cannot load {job.call}: {exc}", "", time.monotonic() - started
+            Ended.exited, None, f"cannot load {job.call}: {exc}", "", time.monotonic() - started
         )
     result: dict[str, str | None] = {}
 
@@ -367,7 +368,7 @@ def run_callable(
     thread = threading.Thread(target=work, name=f"catchup-call-{job.name}", daemon=True)
     thread.start()
     timeout = job.timeout.total_seconds() if job.timeout else None
-    ended, error = "exited", None
+    ended, error = Ended.exited, None
     while thread.is_alive():
         reason = _stop_reason(interrupted, keeper, started, timeout)
         if reason is None:
@@ -377,7 +378,7 @@ def run_callable(
         ctx.cancelled.set()
         thread.join(job.kill_grace.total_seconds())
         break
-    if ended == "exited":
+    if ended == Ended.exited:
         error = result.get("error")
     return Execution(
         ended, None if error else 0, error, result.get("tail") or "", time.monotonic() - started
@@ -386,14 +387,14 @@ def run_callable(
 
 def _stop_reason(
     interrupted: threading.Event, keeper: LeaseKeeper, started: float, timeout: float | None
-) -> tuple[str, str] | None:
+) -> tuple[Ended, str] | None:
     """Why a running job must stop now, if it must: asked to, lease lost, or out of time."""
     if interrupted.is_set():
-        return "interrupted", "interrupted: catchup was asked to stop"
+        return Ended.interrupted, "interrupted: catchup was asked to stop"
     if (lost := keeper.expired()) is not None:
-        return "lost", lost
+        return Ended.lost, lost
     if timeout is not None and time.monotonic() - started >= timeout:
-        return "timeout", f"timed out after {span(timeout)}"
+        return Ended.timeout, f"timed out after {span(timeout)}"
     return None
 
 

@@ -11,30 +11,56 @@ from __future__ import annotations
 
 import bisect
 from dataclasses import dataclass
-from datetime import datetime, time, timedelta
+from datetime import date, datetime, time, timedelta
 from typing import Any
 
-import psycopg
-from psycopg import sql
-
-from . import sqlfiles
-from .config import Job
+from .config import Job, parse_instant
+from .core import Session
 from .errors import ConfigError
+from .ledger import Ledger
 from .models import COUNTED_STATES, Calendar, Island, JobScan, ScanReport
 from .schedule import Calendar as CalendarSchedule
 from .schedule import Fixed, Schedule, Timeline, iso_utc, to_utc, to_wall, zone
+from .vocabulary import PeriodState
 
 LISTED_BATCH = 50_000  # period starts sent per statement when Python lists them
 
 
+# A bound of a scan or replay window: an instant, or a date (or a time without an offset) that
+# means the job's own local time, so one ``--since 2026-11-25`` is each job's local midnight.
+Moment = datetime | date | str
+
+
+def bound(value: Moment | None, job: Job) -> datetime | None:
+    """``value`` as an instant for ``job``: a bare date is its local midnight."""
+    if value is None:
+        return None
+    try:
+        return parse_instant(value, job.timezone)
+    except ValueError as exc:
+        raise ConfigError(f"{job.name}: {exc}") from None
+
+
+def check_window(jobs: list[Job], since: Moment | None, until: Moment | None) -> None:
+    """Refuse ``--since`` not before ``--until`` (for any job, in its own zone)."""
+    if since is None or until is None:
+        return
+    for job in jobs:
+        lo, hi = bound(since, job), bound(until, job)
+        if lo is not None and hi is not None and lo >= hi:
+            raise ConfigError(f"--since {iso_utc(lo)} is not before --until {iso_utc(hi)}")
+
+
 def window(
-    job: Job, now: datetime, since: datetime | None, until: datetime | None
+    job: Job, now: datetime, since: Moment | None, until: Moment | None
 ) -> tuple[datetime, datetime]:
     """``[first, end)``: the period starts a scan expects, both boundaries of the job.
 
     ``first`` is the first start at or after ``since`` (and the job's start); ``end`` excludes
-    periods starting at or after ``until`` and periods not yet due.
+    periods starting at or after ``until`` and periods not yet due. A bare date is the job's
+    local midnight.
     """
+    since, until = bound(since, job), bound(until, job)
     timeline, anchor = job.timeline, job.anchor
     first = anchor if since is None or since <= anchor else timeline.ceil(since)
     latest = timeline.latest_due(job.delay, now)
@@ -133,32 +159,30 @@ class Target:
 
 
 def scan_job(
-    conn: psycopg.Connection[Any],
-    schema: str,
+    ledger: Ledger,
     job: Job,
     job_id: int,
     *,
     now: datetime,
-    since: datetime | None,
-    until: datetime | None,
+    since: Moment | None,
+    until: Moment | None,
     paused: bool,
     full: bool = False,
 ) -> JobScan:
     """Scan one job; see :func:`scan_jobs`."""
     (result,) = scan_jobs(
-        conn, schema, [Target(job, job_id, paused)], now=now, since=since, until=until, full=full
+        ledger, [Target(job, job_id, paused)], now=now, since=since, until=until, full=full
     )
     return result
 
 
 def scan_jobs(
-    conn: psycopg.Connection[Any],
-    schema: str,
+    ledger: Ledger,
     targets: list[Target],
     *,
     now: datetime,
-    since: datetime | None,
-    until: datetime | None,
+    since: Moment | None,
+    until: Moment | None,
     full: bool = False,
     record: bool = True,
 ) -> list[JobScan]:
@@ -182,14 +206,9 @@ def scan_jobs(
         "untils": [windows[t.job_id][1] for t in active],
         "now": now,
     }
-    states: dict[int, tuple[str, int]] = {}
     covered: dict[int, list[tuple[datetime, datetime]]] = {t.job_id: [] for t in targets}
     islands: dict[int, list[Island]] = {t.job_id: [] for t in targets}
     missing: dict[int, list[Island]] = {t.job_id: [] for t in targets}
-    last_success: dict[int, datetime | None] = {}
-
-    def q(name: str) -> sql.Composed:
-        return sqlfiles.query(name, schema)
 
     def piece_arrays(
         chosen: list[tuple[Target, tuple[Schedule, datetime, datetime]]],
@@ -204,35 +223,21 @@ def scan_jobs(
         }
 
     # One snapshot for the coverage and the rows it vouches for.
-    with conn.transaction():
-        conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-        conn.execute(q("scan_settings"))
-        for job_id, sig, generation in conn.execute(q("scan_state"), arrays):
-            states[job_id] = (sig, generation)
+    with ledger.scan_snapshot():
+        states = ledger.scan_states(arrays["job_ids"])
         if active and full:
             for t, (schedule, lo, hi) in [*stepped, *walled]:
-                rows = conn.execute(*_full_query(q, t, schedule, lo, hi, now))
-                islands[t.job_id].extend(Island(*row[1:]) for row in rows)
+                islands[t.job_id].extend(ledger.full_piece(*_full_query(t, schedule, lo, hi, now)))
         elif active:
-            for job_id, first, last in conn.execute(q("coverage"), arrays):
+            for job_id, first, last in ledger.coverage(arrays):
                 if states.get(job_id, ("", 0))[0] == signature(by_id[job_id].job):
                     covered[job_id].append((first, last))
             if stepped:
-                # Possibly millions of rows: read them in batches through a server-side
-                # cursor, and let a one-period island share one datetime for first and last.
-                with conn.cursor(name="catchup_scan_unfinished", binary=True) as cur:
-                    cur.itersize = 20_000
-                    cur.execute(q("scan_unfinished"), piece_arrays(stepped))
-                    while batch := cur.fetchmany(cur.itersize):
-                        for job_id, state, first, last, count in batch:
-                            islands[job_id].append(
-                                Island(state, first, first if count == 1 else last, count)
-                            )
+                for job_id, island in ledger.unfinished_islands(piece_arrays(stepped)):
+                    islands[job_id].append(island)
             if walled:
                 rows_by_job: dict[int, list[tuple[str, datetime]]] = {}
-                for job_id, state, start in conn.execute(
-                    q("scan_unfinished_rows"), piece_arrays(walled)
-                ):
+                for job_id, state, start in ledger.unfinished_rows(piece_arrays(walled)):
                     rows_by_job.setdefault(job_id, []).append((state, start))
                 for job_id, listed in rows_by_job.items():
                     islands[job_id].extend(_group(by_id[job_id].job.timeline, listed))
@@ -246,8 +251,7 @@ def scan_jobs(
             todo_walled = [(t, p) for t, p in todo if not p[0].step_sql]
             if todo_stepped:
                 chosen = piece_arrays(todo_stepped)
-                rows = conn.execute(
-                    q("scan_missing"),
+                rows = ledger.missing_ranges(
                     {
                         "job_ids": chosen["job_ids"],
                         "los": chosen["firsts"],
@@ -266,19 +270,18 @@ def scan_jobs(
                     else:
                         timeline = by_id[job_id].job.timeline
                         count = timeline.count(first, timeline.after(last))
-                    missing[job_id].append(Island("missing", first, last, count))
+                    missing[job_id].append(Island(PeriodState.missing, first, last, count))
             # Listed starts go in batches; runs cut between batches are joined by _merge.
             job_ids: list[int] = []
             numbers: list[int] = []
             starts: list[datetime] = []
 
             def flush() -> None:
-                rows = conn.execute(
-                    q("scan_listed_missing"),
-                    {"job_ids": job_ids, "pieces": numbers, "starts": starts},
+                rows = ledger.listed_missing(
+                    {"job_ids": job_ids, "pieces": numbers, "starts": starts}
                 )
                 for job_id, first, last, count in rows:
-                    missing[job_id].append(Island("missing", first, last, count))
+                    missing[job_id].append(Island(PeriodState.missing, first, last, count))
                 job_ids.clear()
                 numbers.clear()
                 starts.clear()
@@ -292,10 +295,7 @@ def scan_jobs(
                         flush()
             if starts:
                 flush()
-        for job_id, success in conn.execute(
-            q("last_success"), {"job_ids": [t.job_id for t in targets]}
-        ):
-            last_success[job_id] = success
+        last_success = ledger.last_successes([t.job_id for t in targets])
 
     results = []
     for t in targets:
@@ -319,17 +319,17 @@ def scan_jobs(
                 found = sorted([*found, *holes], key=lambda i: i.first)
         counts = dict.fromkeys(COUNTED_STATES, 0)
         for item in found:
-            counts[item.state] += item.periods
+            counts[PeriodState(item.state)] += item.periods
         if full:
-            holes = [i for i in found if i.state == "missing"]
+            holes = [i for i in found if i.state == PeriodState.missing]
         else:
-            counts["succeeded"] = expected[job_id] - sum(
-                v for k, v in counts.items() if k != "succeeded"
+            counts[PeriodState.succeeded] = expected[job_id] - sum(
+                v for k, v in counts.items() if k != PeriodState.succeeded
             )
         if expected[job_id] > 0 and record:
             present = _present(timeline, first, end, holes)
             _record_coverage(
-                conn, schema, job, job_id, states.get(job_id), first, end, covered[job_id], present
+                ledger, job, job_id, states.get(job_id), first, end, covered[job_id], present
             )
         results.append(
             JobScan(
@@ -342,16 +342,17 @@ def scan_jobs(
                 until=end if expected[job_id] else None,
                 expected=expected[job_id],
                 counts=counts,
-                islands=tuple(i for i in found if i.state != "succeeded"),
+                islands=tuple(i for i in found if i.state != PeriodState.succeeded),
                 last_success=last_success.get(job_id),
+                labeler=job.label,
             )
         )
     return results
 
 
 def _full_query(
-    q: Any, t: Target, schedule: Schedule, lo: datetime, hi: datetime, now: datetime
-) -> tuple[sql.Composed, dict[str, Any]]:
+    t: Target, schedule: Schedule, lo: datetime, hi: datetime, now: datetime
+) -> tuple[str, dict[str, Any]]:
     """The plain detector's statement for one piece of a job's window."""
     params: dict[str, Any] = {
         "job_id": t.job_id,
@@ -360,9 +361,9 @@ def _full_query(
     }
     if schedule.step_sql:
         last = schedule.before(hi)  # hi may be cut short of the grid by a schedule change
-        return q("scan_full"), {**params, "first": lo, "last": last, "step": schedule.step_sql}
+        return "scan_full", {**params, "first": lo, "last": last, "step": schedule.step_sql}
     if isinstance(schedule, CalendarSchedule):
-        return q("scan_full_calendar"), {
+        return "scan_full_calendar", {
             **params,
             "origin": schedule.origin,
             "step": schedule.interval_sql,
@@ -370,15 +371,14 @@ def _full_query(
             "n": schedule.count(lo, hi),
             "tz": schedule.timezone,
         }
-    return q("scan_full_listed"), {**params, "starts": list(schedule.starts(lo, hi))}
+    return "scan_full_listed", {**params, "starts": list(schedule.starts(lo, hi))}
 
 
 def _record_coverage(
-    conn: psycopg.Connection[Any],
-    schema: str,
+    ledger: Ledger,
     job: Job,
     job_id: int,
-    state: tuple[Any, ...] | None,
+    state: tuple[str, int] | None,
     first: datetime,
     end: datetime,
     covered: list[tuple[datetime, datetime]],
@@ -389,54 +389,54 @@ def _record_coverage(
     clipped = [(max(a, first), b) for a, b in covered if b >= first]
     if state is not None and state[0] == mine and clipped == present:
         return  # nothing new learned: a steady-state scan writes nothing
-    params = {
-        "job_id": job_id,
-        "signature": mine,
-        "first": first,
-        "until": end,
-        "firsts": [a for a, _ in present],
-        "lasts": [b for _, b in present],
-    }
-    try:
-        with conn.transaction():
-            if state is None:
-                opened = conn.execute(sqlfiles.query("open_scan_state", schema), params)
-                if opened.fetchone() is None:
-                    return  # created meanwhile, perhaps by a deletion: learn it next time
-            else:
-                current = conn.execute(sqlfiles.query("lock_scan_state", schema), params).fetchone()
-                if current is None or current[1] != state[1]:
-                    return  # rows were removed since the scan's snapshot
-                if current[0] != mine:
-                    conn.execute(sqlfiles.query("reset_coverage", schema), params)
-            conn.execute(sqlfiles.query("replace_coverage", schema), params)
-    except psycopg.errors.InsufficientPrivilege:
-        pass  # a read-only role can scan; it just cannot remember what it learned
+    ledger.record_coverage(
+        state,
+        {
+            "job_id": job_id,
+            "signature": mine,
+            "first": first,
+            "until": end,
+            "firsts": [a for a, _ in present],
+            "lasts": [b for _, b in present],
+        },
+    )
 
 
 def scan(
-    session: Any,
+    session: Session,
     jobs: list[Job],
     *,
-    since: datetime | None,
-    until: datetime | None,
+    since: Moment | None,
+    until: Moment | None,
     full: bool = False,
+    grids: bool = False,
+    pulse: bool = False,
 ) -> ScanReport:
-    """Scan ``jobs`` on the database clock; the report the CLI renders and the API returns."""
-    if since is not None and until is not None and since >= until:
-        raise ConfigError(f"--since {iso_utc(since)} is not before --until {iso_utc(until)}")
+    """Scan ``jobs`` on the database clock: the report the CLI renders and the API returns,
+    with the scheduler's pulse (``pulse``) and a calendar per job (``grids``)."""
+    from .operations import scheduler_health
+
+    check_window(jobs, since, until)
     jobs = session.resolve_all(jobs)
     now = session.now()
     rows = session.ledger.register_jobs(sorted(session.config.jobs))
     targets = [Target(job, rows[job.name].id, rows[job.name].paused_at is not None) for job in jobs]
-    results = scan_jobs(
-        session.conn, session.config.schema, targets, now=now, since=since, until=until, full=full
+    results = scan_jobs(session.ledger, targets, now=now, since=since, until=until, full=full)
+    firsts = [bound(since, job) or job.anchor for job in jobs]
+    ends = [bound(until, job) or now for job in jobs]
+    return ScanReport(
+        generated_at=now,
+        since=min(firsts, default=now),
+        until=max(ends, default=now),
+        jobs=tuple(results),
+        health=scheduler_health(session) if pulse else None,
+        calendars=tuple(calendar(job, r) for job, r in zip(jobs, results, strict=True))
+        if grids
+        else (),
     )
-    report_since = since or min((job.anchor for job in jobs), default=now)
-    return ScanReport(generated_at=now, since=report_since, until=until or now, jobs=tuple(results))
 
 
-SEVERITY = ("succeeded", "waived", "running", "missing", "stale", "failed", "exhausted")
+SEVERITY: tuple[PeriodState, ...] = tuple(PeriodState)  # mildest first
 CALENDAR_MONTHS = 3
 CALENDAR_DAYS = 7
 
@@ -456,7 +456,7 @@ def calendar(job: Job, result: JobScan) -> Calendar:
             if island.first <= start <= island.last:
                 return island.state
             break
-        return "succeeded"
+        return PeriodState.succeeded
 
     def cell(lo_wall: datetime, hi_wall: datetime) -> str | None:
         """The worst state of the periods that start in a local interval."""

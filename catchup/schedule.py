@@ -1089,6 +1089,19 @@ def period_label(schedule: Schedule, start: datetime) -> str:
     return iso_utc(start)
 
 
+def human_label(schedule: Schedule, start: datetime) -> str:
+    """The one name people see for a period: :func:`period_label`, and where that is a UTC time
+    of a job with a zone, the local time beside it (``2026-10-31T13:00:00Z (14:00 CET)``; the
+    local date too when it differs from the UTC one)."""
+    label = period_label(schedule, start)
+    if is_utc(schedule.timezone) or len(label) == 10:
+        return label
+    start = as_utc(start)
+    local = start.astimezone(zone(schedule.timezone))
+    shown = f"{local:%H:%M %Z}" if local.date() == start.date() else f"{local:%Y-%m-%d %H:%M %Z}"
+    return f"{label} ({shown})"
+
+
 def span(length: float | timedelta) -> str:
     """A length of time, exact, the one way catchup writes one: ``90s``, ``1h30m``, ``23h30m``,
     ``25h``, ``7d``, ``6d23h``. Days only from two days up, so a 25-hour day reads ``25h``;

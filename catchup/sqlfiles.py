@@ -30,16 +30,31 @@ def parse_queries(text: str) -> dict[str, str]:
     return queries
 
 
+# queries.sql: what catchup sends in production; tools.sql: what the demo and the benchmarks send
+QUERY_FILES = ("queries.sql", "tools.sql")
+
+
 @functools.cache
 def _raw_queries() -> dict[str, str]:
-    return parse_queries((sql_dir() / "queries.sql").read_text(encoding="utf-8"))
+    found: dict[str, str] = {}
+    for filename in QUERY_FILES:
+        text = (sql_dir() / filename).read_text(encoding="utf-8")
+        for name, body in parse_queries(text).items():
+            if name in found:
+                raise ValueError(f"query {name!r} is defined twice ({filename})")
+            found[name] = body
+    return found
 
 
-def _compose(text: str, schema: str, **identifiers: str) -> sql.Composed:
+def _compose(text: str, schema: str, **parts: str | sql.Composable) -> sql.Composed:
     # The files are ours and fixed, so they are literal SQL in all but type; only the schema
-    # (and, for a few statements, another name) is variable, and goes in as an identifier.
+    # (and, for a few statements, another name) is variable, and goes in as an identifier. A
+    # statement that takes no parameters (ALTER ROLE … PASSWORD) gets its value as a literal.
     template = sql.SQL(text)
-    names = {key: sql.Identifier(value) for key, value in identifiers.items()}
+    names = {
+        key: value if isinstance(value, sql.Composable) else sql.Identifier(value)
+        for key, value in parts.items()
+    }
     return template.format(schema=sql.Identifier(schema), **names)
 
 
@@ -49,9 +64,10 @@ def query(name: str, schema: str) -> sql.Composed:
     return _compose(_raw_queries()[name], schema)
 
 
-def query_naming(name: str, schema: str, **identifiers: str) -> sql.Composed:
-    """The named query with ``{schema}`` and the other ``{…}`` names bound as identifiers."""
-    return _compose(_raw_queries()[name], schema, **identifiers)
+def query_naming(name: str, schema: str, **parts: str | sql.Composable) -> sql.Composed:
+    """The named query with ``{schema}`` and the other ``{…}`` names bound: a string as an
+    identifier, a :class:`psycopg.sql.Literal` as a quoted value."""
+    return _compose(_raw_queries()[name], schema, **parts)
 
 
 def migrations() -> list[tuple[int, str, str]]:

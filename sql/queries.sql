@@ -176,14 +176,19 @@ FROM {schema}.runs r
 WHERE r.job_id = %(job_id)s;
 
 -- name: history
+-- total: how many attempts match in all, so a report cut at the limit can say so
 SELECT h.period_start, h.attempt, h.status, h.owner, h.started_at, h.finished_at,
-       h.exit_code, h.error, h.output_tail
+       h.exit_code, h.error, h.output_tail, count(*) OVER () AS total
 FROM {schema}.history h
 JOIN {schema}.jobs j ON j.id = h.job_id
 WHERE j.name = %(job)s
   AND (%(period_start)s::timestamptz IS NULL OR h.period_start = %(period_start)s)
 ORDER BY h.period_start DESC, h.attempt DESC
 LIMIT %(limit)s;
+
+-- name: scan_snapshot
+-- A scan reads coverage and the rows it vouches for from one snapshot, and writes nothing.
+SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY;
 
 -- name: scan_settings
 -- Periods are UTC intervals: calendar arithmetic in this transaction is done in UTC whatever the
@@ -312,16 +317,6 @@ SELECT w.job_id,
         LIMIT 1) AS last_success
 FROM unnest(%(job_ids)s::bigint[]) AS w (job_id);
 
--- name: plain_gaps
--- The reference the scan benchmark measures against: one generate_series LEFT JOIN the ledger
--- listing every period that is not succeeded, without ranges or shortcuts.
-SELECT e.period_start, r.status
-FROM generate_series(%(first)s::timestamptz, %(until)s::timestamptz - %(step)s::interval,
-                     %(step)s::interval) AS e (period_start)
-LEFT JOIN {schema}.runs r ON r.job_id = %(job_id)s AND r.period_start = e.period_start
-WHERE r.status IS DISTINCT FROM 'succeeded'
-ORDER BY e.period_start;
-
 -- name: record_tick
 -- Records this tick and returns the previous one's time (NULL on the first tick).
 WITH previous AS (
@@ -379,7 +374,7 @@ UPDATE {schema}.jobs SET paused_at = NULL WHERE id = %(job_id)s AND paused_at IS
 RETURNING id;
 
 -- name: events
-SELECT e.period_start, e.action, e.previous, e.reason, e.actor, e.at
+SELECT e.period_start, e.action, e.previous, e.reason, e.actor, e.at, count(*) OVER () AS total
 FROM {schema}.events e
 WHERE e.job_id = %(job_id)s
   AND (%(period_start)s::timestamptz IS NULL OR e.period_start = %(period_start)s
@@ -400,29 +395,6 @@ GROUP BY 1
 HAVING count(DISTINCT host) > 1
 ORDER BY 1 DESC
 LIMIT 5;
-
--- name: demo_fill
--- The demo's history: every period of a job succeeded, except those in [gap_from, gap_to).
-INSERT INTO {schema}.runs (job_id, period_start, period_end, status, attempt, owner,
-                           claimed_at, finished_at, exit_code)
-SELECT %(job_id)s, p, p + %(step)s::interval, 'succeeded', 1, 'demo-host:1',
-       p + %(step)s::interval, p + %(step)s::interval + interval '42 seconds', 0
-FROM generate_series(%(first)s::timestamptz, %(last)s::timestamptz, %(step)s::interval) AS p
-WHERE NOT (p >= %(gap_from)s AND p < %(gap_to)s);
-
--- name: demo_fail
--- The demo's failing night: one period failed once, with attempts left.
-INSERT INTO {schema}.runs AS r (job_id, period_start, period_end, status, attempt, failures,
-                                owner, finished_at, retry_after, exit_code, error)
-VALUES (%(job_id)s, %(start)s, %(end)s, 'failed', 1, 1, 'demo-host:1', %(end)s, %(end)s, 1,
-        %(error)s)
-ON CONFLICT (job_id, period_start) DO UPDATE
-SET status = 'failed', failures = 1, retry_after = excluded.retry_after,
-    exit_code = 1, error = excluded.error;
-
--- name: drop_schema
--- Only ever the demo's own throwaway schema.
-DROP SCHEMA {schema} CASCADE;
 
 -- name: doctor_probe
 -- What doctor needs from the server: its clock, the port it listens on, this backend's pid.
@@ -549,3 +521,11 @@ SELECT count(*) > 0 FROM {schema}.jobs WHERE name = ANY(%(names)s::text[]);
 
 -- name: create_database
 CREATE DATABASE {database};
+
+-- name: set_password
+-- The embedded server's superuser password, for a server made before catchup set one (ALTER
+-- ROLE takes no parameters: {password} is bound as a quoted literal by psycopg.sql).
+ALTER ROLE postgres PASSWORD {password};
+
+-- name: reload_conf
+SELECT pg_reload_conf();

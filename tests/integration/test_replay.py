@@ -94,6 +94,9 @@ def test_dry_run_writes_nothing(project: Project, sql: Any) -> None:
     assert data["periods"][0] == {
         "job": "alpha",
         "period": "2026-10-01T00:00:00Z",
+        "start": "2026-10-01T00:00:00Z",
+        "end": "2026-10-02T00:00:00Z",
+        "label": "2026-10-01",
         "attempt": None,
         "status": "missing",
     }

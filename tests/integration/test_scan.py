@@ -196,8 +196,7 @@ def test_scan_agrees_with_brute_force(ledger: Ledger, case: Any) -> None:
     def check(expected_islands: list[Any]) -> None:
         for full in (False, True):
             result = scan_job(
-                ledger.conn,
-                ledger.schema,
+                ledger,
                 job,
                 job_id,
                 now=now,
@@ -242,9 +241,7 @@ def test_coverage_is_recorded_trusted_and_forgotten_on_delete(
     now = ledger.now()
 
     def scan() -> Any:
-        return scan_job(
-            ledger.conn, ledger.schema, job, job_id, now=now, since=None, until=until, paused=False
-        )
+        return scan_job(ledger, job, job_id, now=now, since=None, until=until, paused=False)
 
     assert scan().counts["missing"] == 5
     coverage = sql("SELECT first, last FROM {schema}.coverage ORDER BY first")
@@ -268,7 +265,5 @@ def test_coverage_is_recorded_trusted_and_forgotten_on_delete(
     ]
     # a different start invalidates coverage instead of trusting it
     moved = replace(job, timeline=Timeline.single(job.schedule, nth(job, -24)))
-    earlier = scan_job(
-        ledger.conn, ledger.schema, moved, job_id, now=now, since=None, until=until, paused=False
-    )
+    earlier = scan_job(ledger, moved, job_id, now=now, since=None, until=until, paused=False)
     assert earlier.counts["missing"] == 6 + 24

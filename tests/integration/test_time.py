@@ -166,8 +166,8 @@ def test_a_local_daily_job_runs_local_days(project: Project, sql: Any, tmp_path:
     assert job["timezone"] == "Europe/Berlin"
     assert [(g["first"], g["last"], g["periods"]) for g in job["gaps"]] == [
         ("2026-10-19T22:00:00Z", "2026-10-23T22:00:00Z", 5),
-        # --until is UTC: 2026-10-28T00:00Z is 01:00 on the 28th in Berlin, so that day counts
-        ("2026-10-25T23:00:00Z", "2026-10-27T23:00:00Z", 3),
+        # --until is the job's local midnight: the 28th in Berlin is not included
+        ("2026-10-25T23:00:00Z", "2026-10-26T23:00:00Z", 2),
     ]
 
 

@@ -161,7 +161,9 @@ def test_a_skipped_midnight_still_labels_the_local_day() -> None:
     assert labels == [f"2026-09-{d:02d}" for d in range(4, 9)]
     # a 01:00 job is not a midnight job, on that day either
     one = make_job("o", "0 1 * * *", "2026-09-01", command=["true"], timezone="America/Santiago")
-    assert one.label(datetime(2026, 9, 6, 4, tzinfo=UTC)) == "2026-09-06T04:00:00Z"
+    assert one.period_value(datetime(2026, 9, 6, 4, tzinfo=UTC)) == "2026-09-06T04:00:00Z"
+    # people see the local time beside it
+    assert one.label(datetime(2026, 9, 6, 4, tzinfo=UTC)) == "2026-09-06T04:00:00Z (01:00 -03)"
 
 
 def test_lengths_are_exact() -> None:

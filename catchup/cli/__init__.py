@@ -1,0 +1,73 @@
+"""The command line: a thin skin over the library facade (:class:`catchup.api.Catchup`).
+
+Each command parses its options, makes one call on the facade, renders the result with
+``catchup.render`` and maps it to an exit code. The commands live in small modules by what they
+do (``running``, ``looking``, ``changing``, ``admin``); what they share is in ``options`` (value
+types, option bundles, exit codes) and ``base`` (errors to exit codes, consoles, signals).
+"""
+
+from __future__ import annotations
+
+import click
+
+from .. import __version__
+from .admin import demo, deploy, doctor, server
+from .base import CatchupGroup, State
+from .changing import checkpoint, mark, migrate, pause, reset, resume
+from .looking import explain, history, jobs, scan
+from .options import EXIT_CODES
+from .running import replay, run, tick
+
+
+@click.group(cls=CatchupGroup, epilog=EXIT_CODES)
+@click.version_option(__version__, prog_name="catchup")
+@click.option(
+    "--config",
+    "config_path",
+    metavar="PATH",
+    envvar="CATCHUP_CONFIG",
+    help="catchup.toml to use (default: found in this directory or a parent).",
+)
+@click.option(
+    "--dsn",
+    metavar="DSN",
+    help="PostgreSQL to use (default: CATCHUP_DSN, [database] dsn, DATABASE_URL, "
+    "PG* variables, else the embedded server).",
+)
+@click.option("-q", "--quiet", is_flag=True, help="Do not print which database is used.")
+@click.pass_context
+def cli(ctx: click.Context, config_path: str | None, dsn: str | None, quiet: bool) -> None:
+    """Run once-per-period jobs exactly once per period, find missed periods, replay them.
+
+    Periods are half-open UTC intervals. Every replica may call catchup; the ledger in
+    PostgreSQL makes sure each period runs once.
+    """
+    ctx.obj = State(config_path, dsn, quiet)
+
+
+# in the order `catchup --help` lists them (click sorts them by name)
+for command in (
+    run,
+    tick,
+    scan,
+    replay,
+    jobs,
+    history,
+    mark,
+    reset,
+    pause,
+    resume,
+    explain,
+    checkpoint,
+    migrate,
+    doctor,
+    demo,
+    deploy,
+    server,
+):
+    cli.add_command(command)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """The console script: ``catchup``."""
+    cli.main(args=argv, prog_name="catchup")

@@ -1,0 +1,180 @@
+"""``doctor``, ``demo``, ``deploy`` and ``server``: checking, showing, installing catchup and
+its embedded PostgreSQL."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from ..errors import EXIT_FAILED
+from .base import State, console, pass_state
+from .options import DOCTOR_EXIT_CODES, EXIT_CODES, every_option
+
+
+@click.command(epilog=DOCTOR_EXIT_CODES)
+@pass_state
+def doctor(state: State) -> None:
+    """Check the config, the database and its version, a pooler in the way, the host clock,
+    jobs due on the hour, and whether one scheduler is ticking: one line per finding.
+
+    Example: catchup doctor
+    """
+    from ..api import Catchup
+    from ..render import tables
+
+    found = Catchup.doctor(state.config_path, state.dsn)
+    tables.findings(console(), found)
+    if any(f.level == "serious" for f in found):
+        sys.exit(EXIT_FAILED)
+
+
+@click.command(epilog=EXIT_CODES)
+@pass_state
+def demo(state: State) -> None:
+    """See catchup work in a minute: a throwaway ledger with two weeks of a nightly billing
+    run and an hourly export, a host outage and a failing night; scan, replay, clean scan.
+
+    Uses the embedded PostgreSQL (or --dsn) in a schema of its own, dropped at the end.
+
+    Example: catchup demo
+    """
+    from .. import db
+    from ..demo import run_demo
+
+    config = state.app(require_config=False).config
+    target = db.resolve(state.dsn, config.dsn, embedded_allowed=config.embedded)
+    result = run_demo(target, console())
+    if result.gaps_after:
+        sys.exit(EXIT_FAILED)
+
+
+@click.group(epilog=EXIT_CODES)
+def deploy() -> None:
+    """Print what the one scheduler needs to call `catchup tick`: Kubernetes or systemd.
+
+    Example: catchup deploy systemd --every 5
+    """
+
+
+@deploy.command("kubernetes")
+@click.option("--name", default="catchup", show_default=True, help="The CronJob's name.")
+@click.option(
+    "--image",
+    default="registry.example.com/app:latest",
+    show_default=True,
+    help="An image with catchup and your jobs installed.",
+)
+@every_option
+@click.option(
+    "--secret",
+    default="catchup-db",
+    show_default=True,
+    help="The Secret whose key 'dsn' holds the DSN.",
+)
+@click.option(
+    "--config-map",
+    default="catchup-config",
+    show_default=True,
+    help="The ConfigMap holding catchup.toml.",
+)
+@click.option("--namespace", help="The namespace, if not the current one.")
+def deploy_kubernetes(
+    name: str, image: str, every: int, secret: str, config_map: str, namespace: str | None
+) -> None:
+    """A CronJob that calls `catchup tick`: concurrencyPolicy Forbid, a starting deadline,
+    timeZone Etc/UTC, a few minutes off the hour, history limits, the DSN from a Secret.
+
+    Example: catchup deploy kubernetes --image ghcr.io/acme/billing:1.4 | kubectl apply -f -
+    """
+    from .. import deploy as recipes
+
+    click.echo(
+        recipes.kubernetes(
+            name=name,
+            image=image,
+            every=every,
+            secret=secret,
+            config_map=config_map,
+            namespace=namespace,
+        ).text(),
+        nl=False,
+    )
+
+
+@deploy.command("systemd")
+@click.option("--name", default="catchup", show_default=True, help="The unit names.")
+@click.option(
+    "--exec",
+    "executable",
+    default="/usr/local/bin/catchup",
+    show_default=True,
+    help="The catchup executable.",
+)
+@every_option
+@click.option("--user", default="catchup", show_default=True, help="The user to run as.")
+@click.option("--workdir", default="/etc/catchup", show_default=True, help="Where catchup.toml is.")
+@click.option(
+    "--output-dir",
+    type=click.Path(file_okay=False),
+    metavar="DIR",
+    help="Write the unit files into DIR instead of printing them.",
+)
+def deploy_systemd(
+    name: str, executable: str, every: int, user: str, workdir: str, output_dir: str | None
+) -> None:
+    """A service and a timer that call `catchup tick` (Persistent=true, RandomizedDelaySec).
+
+    Example: catchup deploy systemd --output-dir /etc/systemd/system
+    (then: systemctl enable --now catchup.timer)
+    """
+    from pathlib import Path
+
+    from .. import deploy as recipes
+
+    recipe = recipes.systemd(
+        name=name, executable=executable, every=every, user=user, workdir=workdir
+    )
+    if output_dir is None:
+        click.echo(recipe.text(), nl=False)
+        return
+    folder = Path(output_dir)
+    folder.mkdir(parents=True, exist_ok=True)
+    for filename, body in recipe.files.items():
+        (folder / filename).write_text(body)
+        click.echo(f"wrote {folder / filename}")
+
+
+@click.group()
+def server() -> None:
+    """The embedded PostgreSQL used when no database is configured.
+
+    Example: catchup server status
+    """
+
+
+@server.command("status")
+def server_status() -> None:
+    """Say whether the embedded server runs, and where its data is.
+
+    Example: catchup server status
+    """
+    from .. import embedded
+
+    data = embedded.data_dir()
+    running = embedded.running(data)
+    if running:
+        click.echo(f"running: {data} (socket {running.socket_dir}, port {running.port})")
+    else:
+        click.echo(f"stopped: {data}")
+
+
+@server.command("stop")
+def server_stop() -> None:
+    """Stop the embedded server (the next command starts it again).
+
+    Example: catchup server stop
+    """
+    from .. import embedded
+
+    click.echo("stopped" if embedded.stop() else "was not running")

@@ -1,0 +1,156 @@
+"""The CLI's plumbing: the group that turns every failure into one line and its exit code, the
+state every command shares (options of the group, the facade opened on demand), the consoles,
+and the signals a running command listens to."""
+
+from __future__ import annotations
+
+import signal
+import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from ..errors import EXIT_DATABASE, EXIT_FAILED, EXIT_INTERRUPTED, CatchupError, first_line
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from ..api import Catchup
+    from ..models import Outcome
+    from ..replay import Batch
+
+
+class State:
+    """What every command shares: the options of the group, and the facade once opened."""
+
+    def __init__(self, config_path: str | None, dsn: str | None, quiet: bool) -> None:
+        self.config_path = config_path
+        self.dsn = dsn
+        self.quiet = quiet
+        self._app: Catchup | None = None
+
+    def app(self, *, require_config: bool = True) -> Catchup:
+        """The library facade for this invocation: the config is read now, the database is
+        opened when an operation first needs it (and named once on stderr unless -q)."""
+        if self._app is None:
+            from ..api import Catchup
+            from ..render import tables
+
+            def said(info: Any) -> None:
+                if not self.quiet:
+                    tables.connected(err_console(), info)
+
+            self._app = Catchup(
+                self.config_path,
+                dsn=self.dsn,
+                require_config=require_config,
+                on_connect=said,
+            )
+            click.get_current_context().call_on_close(self._app.close)
+        return self._app
+
+
+pass_state = click.make_pass_decorator(State)
+
+
+def console(stderr: bool = False) -> Console:
+    """Rich on a terminal; on a pipe no colour codes and wide enough that tables do not fold."""
+    from rich.console import Console
+
+    # markup off: names, reasons and errors that users and jobs wrote are text, never markup
+    out = Console(stderr=stderr, highlight=False, markup=False, emoji=False)
+    if not out.is_terminal:
+        width = max(out.width, 200)
+        out = Console(stderr=stderr, highlight=False, markup=False, emoji=False, width=width)
+    return out
+
+
+def err_console() -> Console:
+    return console(stderr=True)
+
+
+@contextmanager
+def stop_signals() -> Iterator[threading.Event]:
+    """SIGINT and SIGTERM set an event the runner watches: the job is stopped and recorded."""
+    stop = threading.Event()
+
+    def handler(signum: int, frame: object) -> None:
+        stop.set()
+
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield stop
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+def exit_for_outcome(result: Outcome) -> None:
+    """``run``: 130 when interrupted, 1 when the job failed or lost its period, else 0."""
+    if result.status == "interrupted":
+        sys.exit(EXIT_INTERRUPTED)
+    if result.status.is_failure:
+        sys.exit(EXIT_FAILED)
+
+
+def exit_for_batch(batch: Batch) -> None:
+    """``tick`` and ``replay``: 130 interrupted, 3 a database error, 1 a failure, else 0."""
+    if batch.interrupted:
+        sys.exit(EXIT_INTERRUPTED)
+    if batch.errors:
+        sys.exit(EXIT_DATABASE)
+    if batch.failed:
+        sys.exit(EXIT_FAILED)
+
+
+class CatchupGroup(click.Group):
+    """Turns every failure into one line on stderr and the documented exit code."""
+
+    def main(self, *args: Any, **kwargs: Any) -> Any:
+        # click shows a usage error as four lines (usage, hint, blank, error): one line here
+        standalone = kwargs.pop("standalone_mode", True)
+        try:
+            value = super().main(*args, standalone_mode=False, **kwargs)  # type: ignore[call-overload]
+        except click.UsageError as exc:
+            if not standalone:
+                raise
+            # `catchup` alone (click 8.2+): the help itself, as click shows it
+            if isinstance(exc, getattr(click.exceptions, "NoArgsIsHelpError", ())):
+                exc.show()
+                sys.exit(exc.exit_code)
+            command = exc.ctx.command_path if exc.ctx is not None else "catchup"
+            click.echo(f"catchup: {exc.format_message()} (see {command} --help)", err=True)
+            sys.exit(exc.exit_code)
+        except click.ClickException as exc:
+            if not standalone:
+                raise
+            exc.show()
+            sys.exit(exc.exit_code)
+        except click.exceptions.Abort:
+            if not standalone:
+                raise
+            click.echo("catchup: interrupted", err=True)
+            sys.exit(EXIT_INTERRUPTED)
+        if not standalone:
+            return value
+        sys.exit(value if isinstance(value, int) else 0)
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except CatchupError as exc:
+            for line in str(exc).splitlines() or [type(exc).__name__]:
+                click.echo(f"catchup: {line}", err=True)
+            ctx.exit(exc.exit_code)
+        except KeyboardInterrupt:
+            click.echo("catchup: interrupted", err=True)
+            ctx.exit(EXIT_INTERRUPTED)
+        except Exception as exc:
+            psycopg = sys.modules.get("psycopg")
+            if psycopg is not None and isinstance(exc, psycopg.Error):
+                click.echo(f"catchup: database error: {first_line(exc)}", err=True)
+                ctx.exit(EXIT_DATABASE)
+            raise

@@ -1,0 +1,133 @@
+"""``mark``, ``reset``, ``pause``, ``resume``: the changes people make, audited; and
+``checkpoint`` and ``migrate``, the two writes that are not about a job's periods."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import click
+
+from ..errors import EXIT_FAILED
+from .base import State, console, pass_state
+from .options import EXIT_CODES, actor_option, reason_option
+
+
+@click.command(epilog=EXIT_CODES)
+@click.argument("job")
+@click.argument("periods", nargs=-1, required=True, metavar="PERIOD...")
+@click.option("--done", "kind", flag_value="done", help="It was done out of band.")
+@click.option("--skip", "kind", flag_value="skip", help="It is deliberately not to be run.")
+@reason_option(required=True)
+@actor_option
+@pass_state
+def mark(
+    state: State,
+    job: str,
+    periods: tuple[str, ...],
+    kind: str | None,
+    reason: str,
+    actor: str | None,
+) -> None:
+    """Record periods as waived: done out of band (--done) or skipped on purpose (--skip).
+
+    PERIOD is a period start (2026-10-03, the job's local midnight) or a range with both ends
+    included (2026-10-01..2026-10-07). Waived periods are never run and are not gaps. Refused,
+    with nothing changed, when any of them is running. Every change is kept and shown by history.
+
+    Example: catchup mark billing 2026-10-01..2026-10-03 --skip --reason "migration freeze"
+    """
+    from ..errors import ConfigError
+    from ..render import tables
+
+    if kind not in ("done", "skip"):
+        raise ConfigError("mark needs --done or --skip")
+    result = state.app().mark(
+        job, periods, kind="skip" if kind == "skip" else "done", reason=reason, actor=actor
+    )
+    tables.changes(console(), result)
+
+
+@click.command(epilog=EXIT_CODES)
+@click.argument("job")
+@click.argument("periods", nargs=-1, required=True, metavar="PERIOD...")
+@reason_option(required=True)
+@actor_option
+@pass_state
+def reset(state: State, job: str, periods: tuple[str, ...], reason: str, actor: str | None) -> None:
+    """Make succeeded, waived or exhausted periods runnable again.
+
+    They become failed with no failures counted and no backoff, so the next tick or replay runs
+    them (as the next attempt). Refused, with nothing changed, when any of them is running.
+    PERIOD is as for mark.
+
+    Example: catchup reset billing 2026-10-05 --reason "rates were wrong"
+    """
+    from ..render import tables
+
+    tables.changes(console(), state.app().reset(job, periods, reason=reason, actor=actor))
+
+
+@click.command(epilog=EXIT_CODES)
+@click.argument("job")
+@reason_option(required=False)
+@actor_option
+@pass_state
+def pause(state: State, job: str, reason: str | None, actor: str | None) -> None:
+    """Suspend JOB: nothing claims its periods until it is resumed (running ones finish).
+
+    Example: catchup pause billing --reason "gateway maintenance"
+    """
+    from ..render import tables
+
+    tables.paused(console(), state.app().pause(job, reason=reason, actor=actor))
+
+
+@click.command(epilog=EXIT_CODES)
+@click.argument("job")
+@reason_option(required=False)
+@actor_option
+@pass_state
+def resume(state: State, job: str, reason: str | None, actor: str | None) -> None:
+    """Resume JOB. The next tick follows its catch-up policy: no flood of missed periods unless
+    the policy (catchup = all, within catchup_window, at most max_per_tick) says so.
+
+    Example: catchup resume billing --reason "gateway is back"
+    """
+    from ..render import tables
+
+    tables.resumed(console(), state.app().resume(job, reason=reason, actor=actor))
+
+
+@click.command(epilog=EXIT_CODES)
+@click.argument("value")
+@pass_state
+def checkpoint(state: State, value: str) -> None:
+    """From inside a running job: save progress for a later attempt of this period.
+
+    Finds its run from CATCHUP_RUN_ID and CATCHUP_ATTEMPT (set for every job), and is fenced
+    by the attempt: an attempt that lost its period cannot overwrite the newer one's progress.
+    The next attempt of the period gets the value in CATCHUP_CHECKPOINT.
+
+    Example: catchup checkpoint '{"cursor": 1234}'
+    """
+    state.quiet = True
+    if not state.app(require_config=False).checkpoint(value):
+        attempt = os.environ.get("CATCHUP_ATTEMPT", "?")
+        click.echo(
+            f"catchup: checkpoint not saved: attempt {attempt} no longer owns its period",
+            err=True,
+        )
+        sys.exit(EXIT_FAILED)
+
+
+@click.command(epilog=EXIT_CODES)
+@pass_state
+def migrate(state: State) -> None:
+    """Create or upgrade the ledger schema (every command also does this on first use).
+
+    Example: catchup migrate
+    """
+    from ..render import tables
+
+    tables.migrated(console(), state.app(require_config=False).migrate())

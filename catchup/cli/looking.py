@@ -1,0 +1,160 @@
+"""``scan``, ``jobs``, ``history`` and ``explain``: the commands that report."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import click
+
+from ..errors import EXIT_FAILED, ConfigError
+from .base import State, console, pass_state
+from .options import DATE_HELP, EXIT_CODES, When, jobs_option, json_option, window_options
+
+
+@click.command(epilog=EXIT_CODES)
+@jobs_option
+@window_options()
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["table", "json", "markdown", "openmetrics"]),
+    default="table",
+    show_default=True,
+    help="How to report.",
+)
+@json_option("Same as --format json.")
+@click.option("--calendar", is_flag=True, help="Add a calendar heat map per job (table format).")
+@click.option(
+    "--full",
+    is_flag=True,
+    help="Read every period again instead of trusting what is known complete.",
+)
+@click.option(
+    "--output",
+    type=click.Path(dir_okay=False),
+    metavar="FILE",
+    help="Also save the table report as FILE: .svg, .html or .txt.",
+)
+@pass_state
+def scan(
+    state: State,
+    job_names: tuple[str, ...],
+    since: str | None,
+    until: str | None,
+    fmt: str,
+    as_json: bool,
+    calendar: bool,
+    full: bool,
+    output: str | None,
+) -> None:
+    """Find the periods that were never run, failed, or are stuck, and report them.
+
+    Each job's expected periods (from its start, or --since, to the last due one, or --until)
+    are checked against the ledger on the database clock. Gaps are missing, failed, exhausted
+    and stale periods, oldest first; running periods and paused jobs are shown but are not gaps.
+    A bare date is each job's own local midnight.
+
+    Example: catchup scan --since 2026-10-01 --format markdown >> "$GITHUB_STEP_SUMMARY"
+    """
+    from ..render import documents, json, tables
+    from ..render import scan as scan_report
+
+    if output is not None and not output.endswith((".svg", ".html", ".txt")):
+        raise ConfigError(f"--output {output}: the name must end in .svg, .html or .txt")
+    if output is not None and not os.access(Path(output).parent, os.W_OK):
+        raise ConfigError(f"--output {output}: no folder {Path(output).parent} to write into")
+    fmt = "json" if as_json else fmt
+    grids = output is not None or (calendar and fmt == "table")
+    result = state.app().scan(jobs=job_names, since=since, until=until, full=full, calendars=grids)
+    if fmt == "json":
+        for chunk in json.scan_json_chunks(result):
+            click.echo(chunk, nl=False)
+        click.echo()
+    elif fmt == "markdown":
+        click.echo(documents.scan_markdown(result), nl=False)
+    elif fmt == "openmetrics":
+        click.echo(documents.scan_openmetrics(result), nl=False)
+    else:
+        out = console()
+        scan_report.scan_tables(out, result)
+        if result.health is not None:
+            tables.scheduler(out, result.health)
+        if calendar:
+            scan_report.calendars(out, result.calendars)
+    if output is not None:
+        scan_report.save(output, result)
+    if result.has_gaps:
+        sys.exit(EXIT_FAILED)
+
+
+@click.command(epilog=EXIT_CODES)
+@json_option("Print JSON instead of a table.")
+@pass_state
+def jobs(state: State, as_json: bool) -> None:
+    """List the configured jobs: schedule, last success, next due, done/expected periods.
+
+    Example: catchup jobs --json
+    """
+    from ..render import json, tables
+
+    result = state.app().jobs()
+    if as_json:
+        click.echo(json.jobs_json(result))
+    else:
+        tables.jobs(console(), result)
+
+
+@click.command(epilog=EXIT_CODES)
+@click.argument("job")
+@click.option(
+    "--period",
+    type=When(),
+    help=f"Only this period (shows its last output too); {DATE_HELP}.",
+)
+@click.option(
+    "--limit",
+    type=click.IntRange(1, 100000),
+    default=50,
+    show_default=True,
+    help="Show at most this many attempts and changes (the report says how many there are).",
+)
+@json_option("Print JSON instead of a table.")
+@pass_state
+def history(state: State, job: str, period: str | None, limit: int, as_json: bool) -> None:
+    """Show the attempts of JOB, newest first, or of one period with --period, and the changes
+    made to it (marks, resets, pauses, schedule and start changes).
+
+    Example: catchup history billing --period 2026-10-31
+    """
+    from ..render import json, tables
+
+    result = state.app().history(job, period=period, limit=limit)
+    if as_json:
+        click.echo(json.history_json(result))
+    else:
+        tables.history(console(), result)
+
+
+@click.command(epilog=EXIT_CODES)
+@click.argument("job")
+@click.option(
+    "--from",
+    "start",
+    type=When(),
+    help=f"Start at the period containing this (default: the current period); {DATE_HELP}.",
+)
+@click.option("--count", type=click.IntRange(1, 1000), default=10, show_default=True)
+@pass_state
+def explain(state: State, job: str, start: str | None, count: int) -> None:
+    """Spell out JOB's periods: UTC and local bounds, length, and when each falls due, with
+    notes on what to watch: periods a DST change makes shorter or longer, local times a DST
+    change skips or repeats in the 400 days from the first period shown (and what systemd and
+    cron would do with them instead), a job due exactly on the hour with others.
+
+    Example: catchup explain billing --count 5
+    """
+    from ..render import tables
+
+    tables.explanation(console(), state.app().explain(job, start=start, count=count))

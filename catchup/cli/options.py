@@ -1,0 +1,114 @@
+"""What the commands share: the exit codes they document, the value types they parse, and the
+option bundles (jobs, window, format, actor, reason) written once. Imports only click, so
+``catchup --help`` stays fast."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import click
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+EXIT_CODES = """\b
+Exit codes:
+  0    done, or nothing to do (including "another replica has it")
+  1    gaps found (scan), or a period failed (run, tick, replay)
+  2    usage or configuration error
+  3    database unreachable or database error
+  130  interrupted"""
+
+DOCTOR_EXIT_CODES = """\b
+Exit codes:
+  0    nothing serious found
+  1    something serious: the config, or the database
+  130  interrupted"""
+
+DATE_HELP = "a date is the job's local midnight, a time with Z or an offset is absolute"
+
+
+class When(click.ParamType):  # type: ignore[type-arg]
+    """A date or time, checked for form here and read once the job is known: a bare date (or a
+    time without an offset) is in each job's own time zone; ``Z`` or an offset is absolute."""
+
+    name = "DATE"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        from ..config import parse_instant
+
+        try:
+            parse_instant(value)
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+        return value
+
+
+class Reason(click.ParamType):  # type: ignore[type-arg]
+    """Why a person changed the ledger: kept in the audit trail, so it must say something."""
+
+    name = "TEXT"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        from ..api import reason_problem
+
+        problem = reason_problem(str(value))
+        if problem is not None:
+            self.fail(problem, param, ctx)
+        return str(value)
+
+
+def jobs_option[F: Callable[..., Any]](f: F) -> F:
+    """``--job J`` (repeatable): the jobs to act on, every job when none is given."""
+    return click.option(
+        "--job",
+        "job_names",
+        multiple=True,
+        metavar="JOB",
+        help="Only this job (repeatable; default: every job).",
+    )(f)
+
+
+def window_options(*, since_required: bool = False) -> Callable[[F], F]:
+    """``--since`` and ``--until``: which period starts, in each job's own zone."""
+
+    def apply(f: F) -> F:
+        f = click.option(
+            "--until",
+            type=When(),
+            help=f"Period starts before this (exclusive); {DATE_HELP}.",
+        )(f)
+        return click.option(
+            "--since",
+            type=When(),
+            required=since_required,
+            help=f"First period start (inclusive); {DATE_HELP}.",
+        )(f)
+
+    return apply
+
+
+def json_option(what: str) -> Callable[[F], F]:
+    return click.option("--json", "as_json", is_flag=True, help=what)
+
+
+def actor_option[F: Callable[..., Any]](f: F) -> F:
+    return click.option(
+        "--actor", metavar="WHO", help="Who made the change (default: $USER@host)."
+    )(f)
+
+
+def reason_option(*, required: bool) -> Callable[[F], F]:
+    return click.option(
+        "--reason", type=Reason(), required=required, help="Why; kept in the history."
+    )
+
+
+def every_option[F: Callable[..., Any]](f: F) -> F:
+    return click.option(
+        "--every",
+        type=click.IntRange(1, 59),
+        default=5,
+        show_default=True,
+        help="Minutes between ticks.",
+    )(f)

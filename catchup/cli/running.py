@@ -1,0 +1,151 @@
+"""``run``, ``tick`` and ``replay``: the commands that run periods through the claim path."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import click
+
+from .base import State, console, exit_for_batch, exit_for_outcome, pass_state, stop_signals
+from .options import DATE_HELP, EXIT_CODES, When, jobs_option, json_option, window_options
+
+if TYPE_CHECKING:
+    from ..models import Outcome
+
+
+@click.command(epilog=EXIT_CODES)
+@click.argument("job")
+@click.option(
+    "--period",
+    type=When(),
+    help=f"The period start to run (default: the latest due); {DATE_HELP}.",
+)
+@json_option("Print the outcome as JSON.")
+@pass_state
+def run(state: State, job: str, period: str | None, as_json: bool) -> None:
+    """Run one period of JOB through the claim path.
+
+    Without --period, runs the latest due period. Exits 0 when the period succeeded, was already
+    done, another replica has it, or nothing is due yet; 1 when the job failed.
+
+    Example: catchup run billing --period 2026-10-31
+    """
+    from ..render import json, tables
+    from ..results import NotDue
+
+    app = state.app()
+    with stop_signals() as stop:
+        result = app.run(job, period, interrupted=stop, stream=not as_json)
+    if isinstance(result, NotDue):
+        if as_json:
+            click.echo(json.dumps(json.not_due_json(result)))
+        else:
+            tables.not_due(console(), result)
+        return
+    if as_json:
+        click.echo(json.dumps(json.outcome_json(result)))
+    else:
+        tables.outcome(console(), result)
+    exit_for_outcome(result)
+
+
+@click.command(epilog=EXIT_CODES)
+@jobs_option
+@json_option("Print the periods and totals as JSON.")
+@click.option("-v", "--verbose", is_flag=True, help="Also print the periods that were skipped.")
+@pass_state
+def tick(state: State, job_names: tuple[str, ...], as_json: bool, verbose: bool) -> None:
+    """Run everything due, per each job's catch-up policy: what one scheduler calls.
+
+    Call it every few minutes from one Kubernetes CronJob, systemd timer or cron entry. Each
+    job runs the due periods its policy allows (catchup = all | latest | none, within
+    catchup_window, at most max_per_tick), oldest first; paused jobs are skipped; failed
+    periods wait for their backoff. Safe when several replicas tick at once.
+
+    Example: */5 * * * * catchup -q tick
+    """
+    from ..render import json, tables
+
+    out = console()
+
+    def show(outcome: Outcome) -> None:
+        if verbose or outcome.status != "skipped":
+            tables.outcome(out, outcome)
+
+    app = state.app()
+    with stop_signals() as stop:
+        result = app.tick(jobs=job_names, interrupted=stop, on_done=None if as_json else show)
+    if as_json:
+        click.echo(json.batch_json(result))
+    else:
+        tables.tick_summary(out, result)
+    exit_for_batch(result)
+
+
+@click.command(epilog=EXIT_CODES)
+@window_options(since_required=True)
+@jobs_option
+@click.option("--max", "limit", type=click.IntRange(min=1), help="Run at most this many periods.")
+@click.option(
+    "--workers",
+    type=click.IntRange(1, 64),
+    default=1,
+    show_default=True,
+    help="Periods run at once in this process (overlap = forbid still holds).",
+)
+@click.option("--dry-run", is_flag=True, help="Print what would run; write nothing.")
+@click.option("--stop-on-failure", is_flag=True, help="Start nothing new after a failure.")
+@click.option(
+    "--retry-exhausted", is_flag=True, help="Also run failed periods that have no attempts left."
+)
+@json_option("Print the periods and totals as JSON.")
+@pass_state
+def replay(
+    state: State,
+    since: str,
+    until: str | None,
+    job_names: tuple[str, ...],
+    limit: int | None,
+    workers: int,
+    dry_run: bool,
+    stop_on_failure: bool,
+    retry_exhausted: bool,
+    as_json: bool,
+) -> None:
+    """Run the gaps that scan finds, oldest first, through the same claim path as run.
+
+    Missing, failed and stale periods are run (a failed one at once, without waiting for its
+    backoff); exhausted ones only with --retry-exhausted. A period another process is running,
+    or that succeeds meanwhile, is skipped, so several replays (and ticks) on several hosts can
+    share one backlog. Ctrl-C stops the running periods, records them as interrupted (left for
+    a retry) and exits 130. --since 2026-11-25 is each job's own local midnight.
+
+    Example: catchup replay --since 2026-10-01 --job billing --workers 4
+    """
+    from ..render import json, tables
+
+    out = console()
+    app = state.app()
+    show_progress = out.is_terminal and not as_json and not dry_run
+    with stop_signals() as stop, tables.Progress(out, show_progress) as bar:
+        result = app.replay(
+            since=since,
+            until=until,
+            jobs=job_names,
+            limit=limit,
+            workers=workers,
+            dry_run=dry_run,
+            stop_on_failure=stop_on_failure,
+            retry_exhausted=retry_exhausted,
+            interrupted=stop,
+            on_plan=bar.plan,
+            on_start=bar.start,
+            on_done=None if as_json else bar.done,
+        )
+    if as_json:
+        click.echo(json.batch_json(result))
+    elif dry_run:
+        tables.plan(out, result)
+    else:
+        tables.batch_summary(out, "replay", result)
+    exit_for_batch(result)

@@ -1,0 +1,16 @@
+"""The data-access layer: every statement catchup sends goes through :class:`Ledger` (its
+text in ``sql/``) and comes back as a typed row or value. Nothing else runs SQL."""
+
+from __future__ import annotations
+
+from .base import LedgerBase
+from .changes import Changes
+from .claims import ClaimPath
+from .scans import Scanning
+from .tools import Tools
+
+__all__ = ["Ledger", "LedgerBase"]
+
+
+class Ledger(ClaimPath, Changes, Scanning, Tools):
+    """The ledger in ``schema``, through one autocommit connection."""

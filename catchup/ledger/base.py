@@ -1,0 +1,177 @@
+"""The ledger's base: the connection and schema, migrations, the database clock, the jobs and
+their recorded schedules. Every statement of catchup goes through a method of
+:class:`catchup.ledger.Ledger` (this class and its parts) and comes back as a typed row."""
+
+from __future__ import annotations
+
+from contextlib import AbstractContextManager
+from datetime import datetime
+from typing import Any
+
+import psycopg
+from psycopg import errors as pg_errors
+from psycopg.rows import class_row
+
+from .. import sqlfiles
+from ..models import JobRow
+from ..schedule import Plan, Recorded, iso_utc
+from ..vocabulary import EventAction
+
+
+class LedgerBase:
+    """The ledger in ``schema``, through one autocommit connection: the schema and the jobs."""
+
+    def __init__(self, conn: psycopg.Connection[Any], schema: str) -> None:
+        self.conn = conn
+        self.schema = schema
+
+    def _q(self, name: str) -> psycopg.sql.Composed:
+        return sqlfiles.query(name, self.schema)
+
+    def holds_jobs(self, names: list[str]) -> bool:
+        """This schema already keeps a ledger for one of ``names``."""
+        try:
+            row = self.conn.execute(self._q("ledger_holds_jobs"), {"names": names}).fetchone()
+        except (pg_errors.UndefinedTable, pg_errors.InvalidSchemaName):
+            return False
+        return bool(row and row[0])
+
+    def create_database(self, name: str) -> bool:
+        """CREATE DATABASE ``name``; False when another process made it first."""
+        try:
+            self.conn.execute(sqlfiles.query_naming("create_database", self.schema, database=name))
+        except pg_errors.DuplicateDatabase:
+            return False
+        return True
+
+    # -- schema ------------------------------------------------------------------------------
+
+    def version(self) -> int:
+        """The applied schema version; 0 when the schema does not exist yet."""
+        try:
+            row = self.conn.execute(self._q("schema_version")).fetchone()
+        except (pg_errors.UndefinedTable, pg_errors.InvalidSchemaName):
+            return 0
+        return int(row[0]) if row else 0
+
+    def ensure_schema(self) -> list[str]:
+        """Apply pending migrations, if any; returns the names applied."""
+        latest = max(v for v, _, _ in sqlfiles.migrations())
+        if self.version() >= latest:
+            return []
+        return self.migrate()
+
+    def transaction(self) -> AbstractContextManager[Any]:
+        """One transaction around several of these calls (a mark, a reset, a pause)."""
+        return self.conn.transaction()
+
+    def migrate(self) -> list[str]:
+        """Apply pending migrations in one transaction, serialised across processes."""
+        applied = []
+        with self.conn.transaction():
+            self.conn.execute(self._q("lock_migrations"), {"schema": self.schema})
+            self.conn.execute(self._q("create_schema"))
+            current = self.version()
+            for version, name, text in sqlfiles.migrations():
+                if version <= current:
+                    continue
+                self.conn.execute(sqlfiles.migration(text, self.schema))
+                self.conn.execute(self._q("record_migration"), {"version": version, "name": name})
+                applied.append(name)
+        return applied
+
+    # -- jobs --------------------------------------------------------------------------------
+
+    def register_jobs(self, names: list[str]) -> dict[str, JobRow]:
+        """Give every job a stable id (created on first sight); returns them by name."""
+        self.conn.execute(self._q("register_jobs"), {"names": names})
+        return self.job_rows(names)
+
+    def schedules(self, job_ids: list[int]) -> dict[int, tuple[datetime | None, list[Recorded]]]:
+        """Each job's recorded start and schedules, oldest first."""
+        found: dict[int, tuple[datetime | None, list[Recorded]]] = {}
+        for job_id, start, since, text, zone in self.conn.execute(
+            self._q("job_schedules"), {"job_ids": job_ids}
+        ):
+            rows = found.setdefault(job_id, (start, []))[1]
+            if since is not None:
+                rows.append(Recorded(since, text, zone))
+        return found
+
+    def record_schedule(self, job_id: int, decide: Any, start: datetime, actor: str) -> Plan:
+        """Bring the job's recorded schedule and start in line with its config, under a row lock
+        so replicas that notice one change at once record it once. ``decide(recorded, now)``
+        gives the :class:`~catchup.schedule.Plan` for the rows as they are now."""
+        with self.conn.transaction():
+            self.conn.execute(self._q("lock_job_row"), {"job_id": job_id})
+            recorded_start, rows = self.schedules([job_id]).get(job_id, (None, []))
+            now = self.now()
+            chosen: Plan = decide(rows, now)
+            if chosen.drop_after is not None:
+                self.conn.execute(
+                    self._q("drop_schedules"), {"job_id": job_id, "after": chosen.drop_after}
+                )
+            if chosen.add is not None:
+                self.conn.execute(
+                    self._q("add_schedule"),
+                    {
+                        "job_id": job_id,
+                        "since": chosen.add.since,
+                        "schedule": chosen.add.schedule,
+                        "timezone": chosen.add.timezone,
+                        "actor": actor,
+                    },
+                )
+                if chosen.previous is not None:
+                    old, new = chosen.previous, chosen.add
+                    self._change(
+                        job_id,
+                        EventAction.schedule,
+                        new.since,
+                        f"{old.schedule} ({old.timezone})",
+                        f"{new.schedule} ({new.timezone}) from {iso_utc(new.since)}",
+                        actor,
+                    )
+            if recorded_start != start:
+                if recorded_start is not None:
+                    self._change(
+                        job_id,
+                        EventAction.start,
+                        start,
+                        iso_utc(recorded_start),
+                        f"start {iso_utc(start)}",
+                        actor,
+                    )
+                self.conn.execute(self._q("set_job_start"), {"job_id": job_id, "start": start})
+        return chosen
+
+    def _change(
+        self,
+        job_id: int,
+        action: EventAction,
+        since: datetime,
+        previous: str,
+        now_is: str,
+        actor: str,
+    ) -> None:
+        self.conn.execute(
+            self._q("record_change"),
+            {
+                "job_id": job_id,
+                "since": since,
+                "action": action,
+                "previous": previous,
+                "now_is": now_is,
+                "actor": actor,
+            },
+        )
+
+    def job_rows(self, names: list[str]) -> dict[str, JobRow]:
+        """The jobs already known to the ledger, by name; writes nothing."""
+        with self.conn.cursor(row_factory=class_row(JobRow)) as cur:
+            return {row.name: row for row in cur.execute(self._q("job_ids"), {"names": names})}
+
+    def now(self) -> datetime:
+        row = self.conn.execute(self._q("server_now")).fetchone()
+        assert row is not None
+        return row[0]  # type: ignore[no-any-return]

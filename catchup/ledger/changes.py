@@ -1,0 +1,113 @@
+"""Reading a job's history, and the changes people make (mark, reset, pause, resume) with
+their audit trail; the scheduler's ticks."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from psycopg.rows import class_row
+
+from ..models import EventRow, HistoryRow, JobSummary, LockedRow
+from ..schedule import Period
+from ..vocabulary import EventAction
+from .base import LedgerBase
+
+
+class Changes(LedgerBase):
+    def job_summary(self, job_id: int, since: datetime, until: datetime) -> JobSummary:
+        with self.conn.cursor(row_factory=class_row(JobSummary)) as cur:
+            row = cur.execute(
+                self._q("job_summary"), {"job_id": job_id, "since": since, "until": until}
+            ).fetchone()
+        assert row is not None
+        return row
+
+    def history(
+        self, job: str, period_start: datetime | None = None, limit: int = 50
+    ) -> tuple[list[HistoryRow], int]:
+        """The newest ``limit`` attempts, and how many there are in all."""
+        with self.conn.cursor(row_factory=class_row(HistoryRow)) as cur:
+            rows = cur.execute(
+                self._q("history"), {"job": job, "period_start": period_start, "limit": limit}
+            ).fetchall()
+        return rows, rows[0].total if rows else 0
+
+    def record_tick(self, host: str) -> datetime | None:
+        """Record this tick; returns the time of the previous one, if any."""
+        row = self.conn.execute(self._q("record_tick"), {"host": host}).fetchone()
+        return row[0] if row else None
+
+    # -- reconciliation, pausing, the scheduler's pulse ---------------------------------------
+
+    def lock_periods(self, job_id: int, starts: list[datetime]) -> list[LockedRow]:
+        """The rows of ``starts`` that exist, locked until the transaction ends."""
+        with self.conn.cursor(row_factory=class_row(LockedRow)) as cur:
+            return cur.execute(
+                self._q("lock_periods"), {"job_id": job_id, "starts": starts}
+            ).fetchall()
+
+    def mark_periods(self, job_id: int, periods: list[Period], note: str) -> list[datetime]:
+        rows = self.conn.execute(
+            self._q("mark_periods"),
+            {
+                "job_id": job_id,
+                "starts": [p.start for p in periods],
+                "ends": [p.end for p in periods],
+                "note": note,
+            },
+        ).fetchall()
+        return [row[0] for row in rows]
+
+    def reset_periods(self, job_id: int, starts: list[datetime], note: str) -> list[datetime]:
+        rows = self.conn.execute(
+            self._q("reset_periods"), {"job_id": job_id, "starts": starts, "note": note}
+        ).fetchall()
+        return [row[0] for row in rows]
+
+    def record_events(
+        self,
+        job_id: int,
+        action: EventAction,
+        starts: list[datetime | None],
+        previous: list[str | None],
+        reason: str | None,
+        actor: str,
+    ) -> None:
+        self.conn.execute(
+            self._q("record_events"),
+            {
+                "job_id": job_id,
+                "action": action,
+                "starts": starts,
+                "previous": previous,
+                "reason": reason,
+                "actor": actor,
+            },
+        )
+
+    def pause_job(self, job_id: int) -> datetime:
+        row = self.conn.execute(self._q("pause_job"), {"job_id": job_id}).fetchone()
+        assert row is not None
+        return row[0]  # type: ignore[no-any-return]
+
+    def resume_job(self, job_id: int) -> bool:
+        """Resume the job; False when it was not paused."""
+        return self.conn.execute(self._q("resume_job"), {"job_id": job_id}).fetchone() is not None
+
+    def events(
+        self, job_id: int, period_start: datetime | None, limit: int
+    ) -> tuple[list[EventRow], int]:
+        """The newest ``limit`` changes, and how many there are in all."""
+        with self.conn.cursor(row_factory=class_row(EventRow)) as cur:
+            rows = cur.execute(
+                self._q("events"),
+                {"job_id": job_id, "period_start": period_start, "limit": limit},
+            ).fetchall()
+        return rows, rows[0].total if rows else 0
+
+    def recent_ticks(self, limit: int = 50) -> list[tuple[str, datetime]]:
+        rows = self.conn.execute(self._q("recent_ticks"), {"limit": limit}).fetchall()
+        return [(row[0], row[1]) for row in rows]
+
+    def crowded_minutes(self) -> list[tuple[datetime, list[str]]]:
+        return [(row[0], list(row[1])) for row in self.conn.execute(self._q("crowded_minutes"))]

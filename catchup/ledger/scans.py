@@ -1,0 +1,90 @@
+"""The scan's statements: one read-only snapshot, the coverage a scan has verified, the rows
+that are not succeeded (through a server-side cursor), the holes between rows, and the
+coverage a scan learns. The gaps-and-islands logic around them is in :mod:`catchup.scan`."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime
+from typing import Any
+
+import psycopg
+
+from ..models import Island
+from .base import LedgerBase
+
+UNFINISHED_BATCH = 20_000
+
+
+class Scanning(LedgerBase):
+    @contextmanager
+    def scan_snapshot(self) -> Iterator[None]:
+        """One read-only, repeatable-read transaction, in UTC: the coverage and the rows it
+        vouches for are read from the same snapshot."""
+        with self.conn.transaction():
+            self.conn.execute(self._q("scan_snapshot"))
+            self.conn.execute(self._q("scan_settings"))
+            yield
+
+    def scan_states(self, job_ids: list[int]) -> dict[int, tuple[str, int]]:
+        """Per job: the signature its coverage is valid for, and its generation."""
+        rows = self.conn.execute(self._q("scan_state"), {"job_ids": job_ids})
+        return {job_id: (sig, generation) for job_id, sig, generation in rows}
+
+    def coverage(self, window: dict[str, Any]) -> list[tuple[int, datetime, datetime]]:
+        """Verified ranges (job, first, last) inside each job's window."""
+        return [(j, a, b) for j, a, b in self.conn.execute(self._q("coverage"), window)]
+
+    def unfinished_islands(self, pieces: dict[str, Any]) -> Iterator[tuple[int, Island]]:
+        """Runs of rows that are not succeeded, per fixed-step piece, grouped in SQL. Possibly
+        millions: read in batches through a server-side cursor, and a one-period island shares
+        one datetime for first and last."""
+        with self.conn.cursor(name="catchup_scan_unfinished", binary=True) as cur:
+            cur.itersize = UNFINISHED_BATCH
+            cur.execute(self._q("scan_unfinished"), pieces)
+            while batch := cur.fetchmany(cur.itersize):
+                for job_id, state, first, last, count in batch:
+                    yield job_id, Island(state, first, first if count == 1 else last, count)
+
+    def unfinished_rows(self, pieces: dict[str, Any]) -> Iterator[tuple[int, str, datetime]]:
+        """Rows that are not succeeded, one by one (wall-clock pieces are grouped in Python)."""
+        yield from self.conn.execute(self._q("scan_unfinished_rows"), pieces)
+
+    def missing_ranges(self, holes: dict[str, Any]) -> list[tuple[int, datetime, datetime]]:
+        """Runs of periods with no row, in fixed-step pieces no coverage vouches for."""
+        return [(j, a, b) for j, a, b in self.conn.execute(self._q("scan_missing"), holes)]
+
+    def listed_missing(self, listed: dict[str, Any]) -> list[tuple[int, datetime, datetime, int]]:
+        """Runs of listed period starts with no row."""
+        rows = self.conn.execute(self._q("scan_listed_missing"), listed)
+        return [(j, a, b, n) for j, a, b, n in rows]
+
+    def full_piece(self, statement: str, params: dict[str, Any]) -> list[Island]:
+        """The plain detector over one piece: every period classified by ``period_state()``."""
+        rows = self.conn.execute(self._q(statement), params)
+        return [Island(state, first, last, count) for _, state, first, last, count in rows]
+
+    def last_successes(self, job_ids: list[int]) -> dict[int, datetime | None]:
+        rows = self.conn.execute(self._q("last_success"), {"job_ids": job_ids})
+        return {job_id: success for job_id, success in rows}
+
+    def record_coverage(self, state: tuple[str, int] | None, params: dict[str, Any]) -> bool:
+        """Remember which periods have rows (``params``: job_id, signature, first, until,
+        firsts, lasts), unless rows disappeared since the scan read them (the generation
+        moved). False when nothing was recorded; a read-only role records nothing."""
+        try:
+            with self.conn.transaction():
+                if state is None:
+                    if self.conn.execute(self._q("open_scan_state"), params).fetchone() is None:
+                        return False  # created meanwhile, perhaps by a deletion
+                else:
+                    current = self.conn.execute(self._q("lock_scan_state"), params).fetchone()
+                    if current is None or current[1] != state[1]:
+                        return False  # rows were removed since the scan's snapshot
+                    if current[0] != params["signature"]:
+                        self.conn.execute(self._q("reset_coverage"), params)
+                self.conn.execute(self._q("replace_coverage"), params)
+        except psycopg.errors.InsufficientPrivilege:
+            return False
+        return True

@@ -1,0 +1,61 @@
+"""Statements that are not about the ledger's periods: the doctor's probes, the embedded
+server's bootstrap, and the demo's and benchmarks' (kept in ``sql/tools.sql``)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, cast
+
+from psycopg import sql
+from psycopg.rows import class_row
+
+from .. import sqlfiles
+from ..models import Probe
+from .base import LedgerBase
+
+
+class Tools(LedgerBase):
+    # -- doctor ----------------------------------------------------------------------------
+
+    def probe(self) -> Probe:
+        """The server's clock, the port it listens on and this backend's pid."""
+        with self.conn.cursor(row_factory=class_row(Probe)) as cur:
+            row = cur.execute(self._q("doctor_probe")).fetchone()
+        assert row is not None
+        return row
+
+    def zone_walls(
+        self, zones: list[str], instants: list[datetime]
+    ) -> list[tuple[str, datetime, datetime]]:
+        """The server's local time in each zone at each instant (its time zone database)."""
+        rows = self.conn.execute(self._q("zone_walls"), {"zones": zones, "instants": instants})
+        return [(zone, t, wall) for zone, t, wall in rows]
+
+    # -- the embedded server ------------------------------------------------------------------
+
+    def set_password(self, secret: str) -> None:
+        """Give the embedded server's superuser a password (then require it)."""
+        self.conn.execute(
+            sqlfiles.query_naming("set_password", self.schema, password=sql.Literal(secret))
+        )
+
+    def reload_conf(self) -> None:
+        self.conn.execute(self._q("reload_conf"))
+
+    # -- the demo and the benchmarks (sql/tools.sql) ------------------------------------------
+
+    def demo_fill(self, params: dict[str, Any]) -> None:
+        self.conn.execute(self._q("demo_fill"), params)
+
+    def demo_fail(self, params: dict[str, Any]) -> None:
+        self.conn.execute(self._q("demo_fail"), params)
+
+    def drop_schema(self) -> None:
+        """Drop this ledger's schema: only ever the demo's throwaway one."""
+        self.conn.execute(self._q("drop_schema"))
+
+    def plain_gaps(self, params: dict[str, Any]) -> list[tuple[datetime, str | None]]:
+        """The scan benchmark's reference: every period that is not succeeded, plainly (the
+        rows as psycopg returns them, so the reference pays no conversion of ours)."""
+        rows = self.conn.execute(self._q("plain_gaps"), params).fetchall()
+        return cast(list[tuple[datetime, str | None]], rows)

@@ -1,0 +1,115 @@
+"""The scan report as documents for other programs to show: GitHub-flavoured Markdown for a CI
+job summary, and OpenMetrics gauges for a node_exporter textfile collector."""
+
+from __future__ import annotations
+
+from ..models import ScanReport
+from ..vocabulary import PeriodState
+from .scan import SUMMARY_STATES, gaps_oldest_first, when
+from .text import iso_utc, schedule_text
+
+
+def scan_markdown(report: ScanReport) -> str:
+    """A summary for a CI job summary (GitHub-flavoured Markdown)."""
+    total = sum(len(job.gaps) for job in report.jobs)
+    head = "no gaps" if not total else f"{total} gap range{'s' if total != 1 else ''}"
+    lines = [
+        f"### catchup scan: {head}",
+        "",
+        f"Periods starting {iso_utc(report.since)} .. {iso_utc(report.until)}, "
+        f"database clock {iso_utc(report.generated_at)}.",
+        "",
+        "| job | schedule | expected | "
+        + " | ".join(SUMMARY_STATES)
+        + " | oldest gap | last success |",
+        "|---|---|--:|" + "--:|" * len(SUMMARY_STATES) + "---|---|",
+    ]
+    for job in report.jobs:
+        c = job.counts
+        name = _md(job.job) + (" (paused)" if job.paused else "")
+        oldest = when(job, job.gaps[0].first) if job.gaps else "-"
+        last = when(job, job.last_success) if job.last_success else "never"
+        counts = " | ".join(str(c[state]) for state in SUMMARY_STATES)
+        lines.append(
+            f"| {name} | {_md(schedule_text(job.schedule, job.timezone))} | {job.expected} "
+            f"| {counts} | {_md(oldest)} | {_md(last)} |"
+        )
+    if total:
+        lines += ["", "| job | state | first | last | periods |", "|---|---|---|---|--:|"]
+        for job, gap in gaps_oldest_first(report):
+            lines.append(
+                f"| {_md(job.job)} | {gap.state} | {_md(when(job, gap.first))} "
+                f"| {_md(when(job, gap.last))} | {gap.periods} |"
+            )
+    health = report.health
+    if health is not None:
+        lines.append("")
+        if health.last_tick is not None:
+            host = _md(health.last_host or "")
+            lines.append(f"Scheduler: last tick {iso_utc(health.last_tick)} from {host}.")
+        lines += [f"> **warning:** {_md(w)}" for w in health.warnings]
+    return "\n".join(lines) + "\n"
+
+
+def _md(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+METRICS = (
+    ("catchup_missing_periods", "Due periods of the job that have no run.", PeriodState.missing),
+    ("catchup_failed_periods", "Periods that failed and will be retried.", PeriodState.failed),
+    (
+        "catchup_exhausted_periods",
+        "Periods that failed with no attempts left.",
+        PeriodState.exhausted,
+    ),
+    ("catchup_stale_periods", "Periods running with an expired lease.", PeriodState.stale),
+    ("catchup_running_periods", "Periods running with a live lease.", PeriodState.running),
+)
+
+
+def scan_openmetrics(report: ScanReport) -> str:
+    """Gauges per job for a node_exporter textfile collector (OpenMetrics text format)."""
+    out: list[str] = []
+
+    def family(name: str, help_text: str, unit: str = "") -> None:
+        out.append(f"# TYPE {name} gauge")
+        if unit:
+            out.append(f"# UNIT {name} {unit}")
+        out.append(f"# HELP {name} {help_text}")
+
+    for name, help_text, state in METRICS:
+        family(name, help_text)
+        for job in report.jobs:
+            out.append(f'{name}{{job="{_label(job.job)}"}} {job.counts[state]}')
+    family("catchup_paused", "1 when the job is paused.")
+    for job in report.jobs:
+        out.append(f'catchup_paused{{job="{_label(job.job)}"}} {int(job.paused)}')
+    family(
+        "catchup_last_success_timestamp_seconds", "Start of the newest succeeded period.", "seconds"
+    )
+    for job in report.jobs:
+        if job.last_success is not None:
+            out.append(
+                f'catchup_last_success_timestamp_seconds{{job="{_label(job.job)}"}} '
+                f"{job.last_success.timestamp():.0f}"
+            )
+    family("catchup_oldest_gap_timestamp_seconds", "Start of the oldest gap period.", "seconds")
+    for job in report.jobs:
+        if job.gaps:
+            out.append(
+                f'catchup_oldest_gap_timestamp_seconds{{job="{_label(job.job)}"}} '
+                f"{job.gaps[0].first.timestamp():.0f}"
+            )
+    health = report.health
+    if health is not None and health.last_tick is not None:
+        family("catchup_last_tick_timestamp_seconds", "When `catchup tick` last ran.", "seconds")
+        out.append(f"catchup_last_tick_timestamp_seconds {health.last_tick.timestamp():.0f}")
+    family("catchup_scan_timestamp_seconds", "When the scan ran (database clock).", "seconds")
+    out.append(f"catchup_scan_timestamp_seconds {report.generated_at.timestamp():.0f}")
+    out.append("# EOF")
+    return "\n".join(out) + "\n"
+
+
+def _label(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")

@@ -1,0 +1,194 @@
+"""JSON for scripts: UTC times with ``Z``, and every period as UTC ``start`` and ``end`` plus
+the ``label`` people see (``period`` repeats the start, as scripts written for 0.1 read it)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from datetime import datetime
+from typing import Any
+
+from ..models import Island, JobScan, Outcome, ScanReport
+from ..replay import Batch
+from ..results import History, JobsReport, NotDue
+from .text import iso_utc
+
+
+def dumps(value: object, *, indent: int | None = None) -> str:
+    return json.dumps(value, indent=indent, ensure_ascii=False)
+
+
+def period_json(start: datetime, end: datetime, label: str) -> dict[str, str]:
+    """How JSON names a period everywhere."""
+    return {"period": iso_utc(start), "start": iso_utc(start), "end": iso_utc(end), "label": label}
+
+
+def outcome_json(result: Outcome) -> dict[str, Any]:
+    return {
+        "job": result.job,
+        **period_json(result.period.start, result.period.end, result.label),
+        "attempt": result.attempt,
+        "status": result.status,
+        "detail": result.detail or None,
+        "exit_code": result.exit_code,
+        "seconds": None if result.seconds is None else round(result.seconds, 3),
+    }
+
+
+def not_due_json(result: NotDue) -> dict[str, Any]:
+    return {
+        "job": result.job,
+        "status": "not-due",
+        "first": period_json(result.first.start, result.first.end, result.label),
+        "due": iso_utc(result.due),
+    }
+
+
+def batch_json(batch: Batch) -> str:
+    """``{"dry_run", "periods": [{"job", "period", "start", "end", "label", "attempt",
+    "status", "detail"}, ...], "totals": {...}}``: what a replay or tick did, or (a dry run)
+    would do."""
+    if batch.dry_run:
+        periods = [
+            {
+                "job": p.job.name,
+                **period_json(p.period.start, p.period.end, p.job.label(p.period.start)),
+                "attempt": None,
+                "status": p.state,
+            }
+            for p in batch.plan
+        ]
+        return dumps({"dry_run": True, "periods": periods, "totals": {"planned": batch.planned}})
+    return dumps(
+        {
+            "dry_run": False,
+            "periods": [
+                {
+                    "job": o.job,
+                    **period_json(o.period.start, o.period.end, o.label),
+                    "attempt": o.attempt,
+                    "status": o.status,
+                    "detail": o.detail or None,
+                }
+                for o in batch.outcomes
+            ],
+            "totals": batch.totals,
+        }
+    )
+
+
+def jobs_json(report: JobsReport) -> str:
+    return dumps(
+        [
+            {
+                "job": line.job,
+                "schedule": line.schedule,
+                "timezone": line.timezone,
+                "first_period": line.first_period,
+                "last_success": line.last_success,
+                "next_due": iso_utc(line.next_due) if line.next_due else None,
+                "expected": line.expected,
+                "done": line.done,
+                "running": line.running,
+                "failed": line.failed,
+                "paused": line.paused,
+            }
+            for line in report.lines
+        ],
+        indent=2,
+    )
+
+
+def history_json(history: History) -> str:
+    return dumps(
+        {
+            "attempts": [
+                {
+                    "period": iso_utc(row.period_start),
+                    "label": history.label(row.period_start),
+                    "attempt": row.attempt,
+                    "status": row.status,
+                    "owner": row.owner,
+                    "started_at": iso_utc(row.started_at),
+                    "finished_at": iso_utc(row.finished_at) if row.finished_at else None,
+                    "exit_code": row.exit_code,
+                    "error": row.error,
+                }
+                for row in history.attempts
+            ],
+            "total_attempts": history.total_attempts,
+            "changes": [
+                {
+                    "period": iso_utc(e.period_start) if e.period_start else None,
+                    "label": history.label(e.period_start) if e.period_start else None,
+                    "action": e.action,
+                    "previous": e.previous,
+                    "reason": e.reason,
+                    "actor": e.actor,
+                    "at": iso_utc(e.at),
+                }
+                for e in history.changes
+            ],
+            "total_changes": history.total_changes,
+        },
+        indent=2,
+    )
+
+
+def _gap_json(job: JobScan, gap: Island) -> dict[str, object]:
+    return {
+        "status": gap.state,
+        "first": iso_utc(gap.first),
+        "last": iso_utc(gap.last),
+        "periods": gap.periods,
+        "first_label": job.label(gap.first),
+        "last_label": job.label(gap.last),
+    }
+
+
+def scan_json(report: ScanReport) -> str:
+    """Exactly the shape documented in DESIGN.md (plus ``paused`` per job, and labels)."""
+    return "".join(scan_json_chunks(report))
+
+
+def scan_json_chunks(report: ScanReport) -> Iterator[str]:
+    """:func:`scan_json` in pieces, so a huge report is written without being built whole."""
+    yield (
+        json.dumps(
+            {
+                "generated_at": iso_utc(report.generated_at),
+                "since": iso_utc(report.since),
+                "until": iso_utc(report.until),
+            }
+        )[:-1]
+        + ', "jobs": ['
+    )
+    for n, job in enumerate(report.jobs):
+        head = dumps(
+            {
+                "job": job.job,
+                "schedule": job.schedule,
+                "timezone": job.timezone,
+                "expected": job.expected,
+                **{str(state): count for state, count in _counts(job)},
+                "paused": job.paused,
+            }
+        )
+        yield (", " if n else "") + head[:-1] + ', "gaps": ['
+        batch: list[str] = []
+        for i, gap in enumerate(job.gaps):
+            batch.append((", " if i else "") + dumps(_gap_json(job, gap)))
+            if len(batch) >= 1000:
+                yield "".join(batch)
+                batch = []
+        yield "".join(batch) + "]}"
+    yield "]}"
+
+
+# the order of the counts in scan --json (DESIGN.md)
+JSON_STATES = ("succeeded", "waived", "running", "missing", "failed", "exhausted", "stale")
+
+
+def _counts(job: JobScan) -> Sequence[tuple[str, int]]:
+    by_name = {str(state): count for state, count in job.counts.items()}
+    return [(state, by_name[state]) for state in JSON_STATES]

@@ -1,0 +1,72 @@
+"""The one formatter of each kind every renderer uses: stored text made safe to print, the
+colour and glyph of each state, instants, durations and a job's schedule.
+
+Period labels come from the job (:meth:`catchup.config.Job.label`, carried by results as a
+``label`` or a ``labeler``); durations are :func:`catchup.schedule.span`; instants are
+:func:`catchup.schedule.iso_utc`. Re-exported here so renderers import them from one place.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+
+from ..schedule import is_utc, iso_utc, span
+
+__all__ = ["GLYPH", "LEGEND", "STYLE", "iso_utc", "safe", "schedule_text", "seconds", "span"]
+
+STYLE = {
+    "succeeded": "green",
+    "waived": "cyan",
+    "running": "blue",
+    "skipped": "dim",
+    "failed": "red",
+    "exhausted": "bold red",
+    "lost": "magenta",
+    "interrupted": "yellow",
+    "error": "bold red",
+    "missing": "yellow",
+    "stale": "magenta",
+}
+
+# A distinct glyph per state, so the calendar reads without colour too (pipes, NO_COLOR).
+GLYPH = {
+    "succeeded": "■",
+    "waived": "▣",
+    "running": "▶",
+    "missing": "□",
+    "stale": "◌",
+    "failed": "✗",
+    "exhausted": "✖",
+}
+LEGEND = ("succeeded", "waived", "running", "missing", "stale", "failed", "exhausted")
+
+# Bidirectional overrides and isolates reorder what a terminal shows ("Trojan Source").
+_BIDI = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+
+
+def safe(text: str, *, lines: bool = False) -> str:
+    """Text that a user or a job wrote, made fit to print: control characters (escape sequences,
+    BEL, backspace, C1 codes, DEL) and bidirectional overrides are shown escaped (``\\x1b``),
+    so nothing stored can move the cursor, retitle the terminal, or hide a link. Tabs stay;
+    newlines stay where ``lines`` (an output tail), else they are escaped too (a table cell).
+    Consoles print with markup off, so brackets are plain text as well."""
+    out = []
+    for c in text:
+        if c == "\t" or (lines and c == "\n"):
+            out.append(c)
+        elif c in _BIDI or unicodedata.category(c) == "Cc":
+            code = ord(c)
+            out.append(f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
+        else:
+            out.append(c)
+    return "".join(out)
+
+
+def schedule_text(text: str, timezone: str) -> str:
+    """A schedule as people read it: with its time zone unless that is UTC."""
+    return text if is_utc(timezone) else f"{text} ({timezone})"
+
+
+def seconds(value: float | None) -> str:
+    """How long a run took: ``12.3s``."""
+    return "" if value is None else f"{value:.1f}s"

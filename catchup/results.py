@@ -1,0 +1,109 @@
+"""What each operation of the facade returns: frozen objects, rendered by ``catchup.render``
+for people and scripts, returned as they are by the Python API (no I/O here)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Literal
+
+from .models import EventRow, HistoryRow, JobLine, SchedulerHealth
+from .schedule import Period, iso_utc
+from .vocabulary import EventAction, PeriodState
+
+
+@dataclass(frozen=True)
+class Connected:
+    """Which database a facade opened: said once on stderr by the CLI (never a password)."""
+
+    database: str
+    version: str
+    schema: str
+    note: str | None
+
+
+@dataclass(frozen=True)
+class NotDue:
+    """``run`` without ``--period`` before the job's first period is due: nothing to do."""
+
+    job: str
+    first: Period
+    label: str
+    due: datetime  # when the first period falls due (database clock)
+
+
+@dataclass(frozen=True)
+class JobsReport:
+    """``catchup jobs``: one line per job, and the scheduler's pulse."""
+
+    database: str
+    lines: tuple[JobLine, ...]
+    health: SchedulerHealth
+
+
+@dataclass(frozen=True)
+class History:
+    """``catchup history``: a job's attempts and changes, newest first, up to ``limit`` each,
+    and how many there are in all (so a report can say "50 of 169")."""
+
+    job: str
+    period: datetime | None
+    limit: int
+    attempts: tuple[HistoryRow, ...]
+    total_attempts: int
+    changes: tuple[EventRow, ...]
+    total_changes: int
+    labeler: Callable[[datetime], str] = field(default=iso_utc, compare=False, repr=False)
+
+    def label(self, start: datetime) -> str:
+        return self.labeler(start)
+
+
+@dataclass(frozen=True)
+class Change:
+    """What a mark or reset did to one period."""
+
+    job: str
+    period: Period
+    label: str
+    previous: PeriodState  # the row's status before, or missing
+    now: PeriodState
+    changed: bool  # a reset of a failed period changes it (its failures) though both say failed
+
+
+@dataclass(frozen=True)
+class Changes:
+    """The result of ``mark`` or ``reset``: what ``action`` did to each period named."""
+
+    job: str
+    action: EventAction
+    rows: tuple[Change, ...]
+
+    @property
+    def changed(self) -> int:
+        return sum(row.changed for row in self.rows)
+
+
+@dataclass(frozen=True)
+class Paused:
+    job: str
+    since: datetime
+
+
+@dataclass(frozen=True)
+class Resumed:
+    """``resume``: whether the job was paused, and the catch-up policy the next tick follows."""
+
+    job: str
+    resumed: bool
+    catchup: Literal["all", "latest", "none"]
+    catchup_window: timedelta
+    max_per_tick: int
+
+
+@dataclass(frozen=True)
+class Migrated:
+    schema: str
+    applied: tuple[str, ...]
+    version: int

@@ -1,0 +1,90 @@
+"""catchup's closed vocabulary: every state and status as an enum, equal to the strings in SQL.
+
+Members are ``StrEnum`` whose names are their values, so they compare equal to the text the
+database returns and are sent to it as that text. ``tests/integration/test_vocabulary.py``
+checks them against the ``CHECK`` lists of the migrations and what ``period_state()`` returns.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class RunStatus(StrEnum):
+    """``runs.status``: where a period's one row stands."""
+
+    running = "running"
+    succeeded = "succeeded"
+    failed = "failed"
+    waived = "waived"
+
+
+class AttemptStatus(StrEnum):
+    """``history.status``: how one attempt of a period ended."""
+
+    running = "running"
+    succeeded = "succeeded"
+    failed = "failed"
+    lost = "lost"
+    interrupted = "interrupted"
+
+
+class PeriodState(StrEnum):
+    """What a scan says of an expected period (``period_state()`` in SQL), mildest first: the
+    order a calendar cell uses to show the worst of the periods it covers."""
+
+    succeeded = "succeeded"
+    waived = "waived"
+    running = "running"
+    missing = "missing"
+    stale = "stale"
+    failed = "failed"
+    exhausted = "exhausted"
+
+    @property
+    def is_gap(self) -> bool:
+        return self in GAP_STATES
+
+
+GAP_STATES = frozenset(
+    {PeriodState.missing, PeriodState.failed, PeriodState.exhausted, PeriodState.stale}
+)
+# what replay runs without being asked for more (exhausted only with --retry-exhausted)
+REPLAYABLE = frozenset({PeriodState.missing, PeriodState.failed, PeriodState.stale})
+
+
+class Status(StrEnum):
+    """What a command did with one period (run, tick, replay): in this order in totals."""
+
+    succeeded = "succeeded"
+    failed = "failed"
+    skipped = "skipped"
+    lost = "lost"
+    interrupted = "interrupted"
+    error = "error"  # a database error on this one period (the batch goes on with the others)
+
+    @property
+    def is_failure(self) -> bool:
+        """Counts as a failed job for the exit code (1)."""
+        return self in (Status.failed, Status.lost)
+
+
+class EventAction(StrEnum):
+    """``events.action``: a change made to a job or its periods, kept in the audit trail."""
+
+    done = "done"
+    skip = "skip"
+    reset = "reset"
+    pause = "pause"
+    resume = "resume"
+    schedule = "schedule"
+    start = "start"
+
+
+class Ended(StrEnum):
+    """How a job's process or callable ended, before anything is written."""
+
+    exited = "exited"
+    timeout = "timeout"
+    lost = "lost"
+    interrupted = "interrupted"
