@@ -216,6 +216,7 @@ class Calendar:
     unit: Literal["day", "hour"]
     rows: tuple[tuple[str, tuple[str | None, ...]], ...]
     truncated: bool
+    timezone: str = "UTC"  # the zone whose local days and hours the grid shows
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ catchup, so that coverage stays true; when a person deletes rows, a trigger forg
 from __future__ import annotations
 
 import bisect
+import calendar as calendar_module
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
 from typing import Any
@@ -447,7 +448,7 @@ def calendar(job: Job, result: JobScan) -> Calendar:
     timeline = job.timeline
     tz = zone(job.timezone)
     if result.first is None or result.until is None:
-        return Calendar(job.name, "day", (), False)
+        return Calendar(job.name, "day", (), False, job.timezone)
     first, end = result.first, result.until
     starts = [i.first for i in result.islands]
 
@@ -478,18 +479,18 @@ def calendar(job: Job, result: JobScan) -> Calendar:
         truncated = len(months) > CALENDAR_MONTHS
         for month in reversed(months[:CALENDAR_MONTHS]):
             cells = []
-            for offset in range(31):
+            for offset in range(calendar_module.monthrange(month.year, month.month)[1]):
                 lo = month + timedelta(days=offset)
-                cells.append(cell(lo, lo + timedelta(days=1)) if lo.month == month.month else None)
+                cells.append(cell(lo, lo + timedelta(days=1)))
             rows.append((month.strftime("%Y-%m"), tuple(cells)))
-        return Calendar(job.name, "day", tuple(rows), truncated)
+        return Calendar(job.name, "day", tuple(rows), truncated, job.timezone)
     days = (last_day - first_day).days + 1
     shown = min(days, CALENDAR_DAYS)
     for d in range(shown - 1, -1, -1):
         day = last_day - timedelta(days=d)
         cells = [cell(day + timedelta(hours=h), day + timedelta(hours=h + 1)) for h in range(24)]
         rows.append((day.strftime("%Y-%m-%d"), tuple(cells)))
-    return Calendar(job.name, "hour", tuple(rows), days > shown)
+    return Calendar(job.name, "hour", tuple(rows), days > shown, job.timezone)
 
 
 def _bisect(starts: list[datetime], t: datetime) -> int:

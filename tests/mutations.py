@@ -38,6 +38,34 @@ class Mutation:
 
 MUTATIONS = (
     Mutation(
+        "window-order",
+        "--since not before --until is refused, in both front ends, before anything is written",
+        "catchup/scan.py",
+        '            raise ConfigError(f"--since {iso_utc(lo)} is not before '
+        '--until {iso_utc(hi)}")',
+        "            pass",
+        ("tests/integration/test_facade.py::test_bad_input_is_refused_alike_and_writes_nothing",),
+    ),
+    Mutation(
+        "local-midnight",
+        "a bare date in --since/--until is each job's own local midnight",
+        "catchup/scan.py",
+        "        return parse_instant(value, job.timezone)",
+        "        return parse_instant(value)",
+        ("tests/integration/test_labels.py::test_since_and_until_are_the_jobs_local_midnight",),
+    ),
+    Mutation(
+        "period-state-repair",
+        "a ledger migrated before period_state() existed reaches the same schema as a fresh one",
+        "sql/migrations/0006_period_state.sql",
+        "CREATE OR REPLACE FUNCTION {schema}.period_state(",
+        "CREATE OR REPLACE FUNCTION {schema}.period_state_again(",
+        (
+            "tests/integration/test_vocabulary.py::"
+            "test_a_ledger_migrated_before_period_state_existed_gets_it",
+        ),
+    ),
+    Mutation(
         "finish-fence",
         "a runner that lost its period can never overwrite the newer attempt's result",
         "sql/queries.sql",

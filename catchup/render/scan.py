@@ -92,7 +92,8 @@ def scan_tables(console: Console, report: ScanReport) -> None:
 def calendars(console: Console, grids: Sequence[Calendar]) -> None:
     """One heat map per job: a cell per day (rows are months) or per hour (rows are days)."""
     for grid in grids:
-        header = "day of month 1..31" if grid.unit == "day" else "hour of day 00..23 (UTC)"
+        unit = "day of month" if grid.unit == "day" else "hour of day 00..23"
+        header = f"{unit} ({grid.timezone})"
         console.print(Text(f"{grid.job} · {header}", style="bold"))
         if not grid.rows:
             console.print(Text("  nothing due yet", style="dim"))

@@ -1,0 +1,84 @@
+"""The closed vocabulary: the enums are exactly the SQL's CHECK lists and what period_state()
+returns; and a ledger migrated before period_state() existed reaches the same schema."""
+
+from __future__ import annotations
+
+import itertools
+import re
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import psycopg
+import pytest
+
+from catchup import sqlfiles
+from catchup.ledger import Ledger
+from catchup.vocabulary import AttemptStatus, EventAction, PeriodState, RunStatus
+
+from conftest import Database
+
+
+@pytest.fixture
+def ledger(database: Database, schema: str) -> Iterator[Ledger]:
+    conn = psycopg.connect(database.conninfo, autocommit=True)
+    ledger = Ledger(conn, schema)
+    ledger.migrate()
+    yield ledger
+    conn.close()
+
+
+def check_list(sql: Any, schema: str, table: str, column: str) -> set[str]:
+    """The values a CHECK (column IN (...)) constraint on ``table`` allows."""
+    rows = sql(
+        "SELECT pg_get_constraintdef(c.oid) FROM pg_constraint c "
+        "JOIN pg_class t ON t.oid = c.conrelid JOIN pg_namespace n ON n.oid = t.relnamespace "
+        "WHERE n.nspname = %s AND t.relname = %s AND c.contype = 'c'",
+        [schema, table],
+    )
+    found: set[str] = set()
+    for (definition,) in rows:
+        if f"({column} = ANY" in definition:
+            found |= set(re.findall(r"'(\w+)'::text", definition))
+    return found
+
+
+def test_enums_equal_the_check_lists(ledger: Ledger, sql: Any, schema: str) -> None:
+    assert check_list(sql, schema, "runs", "status") == set(RunStatus)
+    assert check_list(sql, schema, "history", "status") == set(AttemptStatus)
+    assert check_list(sql, schema, "events", "action") == set(EventAction)
+
+
+def test_period_state_returns_exactly_the_period_states(sql: Any, ledger: Ledger) -> None:
+    now = datetime(2026, 10, 1, tzinfo=UTC)
+    statuses: list[str | None] = [None, *RunStatus]
+    leases = [None, now - timedelta(seconds=1), now + timedelta(seconds=1)]
+    seen = set()
+    for status, failures, lease in itertools.product(statuses, [0, 3], leases):
+        ((state,),) = sql(
+            "SELECT {schema}.period_state(%s, %s, %s, %s, 3)", [status, failures, lease, now]
+        )
+        seen.add(state)
+    assert seen == set(PeriodState)
+
+
+def test_a_ledger_migrated_before_period_state_existed_gets_it(ledger: Ledger, sql: Any) -> None:
+    """0005 once shipped without period_state() and was edited afterwards; 0006 repairs the
+    ledgers that applied the first 0005, so they reach the same schema as a fresh one."""
+
+    def functions() -> list[tuple[Any, ...]]:
+        return sql(
+            "SELECT p.proname, pg_get_function_identity_arguments(p.oid), prosrc FROM pg_proc p "
+            "JOIN pg_namespace n ON n.oid = p.pronamespace "
+            "WHERE n.nspname = %s "
+            "ORDER BY 1, 2",
+            [ledger.schema],
+        )
+
+    fresh = functions()
+    assert "period_state" in [name for name, _, _ in fresh]
+    # as that ledger was: 0005 applied without the function, 0006 not yet
+    sql("DROP FUNCTION {schema}.period_state(text, integer, timestamptz, timestamptz, integer)")
+    sql("DELETE FROM {schema}.schema_version WHERE version > 5")
+    assert ledger.migrate() == [name for n, name, _ in sqlfiles.migrations() if n > 5]
+    assert functions() == fresh

@@ -1,0 +1,37 @@
+"""Migrations are immutable once on main: each shipped file keeps the checksum it shipped with,
+and a change goes into a new numbered migration (a ledger migrated yesterday must reach the same
+schema as a fresh one; an edited file never reaches the ledgers that applied it)."""
+
+from __future__ import annotations
+
+import hashlib
+
+from catchup import sqlfiles
+
+SHIPPED = {
+    "0001_ledger": "c5645e2fc583f0a982020ab98d4f6860e5f301d950043c01a55753ba9d6c8da5",
+    "0002_scan": "e2d99dc2d56f3339f4e83f9b4799b1e93b08a24381530cfa02040b4df296962a",
+    "0003_ticks": "7d96dda7116181c8ae1fbb0d4b6298f8d709b714ef8aeaa384989b0ad72177e3",
+    "0004_operations": "a4b2df616586f24dad312955a2790d28c88d222f5b89506776b5877e3871e8c4",
+    "0005_schedules": "fb5c889778f67f881a8e32260c5d7ce4a28183ee4728830a1572df8be2bcad93",
+    "0006_period_state": "c54bf6c0b3c8dfafb6001560debc3e68572fa09b22f6f9afd1e000484dc06fc2",
+}
+
+
+def test_shipped_migrations_are_unchanged() -> None:
+    found = {
+        name: hashlib.sha256(text.encode("utf-8")).hexdigest()
+        for _, name, text in sqlfiles.migrations()
+    }
+    changed = [name for name, digest in SHIPPED.items() if found.get(name) != digest]
+    assert not changed, (
+        f"{', '.join(changed)} changed after shipping: put the change in a new numbered "
+        "migration instead (and never edit one that is on main)"
+    )
+
+
+def test_migrations_are_numbered_one_after_another() -> None:
+    numbers = [number for number, _, _ in sqlfiles.migrations()]
+    assert numbers == list(range(1, len(numbers) + 1))
+    # a new migration is welcome; it gets its checksum here once it is on main
+    assert set(SHIPPED) <= {name for _, name, _ in sqlfiles.migrations()}
