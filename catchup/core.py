@@ -19,6 +19,7 @@ from .config import Config, Job
 from .errors import ConfigError, DatabaseError
 from .ledger import Ledger
 from .models import Claim, Finished, Outcome
+from .reconcile import reconcile
 from .runner import (
     Execution,
     JobContext,
@@ -28,7 +29,7 @@ from .runner import (
     run_callable,
     run_command,
 )
-from .schedule import Period, ScheduleError, Timeline, iso_utc, plan
+from .schedule import Period, ScheduleError, Timeline, iso_utc
 from .vocabulary import AttemptStatus, Ended, RunStatus, Status
 
 # Backoff doubles per failure up to this (sql/queries.sql: finish); longer retry_backoff wins.
@@ -74,7 +75,7 @@ class Session:
 
     def _sync(self, *, write: bool = True) -> None:
         """Register the configured jobs and record schedule or start changes (see
-        :func:`catchup.schedule.plan`); steady state is two reads and no writes."""
+        :func:`catchup.reconcile.reconcile`); steady state is two reads and no writes."""
         names = sorted(self.config.jobs)
         rows = self.ledger.register_jobs(names) if write else self.ledger.job_rows(names)
         ids = {n: r.id for n, r in rows.items()}
@@ -84,7 +85,7 @@ class Session:
             job_id = ids.get(name, -1)
             start, recorded = stored.get(job_id, (None, []))
             try:
-                chosen = plan(job.schedule, job.start, recorded, now, job.start_wall)
+                chosen = reconcile(job.schedule, job.start, recorded, now, job.start_wall)
             except ScheduleError as exc:  # a row written by another version of catchup
                 raise ConfigError(
                     f"{name}: the ledger's schedule history cannot be read here: {exc}"
@@ -92,7 +93,7 @@ class Session:
             if write and (chosen.writes or start != job.start):
                 chosen = self.ledger.record_schedule(
                     job_id,
-                    lambda rows, at, j=job: plan(j.schedule, j.start, rows, at, j.start_wall),
+                    lambda rows, at, j=job: reconcile(j.schedule, j.start, rows, at, j.start_wall),
                     job.start,
                     f"config, seen by {owner_name()}",
                 )

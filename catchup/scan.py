@@ -20,8 +20,7 @@ from .core import Session
 from .errors import ConfigError
 from .ledger import Ledger
 from .models import COUNTED_STATES, Calendar, Island, JobScan, ScanReport
-from .schedule import Calendar as CalendarSchedule
-from .schedule import Fixed, Schedule, Timeline, iso_utc, to_utc, to_wall, zone
+from .schedule import Fixed, Schedule, Timeline, WallStep, iso_utc, to_utc, to_wall, zone
 from .vocabulary import PeriodState
 
 LISTED_BATCH = 50_000  # period starts sent per statement when Python lists them
@@ -363,7 +362,7 @@ def _full_query(
     if schedule.step_sql:
         last = schedule.before(hi)  # hi may be cut short of the grid by a schedule change
         return "scan_full", {**params, "first": lo, "last": last, "step": schedule.step_sql}
-    if isinstance(schedule, CalendarSchedule):
+    if isinstance(schedule, WallStep):
         return "scan_full_calendar", {
             **params,
             "origin": schedule.origin,

@@ -14,7 +14,8 @@ from psycopg.rows import class_row
 
 from .. import sqlfiles
 from ..models import JobRow
-from ..schedule import Plan, Recorded, iso_utc
+from ..reconcile import Reconciliation, Recorded
+from ..schedule import iso_utc
 from ..vocabulary import EventAction
 
 
@@ -98,15 +99,17 @@ class LedgerBase:
                 rows.append(Recorded(since, text, zone))
         return found
 
-    def record_schedule(self, job_id: int, decide: Any, start: datetime, actor: str) -> Plan:
+    def record_schedule(
+        self, job_id: int, decide: Any, start: datetime, actor: str
+    ) -> Reconciliation:
         """Bring the job's recorded schedule and start in line with its config, under a row lock
         so replicas that notice one change at once record it once. ``decide(recorded, now)``
-        gives the :class:`~catchup.schedule.Plan` for the rows as they are now."""
+        gives the :class:`~catchup.reconcile.Reconciliation` for the rows as they are now."""
         with self.conn.transaction():
             self.conn.execute(self._q("lock_job_row"), {"job_id": job_id})
             recorded_start, rows = self.schedules([job_id]).get(job_id, (None, []))
             now = self.now()
-            chosen: Plan = decide(rows, now)
+            chosen: Reconciliation = decide(rows, now)
             if chosen.drop_after is not None:
                 self.conn.execute(
                     self._q("drop_schedules"), {"job_id": job_id, "after": chosen.drop_after}

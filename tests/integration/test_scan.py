@@ -16,8 +16,9 @@ from hypothesis import strategies as st
 from catchup.config import Job
 from catchup.ledger import Ledger
 from catchup.models import Island
+from catchup.reconcile import changed
 from catchup.scan import scan_job
-from catchup.schedule import RRule, Timeline, changed, parse_schedule
+from catchup.schedule import RRule, Timeline, parse_schedule
 
 from conftest import Database
 

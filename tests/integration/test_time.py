@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from catchup.ledger import Ledger
-from catchup.schedule import Calendar, Timeline, parse_schedule
+from catchup.schedule import Timeline, WallStep, parse_schedule
 
 from conftest import Database, Project
 
@@ -64,8 +64,8 @@ def test_sql_generator_agrees_with_python(ledger: Ledger, case: Any) -> None:
     start = start_wall.replace(tzinfo=UTC)
     line = Timeline.single(schedule, start)
     bound = line.segments[0].schedule
-    assert isinstance(bound, Calendar) or tz == "UTC"
-    if not isinstance(bound, Calendar):
+    assert isinstance(bound, WallStep) or tz == "UTC"
+    if not isinstance(bound, WallStep):
         return  # in UTC, daily and weekly are fixed steps that SQL adds itself
     lo = line.ceil(line.first + timedelta(days=offset_days))
     python = []

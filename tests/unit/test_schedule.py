@@ -10,16 +10,13 @@ from croniter import croniter
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from catchup.reconcile import Recorded, effective_from, reconcile, timeline_from
 from catchup.schedule import (
     Cron,
-    Recorded,
     ScheduleError,
     Timeline,
-    effective_from,
     parse_schedule,
     period_label,
-    plan,
-    timeline_from,
     to_utc,
     to_wall,
     zone,
@@ -380,7 +377,7 @@ def test_a_change_never_alters_a_period_that_has_begun(
     before = timeline(old, tz, start)
     seen = before.first + timedelta(seconds=after_s)
     recorded = [Recorded(start, parse_schedule(old, tz).canonical, tz)]
-    chosen = plan(parse_schedule(new, tz), start, recorded, seen)
+    chosen = reconcile(parse_schedule(new, tz), start, recorded, seen)
     after = chosen.timeline
     began = list(before.starts(before.first, seen))[-200:]
     for s in began:
@@ -402,15 +399,15 @@ def test_a_change_never_alters_a_period_that_has_begun(
 def test_daily_to_hourly_keeps_every_past_day_daily() -> None:
     seen = datetime(2026, 11, 29, 14, 23, tzinfo=UTC)
     recorded = [Recorded(START, "daily", "UTC")]
-    chosen = plan(parse_schedule("hourly"), START, recorded, seen)
+    chosen = reconcile(parse_schedule("hourly"), START, recorded, seen)
     assert chosen.add == Recorded(datetime(2026, 11, 30, tzinfo=UTC), "hourly", "UTC")
     line = chosen.timeline
     assert line.count(START, datetime(2026, 11, 30, tzinfo=UTC)) == 60  # Oct 1 … Nov 29: days
     assert line.count(datetime(2026, 11, 30, tzinfo=UTC), datetime(2026, 12, 1, tzinfo=UTC)) == 24
     # the same config seen again records nothing; going back before it takes effect drops it
-    again = plan(parse_schedule("hourly"), START, [*recorded, chosen.add], seen)
+    again = reconcile(parse_schedule("hourly"), START, [*recorded, chosen.add], seen)
     assert not again.writes
-    undo = plan(parse_schedule("daily"), START, [*recorded, chosen.add], seen)
+    undo = reconcile(parse_schedule("daily"), START, [*recorded, chosen.add], seen)
     assert undo.drop_after == seen and undo.add is None
     assert undo.timeline.count(START, datetime(2026, 12, 1, tzinfo=UTC)) == 61
 
