@@ -23,8 +23,8 @@ _EXPORTS = {
     "Catchup": "catchup.api",
     "make_job": "catchup.config",
     "load_config": "catchup.config",
-    "Config": "catchup.config",
-    "Job": "catchup.config",
+    "Config": "catchup.job",
+    "Job": "catchup.job",
     "JobContext": "catchup.runner",
     "Outcome": "catchup.models",
     "ScanReport": "catchup.models",
@@ -58,8 +58,9 @@ __all__ = [
 
 if TYPE_CHECKING:
     from .api import Catchup
-    from .config import Config, Job, load_config, make_job
+    from .config import load_config, make_job
     from .errors import CatchupError, ConfigError, DatabaseError
+    from .job import Config, Job
     from .models import Island, JobScan, Outcome, ScanReport
     from .replay import Batch
     from .runner import JobContext

@@ -12,11 +12,12 @@ from pathlib import Path
 from typing import Literal
 
 from . import db
-from .config import Config, Job, find_config, load_config, parse_instant
+from .config import find_config, load_config
 from .core import Session, choose_period, run_period
 from .doctor import Finding
 from .errors import ConfigError
 from .explain import Explanation
+from .job import Config, Job
 from .models import Outcome, ScanReport
 from .replay import Batch, Planned
 from .results import (
@@ -30,6 +31,7 @@ from .results import (
     Resumed,
 )
 from .scan import Moment
+from .values import parse_instant
 
 MAX_REASON = 1000
 HISTORY_LIMIT = 50

@@ -1,46 +1,43 @@
-"""``catchup.toml`` → validated, frozen jobs. Every problem is reported with file and line."""
+"""``catchup.toml`` → validated, frozen jobs. Every problem is reported with file and line.
+
+The types are in :mod:`catchup.job`, the value parsers in :mod:`catchup.values`."""
 
 from __future__ import annotations
 
 import difflib
-import hashlib
-import json
 import os
 import re
-import string
 import tomllib
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
-from datetime import UTC, date, datetime, time, timedelta
+from collections.abc import Callable
+from dataclasses import replace
+from datetime import date, datetime, timedelta
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from .errors import ConfigError
+from .job import Config, Job
 from .schedule import (
-    Period,
     Schedule,
     ScheduleError,
     Timeline,
-    as_utc,
-    human_label,
-    iso_utc,
     parse_schedule,
-    period_label,
-    to_utc,
-    to_wall,
     zone,
+)
+from .tomllines import KeyLines, toml_error
+from .values import (
+    JOB_NAME,
+    MAX_INTS,
+    SPREAD_DEFAULT,
+    check_placeholders,
+    parse_duration,
+    parse_instant,
+    parse_written,
+    schema_problem,
+    spread_offset,
+    type_name,
 )
 
 CONFIG_NAME = "catchup.toml"
-JOB_NAME = re.compile(r"^[^\W][\w.-]{0,63}$")
-SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
-PLACEHOLDERS = frozenset({"job", "period", "period_start", "period_end", "attempt"})
-_DURATION = re.compile(r"(\d{1,12})\s*(ms|s|m|h|d|w)")
-# Bounds, so that nothing parsed can carry a computed time out of PostgreSQL's (or Python's)
-# range: durations up to ten years, dates from 1900 to 2199, counts to sensible sizes.
-MAX_DURATION = timedelta(days=3650)
-MAX_INTS = {"max_attempts": 1000, "max_per_tick": 100_000}
-_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 
 DEFAULTS: dict[str, Any] = {
     "delay": "0s",
@@ -58,97 +55,6 @@ DEFAULTS: dict[str, Any] = {
 }
 JOB_KEYS = frozenset({"schedule", "start", "command", "call", *DEFAULTS})
 DATABASE_KEYS = frozenset({"dsn", "schema", "embedded"})
-# PostgreSQL's own schemas: a ledger there would mix with the catalog or with everyone's tables
-SYSTEM_SCHEMAS = frozenset({"public", "information_schema"})
-
-
-@dataclass(frozen=True)
-class Job:
-    """One configured job. Periods are keyed in UTC.
-
-    ``schedule`` is the configured schedule (bound to ``start``); ``timeline`` is every schedule
-    the job has had, as the ledger recorded them (just ``schedule`` until a session loads it).
-    """
-
-    name: str
-    schedule: Schedule
-    start: datetime
-    timeline: Timeline
-    # the local time ``start`` was written as: a start inside a DST gap names the instant the
-    # gap's length later, but schedules counted from it keep the written time
-    start_wall: datetime | None = None
-    delay: timedelta = timedelta(0)
-    command: tuple[str, ...] | None = None
-    call: str | Callable[..., object] | None = None  # "module:function", or a callable in code
-    timeout: timedelta | None = None
-    lease: timedelta = timedelta(seconds=60)
-    kill_grace: timedelta = timedelta(seconds=10)
-    max_attempts: int = 3
-    retry_backoff: timedelta = timedelta(minutes=5)
-    overlap: Literal["forbid", "allow"] = "forbid"
-    catchup: Literal["all", "latest", "none"] = "all"
-    catchup_window: timedelta = timedelta(days=30)
-    max_per_tick: int = 100
-    timezone: str = "UTC"
-    spread: timedelta = timedelta(0)  # the stable per-job part of delay that spread added
-
-    @property
-    def anchor(self) -> datetime:
-        """The first period's start."""
-        return self.timeline.first
-
-    def label(self, start: datetime) -> str:
-        """The name people see for the period starting at ``start``, in every command and
-        report (:func:`catchup.schedule.human_label`)."""
-        return human_label(self.timeline.schedule_at(start), start)
-
-    def period_value(self, start: datetime) -> str:
-        """``{period}`` (and ``CATCHUP_PERIOD``) for the period starting at ``start``."""
-        return period_label(self.timeline.schedule_at(start), start)
-
-    def period_starting(self, start: datetime) -> Period:
-        """The period that starts at ``start``; a :class:`ConfigError` saying why when none."""
-        period = self.timeline.containing(start)
-        if period is None:
-            raise ConfigError(
-                f"{self.name}: {iso_utc(start)} is before the job's first period "
-                f"({self.label(self.anchor)})"
-            )
-        if period.start != start:
-            raise ConfigError(
-                f"{self.name}: {iso_utc(start)} is not a period start of schedule "
-                f"{self.timeline.schedule_at(start).text!r}; the period containing it starts "
-                f"{self.label(period.start)}"
-            )
-        return period
-
-
-@dataclass(frozen=True)
-class Config:
-    path: Path | None
-    jobs: Mapping[str, Job] = field(default_factory=dict)
-    dsn: str | None = None
-    schema: str = "catchup"
-    embedded: bool = True  # [database] embedded = false: never fall back to a local server
-    schema_given: bool = False  # [database] schema (or schema=) was set, not the default
-
-    @property
-    def project(self) -> tuple[Path, str, tuple[str, ...]] | None:
-        """What gives this project a database of its own on the embedded server: its folder,
-        its schema and its jobs; None when a schema was chosen (then it is the user's choice)
-        or there is no config file."""
-        if self.path is None or self.schema_given:
-            return None
-        return (self.path.resolve().parent, self.schema, tuple(sorted(self.jobs)))
-
-    def job(self, name: str) -> Job:
-        try:
-            return self.jobs[name]
-        except KeyError:
-            known = ", ".join(sorted(self.jobs)) or "none"
-            hint = difflib.get_close_matches(name, list(self.jobs), n=1)
-            also = f" (did you mean {hint[0]!r}?)" if hint else ""
-            raise ConfigError(f"unknown job {name!r}{also}; configured jobs: {known}") from None
 
 
 def find_config(explicit: str | None, cwd: Path | None = None) -> Path | None:
@@ -192,8 +98,8 @@ def parse_config(raw: bytes, path: Path, *, schema: str | None = None) -> Config
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(_toml_error(name, str(exc), len(text.splitlines()) or 1)) from None
-    lines = _KeyLines(text)
+        raise ConfigError(toml_error(name, str(exc), len(text.splitlines()) or 1)) from None
+    lines = KeyLines(text)
     problems: list[str] = []
 
     def problem(where: tuple[str, ...], message: str) -> None:
@@ -218,9 +124,9 @@ def parse_config(raw: bytes, path: Path, *, schema: str | None = None) -> Config
             if isinstance(value, bool):
                 embedded = value
             else:
-                problem(where, f"database.embedded: expected true or false, got {_type(value)}")
+                problem(where, f"database.embedded: expected true or false, got {type_name(value)}")
         elif not isinstance(value, str):
-            problem(where, f"database.{key}: expected a string, got {_type(value)}")
+            problem(where, f"database.{key}: expected a string, got {type_name(value)}")
         elif key == "dsn":
             from .db import dsn_problem
 
@@ -271,15 +177,6 @@ def parse_config(raw: bytes, path: Path, *, schema: str | None = None) -> Config
     )
 
 
-def schema_problem(name: str) -> str | None:
-    """Why ``name`` cannot hold a ledger; None when it can."""
-    if not SCHEMA_NAME.match(name):
-        return f"{name[:70]!r} is not a plain lower-case identifier"
-    if name in SYSTEM_SCHEMAS or name.startswith("pg_"):
-        return f"{name!r} is one of PostgreSQL's own schemas; choose one for catchup, like catchup"
-    return None
-
-
 def _parse_job(name: str, spec: dict[str, Any], problem: Any) -> Job | None:
     count = 0
 
@@ -297,7 +194,7 @@ def _parse_job(name: str, spec: dict[str, Any], problem: Any) -> Job | None:
     if not isinstance(values["timezone"], str):
         bad(
             "timezone",
-            f'expected an IANA name like "Europe/Berlin", got {_type(values["timezone"])}',
+            f'expected an IANA name like "Europe/Berlin", got {type_name(values["timezone"])}',
         )
     else:
         try:
@@ -312,7 +209,7 @@ def _parse_job(name: str, spec: dict[str, Any], problem: Any) -> Job | None:
             "schedule", "missing (hourly, daily, weekly, monthly, 'every N minutes', cron or RRULE)"
         )
     elif not isinstance(spec["schedule"], str):
-        bad("schedule", f"expected a string, got {_type(spec['schedule'])}")
+        bad("schedule", f"expected a string, got {type_name(spec['schedule'])}")
     else:  # with a bad zone, still check the rest in UTC: every mistake is reported at once
         try:
             schedule = parse_schedule(spec["schedule"], timezone or "UTC")
@@ -369,7 +266,7 @@ def _parse_job(name: str, spec: dict[str, Any], problem: Any) -> Job | None:
     for key in ("max_attempts", "max_per_tick"):
         value = values[key]
         if isinstance(value, bool) or not isinstance(value, int):
-            bad(key, f"expected a whole number, got {_type(value)}")
+            bad(key, f"expected a whole number, got {type_name(value)}")
         elif value < 1:
             bad(key, f"must be at least 1, got {value}")
         elif value > MAX_INTS[key]:
@@ -391,7 +288,7 @@ def _parse_job(name: str, spec: dict[str, Any], problem: Any) -> Job | None:
         except ValueError:
             bad(
                 "spread",
-                f'expected true, false or a bound like "15m", got {_type(raw_spread)}'
+                f'expected true, false or a bound like "15m", got {type_name(raw_spread)}'
                 if not isinstance(raw_spread, str)
                 else f"{raw_spread!r} is not a duration",
             )
@@ -422,152 +319,9 @@ def _parse_job(name: str, spec: dict[str, Any], problem: Any) -> Job | None:
     )
 
 
-def parse_duration(value: object, *, allow_zero: bool = False) -> timedelta:
-    """``90s``, ``15m``, ``2h``, ``1d``, ``1h30m`` (also ``ms`` and ``w``)."""
-    if isinstance(value, bool) or not isinstance(value, str):
-        raise ValueError(f'expected a duration like "90s", "15m", "2h", got {_type(value)}')
-    text = value.strip().lower()
-    pos = 0
-    seconds = 0.0
-    for match in _DURATION.finditer(text):
-        if match.start() != pos and text[pos : match.start()].strip():
-            break
-        seconds += int(match.group(1)) * _UNITS[match.group(2)]
-        pos = match.end()
-    if not text or text[pos:].strip() or pos == 0:
-        raise ValueError(f'{value!r} is not a duration like "90s", "15m", "2h" or "1d"')
-    if seconds == 0 and not allow_zero:
-        raise ValueError(f"{value!r}: must be longer than zero")
-    if seconds > MAX_DURATION.total_seconds():
-        raise ValueError(f"{value!r} is longer than the longest allowed, 3650d (ten years)")
-    return timedelta(seconds=seconds)
-
-
-def parse_instant(value: object, timezone: str = "UTC") -> datetime:
-    """A TOML date/datetime or an ISO 8601 string; a date means midnight and a time without an
-    offset is wall-clock time, both in ``timezone`` (UTC unless given)."""
-    return parse_written(value, timezone)[0]
-
-
-def parse_written(value: object, timezone: str = "UTC") -> tuple[datetime, datetime]:
-    """:func:`parse_instant`, and the local time in ``timezone`` as it was written (which
-    differs from the instant's own local time inside a DST gap)."""
-    if isinstance(value, datetime):
-        moment = value
-    elif isinstance(value, date):
-        moment = datetime.combine(value, time(0))
-    elif isinstance(value, str):
-        text = value.strip()
-        if text.endswith(("Z", "z")):
-            text = text[:-1] + "+00:00"
-        try:
-            if re.fullmatch(r"\d{4}-\d{2}-\d{2}", text):
-                moment = datetime.combine(date.fromisoformat(text), time(0))
-            else:
-                moment = datetime.fromisoformat(text)
-        except ValueError:
-            raise ValueError(
-                f"{value!r} is not a date like 2026-10-01 or a time like 2026-10-01T13:00:00Z"
-            ) from None
-    else:
-        raise ValueError(f'expected a date like "2026-10-01", got {_type(value)}')
-    if not datetime(1900, 1, 2) <= moment.replace(tzinfo=None) < datetime(2199, 12, 31):
-        raise ValueError(f"{value!s:.40}: dates from 1900-01-02 to 2199-12-30 only")
-    tz = zone(timezone)
-    if moment.tzinfo is None:
-        return to_utc(moment, tz), moment
-    return as_utc(moment), to_wall(moment, tz)
-
-
-def check_placeholders(arg: str) -> str | None:
-    """None when every ``{…}`` in a command argument is known and formats; else the reason."""
-    try:
-        fields = [f for _, f, _, _ in string.Formatter().parse(arg) if f is not None]
-    except ValueError as exc:
-        return f"{arg!r}: {exc} (write {{{{ and }}}} for literal braces)"
-    for name in fields:
-        base = re.split(r"[.\[]", name, maxsplit=1)[0]
-        if base not in PLACEHOLDERS:
-            known = ", ".join("{" + p + "}" for p in sorted(PLACEHOLDERS))
-            return f"{arg!r}: unknown placeholder {{{name}}}; known: {known}"
-    sample = datetime(2026, 10, 31, tzinfo=UTC)
-    try:
-        arg.format(job="j", period="2026-10-31", period_start=sample, period_end=sample, attempt=1)
-    except (ValueError, KeyError, IndexError, AttributeError, TypeError) as exc:
-        return f"{arg!r}: {exc}"
-    return None
-
-
 def _suggest(key: str, known: frozenset[str] | set[str]) -> str:
     hint = difflib.get_close_matches(key, sorted(known), n=1)
     return f" (did you mean {hint[0]!r}?)" if hint else ""
-
-
-def _type(value: object) -> str:
-    names = {bool: "a boolean", int: "a number", float: "a number", str: "a string"}
-    names.update({list: "a list", dict: "a table", datetime: "a datetime", date: "a date"})
-    return names.get(type(value), type(value).__name__)
-
-
-def _toml_error(name: str, message: str, last_line: int) -> str:
-    match = re.search(r"\(at line (\d+), column (\d+)\)$", message)
-    if match:
-        reason = message[: match.start()].strip()
-        return f"{name}:{match.group(1)}: invalid TOML: {reason} (column {match.group(2)})"
-    match = re.search(r"\(at end of document\)$", message)
-    if match:
-        reason = message[: match.start()].strip()
-        return f"{name}:{last_line}: invalid TOML: {reason} at the end of the file"
-    return f"{name}: invalid TOML: {message}"
-
-
-_HEADER = re.compile(r"^\s*\[(?!\[)\s*(.+?)\s*\]\s*(#.*)?$")
-_KEY = re.compile(
-    r"""^\s*((?:"(?:[^"\\]|\\.)*"|'[^']*'|[A-Za-z0-9_-]+)(?:\s*\.\s*(?:"(?:[^"\\]|\\.)*"|'[^']*'|[A-Za-z0-9_-]+))*)\s*="""
-)
-_PART = re.compile(r"""\s*("(?:[^"\\]|\\.)*"|'[^']*'|[A-Za-z0-9_-]+)\s*(?:\.|$)""")
-
-
-class _KeyLines:
-    """Line numbers of tables and keys in a TOML text, for error messages (tomllib has none)."""
-
-    def __init__(self, text: str) -> None:
-        self.lines: dict[tuple[str, ...], int] = {}
-        table: tuple[str, ...] = ()
-        for number, line in enumerate(text.splitlines(), start=1):
-            header = _HEADER.match(line)
-            if header:
-                table = _split_key(header.group(1))
-                self.lines.setdefault(table, number)
-                continue
-            key = _KEY.match(line)
-            if key:
-                path = table + _split_key(key.group(1))
-                for i in range(len(table) + 1, len(path) + 1):
-                    self.lines.setdefault(path[:i], number)
-
-    def find(self, path: tuple[str, ...]) -> int:
-        """The line of ``path``, or of its nearest enclosing table, or 1."""
-        while path:
-            if path in self.lines:
-                return self.lines[path]
-            path = path[:-1]
-        return 1
-
-
-def _split_key(text: str) -> tuple[str, ...]:
-    parts = []
-    for match in _PART.finditer(text):
-        part = match.group(1)
-        if part[0] == '"':
-            try:
-                part = json.loads(part)
-            except ValueError:
-                part = part[1:-1]
-        elif part[0] == "'":
-            part = part[1:-1]
-        parts.append(part)
-    return tuple(parts)
 
 
 def make_job(
@@ -601,16 +355,14 @@ def make_job(
     return job
 
 
-SPREAD_DEFAULT = timedelta(minutes=10)
-
-
-def spread_offset(name: str, bound: timedelta, schedule: Schedule) -> timedelta:
-    """A stable delay in ``[0, bound)`` from the job's name (SHA-256, never Python's salted
-    ``hash``), whole seconds, at most a quarter of the period, so a fleet of jobs does not all
-    start on the hour and each job always starts at the same offset."""
-    length = schedule.typical()
-    limit = int(min(bound, length / 4).total_seconds())
-    if limit < 1:
-        return timedelta(0)
-    digest = int.from_bytes(hashlib.sha256(name.encode()).digest()[:8], "big")
-    return timedelta(seconds=digest % limit)
+__all__ = [
+    "CONFIG_NAME",
+    "Config",
+    "Job",
+    "find_config",
+    "load_config",
+    "make_job",
+    "parse_config",
+    "parse_duration",
+    "parse_instant",
+]

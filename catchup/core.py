@@ -15,8 +15,8 @@ from typing import Any
 import psycopg
 
 from . import db
-from .config import Config, Job
 from .errors import ConfigError, DatabaseError
+from .job import Config, Job
 from .ledger import Ledger
 from .models import Claim, Finished, Outcome
 from .reconcile import reconcile

@@ -123,6 +123,7 @@ def resolve(
             "CATCHUP_DSN, [database] dsn or DATABASE_URL"
         )
     from . import embedded
+    from .processes import SERVER_USER
 
     server = embedded.ensure_running()
     note = None
@@ -130,9 +131,7 @@ def resolve(
         note = "started it"
         if server.opened:
             shown = ", ".join(str(f) for f in server.opened)
-            note += (
-                f"; added search permission (o+x) for its user {embedded.SERVER_USER} to {shown}"
-            )
+            note += f"; added search permission (o+x) for its user {SERVER_USER} to {shown}"
     database, said = _project_database(server.conninfo, project) if project else (None, None)
     conninfo = server.conninfo
     if database is not None:

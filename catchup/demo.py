@@ -14,8 +14,9 @@ from rich.console import Console
 from rich.rule import Rule
 
 from . import db
-from .config import Config, make_job
+from .config import make_job
 from .core import Session
+from .job import Config
 from .models import Outcome
 from .render import scan as scan_report
 from .render import tables

@@ -8,9 +8,10 @@ from datetime import datetime
 from typing import Literal
 
 from . import db, sqlfiles
-from .config import Config, find_config, load_config
+from .config import find_config, load_config
 from .core import Session
 from .errors import CatchupError
+from .job import Config
 from .ledger import Ledger
 from .operations import scheduler_health
 

@@ -29,12 +29,18 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from .errors import ConfigError, DatabaseError
+from .processes import (
+    launch,
+    let_traverse,
+    pg_ctl,
+    run,
+    server_user,
+    socket_dir,
+    write_private,
+)
 
-SERVER_USER = "embedded_postgres"  # PostgreSQL refuses to run as root
-_SOCKET_MAX = 100  # sun_path is 108 bytes; leave room for ".s.PGSQL.NNNNN"
 PASSWORD_FILE = "catchup.password"  # in the data folder, 0600
 SETTINGS_FILE = "catchup.conf"  # rewritten at each start, included by postgresql.conf
 _HBA = "# catchup: local connections only, with the password from catchup.password\n" + (
@@ -129,7 +135,7 @@ def running(data: Path) -> Server | None:
 
 
 def _owner_uid() -> int:
-    user = _server_user(create=False)
+    user = server_user(create=False)
     return user.pw_uid if user is not None else os.geteuid()
 
 
@@ -192,7 +198,7 @@ def ensure_running() -> Server:
         server = running(data)
         if server is None:
             if _orphaned(data):
-                _pg_ctl(bins, data, ["-w", "-m", "fast", "stop"])
+                pg_ctl(bins, data, ["-w", "-m", "fast", "stop"])
             opened = _start(bins, data)
             server = running(data)
             if server is None:
@@ -211,7 +217,7 @@ def stop(mode: str = "fast") -> bool:
     if server is None:
         return False
     with _locked(data.parent / f"{data.name}.lock"):
-        _pg_ctl(bins, data, ["-w", "-m", mode, "stop"])
+        pg_ctl(bins, data, ["-w", "-m", mode, "stop"])
     if server.socket_dir != data:  # a mkdtemp folder of its own: empty now
         with contextlib.suppress(OSError):
             server.socket_dir.rmdir()
@@ -223,7 +229,7 @@ def restart(mode: str = "immediate") -> Server:
     bins = bin_dir()
     data = data_dir(bins)
     with _locked(data.parent / f"{data.name}.lock"):
-        _pg_ctl(bins, data, ["-w", "-m", mode, "stop"])
+        pg_ctl(bins, data, ["-w", "-m", mode, "stop"])
         _start(bins, data)
     return ensure_running()
 
@@ -238,32 +244,9 @@ def _locked(path: Path) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def _server_user(*, create: bool = True) -> pwd.struct_passwd | None:
-    if os.geteuid() != 0:
-        return None
-    try:
-        return pwd.getpwnam(SERVER_USER)
-    except KeyError:
-        if not create:
-            return None
-        subprocess.run(
-            [
-                "useradd",
-                "--system",
-                "--no-create-home",
-                "--shell",
-                "/usr/sbin/nologin",
-                SERVER_USER,
-            ],
-            check=True,
-            capture_output=True,
-        )
-        return pwd.getpwnam(SERVER_USER)
-
-
 def _start(bins: Path, data: Path) -> tuple[Path, ...]:
     """Start the server on ``data`` (made first if new); the folders it had to open (o+x)."""
-    user = _server_user()
+    user = server_user()
     opened: list[Path] = []
     fresh = not (data / "PG_VERSION").exists()
     if fresh:
@@ -274,7 +257,7 @@ def _start(bins: Path, data: Path) -> tuple[Path, ...]:
             os.chown(data, user.pw_uid, user.pw_gid)
     if user is not None:
         # the server's user must reach the data and the binaries, wherever they live
-        opened += _let_traverse(data.parent) + _let_traverse(bins)
+        opened += let_traverse(data.parent) + let_traverse(bins)
     if fresh:
         _initdb(bins, data, user)
     _settings(data, user)
@@ -282,7 +265,7 @@ def _start(bins: Path, data: Path) -> tuple[Path, ...]:
     try:
         # setsid --fork: the server is nobody's child (it outlives this process), in a session of
         # its own; an argv list, no shell
-        _launch([str(bins / "postgres"), "-D", str(data)], user, log)
+        launch([str(bins / "postgres"), "-D", str(data)], user, log)
     finally:
         os.close(log)
     deadline = time.monotonic() + 60
@@ -317,7 +300,7 @@ def _initdb(bins: Path, data: Path, user: pwd.struct_passwd | None) -> None:
         if user is not None:
             os.chown(folder, user.pw_uid, user.pw_gid)
             os.chown(pwfile, user.pw_uid, user.pw_gid)
-        _run(
+        run(
             bins,
             "initdb",
             [
@@ -333,7 +316,7 @@ def _initdb(bins: Path, data: Path, user: pwd.struct_passwd | None) -> None:
             ],
             user,
         )
-    _write_private(data / PASSWORD_FILE, secret + "\n", user)
+    write_private(data / PASSWORD_FILE, secret + "\n", user)
     (data / "pg_hba.conf").write_text(_HBA)
     with open(data / "postgresql.conf", "a") as conf:
         conf.write(
@@ -347,12 +330,12 @@ def _initdb(bins: Path, data: Path, user: pwd.struct_passwd | None) -> None:
 
 def _settings(data: Path, user: pwd.struct_passwd | None) -> None:
     """Write this start's socket folder to the server's configuration (never a command line)."""
-    socket_dir = _socket_dir(data, user)
+    folder = socket_dir(data, user)
     # unix_socket_directories is a list: the folder as one double-quoted element, inside a
     # single-quoted configuration string
-    element = '"' + str(socket_dir).replace('"', '""') + '"'
+    element = '"' + str(folder).replace('"', '""') + '"'
     value = "'" + element.replace("\\", "\\\\").replace("'", "''") + "'"
-    _write_private(
+    write_private(
         data / SETTINGS_FILE,
         f"# written by catchup at each start\nunix_socket_directories = {value}\n",
         user,
@@ -362,18 +345,6 @@ def _settings(data: Path, user: pwd.struct_passwd | None) -> None:
     if include not in conf.read_text():
         with open(conf, "a") as out:
             out.write(f"\n{include}\n")
-
-
-def _write_private(path: Path, text: str, user: pwd.struct_passwd | None) -> None:
-    """Write ``path`` 0600 for the server's user, replacing (never following) what was there."""
-    temp = path.with_name(path.name + ".new")
-    temp.unlink(missing_ok=True)
-    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-    with os.fdopen(fd, "w") as out:
-        out.write(text)
-    if user is not None:
-        os.chown(temp, user.pw_uid, user.pw_gid)
-    os.replace(temp, path)
 
 
 def _require_password(bins: Path, data: Path, user: pwd.struct_passwd | None) -> None:
@@ -394,85 +365,6 @@ def _require_password(bins: Path, data: Path, user: pwd.struct_passwd | None) ->
     ) as conn:
         ledger = Ledger(conn, "postgres")  # no ledger here: the bootstrap statements only
         ledger.set_password(secret)
-        _write_private(data / PASSWORD_FILE, secret + "\n", user)
+        write_private(data / PASSWORD_FILE, secret + "\n", user)
         (data / "pg_hba.conf").write_text(_HBA)
         ledger.reload_conf()
-
-
-def _socket_dir(data: Path, user: pwd.struct_passwd | None) -> Path:
-    """The data folder when its path fits a socket address; else a new private folder with an
-    unpredictable name (mkdtemp: created, never found, so nothing planted can be used)."""
-    if len(str(data)) < _SOCKET_MAX:
-        return data
-    path = Path(tempfile.mkdtemp(prefix="catchup-"))
-    if user is not None:
-        os.chown(path, user.pw_uid, user.pw_gid)
-    return path
-
-
-def _let_traverse(path: Path) -> list[Path]:
-    """Let the server user reach ``path``: add o+x (search, not read) to each parent; the
-    folders that needed it."""
-    changed = []
-    for folder in [path, *path.parents]:
-        mode = folder.stat().st_mode
-        if not mode & stat.S_IXOTH:
-            folder.chmod(mode | stat.S_IXOTH)
-            changed.append(folder)
-    return changed
-
-
-def _pg_ctl(bins: Path, data: Path, args: list[str]) -> None:
-    _run(bins, "pg_ctl", ["-D", str(data), *args], _server_user())
-
-
-def _run(bins: Path, program: str, args: list[str], user: pwd.struct_passwd | None) -> None:
-    with tempfile.TemporaryFile() as out:
-        try:
-            result = _spawn(bins, program, args, user, out)
-        except OSError as exc:
-            raise DatabaseError(f"cannot run {bins / program}: {exc.strerror}") from None
-        if result.returncode != 0:
-            out.seek(0)
-            tail = out.read().decode(errors="replace").strip().splitlines()[-3:]
-            raise DatabaseError(f"{program} failed: {' / '.join(tail)}")
-
-
-def _launch(argv: list[str], user: pwd.struct_passwd | None, log: int) -> None:
-    """Start ``argv`` in the background, detached: ``setsid --fork`` makes it nobody's child (it
-    outlives this process, in a session of its own). An argv list: no shell."""
-    launcher = shutil.which("setsid")
-    options: dict[str, Any] = {
-        "stdin": subprocess.DEVNULL,
-        "stdout": log,
-        "stderr": subprocess.STDOUT,
-        "user": user.pw_uid if user else None,
-        "group": user.pw_gid if user else None,
-        "extra_groups": [] if user else None,
-        "cwd": "/",
-        "start_new_session": True,
-    }
-    try:
-        if launcher is not None:
-            subprocess.run([launcher, "--fork", *argv], check=True, **options)
-        else:
-            subprocess.Popen(argv, **options)  # a child of ours, left running
-    except (OSError, subprocess.CalledProcessError) as exc:
-        raise DatabaseError(f"cannot start {argv[0]}: {exc}") from None
-
-
-def _spawn(
-    bins: Path, program: str, args: list[str], user: pwd.struct_passwd | None, out: Any
-) -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run(
-        [str(bins / program), *args],
-        stdin=subprocess.DEVNULL,
-        stdout=out,
-        stderr=subprocess.STDOUT,
-        user=user.pw_uid if user else None,
-        group=user.pw_gid if user else None,
-        extra_groups=[] if user else None,
-        cwd="/",
-        check=False,
-        start_new_session=True,
-    )

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from itertools import islice, pairwise
 
-from .config import Job
+from .job import Job
 from .schedule import (
     Period,
     Schedule,

@@ -12,12 +12,13 @@ import socket
 import statistics
 from datetime import datetime
 
-from .config import Job, parse_instant
 from .core import Session
 from .errors import ConfigError
+from .job import Job
 from .models import JobLine, LockedRow, SchedulerHealth
 from .results import Change, Changes
 from .schedule import Period
+from .values import parse_instant
 from .vocabulary import EventAction, PeriodState, RunStatus
 
 MAX_PERIODS = 100_000

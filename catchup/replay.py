@@ -14,9 +14,9 @@ from dataclasses import dataclass
 import psycopg
 
 from . import db
-from .config import Config, Job
 from .core import Session, run_period
 from .errors import first_line
+from .job import Config, Job
 from .models import STATUSES, JobScan, Outcome
 from .scan import Moment, Target, check_window, scan_jobs
 from .schedule import Period

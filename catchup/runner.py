@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, BinaryIO
 
-from .config import Job
+from .job import Job
 from .schedule import Period, iso_utc, span
 from .vocabulary import Ended
 

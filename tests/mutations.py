@@ -110,7 +110,7 @@ MUTATIONS = (
     Mutation(
         "job-lock",
         "claims of one forbid job are serialised (the overlap check sees the other's row)",
-        "catchup/ledger.py",
+        "catchup/ledger/claims.py",
         '                self.conn.execute(self._q("lock_job"), params)',
         "                pass",
         ("tests/integration/test_ledger.py::test_the_job_lock_serialises_claims_of_one_job",),

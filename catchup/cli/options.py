@@ -35,7 +35,7 @@ class When(click.ParamType):  # type: ignore[type-arg]
     name = "DATE"
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
-        from ..config import parse_instant
+        from ..values import parse_instant
 
         try:
             parse_instant(value)

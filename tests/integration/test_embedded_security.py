@@ -15,7 +15,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from catchup import embedded
+from catchup import embedded, processes
 
 from conftest import Database, Project
 
@@ -144,7 +144,7 @@ def test_a_home_with_spaces_quotes_and_commands_is_a_plain_path(
         socket_dir = Path(pid_lines[4])
         info = os.lstat(socket_dir)
         assert (info.st_mode & 0o777) == 0o700
-        assert info.st_uid == pwd.getpwnam(embedded.SERVER_USER).pw_uid
+        assert info.st_uid == pwd.getpwnam(processes.SERVER_USER).pw_uid
         if kind == "long":
             assert socket_dir.parent == Path(tempfile.gettempdir()) and socket_dir != data
         else:

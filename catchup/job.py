@@ -1,0 +1,109 @@
+"""A configured job and the config that holds the jobs: frozen values, no parsing here."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Literal
+
+from .errors import ConfigError
+from .schedule import (
+    Period,
+    Schedule,
+    Timeline,
+    human_label,
+    iso_utc,
+    period_label,
+)
+
+
+@dataclass(frozen=True)
+class Job:
+    """One configured job. Periods are keyed in UTC.
+
+    ``schedule`` is the configured schedule (bound to ``start``); ``timeline`` is every schedule
+    the job has had, as the ledger recorded them (just ``schedule`` until a session loads it).
+    """
+
+    name: str
+    schedule: Schedule
+    start: datetime
+    timeline: Timeline
+    # the local time ``start`` was written as: a start inside a DST gap names the instant the
+    # gap's length later, but schedules counted from it keep the written time
+    start_wall: datetime | None = None
+    delay: timedelta = timedelta(0)
+    command: tuple[str, ...] | None = None
+    call: str | Callable[..., object] | None = None  # "module:function", or a callable in code
+    timeout: timedelta | None = None
+    lease: timedelta = timedelta(seconds=60)
+    kill_grace: timedelta = timedelta(seconds=10)
+    max_attempts: int = 3
+    retry_backoff: timedelta = timedelta(minutes=5)
+    overlap: Literal["forbid", "allow"] = "forbid"
+    catchup: Literal["all", "latest", "none"] = "all"
+    catchup_window: timedelta = timedelta(days=30)
+    max_per_tick: int = 100
+    timezone: str = "UTC"
+    spread: timedelta = timedelta(0)  # the stable per-job part of delay that spread added
+
+    @property
+    def anchor(self) -> datetime:
+        """The first period's start."""
+        return self.timeline.first
+
+    def label(self, start: datetime) -> str:
+        """The name people see for the period starting at ``start``, in every command and
+        report (:func:`catchup.schedule.human_label`)."""
+        return human_label(self.timeline.schedule_at(start), start)
+
+    def period_value(self, start: datetime) -> str:
+        """``{period}`` (and ``CATCHUP_PERIOD``) for the period starting at ``start``."""
+        return period_label(self.timeline.schedule_at(start), start)
+
+    def period_starting(self, start: datetime) -> Period:
+        """The period that starts at ``start``; a :class:`ConfigError` saying why when none."""
+        period = self.timeline.containing(start)
+        if period is None:
+            raise ConfigError(
+                f"{self.name}: {iso_utc(start)} is before the job's first period "
+                f"({self.label(self.anchor)})"
+            )
+        if period.start != start:
+            raise ConfigError(
+                f"{self.name}: {iso_utc(start)} is not a period start of schedule "
+                f"{self.timeline.schedule_at(start).text!r}; the period containing it starts "
+                f"{self.label(period.start)}"
+            )
+        return period
+
+
+@dataclass(frozen=True)
+class Config:
+    path: Path | None
+    jobs: Mapping[str, Job] = field(default_factory=dict)
+    dsn: str | None = None
+    schema: str = "catchup"
+    embedded: bool = True  # [database] embedded = false: never fall back to a local server
+    schema_given: bool = False  # [database] schema (or schema=) was set, not the default
+
+    @property
+    def project(self) -> tuple[Path, str, tuple[str, ...]] | None:
+        """What gives this project a database of its own on the embedded server: its folder,
+        its schema and its jobs; None when a schema was chosen (then it is the user's choice)
+        or there is no config file."""
+        if self.path is None or self.schema_given:
+            return None
+        return (self.path.resolve().parent, self.schema, tuple(sorted(self.jobs)))
+
+    def job(self, name: str) -> Job:
+        try:
+            return self.jobs[name]
+        except KeyError:
+            known = ", ".join(sorted(self.jobs)) or "none"
+            hint = difflib.get_close_matches(name, list(self.jobs), n=1)
+            also = f" (did you mean {hint[0]!r}?)" if hint else ""
+            raise ConfigError(f"unknown job {name!r}{also}; configured jobs: {known}") from None

@@ -1,0 +1,136 @@
+"""The value parsers of catchup.toml and the command line, each bounded where it parses:
+durations, instants (a bare date in a job's zone), command placeholders, schema names, and the
+stable spread of a job's start."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import string
+from datetime import UTC, date, datetime, time, timedelta
+
+from .schedule import (
+    Schedule,
+    as_utc,
+    to_utc,
+    to_wall,
+    zone,
+)
+
+JOB_NAME = re.compile(r"^[^\W][\w.-]{0,63}$")
+SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+PLACEHOLDERS = frozenset({"job", "period", "period_start", "period_end", "attempt"})
+_DURATION = re.compile(r"(\d{1,12})\s*(ms|s|m|h|d|w)")
+# Bounds, so that nothing parsed can carry a computed time out of PostgreSQL's (or Python's)
+# range: durations up to ten years, dates from 1900 to 2199, counts to sensible sizes.
+MAX_DURATION = timedelta(days=3650)
+MAX_INTS = {"max_attempts": 1000, "max_per_tick": 100_000}
+_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+# PostgreSQL's own schemas: a ledger there would mix with the catalog or with everyone's tables
+SYSTEM_SCHEMAS = frozenset({"public", "information_schema"})
+
+
+def schema_problem(name: str) -> str | None:
+    """Why ``name`` cannot hold a ledger; None when it can."""
+    if not SCHEMA_NAME.match(name):
+        return f"{name[:70]!r} is not a plain lower-case identifier"
+    if name in SYSTEM_SCHEMAS or name.startswith("pg_"):
+        return f"{name!r} is one of PostgreSQL's own schemas; choose one for catchup, like catchup"
+    return None
+
+
+def parse_duration(value: object, *, allow_zero: bool = False) -> timedelta:
+    """``90s``, ``15m``, ``2h``, ``1d``, ``1h30m`` (also ``ms`` and ``w``)."""
+    if isinstance(value, bool) or not isinstance(value, str):
+        raise ValueError(f'expected a duration like "90s", "15m", "2h", got {type_name(value)}')
+    text = value.strip().lower()
+    pos = 0
+    seconds = 0.0
+    for match in _DURATION.finditer(text):
+        if match.start() != pos and text[pos : match.start()].strip():
+            break
+        seconds += int(match.group(1)) * _UNITS[match.group(2)]
+        pos = match.end()
+    if not text or text[pos:].strip() or pos == 0:
+        raise ValueError(f'{value!r} is not a duration like "90s", "15m", "2h" or "1d"')
+    if seconds == 0 and not allow_zero:
+        raise ValueError(f"{value!r}: must be longer than zero")
+    if seconds > MAX_DURATION.total_seconds():
+        raise ValueError(f"{value!r} is longer than the longest allowed, 3650d (ten years)")
+    return timedelta(seconds=seconds)
+
+
+def parse_instant(value: object, timezone: str = "UTC") -> datetime:
+    """A TOML date/datetime or an ISO 8601 string; a date means midnight and a time without an
+    offset is wall-clock time, both in ``timezone`` (UTC unless given)."""
+    return parse_written(value, timezone)[0]
+
+
+def parse_written(value: object, timezone: str = "UTC") -> tuple[datetime, datetime]:
+    """:func:`parse_instant`, and the local time in ``timezone`` as it was written (which
+    differs from the instant's own local time inside a DST gap)."""
+    if isinstance(value, datetime):
+        moment = value
+    elif isinstance(value, date):
+        moment = datetime.combine(value, time(0))
+    elif isinstance(value, str):
+        text = value.strip()
+        if text.endswith(("Z", "z")):
+            text = text[:-1] + "+00:00"
+        try:
+            if re.fullmatch(r"\d{4}-\d{2}-\d{2}", text):
+                moment = datetime.combine(date.fromisoformat(text), time(0))
+            else:
+                moment = datetime.fromisoformat(text)
+        except ValueError:
+            raise ValueError(
+                f"{value!r} is not a date like 2026-10-01 or a time like 2026-10-01T13:00:00Z"
+            ) from None
+    else:
+        raise ValueError(f'expected a date like "2026-10-01", got {type_name(value)}')
+    if not datetime(1900, 1, 2) <= moment.replace(tzinfo=None) < datetime(2199, 12, 31):
+        raise ValueError(f"{value!s:.40}: dates from 1900-01-02 to 2199-12-30 only")
+    tz = zone(timezone)
+    if moment.tzinfo is None:
+        return to_utc(moment, tz), moment
+    return as_utc(moment), to_wall(moment, tz)
+
+
+def check_placeholders(arg: str) -> str | None:
+    """None when every ``{…}`` in a command argument is known and formats; else the reason."""
+    try:
+        fields = [f for _, f, _, _ in string.Formatter().parse(arg) if f is not None]
+    except ValueError as exc:
+        return f"{arg!r}: {exc} (write {{{{ and }}}} for literal braces)"
+    for name in fields:
+        base = re.split(r"[.\[]", name, maxsplit=1)[0]
+        if base not in PLACEHOLDERS:
+            known = ", ".join("{" + p + "}" for p in sorted(PLACEHOLDERS))
+            return f"{arg!r}: unknown placeholder {{{name}}}; known: {known}"
+    sample = datetime(2026, 10, 31, tzinfo=UTC)
+    try:
+        arg.format(job="j", period="2026-10-31", period_start=sample, period_end=sample, attempt=1)
+    except (ValueError, KeyError, IndexError, AttributeError, TypeError) as exc:
+        return f"{arg!r}: {exc}"
+    return None
+
+
+def type_name(value: object) -> str:
+    names = {bool: "a boolean", int: "a number", float: "a number", str: "a string"}
+    names.update({list: "a list", dict: "a table", datetime: "a datetime", date: "a date"})
+    return names.get(type(value), type(value).__name__)
+
+
+SPREAD_DEFAULT = timedelta(minutes=10)
+
+
+def spread_offset(name: str, bound: timedelta, schedule: Schedule) -> timedelta:
+    """A stable delay in ``[0, bound)`` from the job's name (SHA-256, never Python's salted
+    ``hash``), whole seconds, at most a quarter of the period, so a fleet of jobs does not all
+    start on the hour and each job always starts at the same offset."""
+    length = schedule.typical()
+    limit = int(min(bound, length / 4).total_seconds())
+    if limit < 1:
+        return timedelta(0)
+    digest = int.from_bytes(hashlib.sha256(name.encode()).digest()[:8], "big")
+    return timedelta(seconds=digest % limit)
