@@ -15,10 +15,11 @@ from typing import Any
 
 from .core import Session
 from .errors import ConfigError
+from .islands import group, merge, present_ranges, uncovered
 from .job import Job
 from .ledger import Ledger
 from .models import COUNTED_STATES, Island, JobScan, ScanReport
-from .schedule import Fixed, Schedule, Timeline, WallStep, iso_utc
+from .schedule import Fixed, Schedule, WallStep, iso_utc
 from .values import parse_instant
 from .vocabulary import PeriodState
 
@@ -72,80 +73,6 @@ def window(
 def signature(job: Job) -> str:
     """What coverage is valid for: every schedule of the job and where each starts."""
     return job.timeline.signature
-
-
-def _uncovered(
-    timeline: Timeline,
-    first: datetime,
-    end: datetime,
-    covered: list[tuple[datetime, datetime]],
-) -> list[tuple[datetime, datetime]]:
-    """The parts of ``[first, end)`` that no coverage range vouches for, as ``[lo, hi)``."""
-    gaps = []
-    cursor = first
-    for lo, last in covered:
-        hi = timeline.after(last)
-        if lo > cursor:
-            gaps.append((cursor, min(lo, end)))
-        cursor = max(cursor, hi)
-        if cursor >= end:
-            break
-    if cursor < end:
-        gaps.append((cursor, end))
-    return [(lo, hi) for lo, hi in gaps if lo < hi]
-
-
-def _present(
-    timeline: Timeline, first: datetime, end: datetime, missing: list[Island]
-) -> list[tuple[datetime, datetime]]:
-    """Coverage for ``[first, end)``: every period but the missing ones, as (first, last)."""
-    ranges = []
-    cursor = first
-    for hole in missing:
-        if hole.first > cursor:
-            ranges.append((cursor, _before(timeline, hole.first)))
-        cursor = timeline.after(hole.last)
-    if cursor < end:
-        ranges.append((cursor, _before(timeline, end)))
-    return ranges
-
-
-def _before(timeline: Timeline, t: datetime) -> datetime:
-    found = timeline.before(t)
-    assert found is not None
-    return found
-
-
-def _merge(timeline: Timeline, islands: list[Island]) -> list[Island]:
-    """Sort runs of one state, joining those that meet (found in different pieces)."""
-    merged: list[Island] = []
-    for island in sorted(islands, key=lambda i: i.first):
-        last = merged[-1] if merged else None
-        if (
-            last is not None
-            and last.state == island.state
-            and last.last < island.first
-            and timeline.after(last.last) == island.first
-        ):
-            merged[-1] = Island(last.state, last.first, island.last, last.periods + island.periods)
-        else:
-            merged.append(island)
-    return merged
-
-
-def _group(timeline: Timeline, rows: list[tuple[str, datetime]]) -> list[Island]:
-    """Rows (state, period start), oldest first, as runs of consecutive periods in one state.
-    Rows that are not period starts of the timeline (left by an edited start) are ignored."""
-    islands: list[Island] = []
-    for state, start in rows:
-        if not timeline.is_boundary(start):
-            continue
-        last = islands[-1] if islands else None
-        if last and last.state == state and timeline.after(last.last) == start:
-            islands[-1] = Island(state, last.first, start, last.periods + 1)
-        else:
-            islands.append(Island(state, start, start, 1))
-    return islands
 
 
 @dataclass(frozen=True)
@@ -239,11 +166,11 @@ def scan_jobs(
                 for job_id, state, start in ledger.unfinished_rows(piece_arrays(walled)):
                     rows_by_job.setdefault(job_id, []).append((state, start))
                 for job_id, listed in rows_by_job.items():
-                    islands[job_id].extend(_group(by_id[job_id].job.timeline, listed))
+                    islands[job_id].extend(group(by_id[job_id].job.timeline, listed))
             todo = [
                 (t, piece)
                 for t in active
-                for lo, hi in _uncovered(t.job.timeline, *windows[t.job_id], covered[t.job_id])
+                for lo, hi in uncovered(t.job.timeline, *windows[t.job_id], covered[t.job_id])
                 for piece in t.job.timeline.pieces(lo, hi)
             ]
             todo_stepped = [(t, p) for t, p in todo if p[0].step_sql]
@@ -308,10 +235,10 @@ def scan_jobs(
         )
 
         if cut:
-            found = _merge(timeline, islands[job_id])
-            holes = _merge(timeline, missing[job_id])
+            found = merge(timeline, islands[job_id])
+            holes = merge(timeline, missing[job_id])
             if not full:
-                found = _merge(timeline, [*found, *holes])
+                found = merge(timeline, [*found, *holes])
         else:  # each list comes ordered from its statement
             found, holes = islands[job_id], missing[job_id]
             if not full:
@@ -326,7 +253,7 @@ def scan_jobs(
                 v for k, v in counts.items() if k != PeriodState.succeeded
             )
         if expected[job_id] > 0 and record:
-            present = _present(timeline, first, end, holes)
+            present = present_ranges(timeline, first, end, holes)
             _record_coverage(
                 ledger, job, job_id, states.get(job_id), first, end, covered[job_id], present
             )
