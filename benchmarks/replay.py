@@ -20,10 +20,12 @@ target with "met" or "MISSED": call/floor (forbid, 1 worker; target >= 0.5) and 
 from __future__ import annotations
 
 import argparse
+import functools
 import statistics
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from psycopg import sql
 
@@ -44,7 +46,7 @@ def fresh(target: db.Target, schema: str, job: Job | None = None) -> Session:
     return session
 
 
-def make_job(n: int, **keys: object) -> Job:
+def make_job(n: int, **keys: Any) -> Job:
     anchor = datetime.now(UTC).replace(minute=0, second=0, microsecond=0) - timedelta(hours=n + 2)
     return Job(
         name="bench",
@@ -52,7 +54,7 @@ def make_job(n: int, **keys: object) -> Job:
         start=anchor,
         timeline=Timeline.single(HOURLY, anchor),
         **keys,
-    )  # type: ignore[arg-type]
+    )
 
 
 def floor(target: db.Target, n: int) -> float:
@@ -111,7 +113,7 @@ def peer(target: db.Target, n: int) -> float:
     params = conninfo_to_dict(target.conninfo)
     params["dbname"] = "bench_procrastinate"
     app = procrastinate.App(
-        connector=procrastinate.PsycopgConnector(conninfo=make_conninfo(**params))
+        connector=procrastinate.PsycopgConnector(conninfo=make_conninfo("", **params))
     )
 
     @app.task(name="noop")
@@ -150,10 +152,10 @@ def main() -> None:
     for kind, keys in (("call", {"call": "operator:truth"}), ("command", {"command": ("true",)})):
         for overlap in ("forbid", "allow"):
             for workers in (1, 4):
-                rate = median(
-                    lambda w=workers, o=overlap, k=keys: catchup_rate(target, n, w, overlap=o, **k),
-                    repeat,
+                measure = functools.partial(
+                    catchup_rate, target, n, workers, overlap=overlap, **keys
                 )
+                rate = median(measure, repeat)
                 rates[kind, overlap, workers] = rate
                 print(
                     f"{kind} job, overlap = {overlap}, {workers} worker(s): {rate:.0f} periods/s "

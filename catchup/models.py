@@ -176,7 +176,7 @@ class JobScan:
     first: datetime | None
     until: datetime | None
     expected: int
-    counts: dict[PeriodState, int]
+    counts: dict[str, int]  # by PeriodState (a str): every state, zero or more
     islands: tuple[Island, ...]
     last_success: datetime | None
     # the job's one name for a period (Job.label): a local date, or a UTC time

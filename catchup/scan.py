@@ -243,7 +243,7 @@ def scan_jobs(
             found, holes = islands[job_id], missing[job_id]
             if not full:
                 found = sorted([*found, *holes], key=lambda i: i.first)
-        counts = dict.fromkeys(COUNTED_STATES, 0)
+        counts: dict[str, int] = dict.fromkeys(COUNTED_STATES, 0)
         for item in found:
             counts[PeriodState(item.state)] += item.periods
         if full:

@@ -131,7 +131,7 @@ def sql(database: Database, schema: str) -> Iterator[Callable[..., list[tuple[An
     conn = psycopg.connect(database.conninfo, autocommit=True)
 
     def run(text: str, params: Any = None) -> list[tuple[Any, ...]]:
-        query = psycopg.sql.SQL(text).format(schema=psycopg.sql.Identifier(schema))  # type: ignore[arg-type]
+        query = psycopg.sql.SQL(text).format(schema=psycopg.sql.Identifier(schema))  # type: ignore[arg-type, unused-ignore]
         cur = conn.execute(query, params)
         return cur.fetchall() if cur.description else []
 
@@ -370,7 +370,7 @@ class CutAfter:
         """``upstream`` reached through this proxy (password and all)."""
         params = psycopg.conninfo.conninfo_to_dict(upstream)
         return psycopg.conninfo.make_conninfo(
-            **{**params, "host": "127.0.0.1", "port": str(self.port)}
+            "", **{**params, "host": "127.0.0.1", "port": str(self.port)}
         )
 
     def _accept(self) -> None:

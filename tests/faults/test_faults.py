@@ -417,7 +417,9 @@ def test_strict_timeouts_and_a_long_job(project: Project, sql: Any, database: Da
             'command = ["sleep", "10"]\n'
         )
         params = psycopg.conninfo.conninfo_to_dict(database.conninfo)
-        dsn = psycopg.conninfo.make_conninfo(**{**params, "user": role, "password": "strict-pw"})
+        dsn = psycopg.conninfo.make_conninfo(
+            "", **{**params, "user": role, "password": "strict-pw"}
+        )
         result = project.run("--dsn", dsn, "run", "billing", "--period", "2026-01-05")
         assert result.returncode == 0, result.stdout + result.stderr
         assert "attempt 1: succeeded" in result.stdout
@@ -500,7 +502,7 @@ def test_password_appears_nowhere(project: Project, sql: Any, database: Database
     sql(f"CREATE ROLE \"{role}\" LOGIN PASSWORD '{secret}'")
     sql(f'GRANT CREATE ON DATABASE postgres TO "{role}"')
     params = psycopg.conninfo.conninfo_to_dict(database.conninfo)
-    dsn = psycopg.conninfo.make_conninfo(**{**params, "user": role, "password": secret})
+    dsn = psycopg.conninfo.make_conninfo("", **{**params, "user": role, "password": secret})
     env = {**project.env(), "PGPASSWORD": secret}
     outputs = []
     for args in (

@@ -56,7 +56,8 @@ def test_loading_a_config_file(database: Database, schema: str, tmp_path: Any) -
         'start = "2026-10-01"\ncommand = ["true"]\n'
     )
     with Catchup(path, dsn=database.conninfo) as app:
-        assert app.run("nightly", datetime(2026, 10, 1, tzinfo=UTC)).status == "succeeded"
+        ran = app.run("nightly", datetime(2026, 10, 1, tzinfo=UTC))
+        assert isinstance(ran, catchup.Outcome) and ran.status == "succeeded"
         assert app.config.schema == schema
 
 
@@ -81,4 +82,4 @@ def test_public_names_are_documented() -> None:
             continue
         assert getattr(catchup, name).__doc__, name
     with pytest.raises(AttributeError):
-        _ = catchup.nope  # type: ignore[attr-defined]
+        _ = catchup.nope

@@ -26,7 +26,7 @@ def setup(project: Project, log: Path | None = None, **keys: Any) -> None:
     assert project.cli("migrate").exit_code == 0
 
 
-def status(sql: Any, day: str) -> tuple[Any, ...] | None:
+def status(sql: Any, day: str) -> Any:
     rows = sql(
         "SELECT status, attempt, failures FROM {schema}.runs WHERE period_start = %s",
         [datetime.fromisoformat(day).replace(tzinfo=UTC)],

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import signal
 import subprocess
@@ -199,7 +200,7 @@ def test_sigint_mid_replay_leaves_nothing_running(
     assert sql("SELECT count(*) FROM {schema}.runs WHERE status = 'running'") == [(0,)]
     assert sql("SELECT DISTINCT status FROM {schema}.history") == [("interrupted",)]
     for pid in map(int, pids.read_text().split()):
-        wait_for(lambda pid=pid: process_gone(pid), timeout=15, what="the job to stop")
+        wait_for(functools.partial(process_gone, pid), timeout=15, what="the job to stop")
     # interrupted periods are left for a retry, with no failure counted
     assert sql("SELECT DISTINCT status, failures FROM {schema}.runs") == [("failed", 0)]
 
@@ -300,10 +301,11 @@ def test_failed_period_backs_off_then_is_exhausted(project: Project, sql: Any) -
 
     def tick() -> dict[str, Any]:
         result = project.cli("-q", "tick", "--json")
-        return json.loads(result.stdout)["totals"]
+        totals: dict[str, Any] = json.loads(result.stdout)["totals"]
+        return totals
 
     def ready() -> bool:
-        return sql("SELECT retry_after <= clock_timestamp() FROM {schema}.runs")[0][0]
+        return bool(sql("SELECT retry_after <= clock_timestamp() FROM {schema}.runs")[0][0])
 
     def backoff() -> float:
         (seconds,) = sql(

@@ -140,7 +140,7 @@ def brute_force(
             islands[-1][3] += 1
         else:
             islands.append([state, start, start, 1])
-    return [tuple(i) for i in islands if i[0] != "succeeded"]  # type: ignore[misc]
+    return [tuple(i) for i in islands if i[0] != "succeeded"]
 
 
 def as_tuples(islands: tuple[Island, ...]) -> list[tuple[str, datetime, datetime, int]]:

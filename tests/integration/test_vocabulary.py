@@ -67,13 +67,14 @@ def test_a_ledger_migrated_before_period_state_existed_gets_it(ledger: Ledger, s
     ledgers that applied the first 0005, so they reach the same schema as a fresh one."""
 
     def functions() -> list[tuple[Any, ...]]:
-        return sql(
+        rows: list[tuple[Any, ...]] = sql(
             "SELECT p.proname, pg_get_function_identity_arguments(p.oid), prosrc FROM pg_proc p "
             "JOIN pg_namespace n ON n.oid = p.pronamespace "
             "WHERE n.nspname = %s "
             "ORDER BY 1, 2",
             [ledger.schema],
         )
+        return rows
 
     fresh = functions()
     assert "period_state" in [name for name, _, _ in fresh]

@@ -268,6 +268,7 @@ def test_daily_in_a_zone_across_both_changes_of_2026(
     if not changes:
         assert odd == {}
         return
+    assert short is not None and long is not None
     assert sorted(odd.values()) == sorted([short, long])
     assert sorted(odd) == changes
     assert period_label(schedule, periods[0].start) == "2026-01-01"

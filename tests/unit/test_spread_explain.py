@@ -8,10 +8,11 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from catchup.config import make_job, spread_offset
+from catchup.config import make_job
 from catchup.errors import ConfigError
 from catchup.explain import explain
 from catchup.schedule import parse_schedule
+from catchup.values import spread_offset
 
 NOW = datetime(2026, 11, 29, 14, 20, tzinfo=UTC)
 
