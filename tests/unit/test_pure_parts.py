@@ -1,0 +1,272 @@
+"""The pure parts that the CLI tests reach only from afar: the renderers, the dispatcher, the
+output tail, password redaction, period parsing and the query files."""
+
+from __future__ import annotations
+
+import io
+import json
+import threading
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from rich.console import Console
+
+from catchup.config import make_job
+from catchup.db import redact, scrub
+from catchup.errors import ConfigError
+from catchup.models import Island, JobScan, ScanReport, SchedulerHealth
+from catchup.operations import parse_periods
+from catchup.render import documents, tables
+from catchup.render import json as render_json
+from catchup.render.scan import scan_tables
+from catchup.render.text import safe, schedule_text
+from catchup.replay import Dispatcher, Planned
+from catchup.results import Change, Changes, History
+from catchup.runner import Tail
+from catchup.scan import bound, check_window
+from catchup.schedule import Period, span
+from catchup.sqlfiles import parse_queries
+from catchup.vocabulary import EventAction, PeriodState
+
+T0 = datetime(2026, 11, 1, tzinfo=UTC)
+
+
+def printed(render: Any, *args: Any) -> str:
+    out = io.StringIO()
+    render(Console(file=out, width=200, markup=False, highlight=False, emoji=False), *args)
+    return out.getvalue()
+
+
+def scan_result(job: str, gaps: list[Island], *, tz: str = "UTC") -> JobScan:
+    nightly = make_job("nightly", "daily", "2026-11-01", command=["true"], timezone=tz)
+    counts: dict[str, int] = dict.fromkeys(PeriodState, 0)
+    counts[PeriodState.succeeded] = 20
+    for gap in gaps:
+        counts[PeriodState(gap.state)] += gap.periods
+    return JobScan(
+        job=job,
+        schedule="daily",
+        timezone=tz,
+        daily_or_longer=True,
+        paused=False,
+        first=T0,
+        until=T0 + timedelta(days=25),
+        expected=sum(counts.values()),
+        counts=counts,
+        islands=tuple(gaps),
+        last_success=T0,
+        labeler=nightly.label,
+    )
+
+
+# -- renderers ---------------------------------------------------------------------------------
+
+
+def test_markdown_orders_gaps_oldest_first_like_the_table_and_escapes_text() -> None:
+    late = scan_result(
+        "a|pipe", [Island("missing", T0 + timedelta(days=9), T0 + timedelta(days=9), 1)]
+    )
+    early = scan_result("b", [Island("failed", T0 + timedelta(days=2), T0 + timedelta(days=3), 2)])
+    health = SchedulerHealth(T0, "host|<b>", 300.0, False, (), T0)
+    report = ScanReport(T0 + timedelta(days=25), T0, T0 + timedelta(days=25), (late, early), health)
+    text = documents.scan_markdown(report)
+    gap_rows = [line for line in text.splitlines() if line.endswith((" | 1 |", " | 2 |"))]
+    assert gap_rows == [
+        "| b | failed | 2026-11-03 | 2026-11-04 | 2 |",
+        "| a\\|pipe | missing | 2026-11-10 | 2026-11-10 | 1 |",
+    ]
+    assert "from host\\|<b>." in text
+    table = printed(scan_tables, report)
+    gap_table = table.split("gaps, oldest first")[1]
+    order = [line.split("│")[1].strip() for line in gap_table.splitlines() if "│ 2026-11-" in line]
+    assert order == ["b", "a|pipe"]
+
+
+def test_markdown_shows_the_zone_and_counts_that_add_up() -> None:
+    job = scan_result("nightly", [], tz="Europe/Berlin")
+    report = ScanReport(T0, T0, T0, (job,))
+    row = next(line for line in documents.scan_markdown(report).splitlines() if "nightly" in line)
+    cells = [cell.strip() for cell in row.strip("|").split("|")]
+    assert cells[1] == "daily (Europe/Berlin)" == schedule_text("daily", "Europe/Berlin")
+    numbers = [int(c) for c in cells[2:10]]
+    assert numbers[0] == sum(numbers[1:])
+
+
+def test_openmetrics_escapes_label_values() -> None:
+    report = ScanReport(T0, T0, T0, (scan_result('we"ird\\', []),))
+    text = documents.scan_openmetrics(report)
+    assert 'catchup_missing_periods{job="we\\"ird\\\\"} 0' in text
+    assert text.endswith("# EOF\n")
+
+
+def test_changes_say_what_changed_by_kind() -> None:
+    period = Period(T0, T0 + timedelta(days=1))
+    rows = (
+        Change("j", period, "2026-11-01", PeriodState.failed, PeriodState.failed, True),
+        Change("j", period, "2026-11-02", PeriodState.missing, PeriodState.missing, False),
+    )
+    text = printed(tables.changes, Changes("j", EventAction.reset, rows))
+    assert "j 2026-11-01: failed → failed (runnable)" in text
+    assert "j 2026-11-02: unchanged (already missing)" in text
+    assert "reset: 1 of 2 period(s)" in text
+    marked = printed(tables.changes, Changes("j", EventAction.skip, rows[:1]))
+    assert "marked skip: 1 of 1 period(s)" in marked and "runnable" not in marked
+
+
+def test_history_says_how_many_it_left_out() -> None:
+    history = History("j", None, 2, (), 169, (), 0)
+    assert "0 of 169 attempts, newest first (--limit 169 for all)" in printed(
+        tables.history, history
+    )
+    complete = History("j", None, 50, (), 0, (), 0)
+    assert "of" not in printed(tables.history, complete).split("history of j")[1]
+
+
+def test_json_names_each_period_by_start_end_and_label() -> None:
+    assert render_json.period_json(T0, T0 + timedelta(hours=1), "x") == {
+        "period": "2026-11-01T00:00:00Z",
+        "start": "2026-11-01T00:00:00Z",
+        "end": "2026-11-01T01:00:00Z",
+        "label": "x",
+    }
+    midnight = datetime(2026, 10, 31, 23, tzinfo=UTC)  # Berlin's, on 2026-11-01
+    job = scan_result(
+        "j", [Island("missing", midnight, midnight + timedelta(days=1), 2)], tz="Europe/Berlin"
+    )
+    document = json.loads(render_json.scan_json(ScanReport(T0, T0, T0, (job,))))
+    (gap,) = document["jobs"][0]["gaps"]
+    assert (gap["first_label"], gap["last_label"]) == ("2026-11-01", "2026-11-02")
+
+
+def test_stored_text_is_printed_as_text() -> None:
+    assert safe("[bold]x\x1b]0;t\x07\u202e") == "[bold]x\\x1b]0;t\\x07\\u202e"
+    assert safe("a\nb", lines=True) == "a\nb" and safe("a\nb") == "a\\x0ab"
+    period = Period(T0, T0 + timedelta(days=1))
+    rows = (Change("[red]j", period, "l", PeriodState.missing, PeriodState.waived, True),)
+    assert "[red]j l: missing → waived" in printed(
+        tables.changes, Changes("j", EventAction.done, rows)
+    )
+
+
+def test_one_duration_format() -> None:
+    assert [span(s) for s in (90, 5400, 84600, 88200, 7 * 86400, 0.5)] == [
+        "1m30s",
+        "1h30m",
+        "23h30m",
+        "24h30m",
+        "7d",
+        "0.5s",
+    ]
+
+
+# -- the dispatcher ------------------------------------------------------------------------
+
+
+def planned(job_name: str, k: int, overlap: str = "forbid") -> Planned:
+    job = make_job(job_name, "hourly", "2026-11-01", command=["true"], overlap=overlap)
+    start = T0 + timedelta(hours=k)
+    return Planned(job, Period(start, start + timedelta(hours=1)), "missing")
+
+
+def test_the_dispatcher_never_hands_out_two_periods_of_a_forbid_job_at_once() -> None:
+    items = [planned("a", 0), planned("a", 1), planned("b", 0)]
+    dispatcher = Dispatcher(iter(items), None)
+    first = dispatcher.take()
+    second = dispatcher.take()
+    assert (first, second) == (items[0], items[2])  # a's second waits for a's first
+    taken: list[Planned | None] = []
+    waiter = threading.Thread(target=lambda: taken.append(dispatcher.take()))
+    waiter.start()
+    waiter.join(0.2)
+    assert waiter.is_alive() and taken == []  # blocked, not handed a's second period
+    assert first is not None
+    dispatcher.done(first)
+    waiter.join(5)
+    assert taken == [items[1]]
+
+
+def test_the_dispatcher_lets_allow_jobs_overlap_and_honours_the_limit() -> None:
+    items = [planned("a", k, overlap="allow") for k in range(5)]
+    dispatcher = Dispatcher(iter(items), 3)
+    assert [dispatcher.take() for _ in range(4)] == [*items[:3], None]
+
+
+def test_a_stopped_dispatcher_hands_out_nothing() -> None:
+    dispatcher = Dispatcher(iter([planned("a", 0)]), None)
+    dispatcher.stop()
+    assert dispatcher.take() is None
+
+
+# -- the output tail, redaction -----------------------------------------------------------------
+
+
+def test_the_tail_keeps_the_last_bytes_and_says_what_it_dropped() -> None:
+    tail = Tail(limit=10)
+    for n in range(100):
+        tail.add(f"{n:03d}\n".encode())
+    text = tail.text()
+    assert text.endswith("098\n099\n")
+    assert text.startswith("[catchup: 390 earlier bytes of output not kept]\n")
+    binary = Tail(limit=10)
+    binary.add(b"\xff\x00ok")
+    assert binary.text() == "\ufffd\ufffdok"
+
+
+@pytest.mark.parametrize(
+    "dsn",
+    [
+        "postgresql://app:s3cret@db.example:5433/ledger",
+        "host=db.example port=5433 user=app password=s3cret dbname=ledger",
+    ],
+)
+def test_redaction_never_shows_the_password(dsn: str) -> None:
+    assert redact(dsn) == "postgresql://app@db.example:5433/ledger"
+    assert "s3cret" not in scrub("FATAL: password s3cret rejected", dsn)
+
+
+def test_an_unparseable_dsn_is_not_echoed() -> None:
+    shown = redact("postgresql://app:s3cret@db:notaport/x?bad=1 ' junk")
+    assert "s3cret" not in shown
+
+
+# -- period parsing ------------------------------------------------------------------------
+
+
+def test_periods_are_parsed_in_the_jobs_zone_with_ranges() -> None:
+    job = make_job("j", "daily", "2026-11-01", command=["true"], timezone="Europe/Berlin")
+    chosen = parse_periods(job, ["2026-11-03..2026-11-05", "2026-11-04"])
+    assert [p.start for p in chosen] == [datetime(2026, 11, d, 23, tzinfo=UTC) for d in (2, 3, 4)]
+    with pytest.raises(ConfigError, match="ends before it starts"):
+        parse_periods(job, ["2026-11-05..2026-11-03"])
+    with pytest.raises(ConfigError, match="not a period start"):
+        parse_periods(job, ["2026-11-03T00:00:00Z"])
+    with pytest.raises(ConfigError, match="not a date"):
+        parse_periods(job, ["yesterday"])
+
+
+def test_a_window_bound_is_each_jobs_local_midnight() -> None:
+    berlin = make_job("b", "daily", "2026-11-01", command=["true"], timezone="Europe/Berlin")
+    utc = make_job("u", "daily", "2026-11-01", command=["true"])
+    assert bound("2026-11-25", berlin) == datetime(2026, 11, 24, 23, tzinfo=UTC)
+    assert bound("2026-11-25", utc) == datetime(2026, 11, 25, tzinfo=UTC)
+    assert bound("2026-11-25T00:00:00Z", berlin) == datetime(2026, 11, 25, tzinfo=UTC)
+    check_window([berlin, utc], "2026-11-25", "2026-11-26")
+    # 23:30Z on the 25th is after Berlin's midnight of the 26th but before UTC's
+    with pytest.raises(ConfigError, match="is not before"):
+        check_window([utc, berlin], "2026-11-25T23:30:00Z", "2026-11-26")
+    check_window([utc], "2026-11-25T23:30:00Z", "2026-11-26")
+    with pytest.raises(ConfigError, match="1900-01-02 to 2199-12-30"):
+        bound("2300-01-01", utc)
+
+
+# -- the query files -------------------------------------------------------------------------
+
+
+def test_query_files_split_into_named_statements() -> None:
+    text = (
+        "-- a header\n\n-- name: first\nSELECT 1;\n\n-- name: second\n-- what it does\nSELECT 2;\n"
+    )
+    assert parse_queries(text) == {"first": "SELECT 1;", "second": "-- what it does\nSELECT 2;"}
+    with pytest.raises(ValueError, match="defined twice"):
+        parse_queries("-- name: x\nSELECT 1;\n-- name: x\nSELECT 2;\n")
