@@ -114,7 +114,7 @@ def _demo(session: Session, target: db.Target, schema: str, out: Console) -> Dem
 
     since = min(job.anchor for job in jobs)
     batch = replay(session, list(jobs), since=since, until=None, workers=2, on_done=done)
-    tables.batch_summary(out, "replay", batch)
+    tables.batch_summary(out, batch)
     out.print(Rule("3. catchup scan: clean"))
     after = scan(session, jobs, since=None, until=None)
     scan_report.scan_tables(out, after)

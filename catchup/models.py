@@ -28,6 +28,15 @@ class Outcome:
     blocked: bool = False  # skipped only because another period of the job holds the lease
 
 
+class _RunStatusRow:
+    """A row read from ``runs``: its status as the enum (the text is the enum's value)."""
+
+    status: RunStatus
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "status", RunStatus(self.status))
+
+
 @dataclass(frozen=True)
 class Claim:
     """A period this process now owns, as ``attempt``, until ``lease_expires_at``."""
@@ -41,7 +50,7 @@ class Claim:
 
 
 @dataclass(frozen=True)
-class RunRow:
+class RunRow(_RunStatusRow):
     """The ledger row of one period, as read back."""
 
     period_start: datetime
@@ -58,12 +67,9 @@ class RunRow:
     lease_live: bool | None
     now: datetime
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "status", RunStatus(self.status))
-
 
 @dataclass(frozen=True)
-class LockedRow:
+class LockedRow(_RunStatusRow):
     """A period's row as a mark or reset locked it."""
 
     period_start: datetime
@@ -71,9 +77,6 @@ class LockedRow:
     attempt: int
     failures: int
     live: bool
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "status", RunStatus(self.status))
 
 
 @dataclass(frozen=True)

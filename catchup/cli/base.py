@@ -7,7 +7,7 @@ from __future__ import annotations
 import signal
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -86,6 +86,20 @@ def stop_signals() -> Iterator[threading.Event]:
     finally:
         for sig, old in previous.items():
             signal.signal(sig, old)
+
+
+def show[R](
+    result: R,
+    as_json: bool,
+    for_scripts: Callable[[R], str],
+    for_people: Callable[[Console, R], None],
+    out: Console | None = None,
+) -> None:
+    """Print ``result``: as JSON with ``--json``, else for people (on ``out``, or stdout)."""
+    if as_json:
+        click.echo(for_scripts(result))
+    else:
+        for_people(out or console(), result)
 
 
 def exit_for_outcome(result: Outcome) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from ..errors import EXIT_FAILED, ConfigError
-from .base import State, console, pass_state
+from .base import State, console, pass_state, show
 from .options import DATE_HELP, EXIT_CODES, When, jobs_option, json_option, window_options
 
 
@@ -99,11 +99,7 @@ def jobs(state: State, as_json: bool) -> None:
     """
     from ..render import json, tables
 
-    result = state.app().jobs()
-    if as_json:
-        click.echo(json.jobs_json(result))
-    else:
-        tables.jobs(console(), result)
+    show(state.app().jobs(), as_json, json.jobs_json, tables.jobs)
 
 
 @click.command(epilog=EXIT_CODES)
@@ -131,10 +127,7 @@ def history(state: State, job: str, period: str | None, limit: int, as_json: boo
     from ..render import json, tables
 
     result = state.app().history(job, period=period, limit=limit)
-    if as_json:
-        click.echo(json.history_json(result))
-    else:
-        tables.history(console(), result)
+    show(result, as_json, json.history_json, tables.history)
 
 
 @click.command(epilog=EXIT_CODES)

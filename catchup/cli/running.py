@@ -6,7 +6,15 @@ from typing import TYPE_CHECKING
 
 import click
 
-from .base import State, console, exit_for_batch, exit_for_outcome, pass_state, stop_signals
+from .base import (
+    State,
+    console,
+    exit_for_batch,
+    exit_for_outcome,
+    pass_state,
+    show,
+    stop_signals,
+)
 from .options import DATE_HELP, EXIT_CODES, When, jobs_option, json_option, window_options
 
 if TYPE_CHECKING:
@@ -37,15 +45,9 @@ def run(state: State, job: str, period: str | None, as_json: bool) -> None:
     with stop_signals() as stop:
         result = app.run(job, period, interrupted=stop, stream=not as_json)
     if isinstance(result, NotDue):
-        if as_json:
-            click.echo(json.dumps(json.not_due_json(result)))
-        else:
-            tables.not_due(console(), result)
+        show(result, as_json, lambda r: json.dumps(json.not_due_json(r)), tables.not_due)
         return
-    if as_json:
-        click.echo(json.dumps(json.outcome_json(result)))
-    else:
-        tables.outcome(console(), result)
+    show(result, as_json, lambda r: json.dumps(json.outcome_json(r)), tables.outcome)
     exit_for_outcome(result)
 
 
@@ -68,17 +70,14 @@ def tick(state: State, job_names: tuple[str, ...], as_json: bool, verbose: bool)
 
     out = console()
 
-    def show(outcome: Outcome) -> None:
+    def done(outcome: Outcome) -> None:
         if verbose or outcome.status != "skipped":
             tables.outcome(out, outcome)
 
     app = state.app()
     with stop_signals() as stop:
-        result = app.tick(jobs=job_names, interrupted=stop, on_done=None if as_json else show)
-    if as_json:
-        click.echo(json.batch_json(result))
-    else:
-        tables.tick_summary(out, result)
+        result = app.tick(jobs=job_names, interrupted=stop, on_done=None if as_json else done)
+    show(result, as_json, json.batch_json, tables.tick_summary, out)
     exit_for_batch(result)
 
 
@@ -142,10 +141,6 @@ def replay(
             on_start=bar.start,
             on_done=None if as_json else bar.done,
         )
-    if as_json:
-        click.echo(json.batch_json(result))
-    elif dry_run:
-        tables.plan(out, result)
-    else:
-        tables.batch_summary(out, "replay", result)
+    people = tables.plan if dry_run else tables.batch_summary
+    show(result, as_json, json.batch_json, people, out)
     exit_for_batch(result)

@@ -235,7 +235,7 @@ def scheduler(console: Console, health: SchedulerHealth) -> None:
 # -- replay and tick -------------------------------------------------------------------------
 
 
-def batch_summary(console: Console, title: str, batch: Batch) -> None:
+def batch_summary(console: Console, batch: Batch, title: str = "replay") -> None:
     """Per job: how many periods succeeded, failed, were skipped, lost or interrupted."""
     totals = batch.totals
     table = Table(title=title, title_justify="left")
