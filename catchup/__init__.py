@@ -31,7 +31,7 @@ _EXPORTS = {
     "JobScan": "catchup.models",
     "Island": "catchup.models",
     "Period": "catchup.schedule",
-    "Batch": "catchup.replay",
+    "Batch": "catchup.results",
     "CatchupError": "catchup.errors",
     "ConfigError": "catchup.errors",
     "DatabaseError": "catchup.errors",
@@ -62,7 +62,7 @@ if TYPE_CHECKING:
     from .errors import CatchupError, ConfigError, DatabaseError
     from .job import Config, Job
     from .models import Island, JobScan, Outcome, ScanReport
-    from .replay import Batch
+    from .results import Batch
     from .runner import JobContext
     from .schedule import Period
 

@@ -19,8 +19,8 @@ from .errors import ConfigError
 from .explain import Explanation
 from .job import Config, Job
 from .models import Outcome, ScanReport
-from .replay import Batch, Planned
 from .results import (
+    Batch,
     Changes,
     Connected,
     History,
@@ -28,6 +28,7 @@ from .results import (
     Migrated,
     NotDue,
     Paused,
+    Planned,
     Resumed,
 )
 from .scan import Moment

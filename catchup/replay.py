@@ -9,7 +9,6 @@ import socket
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 
 import psycopg
 
@@ -17,49 +16,12 @@ from . import db
 from .core import Session, run_period
 from .errors import first_line
 from .job import Config, Job
-from .models import STATUSES, JobScan, Outcome
+from .models import JobScan, Outcome
+from .results import Batch, Planned
 from .scan import Moment, Target, check_window, scan_jobs
-from .schedule import Period
 from .vocabulary import REPLAYABLE, PeriodState, Status
 
 LOOKAHEAD = 512
-
-
-@dataclass(frozen=True)
-class Planned:
-    """A period a replay or tick intends to run, and the state the scan found it in."""
-
-    job: Job
-    period: Period
-    state: str
-
-
-@dataclass(frozen=True)
-class Batch:
-    """What a replay or tick did: the outcomes in the order they finished."""
-
-    planned: int
-    outcomes: tuple[Outcome, ...]
-    interrupted: bool
-    dry_run: bool = False
-    plan: tuple[Planned, ...] = ()
-
-    @property
-    def totals(self) -> dict[str, int]:
-        counts = Counter(outcome.status for outcome in self.outcomes)
-        return {
-            "planned": self.planned,
-            **{s: counts.get(s, 0) for s in STATUSES},
-        }
-
-    @property
-    def failed(self) -> bool:
-        return any(outcome.status.is_failure for outcome in self.outcomes)
-
-    @property
-    def errors(self) -> bool:
-        """A period met a database error (its job's others, and other jobs, still ran)."""
-        return any(outcome.status == Status.error for outcome in self.outcomes)
 
 
 def gap_periods(job: Job, result: JobScan, states: frozenset[str]) -> Iterator[Planned]:

@@ -3,14 +3,16 @@ for people and scripts, returned as they are by the Python API (no I/O here)."""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Literal
 
-from .models import EventRow, HistoryRow, JobLine, SchedulerHealth
+from .job import Job
+from .models import STATUSES, EventRow, HistoryRow, JobLine, Outcome, SchedulerHealth
 from .schedule import Period, iso_utc
-from .vocabulary import EventAction, PeriodState
+from .vocabulary import EventAction, PeriodState, Status
 
 
 @dataclass(frozen=True)
@@ -107,3 +109,40 @@ class Migrated:
     schema: str
     applied: tuple[str, ...]
     version: int
+
+
+@dataclass(frozen=True)
+class Planned:
+    """A period a replay or tick intends to run, and the state the scan found it in."""
+
+    job: Job
+    period: Period
+    state: str
+
+
+@dataclass(frozen=True)
+class Batch:
+    """What a replay or tick did: the outcomes in the order they finished."""
+
+    planned: int
+    outcomes: tuple[Outcome, ...]
+    interrupted: bool
+    dry_run: bool = False
+    plan: tuple[Planned, ...] = ()
+
+    @property
+    def totals(self) -> dict[str, int]:
+        counts = Counter(outcome.status for outcome in self.outcomes)
+        return {
+            "planned": self.planned,
+            **{s: counts.get(s, 0) for s in STATUSES},
+        }
+
+    @property
+    def failed(self) -> bool:
+        return any(outcome.status.is_failure for outcome in self.outcomes)
+
+    @property
+    def errors(self) -> bool:
+        """A period met a database error (its job's others, and other jobs, still ran)."""
+        return any(outcome.status == Status.error for outcome in self.outcomes)

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
     from ..api import Catchup
     from ..models import Outcome
-    from ..replay import Batch
+    from ..results import Batch
 
 
 class State:

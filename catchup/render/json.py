@@ -9,8 +9,7 @@ from datetime import datetime
 from typing import Any
 
 from ..models import Island, JobScan, Outcome, ScanReport
-from ..replay import Batch
-from ..results import History, JobsReport, NotDue
+from ..results import Batch, History, JobsReport, NotDue
 from .text import iso_utc
 
 

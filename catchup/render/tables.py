@@ -21,7 +21,7 @@ from .text import STYLE, iso_utc, safe, schedule_text, seconds, span
 
 if TYPE_CHECKING:
     from ..doctor import Finding
-    from ..replay import Batch, Planned
+    from ..results import Batch, Planned
 
 
 def outcome(console: Console, result: Outcome) -> None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import io
 import json
+import subprocess
+import sys
 import threading
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -21,8 +23,8 @@ from catchup.render import documents, tables
 from catchup.render import json as render_json
 from catchup.render.scan import scan_tables
 from catchup.render.text import safe, schedule_text
-from catchup.replay import Dispatcher, Planned
-from catchup.results import Change, Changes, History
+from catchup.replay import Dispatcher
+from catchup.results import Change, Changes, History, Planned
 from catchup.runner import Tail
 from catchup.scan import bound, check_window
 from catchup.schedule import Period, span
@@ -270,3 +272,16 @@ def test_query_files_split_into_named_statements() -> None:
     assert parse_queries(text) == {"first": "SELECT 1;", "second": "-- what it does\nSELECT 2;"}
     with pytest.raises(ValueError, match="defined twice"):
         parse_queries("-- name: x\nSELECT 1;\n-- name: x\nSELECT 2;\n")
+
+
+def test_the_render_layer_knows_neither_the_database_nor_click() -> None:
+    code = (
+        "import sys\n"
+        "import catchup.render.json, catchup.render.tables, catchup.render.scan\n"
+        "import catchup.render.documents\n"
+        "print(sorted({'psycopg', 'click', 'catchup.ledger', 'catchup.core'} & set(sys.modules)))"
+    )
+    found = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
+    assert found.strip() == "[]"
