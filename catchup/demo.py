@@ -23,6 +23,7 @@ from .render import tables
 from .replay import replay
 from .runner import JobContext
 from .scan import scan
+from .vocabulary import Status
 
 
 def billing(ctx: JobContext) -> None:
@@ -107,7 +108,7 @@ def _demo(session: Session, target: db.Target, schema: str, out: Console) -> Dem
 
     def done(outcome: Outcome) -> None:
         shown[0] += 1
-        if shown[0] <= 6 or outcome.status != "succeeded":
+        if shown[0] <= 6 or outcome.status != Status.succeeded:
             tables.outcome(out, outcome)
         elif shown[0] == 7:
             out.print("…")
@@ -127,4 +128,4 @@ def _demo(session: Session, target: db.Target, schema: str, out: Console) -> Dem
         "`catchup tick` from one scheduler (`catchup deploy --help`).",
         highlight=False,
     )
-    return DemoResult(schema, gaps_before, batch.totals["succeeded"], gaps_after)
+    return DemoResult(schema, gaps_before, batch.totals[Status.succeeded], gaps_after)

@@ -30,8 +30,9 @@ def gap_periods(job: Job, result: JobScan, states: frozenset[str]) -> Iterator[P
     for island in result.islands:
         if island.state not in states:
             continue
+        state = PeriodState(island.state)
         for period in timeline.periods(island.first, timeline.after(island.last)):
-            yield Planned(job, period, island.state)
+            yield Planned(job, period, state)
 
 
 def oldest_first(streams: list[Iterator[Planned]]) -> Iterator[Planned]:

@@ -113,11 +113,12 @@ class Migrated:
 
 @dataclass(frozen=True)
 class Planned:
-    """A period a replay or tick intends to run, and the state the scan found it in."""
+    """A period a replay or tick intends to run, and why: the state the scan found it in, or
+    ``due`` (a tick's newest due period, which it runs without scanning)."""
 
     job: Job
     period: Period
-    state: str
+    state: PeriodState | Literal["due"]
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from ..errors import EXIT_DATABASE, EXIT_FAILED, EXIT_INTERRUPTED, CatchupError, first_line
+from ..vocabulary import Status
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -104,7 +105,7 @@ def show[R](
 
 def exit_for_outcome(result: Outcome) -> None:
     """``run``: 130 when interrupted, 1 when the job failed or lost its period, else 0."""
-    if result.status == "interrupted":
+    if result.status == Status.interrupted:
         sys.exit(EXIT_INTERRUPTED)
     if result.status.is_failure:
         sys.exit(EXIT_FAILED)

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from ..vocabulary import Status
 from .base import (
     State,
     console,
@@ -71,7 +72,7 @@ def tick(state: State, job_names: tuple[str, ...], as_json: bool, verbose: bool)
     out = console()
 
     def done(outcome: Outcome) -> None:
-        if verbose or outcome.status != "skipped":
+        if verbose or outcome.status != Status.skipped:
             tables.outcome(out, outcome)
 
     app = state.app()

@@ -64,7 +64,7 @@ def scan_tables(console: Console, report: ScanReport) -> None:
         ]
         for state in SUMMARY_STATES:
             count = job.counts[state]
-            style = STYLE[state] if count and (state != "succeeded" or not gaps) else ""
+            style = STYLE[state] if count and (state != PeriodState.succeeded or not gaps) else ""
             cells.append(Text(str(count), style="dim" if not count else style))
         cells.append(when(job, gaps[0].first) if gaps else "-")
         cells.append(when(job, job.last_success) if job.last_success else "never")

@@ -168,7 +168,7 @@ def test_one_duration_format() -> None:
 def planned(job_name: str, k: int, overlap: str = "forbid") -> Planned:
     job = make_job(job_name, "hourly", "2026-11-01", command=["true"], overlap=overlap)
     start = T0 + timedelta(hours=k)
-    return Planned(job, Period(start, start + timedelta(hours=1)), "missing")
+    return Planned(job, Period(start, start + timedelta(hours=1)), PeriodState.missing)
 
 
 def test_the_dispatcher_never_hands_out_two_periods_of_a_forbid_job_at_once() -> None:
