@@ -11,7 +11,7 @@ Builds ledgers in throwaway schemas on the embedded PostgreSQL (or CATCHUP_DSN):
   (e) wall-clock schedules: 10 jobs x a year of cron "*/15 * * * *" on Europe/Berlin time (two
       DST changes), all succeeded but the last 48 hours: the first scan (nothing verified yet),
       a later scan, and the plain detector (`scan --full`, the listed starts LEFT JOIN the ledger).
-The reference is the plain query (sql/queries.sql: plain_gaps): one generate_series LEFT JOIN
+The reference is the plain query (sql/tools.sql: plain_gaps): one generate_series LEFT JOIN
 the ledger per job, listing every period that is not succeeded. For (a)-(c) the first scan
 (nothing verified yet: what a new install or a new job pays) is timed once, then the later scan
 and the plain query are each the median of --repeat runs after a warm-up. Both scans are shown

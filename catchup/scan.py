@@ -159,8 +159,7 @@ def scan_jobs(
                 if states.get(job_id, ("", 0))[0] == signature(by_id[job_id].job):
                     covered[job_id].append((first, last))
             if stepped:
-                for job_id, island in ledger.unfinished_islands(piece_arrays(stepped)):
-                    islands[job_id].append(island)
+                ledger.unfinished_islands(piece_arrays(stepped), islands)
             if walled:
                 rows_by_job: dict[int, list[tuple[str, datetime]]] = {}
                 for job_id, state, start in ledger.unfinished_rows(piece_arrays(walled)):
@@ -245,7 +244,7 @@ def scan_jobs(
                 found = sorted([*found, *holes], key=lambda i: i.first)
         counts: dict[str, int] = dict.fromkeys(COUNTED_STATES, 0)
         for item in found:
-            counts[PeriodState(item.state)] += item.periods
+            counts[item.state] += item.periods  # the text is the PeriodState's value
         if full:
             holes = [i for i in found if i.state == PeriodState.missing]
         else:

@@ -13,6 +13,7 @@ from psycopg import errors as pg_errors
 from psycopg.rows import class_row
 
 from .. import sqlfiles
+from ..errors import DatabaseError
 from ..models import JobRow
 from ..reconcile import Reconciliation, Recorded
 from ..schedule import iso_utc
@@ -174,7 +175,13 @@ class LedgerBase:
         with self.conn.cursor(row_factory=class_row(JobRow)) as cur:
             return {row.name: row for row in cur.execute(self._q("job_ids"), {"names": names})}
 
+    def _instant(self, name: str, params: dict[str, Any] | None = None) -> datetime:
+        """The one timestamptz a statement returns."""
+        row = self.conn.execute(self._q(name), params).fetchone()
+        if row is None or not isinstance(row[0], datetime):
+            raise DatabaseError(f"{name}: expected a time from the server, got {row!r}")
+        return row[0]
+
     def now(self) -> datetime:
-        row = self.conn.execute(self._q("server_now")).fetchone()
-        assert row is not None
-        return row[0]  # type: ignore[no-any-return]
+        """The database clock: every time decision of catchup is made on it."""
+        return self._instant("server_now")

@@ -86,9 +86,8 @@ class Changes(LedgerBase):
         )
 
     def pause_job(self, job_id: int) -> datetime:
-        row = self.conn.execute(self._q("pause_job"), {"job_id": job_id}).fetchone()
-        assert row is not None
-        return row[0]  # type: ignore[no-any-return]
+        """Pause the job (kept if already paused); since when it is paused."""
+        return self._instant("pause_job", {"job_id": job_id})
 
     def resume_job(self, job_id: int) -> bool:
         """Resume the job; False when it was not paused."""

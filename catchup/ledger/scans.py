@@ -36,16 +36,16 @@ class Scanning(LedgerBase):
         """Verified ranges (job, first, last) inside each job's window."""
         return [(j, a, b) for j, a, b in self.conn.execute(self._q("coverage"), window)]
 
-    def unfinished_islands(self, pieces: dict[str, Any]) -> Iterator[tuple[int, Island]]:
-        """Runs of rows that are not succeeded, per fixed-step piece, grouped in SQL. Possibly
-        millions: read in batches through a server-side cursor, and a one-period island shares
-        one datetime for first and last."""
+    def unfinished_islands(self, pieces: dict[str, Any], into: dict[int, list[Island]]) -> None:
+        """Runs of rows that are not succeeded, per fixed-step piece, grouped in SQL, appended
+        to ``into`` by job id. Possibly millions: read in batches through a server-side cursor,
+        and a one-period island shares one datetime for first and last."""
         with self.conn.cursor(name="catchup_scan_unfinished", binary=True) as cur:
             cur.itersize = UNFINISHED_BATCH
             cur.execute(self._q("scan_unfinished"), pieces)
             while batch := cur.fetchmany(cur.itersize):
                 for job_id, state, first, last, count in batch:
-                    yield job_id, Island(state, first, first if count == 1 else last, count)
+                    into[job_id].append(Island(state, first, first if count == 1 else last, count))
 
     def unfinished_rows(self, pieces: dict[str, Any]) -> Iterator[tuple[int, str, datetime]]:
         """Rows that are not succeeded, one by one (wall-clock pieces are grouped in Python)."""
