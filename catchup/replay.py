@@ -18,7 +18,7 @@ from .errors import first_line
 from .job import Config, Job
 from .models import JobScan, Outcome
 from .results import Batch, Planned
-from .scan import Moment, Target, check_window, scan_jobs
+from .scan import Moment, ScanTarget, check_window, scan_jobs
 from .vocabulary import REPLAYABLE, PeriodState, Status
 
 LOOKAHEAD = 512
@@ -211,7 +211,7 @@ def replay(
         else session.ledger.register_jobs(sorted(session.config.jobs))
     )
     targets = [
-        Target(
+        ScanTarget(
             job,
             rows[job.name].id if job.name in rows else -1,
             job.name in rows and rows[job.name].paused_at is not None,
@@ -281,7 +281,7 @@ def tick(
             since = max(job.anchor, now - job.catchup_window)
             (result,) = scan_jobs(
                 session.ledger,
-                [Target(job, rows[job.name].id, False)],
+                [ScanTarget(job, rows[job.name].id, False)],
                 now=now,
                 since=since,
                 until=None,

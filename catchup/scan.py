@@ -76,7 +76,7 @@ def signature(job: Job) -> str:
 
 
 @dataclass(frozen=True)
-class Target:
+class ScanTarget:
     """One job to scan: its config, its ledger id, whether it is paused."""
 
     job: Job
@@ -97,14 +97,14 @@ def scan_job(
 ) -> JobScan:
     """Scan one job; see :func:`scan_jobs`."""
     (result,) = scan_jobs(
-        ledger, [Target(job, job_id, paused)], now=now, since=since, until=until, full=full
+        ledger, [ScanTarget(job, job_id, paused)], now=now, since=since, until=until, full=full
     )
     return result
 
 
 def scan_jobs(
     ledger: Ledger,
-    targets: list[Target],
+    targets: list[ScanTarget],
     *,
     now: datetime,
     since: Moment | None,
@@ -137,7 +137,7 @@ def scan_jobs(
     missing: dict[int, list[Island]] = {t.job_id: [] for t in targets}
 
     def piece_arrays(
-        chosen: list[tuple[Target, tuple[Schedule, datetime, datetime]]],
+        chosen: list[tuple[ScanTarget, tuple[Schedule, datetime, datetime]]],
     ) -> dict[str, Any]:
         return {
             "job_ids": [t.job_id for t, _ in chosen],
@@ -276,7 +276,7 @@ def scan_jobs(
 
 
 def _full_query(
-    t: Target, schedule: Schedule, lo: datetime, hi: datetime, now: datetime
+    t: ScanTarget, schedule: Schedule, lo: datetime, hi: datetime, now: datetime
 ) -> tuple[str, dict[str, Any]]:
     """The plain detector's statement for one piece of a job's window."""
     params: dict[str, Any] = {
@@ -346,7 +346,9 @@ def scan(
     jobs = session.resolve_all(jobs)
     now = session.now()
     rows = session.ledger.register_jobs(sorted(session.config.jobs))
-    targets = [Target(job, rows[job.name].id, rows[job.name].paused_at is not None) for job in jobs]
+    targets = [
+        ScanTarget(job, rows[job.name].id, rows[job.name].paused_at is not None) for job in jobs
+    ]
     results = scan_jobs(session.ledger, targets, now=now, since=since, until=until, full=full)
     firsts = [bound(since, job) or job.anchor for job in jobs]
     ends = [bound(until, job) or now for job in jobs]
