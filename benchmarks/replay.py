@@ -116,7 +116,7 @@ def peer(target: db.Target, n: int) -> float:
         connector=procrastinate.PsycopgConnector(conninfo=make_conninfo("", **params))
     )
 
-    @app.task(name="noop")
+    @app.task(name="noop")  # type: ignore[untyped-decorator, unused-ignore]
     def noop() -> None:
         return None
 
