@@ -35,6 +35,7 @@ from .scan import Moment
 from .values import parse_instant
 
 MAX_REASON = 1000
+MAX_WORKERS = 64
 HISTORY_LIMIT = 50
 
 
@@ -176,14 +177,18 @@ class Catchup:
         self,
         *,
         jobs: Iterable[str] | None = None,
+        workers: int = 4,
         interrupted: threading.Event | None = None,
         on_done: Callable[[Outcome], None] | None = None,
     ) -> Batch:
-        """Run what each job's catch-up policy allows: what ``catchup tick`` does."""
+        """Run what each job's catch-up policy allows, on a pool of ``workers``: what
+        ``catchup tick`` does."""
         from .replay import tick
 
+        if not 1 <= workers <= MAX_WORKERS:
+            raise ConfigError(f"--workers {workers}: from 1 to {MAX_WORKERS}")
         chosen = self.select(jobs)
-        return tick(self.session, chosen, interrupted=interrupted, on_done=on_done)
+        return tick(self.session, chosen, workers=workers, interrupted=interrupted, on_done=on_done)
 
     def replay(
         self,

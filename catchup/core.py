@@ -16,6 +16,7 @@ import psycopg
 
 from . import db
 from .errors import ConfigError, DatabaseError
+from .heartbeat import HeartbeatLine
 from .job import Config, Job
 from .ledger import Ledger
 from .models import Claim, Finished, Outcome
@@ -57,6 +58,14 @@ class Session:
             raise DatabaseError(f"cannot prepare schema {config.schema!r}: {exc}") from None
         self._job_ids: dict[str, int] = {}
         self._timelines: dict[str, Timeline] = {}
+        # where leases are renewed: this session's own line, or one a pool of workers shares
+        self.heartbeats = HeartbeatLine(target, config.schema)
+        self._own_heartbeats = True
+
+    def share_heartbeats(self, line: HeartbeatLine) -> None:
+        """Renew leases on ``line`` (one connection for all of a pool's workers)."""
+        self.heartbeats.close()
+        self.heartbeats, self._own_heartbeats = line, False
 
     def job_id(self, name: str) -> int:
         if name not in self._job_ids:
@@ -117,6 +126,8 @@ class Session:
         self.ledger = Ledger(self.conn, self.config.schema)
 
     def close(self) -> None:
+        if self._own_heartbeats:
+            self.heartbeats.close()
         self.conn.close()
 
     def __enter__(self) -> Session:
@@ -186,18 +197,8 @@ def _execute(
     interrupted: threading.Event,
     stream: bool,
 ) -> Execution:
-    heartbeat_conn: list[psycopg.Connection[object]] = []
-
     def renew(within: float) -> datetime | None:
-        if not heartbeat_conn or heartbeat_conn[0].closed or heartbeat_conn[0].broken:
-            for conn in heartbeat_conn:
-                conn.close()
-            heartbeat_conn[:] = [
-                db.connect(session.target, application="catchup-heartbeat", within=within)
-            ]
-        return Ledger(heartbeat_conn[0], session.config.schema).heartbeat(
-            job_id, period.start, claim.attempt, job.lease
-        )
+        return session.heartbeats.renew(job_id, period.start, claim.attempt, job.lease, within)
 
     keeper = LeaseKeeper(renew, job.lease)
     keeper.start()
@@ -233,8 +234,6 @@ def _execute(
         return run_callable(job, ctx, keeper, interrupted)
     finally:
         keeper.stop()
-        for conn in heartbeat_conn:
-            conn.close()
 
 
 def _record(

@@ -7,15 +7,17 @@ from __future__ import annotations
 import heapq
 import socket
 import threading
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 import psycopg
 
 from . import db
 from .core import Session, run_period
 from .errors import first_line
-from .job import Config, Job
+from .heartbeat import HeartbeatLine
+from .job import Job
 from .models import JobScan, Outcome
 from .results import Batch, Planned
 from .scan import Moment, ScanTarget, check_window, scan_jobs
@@ -86,8 +88,7 @@ class Dispatcher:
 
 
 def run_planned(
-    config: Config,
-    target: db.Target,
+    session: Session,
     items: Iterator[Planned],
     *,
     planned: int,
@@ -100,16 +101,34 @@ def run_planned(
     on_start: Callable[[Planned], None] | None = None,
     on_done: Callable[[Outcome], None] | None = None,
 ) -> Batch:
-    """Run ``items`` on ``workers`` threads, each with its own connection."""
+    """Run ``items`` on ``workers`` threads, each with a connection of its own (the first
+    worker uses ``session``'s), and one more connection that all of them renew leases on: a pool
+    of N keeps N + 1 connections, whatever the number of jobs and periods."""
     stop = interrupted or threading.Event()
     dispatcher = Dispatcher(items, limit)
     outcomes: list[Outcome] = []
     lock = threading.Lock()
     errors: list[BaseException] = []
+    config, target = session.config, session.target
+    heartbeats = HeartbeatLine(target, config.schema)
+    lent = session.heartbeats
 
-    def work() -> None:
+    @contextmanager
+    def worker_session(n: int) -> Iterator[Session]:
+        if n == 0:  # the caller's session, idle while the pool runs
+            session.heartbeats = heartbeats
+            try:
+                yield session
+            finally:
+                session.heartbeats = lent
+            return
+        with Session(config, target) as own:
+            own.share_heartbeats(heartbeats)
+            yield own
+
+    def work(n: int) -> None:
         try:
-            with Session(config, target) as session:
+            with worker_session(n) as session:
                 while not stop.is_set() and (item := dispatcher.take()) is not None:
                     try:
                         if on_start:
@@ -140,17 +159,20 @@ def run_planned(
             dispatcher.stop()
 
     threads = [
-        threading.Thread(target=work, name=f"catchup-worker-{n}", daemon=True)
+        threading.Thread(target=work, args=(n,), name=f"catchup-worker-{n}", daemon=True)
         for n in range(max(1, workers))
     ]
-    for thread in threads:
-        thread.start()
-    # Join with a timeout, so the main thread keeps handling SIGINT and SIGTERM.
-    while any(thread.is_alive() for thread in threads):
+    try:
         for thread in threads:
-            thread.join(0.1)
-        if stop.is_set():
-            dispatcher.stop()
+            thread.start()
+        # Join with a timeout, so the main thread keeps handling SIGINT and SIGTERM.
+        while any(thread.is_alive() for thread in threads):
+            for thread in threads:
+                thread.join(0.1)
+            if stop.is_set():
+                dispatcher.stop()
+    finally:
+        heartbeats.close()
     if errors:
         raise errors[0]
     return Batch(planned=planned, outcomes=tuple(outcomes), interrupted=stop.is_set())
@@ -234,11 +256,10 @@ def replay(
         on_plan(planned)
     items = oldest_first([gap_periods(job, r, frozenset(states)) for job, r in live])
     if dry_run:
-        plan = tuple(item for _, item in zip(range(planned), items, strict=False))
+        plan = (item for _, item in zip(range(planned), items, strict=False))
         return Batch(planned=planned, outcomes=(), interrupted=False, dry_run=True, plan=plan)
     return run_planned(
-        session.config,
-        session.target,
+        session,
         items,
         planned=planned,
         workers=workers,
@@ -252,15 +273,20 @@ def replay(
     )
 
 
+TICK_WORKERS = 4
+
+
 def tick(
     session: Session,
     jobs: list[Job],
     *,
+    workers: int = TICK_WORKERS,
     interrupted: threading.Event | None = None,
     on_done: Callable[[Outcome], None] | None = None,
 ) -> Batch:
     """What the one scheduler calls every few minutes: for each job, the due periods its
-    catch-up policy allows, oldest first; jobs in parallel, each job's periods in order.
+    catch-up policy allows, oldest first, on a pool of ``workers`` (one job's periods in order,
+    the jobs taking turns), so a thousand due jobs need no more connections than a few.
 
     ``all``: every gap in ``catchup_window`` (at most ``max_per_tick``); ``latest``: the newest
     due period only; ``none``: the newest due period only if it became due since the previous
@@ -269,24 +295,25 @@ def tick(
     now = session.now()
     previous = session.ledger.record_tick(socket.gethostname())
     rows = session.ledger.register_jobs(sorted(session.config.jobs))
+    due = [
+        (job, latest)
+        for job in jobs
+        if rows[job.name].paused_at is None
+        and (latest := job.timeline.latest_due(job.delay, now)) is not None
+    ]
+    # the gaps of every catch-up-all job in one scan, each from its own window
+    targets = [
+        ScanTarget(job, rows[job.name].id, False, since=max(job.anchor, now - job.catchup_window))
+        for job, _ in due
+        if job.catchup == "all"
+    ]
+    scanned = scan_jobs(session.ledger, targets, now=now, since=None, until=None) if targets else []
+    gaps = {result.job: result for result in scanned}
     streams: list[Iterator[Planned]] = []
     planned = 0
-    for job in jobs:
-        if rows[job.name].paused_at is not None:
-            continue
-        latest = job.timeline.latest_due(job.delay, now)
-        if latest is None:
-            continue
+    for job, latest in due:
         if job.catchup == "all":
-            since = max(job.anchor, now - job.catchup_window)
-            (result,) = scan_jobs(
-                session.ledger,
-                [ScanTarget(job, rows[job.name].id, False)],
-                now=now,
-                since=since,
-                until=None,
-            )
-            chosen = list(_take(gap_periods(job, result, REPLAYABLE), job.max_per_tick))
+            chosen = list(_take(gap_periods(job, gaps[job.name], REPLAYABLE), job.max_per_tick))
         elif job.catchup == "latest" or previous is None or latest.end + job.delay > previous:
             chosen = [Planned(job, latest, "due")]
         else:
@@ -294,16 +321,26 @@ def tick(
         planned += len(chosen)
         if chosen:
             streams.append(iter(chosen))
-    items = oldest_first(streams)
     return run_planned(
-        session.config,
-        session.target,
-        items,
+        session,
+        round_robin(streams),
         planned=planned,
-        workers=max(1, len(streams)),
+        workers=max(1, min(workers, planned)),
         interrupted=interrupted,
         on_done=on_done,
     )
+
+
+def round_robin(streams: list[Iterator[Planned]]) -> Iterator[Planned]:
+    """One period of each job in turn, each job's oldest first: no job waits behind another's
+    backlog. Lazy: nothing is taken from a stream before it is needed."""
+    turn = deque(streams)
+    while turn:
+        stream = turn.popleft()
+        item = next(stream, None)
+        if item is not None:
+            yield item
+            turn.append(stream)
 
 
 def _take(items: Iterator[Planned], n: int) -> Iterator[Planned]:

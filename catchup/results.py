@@ -4,7 +4,7 @@ for people and scripts, returned as they are by the Python API (no I/O here)."""
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Literal
@@ -129,7 +129,8 @@ class Batch:
     outcomes: tuple[Outcome, ...]
     interrupted: bool
     dry_run: bool = False
-    plan: tuple[Planned, ...] = ()
+    # a dry run's periods, oldest first: produced as they are read (once), never built whole
+    plan: Iterable[Planned] = ()
 
     @property
     def totals(self) -> dict[str, int]:

@@ -77,11 +77,13 @@ def signature(job: Job) -> str:
 
 @dataclass(frozen=True)
 class ScanTarget:
-    """One job to scan: its config, its ledger id, whether it is paused."""
+    """One job to scan: its config, its ledger id, whether it is paused, and where its window
+    starts when that is its own (a tick's ``catchup_window``) rather than the scan's."""
 
     job: Job
     job_id: int
     paused: bool
+    since: datetime | None = None
 
 
 def scan_job(
@@ -119,7 +121,7 @@ def scan_jobs(
     SQL (``period + step``); pieces of wall-clock schedules get their period starts from the
     schedule (generated in SQL for calendar schedules by ``--full``, listed by Python
     otherwise)."""
-    windows = {t.job_id: window(t.job, now, since, until) for t in targets}
+    windows = {t.job_id: window(t.job, now, t.since or since, until) for t in targets}
     expected = {t.job_id: t.job.timeline.count(*windows[t.job_id]) for t in targets}
     active = [t for t in targets if expected[t.job_id] > 0]
     by_id = {t.job_id: t for t in targets}

@@ -4,6 +4,7 @@ and the signals a running command listens to."""
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import threading
@@ -64,9 +65,18 @@ def console(stderr: bool = False) -> Console:
     # markup off: names, reasons and errors that users and jobs wrote are text, never markup
     out = Console(stderr=stderr, highlight=False, markup=False, emoji=False)
     if not out.is_terminal:
-        width = max(out.width, 200)
+        # a pipe gets wide tables, unless COLUMNS says how wide the reader is
+        width = _columns() or max(out.width, 200)
         out = Console(stderr=stderr, highlight=False, markup=False, emoji=False, width=width)
     return out
+
+
+def _columns() -> int | None:
+    try:
+        columns = int(os.environ.get("COLUMNS", ""))
+    except ValueError:
+        return None
+    return columns if 20 <= columns <= 10_000 else None
 
 
 def err_console() -> Console:

@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 
 from ..errors import EXIT_FAILED, ConfigError
+from ..render.limits import GAP_LIMIT
 from .base import State, console, pass_state, show
 from .options import DATE_HELP, EXIT_CODES, When, jobs_option, json_option, window_options
 
@@ -37,6 +38,14 @@ from .options import DATE_HELP, EXIT_CODES, When, jobs_option, json_option, wind
     metavar="FILE",
     help="Also save the table report as FILE: .svg, .html or .txt.",
 )
+@click.option(
+    "--limit",
+    type=click.IntRange(1, 1_000_000),
+    default=GAP_LIMIT,
+    show_default=True,
+    help="Gap ranges the table and Markdown show, oldest first (they say how many more).",
+)
+@click.option("--all", "show_all", is_flag=True, help="Show every gap range (--json always does).")
 @pass_state
 def scan(
     state: State,
@@ -48,13 +57,16 @@ def scan(
     calendar: bool,
     full: bool,
     output: str | None,
+    limit: int,
+    show_all: bool,
 ) -> None:
     """Find the periods that were never run, failed, or are stuck, and report them.
 
     Each job's expected periods (from its start, or --since, to the last due one, or --until)
     are checked against the ledger on the database clock. Gaps are missing, failed, exhausted
     and stale periods, oldest first; running periods and paused jobs are shown but are not gaps.
-    A bare date is each job's own local midnight.
+    A bare date is each job's own local midnight. Tables and Markdown lead with a line per job,
+    then the oldest --limit gap ranges; --json is always complete.
 
     Example: catchup scan --since 2026-10-01 --format markdown >> "$GITHUB_STEP_SUMMARY"
     """
@@ -66,6 +78,7 @@ def scan(
     if output is not None and not os.access(Path(output).parent, os.W_OK):
         raise ConfigError(f"--output {output}: no folder {Path(output).parent} to write into")
     fmt = "json" if as_json else fmt
+    shown = None if show_all else limit
     grids = output is not None or (calendar and fmt == "table")
     result = state.app().scan(jobs=job_names, since=since, until=until, full=full, calendars=grids)
     if fmt == "json":
@@ -73,18 +86,18 @@ def scan(
             click.echo(chunk, nl=False)
         click.echo()
     elif fmt == "markdown":
-        click.echo(documents.scan_markdown(result), nl=False)
+        click.echo(documents.scan_markdown(result, limit=shown), nl=False)
     elif fmt == "openmetrics":
         click.echo(documents.scan_openmetrics(result), nl=False)
     else:
         out = console()
-        scan_report.scan_tables(out, result)
+        scan_report.scan_tables(out, result, limit=shown)
         if result.health is not None:
             tables.scheduler(out, result.health)
         if calendar:
             scan_report.calendars(out, result.calendars)
     if output is not None:
-        scan_report.save(output, result)
+        scan_report.save(output, result, limit=shown)
     if result.has_gaps:
         sys.exit(EXIT_FAILED)
 

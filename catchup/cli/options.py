@@ -112,3 +112,14 @@ def every_option[F: Callable[..., Any]](f: F) -> F:
         show_default=True,
         help="Minutes between ticks.",
     )(f)
+
+
+def workers_option(*, default: int, what: str) -> Callable[[F], F]:
+    """``--workers N``: the pool that runs periods (its connections are N plus two)."""
+    return click.option(
+        "--workers",
+        type=click.IntRange(1, 64),
+        default=default,
+        show_default=True,
+        help=f"{what} (overlap = forbid still holds).",
+    )

@@ -16,7 +16,15 @@ from .base import (
     show,
     stop_signals,
 )
-from .options import DATE_HELP, EXIT_CODES, When, jobs_option, json_option, window_options
+from .options import (
+    DATE_HELP,
+    EXIT_CODES,
+    When,
+    jobs_option,
+    json_option,
+    window_options,
+    workers_option,
+)
 
 if TYPE_CHECKING:
     from ..models import Outcome
@@ -54,16 +62,20 @@ def run(state: State, job: str, period: str | None, as_json: bool) -> None:
 
 @click.command(epilog=EXIT_CODES)
 @jobs_option
+@workers_option(default=4, what="Periods run at once, the jobs taking turns")
 @json_option("Print the periods and totals as JSON.")
 @click.option("-v", "--verbose", is_flag=True, help="Also print the periods that were skipped.")
 @pass_state
-def tick(state: State, job_names: tuple[str, ...], as_json: bool, verbose: bool) -> None:
+def tick(
+    state: State, job_names: tuple[str, ...], workers: int, as_json: bool, verbose: bool
+) -> None:
     """Run everything due, per each job's catch-up policy: what one scheduler calls.
 
     Call it every few minutes from one Kubernetes CronJob, systemd timer or cron entry. Each
     job runs the due periods its policy allows (catchup = all | latest | none, within
-    catchup_window, at most max_per_tick), oldest first; paused jobs are skipped; failed
-    periods wait for their backoff. Safe when several replicas tick at once.
+    catchup_window, at most max_per_tick), oldest first, on a pool of --workers: the
+    connections it opens are the workers plus two, however many jobs are due. Paused jobs are
+    skipped; failed periods wait for their backoff. Safe when several replicas tick at once.
 
     Example: */5 * * * * catchup -q tick
     """
@@ -77,7 +89,9 @@ def tick(state: State, job_names: tuple[str, ...], as_json: bool, verbose: bool)
 
     app = state.app()
     with stop_signals() as stop:
-        result = app.tick(jobs=job_names, interrupted=stop, on_done=None if as_json else done)
+        result = app.tick(
+            jobs=job_names, workers=workers, interrupted=stop, on_done=None if as_json else done
+        )
     show(result, as_json, json.batch_json, tables.tick_summary, out)
     exit_for_batch(result)
 
@@ -86,14 +100,13 @@ def tick(state: State, job_names: tuple[str, ...], as_json: bool, verbose: bool)
 @window_options(since_required=True)
 @jobs_option
 @click.option("--max", "limit", type=click.IntRange(min=1), help="Run at most this many periods.")
+@workers_option(default=1, what="Periods run at once in this process")
 @click.option(
-    "--workers",
-    type=click.IntRange(1, 64),
-    default=1,
-    show_default=True,
-    help="Periods run at once in this process (overlap = forbid still holds).",
+    "--dry-run",
+    is_flag=True,
+    help="Print what would run (runs of periods per job), write nothing.",
 )
-@click.option("--dry-run", is_flag=True, help="Print what would run; write nothing.")
+@click.option("--each", is_flag=True, help="With --dry-run: one line per period, oldest first.")
 @click.option("--stop-on-failure", is_flag=True, help="Start nothing new after a failure.")
 @click.option(
     "--retry-exhausted", is_flag=True, help="Also run failed periods that have no attempts left."
@@ -111,6 +124,7 @@ def replay(
     stop_on_failure: bool,
     retry_exhausted: bool,
     as_json: bool,
+    each: bool,
 ) -> None:
     """Run the gaps that scan finds, oldest first, through the same claim path as run.
 
@@ -142,6 +156,12 @@ def replay(
             on_start=bar.start,
             on_done=None if as_json else bar.done,
         )
-    people = tables.plan if dry_run else tables.batch_summary
-    show(result, as_json, json.batch_json, people, out)
+    if as_json:
+        for chunk in json.batch_json_chunks(result):
+            click.echo(chunk, nl=False)
+        click.echo()
+    elif dry_run:
+        tables.plan(out, result, each=each)
+    else:
+        tables.batch_summary(out, result)
     exit_for_batch(result)

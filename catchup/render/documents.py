@@ -3,16 +3,24 @@ job summary, and OpenMetrics gauges for a node_exporter textfile collector."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from ..models import ScanReport
 from ..vocabulary import PeriodState
-from .scan import SUMMARY_STATES, gaps_oldest_first, when
+from .limits import GAP_LIMIT
+from .scan import SUMMARY_STATES, gap_count, gaps_oldest_first, when
 from .text import iso_utc, schedule_text
 
+# GitHub keeps a job summary up to 1 MiB; stay under it with room for the closing note
+MARKDOWN_BUDGET = 1_000_000
 
-def scan_markdown(report: ScanReport) -> str:
-    """A summary for a CI job summary (GitHub-flavoured Markdown)."""
-    total = sum(len(job.gaps) for job in report.jobs)
-    head = "no gaps" if not total else f"{total} gap range{'s' if total != 1 else ''}"
+
+def scan_markdown(report: ScanReport, *, limit: int | None = GAP_LIMIT) -> str:
+    """A summary for a CI job summary (GitHub-flavoured Markdown): a row per job, then the
+    oldest ``limit`` gap ranges (all with ``None``) in the table's order, saying how many more
+    there are; cut, with a note, to stay under the 1 MiB a GitHub job summary takes."""
+    total = gap_count(report)
+    head = "no gaps" if not total else f"{total:,} gap range{'s' if total != 1 else ''}"
     lines = [
         f"### catchup scan: {head}",
         "",
@@ -24,31 +32,73 @@ def scan_markdown(report: ScanReport) -> str:
         + " | oldest gap | last success |",
         "|---|---|--:|" + "--:|" * len(SUMMARY_STATES) + "---|---|",
     ]
-    for job in report.jobs:
-        c = job.counts
-        name = _md(job.job) + (" (paused)" if job.paused else "")
-        oldest = when(job, job.gaps[0].first) if job.gaps else "-"
-        last = when(job, job.last_success) if job.last_success else "never"
-        counts = " | ".join(str(c[state]) for state in SUMMARY_STATES)
+    health = report.health
+    tail: list[str] = []
+    if health is not None:
+        tail.append("")
+        if health.last_tick is not None:
+            host = _md(health.last_host or "")
+            tail.append(f"Scheduler: last tick {iso_utc(health.last_tick)} from {host}.")
+        tail += [f"> **warning:** {_md(w)}" for w in health.warnings]
+    budget = Budget(MARKDOWN_BUDGET - sum(len(x.encode()) + 1 for x in (*lines, *tail)))
+
+    def job_rows() -> Iterator[str]:
+        for job in report.jobs:
+            c = job.counts
+            name = _md(job.job) + (" (paused)" if job.paused else "")
+            oldest = when(job, job.gaps[0].first) if job.gaps else "-"
+            last = when(job, job.last_success) if job.last_success else "never"
+            counts = " | ".join(str(c[state]) for state in SUMMARY_STATES)
+            yield (
+                f"| {name} | {_md(schedule_text(job.schedule, job.timezone))} | {job.expected} "
+                f"| {counts} | {_md(oldest)} | {_md(last)} |"
+            )
+
+    shown_jobs = budget.take(job_rows(), lines)
+    if shown_jobs < len(report.jobs):
         lines.append(
-            f"| {name} | {_md(schedule_text(job.schedule, job.timezone))} | {job.expected} "
-            f"| {counts} | {_md(oldest)} | {_md(last)} |"
+            f"\n*{len(report.jobs) - shown_jobs:,} more jobs not shown: the report is cut to fit "
+            "a GitHub job summary (1 MiB); `catchup scan --json` has them all.*"
         )
     if total:
         lines += ["", "| job | state | first | last | periods |", "|---|---|---|---|--:|"]
-        for job, gap in gaps_oldest_first(report):
-            lines.append(
+        rows = gaps_oldest_first(report, limit)
+        shown = budget.take(
+            (
                 f"| {_md(job.job)} | {gap.state} | {_md(when(job, gap.first))} "
                 f"| {_md(when(job, gap.last))} | {gap.periods} |"
+                for job, gap in rows
+            ),
+            lines,
+        )
+        if shown < total:
+            cut = " to fit a GitHub job summary (1 MiB)" if shown < len(rows) else ""
+            lines.append(
+                f"\n*{shown:,} of {total:,} gap ranges shown, oldest first{cut}: "
+                "`catchup scan --all --format markdown` for more, `--json` for every one.*"
             )
-    health = report.health
-    if health is not None:
-        lines.append("")
-        if health.last_tick is not None:
-            host = _md(health.last_host or "")
-            lines.append(f"Scheduler: last tick {iso_utc(health.last_tick)} from {host}.")
-        lines += [f"> **warning:** {_md(w)}" for w in health.warnings]
-    return "\n".join(lines) + "\n"
+    return "\n".join([*lines, *tail]) + "\n"
+
+
+class Budget:
+    """What is left of the document's size, in bytes, for rows."""
+
+    NOTE = 400  # room kept for a closing note after the rows
+
+    def __init__(self, left: int) -> None:
+        self.left = left - 2 * self.NOTE
+
+    def take(self, rows: Iterator[str], into: list[str]) -> int:
+        """Append rows while they fit; how many did."""
+        taken = 0
+        for row in rows:
+            size = len(row.encode()) + 1
+            if size > self.left:
+                break
+            self.left -= size
+            into.append(row)
+            taken += 1
+        return taken
 
 
 def _md(text: str) -> str:

@@ -47,17 +47,31 @@ def batch_json(batch: Batch) -> str:
     """``{"dry_run", "periods": [{"job", "period", "start", "end", "label", "attempt",
     "status", "detail"}, ...], "totals": {...}}``: what a replay or tick did, or (a dry run)
     would do."""
-    if batch.dry_run:
-        periods = [
-            {
-                "job": p.job.name,
-                **period_json(p.period.start, p.period.end, p.job.label(p.period.start)),
-                "attempt": None,
-                "status": p.state,
-            }
-            for p in batch.plan
-        ]
-        return dumps({"dry_run": True, "periods": periods, "totals": {"planned": batch.planned}})
+    return "".join(batch_json_chunks(batch))
+
+
+def batch_json_chunks(batch: Batch) -> Iterator[str]:
+    """:func:`batch_json` in pieces: a dry run's plan is written as it is read."""
+    if not batch.dry_run:
+        yield _batch_json(batch)
+        return
+    yield '{"dry_run": true, "periods": ['
+    pieces: list[str] = []
+    for n, p in enumerate(batch.plan):
+        period = {
+            "job": p.job.name,
+            **period_json(p.period.start, p.period.end, p.job.label(p.period.start)),
+            "attempt": None,
+            "status": p.state,
+        }
+        pieces.append((", " if n else "") + dumps(period))
+        if len(pieces) >= 1000:
+            yield "".join(pieces)
+            pieces.clear()
+    yield "".join(pieces) + '], "totals": ' + dumps({"planned": batch.planned}) + "}"
+
+
+def _batch_json(batch: Batch) -> str:
     return dumps(
         {
             "dry_run": False,

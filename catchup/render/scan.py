@@ -3,6 +3,7 @@ heat maps, and the same recorded as SVG, HTML or text."""
 
 from __future__ import annotations
 
+import heapq
 import os
 from collections.abc import Sequence
 from datetime import datetime
@@ -14,7 +15,8 @@ from rich.text import Text
 from ..errors import ConfigError
 from ..models import Calendar, Island, JobScan, ScanReport
 from ..vocabulary import PeriodState
-from .tables import scheduler
+from .limits import GAP_LIMIT
+from .tables import fits, scheduler
 from .text import GLYPH, LEGEND, STYLE, iso_utc, safe, schedule_text
 
 # the summary's state columns: with ``expected`` they add up (every period is in one state)
@@ -34,59 +36,106 @@ def when(job: JobScan, t: datetime | None) -> str:
     return "-" if t is None else safe(job.label(t))
 
 
-def gaps_oldest_first(report: ScanReport) -> list[tuple[JobScan, Island]]:
-    """Every gap of the report, oldest first (then by job): the order of every report."""
-    return sorted(
-        ((job, gap) for job in report.jobs for gap in job.gaps),
-        key=lambda pair: (pair[1].first, pair[0].job),
-    )
+def gaps_oldest_first(report: ScanReport, limit: int | None = None) -> list[tuple[JobScan, Island]]:
+    """The report's gaps, oldest first (then by job): the order of every report; the first
+    ``limit`` of them without sorting them all."""
+    pairs = ((job, gap) for job in report.jobs for gap in job.gaps)
+
+    def key(pair: tuple[JobScan, Island]) -> tuple[datetime, str]:
+        return pair[1].first, pair[0].job
+
+    return sorted(pairs, key=key) if limit is None else heapq.nsmallest(limit, pairs, key=key)
 
 
-def scan_tables(console: Console, report: ScanReport) -> None:
-    """The summary table, then the gap ranges oldest first, coloured by state."""
+def gap_count(report: ScanReport) -> int:
+    return sum(len(job.gaps) for job in report.jobs)
+
+
+def scan_tables(console: Console, report: ScanReport, *, limit: int | None = GAP_LIMIT) -> None:
+    """One line per job (counts, oldest gap, last success), then the oldest ``limit`` gap
+    ranges (every one with ``None``), saying how many more there are. A table where it fits the
+    console, else one block per job and one line per range, so names and dates stay whole."""
     window = f"{iso_utc(report.since)} .. {iso_utc(report.until)}"
-    summary = Table(
-        title=f"catchup scan · {window} · database clock {iso_utc(report.generated_at)}",
-        title_justify="left",
-    )
-    summary.add_column("job")
-    summary.add_column("schedule")
-    for name in ("expected", *SUMMARY_STATES):
-        summary.add_column(name, justify="right")
-    summary.add_column("oldest gap")
-    summary.add_column("last success")
-    for job in report.jobs:
-        gaps = job.gaps
-        cells: list[Text | str] = [
-            Text(job.job + (" (paused)" if job.paused else ""), style="bold"),
-            schedule_text(job.schedule, job.timezone),
-            str(job.expected),
-        ]
-        for state in SUMMARY_STATES:
-            count = job.counts[state]
-            style = STYLE[state] if count and (state != PeriodState.succeeded or not gaps) else ""
-            cells.append(Text(str(count), style="dim" if not count else style))
-        cells.append(when(job, gaps[0].first) if gaps else "-")
-        cells.append(when(job, job.last_success) if job.last_success else "never")
-        summary.add_row(*cells)
-    console.print(summary)
-    rows = gaps_oldest_first(report)
-    if not rows:
+    title = f"catchup scan · {window} · database clock {iso_utc(report.generated_at)}"
+    headers = ["job", "schedule", "expected", *SUMMARY_STATES, "oldest gap", "last success"]
+    lines = [_summary_cells(job) for job in report.jobs]
+    if fits(console, headers, lines):
+        summary = Table(title=title, title_justify="left")
+        for name in headers:
+            numeric = name == "expected" or name in SUMMARY_STATES
+            summary.add_column(name, justify="right" if numeric else "left")
+        for job, cells in zip(report.jobs, lines, strict=True):
+            summary.add_row(*_styled(job, cells))
+        console.print(summary)
+    else:
+        console.print(Text(title, style="bold"))
+        for job in report.jobs:
+            _stacked(console, job)
+    total = gap_count(report)
+    if not total:
         console.print(Text("no gaps", style="green"))
         return
-    table = Table(title="gaps, oldest first", title_justify="left")
-    for name in ("job", "state", "first", "last", "periods"):
-        table.add_column(name, justify="right" if name == "periods" else "left")
-    for job, gap in rows:
-        style = STYLE.get(gap.state, "")
-        table.add_row(
-            job.job,
-            Text(gap.state, style=style),
-            when(job, gap.first),
-            when(job, gap.last),
-            str(gap.periods),
+    rows = gaps_oldest_first(report, limit)
+    gap_cells = [
+        [job.job, gap.state, when(job, gap.first), when(job, gap.last), str(gap.periods)]
+        for job, gap in rows
+    ]
+    heading = ["job", "state", "first", "last", "periods"]
+    if fits(console, heading, gap_cells):
+        table = Table(title="gaps, oldest first", title_justify="left")
+        for name in heading:
+            table.add_column(name, justify="right" if name == "periods" else "left")
+        for (_, gap), row in zip(rows, gap_cells, strict=True):
+            table.add_row(row[0], Text(gap.state, style=STYLE.get(gap.state, "")), *row[2:])
+        console.print(table)
+    else:
+        console.print(Text("gaps, oldest first", style="bold"))
+        for (_, gap), row in zip(rows, gap_cells, strict=True):
+            line = Text(f"{row[0]} ")
+            line.append(gap.state, style=STYLE.get(gap.state, ""))
+            span = row[2] if row[2] == row[3] else f"{row[2]} .. {row[3]}"
+            line.append(f" {span} ({row[4]} period{'s' if row[4] != '1' else ''})")
+            console.print(line)
+    if total > len(rows):
+        console.print(
+            Text(
+                f"{len(rows)} of {total:,} gap ranges shown, oldest first: --limit N or --all "
+                "for more (--json always has every one)",
+                style="yellow",
+            )
         )
-    console.print(table)
+
+
+def _summary_cells(job: JobScan) -> list[str]:
+    gaps = job.gaps
+    return [
+        job.job + (" (paused)" if job.paused else ""),
+        schedule_text(job.schedule, job.timezone),
+        str(job.expected),
+        *(str(job.counts[state]) for state in SUMMARY_STATES),
+        when(job, gaps[0].first) if gaps else "-",
+        when(job, job.last_success) if job.last_success else "never",
+    ]
+
+
+def _styled(job: JobScan, cells: list[str]) -> list[Text | str]:
+    gaps = job.gaps
+    out: list[Text | str] = [Text(cells[0], style="bold"), cells[1], cells[2]]
+    for state, cell in zip(SUMMARY_STATES, cells[3:-2], strict=True):
+        count = job.counts[state]
+        style = STYLE[state] if count and (state != PeriodState.succeeded or not gaps) else ""
+        out.append(Text(cell, style="dim" if not count else style))
+    return [*out, *cells[-2:]]
+
+
+def _stacked(console: Console, job: JobScan) -> None:
+    """A job's summary line for a narrow console: whole names and dates, wrapped at spaces."""
+    cells = _summary_cells(job)
+    console.print(Text(f"{cells[0]} · {cells[1]} · {job.expected} expected", style="bold"))
+    counts = [f"{job.counts[s]} {s}" for s in SUMMARY_STATES if job.counts[s]]
+    line = Text("  " + (", ".join(counts) or "nothing due"))
+    line.append(f" · oldest gap {cells[-2]} · last success {cells[-1]}")
+    console.print(line)
 
 
 def calendars(console: Console, grids: Sequence[Calendar]) -> None:
@@ -116,7 +165,7 @@ def calendars(console: Console, grids: Sequence[Calendar]) -> None:
     console.print(legend)
 
 
-def save(path: str, report: ScanReport) -> None:
+def save(path: str, report: ScanReport, *, limit: int | None = GAP_LIMIT) -> None:
     """The table report with calendars, recorded by Rich and saved as SVG, HTML or text, to
     attach to a ticket or keep as a CI artefact."""
     with open(os.devnull, "w") as sink:
@@ -129,7 +178,7 @@ def save(path: str, report: ScanReport) -> None:
             markup=False,
             emoji=False,
         )
-        scan_tables(recorder, report)
+        scan_tables(recorder, report, limit=limit)
         if report.health is not None:
             scheduler(recorder, report.health)
         calendars(recorder, report.calendars)

@@ -4,7 +4,8 @@ and the progress of a replay. Knows neither click nor the database."""
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from datetime import datetime
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
@@ -21,6 +22,7 @@ from .text import STYLE, iso_utc, safe, schedule_text, seconds, span
 
 if TYPE_CHECKING:
     from ..doctor import Finding
+    from ..job import Job
     from ..results import Batch, Planned
 
 
@@ -38,34 +40,69 @@ def outcome(console: Console, result: Outcome) -> None:
     console.print(text, soft_wrap=True)
 
 
+JOBS_COLUMNS = (
+    "job",
+    "schedule",
+    "first period",
+    "last success",
+    "next due",
+    "done / expected",
+    "running",
+    "failed",
+)
+
+
 def jobs(console: Console, report: JobsReport) -> None:
-    table = Table(title=f"catchup jobs · {report.database}", title_justify="left")
-    for column in (
-        "job",
-        "schedule",
-        "first period",
-        "last success",
-        "next due",
-        "done / expected",
-        "running",
-        "failed",
-    ):
-        table.add_column(column, justify="right" if column in ("running", "failed") else "left")
-    for line in report.lines:
-        gaps = line.expected - line.done
-        done = Text(f"{line.done} / {line.expected}", style="green" if gaps == 0 else "yellow")
-        table.add_row(
+    """A row per job; on a console too narrow for the table, a block per job, so names and
+    dates stay whole."""
+    rows = [
+        [
             line.job + (" (paused)" if line.paused else ""),
             schedule_text(line.schedule, line.timezone),
             line.first_period,
             line.last_success or "never",
             iso_utc(line.next_due) if line.next_due else "-",
-            done,
+            f"{line.done} / {line.expected}",
             str(line.running),
-            Text(str(line.failed), style="red" if line.failed else ""),
+            str(line.failed),
+        ]
+        for line in report.lines
+    ]
+    title = f"catchup jobs · {report.database}"
+    if not fits(console, JOBS_COLUMNS, rows):
+        console.print(Text(title, style="bold"))
+        for row in rows:
+            console.print(Text(f"{row[0]} · {row[1]}", style="bold"))
+            console.print(
+                Text(
+                    f"  done {row[5]} · running {row[6]} · failed {row[7]} · first period "
+                    f"{row[2]} · last success {row[3]} · next due {row[4]}"
+                )
+            )
+        scheduler(console, report.health)
+        return
+    table = Table(title=title, title_justify="left")
+    for column in JOBS_COLUMNS:
+        table.add_column(column, justify="right" if column in ("running", "failed") else "left")
+    for line, row in zip(report.lines, rows, strict=True):
+        gaps = line.expected - line.done
+        table.add_row(
+            *row[:5],
+            Text(row[5], style="green" if gaps == 0 else "yellow"),
+            row[6],
+            Text(row[7], style="red" if line.failed else ""),
         )
     console.print(table)
     scheduler(console, report.health)
+
+
+def fits(console: Console, headers: Sequence[str], rows: Sequence[Sequence[str]]) -> bool:
+    """Whether a table of these cells fits the console without cutting a cell."""
+    widths = [len(h) for h in headers]
+    for row in rows:
+        for n, cell in enumerate(row):
+            widths[n] = max(widths[n], len(cell))
+    return sum(widths) + 3 * len(widths) + 1 <= console.width
 
 
 def history(console: Console, result: History) -> None:
@@ -268,13 +305,40 @@ def tick_summary(console: Console, batch: Batch) -> None:
     )
 
 
-def plan(console: Console, batch: Batch) -> None:
-    """A dry run: what would run, oldest first, and that nothing was written."""
-    for item in batch.plan:
-        line = Text(safe(f"would run {item.job.name} {item.job.label(item.period.start)} "))
-        line.append(f"({item.state})", style=STYLE.get(item.state, ""))
-        console.print(line, soft_wrap=True)
-    console.print(f"{batch.planned} period(s) would run; nothing was written")
+def plan(console: Console, batch: Batch, *, each: bool = False) -> None:
+    """A dry run: what would run, and that nothing was written. By default one line per job and
+    run of consecutive periods in one state (``each``: one line per period, oldest first),
+    streamed: the plan is never held whole."""
+    if each:
+        for item in batch.plan:
+            line = Text(safe(f"would run {item.job.name} {item.job.label(item.period.start)} "))
+            line.append(f"({item.state})", style=STYLE.get(item.state, ""))
+            console.print(line, soft_wrap=True)
+    else:
+        for job, state, first, last, count in plan_ranges(batch.plan):
+            names = job.label(first) if count == 1 else f"{job.label(first)} .. {job.label(last)}"
+            line = Text(safe(f"would run {job.name} {names} "))
+            line.append(f"({count} {state})", style=STYLE.get(state, ""))
+            console.print(line)
+    console.print(f"{batch.planned:,} period(s) would run; nothing was written")
+
+
+def plan_ranges(
+    items: Iterable[Planned],
+) -> list[tuple[Job, str, datetime, datetime, int]]:
+    """Planned periods as runs of consecutive periods of one job in one state, by job (in the
+    order jobs first appear), then oldest first: memory follows the runs, not the periods."""
+    runs: dict[str, list[list[Any]]] = {}
+    for item in items:
+        mine = runs.setdefault(item.job.name, [])
+        last = mine[-1] if mine else None
+        if last is not None and last[1] == item.state and last[5] == item.period.start:
+            last[3], last[4], last[5] = item.period.start, last[4] + 1, item.period.end
+        else:
+            mine.append(
+                [item.job, item.state, item.period.start, item.period.start, 1, item.period.end]
+            )
+    return [(r[0], r[1], r[2], r[3], r[4]) for mine in runs.values() for r in mine]
 
 
 class Progress:

@@ -24,7 +24,7 @@ from catchup.render import json as render_json
 from catchup.render.scan import scan_tables
 from catchup.render.text import safe, schedule_text
 from catchup.replay import Dispatcher
-from catchup.results import Change, Changes, History, Planned
+from catchup.results import Batch, Change, Changes, History, Planned
 from catchup.runner import Tail
 from catchup.scan import bound, check_window
 from catchup.schedule import Period, span
@@ -285,3 +285,55 @@ def test_the_render_layer_knows_neither_the_database_nor_click() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout
     assert found.strip() == "[]"
+
+
+def test_markdown_of_a_hundred_thousand_gap_ranges_fits_a_job_summary() -> None:
+    day = timedelta(days=1)
+    islands = [Island("failed", T0 + 2 * k * day, T0 + 2 * k * day, 1) for k in range(100_000)]
+    big = scan_result("nightly", islands)
+    report = ScanReport(T0, T0, T0, (big,))
+    everything = documents.scan_markdown(report, limit=None)
+    assert len(everything.encode()) < 1_048_576
+    assert "gap ranges shown, oldest first to fit a GitHub job summary (1 MiB)" in everything
+    assert "of 100,000 gap ranges shown" in everything
+    default = documents.scan_markdown(report)
+    assert "50 of 100,000 gap ranges shown, oldest first: `catchup scan --all" in default
+    assert default.count("| nightly | failed |") == 50
+
+
+def test_the_table_says_how_many_gap_ranges_it_left_out() -> None:
+    day = timedelta(days=1)
+    islands = [Island("missing", T0 + 2 * k * day, T0 + 2 * k * day, 1) for k in range(80)]
+    report = ScanReport(T0, T0, T0, (scan_result("nightly", islands),))
+    text = printed(scan_tables, report)
+    assert "50 of 80 gap ranges shown, oldest first: --limit N or --all" in text
+    assert text.count("│ nightly │ missing") == 50
+    everything = printed(lambda c, r: scan_tables(c, r, limit=None), report)
+    assert everything.count("│ nightly │ missing") == 80 and "gap ranges shown" not in everything
+
+
+def test_a_dry_run_summarises_runs_of_periods_per_job() -> None:
+    def item(name: str, hour: int, state: str = "missing") -> Planned:
+        job = make_job(name, "hourly", "2026-11-01", command=["true"])
+        start = T0 + timedelta(hours=hour)
+        return Planned(job, Period(start, start + timedelta(hours=1)), PeriodState(state))
+
+    plan = [
+        item("a", 0),
+        item("b", 0),
+        item("a", 1),
+        item("a", 2),
+        item("a", 5),
+        item("b", 1, "failed"),
+    ]
+    batch = Batch(planned=6, outcomes=(), interrupted=False, dry_run=True, plan=iter(plan))
+    text = printed(tables.plan, batch)
+    assert text.splitlines() == [
+        "would run a 2026-11-01T00:00:00Z .. 2026-11-01T02:00:00Z (3 missing)",
+        "would run a 2026-11-01T05:00:00Z (1 missing)",
+        "would run b 2026-11-01T00:00:00Z (1 missing)",
+        "would run b 2026-11-01T01:00:00Z (1 failed)",
+        "6 period(s) would run; nothing was written",
+    ]
+    each = Batch(planned=6, outcomes=(), interrupted=False, dry_run=True, plan=iter(plan))
+    assert len(printed(lambda c, b: tables.plan(c, b, each=True), each).splitlines()) == 7
