@@ -38,6 +38,47 @@ class Mutation:
 
 MUTATIONS = (
     Mutation(
+        "markdown-budget",
+        "a Markdown report always fits a GitHub job summary (under 1 MiB)",
+        "catchup/render/documents.py",
+        "MARKDOWN_BUDGET = 1_000_000",
+        "MARKDOWN_BUDGET = 1_000_000_000",
+        (
+            "tests/unit/test_pure_parts.py::"
+            "test_markdown_of_a_hundred_thousand_gap_ranges_fits_a_job_summary",
+        ),
+    ),
+    Mutation(
+        "narrow-console",
+        "a console too narrow for a table gets whole names and dates, never cut cells",
+        "catchup/render/tables.py",
+        "    return sum(widths) + 3 * len(widths) + 1 <= console.width",
+        "    return True",
+        ("tests/integration/test_fleet.py::test_reports_at_80_columns_show_whole_names_and_dates",),
+    ),
+    Mutation(
+        "tick-pool",
+        "a tick holds a bounded pool of connections, whatever the number of due jobs",
+        "catchup/replay.py",
+        "        workers=max(1, min(workers, planned)),",
+        "        workers=max(1, planned),",
+        (
+            "tests/integration/test_fleet.py::"
+            "test_a_tick_over_more_due_jobs_than_connections_runs_them_all",
+        ),
+    ),
+    Mutation(
+        "shared-heartbeat",
+        "a pool renews every lease on one heartbeat connection",
+        "catchup/replay.py",
+        "            own.share_heartbeats(heartbeats)",
+        "            pass",
+        (
+            "tests/integration/test_fleet.py::"
+            "test_a_pool_worker_renews_leases_on_one_shared_connection",
+        ),
+    ),
+    Mutation(
         "window-order",
         "--since not before --until is refused, in both front ends, before anything is written",
         "catchup/scan.py",

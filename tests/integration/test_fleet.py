@@ -31,7 +31,8 @@ def test_a_tick_over_more_due_jobs_than_connections_runs_them_all(
     project: Project, database: Database
 ) -> None:
     project.write(fleet(JOBS))
-    (limit,) = psycopg.connect(database.conninfo).execute("SHOW max_connections").fetchone() or (0,)
+    with psycopg.connect(database.conninfo) as conn:
+        (limit,) = conn.execute("SHOW max_connections").fetchone() or (0,)
     assert int(limit) < JOBS
     assert project.run("-q", "migrate").returncode == 0
     peak = [0]
