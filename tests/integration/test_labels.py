@@ -60,9 +60,11 @@ def test_a_berlin_day_has_one_name_everywhere(project: Project) -> None:
 def test_since_and_until_are_the_jobs_local_midnight(project: Project) -> None:
     project.write(NIGHTLY)
     args = ("-q", "replay", "--since", "2026-11-25", "--until", "2026-11-27", "--dry-run")
-    text = project.cli(*args)
+    text = project.cli(*args, "--each")
     assert text.exit_code == 0, text.output
     assert re.findall(r"would run nightly (\S+)", text.stdout) == ["2026-11-25", "2026-11-26"]
+    summary = project.cli(*args).stdout
+    assert "would run nightly 2026-11-25 .. 2026-11-26 (2 missing)" in summary
     data = json.loads(project.cli(*args, "--json").stdout)
     assert [(p["label"], p["start"], p["end"]) for p in data["periods"]] == [
         ("2026-11-25", "2026-11-24T23:00:00Z", "2026-11-25T23:00:00Z"),
@@ -71,7 +73,14 @@ def test_since_and_until_are_the_jobs_local_midnight(project: Project) -> None:
     # an absolute time is absolute: 00:00Z on the 25th is inside Berlin's 25th, which started
     # before it, so the first period start at or after it is the 26th's
     absolute = project.cli(
-        "-q", "replay", "--since", "2026-11-25T00:00:00Z", "--until", "2026-11-27", "--dry-run"
+        "-q",
+        "replay",
+        "--since",
+        "2026-11-25T00:00:00Z",
+        "--until",
+        "2026-11-27",
+        "--dry-run",
+        "--each",
     )
     assert re.findall(r"would run nightly (\S+)", absolute.stdout) == ["2026-11-26"]
     # scan reads the same window the same way
