@@ -5,7 +5,8 @@
 Builds the ledger in a throwaway schema on the embedded PostgreSQL (or CATCHUP_DSN): every job
 hourly, 5% of its days missing whole, 5% of its periods failed scattered, and its newest due
 hour missing, about 2.2 million rows. Then it times, each as a `python -m catchup` process:
-`scan --json`, `scan` (the table), `scan --format markdown` (and its size), `jobs`,
+after a first scan (shown, not compared: it verifies the history once), `scan --json`,
+`scan` (the table), `scan --format markdown` (and its size), `jobs`,
 `replay --since <start> --dry-run`, and `tick` with every job due (catchup = "latest", a no-op
 command), sampling the server's connections from catchup while the tick runs. The targets are
 ratios of the same run: table <= 1.5x json, markdown <= 1.5x json, markdown < 1 MiB, dry run
@@ -97,6 +98,11 @@ def main() -> None:
     env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
     base = [sys.executable, "-m", "catchup", "-q", "--config", str(config)]
     figures: dict[str, float] = {}
+    # the first scan verifies the history and remembers it (coverage); every later one, which is
+    # what a ledger in use sees, reads only what can still hold gaps: time those
+    first, done = timed([*base, "scan", "--json"], env)
+    assert done.returncode in (0, 1), done.stderr[-2000:]
+    print(f"first scan --json (not compared): {first:.2f}s", flush=True)
     for name, extra in (
         ("json", ["scan", "--json"]),
         ("table", ["scan"]),

@@ -9,9 +9,16 @@ from pathlib import Path
 import click
 
 from ..errors import EXIT_FAILED, ConfigError
-from ..render.limits import GAP_LIMIT
 from .base import State, console, pass_state, show
-from .options import DATE_HELP, EXIT_CODES, When, jobs_option, json_option, window_options
+from .options import (
+    DATE_HELP,
+    EXIT_CODES,
+    When,
+    jobs_option,
+    json_option,
+    limit_options,
+    window_options,
+)
 
 
 @click.command(epilog=EXIT_CODES)
@@ -38,14 +45,7 @@ from .options import DATE_HELP, EXIT_CODES, When, jobs_option, json_option, wind
     metavar="FILE",
     help="Also save the table report as FILE: .svg, .html or .txt.",
 )
-@click.option(
-    "--limit",
-    type=click.IntRange(1, 1_000_000),
-    default=GAP_LIMIT,
-    show_default=True,
-    help="Gap ranges the table and Markdown show, oldest first (they say how many more).",
-)
-@click.option("--all", "show_all", is_flag=True, help="Show every gap range (--json always does).")
+@limit_options("gap ranges the table and Markdown show, oldest first")
 @pass_state
 def scan(
     state: State,
@@ -57,7 +57,7 @@ def scan(
     calendar: bool,
     full: bool,
     output: str | None,
-    limit: int,
+    limit_shown: int,
     show_all: bool,
 ) -> None:
     """Find the periods that were never run, failed, or are stuck, and report them.
@@ -78,7 +78,7 @@ def scan(
     if output is not None and not os.access(Path(output).parent, os.W_OK):
         raise ConfigError(f"--output {output}: no folder {Path(output).parent} to write into")
     fmt = "json" if as_json else fmt
-    shown = None if show_all else limit
+    shown = None if show_all else limit_shown
     grids = output is not None or (calendar and fmt == "table")
     result = state.app().scan(jobs=job_names, since=since, until=until, full=full, calendars=grids)
     if fmt == "json":

@@ -9,6 +9,8 @@ from typing import Any, TypeVar
 
 import click
 
+from ..render.limits import GAP_LIMIT
+
 F = TypeVar("F", bound=Callable[..., Any])
 
 EXIT_CODES = """\b
@@ -123,3 +125,21 @@ def workers_option(*, default: int, what: str) -> Callable[[F], F]:
         show_default=True,
         help=f"{what} (overlap = forbid still holds).",
     )
+
+
+def limit_options(what: str) -> Callable[[F], F]:
+    """``--limit N`` and ``--all``: how much of a long report people are shown (JSON is always
+    complete)."""
+
+    def apply(f: F) -> F:
+        f = click.option("--all", "show_all", is_flag=True, help="Show them all.")(f)
+        return click.option(
+            "--limit",
+            "limit_shown",
+            type=click.IntRange(1, 1_000_000),
+            default=GAP_LIMIT,
+            show_default=True,
+            help=f"How many {what} (the report says how many more).",
+        )(f)
+
+    return apply

@@ -22,6 +22,7 @@ from .options import (
     When,
     jobs_option,
     json_option,
+    limit_options,
     window_options,
     workers_option,
 )
@@ -107,6 +108,7 @@ def tick(
     help="Print what would run (runs of periods per job), write nothing.",
 )
 @click.option("--each", is_flag=True, help="With --dry-run: one line per period, oldest first.")
+@limit_options("runs of periods a dry run shows, oldest first")
 @click.option("--stop-on-failure", is_flag=True, help="Start nothing new after a failure.")
 @click.option(
     "--retry-exhausted", is_flag=True, help="Also run failed periods that have no attempts left."
@@ -125,6 +127,8 @@ def replay(
     retry_exhausted: bool,
     as_json: bool,
     each: bool,
+    limit_shown: int,
+    show_all: bool,
 ) -> None:
     """Run the gaps that scan finds, oldest first, through the same claim path as run.
 
@@ -161,7 +165,7 @@ def replay(
             click.echo(chunk, nl=False)
         click.echo()
     elif dry_run:
-        tables.plan(out, result, each=each)
+        tables.plan(out, result, each=each, limit=None if show_all else limit_shown)
     else:
         tables.batch_summary(out, result)
     exit_for_batch(result)

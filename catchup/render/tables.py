@@ -3,8 +3,10 @@ and the progress of a replay. Knows neither click nor the database."""
 
 from __future__ import annotations
 
+import heapq
 from collections import Counter
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
@@ -18,6 +20,7 @@ from ..models import STATUSES, Outcome, SchedulerHealth
 from ..results import Changes, Connected, History, JobsReport, Migrated, NotDue, Paused, Resumed
 from ..schedule import is_utc
 from ..vocabulary import EventAction, Status
+from .limits import GAP_LIMIT
 from .text import STYLE, iso_utc, safe, schedule_text, seconds, span
 
 if TYPE_CHECKING:
@@ -305,40 +308,108 @@ def tick_summary(console: Console, batch: Batch) -> None:
     )
 
 
-def plan(console: Console, batch: Batch, *, each: bool = False) -> None:
-    """A dry run: what would run, and that nothing was written. By default one line per job and
-    run of consecutive periods in one state (``each``: one line per period, oldest first),
-    streamed: the plan is never held whole."""
+def plan(
+    console: Console, batch: Batch, *, each: bool = False, limit: int | None = GAP_LIMIT
+) -> None:
+    """A dry run: what would run, and that nothing was written. By default a line per job (its
+    periods by state, from its first to its last), then the oldest ``limit`` runs of consecutive
+    periods in one state, saying how many more; ``each``: a line per period, oldest first.
+    Streamed: the plan is read once and never held whole."""
     if each:
         for item in batch.plan:
             line = Text(safe(f"would run {item.job.name} {item.job.label(item.period.start)} "))
             line.append(f"({item.state})", style=STYLE.get(item.state, ""))
             console.print(line, soft_wrap=True)
-    else:
-        for job, state, first, last, count in plan_ranges(batch.plan):
-            names = job.label(first) if count == 1 else f"{job.label(first)} .. {job.label(last)}"
-            line = Text(safe(f"would run {job.name} {names} "))
-            line.append(f"({count} {state})", style=STYLE.get(state, ""))
-            console.print(line)
+        console.print(f"{batch.planned:,} period(s) would run; nothing was written")
+        return
+    jobs, oldest, runs = plan_summary(batch.plan, limit)
+    for job in jobs.values():
+        states = ", ".join(f"{n:,} {state}" for state, n in job.states.items())
+        first, last = job.job.label(job.first), job.job.label(job.last)
+        span_text = first if job.periods == 1 else f"{first} .. {last}"
+        many = f"{job.periods:,} period{'s' if job.periods != 1 else ''}"
+        console.print(Text(safe(f"would run {job.job.name}: {many} ({states}), {span_text}")))
+    if oldest:
+        console.print(Text("runs of consecutive periods, oldest first", style="bold"))
+    for run in oldest:
+        names = run.job.label(run.first)
+        if run.periods > 1:
+            names += f" .. {run.job.label(run.last)}"
+        line = Text(safe(f"  {run.job.name} {names} "))
+        line.append(f"({run.periods:,} {run.state})", style=STYLE.get(run.state, ""))
+        console.print(line)
+    if runs > len(oldest):
+        console.print(
+            Text(
+                f"{len(oldest)} of {runs:,} runs shown: --limit N or --all for more, --each for "
+                "every period",
+                style="yellow",
+            )
+        )
     console.print(f"{batch.planned:,} period(s) would run; nothing was written")
 
 
-def plan_ranges(
-    items: Iterable[Planned],
-) -> list[tuple[Job, str, datetime, datetime, int]]:
-    """Planned periods as runs of consecutive periods of one job in one state, by job (in the
-    order jobs first appear), then oldest first: memory follows the runs, not the periods."""
-    runs: dict[str, list[list[Any]]] = {}
+@dataclass
+class PlannedJob:
+    """A dry run's periods of one job: how many, by state, from which to which."""
+
+    job: Job
+    periods: int
+    states: dict[str, int]
+    first: datetime
+    last: datetime
+
+
+@dataclass
+class PlannedRun:
+    """Consecutive periods of one job in one state."""
+
+    job: Job
+    state: str
+    first: datetime
+    last: datetime
+    periods: int
+    end: datetime
+
+
+def plan_summary(
+    items: Iterable[Planned], limit: int | None
+) -> tuple[dict[str, PlannedJob], list[PlannedRun], int]:
+    """Per job totals, the oldest ``limit`` runs (every run with ``None``), and how many runs
+    there are: memory follows the jobs and ``limit``, not the periods."""
+    jobs: dict[str, PlannedJob] = {}
+    open_runs: dict[str, PlannedRun] = {}
+    # the oldest runs so far, as a max-heap on (start, order): its top is the one to drop
+    kept: list[tuple[float, int, PlannedRun]] = []
+    runs = 0
+
+    def close(run: PlannedRun) -> None:
+        nonlocal runs
+        runs += 1
+        entry = (-run.first.timestamp(), -runs, run)
+        if limit is None or len(kept) < limit:
+            heapq.heappush(kept, entry)
+        elif entry[:2] > kept[0][:2]:
+            heapq.heapreplace(kept, entry)
+
     for item in items:
-        mine = runs.setdefault(item.job.name, [])
-        last = mine[-1] if mine else None
-        if last is not None and last[1] == item.state and last[5] == item.period.start:
-            last[3], last[4], last[5] = item.period.start, last[4] + 1, item.period.end
-        else:
-            mine.append(
-                [item.job, item.state, item.period.start, item.period.start, 1, item.period.end]
-            )
-    return [(r[0], r[1], r[2], r[3], r[4]) for mine in runs.values() for r in mine]
+        name, start, end = item.job.name, item.period.start, item.period.end
+        job = jobs.get(name)
+        if job is None:
+            job = jobs[name] = PlannedJob(item.job, 0, {}, start, start)
+        job.periods += 1
+        job.states[item.state] = job.states.get(item.state, 0) + 1
+        job.last = start
+        run = open_runs.get(name)
+        if run is not None and run.state == item.state and run.end == start:
+            run.last, run.end, run.periods = start, end, run.periods + 1
+            continue
+        if run is not None:
+            close(run)
+        open_runs[name] = PlannedRun(item.job, item.state, start, start, 1, end)
+    for run in open_runs.values():
+        close(run)
+    return jobs, [run for _, _, run in sorted(kept, reverse=True)], runs
 
 
 class Progress:

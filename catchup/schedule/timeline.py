@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from .steps import Schedule
+from .steps import Fixed, Schedule
 from .zones import _TICK, Period, as_utc, iso_utc
 
 # -- a job's timeline ------------------------------------------------------------------------
@@ -117,9 +117,26 @@ class Timeline:
             yield from schedule.starts(lo, hi)
 
     def periods(self, a: datetime, b: datetime) -> Iterator[Period]:
-        """Every period whose start lies in ``[a, b)``."""
-        for start in self.starts(a, b):
-            yield self.period(start)
+        """Every period whose start lies in ``[a, b)`` (a segment's last period ends where the
+        next segment begins). Fixed steps are plain additions: a replay plans millions."""
+        a = max(as_utc(a), self.first)
+        for i, seg in enumerate(self.segments):
+            lo = a if seg.since is None else max(a, seg.since)
+            limit = self._limit(i)
+            hi = b if limit is None else min(b, limit)
+            if lo >= hi:
+                continue
+            schedule = seg.schedule
+            if not isinstance(schedule, Fixed):
+                for start in schedule.starts(lo, hi):
+                    yield self.period(start)
+                continue
+            step = timedelta(seconds=schedule.seconds)
+            start = schedule.ceil(lo)
+            while start < hi:
+                end = start + step
+                yield Period(start, end if limit is None or end <= limit else limit)
+                start = end
 
     def count(self, a: datetime, b: datetime) -> int:
         return sum(schedule.count(lo, hi) for schedule, lo, hi in self.pieces(a, b))

@@ -64,7 +64,8 @@ def test_since_and_until_are_the_jobs_local_midnight(project: Project) -> None:
     assert text.exit_code == 0, text.output
     assert re.findall(r"would run nightly (\S+)", text.stdout) == ["2026-11-25", "2026-11-26"]
     summary = project.cli(*args).stdout
-    assert "would run nightly 2026-11-25 .. 2026-11-26 (2 missing)" in summary
+    assert "would run nightly: 2 periods (2 missing), 2026-11-25 .. 2026-11-26" in summary
+    assert "  nightly 2026-11-25 .. 2026-11-26 (2 missing)" in summary
     data = json.loads(project.cli(*args, "--json").stdout)
     assert [(p["label"], p["start"], p["end"]) for p in data["periods"]] == [
         ("2026-11-25", "2026-11-24T23:00:00Z", "2026-11-25T23:00:00Z"),
@@ -112,6 +113,7 @@ def test_an_hourly_berlin_period_shows_its_local_time(project: Project) -> None:
         "--until",
         "2026-11-25T12:00:00Z",
         "--dry-run",
+        "--each",
     )
     assert "would run export 2026-11-25T10:00:00Z (11:00 CET)" in text.stdout, text.stdout
     assert "2026-11-25T11:00:00Z (12:00 CET)" in text.stdout

@@ -104,7 +104,8 @@ def test_dry_run_writes_nothing(project: Project, sql: Any) -> None:
     text = project.cli(
         "-q", "replay", "--since", "2026-10-01", "--until", "2026-10-04", "--dry-run"
     )
-    assert "would run alpha 2026-10-01 .. 2026-10-03 (3 missing)" in text.stdout
+    assert "would run alpha: 3 periods (3 missing), 2026-10-01 .. 2026-10-03" in text.stdout
+    assert "  alpha 2026-10-01 .. 2026-10-03 (3 missing)" in text.stdout
     assert "3 period(s) would run; nothing was written" in text.stdout
     each = project.cli(
         "-q", "replay", "--since", "2026-10-01", "--until", "2026-10-04", "--dry-run", "--each"

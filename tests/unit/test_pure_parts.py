@@ -329,11 +329,19 @@ def test_a_dry_run_summarises_runs_of_periods_per_job() -> None:
     batch = Batch(planned=6, outcomes=(), interrupted=False, dry_run=True, plan=iter(plan))
     text = printed(tables.plan, batch)
     assert text.splitlines() == [
-        "would run a 2026-11-01T00:00:00Z .. 2026-11-01T02:00:00Z (3 missing)",
-        "would run a 2026-11-01T05:00:00Z (1 missing)",
-        "would run b 2026-11-01T00:00:00Z (1 missing)",
-        "would run b 2026-11-01T01:00:00Z (1 failed)",
+        "would run a: 4 periods (4 missing), 2026-11-01T00:00:00Z .. 2026-11-01T05:00:00Z",
+        "would run b: 2 periods (1 missing, 1 failed), 2026-11-01T00:00:00Z .. "
+        "2026-11-01T01:00:00Z",
+        "runs of consecutive periods, oldest first",
+        "  a 2026-11-01T00:00:00Z .. 2026-11-01T02:00:00Z (3 missing)",
+        "  b 2026-11-01T00:00:00Z (1 missing)",
+        "  b 2026-11-01T01:00:00Z (1 failed)",
+        "  a 2026-11-01T05:00:00Z (1 missing)",
         "6 period(s) would run; nothing was written",
     ]
+    cut = Batch(planned=6, outcomes=(), interrupted=False, dry_run=True, plan=iter(plan))
+    shown = printed(lambda c, b: tables.plan(c, b, limit=2), cut)
+    assert "  b 2026-11-01T00:00:00Z (1 missing)" in shown and "  a 2026-11-01T05" not in shown
+    assert "2 of 4 runs shown: --limit N or --all for more, --each for every period" in shown
     each = Batch(planned=6, outcomes=(), interrupted=False, dry_run=True, plan=iter(plan))
     assert len(printed(lambda c, b: tables.plan(c, b, each=True), each).splitlines()) == 7

@@ -431,3 +431,25 @@ def test_a_skipped_day_is_no_period() -> None:
     days = [to_wall(p.start, apia).date().isoformat() for p in periods]
     assert days == ["2011-12-28", "2011-12-29", "2011-12-31", "2012-01-01"]
     assert {p.end - p.start for p in periods} == {timedelta(hours=24)}
+
+
+def test_periods_of_fixed_steps_are_the_periods_of_their_starts() -> None:
+    """Timeline.periods adds fixed steps instead of asking the schedule for every boundary;
+    it must give what the general path gives, across a schedule change too."""
+    from random import Random
+
+    from catchup.reconcile import changed
+
+    rng = Random(7)
+    for _ in range(300):
+        first, second = (
+            rng.choice(["hourly", "every 15 minutes", "every 2 hours", "daily", "every 3 days"]),
+            rng.choice(["hourly", "every 45 minutes", "daily", "every 2 hours"]),
+        )
+        start = datetime(2026, 1, 1, tzinfo=UTC) + timedelta(minutes=rng.randrange(0, 5000))
+        line = Timeline.single(parse_schedule(first), start)
+        since = line.ceil(start + timedelta(hours=rng.randrange(1, 200)))
+        line = changed(line, parse_schedule(second), since, start)
+        a = start + timedelta(minutes=rng.randrange(-100, 3000))
+        b = a + timedelta(minutes=rng.randrange(0, 20000))
+        assert list(line.periods(a, b)) == [line.period(s) for s in line.starts(a, b)]
