@@ -122,14 +122,6 @@ class HistoryRow:
 
 
 @dataclass(frozen=True)
-class JobSummary:
-    last_success: datetime | None
-    done: int
-    running: int
-    failed: int
-
-
-@dataclass(frozen=True)
 class JobRow:
     id: int
     name: str

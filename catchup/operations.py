@@ -184,27 +184,34 @@ def scheduler_health(session: Session) -> SchedulerHealth:
 
 
 def overview(session: Session, jobs: list[Job]) -> list[JobLine]:
-    """``catchup jobs``: per job, how many of its due periods are done, on the database clock."""
+    """``catchup jobs``: per job, how many of its due periods are done, on the database clock.
+    The counts are the scan's (one set of statements for every job), so `jobs` and `scan`
+    never disagree."""
+    from .scan import ScanTarget, scan_jobs
+
     now = session.now()
     rows = session.ledger.register_jobs(sorted(session.config.jobs))
+    resolved = session.resolve_all(jobs)
+    targets = [
+        ScanTarget(job, rows[job.name].id, rows[job.name].paused_at is not None) for job in resolved
+    ]
+    results = scan_jobs(session.ledger, targets, now=now, since=None, until=None)
     lines = []
-    for job in session.resolve_all(jobs):
+    for job, result in zip(resolved, results, strict=True):
         latest = job.timeline.latest_due(job.delay, now)
         until = latest.end if latest else job.anchor
-        expected = job.timeline.count(job.anchor, until)
-        summary = session.ledger.job_summary(session.job_id(job.name), job.anchor, until)
-        following = job.timeline.period(until)
+        counts = result.counts
         lines.append(
             JobLine(
                 job=job.name,
                 schedule=job.schedule.text,
                 first_period=job.label(job.anchor),
-                last_success=job.label(summary.last_success) if summary.last_success else None,
-                next_due=following.end + job.delay,
-                expected=expected,
-                done=summary.done,
-                running=summary.running,
-                failed=summary.failed,
+                last_success=job.label(result.last_success) if result.last_success else None,
+                next_due=job.timeline.period(until).end + job.delay,
+                expected=result.expected,
+                done=counts[PeriodState.succeeded] + counts[PeriodState.waived],
+                running=counts[PeriodState.running],
+                failed=counts[PeriodState.failed] + counts[PeriodState.exhausted],
                 timezone=job.timezone,
                 paused=rows[job.name].paused_at is not None,
             )

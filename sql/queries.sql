@@ -162,19 +162,6 @@ UPDATE {schema}.runs SET checkpoint = %(checkpoint)s
 WHERE id = %(run_id)s AND attempt = %(attempt)s AND status = 'running'
 RETURNING id;
 
--- name: job_summary
--- One job: last success, and how many of its expected periods [since, until) are done,
--- running with a live lease, or failed.
-SELECT max(r.period_start) FILTER (WHERE r.status = 'succeeded') AS last_success,
-       count(*) FILTER (WHERE r.status IN ('succeeded', 'waived')
-                          AND r.period_start >= %(since)s
-                          AND r.period_start < %(until)s) AS done,
-       count(*) FILTER (WHERE r.status = 'running'
-                          AND r.lease_expires_at > clock_timestamp()) AS running,
-       count(*) FILTER (WHERE r.status = 'failed') AS failed
-FROM {schema}.runs r
-WHERE r.job_id = %(job_id)s;
-
 -- name: history
 -- total: how many attempts match in all, so a report cut at the limit can say so
 SELECT h.period_start, h.attempt, h.status, h.owner, h.started_at, h.finished_at,

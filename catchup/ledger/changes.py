@@ -7,21 +7,13 @@ from datetime import datetime
 
 from psycopg.rows import class_row
 
-from ..models import EventRow, HistoryRow, JobSummary, LockedRow
+from ..models import EventRow, HistoryRow, LockedRow
 from ..schedule import Period
 from ..vocabulary import EventAction
 from .base import LedgerBase
 
 
 class Changes(LedgerBase):
-    def job_summary(self, job_id: int, since: datetime, until: datetime) -> JobSummary:
-        with self.conn.cursor(row_factory=class_row(JobSummary)) as cur:
-            row = cur.execute(
-                self._q("job_summary"), {"job_id": job_id, "since": since, "until": until}
-            ).fetchone()
-        assert row is not None
-        return row
-
     def history(
         self, job: str, period_start: datetime | None = None, limit: int = 50
     ) -> tuple[list[HistoryRow], int]:
