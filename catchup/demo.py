@@ -18,8 +18,8 @@ from .config import make_job
 from .core import Session
 from .job import Config
 from .models import Outcome
+from .render import batches, tables
 from .render import scan as scan_report
-from .render import tables
 from .replay import replay
 from .runner import JobContext
 from .scan import scan
@@ -115,7 +115,7 @@ def _demo(session: Session, target: db.Target, schema: str, out: Console) -> Dem
 
     since = min(job.anchor for job in jobs)
     batch = replay(session, list(jobs), since=since, until=None, workers=2, on_done=done)
-    tables.batch_summary(out, batch)
+    batches.batch_summary(out, batch)
     out.print(Rule("3. catchup scan: clean"))
     after = scan(session, jobs, since=None, until=None)
     scan_report.scan_tables(out, after)

@@ -80,7 +80,7 @@ def tick(
 
     Example: */5 * * * * catchup -q tick
     """
-    from ..render import json, tables
+    from ..render import batches, json, tables
 
     out = console()
 
@@ -93,7 +93,7 @@ def tick(
         result = app.tick(
             jobs=job_names, workers=workers, interrupted=stop, on_done=None if as_json else done
         )
-    show(result, as_json, json.batch_json, tables.tick_summary, out)
+    show(result, as_json, json.batch_json, batches.tick_summary, out)
     exit_for_batch(result)
 
 
@@ -140,12 +140,12 @@ def replay(
 
     Example: catchup replay --since 2026-10-01 --job billing --workers 4
     """
-    from ..render import json, tables
+    from ..render import batches, json
 
     out = console()
     app = state.app()
     show_progress = out.is_terminal and not as_json and not dry_run
-    with stop_signals() as stop, tables.Progress(out, show_progress) as bar:
+    with stop_signals() as stop, batches.Progress(out, show_progress) as bar:
         result = app.replay(
             since=since,
             until=until,
@@ -165,7 +165,7 @@ def replay(
             click.echo(chunk, nl=False)
         click.echo()
     elif dry_run:
-        tables.plan(out, result, each=each, limit=None if show_all else limit_shown)
+        batches.plan(out, result, each=each, limit=None if show_all else limit_shown)
     else:
-        tables.batch_summary(out, result)
+        batches.batch_summary(out, result)
     exit_for_batch(result)

@@ -19,7 +19,7 @@ from catchup.db import redact, scrub
 from catchup.errors import ConfigError
 from catchup.models import Island, JobScan, ScanReport, SchedulerHealth
 from catchup.operations import parse_periods
-from catchup.render import documents, tables
+from catchup.render import batches, documents, tables
 from catchup.render import json as render_json
 from catchup.render.scan import scan_tables
 from catchup.render.text import safe, schedule_text
@@ -278,7 +278,7 @@ def test_the_render_layer_knows_neither_the_database_nor_click() -> None:
     code = (
         "import sys\n"
         "import catchup.render.json, catchup.render.tables, catchup.render.scan\n"
-        "import catchup.render.documents\n"
+        "import catchup.render.documents, catchup.render.batches\n"
         "print(sorted({'psycopg', 'click', 'catchup.ledger', 'catchup.core'} & set(sys.modules)))"
     )
     found = subprocess.run(
@@ -327,7 +327,7 @@ def test_a_dry_run_summarises_runs_of_periods_per_job() -> None:
         item("b", 1, "failed"),
     ]
     batch = Batch(planned=6, outcomes=(), interrupted=False, dry_run=True, plan=iter(plan))
-    text = printed(tables.plan, batch)
+    text = printed(batches.plan, batch)
     assert text.splitlines() == [
         "would run a: 4 periods (4 missing), 2026-11-01T00:00:00Z .. 2026-11-01T05:00:00Z",
         "would run b: 2 periods (1 missing, 1 failed), 2026-11-01T00:00:00Z .. "
@@ -340,8 +340,8 @@ def test_a_dry_run_summarises_runs_of_periods_per_job() -> None:
         "6 period(s) would run; nothing was written",
     ]
     cut = Batch(planned=6, outcomes=(), interrupted=False, dry_run=True, plan=iter(plan))
-    shown = printed(lambda c, b: tables.plan(c, b, limit=2), cut)
+    shown = printed(lambda c, b: batches.plan(c, b, limit=2), cut)
     assert "  b 2026-11-01T00:00:00Z (1 missing)" in shown and "  a 2026-11-01T05" not in shown
     assert "2 of 4 runs shown: --limit N or --all for more, --each for every period" in shown
     each = Batch(planned=6, outcomes=(), interrupted=False, dry_run=True, plan=iter(plan))
-    assert len(printed(lambda c, b: tables.plan(c, b, each=True), each).splitlines()) == 7
+    assert len(printed(lambda c, b: batches.plan(c, b, each=True), each).splitlines()) == 7

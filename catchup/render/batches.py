@@ -1,0 +1,222 @@
+"""What tick and replay print: a per-job summary, a tick's one line, a dry run's plan (summarised
+or period by period, streamed), and a replay's progress."""
+
+from __future__ import annotations
+
+import heapq
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from ..models import STATUSES, Outcome
+from ..vocabulary import Status
+from .limits import GAP_LIMIT
+from .tables import outcome
+from .text import STYLE, safe
+
+if TYPE_CHECKING:
+    from ..job import Job
+    from ..results import Batch, Planned
+
+
+def batch_summary(console: Console, batch: Batch, title: str = "replay") -> None:
+    """Per job: how many periods succeeded, failed, were skipped, lost or interrupted."""
+    totals = batch.totals
+    table = Table(title=title, title_justify="left")
+    table.add_column("job")
+    columns = STATUSES
+    for name in columns:
+        table.add_column(name, justify="right")
+    per_job: dict[str, Counter[str]] = {}
+    for done in batch.outcomes:
+        per_job.setdefault(done.job, Counter())[done.status] += 1
+    for job, counts in sorted(per_job.items()):
+        table.add_row(
+            job, *(Text(str(counts[c]), style=STYLE[c] if counts[c] else "dim") for c in columns)
+        )
+    table.add_row(
+        Text("total", style="bold"), *(Text(str(totals[c]), style="bold") for c in columns)
+    )
+    console.print(table)
+
+
+def tick_summary(console: Console, batch: Batch) -> None:
+    """One line: what a tick did (the line a cron or systemd log keeps)."""
+    totals = batch.totals
+    errors = totals[Status.error]
+    console.print(
+        f"tick: {totals[Status.succeeded]} succeeded, {totals[Status.failed]} failed, "
+        f"{totals[Status.skipped]} skipped, {totals[Status.lost]} lost"
+        + (f", {errors} database error(s)" if errors else ""),
+        highlight=False,
+    )
+
+
+def plan(
+    console: Console, batch: Batch, *, each: bool = False, limit: int | None = GAP_LIMIT
+) -> None:
+    """A dry run: what would run, and that nothing was written. By default a line per job (its
+    periods by state, from its first to its last), then the oldest ``limit`` runs of consecutive
+    periods in one state, saying how many more; ``each``: a line per period, oldest first.
+    Streamed: the plan is read once and never held whole."""
+    if each:
+        for item in batch.plan:
+            line = Text(safe(f"would run {item.job.name} {item.job.label(item.period.start)} "))
+            line.append(f"({item.state})", style=STYLE.get(item.state, ""))
+            console.print(line, soft_wrap=True)
+        console.print(f"{batch.planned:,} period(s) would run; nothing was written")
+        return
+    jobs, oldest, runs = plan_summary(batch.plan, limit)
+    for job in jobs.values():
+        states = ", ".join(f"{n:,} {state}" for state, n in job.states.items())
+        first, last = job.job.label(job.first), job.job.label(job.last)
+        span_text = first if job.periods == 1 else f"{first} .. {last}"
+        many = f"{job.periods:,} period{'s' if job.periods != 1 else ''}"
+        console.print(Text(safe(f"would run {job.job.name}: {many} ({states}), {span_text}")))
+    if oldest:
+        console.print(Text("runs of consecutive periods, oldest first", style="bold"))
+    for run in oldest:
+        names = run.job.label(run.first)
+        if run.periods > 1:
+            names += f" .. {run.job.label(run.last)}"
+        line = Text(safe(f"  {run.job.name} {names} "))
+        line.append(f"({run.periods:,} {run.state})", style=STYLE.get(run.state, ""))
+        console.print(line)
+    if runs > len(oldest):
+        console.print(
+            Text(
+                f"{len(oldest)} of {runs:,} runs shown: --limit N or --all for more, --each for "
+                "every period",
+                style="yellow",
+            )
+        )
+    console.print(f"{batch.planned:,} period(s) would run; nothing was written")
+
+
+@dataclass
+class PlannedJob:
+    """A dry run's periods of one job: how many, by state, from which to which."""
+
+    job: Job
+    periods: int
+    states: dict[str, int]
+    first: datetime
+    last: datetime
+
+
+@dataclass
+class PlannedRun:
+    """Consecutive periods of one job in one state."""
+
+    job: Job
+    state: str
+    first: datetime
+    last: datetime
+    periods: int
+    end: datetime
+
+
+def plan_summary(
+    items: Iterable[Planned], limit: int | None
+) -> tuple[dict[str, PlannedJob], list[PlannedRun], int]:
+    """Per job totals, the oldest ``limit`` runs (every run with ``None``), and how many runs
+    there are: memory follows the jobs and ``limit``, not the periods."""
+    jobs: dict[str, PlannedJob] = {}
+    open_runs: dict[str, PlannedRun] = {}
+    # the oldest runs so far, as a max-heap on (start, order): its top is the one to drop
+    kept: list[tuple[float, int, PlannedRun]] = []
+    runs = 0
+
+    def close(run: PlannedRun) -> None:
+        nonlocal runs
+        runs += 1
+        entry = (-run.first.timestamp(), -runs, run)
+        if limit is None or len(kept) < limit:
+            heapq.heappush(kept, entry)
+        elif entry[:2] > kept[0][:2]:
+            heapq.heapreplace(kept, entry)
+
+    for item in items:
+        name, start, end = item.job.name, item.period.start, item.period.end
+        job = jobs.get(name)
+        if job is None:
+            job = jobs[name] = PlannedJob(item.job, 0, {}, start, start)
+        job.periods += 1
+        job.states[item.state] = job.states.get(item.state, 0) + 1
+        job.last = start
+        run = open_runs.get(name)
+        if run is not None and run.state == item.state and run.end == start:
+            run.last, run.end, run.periods = start, end, run.periods + 1
+            continue
+        if run is not None:
+            close(run)
+        open_runs[name] = PlannedRun(item.job, item.state, start, start, 1, end)
+    for run in open_runs.values():
+        close(run)
+    return jobs, [run for _, _, run in sorted(kept, reverse=True)], runs
+
+
+class Progress:
+    """A replay's progress: a Rich bar on a terminal (failures printed above it), or one line
+    per finished period otherwise."""
+
+    def __init__(self, out: Console, enabled: bool) -> None:
+        self.out = out
+        self.enabled = enabled
+        self.bar: Any = None
+        self.task: Any = None
+
+    def __enter__(self) -> Progress:
+        if self.enabled:
+            from rich.progress import (
+                BarColumn,
+                MofNCompleteColumn,
+                TextColumn,
+                TimeElapsedColumn,
+                TimeRemainingColumn,
+            )
+            from rich.progress import Progress as Bar
+
+            self.bar = Bar(
+                TextColumn("{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeElapsedColumn(),
+                TimeRemainingColumn(),
+                console=self.out,
+            )
+            self.bar.__enter__()
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self.bar is not None:
+            self.bar.__exit__(kind, exc, tb)
+
+    def plan(self, total: int) -> None:
+        if self.bar is not None:
+            self.task = self.bar.add_task("replay", total=total)
+
+    def start(self, item: Planned) -> None:
+        if self.bar is not None and self.task is not None:
+            label = safe(f"{item.job.name} {item.job.label(item.period.start)}")
+            self.bar.update(self.task, description=label)
+
+    def done(self, result: Outcome) -> None:
+        if self.bar is not None and self.task is not None:
+            self.bar.advance(self.task)
+            if result.status != Status.succeeded and result.status != Status.skipped:
+                outcome(self.bar.console, result)
+        else:
+            outcome(self.out, result)
