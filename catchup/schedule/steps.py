@@ -8,6 +8,7 @@ import heapq
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
+from functools import cached_property
 from itertools import islice, pairwise, takewhile
 
 from dateutil.relativedelta import relativedelta
@@ -121,11 +122,15 @@ class Fixed(Schedule):
             return replace(self, origin=to_utc(hour, zone(self.timezone)))
         return self
 
+    @cached_property
+    def _step(self) -> timedelta:
+        return timedelta(seconds=self.seconds)
+
     def _k(self, t: datetime) -> int:
-        return (as_utc(t) - self.origin) // timedelta(seconds=self.seconds)
+        return (as_utc(t) - self.origin) // self._step
 
     def _at(self, k: int) -> datetime:
-        return self.origin + k * timedelta(seconds=self.seconds)
+        return self.origin + k * self._step
 
     # Plain arithmetic: these run once per gap in a scan.
 
@@ -138,10 +143,10 @@ class Fixed(Schedule):
     def ceil(self, t: datetime) -> datetime:
         t = as_utc(t)
         start = self.floor(t)
-        return start if start == t else start + timedelta(seconds=self.seconds)
+        return start if start == t else start + self._step
 
     def after(self, t: datetime) -> datetime:
-        return self.floor(t) + timedelta(seconds=self.seconds)
+        return self.floor(t) + self._step
 
     def asc(self, a: datetime) -> Iterator[datetime]:
         k = self._k(a)
