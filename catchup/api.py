@@ -211,7 +211,7 @@ class Catchup:
         from .scan import check_window
 
         chosen = self.select(jobs)
-        check_window(chosen, since, until)  # before anything is written
+        check_window(chosen, since, until)  # before the session opens (and migrates)
         return replay(
             self.session,
             chosen,
@@ -244,7 +244,7 @@ class Catchup:
         from .scan import check_window, scan
 
         chosen = self.select(jobs)
-        check_window(chosen, since, until)
+        check_window(chosen, since, until)  # before the session opens (and migrates)
         return scan(
             self.session, chosen, since=since, until=until, full=full, grids=calendars, pulse=True
         )

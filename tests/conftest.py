@@ -16,6 +16,7 @@ import textwrap
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -115,14 +116,25 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     return report
 
 
+@contextmanager
+def throwaway_schema(database: Database) -> Iterator[str]:
+    """A schema name of this test's own, dropped (with all in it) when the test ends."""
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    try:
+        yield name
+    finally:
+        with psycopg.connect(database.conninfo, autocommit=True) as conn:
+            conn.execute(
+                psycopg.sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(
+                    psycopg.sql.Identifier(name)
+                )
+            )
+
+
 @pytest.fixture
 def schema(database: Database) -> Iterator[str]:
-    name = f"t_{uuid.uuid4().hex[:12]}"
-    yield name
-    with psycopg.connect(database.conninfo, autocommit=True) as conn:
-        conn.execute(
-            psycopg.sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(psycopg.sql.Identifier(name))
-        )
+    with throwaway_schema(database) as name:
+        yield name
 
 
 @pytest.fixture

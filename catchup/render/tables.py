@@ -264,9 +264,6 @@ def scheduler(console: Console, health: SchedulerHealth) -> None:
         console.print(Text(f"warning: {safe(warning)}", style="yellow"), soft_wrap=True)
 
 
-# -- replay and tick -------------------------------------------------------------------------
-
-
 def explanation(console: Console, ex: Explanation) -> None:
     """The periods of one job, UTC (and local, for a local time zone), with when each is due."""
     extra = f" (of which spread {span(ex.spread.total_seconds())})" if ex.spread else ""

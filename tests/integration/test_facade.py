@@ -7,12 +7,10 @@ import functools
 import io
 import json
 import re
-import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import psycopg
 import pytest
 from rich.console import Console
 
@@ -21,7 +19,7 @@ from catchup.render import json as render_json
 from catchup.render import tables
 from catchup.results import NotDue
 
-from conftest import Database, Project
+from conftest import Database, Project, throwaway_schema
 
 CONFIG = """
 [jobs.billing]
@@ -46,12 +44,8 @@ MOVING = re.compile(
 
 @pytest.fixture
 def other_schema(database: Database) -> Iterator[str]:
-    name = f"t_{uuid.uuid4().hex[:12]}"
-    yield name
-    with psycopg.connect(database.conninfo, autocommit=True) as conn:
-        conn.execute(
-            psycopg.sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(psycopg.sql.Identifier(name))
-        )
+    with throwaway_schema(database) as name:
+        yield name
 
 
 def rendered(render: Callable[[Console], None]) -> str:
