@@ -174,11 +174,8 @@ def _alive(pid: int) -> bool:
 
 def _orphaned(data: Path) -> bool:
     """A server process holds ``data`` but is not reachable (no socket file)."""
-    try:
-        pid = int((data / "postmaster.pid").read_text().splitlines()[0])
-    except (OSError, ValueError, IndexError):
-        return False
-    return _alive(pid) and running(data) is None
+    pid = _pid(data)
+    return pid is not None and _alive(pid) and running(data) is None
 
 
 def ensure_running() -> Server:
@@ -261,6 +258,7 @@ def _start(bins: Path, data: Path) -> tuple[Path, ...]:
     if fresh:
         _initdb(bins, data, user)
     _settings(data, user)
+    stale = _pid(data)  # left by a server that died with its host: not the one starting now
     log = os.open(data / "log", os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)
     try:
         # setsid --fork: the server is nobody's child (it outlives this process), in a session of
@@ -270,7 +268,7 @@ def _start(bins: Path, data: Path) -> tuple[Path, ...]:
         os.close(log)
     deadline = time.monotonic() + 60
     while running(data) is None:
-        if time.monotonic() > deadline or not _starting(data, deadline):
+        if time.monotonic() > deadline or not _starting(data, deadline, stale):
             tail = (data / "log").read_text(errors="replace").strip().splitlines()[-3:]
             raise DatabaseError(f"the embedded PostgreSQL did not start: {' / '.join(tail)}")
         time.sleep(0.05)
@@ -279,12 +277,18 @@ def _start(bins: Path, data: Path) -> tuple[Path, ...]:
     return tuple(opened)
 
 
-def _starting(data: Path, deadline: float) -> bool:
-    """False once the server has visibly given up (it wrote no pid file within 10 s, or the pid
-    in it is gone)."""
+def _pid(data: Path) -> int | None:
     try:
-        pid = int((data / "postmaster.pid").read_text().splitlines()[0])
+        return int((data / "postmaster.pid").read_text().splitlines()[0])
     except (OSError, ValueError, IndexError):
+        return None
+
+
+def _starting(data: Path, deadline: float, stale: int | None) -> bool:
+    """False once the server has visibly given up (it wrote no pid file of its own within 10 s,
+    or the pid in it is gone)."""
+    pid = _pid(data)
+    if pid is None or pid == stale:
         return deadline - time.monotonic() > 50
     return _alive(pid)
 

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from conftest import wait_for
 
 PG15 = Path("/usr/lib/postgresql/15/bin")
 
@@ -89,3 +91,43 @@ def test_server_older_than_17_is_refused(tmp_path: Path) -> None:
         assert "Traceback" not in err
     finally:
         stop(home, CATCHUP_PG_BIN=str(PG15))
+
+
+@pytest.mark.slow
+def test_a_server_that_died_with_the_host_starts_again(tmp_path: Path) -> None:
+    """The server was SIGKILLed (a power cut, a host reboot): its postmaster.pid names a dead
+    process. The next command starts the server again instead of mistaking that file for the
+    new server giving up."""
+    home = tmp_path / "home"
+    home.mkdir()
+    try:
+        proc = catchup(home, "migrate")
+        _, err = proc.communicate(timeout=180)
+        assert proc.returncode == 0, err
+        (pid_file,) = home.glob("pg*/postmaster.pid")
+        pid = int(pid_file.read_text().splitlines()[0])
+        os.kill(pid, signal.SIGKILL)
+        # its backends notice the postmaster is gone and leave; the stale file stays
+        assert wait_for(lambda: not _session(pid), timeout=30)
+        assert int(pid_file.read_text().splitlines()[0]) == pid
+        proc = catchup(home, "migrate")
+        out, err = proc.communicate(timeout=180)
+        assert proc.returncode == 0, err
+        assert "up to date" in out
+        assert int(pid_file.read_text().splitlines()[0]) != pid
+    finally:
+        stop(home)
+
+
+def _session(sid: int) -> list[int]:
+    """Pids still in the session ``sid`` (setsid made the postmaster a session leader, and
+    every backend it forked stays in that session)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[3]) == sid:
+            found.append(int(entry.name))
+    return found
