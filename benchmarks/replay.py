@@ -3,8 +3,8 @@
     uv run --group bench python benchmarks/replay.py [--periods 1000] [--sleepers 80] [--repeat 3]
 
 On the embedded PostgreSQL (or CATCHUP_DSN), in one run:
-  floor   the bare claim and finish statements (sql/queries.sql) for the same number of
-          periods on one connection, one commit each, without catchup around them;
+  floor   the bare statements a replay worker sends (sql/queries.sql: a claim, then one
+          finish_then_claim per period) on one connection, without catchup around them;
   call    replay of a no-op Python `call` job (operator:truth), 1 and 4 workers, with
           overlap = "forbid" (the default: one period of the job at a time, so 4 workers
           cannot run faster than 1) and overlap = "allow";
@@ -13,8 +13,9 @@ On the embedded PostgreSQL (or CATCHUP_DSN), in one run:
   peer    procrastinate (the `bench` dependency group) running as many no-op tasks with one
           worker, in a database of its own.
 Every rate is the median of --repeat runs. The last line holds the ratios, each beside its
-target with "met" or "MISSED": call/floor (forbid, 1 worker; target >= 0.5) and sleep 4 workers
-/ 1 worker (target >= 3.5).
+target with "met" or "MISSED": call/floor (forbid, 1 worker; target >= 0.5), sleep 4 workers
+/ 1 worker (target >= 3.5), and call/peer (forbid, 1 worker, against procrastinate's one
+worker; target >= 2).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from psycopg import sql
 from catchup import db
 from catchup.config import Config, Job
 from catchup.core import Session
+from catchup.ledger import ClaimRequest, FinishFields
 from catchup.replay import replay
 from catchup.schedule import Period, Timeline, parse_schedule
 
@@ -58,34 +60,42 @@ def make_job(n: int, **keys: Any) -> Job:
 
 
 def floor(target: db.Target, n: int) -> float:
+    """The statements a replay worker sends, bare: the first claim, then per period one
+    finish_then_claim (its finish and the next period's claim in one transaction), then the
+    last finish."""
     session = fresh(target, "bench_floor")
     ledger = session.ledger
     job_id = ledger.register_jobs(["bench"])["bench"].id
     anchor = datetime(2020, 1, 1, tzinfo=UTC)
-    started = time.perf_counter()
-    for k in range(n):
+
+    def request(k: int) -> ClaimRequest:
         period = Period(anchor + timedelta(hours=k), anchor + timedelta(hours=k + 1))
-        claim = ledger.claim(
-            job_id,
-            period,
-            owner="bench",
-            lease=timedelta(minutes=1),
-            max_attempts=3,
-            allow_overlap=True,
-        )
+        return ClaimRequest(job_id, period, "bench", timedelta(minutes=1), 3, allow_overlap=False)
+
+    done: FinishFields = {
+        "status": "succeeded",
+        "history_status": "succeeded",
+        "counts_as_failure": False,
+        "backoff": timedelta(0),
+        "exit_code": 0,
+        "error": None,
+        "output_tail": None,
+    }
+    started = time.perf_counter()
+    first = request(0)
+    claim = ledger.claim(
+        job_id, first.period, owner="bench", lease=first.lease, max_attempts=3, allow_overlap=False
+    )
+    for k in range(n):
         assert claim is not None
-        ledger.finish(
-            job_id,
-            period.start,
-            claim.attempt,
-            status="succeeded",
-            history_status="succeeded",
-            counts_as_failure=False,
-            backoff=timedelta(0),
-            exit_code=0,
-            error=None,
-            output_tail=None,
-        )
+        start = anchor + timedelta(hours=k)
+        if k == n - 1:
+            assert ledger.finish(job_id, start, claim.attempt, **done) is not None
+        else:
+            finished, claim = ledger.finish_then_claim(
+                job_id, start, claim.attempt, request(k + 1), **done
+            )
+            assert finished is not None
     elapsed = time.perf_counter() - started
     session.close()
     return n / elapsed
@@ -147,7 +157,7 @@ def main() -> None:
     n, repeat = args.periods, args.repeat
     target = db.resolve(None, None)
     bare = median(lambda: floor(target, n), repeat)
-    print(f"floor: bare claim + finish, one connection: {bare:.0f} periods/s", flush=True)
+    print(f"floor: bare claim path statements, one connection: {bare:.0f} periods/s", flush=True)
     rates = {}
     for kind, keys in (("call", {"call": "operator:truth"}), ("command", {"command": ("true",)})):
         for overlap in ("forbid", "allow"):
@@ -174,7 +184,8 @@ def main() -> None:
     try:
         theirs = peer(target, n)
         print(f"peer: procrastinate, one worker, no-op tasks: {theirs:.0f} tasks/s", flush=True)
-        versus = f" call/peer={rates['call', 'forbid', 1] / theirs:.2f}"
+        ours = rates["call", "forbid", 1] / theirs
+        versus = f" call/peer={ours:.2f} ({verdict(ours, 2.0)} >= 2)"
     except ImportError:
         versus = " (peer skipped: uv sync --group bench)"
     call, scale = rates["call", "forbid", 1] / bare, sleep4 / sleep1

@@ -8,7 +8,7 @@ import threading
 import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -18,7 +18,7 @@ from . import db
 from .errors import ConfigError, DatabaseError
 from .heartbeat import HeartbeatLine
 from .job import Config, Job
-from .ledger import Ledger
+from .ledger import ClaimRequest, FinishFields, Ledger
 from .models import Claim, Finished, Outcome
 from .reconcile import reconcile
 from .runner import (
@@ -152,6 +152,23 @@ def choose_period(job: Job, now: datetime, requested: datetime | None) -> Period
     return period
 
 
+class Unclaimed:
+    """``claimed`` not given: claim the period first."""
+
+
+UNCLAIMED = Unclaimed()
+
+
+@dataclass(frozen=True)
+class Handed:
+    """The next period a worker runs, claimed in the transaction that recorded its last one
+    (``claim`` None: that claim found nothing to do)."""
+
+    job: Job
+    period: Period
+    claim: Claim | None
+
+
 def run_period(
     session: Session,
     job: Job,
@@ -166,12 +183,92 @@ def run_period(
 
     ``ignore_backoff`` and ``retry_exhausted`` are for a replay a person asked for: a failed
     period is retried at once, and with the second even when it has no attempts left."""
+    outcome, _ = run_chained(
+        session,
+        job,
+        period,
+        interrupted=interrupted,
+        stream=stream,
+        ignore_backoff=ignore_backoff,
+        retry_exhausted=retry_exhausted,
+    )
+    return outcome
+
+
+def run_chained(
+    session: Session,
+    job: Job,
+    period: Period,
+    *,
+    interrupted: threading.Event | None = None,
+    stream: bool = True,
+    ignore_backoff: bool = False,
+    retry_exhausted: bool = False,
+    claimed: Claim | Unclaimed | None = UNCLAIMED,
+    then: Callable[[], tuple[Job, Period] | None] | None = None,
+) -> tuple[Outcome, Handed | None]:
+    """:func:`run_period` for a worker with a backlog. ``claimed`` is the claim handed over by
+    the previous period, if any. When the period succeeds, ``then()`` names the worker's next
+    period, and its claim goes to the ledger in the same transaction as this finish (one round
+    trip, one commit); it comes back as the :class:`Handed`."""
     job_id = session.job_id(job.name)
     label = job.label(period.start)
-    claim = _claim_surely(
+    if isinstance(claimed, Unclaimed):
+        claim = _claim_surely(
+            session, _request(session, job, period, ignore_backoff, retry_exhausted)
+        )
+    else:
+        claim = claimed
+    if claim is None:
+        detail, blocked = _why_not(session, job, job_id, period)
+        outcome = Outcome(job.name, period, label, Status.skipped, detail=detail, blocked=blocked)
+        return outcome, None
+    interrupted = interrupted or threading.Event()
+    execution = _execute(session, job, job_id, period, claim, interrupted, stream)
+    chained = None
+    if then is not None and execution.ended == Ended.exited and execution.error is None:
+        if not interrupted.is_set() and (following := then()) is not None:
+            next_job, next_period = following
+            chained = _request(session, next_job, next_period, ignore_backoff, retry_exhausted)
+    outcome, claim_next = _record(session, job, job_id, period, label, claim, execution, chained)
+    if chained is None:
+        return outcome, None
+    return outcome, Handed(next_job, next_period, claim_next)
+
+
+def release(session: Session, job: Job, period: Period, claim: Claim) -> Outcome:
+    """Give back a handed claim that will not run now (the worker was asked to stop): recorded
+    as an interrupted attempt, claimable again at once, no failure counted."""
+    _finish_surely(
         session,
-        job_id,
+        session.job_id(job.name),
+        period.start,
+        claim.attempt,
+        status=RunStatus.failed,
+        history_status=AttemptStatus.interrupted,
+        counts_as_failure=False,
+        backoff=job.retry_backoff,
+        backoff_cap=BACKOFF_CAP,
+        exit_code=None,
+        error="interrupted before it started: catchup was asked to stop",
+        output_tail=None,
+    )
+    return Outcome(
+        job.name,
         period,
+        job.label(period.start),
+        Status.interrupted,
+        claim.attempt,
+        detail="stopped before it started; left for a retry",
+    )
+
+
+def _request(
+    session: Session, job: Job, period: Period, ignore_backoff: bool, retry_exhausted: bool
+) -> ClaimRequest:
+    return ClaimRequest(
+        job_id=session.job_id(job.name),
+        period=period,
         owner=owner_name(),
         lease=job.lease,
         max_attempts=job.max_attempts,
@@ -179,13 +276,6 @@ def run_period(
         ignore_backoff=ignore_backoff,
         retry_exhausted=retry_exhausted,
     )
-    if claim is None:
-        detail, blocked = _why_not(session, job, job_id, period)
-        return Outcome(job.name, period, label, Status.skipped, detail=detail, blocked=blocked)
-    execution = _execute(
-        session, job, job_id, period, claim, interrupted or threading.Event(), stream
-    )
-    return _record(session, job, job_id, period, label, claim, execution)
 
 
 def _execute(
@@ -200,8 +290,7 @@ def _execute(
     def renew(within: float) -> datetime | None:
         return session.heartbeats.renew(job_id, period.start, claim.attempt, job.lease, within)
 
-    keeper = LeaseKeeper(renew, job.lease)
-    keeper.start()
+    keeper = LeaseKeeper(renew, job.lease)  # the job's poll loop starts it if need be
     try:
         if job.command is not None:
             values = placeholders(job, period, claim.attempt)
@@ -244,7 +333,10 @@ def _record(
     label: str,
     claim: Claim,
     execution: Execution,
-) -> Outcome:
+    then: ClaimRequest | None = None,
+) -> tuple[Outcome, Claim | None]:
+    """Record the execution; with ``then``, claim that period in the same transaction and
+    return its claim beside the outcome."""
     base = Outcome(
         job.name,
         period,
@@ -261,18 +353,11 @@ def _record(
             session.ledger.lose(job_id, period.start, claim.attempt, execution.error or "lost")
         except (psycopg.OperationalError, DatabaseError):
             pass  # best effort: the row's lease runs out and the next claim says so
-        return replace(
-            base,
-            status=Status.lost,
-            detail=f"{execution.error}; the job was stopped, nothing recorded",
-        )
+        detail = f"{execution.error}; the job was stopped, nothing recorded"
+        return replace(base, status=Status.lost, detail=detail), None
     succeeded = execution.ended == Ended.exited and execution.error is None
     interrupted = execution.ended == Ended.interrupted
-    finished = _finish_surely(
-        session,
-        job_id,
-        period.start,
-        claim.attempt,
+    fields: FinishFields = dict(
         status=RunStatus.succeeded if succeeded else RunStatus.failed,
         history_status=AttemptStatus.succeeded
         if succeeded
@@ -286,6 +371,24 @@ def _record(
         error=execution.error,
         output_tail=execution.output_tail or None,
     )
+    next_claim = None
+    if then is None:
+        finished = _finish_surely(session, job_id, period.start, claim.attempt, **fields)
+    else:
+        finished, next_claim = _finish_then_claim_surely(
+            session, job_id, period.start, claim.attempt, then, fields
+        )
+    return _described(base, job, execution, finished, succeeded, interrupted), next_claim
+
+
+def _described(
+    base: Outcome,
+    job: Job,
+    execution: Execution,
+    finished: Finished | None,
+    succeeded: bool,
+    interrupted: bool,
+) -> Outcome:
     if finished is None:
         return replace(
             base,
@@ -327,16 +430,27 @@ def _through_reconnects[T](session: Session, action: Callable[[bool], T]) -> T:
             delay = min(delay * 2, 5.0)
 
 
-def _claim_surely(
-    session: Session, job_id: int, period: Period, *, owner: str, **fields: Any
-) -> Claim | None:
-    """Claim; after a reconnect, a claim that committed after all (the row is ours and
-    running) is adopted rather than left to expire."""
+def _claim_surely(session: Session, request: ClaimRequest, *, adopt: bool = False) -> Claim | None:
+    """Claim; after a reconnect (or with ``adopt``: when a claim may have committed unheard), a
+    claim that committed after all (the row is ours and running) is adopted rather than left
+    to expire."""
+    r = request
 
     def claim(reconnected: bool) -> Claim | None:
-        if reconnected and (adopted := session.ledger.adopt(job_id, period.start, owner)):
+        if (reconnected or adopt) and (
+            adopted := session.ledger.adopt(r.job_id, r.period.start, r.owner)
+        ):
             return adopted
-        return session.ledger.claim(job_id, period, owner=owner, **fields)
+        return session.ledger.claim(
+            r.job_id,
+            r.period,
+            owner=r.owner,
+            lease=r.lease,
+            max_attempts=r.max_attempts,
+            allow_overlap=r.allow_overlap,
+            ignore_backoff=r.ignore_backoff,
+            retry_exhausted=r.retry_exhausted,
+        )
 
     return _through_reconnects(session, claim)
 
@@ -358,6 +472,32 @@ def _finish_surely(
         return session.ledger.finish(job_id, period_start, attempt, **fields)
 
     return _through_reconnects(session, finish)
+
+
+def _finish_then_claim_surely(
+    session: Session,
+    job_id: int,
+    period_start: datetime,
+    attempt: int,
+    then: ClaimRequest,
+    fields: FinishFields,
+) -> tuple[Finished | None, Claim | None]:
+    """The finish and the next claim in one transaction; when that fails, each on its own.
+    They commit together or not at all: after a lost answer the finish is read back as
+    :func:`_finish_surely` does, and the claim adopted if it committed, else made now."""
+    try:
+        finished, claim = session.ledger.finish_then_claim(
+            job_id, period_start, attempt, then, **fields
+        )
+    except (psycopg.OperationalError, DatabaseError):
+        finished = _finish_surely(session, job_id, period_start, attempt, **fields)
+        return finished, _claim_surely(session, then, adopt=True)
+    except psycopg.Error:  # a deadlock, say: rolled back whole, nothing of it written
+        finished = _finish_surely(session, job_id, period_start, attempt, **fields)
+        return finished, _claim_surely(session, then)
+    if finished is None:  # fenced off, and so nothing claimed: the next period is its own
+        return None, _claim_surely(session, then)
+    return finished, claim
 
 
 def _why_not(session: Session, job: Job, job_id: int, period: Period) -> tuple[str, bool]:

@@ -14,13 +14,14 @@ from contextlib import contextmanager
 import psycopg
 
 from . import db
-from .core import Session, run_period
+from .core import UNCLAIMED, Handed, Session, Unclaimed, release, run_chained
 from .errors import first_line
 from .heartbeat import HeartbeatLine
 from .job import Job
-from .models import JobScan, Outcome
+from .models import Claim, JobScan, Outcome
 from .results import Batch, Planned
 from .scan import Moment, ScanTarget, check_window, scan_jobs
+from .schedule import Period
 from .vocabulary import REPLAYABLE, PeriodState, Status
 
 LOOKAHEAD = 512
@@ -69,17 +70,34 @@ class Dispatcher:
                 self._fill()
                 if not self._pending:
                     return None
-                for i, item in enumerate(self._pending):
-                    if item.job.overlap == "allow" or not self._busy[item.job.name]:
-                        self._busy[item.job.name] += 1
-                        return self._pending.pop(i)
+                if (item := self._free()) is not None:
+                    return item
                 self._cond.wait()
             return None
+
+    def _free(self) -> Planned | None:
+        """The oldest pending item no worker's item forbids, now reserved; the lock is held."""
+        for i, item in enumerate(self._pending):
+            if item.job.overlap == "allow" or not self._busy[item.job.name]:
+                self._busy[item.job.name] += 1
+                return self._pending.pop(i)
+        return None
 
     def done(self, item: Planned) -> None:
         with self._cond:
             self._busy[item.job.name] -= 1
             self._cond.notify_all()
+
+    def handoff(self, item: Planned) -> Planned | None:
+        """``item`` is done; the next item the same worker may take at once, if any (then it
+        claims it in the transaction that records ``item``). Never waits."""
+        with self._cond:
+            self._busy[item.job.name] -= 1
+            self._cond.notify_all()
+            if self._stopped:
+                return None
+            self._fill()
+            return self._free()
 
     def stop(self) -> None:
         with self._cond:
@@ -126,37 +144,69 @@ def run_planned(
             own.share_heartbeats(heartbeats)
             yield own
 
+    def record(outcome: Outcome) -> None:
+        with lock:
+            outcomes.append(outcome)
+        if on_done:
+            on_done(outcome)
+        if stop_on_failure and outcome.status.is_failure:
+            dispatcher.stop()
+
     def work(n: int) -> None:
         try:
             with worker_session(n) as session:
-                while not stop.is_set() and (item := dispatcher.take()) is not None:
-                    try:
-                        if on_start:
-                            on_start(item)
-                        outcome = _run_waiting(session, item, stop, ignore_backoff, retry_exhausted)
-                    except psycopg.Error as exc:
-                        if isinstance(exc, psycopg.OperationalError):
-                            raise  # the connection or the server: nothing else would run
-                        # one period's database error: reported, the others still run
-                        first = first_line(exc)
-                        outcome = Outcome(
-                            item.job.name,
-                            item.period,
-                            item.job.label(item.period.start),
-                            Status.error,
-                            detail=f"database error: {db.scrub(first, target.conninfo)}",
-                        )
-                    finally:
+                item = dispatcher.take()
+                claimed: Claim | Unclaimed | None = UNCLAIMED
+                while item is not None:
+                    if stop.is_set():
+                        if isinstance(claimed, Claim):  # handed over, not started: give back
+                            record(release(session, item.job, item.period, claimed))
                         dispatcher.done(item)
-                    with lock:
-                        outcomes.append(outcome)
-                    if on_done:
-                        on_done(outcome)
-                    if stop_on_failure and outcome.status.is_failure:
-                        dispatcher.stop()
+                        return
+                    item, claimed = run_one(session, item, claimed)
         except BaseException as exc:  # reported by the caller's thread
             errors.append(exc)
             dispatcher.stop()
+
+    def run_one(
+        session: Session, item: Planned, claimed: Claim | Unclaimed | None
+    ) -> tuple[Planned | None, Claim | Unclaimed | None]:
+        """Run ``item``; the worker's next item, and its claim if it came with this finish."""
+        following: list[Planned] = []
+
+        def then() -> tuple[Job, Period] | None:
+            # this item is done with (it succeeded); the next one is claimed with its finish
+            if (nxt := dispatcher.handoff(item)) is None:
+                return None
+            following.append(nxt)
+            return nxt.job, nxt.period
+
+        handed = None
+        try:
+            if on_start:
+                on_start(item)
+            outcome, handed = _run_waiting(
+                session, item, stop, ignore_backoff, retry_exhausted, claimed, then
+            )
+        except psycopg.Error as exc:
+            if isinstance(exc, psycopg.OperationalError):
+                raise  # the connection or the server: nothing else would run
+            # one period's database error: reported, the others still run
+            first = first_line(exc)
+            outcome = Outcome(
+                item.job.name,
+                item.period,
+                item.job.label(item.period.start),
+                Status.error,
+                detail=f"database error: {db.scrub(first, target.conninfo)}",
+            )
+        finally:
+            if not following:  # else handoff() released it
+                dispatcher.done(item)
+        record(outcome)
+        if following:
+            return following[0], handed.claim if handed is not None else UNCLAIMED
+        return dispatcher.take(), UNCLAIMED
 
     threads = [
         threading.Thread(target=work, args=(n,), name=f"catchup-worker-{n}", daemon=True)
@@ -184,12 +234,14 @@ def _run_waiting(
     stop: threading.Event,
     ignore_backoff: bool,
     retry_exhausted: bool,
-) -> Outcome:
+    claimed: Claim | Unclaimed | None,
+    then: Callable[[], tuple[Job, Period] | None],
+) -> tuple[Outcome, Handed | None]:
     """Run ``item``; while another period of its job runs elsewhere (overlap forbidden), wait
     for it rather than skip, so a shared backlog is finished, one period at a time."""
     delay = 0.05
     while True:
-        outcome = run_period(
+        outcome, handed = run_chained(
             session,
             item.job,
             item.period,
@@ -197,9 +249,12 @@ def _run_waiting(
             stream=False,
             ignore_backoff=ignore_backoff,
             retry_exhausted=retry_exhausted,
+            claimed=claimed,
+            then=then,
         )
         if not outcome.blocked or stop.wait(delay):
-            return outcome
+            return outcome, handed
+        claimed = UNCLAIMED
         delay = min(delay * 2, 1.0)
 
 

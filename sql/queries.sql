@@ -32,64 +32,14 @@ ON CONFLICT (name) DO NOTHING;
 -- name: job_ids
 SELECT id, name, paused_at FROM {schema}.jobs WHERE name = ANY(%(names)s::text[]);
 
--- name: lock_job
--- Serialises claims of one job, so the overlap check below sees every committed claim.
--- Transaction-scoped: released at commit, survives a transaction-mode pooler.
-SELECT pg_advisory_xact_lock(hashtext(%(schema)s), %(job_id)s::integer);
-
 -- name: claim
--- The one claim path. A new period starts at attempt 1; a failed period with attempts left and
--- its backoff elapsed, or a running one whose lease expired, is taken over as attempt + 1;
--- succeeded and waived periods are never claimed. With overlap forbidden, nothing is claimed
--- while another period of the job holds a live lease, and nothing at all while the job is
--- paused. Returns no row when nothing was claimed.
--- A replay asked for by a person may skip the backoff, and with --retry-exhausted the limit.
-WITH claimed AS (
-    INSERT INTO {schema}.runs AS r
-        (job_id, period_start, period_end, status, attempt, owner,
-         claimed_at, heartbeat_at, lease_expires_at)
-    SELECT %(job_id)s, %(period_start)s, %(period_end)s, 'running', 1, %(owner)s,
-           clock_timestamp(), clock_timestamp(), clock_timestamp() + %(lease)s
-    WHERE NOT EXISTS (
-        SELECT 1 FROM {schema}.jobs j WHERE j.id = %(job_id)s AND j.paused_at IS NOT NULL)
-    AND (%(allow_overlap)s OR NOT EXISTS (
-        SELECT 1 FROM {schema}.runs o
-        WHERE o.job_id = %(job_id)s
-          AND o.status = 'running'
-          AND o.lease_expires_at > clock_timestamp()
-          AND o.period_start <> %(period_start)s))
-    ON CONFLICT (job_id, period_start) DO UPDATE SET
-        status = 'running',
-        attempt = r.attempt + 1,
-        failures = r.failures + (r.status = 'running')::integer,
-        owner = excluded.owner,
-        claimed_at = excluded.claimed_at,
-        heartbeat_at = excluded.heartbeat_at,
-        lease_expires_at = excluded.lease_expires_at,
-        finished_at = NULL,
-        retry_after = NULL,
-        exit_code = NULL,
-        error = NULL
-    WHERE (r.status = 'failed'
-           AND (r.failures < %(max_attempts)s OR %(retry_exhausted)s)
-           AND (r.retry_after <= clock_timestamp() OR %(ignore_backoff)s))
-       OR (r.status = 'running'
-           AND r.lease_expires_at <= clock_timestamp()
-           AND (r.failures + 1 < %(max_attempts)s OR %(retry_exhausted)s))
-    RETURNING r.id, r.job_id, r.period_start, r.period_end, r.attempt, r.owner,
-              r.claimed_at, r.lease_expires_at, r.checkpoint
-), lost AS (
-    UPDATE {schema}.history h
-    SET status = 'lost', finished_at = c.claimed_at,
-        error = 'lease expired; taken over by attempt ' || c.attempt
-    FROM claimed c
-    WHERE h.job_id = c.job_id AND h.period_start = c.period_start
-      AND h.attempt = c.attempt - 1 AND h.status = 'running'
-), opened AS (
-    INSERT INTO {schema}.history (job_id, period_start, attempt, status, owner, started_at)
-    SELECT job_id, period_start, attempt, 'running', owner, claimed_at FROM claimed
-)
-SELECT id, period_start, period_end, attempt, lease_expires_at, checkpoint FROM claimed;
+-- The one claim path, one round trip: {schema}.claim_period() (sql/migrations/0007) takes the
+-- job's lock when overlap is forbidden, then claims; see its comments for the rules.
+-- lock_space is the schema's name: the lock is per ledger and per job.
+SELECT * FROM {schema}.claim_period(
+    %(schema)s, %(job_id)s::bigint, %(period_start)s, %(period_end)s, %(owner)s,
+    %(lease)s::interval, %(max_attempts)s::integer, %(allow_overlap)s, %(ignore_backoff)s,
+    %(retry_exhausted)s);
 
 -- name: heartbeat
 -- Extends the lease only while this attempt still holds it: a lease that has run out is gone,
@@ -101,36 +51,24 @@ WHERE job_id = %(job_id)s AND period_start = %(period_start)s AND attempt = %(at
 RETURNING lease_expires_at;
 
 -- name: finish
--- Fenced by the attempt: a runner whose period was taken over writes nothing.
-WITH finished AS (
-    UPDATE {schema}.runs
-    SET status = %(status)s,
-        finished_at = clock_timestamp(),
-        lease_expires_at = NULL,
-        failures = failures + %(counts_as_failure)s::integer,
-        -- exponential backoff: backoff after the first failure, doubling, at most the cap
-        -- (or backoff itself when that is longer); failures here is the count before this one
-        retry_after = CASE
-            WHEN %(status)s <> 'failed' THEN NULL
-            WHEN NOT %(counts_as_failure)s THEN clock_timestamp()
-            ELSE clock_timestamp()
-                 + least(%(backoff)s::interval * power(2, least(failures, 30))::float8,
-                         greatest(%(backoff_cap)s::interval, %(backoff)s::interval))
-        END,
-        exit_code = %(exit_code)s,
-        error = %(error)s,
-        output_tail = %(output_tail)s
-    WHERE job_id = %(job_id)s AND period_start = %(period_start)s AND attempt = %(attempt)s
-      AND status = 'running'
-    RETURNING job_id, period_start, attempt, finished_at, failures, retry_after
-), closed AS (
-    UPDATE {schema}.history h
-    SET status = %(history_status)s, finished_at = f.finished_at, exit_code = %(exit_code)s,
-        error = %(error)s, output_tail = %(output_tail)s
-    FROM finished f
-    WHERE h.job_id = f.job_id AND h.period_start = f.period_start AND h.attempt = f.attempt
-)
-SELECT finished_at, failures, retry_after FROM finished;
+-- Fenced by the attempt: {schema}.finish_attempt() (sql/migrations/0007) writes nothing for a
+-- runner whose period was taken over, and a finish sent twice is applied once.
+SELECT * FROM {schema}.finish_attempt(
+    %(job_id)s::bigint, %(period_start)s, %(attempt)s::integer, %(status)s::text,
+    %(history_status)s::text, %(counts_as_failure)s, %(backoff)s::interval,
+    %(backoff_cap)s::interval, %(exit_code)s::integer, %(error)s::text, %(output_tail)s::text);
+
+-- name: finish_then_claim
+-- One period's finish and the next period's claim in one transaction:
+-- {schema}.finish_then_claim() (sql/migrations/0007). No row: the finish was fenced off and
+-- nothing was claimed; a row whose id is null: finished, and the next period not claimable.
+SELECT * FROM {schema}.finish_then_claim(
+    %(job_id)s::bigint, %(period_start)s, %(attempt)s::integer, %(status)s::text,
+    %(history_status)s::text, %(counts_as_failure)s, %(backoff)s::interval,
+    %(backoff_cap)s::interval, %(exit_code)s::integer, %(error)s::text, %(output_tail)s::text,
+    %(schema)s, %(next_job_id)s::bigint, %(next_start)s, %(next_end)s, %(owner)s,
+    %(lease)s::interval, %(max_attempts)s::integer, %(allow_overlap)s, %(ignore_backoff)s,
+    %(retry_exhausted)s);
 
 -- name: lose
 -- A runner that lost its lease says so in the history of its own attempt, if still open.

@@ -109,12 +109,12 @@ MUTATIONS = (
     Mutation(
         "finish-fence",
         "a runner that lost its period can never overwrite the newer attempt's result",
-        "sql/queries.sql",
-        "    WHERE job_id = %(job_id)s AND period_start = %(period_start)s"
-        " AND attempt = %(attempt)s\n"
-        "      AND status = 'running'\n    RETURNING job_id, period_start, attempt, finished_at",
-        "    WHERE job_id = %(job_id)s AND period_start = %(period_start)s\n"
-        "      AND status = 'running'\n    RETURNING job_id, period_start, attempt, finished_at",
+        "sql/migrations/0007_claim_functions.sql",
+        "        WHERE job_id = p_job_id AND period_start = p_period_start"
+        " AND attempt = p_attempt\n"
+        "          AND status = 'running'\n        RETURNING job_id",
+        "        WHERE job_id = p_job_id AND period_start = p_period_start\n"
+        "          AND status = 'running'\n        RETURNING job_id",
         (
             "tests/integration/test_concurrency.py::"
             "test_a_finish_after_a_takeover_is_refused_by_the_fence",
@@ -140,9 +140,9 @@ MUTATIONS = (
     Mutation(
         "overlap-not-exists",
         "no two periods of an overlap-forbidden job run at once",
-        "sql/queries.sql",
-        "    AND (%(allow_overlap)s OR NOT EXISTS (",
-        "    AND (true OR NOT EXISTS (",
+        "sql/migrations/0007_claim_functions.sql",
+        "        AND (p_allow_overlap OR NOT EXISTS (",
+        "        AND (true OR NOT EXISTS (",
         (
             "tests/integration/test_ledger.py::test_forbid_blocks_other_periods_while_one_runs",
             "tests/integration/test_ledger.py::test_the_job_lock_serialises_claims_of_one_job",
@@ -151,24 +151,42 @@ MUTATIONS = (
     Mutation(
         "job-lock",
         "claims of one forbid job are serialised (the overlap check sees the other's row)",
-        "catchup/ledger/claims.py",
-        '                self.conn.execute(self._q("lock_job"), params)',
-        "                pass",
+        "sql/migrations/0007_claim_functions.sql",
+        "        PERFORM pg_advisory_xact_lock(hashtext(p_lock_space), p_job_id::integer);",
+        "        NULL;",
         ("tests/integration/test_ledger.py::test_the_job_lock_serialises_claims_of_one_job",),
     ),
     Mutation(
         "claim-adoption",
         "a claim that committed though its answer was lost is adopted, not left to expire",
         "catchup/core.py",
-        "        if reconnected and (adopted := session.ledger.adopt(",
-        "        if False and (adopted := session.ledger.adopt(",
+        "        if (reconnected or adopt) and (",
+        "        if False and (",
         ("tests/faults/test_faults.py::test_a_claim_whose_commit_answer_is_lost_is_adopted",),
+    ),
+    Mutation(
+        "handoff-adoption",
+        "a next claim committed with a finish whose answer was lost is adopted, not left to expire",
+        "catchup/core.py",
+        "        return finished, _claim_surely(session, then, adopt=True)",
+        "        return finished, _claim_surely(session, then)",
+        (
+            "tests/integration/test_handoff.py::test_a_lost_answer_to_finish_then_claim_adopts_the_claim",
+        ),
+    ),
+    Mutation(
+        "handoff-release",
+        "a claim handed over with a finish but never started is given back, not left running",
+        "catchup/replay.py",
+        "                            record(release(session, item.job, item.period, claimed))",
+        "                            pass",
+        ("tests/integration/test_handoff.py::test_a_handed_claim_that_will_not_run_is_given_back",),
     ),
     Mutation(
         "takeover-needs-expired-lease",
         "a running period with a live lease is never taken over",
-        "sql/queries.sql",
-        "           AND r.lease_expires_at <= clock_timestamp()\n",
+        "sql/migrations/0007_claim_functions.sql",
+        "               AND r.lease_expires_at <= clock_timestamp()\n",
         "",
         (
             "tests/integration/test_ledger.py::test_new_period_is_claimed_once",
@@ -178,9 +196,9 @@ MUTATIONS = (
     Mutation(
         "finish-only-running",
         "a finish is applied once: a retried finish changes nothing",
-        "sql/queries.sql",
-        "AND attempt = %(attempt)s\n      AND status = 'running'\n    RETURNING job_id",
-        "AND attempt = %(attempt)s\n    RETURNING job_id",
+        "sql/migrations/0007_claim_functions.sql",
+        "AND attempt = p_attempt\n          AND status = 'running'\n        RETURNING job_id",
+        "AND attempt = p_attempt\n        RETURNING job_id",
         ("tests/integration/test_ledger.py::test_a_finish_sent_twice_is_applied_once",),
     ),
     Mutation(

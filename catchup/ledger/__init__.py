@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from .base import LedgerBase
 from .changes import Changes
-from .claims import ClaimPath
+from .claims import ClaimPath, ClaimRequest, FinishFields
 from .scans import Scanning
 from .tools import Tools
 
-__all__ = ["Ledger", "LedgerBase"]
+__all__ = ["ClaimRequest", "FinishFields", "Ledger", "LedgerBase"]
 
 
 class Ledger(ClaimPath, Changes, Scanning, Tools):

@@ -3,13 +3,54 @@ heartbeat, finish and lose, each fenced by the attempt; and the rows that explai
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import NotRequired, TypedDict, Unpack
 
 from psycopg.rows import class_row
 
 from ..models import Blocker, Claim, Finished, RunRow
 from ..schedule import Period
 from .base import LedgerBase
+
+
+class FinishFields(TypedDict):
+    """An attempt's outcome, as :meth:`ClaimPath.finish` records it."""
+
+    status: str
+    history_status: str
+    counts_as_failure: bool
+    backoff: timedelta
+    backoff_cap: NotRequired[timedelta]
+    exit_code: int | None
+    error: str | None
+    output_tail: str | None
+
+
+@dataclass(frozen=True)
+class ClaimRequest:
+    """What :meth:`ClaimPath.claim` takes, for a claim sent along with a finish."""
+
+    job_id: int
+    period: Period
+    owner: str
+    lease: timedelta
+    max_attempts: int
+    allow_overlap: bool
+    ignore_backoff: bool = False
+    retry_exhausted: bool = False
+
+
+def _finish_params(
+    job_id: int, period_start: datetime, attempt: int, fields: FinishFields
+) -> dict[str, object]:
+    return {
+        "job_id": job_id,
+        "period_start": period_start,
+        "attempt": attempt,
+        "backoff_cap": timedelta(hours=6),
+        **fields,
+    }
 
 
 class ClaimPath(LedgerBase):
@@ -38,11 +79,8 @@ class ClaimPath(LedgerBase):
             "ignore_backoff": ignore_backoff,
             "retry_exhausted": retry_exhausted,
         }
-        with self.conn.transaction():
-            if not allow_overlap:
-                self.conn.execute(self._q("lock_job"), params)
-            with self.conn.cursor(row_factory=class_row(Claim)) as cur:
-                return cur.execute(self._q("claim"), params).fetchone()
+        with self.conn.cursor(row_factory=class_row(Claim)) as cur:
+            return cur.execute(self._q("claim"), params).fetchone()
 
     def adopt(self, job_id: int, period_start: datetime, owner: str) -> Claim | None:
         with self.conn.cursor(row_factory=class_row(Claim)) as cur:
@@ -62,36 +100,44 @@ class ClaimPath(LedgerBase):
         return row[0] if row else None
 
     def finish(
+        self, job_id: int, period_start: datetime, attempt: int, **fields: Unpack[FinishFields]
+    ) -> Finished | None:
+        """Record the outcome, fenced by ``attempt``; None when the period was taken over."""
+        params = _finish_params(job_id, period_start, attempt, fields)
+        with self.conn.cursor(row_factory=class_row(Finished)) as cur:
+            return cur.execute(self._q("finish"), params).fetchone()
+
+    def finish_then_claim(
         self,
         job_id: int,
         period_start: datetime,
         attempt: int,
-        *,
-        status: str,
-        history_status: str,
-        counts_as_failure: bool,
-        backoff: timedelta,
-        backoff_cap: timedelta = timedelta(hours=6),
-        exit_code: int | None,
-        error: str | None,
-        output_tail: str | None,
-    ) -> Finished | None:
-        """Record the outcome, fenced by ``attempt``; None when the period was taken over."""
+        then: ClaimRequest,
+        **fields: Unpack[FinishFields],
+    ) -> tuple[Finished | None, Claim | None]:
+        """:meth:`finish`, then :meth:`claim` of ``then``, in one transaction (one round trip,
+        one commit). (None, None) when the finish was fenced off: nothing was claimed either."""
         params = {
-            "job_id": job_id,
-            "period_start": period_start,
-            "attempt": attempt,
-            "status": status,
-            "history_status": history_status,
-            "counts_as_failure": counts_as_failure,
-            "backoff": backoff,
-            "backoff_cap": backoff_cap,
-            "exit_code": exit_code,
-            "error": error,
-            "output_tail": output_tail,
+            **_finish_params(job_id, period_start, attempt, fields),
+            "schema": self.schema,
+            "next_job_id": then.job_id,
+            "next_start": then.period.start,
+            "next_end": then.period.end,
+            "owner": then.owner,
+            "lease": then.lease,
+            "max_attempts": then.max_attempts,
+            "allow_overlap": then.allow_overlap,
+            "ignore_backoff": then.ignore_backoff,
+            "retry_exhausted": then.retry_exhausted,
         }
-        with self.conn.cursor(row_factory=class_row(Finished)) as cur:
-            return cur.execute(self._q("finish"), params).fetchone()
+        row = self.conn.execute(self._q("finish_then_claim"), params).fetchone()
+        if row is None:
+            return None, None
+        finished_at, failures, retry_after, run_id, start, end, attempt_, expires, checkpoint = row
+        finished = Finished(finished_at, failures, retry_after)
+        if run_id is None:
+            return finished, None
+        return finished, Claim(run_id, start, end, attempt_, expires, checkpoint)
 
     def lose(self, job_id: int, period_start: datetime, attempt: int, error: str) -> None:
         self.conn.execute(

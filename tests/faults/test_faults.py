@@ -308,13 +308,14 @@ def test_commit_outcome_unknown_is_read_back(
 ) -> None:
     """The finish commits (PostgreSQL answered it) but the answer never reaches the runner:
     it reconnects and reads the row back instead of guessing (and does not run the job again)."""
-    proxy = CutAfter(database.conninfo, arm=b"WITH finished AS")
+    proxy = CutAfter(database.conninfo, arm=b".finish_attempt(")
     try:
         log = project.path / "log"
         project.write(
             '[jobs.billing]\nschedule = "daily"\nstart = "2026-01-01"\n'
             f'command = ["sh", "-c", "echo ran >> {log}"]\n'
         )
+        assert project.cli("migrate").exit_code == 0  # the migration names the function too
         dsn = proxy.dsn(database.conninfo)
         result = project.run("--dsn", dsn, "run", "billing", "--period", "2026-01-05")
         assert proxy.cut.is_set(), f"the proxy never saw the finish: {result}"
@@ -329,10 +330,10 @@ def test_commit_outcome_unknown_is_read_back(
 def test_a_claim_whose_commit_answer_is_lost_is_adopted(
     project: Project, sql: Any, database: Database
 ) -> None:
-    """The claim's transaction commits (PostgreSQL answered the COMMIT) but the runner never
-    hears it: after reconnecting it finds the running row is its own and adopts it, rather than
-    calling the period "running elsewhere" and leaving it to expire."""
-    proxy = CutAfter(database.conninfo, arm=b"WITH claimed AS", cut=b"COMMIT")
+    """The claim commits (PostgreSQL answered the statement, its own transaction) but the
+    runner never hears it: after reconnecting it finds the running row is its own and adopts
+    it, rather than calling the period "running elsewhere" and leaving it to expire."""
+    proxy = CutAfter(database.conninfo, arm=b".claim_period(")
     try:
         log = project.path / "log"
         project.write(
@@ -360,7 +361,7 @@ def test_postgres_restarted_as_a_finish_is_sent(
     the finish, and the period is succeeded as attempt 1, its job run once."""
     project.database = Database(private_server, {"CATCHUP_DSN": private_server})
     proxy = CutAfter(
-        private_server, arm=b"WITH finished AS", instead=lambda: embedded.restart("immediate")
+        private_server, arm=b".finish_attempt(", instead=lambda: embedded.restart("immediate")
     )
     try:
         log = project.path / "log"
@@ -368,6 +369,7 @@ def test_postgres_restarted_as_a_finish_is_sent(
             '[jobs.billing]\nschedule = "daily"\nstart = "2026-01-01"\nlease = "60s"\n'
             f'command = ["sh", "-c", "echo $CATCHUP_ATTEMPT >> {log}"]\n'
         )
+        assert project.run("migrate").returncode == 0  # the migration names the function too
         result = project.run(
             "--dsn", proxy.dsn(private_server), "run", "billing", "--period", "2026-01-05"
         )

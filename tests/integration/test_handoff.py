@@ -1,0 +1,104 @@
+"""A worker with a backlog claims its next period in the transaction that records its last one
+(sql/migrations/0007: finish_then_claim). What that handed-over claim must never do: be left
+running when the worker stops, or be lost when the answer to that transaction is."""
+
+from __future__ import annotations
+
+import threading
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from catchup import db
+from catchup.config import Config, make_job
+from catchup.core import Session
+from catchup.replay import run_planned
+from catchup.results import Planned
+from catchup.vocabulary import PeriodState
+
+from conftest import CutAfter, Database, Project
+
+START = datetime(2026, 10, 1, tzinfo=UTC)
+
+
+def test_a_handed_claim_that_will_not_run_is_given_back(
+    database: Database, schema: str, sql: Any
+) -> None:
+    """Asked to stop right after a period succeeded, the worker holds the next period's claim
+    (made with that finish) but has not started it: it records the claim as an interrupted
+    attempt, counts no failure, and the period is claimable at once by anyone."""
+    ran: list[str] = []
+    job = make_job("export", "daily", START, call=lambda ctx: ran.append(ctx.period))
+    target = db.resolve(database.conninfo, None, embedded_allowed=False)
+    stop = threading.Event()
+    items = [
+        Planned(job, job.timeline.period(START + timedelta(days=n)), PeriodState.missing)
+        for n in range(3)
+    ]
+    with Session(Config(path=None, jobs={job.name: job}, schema=schema), target) as session:
+        batch = run_planned(
+            session,
+            iter(items),
+            planned=3,
+            workers=1,
+            interrupted=stop,
+            on_done=lambda outcome: stop.set(),
+        )
+    assert ran == ["2026-10-01"]
+    assert [(o.label, o.status) for o in batch.outcomes] == [
+        ("2026-10-01", "succeeded"),
+        ("2026-10-02", "interrupted"),
+    ]
+    assert batch.outcomes[1].detail == "stopped before it started; left for a retry"
+    runs = sql(
+        "SELECT period_start, status, attempt, failures, lease_expires_at IS NULL"
+        " FROM {schema}.runs ORDER BY period_start"
+    )
+    assert runs == [
+        (START, "succeeded", 1, 0, True),
+        (START + timedelta(days=1), "failed", 1, 0, True),
+    ]
+    assert sql("SELECT attempt, status FROM {schema}.history ORDER BY period_start") == [
+        (1, "succeeded"),
+        (1, "interrupted"),
+    ]
+    # claimable again at once, without waiting out a lease or a backoff
+    with Session(Config(path=None, jobs={job.name: job}, schema=schema), target) as session:
+        again = run_planned(session, iter(items[1:]), planned=2, workers=1)
+    assert [(o.status, o.attempt) for o in again.outcomes] == [("succeeded", 2), ("succeeded", 1)]
+    assert ran == ["2026-10-01", "2026-10-02", "2026-10-03"]
+
+
+def test_a_lost_answer_to_finish_then_claim_adopts_the_claim(
+    project: Project, sql: Any, database: Database
+) -> None:
+    """PostgreSQL commits the finish of the first period and the claim of the second, and the
+    worker never hears it: it reconnects, reads the finish back, and adopts the second period's
+    claim (it is its own) instead of calling it "running elsewhere" and leaving it to expire.
+    Each period runs once, as attempt 1."""
+    proxy = CutAfter(database.conninfo, arm=b".finish_then_claim(")
+    try:
+        log = project.path / "log"
+        project.write(
+            '[jobs.billing]\nschedule = "daily"\nstart = "2026-01-01"\n'
+            f'command = ["sh", "-c", "echo $CATCHUP_PERIOD $CATCHUP_ATTEMPT >> {log}"]\n'
+        )
+        assert project.cli("migrate").exit_code == 0
+        result = project.run(
+            "--dsn",
+            proxy.dsn(database.conninfo),
+            "replay",
+            "--since",
+            "2026-01-01",
+            "--until",
+            "2026-01-04",
+        )
+        assert proxy.cut.is_set(), f"the proxy never saw finish_then_claim: {result}"
+        assert result.returncode == 0, (result.stdout, result.stderr)
+        assert log.read_text().splitlines() == ["2026-01-01 1", "2026-01-02 1", "2026-01-03 1"]
+        assert (
+            sql("SELECT status, attempt FROM {schema}.runs ORDER BY period_start")
+            == [("succeeded", 1)] * 3
+        )
+        assert sql("SELECT status FROM {schema}.history") == [("succeeded",)] * 3
+    finally:
+        proxy.close()
