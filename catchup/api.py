@@ -159,10 +159,12 @@ class Catchup:
         *,
         interrupted: threading.Event | None = None,
         stream: bool = False,
+        ignore_evidence: bool = False,
     ) -> Outcome | NotDue:
         """Run one period (default: the latest due) through the claim path. :class:`NotDue`
         when no period is due yet; a :class:`ConfigError` for a period that is not a period
-        start or not due (nothing is written then)."""
+        start or not due (nothing is written then). A period whose output exists but that the
+        ledger never saw (the job's evidence) is skipped, unless ``ignore_evidence``."""
         spec = self.job(job)
         start = None if period is None else _instant(period, spec)
         session = self.session
@@ -171,7 +173,14 @@ class Catchup:
         if chosen is None:
             first = spec.timeline.period(spec.anchor)
             return NotDue(spec.name, first, spec.label(first.start), first.end + spec.delay)
-        return run_period(session, spec, chosen, interrupted=interrupted, stream=stream)
+        return run_period(
+            session,
+            spec,
+            chosen,
+            interrupted=interrupted,
+            stream=stream,
+            ignore_evidence=ignore_evidence,
+        )
 
     def tick(
         self,
@@ -201,17 +210,26 @@ class Catchup:
         dry_run: bool = False,
         stop_on_failure: bool = False,
         retry_exhausted: bool = False,
+        unverified: bool = False,
+        reason: str | None = None,
+        actor: str | None = None,
         interrupted: threading.Event | None = None,
         on_plan: Callable[[int], None] | None = None,
         on_start: Callable[[Planned], None] | None = None,
         on_done: Callable[[Outcome], None] | None = None,
     ) -> Batch:
-        """Run the gaps, oldest first: what ``catchup replay`` does."""
-        from .replay import replay
+        """Run the gaps, oldest first: what ``catchup replay`` does. ``unverified`` also runs
+        succeeded periods that left no evidence again (each reset with ``reason``, audited)."""
+        from .operations import default_actor
+        from .replay import Audit, replay
         from .scan import check_window
 
+        if unverified and reason is None:
+            raise ConfigError("--unverified needs --reason: it runs succeeded periods again")
+        why = check_reason(reason, required=False)
         chosen = self.select(jobs)
         check_window(chosen, since, until)  # before the session opens (and migrates)
+        audit = Audit(why, actor or default_actor()) if unverified and why else None
         return replay(
             self.session,
             chosen,
@@ -222,6 +240,7 @@ class Catchup:
             dry_run=dry_run,
             stop_on_failure=stop_on_failure,
             retry_exhausted=retry_exhausted,
+            unverified=audit,
             interrupted=interrupted,
             on_plan=on_plan,
             on_start=on_start,
@@ -322,6 +341,31 @@ class Catchup:
             spec,
             chosen,
             skip=kind == "skip",
+            reason=why,
+            actor=actor or operations.default_actor(),
+        )
+
+    def adopt(
+        self,
+        jobs: Iterable[str],
+        *,
+        since: Moment | None = None,
+        until: Moment | None = None,
+        reason: str,
+        actor: str | None = None,
+    ) -> list[Changes]:
+        """Record the untracked periods of ``jobs`` (output exists, no ledger row) as waived,
+        audited as ``adopt``: for a job that ran elsewhere before catchup."""
+        from . import operations
+
+        why = check_reason(reason, required=True)
+        assert why is not None
+        chosen = self.select(jobs)
+        return operations.adopt(
+            self.session,
+            chosen,
+            since=since,
+            until=until,
             reason=why,
             actor=actor or operations.default_actor(),
         )

@@ -53,7 +53,12 @@ DEFAULTS: dict[str, Any] = {
     "timezone": "UTC",
     "spread": False,
 }
-JOB_KEYS = frozenset({"schedule", "start", "command", "call", *DEFAULTS})
+JOB_KEYS = frozenset(
+    {"schedule", "start", "command", "call", "evidence", "evidence_dsn", "verify", *DEFAULTS}
+)
+# An evidence query is a read-only SELECT (or WITH … SELECT): one statement, checked here
+# before anything runs; it also runs in a READ ONLY transaction.
+_SELECT = re.compile(r"^\s*(select|with)\b", re.IGNORECASE)
 DATABASE_KEYS = frozenset({"dsn", "schema", "embedded"})
 
 
@@ -293,6 +298,8 @@ def _parse_job(name: str, spec: dict[str, Any], problem: Any) -> Job | None:
                 else f"{raw_spread!r} is not a duration",
             )
 
+    evidence, evidence_dsn, verify = _evidence_keys(spec, bad)
+
     if count or schedule is None or start is None or timezone is None:
         return None
     spread = spread_offset(name, bound, schedule) if bound else timedelta(0)
@@ -316,7 +323,40 @@ def _parse_job(name: str, spec: dict[str, Any], problem: Any) -> Job | None:
         catchup_window=durations["catchup_window"] or timedelta(days=30),
         max_per_tick=ints["max_per_tick"],
         timezone=timezone,
+        evidence=evidence,
+        evidence_dsn=evidence_dsn,
+        verify=verify,
     )
+
+
+def _evidence_keys(
+    spec: dict[str, Any], bad: Callable[[str, str], None]
+) -> tuple[str | None, str | None, bool]:
+    """``evidence`` (a SELECT of one column), ``evidence_dsn`` and ``verify``, checked."""
+    evidence = spec.get("evidence")
+    if evidence is not None:
+        if not isinstance(evidence, str) or not evidence.strip():
+            bad("evidence", f"expected a SELECT of one column, got {type_name(evidence)}")
+            evidence = None
+        elif not _SELECT.match(evidence) or ";" in evidence.strip().rstrip(";"):
+            bad("evidence", "must be one read-only SELECT (or WITH … SELECT) of one column")
+            evidence = None
+        else:
+            evidence = evidence.strip().rstrip(";").strip()
+    evidence_dsn = spec.get("evidence_dsn")
+    if evidence_dsn is not None:
+        if "evidence" not in spec:
+            bad("evidence_dsn", "needs evidence (the query to run there)")
+        elif not isinstance(evidence_dsn, str) or not evidence_dsn.strip():
+            bad("evidence_dsn", f"expected a DSN, got {type_name(evidence_dsn)}")
+            evidence_dsn = None
+    verify = spec.get("verify", False)
+    if not isinstance(verify, bool):
+        bad("verify", f"expected true or false, got {type_name(verify)}")
+        verify = False
+    elif verify and "evidence" not in spec:
+        bad("verify", "needs evidence (the query that shows a period's output)")
+    return evidence, evidence_dsn, verify
 
 
 def _suggest(key: str, known: frozenset[str] | set[str]) -> str:

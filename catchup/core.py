@@ -14,8 +14,8 @@ from typing import Any
 
 import psycopg
 
-from . import db
-from .errors import ConfigError, DatabaseError
+from . import db, evidence
+from .errors import CatchupError, ConfigError, DatabaseError
 from .heartbeat import HeartbeatLine
 from .job import Config, Job
 from .ledger import ClaimRequest, FinishFields, Ledger
@@ -166,7 +166,7 @@ class Handed:
 
     job: Job
     period: Period
-    claim: Claim | None
+    claim: Claim | Unclaimed | None
 
 
 def run_period(
@@ -178,8 +178,10 @@ def run_period(
     stream: bool = True,
     ignore_backoff: bool = False,
     retry_exhausted: bool = False,
+    ignore_evidence: bool = False,
 ) -> Outcome:
-    """Claim ``period`` and run it; or say why not (done, running elsewhere, backing off).
+    """Claim ``period`` and run it; or say why not (done, running elsewhere, backing off, its
+    output exists already).
 
     ``ignore_backoff`` and ``retry_exhausted`` are for a replay a person asked for: a failed
     period is retried at once, and with the second even when it has no attempts left."""
@@ -191,6 +193,7 @@ def run_period(
         stream=stream,
         ignore_backoff=ignore_backoff,
         retry_exhausted=retry_exhausted,
+        ignore_evidence=ignore_evidence,
     )
     return outcome
 
@@ -206,14 +209,23 @@ def run_chained(
     retry_exhausted: bool = False,
     claimed: Claim | Unclaimed | None = UNCLAIMED,
     then: Callable[[], tuple[Job, Period] | None] | None = None,
+    ignore_evidence: bool = False,
 ) -> tuple[Outcome, Handed | None]:
     """:func:`run_period` for a worker with a backlog. ``claimed`` is the claim handed over by
     the previous period, if any. When the period succeeds, ``then()`` names the worker's next
     period, and its claim goes to the ledger in the same transaction as this finish (one round
-    trip, one commit); it comes back as the :class:`Handed`."""
+    trip, one commit); it comes back as the :class:`Handed` (unclaimed, for a job with an
+    evidence query: that is read before its claim).
+
+    A job's evidence is checked before the claim: a period with output and no ledger row
+    (untracked: done elsewhere) is not run, unless ``ignore_evidence``. With ``verify``, a run
+    that exits 0 without evidence for its period is failed."""
     job_id = session.job_id(job.name)
     label = job.label(period.start)
     if isinstance(claimed, Unclaimed):
+        if job.evidence is not None and not ignore_evidence:
+            if (refusal := _untracked(session, job, job_id, period, label)) is not None:
+                return refusal, None
         claim = _claim_surely(
             session, _request(session, job, period, ignore_backoff, retry_exhausted)
         )
@@ -225,15 +237,59 @@ def run_chained(
         return outcome, None
     interrupted = interrupted or threading.Event()
     execution = _execute(session, job, job_id, period, claim, interrupted, stream)
+    if job.verify and execution.ended == Ended.exited and execution.error is None:
+        execution = _verified(session, job, period, label, execution)
     chained = None
+    handed: Handed | None = None
     if then is not None and execution.ended == Ended.exited and execution.error is None:
         if not interrupted.is_set() and (following := then()) is not None:
             next_job, next_period = following
-            chained = _request(session, next_job, next_period, ignore_backoff, retry_exhausted)
+            if next_job.evidence is None:
+                chained = _request(session, next_job, next_period, ignore_backoff, retry_exhausted)
+            else:
+                handed = Handed(next_job, next_period, UNCLAIMED)
     outcome, claim_next = _record(session, job, job_id, period, label, claim, execution, chained)
     if chained is None:
-        return outcome, None
+        return outcome, handed
     return outcome, Handed(next_job, next_period, claim_next)
+
+
+def _untracked(
+    session: Session, job: Job, job_id: int, period: Period, label: str
+) -> Outcome | None:
+    """The outcome that refuses ``period`` when its output exists and the ledger has no row
+    (or when the evidence query cannot say); None when it may be claimed."""
+    try:
+        if session.ledger.run_row(job_id, period.start) is not None:
+            return None  # the ledger knows it: the claim decides
+        if not evidence.present(session.ledger, job, period):
+            return None
+    except (psycopg.Error, CatchupError) as exc:
+        if isinstance(exc, psycopg.OperationalError) and session.conn.broken:
+            raise
+        detail = f"{evidence.failure(exc, job)}; not run"
+        return Outcome(job.name, period, label, Status.error, detail=detail)
+    return Outcome(
+        job.name,
+        period,
+        label,
+        Status.skipped,
+        detail="untracked: its output exists (evidence) but the ledger has no run; "
+        "catchup adopt records it, run --ignore-evidence runs it",
+    )
+
+
+def _verified(
+    session: Session, job: Job, period: Period, label: str, execution: Execution
+) -> Execution:
+    """``execution`` failed when the job exited 0 but its evidence shows no output."""
+    try:
+        if evidence.present(session.ledger, job, period):
+            return execution
+        error = f"no evidence for {label}"
+    except (psycopg.Error, CatchupError) as exc:  # a broken connection: the finish reconnects
+        error = f"exited 0, but {evidence.failure(exc, job)}"
+    return replace(execution, error=error)
 
 
 def release(session: Session, job: Job, period: Period, claim: Claim) -> Outcome:
@@ -334,7 +390,7 @@ def _record(
     claim: Claim,
     execution: Execution,
     then: ClaimRequest | None = None,
-) -> tuple[Outcome, Claim | None]:
+) -> tuple[Outcome, Claim | None | Unclaimed]:
     """Record the execution; with ``then``, claim that period in the same transaction and
     return its claim beside the outcome."""
     base = Outcome(
@@ -371,7 +427,7 @@ def _record(
         error=execution.error,
         output_tail=execution.output_tail or None,
     )
-    next_claim = None
+    next_claim: Claim | None | Unclaimed = UNCLAIMED
     if then is None:
         finished = _finish_surely(session, job_id, period.start, claim.attempt, **fields)
     else:
@@ -430,16 +486,13 @@ def _through_reconnects[T](session: Session, action: Callable[[bool], T]) -> T:
             delay = min(delay * 2, 5.0)
 
 
-def _claim_surely(session: Session, request: ClaimRequest, *, adopt: bool = False) -> Claim | None:
-    """Claim; after a reconnect (or with ``adopt``: when a claim may have committed unheard), a
-    claim that committed after all (the row is ours and running) is adopted rather than left
-    to expire."""
+def _claim_surely(session: Session, request: ClaimRequest) -> Claim | None:
+    """Claim; after a reconnect, a claim that committed after all (the row is ours and
+    running) is adopted rather than left to expire."""
     r = request
 
     def claim(reconnected: bool) -> Claim | None:
-        if (reconnected or adopt) and (
-            adopted := session.ledger.adopt(r.job_id, r.period.start, r.owner)
-        ):
+        if reconnected and (adopted := session.ledger.adopt(r.job_id, r.period.start, r.owner)):
             return adopted
         return session.ledger.claim(
             r.job_id,
@@ -481,22 +534,25 @@ def _finish_then_claim_surely(
     attempt: int,
     then: ClaimRequest,
     fields: FinishFields,
-) -> tuple[Finished | None, Claim | None]:
-    """The finish and the next claim in one transaction; when that fails, each on its own.
-    They commit together or not at all: after a lost answer the finish is read back as
-    :func:`_finish_surely` does, and the claim adopted if it committed, else made now."""
+) -> tuple[Finished | None, Claim | None | Unclaimed]:
+    """The finish and the next claim in one transaction; when that fails, the finish on its
+    own, and the next period left unclaimed (its own claim, in its own turn, says what is
+    wrong with it). They commit together or not at all: after a lost answer the finish is read
+    back as :func:`_finish_surely` does, and the claim adopted if it committed."""
     try:
         finished, claim = session.ledger.finish_then_claim(
             job_id, period_start, attempt, then, **fields
         )
     except (psycopg.OperationalError, DatabaseError):
         finished = _finish_surely(session, job_id, period_start, attempt, **fields)
-        return finished, _claim_surely(session, then, adopt=True)
-    except psycopg.Error:  # a deadlock, say: rolled back whole, nothing of it written
-        finished = _finish_surely(session, job_id, period_start, attempt, **fields)
-        return finished, _claim_surely(session, then)
+        adopted = _through_reconnects(
+            session, lambda _: session.ledger.adopt(then.job_id, then.period.start, then.owner)
+        )
+        return finished, UNCLAIMED if adopted is None else adopted
+    except psycopg.Error:  # a deadlock, a trigger: rolled back whole, nothing of it written
+        return _finish_surely(session, job_id, period_start, attempt, **fields), UNCLAIMED
     if finished is None:  # fenced off, and so nothing claimed: the next period is its own
-        return None, _claim_surely(session, then)
+        return None, UNCLAIMED
     return finished, claim
 
 

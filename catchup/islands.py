@@ -82,3 +82,39 @@ def group(timeline: Timeline, rows: list[tuple[str, datetime]]) -> list[Island]:
         else:
             islands.append(Island(state, start, start, 1))
     return islands
+
+
+def carve(
+    timeline: Timeline,
+    islands: list[Island],
+    within: str,
+    starts: tuple[datetime, ...],
+    state: str,
+) -> list[Island]:
+    """``islands`` (oldest first) with the periods at ``starts`` that lie in an island in state
+    ``within`` taken out of it into islands of ``state`` (consecutive ones joined); starts
+    elsewhere are ignored."""
+    marked = group(timeline, [(state, s) for s in sorted(starts)])
+    out: list[Island] = []
+    i = 0
+    for island in islands:
+        while i < len(marked) and marked[i].first < island.first:
+            i += 1  # not inside any island in ``within``
+        if island.state != within:
+            out.append(island)
+            continue
+        cursor = island.first
+        while i < len(marked) and marked[i].first <= island.last:
+            run = marked[i]
+            if run.first > cursor:
+                out.append(Island(within, cursor, before(timeline, run.first), 0))
+            last = min(run.last, island.last)
+            out.append(
+                Island(state, run.first, last, timeline.count(run.first, timeline.after(last)))
+            )
+            cursor = timeline.after(last)
+            i += 1
+        if cursor <= island.last:
+            out.append(Island(within, cursor, island.last, 0))
+    # the pieces left in ``within`` get their counts now that they are cut
+    return [Island(s, a, b, n or timeline.count(a, timeline.after(b))) for s, a, b, n in out]

@@ -174,6 +174,9 @@ class JobScan:
     counts: dict[str, int]  # by PeriodState (a str): every state, zero or more
     islands: tuple[Island, ...]
     last_success: datetime | None
+    evidence: bool = False  # the job has an evidence query: unverified/untracked are known
+    # why the job's evidence query could not be read (then its evidence states are not known)
+    evidence_error: str | None = None
     # the job's one name for a period (Job.label): a local date, or a UTC time
     labeler: Callable[[datetime], str] = field(default=iso_utc, compare=False, repr=False)
 

@@ -11,15 +11,19 @@ import itertools
 import socket
 import statistics
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from .core import Session
-from .errors import ConfigError
+from .errors import ConfigError, DatabaseError
 from .job import Job
 from .models import JobLine, LockedRow, SchedulerHealth
 from .results import Change, Changes
 from .schedule import Period
 from .values import parse_instant
 from .vocabulary import EventAction, PeriodState, RunStatus
+
+if TYPE_CHECKING:
+    from .scan import Moment
 
 MAX_PERIODS = 100_000
 
@@ -66,12 +70,20 @@ def _refuse_running(job: Job, rows: list[LockedRow]) -> None:
 
 
 def mark(
-    session: Session, job: Job, periods: list[Period], *, skip: bool, reason: str, actor: str
+    session: Session,
+    job: Job,
+    periods: list[Period],
+    *,
+    skip: bool,
+    reason: str,
+    actor: str,
+    action: EventAction | None = None,
 ) -> Changes:
-    """Waive ``periods``: done out of band (``skip=False``) or deliberately skipped."""
+    """Waive ``periods``: done out of band (``skip=False``) or deliberately skipped; recorded
+    in the audit trail as ``action`` (default: done or skip)."""
     ledger = session.ledger
     job_id = session.job_id(job.name)
-    action = EventAction.skip if skip else EventAction.done
+    action = action or (EventAction.skip if skip else EventAction.done)
     with session.transaction():
         rows = ledger.lock_periods(job_id, [p.start for p in periods])
         _refuse_running(job, rows)
@@ -217,3 +229,49 @@ def overview(session: Session, jobs: list[Job]) -> list[JobLine]:
             )
         )
     return lines
+
+
+def adopt(
+    session: Session,
+    jobs: list[Job],
+    *,
+    since: Moment | None,
+    until: Moment | None,
+    reason: str,
+    actor: str,
+) -> list[Changes]:
+    """Record each job's untracked periods (its evidence exists, the ledger has no row) as
+    waived, audited as ``adopt``: onboarding a job that ran elsewhere before."""
+    from .scan import ScanTarget, check_window, scan_jobs
+
+    for job in jobs:
+        if job.evidence is None:
+            raise ConfigError(f"{job.name} has no evidence query: nothing shows what ran")
+    check_window(jobs, since, until)
+    jobs = session.resolve_all(jobs)
+    now = session.now()
+    targets = [ScanTarget(job, session.job_id(job.name), False) for job in jobs]
+    found = scan_jobs(session.ledger, targets, now=now, since=since, until=until, record=False)
+    for result in found:
+        if result.evidence_error:
+            raise DatabaseError(f"{result.job}: {result.evidence_error}")
+    changes = []
+    for job, result in zip(jobs, found, strict=True):
+        periods = [
+            period
+            for island in result.islands
+            if island.state == PeriodState.untracked
+            for period in job.timeline.periods(island.first, job.timeline.after(island.last))
+        ]
+        changes.append(
+            mark(
+                session,
+                job,
+                periods,
+                skip=True,
+                reason=reason,
+                actor=actor,
+                action=EventAction.adopt,
+            )
+        )
+    return changes

@@ -4,12 +4,14 @@ number of hosts can do either at once and no period runs twice."""
 
 from __future__ import annotations
 
+import functools
 import heapq
 import socket
 import threading
 from collections import Counter, deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 
 import psycopg
 
@@ -118,6 +120,7 @@ def run_planned(
     retry_exhausted: bool = False,
     on_start: Callable[[Planned], None] | None = None,
     on_done: Callable[[Outcome], None] | None = None,
+    prepare: Callable[[Session, Planned], None] | None = None,
 ) -> Batch:
     """Run ``items`` on ``workers`` threads, each with a connection of its own (the first
     worker uses ``session``'s), and one more connection that all of them renew leases on: a pool
@@ -185,6 +188,8 @@ def run_planned(
         try:
             if on_start:
                 on_start(item)
+            if prepare is not None:
+                prepare(session, item)
             outcome, handed = _run_waiting(
                 session, item, stop, ignore_backoff, retry_exhausted, claimed, then
             )
@@ -269,6 +274,7 @@ def replay(
     dry_run: bool = False,
     stop_on_failure: bool = False,
     retry_exhausted: bool = False,
+    unverified: Audit | None = None,
     interrupted: threading.Event | None = None,
     on_plan: Callable[[int], None] | None = None,
     on_start: Callable[[Planned], None] | None = None,
@@ -277,8 +283,11 @@ def replay(
     """Run the gaps the scan finds in ``[since, until)``, oldest first, through the claim path.
 
     Missing, failed (at once, ignoring the backoff: a person asked) and stale periods; with
-    ``retry_exhausted`` also those with no attempts left. Paused jobs are left alone. A dry run
-    reads and plans but writes nothing. A bare date is each job's local midnight."""
+    ``retry_exhausted`` also those with no attempts left; with ``unverified`` (the reason and
+    who gives it) also succeeded periods without evidence, each reset (audited) just before it
+    runs again. Untracked periods (output exists, no ledger row) never run. Paused jobs are
+    left alone. A dry run reads and plans but writes nothing. A bare date is each job's local
+    midnight."""
     check_window(jobs, since, until)
     jobs = session.resolve_all(jobs, write=not dry_run)
     now = session.now()
@@ -303,7 +312,11 @@ def replay(
         until=until,
         record=not dry_run,
     )
-    states = REPLAYABLE | ({PeriodState.exhausted} if retry_exhausted else set())
+    states = (
+        REPLAYABLE
+        | ({PeriodState.exhausted} if retry_exhausted else set())
+        | ({PeriodState.unverified} if unverified else set())
+    )
     live = [(t.job, r) for t, r in zip(targets, results, strict=True) if not t.paused]
     total = sum(i.periods for _, r in live for i in r.islands if i.state in states)
     planned = total if limit is None else min(total, limit)
@@ -325,7 +338,24 @@ def replay(
         retry_exhausted=retry_exhausted,
         on_start=on_start,
         on_done=on_done,
+        prepare=None if unverified is None else functools.partial(_reopen, unverified),
     )
+
+
+@dataclass(frozen=True)
+class Audit:
+    """Why a person asked for a change, and who: kept with it in the audit trail."""
+
+    reason: str
+    actor: str
+
+
+def _reopen(audit: Audit, session: Session, item: Planned) -> None:
+    """Reset an unverified period (succeeded, no evidence) so the claim path runs it again."""
+    from .operations import reset
+
+    if item.state == PeriodState.unverified:
+        reset(session, item.job, [item.period], reason=audit.reason, actor=audit.actor)
 
 
 TICK_WORKERS = 4

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from typing import Any
 
+from . import evidence
 from .core import Session
 from .errors import ConfigError
 from .islands import group, merge, present_ranges, uncovered
@@ -279,6 +280,9 @@ def scan_jobs(
                 labeler=job.label,
             )
         )
+        if job.evidence is not None and expected[job_id] > 0:
+            seen = evidence.read(ledger, job, job_id, first, end)
+            results[-1] = evidence.apply(results[-1], job, seen)
     return results
 
 

@@ -30,12 +30,15 @@ class AttemptStatus(StrEnum):
 
 
 class PeriodState(StrEnum):
-    """What a scan says of an expected period (``period_state()`` in SQL), mildest first: the
-    order a calendar cell uses to show the worst of the periods it covers."""
+    """What a scan says of an expected period (``period_state()`` in SQL; ``untracked`` and
+    ``unverified`` come from a job's evidence query), mildest first: the order a calendar cell
+    uses to show the worst of the periods it covers."""
 
     succeeded = "succeeded"
     waived = "waived"
+    untracked = "untracked"  # its output exists, the ledger has no row: done elsewhere
     running = "running"
+    unverified = "unverified"  # succeeded in the ledger, but no evidence of its output
     missing = "missing"
     stale = "stale"
     failed = "failed"
@@ -47,8 +50,16 @@ class PeriodState(StrEnum):
 
 
 GAP_STATES = frozenset(
-    {PeriodState.missing, PeriodState.failed, PeriodState.exhausted, PeriodState.stale}
+    {
+        PeriodState.missing,
+        PeriodState.failed,
+        PeriodState.exhausted,
+        PeriodState.stale,
+        PeriodState.unverified,
+    }
 )
+# derived from a job's evidence query, never by period_state() in SQL
+EVIDENCE_STATES = frozenset({PeriodState.untracked, PeriodState.unverified})
 # what replay runs without being asked for more (exhausted only with --retry-exhausted)
 REPLAYABLE = frozenset({PeriodState.missing, PeriodState.failed, PeriodState.stale})
 
@@ -79,6 +90,7 @@ class EventAction(StrEnum):
     resume = "resume"
     schedule = "schedule"
     start = "start"
+    adopt = "adopt"  # an untracked period (its output exists) recorded as waived
 
 
 class Ended(StrEnum):

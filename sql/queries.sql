@@ -455,3 +455,68 @@ ALTER ROLE postgres PASSWORD {password};
 
 -- name: reload_conf
 SELECT pg_reload_conf();
+
+-- name: evidence_begin
+-- A job's evidence query runs read-only, bounded in time, in a transaction of its own.
+SET TRANSACTION READ ONLY;
+
+-- name: evidence_timeout
+SELECT set_config('statement_timeout', %(timeout)s, true);
+
+-- name: evidence_probe
+-- The evidence query's columns, without running it.
+SELECT * FROM ({evidence}) AS e LIMIT 0;
+
+-- name: evidence_date
+-- A date of evidence is that day's local midnight in the job's zone.
+(e.v::timestamp AT TIME ZONE %(zone)s)
+
+-- name: evidence_timestamp
+-- A timestamp without a zone is a UTC time, like every time in the ledger.
+(e.v AT TIME ZONE 'UTC')
+
+-- name: evidence_timestamptz
+e.v
+
+-- name: evidence_source
+-- The evidence query as a subquery, bounded by the window in its own type (so an index on its
+-- column is used), its values as instants.
+SELECT {value} AS v FROM ({evidence}) AS e(v) WHERE e.v >= %(elo)s AND e.v < %(ehi)s
+
+-- name: evidence_values
+-- The evidence query's values, run on the job's evidence_dsn, to be checked on the ledger.
+SELECT DISTINCT v FROM ({source}) AS s ORDER BY v;
+
+-- name: evidence_listed
+SELECT unnest(%(values)s::timestamptz[]) AS v
+
+-- name: evidence_check
+-- The ledger's rows of one job in [lo, hi) walked in time order with the evidence values:
+-- a value no row's [period_start, period_end) holds is untracked (its period is found by the
+-- schedule, in Python); a succeeded row with no value in its period is unverified.
+WITH ev AS ({source}),
+marks AS (
+    SELECT r.period_start AS t, 0 AS kind, r.period_end AS e, r.status
+    FROM {schema}.runs r
+    WHERE r.job_id = %(job_id)s AND r.period_start >= %(lo)s AND r.period_start < %(hi)s
+    UNION ALL
+    SELECT v, 1, NULL, NULL FROM ev WHERE v >= %(lo)s AND v < %(hi)s
+), walked AS (
+    SELECT t, kind, e, status,
+           max(e) OVER (ORDER BY t, kind ROWS UNBOUNDED PRECEDING) AS held_until,
+           min(t) FILTER (WHERE kind = 1)
+               OVER (ORDER BY t, kind ROWS BETWEEN CURRENT ROW AND UNBOUNDED FOLLOWING)
+               AS next_value
+    FROM marks
+)
+SELECT 'untracked', t FROM walked
+WHERE kind = 1 AND (held_until IS NULL OR held_until <= t)
+UNION ALL
+SELECT 'unverified', t FROM walked
+WHERE kind = 0 AND status = 'succeeded' AND (next_value IS NULL OR next_value >= e)
+ORDER BY 2;
+
+-- name: evidence_present
+-- Whether the evidence shows output for one period [lo, hi): before a claim (an untracked
+-- period is never run) and after a run with verify = true.
+SELECT EXISTS (SELECT 1 FROM ({source}) AS s WHERE s.v >= %(lo)s AND s.v < %(hi)s);

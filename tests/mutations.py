@@ -160,7 +160,7 @@ MUTATIONS = (
         "claim-adoption",
         "a claim that committed though its answer was lost is adopted, not left to expire",
         "catchup/core.py",
-        "        if (reconnected or adopt) and (",
+        "        if reconnected and (",
         "        if False and (",
         ("tests/faults/test_faults.py::test_a_claim_whose_commit_answer_is_lost_is_adopted",),
     ),
@@ -168,10 +168,22 @@ MUTATIONS = (
         "handoff-adoption",
         "a next claim committed with a finish whose answer was lost is adopted, not left to expire",
         "catchup/core.py",
-        "        return finished, _claim_surely(session, then, adopt=True)",
-        "        return finished, _claim_surely(session, then)",
+        "        return finished, UNCLAIMED if adopted is None else adopted",
+        "        return finished, UNCLAIMED",
         (
             "tests/integration/test_handoff.py::test_a_lost_answer_to_finish_then_claim_adopts_the_claim",
+        ),
+    ),
+    Mutation(
+        "handoff-fallback",
+        "a finish whose carried claim failed is recorded on its own, not lost with the claim",
+        "catchup/core.py",
+        "        return _finish_surely(session, job_id, period_start, attempt, **fields)"
+        ", UNCLAIMED",
+        "        raise",
+        (
+            "tests/integration/test_handoff.py::"
+            "test_a_next_claim_that_fails_leaves_the_finish_recorded",
         ),
     ),
     Mutation(
@@ -181,6 +193,44 @@ MUTATIONS = (
         "                            record(release(session, item.job, item.period, claimed))",
         "                            pass",
         ("tests/integration/test_handoff.py::test_a_handed_claim_that_will_not_run_is_given_back",),
+    ),
+    Mutation(
+        "evidence-local-date",
+        "a date of evidence is the job's local day, also across a DST change",
+        "sql/queries.sql",
+        "(e.v::timestamp AT TIME ZONE %(zone)s)",
+        "(e.v::timestamp AT TIME ZONE 'UTC')",
+        (
+            "tests/integration/test_evidence.py::"
+            "test_a_date_column_is_local_midnight_across_a_dst_change",
+        ),
+    ),
+    Mutation(
+        "evidence-unverified",
+        "a success that left no evidence is a gap, not a success",
+        "sql/queries.sql",
+        "WHERE kind = 0 AND status = 'succeeded' AND (next_value IS NULL OR next_value >= e)",
+        "WHERE kind = 0 AND status = 'succeeded' AND next_value IS NULL",
+        (
+            "tests/integration/test_evidence.py::"
+            "test_hourly_timestamptz_evidence_finds_unverified_and_untracked",
+        ),
+    ),
+    Mutation(
+        "untracked-never-runs",
+        "a period whose output exists and that the ledger never saw is not run again",
+        "catchup/core.py",
+        "            if (refusal := _untracked(session, job, job_id, period, label)) is not None:",
+        "            if (refusal := None) is not None:",
+        ("tests/integration/test_evidence.py::test_onboarding_a_job_that_ran_from_cron",),
+    ),
+    Mutation(
+        "verify-evidence",
+        "with verify = true, a run that exits 0 but leaves no evidence is failed",
+        "catchup/core.py",
+        "        execution = _verified(session, job, period, label, execution)",
+        "        pass",
+        ("tests/integration/test_evidence.py::test_verify_fails_a_success_that_left_nothing",),
     ),
     Mutation(
         "takeover-needs-expired-lease",

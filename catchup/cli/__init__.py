@@ -13,7 +13,7 @@ import click
 from .. import __version__
 from .admin import demo, deploy, doctor, server
 from .base import CatchupGroup, State
-from .changing import checkpoint, mark, migrate, pause, reset, resume
+from .changing import adopt, checkpoint, mark, migrate, pause, reset, resume
 from .looking import explain, history, jobs, scan
 from .options import EXIT_CODES
 from .running import replay, run, tick
@@ -55,6 +55,7 @@ for command in (
     history,
     mark,
     reset,
+    adopt,
     pause,
     resume,
     explain,

@@ -1,4 +1,4 @@
-"""``mark``, ``reset``, ``pause``, ``resume``: the changes people make, audited; and
+"""``mark``, ``reset``, ``adopt``, ``pause``, ``resume``: the changes people make, audited; and
 ``checkpoint`` and ``migrate``, the two writes that are not about a job's periods."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import click
 
 from ..errors import EXIT_FAILED
 from .base import State, console, pass_state
-from .options import EXIT_CODES, actor_option, reason_option
+from .options import EXIT_CODES, actor_option, reason_option, window_options
 
 
 @click.command(epilog=EXIT_CODES)
@@ -46,6 +46,35 @@ def mark(
         job, periods, kind="skip" if kind == "skip" else "done", reason=reason, actor=actor
     )
     tables.changes(console(), result)
+
+
+@click.command(epilog=EXIT_CODES)
+@click.argument("jobs", nargs=-1, required=True, metavar="JOB...")
+@window_options()
+@reason_option(required=True)
+@actor_option
+@pass_state
+def adopt(
+    state: State,
+    jobs: tuple[str, ...],
+    since: str | None,
+    until: str | None,
+    reason: str,
+    actor: str | None,
+) -> None:
+    """Record periods whose output exists but that the ledger never saw (untracked).
+
+    For a job that ran elsewhere before catchup (the old cron job): every period in the
+    window where the job's evidence query finds output and the ledger has no row is recorded
+    as waived, with the reason, in the audit trail (shown by history). Replay and tick never
+    run them. Needs an evidence query for each JOB.
+
+    Example: catchup adopt export --since 2026-10-01 --reason "ran from cron before catchup"
+    """
+    from ..render import tables
+
+    result = state.app().adopt(jobs, since=since, until=until, reason=reason, actor=actor)
+    tables.adopted(console(), result)
 
 
 @click.command(epilog=EXIT_CODES)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from ..errors import EXIT_FAILED, ConfigError
+from ..errors import EXIT_DATABASE, EXIT_FAILED, ConfigError
 from .base import State, console, pass_state, show
 from .options import (
     DATE_HELP,
@@ -98,6 +98,8 @@ def scan(
             scan_report.calendars(out, result.calendars)
     if output is not None:
         scan_report.save(output, result, limit=shown)
+    if any(job.evidence_error for job in result.jobs):
+        sys.exit(EXIT_DATABASE)  # reported above, each in its job's row: the rest in full
     if result.has_gaps:
         sys.exit(EXIT_FAILED)
 

@@ -20,9 +20,11 @@ from .options import (
     DATE_HELP,
     EXIT_CODES,
     When,
+    actor_option,
     jobs_option,
     json_option,
     limit_options,
+    reason_option,
     window_options,
     workers_option,
 )
@@ -38,13 +40,19 @@ if TYPE_CHECKING:
     type=When(),
     help=f"The period start to run (default: the latest due); {DATE_HELP}.",
 )
+@click.option(
+    "--ignore-evidence",
+    is_flag=True,
+    help="Run the period even when the job's evidence shows its output already exists.",
+)
 @json_option("Print the outcome as JSON.")
 @pass_state
-def run(state: State, job: str, period: str | None, as_json: bool) -> None:
+def run(state: State, job: str, period: str | None, ignore_evidence: bool, as_json: bool) -> None:
     """Run one period of JOB through the claim path.
 
     Without --period, runs the latest due period. Exits 0 when the period succeeded, was already
-    done, another replica has it, or nothing is due yet; 1 when the job failed.
+    done, another replica has it, its output already exists (untracked: the job's evidence
+    shows it and the ledger has no run), or nothing is due yet; 1 when the job failed.
 
     Example: catchup run billing --period 2026-10-31
     """
@@ -53,7 +61,9 @@ def run(state: State, job: str, period: str | None, as_json: bool) -> None:
 
     app = state.app()
     with stop_signals() as stop:
-        result = app.run(job, period, interrupted=stop, stream=not as_json)
+        result = app.run(
+            job, period, interrupted=stop, stream=not as_json, ignore_evidence=ignore_evidence
+        )
     if isinstance(result, NotDue):
         show(result, as_json, lambda r: json.dumps(json.not_due_json(r)), tables.not_due)
         return
@@ -113,6 +123,13 @@ def tick(
 @click.option(
     "--retry-exhausted", is_flag=True, help="Also run failed periods that have no attempts left."
 )
+@click.option(
+    "--unverified",
+    is_flag=True,
+    help="Also run again succeeded periods that left no evidence (each reset, with --reason).",
+)
+@reason_option(required=False)
+@actor_option
 @json_option("Print the periods and totals as JSON.")
 @pass_state
 def replay(
@@ -125,6 +142,9 @@ def replay(
     dry_run: bool,
     stop_on_failure: bool,
     retry_exhausted: bool,
+    unverified: bool,
+    reason: str | None,
+    actor: str | None,
     as_json: bool,
     each: bool,
     limit_shown: int,
@@ -133,7 +153,10 @@ def replay(
     """Run the gaps that scan finds, oldest first, through the same claim path as run.
 
     Missing, failed and stale periods are run (a failed one at once, without waiting for its
-    backoff); exhausted ones only with --retry-exhausted. A period another process is running,
+    backoff); exhausted ones only with --retry-exhausted; succeeded ones without evidence of
+    their output (unverified) only with --unverified --reason R, each reset (audited) first.
+    Untracked periods (output exists, no run in the ledger) are never run. A period another
+    process is running,
     or that succeeds meanwhile, is skipped, so several replays (and ticks) on several hosts can
     share one backlog. Ctrl-C stops the running periods, records them as interrupted (left for
     a retry) and exits 130. --since 2026-11-25 is each job's own local midnight.
@@ -155,6 +178,9 @@ def replay(
             dry_run=dry_run,
             stop_on_failure=stop_on_failure,
             retry_exhausted=retry_exhausted,
+            unverified=unverified,
+            reason=reason,
+            actor=actor,
             interrupted=stop,
             on_plan=bar.plan,
             on_start=bar.start,

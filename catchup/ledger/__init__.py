@@ -6,11 +6,18 @@ from __future__ import annotations
 from .base import LedgerBase
 from .changes import Changes
 from .claims import ClaimPath, ClaimRequest, FinishFields
+from .evidence import EvidenceCheck, EvidenceQuery
 from .scans import Scanning
 from .tools import Tools
 
-__all__ = ["ClaimRequest", "FinishFields", "Ledger", "LedgerBase"]
+__all__ = [
+    "ClaimRequest",
+    "EvidenceQuery",
+    "FinishFields",
+    "Ledger",
+    "LedgerBase",
+]
 
 
-class Ledger(ClaimPath, Changes, Scanning, Tools):
+class Ledger(ClaimPath, Changes, EvidenceCheck, Scanning, Tools):
     """The ledger in ``schema``, through one autocommit connection."""

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from ..models import ScanReport
 from ..vocabulary import PeriodState
 from .limits import GAP_LIMIT
-from .scan import SUMMARY_STATES, gap_count, gaps_oldest_first, when
+from .scan import gap_count, gaps_oldest_first, summary_states, when
 from .text import iso_utc, schedule_text
 
 # GitHub keeps a job summary up to 1 MiB; stay under it with room for the closing note
@@ -19,6 +19,7 @@ def scan_markdown(report: ScanReport, *, limit: int | None = GAP_LIMIT) -> str:
     """A summary for a CI job summary (GitHub-flavoured Markdown): a row per job, then the
     oldest ``limit`` gap ranges (all with ``None``) in the table's order, saying how many more
     there are; cut, with a note, to stay under the 1 MiB a GitHub job summary takes."""
+    states = summary_states(report.jobs)
     total = gap_count(report)
     head = "no gaps" if not total else f"{total:,} gap range{'s' if total != 1 else ''}"
     lines = [
@@ -27,10 +28,8 @@ def scan_markdown(report: ScanReport, *, limit: int | None = GAP_LIMIT) -> str:
         f"Periods starting {iso_utc(report.since)} .. {iso_utc(report.until)}, "
         f"database clock {iso_utc(report.generated_at)}.",
         "",
-        "| job | schedule | expected | "
-        + " | ".join(SUMMARY_STATES)
-        + " | oldest gap | last success |",
-        "|---|---|--:|" + "--:|" * len(SUMMARY_STATES) + "---|---|",
+        "| job | schedule | expected | " + " | ".join(states) + " | oldest gap | last success |",
+        "|---|---|--:|" + "--:|" * len(states) + "---|---|",
     ]
     health = report.health
     tail: list[str] = []
@@ -40,6 +39,11 @@ def scan_markdown(report: ScanReport, *, limit: int | None = GAP_LIMIT) -> str:
             host = _md(health.last_host or "")
             tail.append(f"Scheduler: last tick {iso_utc(health.last_tick)} from {host}.")
         tail += [f"> **warning:** {_md(w)}" for w in health.warnings]
+    tail += [
+        f"> **{_md(job.job)}:** {_md(job.evidence_error)}"
+        for job in report.jobs
+        if job.evidence_error
+    ]
     budget = Budget(MARKDOWN_BUDGET - sum(len(x.encode()) + 1 for x in (*lines, *tail)))
 
     def job_rows() -> Iterator[str]:
@@ -48,7 +52,7 @@ def scan_markdown(report: ScanReport, *, limit: int | None = GAP_LIMIT) -> str:
             name = _md(job.job) + (" (paused)" if job.paused else "")
             oldest = when(job, job.gaps[0].first) if job.gaps else "-"
             last = when(job, job.last_success) if job.last_success else "never"
-            counts = " | ".join(str(c[state]) for state in SUMMARY_STATES)
+            counts = " | ".join(str(c[state]) for state in states)
             yield (
                 f"| {name} | {_md(schedule_text(job.schedule, job.timezone))} | {job.expected} "
                 f"| {counts} | {_md(oldest)} | {_md(last)} |"
@@ -115,6 +119,16 @@ METRICS = (
     ),
     ("catchup_stale_periods", "Periods running with an expired lease.", PeriodState.stale),
     ("catchup_running_periods", "Periods running with a live lease.", PeriodState.running),
+    (
+        "catchup_unverified_periods",
+        "Periods that succeeded but left no evidence.",
+        PeriodState.unverified,
+    ),
+    (
+        "catchup_untracked_periods",
+        "Periods with evidence of output but no run in the ledger.",
+        PeriodState.untracked,
+    ),
 )
 
 

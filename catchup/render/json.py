@@ -185,6 +185,7 @@ def scan_json_chunks(report: ScanReport) -> Iterator[str]:
                 "expected": job.expected,
                 **{str(state): count for state, count in _counts(job)},
                 "paused": job.paused,
+                **({"error": job.evidence_error} if job.evidence_error else {}),
             }
         )
         yield (", " if n else "") + head[:-1] + ', "gaps": ['
@@ -199,7 +200,17 @@ def scan_json_chunks(report: ScanReport) -> Iterator[str]:
 
 
 # the order of the counts in scan --json (DESIGN.md)
-JSON_STATES = ("succeeded", "waived", "running", "missing", "failed", "exhausted", "stale")
+JSON_STATES = (
+    "succeeded",
+    "waived",
+    "running",
+    "missing",
+    "failed",
+    "exhausted",
+    "stale",
+    "unverified",
+    "untracked",
+)
 
 
 def _counts(job: JobScan) -> Sequence[tuple[str, int]]:

@@ -29,6 +29,15 @@ SUMMARY_STATES = (
     PeriodState.stale,
     PeriodState.running,
 )
+# shown when a job of the report has an evidence query
+EVIDENCE_COLUMNS = (PeriodState.unverified, PeriodState.untracked)
+
+
+def summary_states(jobs: Sequence[JobScan]) -> tuple[PeriodState, ...]:
+    """The state columns of a report of ``jobs``: they add up to ``expected``."""
+    if any(job.evidence for job in jobs):
+        return SUMMARY_STATES + EVIDENCE_COLUMNS
+    return SUMMARY_STATES
 
 
 def when(job: JobScan, t: datetime | None) -> str:
@@ -57,20 +66,24 @@ def scan_tables(console: Console, report: ScanReport, *, limit: int | None = GAP
     console, else one block per job and one line per range, so names and dates stay whole."""
     window = f"{iso_utc(report.since)} .. {iso_utc(report.until)}"
     title = f"catchup scan · {window} · database clock {iso_utc(report.generated_at)}"
-    headers = ["job", "schedule", "expected", *SUMMARY_STATES, "oldest gap", "last success"]
-    lines = [_summary_cells(job) for job in report.jobs]
+    states = summary_states(report.jobs)
+    headers = ["job", "schedule", "expected", *states, "oldest gap", "last success"]
+    lines = [_summary_cells(job, states) for job in report.jobs]
     if fits(console, headers, lines):
         summary = Table(title=title, title_justify="left")
         for name in headers:
-            numeric = name == "expected" or name in SUMMARY_STATES
+            numeric = name == "expected" or name in states
             summary.add_column(name, justify="right" if numeric else "left")
         for job, cells in zip(report.jobs, lines, strict=True):
-            summary.add_row(*_styled(job, cells))
+            summary.add_row(*_styled(job, cells, states))
         console.print(summary)
     else:
         console.print(Text(title, style="bold"))
         for job in report.jobs:
-            _stacked(console, job)
+            _stacked(console, job, states)
+    for job in report.jobs:
+        if job.evidence_error:  # the job's own text, plain
+            console.print(Text(f"{job.job}: {safe(job.evidence_error)}", style="red"))
     total = gap_count(report)
     if not total:
         console.print(Text("no gaps", style="green"))
@@ -106,33 +119,33 @@ def scan_tables(console: Console, report: ScanReport, *, limit: int | None = GAP
         )
 
 
-def _summary_cells(job: JobScan) -> list[str]:
+def _summary_cells(job: JobScan, states: tuple[PeriodState, ...]) -> list[str]:
     gaps = job.gaps
     return [
         job.job + (" (paused)" if job.paused else ""),
         schedule_text(job.schedule, job.timezone),
         str(job.expected),
-        *(str(job.counts[state]) for state in SUMMARY_STATES),
+        *(str(job.counts[state]) for state in states),
         when(job, gaps[0].first) if gaps else "-",
         when(job, job.last_success) if job.last_success else "never",
     ]
 
 
-def _styled(job: JobScan, cells: list[str]) -> list[Text | str]:
+def _styled(job: JobScan, cells: list[str], states: tuple[PeriodState, ...]) -> list[Text | str]:
     gaps = job.gaps
     out: list[Text | str] = [Text(cells[0], style="bold"), cells[1], cells[2]]
-    for state, cell in zip(SUMMARY_STATES, cells[3:-2], strict=True):
+    for state, cell in zip(states, cells[3:-2], strict=True):
         count = job.counts[state]
         style = STYLE[state] if count and (state != PeriodState.succeeded or not gaps) else ""
         out.append(Text(cell, style="dim" if not count else style))
     return [*out, *cells[-2:]]
 
 
-def _stacked(console: Console, job: JobScan) -> None:
+def _stacked(console: Console, job: JobScan, states: tuple[PeriodState, ...]) -> None:
     """A job's summary line for a narrow console: whole names and dates, wrapped at spaces."""
-    cells = _summary_cells(job)
+    cells = _summary_cells(job, states)
     console.print(Text(f"{cells[0]} · {cells[1]} · {job.expected} expected", style="bold"))
-    counts = [f"{job.counts[s]} {s}" for s in SUMMARY_STATES if job.counts[s]]
+    counts = [f"{job.counts[s]} {s}" for s in states if job.counts[s]]
     line = Text("  " + (", ".join(counts) or "nothing due"))
     line.append(f" · oldest gap {cells[-2]} · last success {cells[-1]}")
     console.print(line)

@@ -156,7 +156,25 @@ VERB = {
     EventAction.done: "marked done",
     EventAction.skip: "marked skip",
     EventAction.reset: "reset",
+    EventAction.adopt: "adopted",
 }
+
+
+def adopted(console: Console, results: list[Changes]) -> None:
+    """What an adopt did: per job, how many untracked periods it recorded, first and last."""
+    for result in results:
+        done = [row for row in result.rows if row.changed]
+        if not done:
+            console.print(Text(f"{safe(result.job)}: nothing untracked to adopt"))
+            continue
+        span_text = done[0].label if len(done) == 1 else f"{done[0].label} .. {done[-1].label}"
+        console.print(
+            Text(
+                f"{safe(result.job)}: adopted {len(done)} untracked period(s), "
+                f"{safe(span_text)} (waived, shown by history)"
+            ),
+            soft_wrap=True,
+        )
 
 
 def changes(console: Console, result: Changes) -> None:

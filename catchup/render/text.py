@@ -26,6 +26,8 @@ STYLE = {
     "error": "bold red",
     "missing": "yellow",
     "stale": "magenta",
+    "untracked": "dim cyan",
+    "unverified": "bold yellow",
 }
 
 # A distinct glyph per state, so the calendar reads without colour too (pipes, NO_COLOR).
@@ -37,8 +39,20 @@ GLYPH = {
     "stale": "◌",
     "failed": "✗",
     "exhausted": "✖",
+    "untracked": "▤",
+    "unverified": "◇",
 }
-LEGEND = ("succeeded", "waived", "running", "missing", "stale", "failed", "exhausted")
+LEGEND = (
+    "succeeded",
+    "waived",
+    "untracked",
+    "running",
+    "unverified",
+    "missing",
+    "stale",
+    "failed",
+    "exhausted",
+)
 
 # Bidirectional overrides and isolates reorder what a terminal shows ("Trojan Source").
 _BIDI = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")

@@ -102,3 +102,43 @@ def test_a_lost_answer_to_finish_then_claim_adopts_the_claim(
         assert sql("SELECT status FROM {schema}.history") == [("succeeded",)] * 3
     finally:
         proxy.close()
+
+
+def test_a_next_claim_that_fails_leaves_the_finish_recorded(
+    database: Database, schema: str, sql: Any
+) -> None:
+    """A trigger makes every claim of one job fail inside PostgreSQL. The worker's finish of a
+    good period carried that job's claim, so the transaction rolled back whole: the finish is
+    sent again on its own (the good period is succeeded, reported so), and the bad job's error
+    is its own period's."""
+    good = make_job("alpha", "daily", START, call="operator:truth")
+    bad = make_job("poison", "daily", START, call="operator:truth")
+    config = Config(path=None, jobs={good.name: good, bad.name: bad}, schema=schema)
+    target = db.resolve(database.conninfo, None, embedded_allowed=False)
+    with Session(config, target) as session:
+        session.ledger.register_jobs(["alpha", "poison"])
+        sql(
+            "CREATE FUNCTION {schema}.poison() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+            "IF NEW.job_id = (SELECT id FROM " + schema + ".jobs WHERE name = 'poison') "
+            "THEN RAISE EXCEPTION 'poisoned row'; END IF; RETURN NEW; END $$"
+        )
+        sql(
+            "CREATE TRIGGER poison BEFORE INSERT ON {schema}.runs "
+            "FOR EACH ROW EXECUTE FUNCTION {schema}.poison()"
+        )
+        items = [
+            Planned(good, good.timeline.period(START), PeriodState.missing),
+            Planned(bad, bad.timeline.period(START), PeriodState.missing),
+            Planned(good, good.timeline.period(START + timedelta(days=1)), PeriodState.missing),
+        ]
+        batch = run_planned(session, iter(items), planned=3, workers=1)
+    assert [(o.job, o.status) for o in batch.outcomes] == [
+        ("alpha", "succeeded"),
+        ("poison", "error"),
+        ("alpha", "succeeded"),
+    ]
+    assert "poisoned row" in (batch.outcomes[1].detail or "")
+    assert sql("SELECT status, attempt FROM {schema}.runs ORDER BY period_start") == [
+        ("succeeded", 1),
+        ("succeeded", 1),
+    ]
