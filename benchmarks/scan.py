@@ -10,7 +10,10 @@ Builds ledgers in throwaway schemas on the embedded PostgreSQL (or CATCHUP_DSN):
       small ledger with the server already running;
   (e) wall-clock schedules: 10 jobs x a year of cron "*/15 * * * *" on Europe/Berlin time (two
       DST changes), all succeeded but the last 48 hours: the first scan (nothing verified yet),
-      a later scan, and the plain detector (`scan --full`, the listed starts LEFT JOIN the ledger).
+      a later scan, and the plain detector (`scan --full`, the listed starts LEFT JOIN the ledger);
+  (f) evidence: the ledger of (a) with an evidence table of the same size (a row in every
+      succeeded period, indexed) and every job's `evidence` query on it: a later scan with
+      evidence against a later scan of the same jobs without (target <= 2x).
 The reference is the plain query (sql/tools.sql: plain_gaps): one generate_series LEFT JOIN
 the ledger per job, listing every period that is not succeeded. For (a)-(c) the first scan
 (nothing verified yet: what a new install or a new job pays) is timed once, then the later scan
@@ -22,6 +25,7 @@ line holds the ratios.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import itertools
 import os
 import resource
@@ -82,7 +86,8 @@ def build(target: db.Target, schema: str, periods: int, pattern: str) -> Config:
         " finished_at, retry_after)"
         " SELECT %(job_id)s, %(anchor)s::timestamptz + k * interval '1 hour',"
         " %(anchor)s::timestamptz + (k + 1) * interval '1 hour', " + status + ", 1,"
-        " CASE WHEN " + status + " = 'failed' THEN 1 ELSE 0 END, now(), now()"
+        " CASE WHEN " + status + " = 'failed' THEN 1 ELSE 0 END,"
+        " %(anchor)s::timestamptz + (k + 1) * interval '1 hour', now()"
         " FROM generate_series(0, %(periods)s - 1) AS k WHERE " + keep
     ).format(runs=sql.Identifier(schema, "runs"))
     for salt, name in enumerate(names):
@@ -244,7 +249,62 @@ def main() -> None:
             flush=True,
         )
         ratios.append(f"e={later / full:.3f}")
+    if "f" not in args.skip:
+        n = max(100, int(100_000 * args.scale))
+        started = time.perf_counter()
+        config = build(target, "bench_f", n, "scattered")
+        plain_jobs, evidenced = with_evidence(target, config)
+        built = time.perf_counter() - started
+        _, without = later_scan(target, plain_jobs, args.repeat)
+        first_ev, with_ev = later_scan(target, evidenced, args.repeat)
+        ratio = with_ev / without
+        print(
+            f"(f) {JOBS} jobs x {n:,} hourly periods with an evidence table of the same size: "
+            f"later scan without evidence {without:.3f}s, with {with_ev:.3f}s, ratio "
+            f"{ratio:.2f} ({'met' if ratio <= 2 else 'MISSED'} target <= 2); the first scan "
+            f"with evidence (reads all of it) {first_ev:.3f}s = {first_ev / without:.1f}x; "
+            f"built in {built:.0f}s",
+            flush=True,
+        )
+        ratios.append(f"f={ratio:.2f}")
     print("ratios: " + " ".join(ratios))
+
+
+def with_evidence(target: db.Target, config: Config) -> tuple[Config, Config]:
+    """``config`` as is, and with every job's evidence query on a table holding a row in each
+    of its succeeded periods (half past the hour), indexed by job and time."""
+    schema = config.schema
+    session = Session(config, target)
+    table = sql.Identifier(schema, "evidence")
+    session.conn.execute(sql.SQL("CREATE TABLE {} (job text, at timestamptz)").format(table))
+    session.conn.execute(
+        sql.SQL(
+            "INSERT INTO {} SELECT j.name, r.period_start + interval '30 minutes' FROM {} r"
+            " JOIN {} j ON j.id = r.job_id WHERE r.status = 'succeeded'"
+        ).format(table, sql.Identifier(schema, "runs"), sql.Identifier(schema, "jobs"))
+    )
+    session.conn.execute(sql.SQL("CREATE INDEX ON {} (job, at)").format(table))
+    session.conn.execute(sql.SQL("VACUUM (ANALYZE) {}").format(table))
+    session.close()
+    jobs = {
+        name: dataclasses.replace(
+            job, evidence=f"SELECT at FROM \"{schema}\".evidence WHERE job = '{name}'"
+        )
+        for name, job in config.jobs.items()
+    }
+    return config, dataclasses.replace(config, jobs=jobs)
+
+
+def later_scan(target: db.Target, config: Config, repeat: int) -> tuple[float, float]:
+    """The first scan of every job, and the median of ``repeat`` scans after it."""
+    session = Session(config, target)
+    jobs = list(config.jobs.values())
+    started = time.perf_counter()
+    scan(session, jobs, since=None, until=None)
+    first = time.perf_counter() - started
+    seconds = median_seconds(lambda: scan(session, jobs, since=None, until=None), repeat)
+    session.close()
+    return first, seconds
 
 
 WALL = parse_schedule("*/15 * * * *", "Europe/Berlin")

@@ -390,7 +390,7 @@ def _record(
     claim: Claim,
     execution: Execution,
     then: ClaimRequest | None = None,
-) -> tuple[Outcome, Claim | None | Unclaimed]:
+) -> tuple[Outcome, Claim | Unclaimed | None]:
     """Record the execution; with ``then``, claim that period in the same transaction and
     return its claim beside the outcome."""
     base = Outcome(
@@ -427,7 +427,7 @@ def _record(
         error=execution.error,
         output_tail=execution.output_tail or None,
     )
-    next_claim: Claim | None | Unclaimed = UNCLAIMED
+    next_claim: Claim | Unclaimed | None = UNCLAIMED
     if then is None:
         finished = _finish_surely(session, job_id, period.start, claim.attempt, **fields)
     else:
@@ -534,7 +534,7 @@ def _finish_then_claim_surely(
     attempt: int,
     then: ClaimRequest,
     fields: FinishFields,
-) -> tuple[Finished | None, Claim | None | Unclaimed]:
+) -> tuple[Finished | None, Claim | Unclaimed | None]:
     """The finish and the next claim in one transaction; when that fails, the finish on its
     own, and the next period left unclaimed (its own claim, in its own turn, says what is
     wrong with it). They commit together or not at all: after a lost answer the finish is read

@@ -1,5 +1,6 @@
-"""``catchup demo``: two weeks of a nightly billing run and an hourly export in a throwaway
-ledger, with a host outage and a failing night; scan, replay, and a clean scan. Runs against
+"""``catchup demo``: two weeks of a nightly billing run, an hourly export and daily invoices in
+a throwaway ledger, with a host outage, a failing night and a week of invoices an old cron job
+sent; scan, replay, adopt, and a clean scan. Runs against
 the embedded PostgreSQL (or the configured database) in a schema of its own, dropped at the
 end: nothing the user owns is touched."""
 
@@ -18,6 +19,7 @@ from .config import make_job
 from .core import Session
 from .job import Config
 from .models import Outcome
+from .operations import adopt
 from .render import batches, tables
 from .render import scan as scan_report
 from .replay import replay
@@ -58,28 +60,41 @@ def _demo(session: Session, target: db.Target, schema: str, out: Console) -> Dem
     now = session.now()
     today = now.replace(hour=0, minute=0, second=0, microsecond=0)
     start = today - timedelta(days=14)
+    # invoices: sent by an old cron job for its first week, by catchup since (its evidence
+    # table has every day; the ledger only catchup's)
     jobs = [
         make_job("billing", "daily", start, call=billing, delay="30m"),
         make_job("export", "hourly", start, call=export, delay="5m", max_per_tick=500),
+        make_job(
+            "invoices",
+            "daily",
+            start,
+            call=billing,
+            delay="1h",
+            evidence=f'SELECT day FROM "{schema}".invoices_sent',
+        ),
     ]
     config = Config(path=None, jobs={job.name: job for job in jobs}, schema=schema)
     session.config = config
     ids = session.ledger.register_jobs([job.name for job in jobs])
     outage_from = today - timedelta(days=5, hours=-6)  # from 06:00, five days ago
     outage_to = outage_from + timedelta(hours=30)
+    adopted_from = start + timedelta(days=7)  # catchup took over the invoices here
     for job in jobs:
         latest = job.timeline.latest_due(job.delay, now)
         assert latest is not None
         session.ledger.demo_fill(
             {
                 "job_id": ids[job.name].id,
-                "first": job.anchor,
+                "first": adopted_from if job.name == "invoices" else job.anchor,
                 "last": latest.start,
                 "step": job.schedule.step_sql,
-                "gap_from": outage_from,
-                "gap_to": outage_to,
+                "gap_from": outage_from if job.name != "invoices" else now,
+                "gap_to": outage_to if job.name != "invoices" else now,
             },
         )
+        if job.name == "invoices":
+            session.ledger.demo_evidence({"first": job.anchor, "last": latest.start})
     night = jobs[0].timeline.period(jobs[0].anchor + timedelta(days=9))
     session.ledger.demo_fail(
         {
@@ -95,7 +110,8 @@ def _demo(session: Session, target: db.Target, schema: str, out: Console) -> Dem
         f"A throwaway ledger (schema {schema}) in {target.describe()}: a nightly "
         f"billing run and an hourly export since {start:%Y-%m-%d}. The host was down "
         f"for 30 hours from {outage_from:%Y-%m-%d %H:%M} UTC, and the billing run of "
-        f"{night.start:%Y-%m-%d} failed.",
+        f"{night.start:%Y-%m-%d} failed. The invoices were sent by an old cron job until "
+        f"{adopted_from:%Y-%m-%d}, and their table shows it (the job's evidence query).",
         highlight=False,
     )
     out.print(Rule("1. catchup scan --calendar: what is missing?"))
@@ -116,7 +132,17 @@ def _demo(session: Session, target: db.Target, schema: str, out: Console) -> Dem
     since = min(job.anchor for job in jobs)
     batch = replay(session, list(jobs), since=since, until=None, workers=2, on_done=done)
     batches.batch_summary(out, batch)
-    out.print(Rule("3. catchup scan: clean"))
+    out.print(Rule("3. catchup adopt invoices: record what the old cron job did"))
+    adopted = adopt(
+        session,
+        [jobs[2]],
+        since=None,
+        until=None,
+        reason="sent by the old cron job before catchup",
+        actor="demo",
+    )
+    tables.adopted(out, adopted)
+    out.print(Rule("4. catchup scan: clean"))
     after = scan(session, jobs, since=None, until=None)
     scan_report.scan_tables(out, after)
     gaps_before = sum(len(job.gaps) for job in before.jobs)

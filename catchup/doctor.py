@@ -7,7 +7,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
-from . import db, sqlfiles
+import psycopg
+
+from . import db, evidence, sqlfiles
 from .config import find_config, load_config
 from .core import Session
 from .errors import CatchupError
@@ -165,6 +167,28 @@ def pooler_findings(session: Session) -> list[Finding]:
     ]
 
 
+def evidence_findings(session: Session, config: Config, now: datetime) -> list[Finding]:
+    """Each job's evidence query, run once (over its latest due period): syntax, permission,
+    an unreachable evidence_dsn, the column's type and the timeout, one line per problem."""
+    found = []
+    for job in config.jobs.values():
+        if job.evidence is None:
+            continue
+        period = job.timeline.latest_due(job.delay, now) or job.timeline.period(job.anchor)
+        try:
+            evidence.present(session.ledger, job, period)
+        except (psycopg.Error, CatchupError) as exc:
+            if session.conn.broken:
+                session.reconnect()
+            found.append(
+                Finding("serious", "evidence", f"{job.name}: {evidence.failure(exc, job)}")
+            )
+            continue
+        where = "its evidence_dsn" if job.evidence_dsn else "the ledger's database"
+        found.append(Finding("ok", "evidence", f"{job.name}: the evidence query runs on {where}"))
+    return found
+
+
 def examine(config_path: str | None, dsn: str | None) -> list[Finding]:
     found: list[Finding] = []
     config: Config | None = None
@@ -220,6 +244,7 @@ def examine(config_path: str | None, dsn: str | None) -> list[Finding]:
         found += on_the_hour(config, db_now)
         found += dst_findings(config, db_now)
         found += zone_agreement(session, config, db_now)
+        found += evidence_findings(session, config, db_now)
         health = scheduler_health(session) if version == latest else None
         if health is None:
             pass

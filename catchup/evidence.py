@@ -1,12 +1,19 @@
 """What the ledger says, checked against what the jobs left behind (a job's ``evidence``
 query): succeeded periods with no evidence are ``unverified`` (a gap), periods with evidence
 and no ledger row ``untracked`` (done elsewhere: not a gap, never run). One job's failing
-query is that job's error in the report; the others are checked in full."""
+query is that job's error in the report; the others are checked in full.
+
+A scan reads the evidence only where something may have changed since an earlier scan
+verified it (``evidence_state``): the periods after what was verified, the holes (periods with
+no row, where evidence would be untracked), and the rows that finished since. ``scan --full``
+reads it all again; so does a change of the query, its database, the zone or the schedule."""
 
 from __future__ import annotations
 
+import hashlib
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 
 import psycopg
 
@@ -15,39 +22,95 @@ from .errors import CatchupError, first_line
 from .islands import carve, group, merge
 from .job import Job
 from .ledger import EvidenceQuery, Ledger
-from .models import Island, JobScan
+from .models import EvidenceState, Island, JobScan
 from .schedule import Period
 from .vocabulary import PeriodState
+
+# A row that finished this long before a scan's clock may still be committing unseen by it:
+# the next scan looks at it again.
+MARGIN = timedelta(minutes=1)
+Range = tuple[datetime, datetime]
 
 
 @dataclass(frozen=True)
 class Found:
-    """One job's evidence in a window, as period starts; or why it could not be read."""
+    """One job's evidence in a window, as period starts; or why it could not be read. ``state``
+    is what the scan may record as verified now (None: nothing new)."""
 
     untracked: tuple[datetime, ...] = ()
     unverified: tuple[datetime, ...] = ()
     error: str | None = None
+    state: EvidenceState | None = None
 
 
-def read(ledger: Ledger, job: Job, job_id: int, lo: datetime, hi: datetime) -> Found:
-    """Run ``job``'s evidence query for ``[lo, hi)`` and check it against the ledger."""
+def signature(job: Job) -> str:
+    """What the evidence of ``job`` depends on, but the data: a change starts over."""
+    parts = (job.evidence or "", db.redact(job.evidence_dsn or ""), job.timezone)
+    text = "\0".join((*parts, job.timeline.signature))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def read(
+    ledger: Ledger,
+    job: Job,
+    job_id: int,
+    lo: datetime,
+    hi: datetime,
+    *,
+    now: datetime,
+    holes: Sequence[Island] = (),
+    state: EvidenceState | None = None,
+    full: bool = False,
+) -> Found:
+    """Check ``job``'s evidence for its periods in ``[lo, hi)`` against the ledger: all of it,
+    or with ``state`` (an earlier scan's) only where something may have changed. ``holes`` are
+    the missing periods the scan found."""
+    sig = signature(job)
+    timeline = job.timeline
+    usable = state is not None and not full and state.signature == sig and state.verified_until > lo
     try:
-        rows = _rows(ledger, job, job_id, lo, hi)
+        if state is not None and usable:
+            until = min(state.verified_until, hi)
+            ranges = [
+                *ledger.evidence_changed(job_id, lo, until, state.verified_at),
+                *[(max(i.first, lo), min(timeline.after(i.last), until)) for i in holes],
+            ]
+            ranges = _merged([(a, b) for a, b in ranges if a < b and a < until])
+            if until < hi:
+                ranges = _merged([*ranges, (until, hi)])
+        else:
+            ranges = [(lo, hi)]
+        rows = _rows(ledger, job, job_id, ranges)
     except (psycopg.Error, CatchupError) as exc:
         return Found(error=failure(exc, job))
     untracked: list[datetime] = []
     unverified: list[datetime] = []
-    timeline = job.timeline
     end: datetime | None = None
-    for state, t in rows:
-        if state == PeriodState.unverified:
+    for state_name, t in rows:
+        if state_name == PeriodState.unverified:
             unverified.append(t)
         elif end is None or t >= end:  # the first value in a period names it
             period = timeline.containing(t)
             if period is not None and lo <= period.start < hi:
                 untracked.append(period.start)
                 end = period.end
-    return Found(tuple(sorted(set(untracked))), tuple(unverified))
+    untracked = sorted(set(untracked))
+    recorded = None
+    if usable or lo <= job.anchor:  # what is verified runs from the job's first period
+        first_finding = min([*untracked[:1], *unverified[:1]], default=hi)
+        recorded = EvidenceState(job_id, sig, min(first_finding, hi), now - MARGIN)
+    return Found(tuple(untracked), tuple(unverified), state=recorded)
+
+
+def _merged(ranges: list[Range]) -> list[Range]:
+    """Ranges sorted, those that overlap or meet joined."""
+    out: list[Range] = []
+    for a, b in sorted(ranges):
+        if out and a <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], b))
+        else:
+            out.append((a, b))
+    return out
 
 
 def present(ledger: Ledger, job: Job, period: Period) -> bool:
@@ -71,21 +134,21 @@ def failure(exc: psycopg.Error | CatchupError, job: Job) -> str:
     return f"evidence query: {db.scrub(text, job.evidence_dsn or '')}"
 
 
-def _rows(
-    ledger: Ledger, job: Job, job_id: int, lo: datetime, hi: datetime
-) -> list[tuple[str, datetime]]:
+def _rows(ledger: Ledger, job: Job, job_id: int, ranges: list[Range]) -> list[tuple[str, datetime]]:
     assert job.evidence is not None
+    if not ranges:
+        return []
     if job.evidence_dsn is None:
         query = EvidenceQuery(ledger.conn, job.evidence, job.timezone, ledger.schema)
         with query.read_only():
-            return ledger.evidence_check(job_id, lo, hi, query=query, kind=query.kind())
+            return ledger.evidence_check(job_id, ranges, query=query, kind=query.kind())
     target = db.Target(conninfo=job.evidence_dsn, source=f"jobs.{job.name}.evidence_dsn")
     with db.connect(target, application="catchup-evidence") as conn:
         query = EvidenceQuery(conn, job.evidence, job.timezone, ledger.schema)
         with query.read_only():
-            values = query.values(query.kind(), lo, hi)
+            values = query.values(query.kind(), ranges)
     with ledger.transaction():
-        return ledger.evidence_check(job_id, lo, hi, values=values)
+        return ledger.evidence_check(job_id, ranges, values=values)
 
 
 def apply(result: JobScan, job: Job, found: Found) -> JobScan:

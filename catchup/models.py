@@ -192,6 +192,17 @@ class JobScan:
 
 
 @dataclass(frozen=True)
+class EvidenceState:
+    """What earlier scans verified of a job's evidence (``evidence_state``): every row that
+    finished by ``verified_at`` in the job's periods before ``verified_until`` had evidence."""
+
+    job_id: int
+    signature: str
+    verified_until: datetime
+    verified_at: datetime
+
+
+@dataclass(frozen=True)
 class ScanReport:
     generated_at: datetime
     since: datetime

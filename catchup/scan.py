@@ -227,6 +227,8 @@ def scan_jobs(
                 flush()
         last_success = ledger.last_successes([t.job_id for t in targets])
 
+    evidenced = [t.job_id for t in active if t.job.evidence is not None and t.job_id > 0]
+    checked = ledger.evidence_states(evidenced) if evidenced else {}
     results = []
     for t in targets:
         job, job_id = t.job, t.job_id
@@ -281,8 +283,21 @@ def scan_jobs(
             )
         )
         if job.evidence is not None and expected[job_id] > 0:
-            seen = evidence.read(ledger, job, job_id, first, end)
+            holes_now = [i for i in results[-1].islands if i.state == PeriodState.missing]
+            seen = evidence.read(
+                ledger,
+                job,
+                job_id,
+                first,
+                end,
+                now=now,
+                holes=holes_now,
+                state=checked.get(job_id),
+                full=full,
+            )
             results[-1] = evidence.apply(results[-1], job, seen)
+            if record and seen.state is not None:
+                ledger.record_evidence_state(seen.state)
     return results
 
 

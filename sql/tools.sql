@@ -30,6 +30,15 @@ ON CONFLICT (job_id, period_start) DO UPDATE
 SET status = 'failed', failures = 1, retry_after = excluded.retry_after,
     exit_code = 1, error = excluded.error;
 
+-- name: demo_evidence_table
+-- What the demo's invoices job leaves behind: a row per day it sent invoices.
+CREATE TABLE {schema}.invoices_sent (day date NOT NULL);
+
+-- name: demo_evidence
+-- Days with invoices sent: every day in [first, last], the old cron job's and catchup's alike.
+INSERT INTO {schema}.invoices_sent
+SELECT generate_series(%(first)s::date, %(last)s::date, interval '1 day')::date;
+
 -- name: drop_schema
 -- Only ever the demo's own throwaway schema.
 DROP SCHEMA {schema} CASCADE;

@@ -209,8 +209,8 @@ MUTATIONS = (
         "evidence-unverified",
         "a success that left no evidence is a gap, not a success",
         "sql/queries.sql",
-        "WHERE kind = 0 AND status = 'succeeded' AND (next_value IS NULL OR next_value >= e)",
-        "WHERE kind = 0 AND status = 'succeeded' AND next_value IS NULL",
+        "    SELECT DISTINCT row_start FROM walked WHERE kind = 1 AND held_until > t",
+        "    SELECT DISTINCT row_start FROM walked WHERE kind = 1",
         (
             "tests/integration/test_evidence.py::"
             "test_hourly_timestamptz_evidence_finds_unverified_and_untracked",
@@ -231,6 +231,28 @@ MUTATIONS = (
         "        execution = _verified(session, job, period, label, execution)",
         "        pass",
         ("tests/integration/test_evidence.py::test_verify_fails_a_success_that_left_nothing",),
+    ),
+    Mutation(
+        "evidence-recheck-changed",
+        "a later scan reads the evidence again for rows that finished since it was verified",
+        "catchup/evidence.py",
+        "                *ledger.evidence_changed(job_id, lo, until, state.verified_at),",
+        "",
+        (
+            "tests/integration/test_evidence.py::"
+            "test_a_later_scan_reads_only_what_may_have_changed_and_misses_nothing",
+        ),
+    ),
+    Mutation(
+        "evidence-recheck-holes",
+        "a later scan reads the evidence again in the periods that have no row",
+        "catchup/evidence.py",
+        "                *[(max(i.first, lo), min(timeline.after(i.last), until)) for i in holes],",
+        "",
+        (
+            "tests/integration/test_evidence.py::"
+            "test_a_later_scan_reads_only_what_may_have_changed_and_misses_nothing",
+        ),
     ),
     Mutation(
         "takeover-needs-expired-lease",

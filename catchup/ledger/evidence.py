@@ -1,21 +1,23 @@
 """A job's evidence query (what the job left behind), on the ledger's database or on the job's
-``evidence_dsn``: its column's type, its values in a window, and the check of those values
-against the ledger's rows. The query is the user's own SQL, used as a subquery; every value
-catchup adds goes in as a parameter."""
+``evidence_dsn``: its column's type, its values in some ranges of time, and the check of those
+values against the ledger's rows. The query is the user's own SQL, used as a subquery; every
+value catchup adds goes in as a parameter."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from datetime import datetime, time, timedelta
+from datetime import date, datetime, time, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
 import psycopg
 from psycopg import sql
+from psycopg.rows import class_row
 
 from .. import sqlfiles
 from ..errors import ConfigError
+from ..models import EvidenceState
 from .base import LedgerBase
 
 # how long one evidence query may take before the scan reports it as that job's error
@@ -26,6 +28,8 @@ KINDS = {
     "timestamp": "evidence_timestamp",
     "timestamptz": "evidence_timestamptz",
 }
+UTC = ZoneInfo("UTC")
+Range = tuple[datetime, datetime]
 
 
 class EvidenceQuery:
@@ -61,70 +65,109 @@ class EvidenceQuery:
             raise ConfigError(f"returns {name}; evidence needs a date or timestamptz column")
         return name
 
-    def source(self, kind: str) -> tuple[sql.Composed, dict[str, object]]:
-        """The bounded subquery of instants, and the parameters it needs but the window."""
-        value = sqlfiles.query(KINDS[kind], self.schema)
-        composed = sqlfiles.query_naming(
-            "evidence_source", self.schema, evidence=self.evidence, value=value
+    def _source(self, kind: str, lo: sql.Composable, hi: sql.Composable) -> sql.Composed:
+        return sqlfiles.query_naming(
+            "evidence_source",
+            self.schema,
+            evidence=self.evidence,
+            value=sqlfiles.query(KINDS[kind], self.schema),
+            elo=lo,
+            ehi=hi,
         )
-        return composed, {"zone": self.zone}
 
-    def bounds(self, kind: str, lo: datetime, hi: datetime) -> dict[str, object]:
+    def ranged(self, kind: str, ranges: Sequence[Range]) -> tuple[sql.Composed, dict[str, object]]:
+        """The evidence in ``ranges`` (period starts, oldest first, not overlapping), as a
+        subquery of instants ``v``, and its parameters."""
+        source = self._source(kind, sql.SQL("x.elo"), sql.SQL("x.ehi"))
+        query = sqlfiles.query_naming("evidence_ranged", self.schema, source=source)
+        bounds = [self.bounds(kind, lo, hi) for lo, hi in ranges]
+        return query, {
+            "zone": self.zone,
+            "los": [lo for lo, _ in ranges],
+            "his": [hi for _, hi in ranges],
+            "elos": [b[0] for b in bounds],
+            "ehis": [b[1] for b in bounds],
+        }
+
+    def bounds(self, kind: str, lo: datetime, hi: datetime) -> tuple[object, object]:
         """``[lo, hi)`` in the column's own type, wide enough to hold every instant in it."""
         if kind == "date":
             local = ZoneInfo(self.zone)
-            first = lo.astimezone(local).date()
             last = hi.astimezone(local)
-            end = last.date() + (timedelta(0) if last.time() == time(0) else timedelta(days=1))
-            return {"elo": first, "ehi": end}
+            end: date = last.date() + timedelta(days=0 if last.time() == time(0) else 1)
+            return lo.astimezone(local).date(), end
         if kind == "timestamp":
-            return {"elo": _naive(lo), "ehi": _naive(hi)}
-        return {"elo": lo, "ehi": hi}
+            return lo.astimezone(UTC).replace(tzinfo=None), hi.astimezone(UTC).replace(tzinfo=None)
+        return lo, hi
 
-    def values(self, kind: str, lo: datetime, hi: datetime) -> list[datetime]:
-        """The distinct instants of evidence in ``[lo, hi)``, oldest first (for a check on
+    def values(self, kind: str, ranges: Sequence[Range]) -> list[datetime]:
+        """The distinct instants of evidence in ``ranges``, oldest first (to be checked on
         another database's ledger)."""
-        source, params = self.source(kind)
-        query = sqlfiles.query_naming("evidence_values", self.schema, source=source)
-        rows = self.conn.execute(query, {**params, **self.bounds(kind, lo, hi)}).fetchall()
-        return [row[0] for row in rows]
+        ranged, params = self.ranged(kind, ranges)
+        query = sqlfiles.query_naming("evidence_values", self.schema, ranged=ranged)
+        return [row[0] for row in self.conn.execute(query, params)]
 
     def present(self, kind: str, lo: datetime, hi: datetime) -> bool:
         """Whether any evidence falls in ``[lo, hi)``."""
-        source, params = self.source(kind)
+        source = self._source(kind, sql.Placeholder("elo"), sql.Placeholder("ehi"))
         query = sqlfiles.query_naming("evidence_present", self.schema, source=source)
-        row = self.conn.execute(
-            query, {**params, **self.bounds(kind, lo, hi), "lo": lo, "hi": hi}
-        ).fetchone()
+        elo, ehi = self.bounds(kind, lo, hi)
+        params = {"zone": self.zone, "elo": elo, "ehi": ehi, "lo": lo, "hi": hi}
+        row = self.conn.execute(query, params).fetchone()
         return bool(row and row[0])
 
 
 class EvidenceCheck(LedgerBase):
-    """The ledger's side: which rows have no evidence, which evidence has no row."""
+    """The ledger's side: which rows have no evidence, which evidence has no row, and what
+    earlier scans verified."""
 
     def evidence_check(
         self,
         job_id: int,
-        lo: datetime,
-        hi: datetime,
+        ranges: Sequence[Range],
         *,
         query: EvidenceQuery | None = None,
         kind: str = "timestamptz",
         values: list[datetime] | None = None,
     ) -> list[tuple[str, datetime]]:
-        """(state, instant) oldest first: ``untracked`` evidence values no row holds, and the
-        starts of ``unverified`` succeeded rows. The evidence is ``query`` run here (the
-        ledger's database) or ``values`` read elsewhere."""
-        params: dict[str, object] = {"job_id": job_id, "lo": lo, "hi": hi}
+        """(state, instant) oldest first in ``ranges``: ``untracked`` evidence values no row
+        holds, and the starts of ``unverified`` succeeded rows. The evidence is ``query`` run
+        here (the ledger's database) or ``values`` read elsewhere."""
+        if not ranges:
+            return []
+        params: dict[str, object] = {
+            "job_id": job_id,
+            "los": [lo for lo, _ in ranges],
+            "his": [hi for _, hi in ranges],
+        }
         if query is not None:
-            source, extra = query.source(kind)
-            params |= extra | query.bounds(kind, lo, hi)
+            source, extra = query.ranged(kind, ranges)
+            params |= extra
         else:
             source = self._q("evidence_listed")
             params["values"] = values or []
         statement = sqlfiles.query_naming("evidence_check", self.schema, source=source)
         return [(state, t) for state, t in self.conn.execute(statement, params)]
 
+    def evidence_states(self, job_ids: list[int]) -> dict[int, EvidenceState]:
+        with self.conn.cursor(row_factory=class_row(EvidenceState)) as cur:
+            rows = cur.execute(self._q("evidence_states"), {"job_ids": job_ids}).fetchall()
+        return {row.job_id: row for row in rows}
 
-def _naive(t: datetime) -> datetime:
-    return t.astimezone(ZoneInfo("UTC")).replace(tzinfo=None)
+    def evidence_changed(
+        self, job_id: int, lo: datetime, hi: datetime, verified_at: datetime
+    ) -> list[Range]:
+        """A job's rows in ``[lo, hi)`` that finished after ``verified_at`` (or run now)."""
+        params = {"job_id": job_id, "lo": lo, "hi": hi, "verified_at": verified_at}
+        return [(a, b) for a, b in self.conn.execute(self._q("evidence_changed"), params)]
+
+    def record_evidence_state(self, state: EvidenceState) -> None:
+        self.conn.execute(
+            self._q("record_evidence_state"),
+            {
+                "job_id": state.job_id,
+                "signature": state.signature,
+                "verified_until": state.verified_until,
+                "verified_at": state.verified_at,
+            },
+        )

@@ -50,6 +50,10 @@ class Tools(LedgerBase):
     def demo_fail(self, params: dict[str, Any]) -> None:
         self.conn.execute(self._q("demo_fail"), params)
 
+    def demo_evidence(self, params: dict[str, Any]) -> None:
+        self.conn.execute(self._q("demo_evidence_table"))
+        self.conn.execute(self._q("demo_evidence"), params)
+
     def drop_schema(self) -> None:
         """Drop this ledger's schema: only ever the demo's throwaway one."""
         self.conn.execute(self._q("drop_schema"))

@@ -1,4 +1,5 @@
-"""The demo a newcomer runs first: it finds the gaps, replays them, ends clean, leaves nothing."""
+"""The demo a newcomer runs first: it finds the gaps, replays them, adopts what an old cron job
+did, ends clean, leaves nothing."""
 
 from __future__ import annotations
 
@@ -19,7 +20,13 @@ def test_demo_ends_with_a_clean_scan_and_drops_its_schema(database: Database) ->
     out = result.stdout
     assert "1. catchup scan --calendar" in out and "legend:" in out
     assert re.search(r"billing\s+│\s+failed", out)  # the failing night was found
-    assert "2. catchup replay" in out and "3. catchup scan: clean" in out
+    assert "2. catchup replay" in out and "4. catchup scan: clean" in out
+    # the old cron job's week: untracked (never replayed), adopted, then waived
+    rows = re.findall(r"│ invoices │ daily\s+│\s+14 │((?:\s+\d+ │){9})", out)
+    counts = [[int(n) for n in re.findall(r"\d+", row)] for row in rows]
+    # succeeded, waived, missing, failed, exhausted, stale, running, unverified, untracked
+    assert counts == [[7, 0, 0, 0, 0, 0, 0, 0, 7], [7, 7, 0, 0, 0, 0, 0, 0, 0]]
+    assert "invoices: adopted 7 untracked period(s)" in out
     assert out.rstrip().count("no gaps") == 1  # the final scan, and only it
     match = re.search(r"Done: (\d+) gap range\(s\) found, (\d+) period\(s\) replayed, 0 left", out)
     assert match and int(match.group(1)) == 3 and int(match.group(2)) == 32

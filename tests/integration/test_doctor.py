@@ -141,3 +141,37 @@ def test_local_time_zones(project: Project, sql: Any) -> None:
     warned = "Africa/Casablanca: the server's time zone database disagrees" in text
     assert warned == differs
     assert ("Africa/Casablanca: the server and Python agree" in text) == (not differs)
+
+
+def test_every_evidence_query_is_run_once(project: Project, sql: Any) -> None:
+    """Each job's evidence query runs once: a good one is ok; a missing table, a column of the
+    wrong type and an unreachable evidence_dsn are one serious line each, no password."""
+    project.write('[jobs.none]\nschedule = "daily"\nstart = "2026-10-01"\ncommand = ["true"]\n')
+    assert project.cli("-q", "migrate").exit_code == 0
+    sql("CREATE TABLE {schema}.exports (day date, n integer)")
+    jobs = {
+        "good": f"SELECT day FROM {project.schema}.exports",
+        "gone": f"SELECT day FROM {project.schema}.nowhere",
+        "typed": f"SELECT n FROM {project.schema}.exports",
+        "far": "SELECT day FROM exports",
+    }
+    body = ""
+    for name, query in jobs.items():
+        body += (
+            f'[jobs.{name}]\nschedule = "daily"\nstart = "2026-10-01"\ncommand = ["true"]\n'
+            f'evidence = "{query}"\n'
+        )
+        if name == "far":
+            body += 'evidence_dsn = "postgresql://ro:s3cretpw@127.0.0.1:1/dw"\n'
+    project.write(body)
+    result = project.cli("doctor")
+    assert result.exit_code == 1, result.output
+    lines = [line for line in result.stdout.splitlines() if " evidence: " in line]
+    assert len(lines) == 4, lines
+    assert "✓ evidence: good: the evidence query runs on the ledger's database" in lines
+    (gone,) = [line for line in lines if "gone:" in line]
+    assert "nowhere" in gone and "does not exist" in gone
+    (typed,) = [line for line in lines if "typed:" in line]
+    assert "returns int4; evidence needs a date or timestamptz column" in typed
+    (far,) = [line for line in lines if "far:" in line]
+    assert "cannot connect" in far and "s3cretpw" not in result.output

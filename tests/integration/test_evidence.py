@@ -31,8 +31,10 @@ def scan(project: Project, *args: str) -> tuple[int, dict[str, Any]]:
 def test_hourly_timestamptz_evidence_finds_unverified_and_untracked(
     project: Project, sql: Any
 ) -> None:
-    """Hours 0-5: 0-2 ran in catchup, 1 left no rows (unverified); 4 has rows but no run
-    (untracked, not a gap); 3 and 5 have neither (missing)."""
+    """Hours 0-5: 0-2 ran in catchup, but only hour 0 left rows (1 and 2 are unverified; hour
+    1's one row is filtered out by the query itself); hour 3 has rows but no run (untracked,
+    not a gap, and its rows do not vouch for hour 2 before it); 4 and 5 have neither
+    (missing)."""
     ledger(project)
     sql("CREATE TABLE {schema}.exports (at timestamptz, note text)")
     project.write(
@@ -44,7 +46,7 @@ def test_hourly_timestamptz_evidence_finds_unverified_and_untracked(
         ran = project.cli("-q", "run", "export", "--period", f"2026-10-01T0{hour}:00:00Z")
         assert ran.exit_code == 0, ran.output
     t0 = datetime(2026, 10, 1, tzinfo=UTC)
-    for hour, minute in ((0, 5), (0, 40), (2, 59), (4, 0), (4, 30)):
+    for hour, minute in ((0, 5), (0, 40), (3, 0), (3, 30)):
         sql(
             "INSERT INTO {schema}.exports VALUES (%s, 'row')",
             [t0 + timedelta(hours=hour, minutes=minute)],
@@ -56,20 +58,19 @@ def test_hourly_timestamptz_evidence_finds_unverified_and_untracked(
     counts = {k: job[k] for k in ("expected", "succeeded", "missing", "unverified", "untracked")}
     assert counts == {
         "expected": 6,
-        "succeeded": 2,
+        "succeeded": 1,
         "missing": 2,
-        "unverified": 1,
+        "unverified": 2,
         "untracked": 1,
     }
-    assert [(g["status"], g["first"]) for g in job["gaps"]] == [
-        ("unverified", "2026-10-01T01:00:00Z"),
-        ("missing", "2026-10-01T03:00:00Z"),
-        ("missing", "2026-10-01T05:00:00Z"),
+    assert [(g["status"], g["first"], g["periods"]) for g in job["gaps"]] == [
+        ("unverified", "2026-10-01T01:00:00Z", 2),
+        ("missing", "2026-10-01T04:00:00Z", 2),
     ]
     table = project.cli("scan", "--until", "2026-10-01T06:00:00Z", env={"COLUMNS": "200"})
     assert "unverified" in table.output and "untracked" in table.output
     metrics = project.cli("scan", "--format", "openmetrics", "--until", "2026-10-01T06:00:00Z")
-    assert 'catchup_unverified_periods{job="export"} 1' in metrics.output
+    assert 'catchup_unverified_periods{job="export"} 2' in metrics.output
     assert 'catchup_untracked_periods{job="export"} 1' in metrics.output
 
 
@@ -323,3 +324,48 @@ def test_replay_unverified_runs_them_again_audited(project: Project, sql: Any) -
     assert log.read_text().split("\n")[-2] == "2026-10-02 2"
     history = project.cli("history", "export")
     assert "reset" in history.output and "export was empty" in history.output
+
+
+def test_a_later_scan_reads_only_what_may_have_changed_and_misses_nothing(
+    project: Project, sql: Any
+) -> None:
+    """A scan records what it verified; the next reads the evidence only after that, in the
+    holes, and for rows that finished since. A period run again without output, evidence
+    that appears in a hole, and a new day are all found; scan --full reads everything."""
+    ledger(project)
+    sql("CREATE TABLE {schema}.exports (day date)")
+    project.write(
+        "[jobs.export]\n"
+        'schedule = "daily"\nstart = "2026-10-01"\ncommand = ["true"]\n'
+        f'evidence = "SELECT day FROM {project.schema}.exports"\n'
+    )
+    days = [f"2026-10-0{n}" for n in range(1, 8)]
+    for day in days[:6]:
+        if day != "2026-10-04":  # a hole: nobody ran the 4th
+            assert project.cli("-q", "run", "export", "--period", day).exit_code == 0
+            sql("INSERT INTO {schema}.exports VALUES (%s)", [day])
+
+    def states(until: str, *flags: str) -> dict[str, Any]:
+        _, report = scan(project, "--until", until, *flags)
+        (job,) = report["jobs"]
+        return {g["first_label"]: g["status"] for g in job["gaps"]} | {
+            "untracked": job["untracked"]
+        }
+
+    assert states("2026-10-07") == {"2026-10-04": "missing", "untracked": 0}
+    (verified,) = sql("SELECT verified_until FROM {schema}.evidence_state")
+    assert verified[0].date().isoformat() == "2026-10-07"
+    # the 2nd is run again and leaves nothing; the old cron fills the hole; a new day comes
+    assert project.cli("-q", "reset", "export", "2026-10-02", "--reason", "again").exit_code == 0
+    sql("DELETE FROM {schema}.exports WHERE day = '2026-10-02'")
+    assert project.cli("-q", "run", "export", "--period", "2026-10-02").exit_code == 0
+    sql("INSERT INTO {schema}.exports VALUES ('2026-10-04')")
+    assert project.cli("-q", "run", "export", "--period", "2026-10-07").exit_code == 0
+    assert states("2026-10-08") == {
+        "2026-10-02": "unverified",
+        "2026-10-07": "unverified",
+        "untracked": 1,
+    }
+    # evidence deleted under a period verified before: a full scan reads it all again
+    sql("DELETE FROM {schema}.exports WHERE day = '2026-10-05'")
+    assert states("2026-10-08", "--full")["2026-10-05"] == "unverified"
