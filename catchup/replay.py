@@ -4,6 +4,7 @@ number of hosts can do either at once and no period runs twice."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import heapq
 import socket
@@ -319,14 +320,24 @@ def replay(
     )
     live = [(t.job, r) for t, r in zip(targets, results, strict=True) if not t.paused]
     total = sum(i.periods for _, r in live for i in r.islands if i.state in states)
+    untracked = sum(
+        i.periods for _, r in live for i in r.islands if i.state == PeriodState.untracked
+    )
     planned = total if limit is None else min(total, limit)
     if on_plan:
         on_plan(planned)
     items = oldest_first([gap_periods(job, r, frozenset(states)) for job, r in live])
     if dry_run:
         plan = (item for _, item in zip(range(planned), items, strict=False))
-        return Batch(planned=planned, outcomes=(), interrupted=False, dry_run=True, plan=plan)
-    return run_planned(
+        return Batch(
+            planned=planned,
+            outcomes=(),
+            interrupted=False,
+            dry_run=True,
+            plan=plan,
+            untracked=untracked,
+        )
+    batch = run_planned(
         session,
         items,
         planned=planned,
@@ -340,6 +351,7 @@ def replay(
         on_done=on_done,
         prepare=None if unverified is None else functools.partial(_reopen, unverified),
     )
+    return dataclasses.replace(batch, untracked=untracked)
 
 
 @dataclass(frozen=True)

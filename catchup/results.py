@@ -131,6 +131,8 @@ class Batch:
     dry_run: bool = False
     # a dry run's periods, oldest first: produced as they are read (once), never built whole
     plan: Iterable[Planned] = ()
+    # periods left alone because their output exists and the ledger has no run (evidence)
+    untracked: int = 0
 
     @property
     def totals(self) -> dict[str, int]:

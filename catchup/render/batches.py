@@ -45,6 +45,18 @@ def batch_summary(console: Console, batch: Batch, title: str = "replay") -> None
         Text("total", style="bold"), *(Text(str(totals[c]), style="bold") for c in columns)
     )
     console.print(table)
+    left_alone(console, batch)
+
+
+def left_alone(console: Console, batch: Batch) -> None:
+    if batch.untracked:
+        console.print(
+            Text(
+                f"{batch.untracked:,} untracked period(s) left alone: their output exists but "
+                "the ledger has no run (catchup adopt records them)",
+                style=STYLE["untracked"],
+            )
+        )
 
 
 def tick_summary(console: Console, batch: Batch) -> None:
@@ -72,6 +84,7 @@ def plan(
             line.append(f"({item.state})", style=STYLE.get(item.state, ""))
             console.print(line, soft_wrap=True)
         console.print(f"{batch.planned:,} period(s) would run; nothing was written")
+        left_alone(console, batch)
         return
     jobs, oldest, runs = plan_summary(batch.plan, limit)
     for job in jobs.values():
@@ -98,6 +111,7 @@ def plan(
             )
         )
     console.print(f"{batch.planned:,} period(s) would run; nothing was written")
+    left_alone(console, batch)
 
 
 @dataclass

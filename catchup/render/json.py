@@ -68,7 +68,15 @@ def batch_json_chunks(batch: Batch) -> Iterator[str]:
         if len(pieces) >= 1000:
             yield "".join(pieces)
             pieces.clear()
-    yield "".join(pieces) + '], "totals": ' + dumps({"planned": batch.planned}) + "}"
+    totals = {"planned": batch.planned} | (
+        {"untracked": batch.untracked} if batch.untracked else {}
+    )
+    yield "".join(pieces) + '], "totals": ' + dumps(totals) + "}"
+
+
+def _left_alone(batch: Batch) -> dict[str, int]:
+    """``untracked``: periods a replay left alone because their output exists (when any)."""
+    return {"untracked": batch.untracked} if batch.untracked else {}
 
 
 def _batch_json(batch: Batch) -> str:
@@ -85,7 +93,7 @@ def _batch_json(batch: Batch) -> str:
                 }
                 for o in batch.outcomes
             ],
-            "totals": batch.totals,
+            "totals": batch.totals | _left_alone(batch),
         }
     )
 

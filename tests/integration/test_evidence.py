@@ -216,6 +216,7 @@ def test_onboarding_a_job_that_ran_from_cron(project: Project, sql: Any) -> None
     assert not log.exists()
     dry = project.cli("replay", "--since", "2026-10-01", "--until", "2026-10-06", "--dry-run")
     assert "2026-10-04" in dry.output and "2026-10-01" not in dry.output
+    assert "3 untracked period(s) left alone" in dry.output
 
     adopted = project.cli(
         "adopt", "export", "--since", "2026-10-01", "--reason", "ran from cron before catchup"
@@ -369,3 +370,25 @@ def test_a_later_scan_reads_only_what_may_have_changed_and_misses_nothing(
     # evidence deleted under a period verified before: a full scan reads it all again
     sql("DELETE FROM {schema}.exports WHERE day = '2026-10-05'")
     assert states("2026-10-08", "--full")["2026-10-05"] == "unverified"
+
+
+def test_tick_leaves_a_period_whose_output_exists_alone(project: Project, sql: Any) -> None:
+    """The old cron job is still running beside catchup: it already exported the newest due
+    day, so tick checks the evidence before its claim and does not run it."""
+    (today,) = sql("SELECT date_trunc('day', clock_timestamp())")[0]
+    ledger(project)
+    sql("CREATE TABLE {schema}.exports (day date)")
+    yesterday = (today - timedelta(days=1)).date()
+    sql("INSERT INTO {schema}.exports VALUES (%s)", [yesterday])
+    project.write(
+        "[jobs.export]\n"
+        f'schedule = "daily"\nstart = "{(today - timedelta(days=3)).date()}"\n'
+        'catchup = "latest"\ncommand = ["true"]\n'
+        f'evidence = "SELECT day FROM {project.schema}.exports"\n'
+    )
+    result = project.cli("tick", "--json")
+    assert result.exit_code == 0, result.output
+    (period,) = json.loads(result.stdout)["periods"]
+    assert (period["label"], period["status"]) == (yesterday.isoformat(), "skipped")
+    assert period["detail"].startswith("untracked: its output exists")
+    assert sql("SELECT count(*) FROM {schema}.runs") == [(0,)]
