@@ -11,11 +11,11 @@ from datetime import date, datetime
 from pathlib import Path
 from typing import Literal
 
-from . import db
+from . import db, sqlfiles
 from .config import find_config, load_config
 from .core import Session, choose_period, run_period
 from .doctor import Finding
-from .errors import ConfigError
+from .errors import ConfigError, DatabaseError
 from .explain import Explanation
 from .job import Config, Job
 from .models import Outcome, ScanReport
@@ -107,13 +107,15 @@ class Catchup:
 
     # -- the ledger ------------------------------------------------------------------------
 
+    def _target(self) -> db.Target:
+        config = self.config
+        return db.resolve(
+            self._dsn, config.dsn, embedded_allowed=config.embedded, project=config.project
+        )
+
     def _open(self, *, prepare: bool = True) -> Session:
         if self._session is None:
-            config = self.config
-            target = db.resolve(
-                self._dsn, config.dsn, embedded_allowed=config.embedded, project=config.project
-            )
-            self._session = Session(config, target, prepare=prepare)
+            self._session = Session(self.config, self._target(), prepare=prepare)
             if self._on_connect is not None:
                 self._on_connect(self.connected)
         return self._session
@@ -443,6 +445,46 @@ class Catchup:
         from .doctor import examine
 
         return examine(config, dsn)
+
+    def serve(
+        self,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 9187,
+        refresh: float = 60.0,
+        stop: threading.Event,
+        on_listening: Callable[[str], None] | None = None,
+    ) -> None:
+        """``catchup serve``: scan every ``refresh`` seconds, read-only, and serve the status
+        page, ``/metrics``, ``/api/scan``, ``/healthz`` and ``/readyz`` until ``stop``."""
+        from .scan import scan
+        from .serve import Watcher, serve
+
+        target = self._target()
+        jobs = list(self.config.jobs.values())
+
+        def scan_now() -> ScanReport:
+            session = self._open(prepare=False)  # it looks; it never migrates
+            self._on_connect = None  # the database line is said once, not at each reconnect
+            version, latest = session.ledger.version(), len(sqlfiles.migrations())
+            if version < latest:
+                raise DatabaseError(
+                    f"the ledger (schema {self.config.schema}) is at version {version} of "
+                    f"{latest}: `catchup migrate` brings it up to date (serve only reads)"
+                )
+            return scan(
+                session, jobs, since=None, until=None, grids=True, pulse=True, read_only=True
+            )
+
+        watcher = Watcher(
+            scan_now,
+            self.close,
+            scrub=lambda text: db.scrub(text, target.conninfo),
+            refresh=refresh,
+            database=target.describe(),
+            schema=self.config.schema,
+        )
+        serve(watcher, host, port, stop, on_listening)
 
     def close(self) -> None:
         if self._session is not None:

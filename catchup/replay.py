@@ -23,7 +23,7 @@ from .heartbeat import HeartbeatLine
 from .job import Job
 from .models import Claim, JobScan, Outcome
 from .results import Batch, Planned
-from .scan import Moment, ScanTarget, check_window, scan_jobs
+from .scan import Moment, ScanTarget, check_window, scan_jobs, targets_for
 from .schedule import Period
 from .vocabulary import REPLAYABLE, PeriodState, Status
 
@@ -297,14 +297,7 @@ def replay(
         if dry_run
         else session.ledger.register_jobs(sorted(session.config.jobs))
     )
-    targets = [
-        ScanTarget(
-            job,
-            rows[job.name].id if job.name in rows else -1,
-            job.name in rows and rows[job.name].paused_at is not None,
-        )
-        for job in jobs
-    ]
+    targets = targets_for(jobs, rows)
     results = scan_jobs(
         session.ledger,
         targets,

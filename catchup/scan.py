@@ -20,7 +20,7 @@ from .errors import ConfigError
 from .islands import group, merge, present_ranges, uncovered
 from .job import Job
 from .ledger import Ledger
-from .models import COUNTED_STATES, Island, JobScan, ScanReport
+from .models import COUNTED_STATES, Island, JobRow, JobScan, ScanReport
 from .schedule import Fixed, Schedule, WallStep, iso_utc
 from .values import parse_instant
 from .vocabulary import PeriodState
@@ -87,6 +87,19 @@ class ScanTarget:
     job_id: int
     paused: bool
     since: datetime | None = None
+
+
+def targets_for(jobs: list[Job], rows: dict[str, JobRow]) -> list[ScanTarget]:
+    """What to scan of ``jobs``, with their ledger ``rows``. A job the ledger has no row for
+    yet (a read-only scan, a dry run) gets an id of its own below zero, which no row has."""
+    return [
+        ScanTarget(
+            job,
+            rows[job.name].id if job.name in rows else -n,
+            job.name in rows and rows[job.name].paused_at is not None,
+        )
+        for n, job in enumerate(jobs, start=1)
+    ]
 
 
 def scan_job(
@@ -362,20 +375,29 @@ def scan(
     full: bool = False,
     grids: bool = False,
     pulse: bool = False,
+    read_only: bool = False,
 ) -> ScanReport:
     """Scan ``jobs`` on the database clock: the report the CLI renders and the API returns,
-    with the scheduler's pulse (``pulse``) and a calendar per job (``grids``)."""
+    with the scheduler's pulse (``pulse``) and a calendar per job (``grids``). ``read_only``
+    writes nothing at all (``catchup serve``): no job rows, no coverage, no evidence state."""
     from .grid import calendar
     from .operations import scheduler_health
 
     check_window(jobs, since, until)
-    jobs = session.resolve_all(jobs)
+    jobs = session.resolve_all(jobs, write=not read_only)
     now = session.now()
-    rows = session.ledger.register_jobs(sorted(session.config.jobs))
-    targets = [
-        ScanTarget(job, rows[job.name].id, rows[job.name].paused_at is not None) for job in jobs
-    ]
-    results = scan_jobs(session.ledger, targets, now=now, since=since, until=until, full=full)
+    names = sorted(session.config.jobs)
+    rows = session.ledger.job_rows(names) if read_only else session.ledger.register_jobs(names)
+    targets = targets_for(jobs, rows)
+    results = scan_jobs(
+        session.ledger,
+        targets,
+        now=now,
+        since=since,
+        until=until,
+        full=full,
+        record=not read_only,
+    )
     firsts = [bound(since, job) or job.anchor for job in jobs]
     ends = [bound(until, job) or now for job in jobs]
     return ScanReport(

@@ -134,3 +134,19 @@ def spread_offset(name: str, bound: timedelta, schedule: Schedule) -> timedelta:
         return timedelta(0)
     digest = int.from_bytes(hashlib.sha256(name.encode()).digest()[:8], "big")
     return timedelta(seconds=digest % limit)
+
+
+def parse_listen(value: str) -> tuple[str, int]:
+    """``HOST:PORT`` (``[::1]:9187`` for IPv6; a bare ``:PORT`` is localhost) as (host, port)."""
+    host, sep, port = value.rpartition(":")
+    if not sep or not port.isdigit():
+        raise ValueError(f"{value!r} is not HOST:PORT, like 127.0.0.1:9187")
+    number = int(port)
+    if not 1 <= number <= 65535:
+        raise ValueError(f"{value!r}: the port must be from 1 to 65535")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    host = host or "127.0.0.1"
+    if any(c.isspace() for c in host) or "/" in host:
+        raise ValueError(f"{value!r}: {host!r} is not a host name or address")
+    return host, number

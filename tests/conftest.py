@@ -138,6 +138,19 @@ def schema(database: Database) -> Iterator[str]:
 
 
 @pytest.fixture
+def private_server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """An embedded server of this test's own, to stop and restart at will."""
+    from catchup import embedded
+
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("CATCHUP_HOME", str(home))
+    server = embedded.ensure_running()
+    yield server.conninfo
+    embedded.stop()
+
+
+@pytest.fixture
 def sql(database: Database, schema: str) -> Iterator[Callable[..., list[tuple[Any, ...]]]]:
     """Run a statement against the test database with ``{schema}`` bound; returns the rows."""
     conn = psycopg.connect(database.conninfo, autocommit=True)

@@ -255,6 +255,28 @@ MUTATIONS = (
         ),
     ),
     Mutation(
+        "serve-read-only",
+        "catchup serve never writes to the ledger",
+        "catchup/api.py",
+        "grids=True, pulse=True, read_only=True",
+        "grids=True, pulse=True, read_only=False",
+        (
+            "tests/integration/test_serve.py::"
+            "test_the_page_shows_the_jobs_and_escapes_what_users_wrote",
+        ),
+    ),
+    Mutation(
+        "unregistered-ids",
+        "jobs the ledger has no row for yet are scanned each on its own",
+        "catchup/scan.py",
+        "            rows[job.name].id if job.name in rows else -n,",
+        "            rows[job.name].id if job.name in rows else -1,",
+        (
+            "tests/integration/test_replay.py::"
+            "test_a_dry_run_before_any_job_is_registered_plans_each_job_apart",
+        ),
+    ),
+    Mutation(
         "takeover-needs-expired-lease",
         "a running period with a live lease is never taken over",
         "sql/migrations/0007_claim_functions.sql",

@@ -11,7 +11,7 @@ from __future__ import annotations
 import click
 
 from .. import __version__
-from .admin import demo, deploy, doctor, server
+from .admin import demo, deploy, doctor, serve, server
 from .base import CatchupGroup, State
 from .changing import adopt, checkpoint, mark, migrate, pause, reset, resume
 from .looking import explain, history, jobs, scan
@@ -62,6 +62,7 @@ for command in (
     checkpoint,
     migrate,
     doctor,
+    serve,
     demo,
     deploy,
     server,

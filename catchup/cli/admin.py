@@ -9,7 +9,7 @@ import click
 
 from ..errors import EXIT_FAILED
 from .base import State, console, pass_state
-from .options import DOCTOR_EXIT_CODES, EXIT_CODES, every_option
+from .options import DOCTOR_EXIT_CODES, EXIT_CODES, Listen, Seconds, every_option
 
 
 @click.command(epilog=DOCTOR_EXIT_CODES)
@@ -27,6 +27,46 @@ def doctor(state: State) -> None:
     tables.findings(console(), found)
     if any(f.level == "serious" for f in found):
         sys.exit(EXIT_FAILED)
+
+
+@click.command(epilog=EXIT_CODES)
+@click.option(
+    "--listen",
+    type=Listen(),
+    default="127.0.0.1:9187",
+    show_default=True,
+    help="Where to answer; other hosts only when asked (--listen 0.0.0.0:9187).",
+)
+@click.option(
+    "--refresh",
+    type=Seconds(1, 86400),
+    default="60s",
+    show_default=True,
+    help="How often to scan the ledger (a page load or a scrape never does).",
+)
+@pass_state
+def serve(state: State, listen: tuple[str, int], refresh: float) -> None:
+    """Serve a status page, /metrics, /api/scan, /healthz and /readyz until stopped.
+
+    One long-running process, safe to run on every replica and read-only towards the ledger:
+    it scans on its own timer, so a scrape or a page load never costs a scan, and an
+    unreachable database makes the page say so and catchup_up 0. /metrics is Prometheus's
+    text format, or OpenMetrics when the scraper asks for it; /api/scan is the scan --json
+    document; /readyz answers 503 unless the newest scan succeeded recently. Stops on
+    SIGINT or SIGTERM (exit 0).
+
+    Example: catchup serve --listen 127.0.0.1:9187 --refresh 30s
+    """
+    from .base import stop_signals
+
+    host, port = listen
+    app = state.app()
+
+    def listening(url: str) -> None:
+        click.echo(f"catchup serve: {url} (scans every {refresh:g}s)", err=True)
+
+    with stop_signals() as stop:
+        app.serve(host=host, port=port, refresh=refresh, stop=stop, on_listening=listening)
 
 
 @click.command(epilog=EXIT_CODES)

@@ -60,6 +60,40 @@ class Reason(click.ParamType):  # type: ignore[type-arg]
         return str(value)
 
 
+class Listen(click.ParamType):  # type: ignore[type-arg]
+    """``HOST:PORT`` (``[::1]:9187`` for IPv6) to listen on."""
+
+    name = "HOST:PORT"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        from ..values import parse_listen
+
+        try:
+            return parse_listen(str(value))
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+
+
+class Seconds(click.ParamType):  # type: ignore[type-arg]
+    """A duration (``60s``, ``5m``) between ``low`` and ``high`` seconds, as seconds."""
+
+    name = "DURATION"
+
+    def __init__(self, low: float, high: float) -> None:
+        self.low, self.high = low, high
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        from ..values import parse_duration
+
+        try:
+            seconds = parse_duration(str(value)).total_seconds()
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+        if not self.low <= seconds <= self.high:
+            self.fail(f"{value}: from {self.low:g}s to {self.high:g}s", param, ctx)
+        return seconds
+
+
 def jobs_option[F: Callable[..., Any]](f: F) -> F:
     """``--job J`` (repeatable): the jobs to act on, every job when none is given."""
     return click.option(

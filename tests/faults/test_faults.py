@@ -14,9 +14,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from collections.abc import Iterator
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -196,17 +194,6 @@ def test_heartbeat_connection_terminated(project: Project, sql: Any) -> None:
     assert runner.returncode == 0, out + err
     assert "attempt 1: succeeded" in out
     assert sql("SELECT status, attempt FROM {schema}.runs") == [("succeeded", 1)]
-
-
-@pytest.fixture
-def private_server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    """An embedded server of this test's own, to restart at will."""
-    home = tmp_path / "home"
-    home.mkdir()
-    monkeypatch.setenv("CATCHUP_HOME", str(home))
-    server = embedded.ensure_running()
-    yield server.conninfo
-    embedded.stop()
 
 
 def test_postgres_restarted_during_claims_runs_and_finishes(

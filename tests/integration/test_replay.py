@@ -82,6 +82,22 @@ def test_replay_runs_gaps_oldest_first_and_skips_done(project: Project, sql: Any
     assert again.exit_code == 0 and len(log.read_text().splitlines()) == 8
 
 
+def test_a_dry_run_before_any_job_is_registered_plans_each_job_apart(
+    project: Project, sql: Any
+) -> None:
+    """A dry run on a new ledger registers no job; each job is still planned on its own (an
+    unregistered job once shared its stand-in id with the others, and their counts mixed)."""
+    project.write(job("alpha", ["true"]) + job("beta", ["true"], schedule="hourly"))
+    assert project.cli("-q", "migrate").exit_code == 0
+    result = project.cli(
+        "-q", "replay", "--since", "2026-10-01", "--until", "2026-10-03", "--dry-run", "--json"
+    )
+    assert result.exit_code == 0, result.output
+    planned = Counter(p["job"] for p in json.loads(result.stdout)["periods"])
+    assert planned == {"alpha": 2, "beta": 48}
+    assert sql("SELECT count(*) FROM {schema}.jobs") == [(0,)]
+
+
 def test_dry_run_writes_nothing(project: Project, sql: Any) -> None:
     project.write(job("alpha", ["true"]))
     assert project.cli("-q", "scan", "--until", "2026-10-02").exit_code == 1

@@ -1,0 +1,104 @@
+"""``/metrics`` of ``catchup serve``: the families of ``scan --format openmetrics`` plus the
+server's own (up, scan age and duration), through the Prometheus project's Python client, which
+writes the classic text format or OpenMetrics as the scraper asks."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.exposition import choose_encoder
+from prometheus_client.registry import Collector, CollectorRegistry
+
+from ..models import ScanReport
+from .documents import METRICS
+
+
+@dataclass(frozen=True)
+class Served:
+    """What ``/metrics`` shows: the newest scan that succeeded (if any), whether the newest
+    attempt did, how long it took, and its age in seconds."""
+
+    report: ScanReport | None
+    up: bool
+    duration: float | None
+    age: float | None
+
+
+def families(served: Served) -> Iterator[Metric]:
+    """The metric families for ``served``."""
+    up = GaugeMetricFamily("catchup_up", "1 when the newest scan of the ledger succeeded.")
+    up.add_metric([], 1 if served.up else 0)
+    yield up
+    if served.age is not None:
+        age = GaugeMetricFamily(
+            "catchup_scan_age_seconds", "Seconds since the served scan ran.", unit="seconds"
+        )
+        age.add_metric([], served.age)
+        yield age
+    if served.duration is not None:
+        took = GaugeMetricFamily(
+            "catchup_scan_duration_seconds", "How long the served scan took.", unit="seconds"
+        )
+        took.add_metric([], served.duration)
+        yield took
+    report = served.report
+    if report is None:
+        return
+    for name, help_text, state in METRICS:
+        family = GaugeMetricFamily(name, help_text, labels=["job"])
+        for job in report.jobs:
+            family.add_metric([job.job], job.counts[state])
+        yield family
+    paused = GaugeMetricFamily("catchup_paused", "1 when the job is paused.", labels=["job"])
+    for job in report.jobs:
+        paused.add_metric([job.job], int(job.paused))
+    yield paused
+    success = GaugeMetricFamily(
+        "catchup_last_success_timestamp_seconds",
+        "Start of the newest succeeded period.",
+        labels=["job"],
+        unit="seconds",
+    )
+    oldest = GaugeMetricFamily(
+        "catchup_oldest_gap_timestamp_seconds",
+        "Start of the oldest gap period.",
+        labels=["job"],
+        unit="seconds",
+    )
+    for job in report.jobs:
+        if job.last_success is not None:
+            success.add_metric([job.job], job.last_success.timestamp())
+        if job.gaps:
+            oldest.add_metric([job.job], job.gaps[0].first.timestamp())
+    yield success
+    yield oldest
+    health = report.health
+    if health is not None and health.last_tick is not None:
+        tick = GaugeMetricFamily(
+            "catchup_last_tick_timestamp_seconds", "When `catchup tick` last ran.", unit="seconds"
+        )
+        tick.add_metric([], health.last_tick.timestamp())
+        yield tick
+    scanned = GaugeMetricFamily(
+        "catchup_scan_timestamp_seconds", "When the scan ran (database clock).", unit="seconds"
+    )
+    scanned.add_metric([], report.generated_at.timestamp())
+    yield scanned
+
+
+class _Collector(Collector):
+    def __init__(self, served: Served) -> None:
+        self.served = served
+
+    def collect(self) -> Iterator[Metric]:
+        return families(self.served)
+
+
+def exposition(served: Served, accept: str | None) -> tuple[bytes, str]:
+    """The body and content type for a scraper that sent ``accept``."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(_Collector(served))
+    encoder, content_type = choose_encoder(accept or "")
+    return encoder(registry), content_type

@@ -1,0 +1,187 @@
+"""catchup serve: a real process on a free local port, its answers checked against
+`scan --json` and parsed by the Prometheus client's own parsers."""
+
+from __future__ import annotations
+
+import json
+import signal
+import socket
+import subprocess
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from prometheus_client.openmetrics.parser import (
+    text_string_to_metric_families as openmetrics_families,
+)
+from prometheus_client.parser import text_string_to_metric_families
+from psycopg.conninfo import conninfo_to_dict
+
+from catchup import embedded
+
+from conftest import Database, Project, wait_for
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def get(url: str, accept: str | None = None) -> tuple[int, dict[str, str], str]:
+    request = urllib.request.Request(url, headers={"Accept": accept} if accept else {})
+    try:
+        with urllib.request.urlopen(request, timeout=10) as answer:
+            return answer.status, dict(answer.headers), answer.read().decode()
+    except urllib.error.HTTPError as error:
+        return error.code, dict(error.headers), error.read().decode()
+
+
+@pytest.fixture
+def served(project: Project, sql: Any) -> Iterator[tuple[str, subprocess.Popen[str]]]:
+    """catchup serve on a ledger with a gap, a success, and a job whose evidence query fails
+    with a <script> in its error."""
+    project.write(
+        '[jobs.billing]\nschedule = "daily"\nstart = "2026-10-01"\ncommand = ["true"]\n'
+        '[jobs.export]\nschedule = "hourly"\nstart = "2026-11-01"\ncommand = ["true"]\n'
+        '[jobs.hostile]\nschedule = "daily"\nstart = "2026-10-01"\ncommand = ["true"]\n'
+        'evidence = "SELECT \\"<script>alert(1)</script>\\" FROM ' + project.schema + '.jobs"\n'
+    )
+    assert project.cli("-q", "run", "billing", "--period", "2026-10-02").exit_code == 0
+    port = free_port()
+    proc = project.spawn("serve", "--listen", f"127.0.0.1:{port}", "--refresh", "1s")
+    base = f"http://127.0.0.1:{port}"
+    try:
+        wait_for(lambda: _answers(base), timeout=60, what="serve to answer")
+        yield base, proc
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
+
+
+def _answers(base: str) -> bool:
+    try:
+        return get(base + "/healthz")[0] == 200 and get(base + "/api/scan")[0] == 200
+    except OSError:
+        return False
+
+
+def test_api_scan_and_metrics_match_scan_json(
+    served: tuple[str, subprocess.Popen[str]], project: Project, database: Database
+) -> None:
+    base, proc = served
+    status, headers, body = get(base + "/api/scan")
+    assert status == 200 and headers["Content-Type"] == "application/json"
+    document = json.loads(body)
+    cli = json.loads(project.cli("scan", "--json").stdout)
+    volatile = ("generated_at", "until")
+    assert {k: v for k, v in document.items() if k not in volatile} == {
+        k: v for k, v in cli.items() if k not in volatile
+    } or _a_period_ended_between(document, cli)
+
+    status, headers, text = get(base + "/metrics")
+    assert status == 200 and headers["Content-Type"].startswith("text/plain")
+    values = {
+        (sample.name, sample.labels.get("job")): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    }
+    assert values[("catchup_up", None)] == 1
+    assert values[("catchup_scan_duration_seconds", None)] > 0
+    for job in document["jobs"]:
+        for state in ("missing", "failed", "exhausted", "stale", "running"):
+            assert values[(f"catchup_{state}_periods", job["job"])] == job[state]
+
+    status, headers, text = get(base + "/metrics", "application/openmetrics-text; version=1.0.0")
+    assert headers["Content-Type"].startswith("application/openmetrics-text")
+    names = {family.name for family in openmetrics_families(text)}  # type: ignore[no-untyped-call]
+    assert {"catchup_up", "catchup_missing_periods", "catchup_scan_age_seconds"} <= names
+
+    assert get(base + "/healthz")[0] == 200
+    assert get(base + "/readyz") == (200, get(base + "/readyz")[1], "ready\n")
+    assert get(base + "/nope")[0] == 404
+    # read-only towards the ledger: nothing about it changed but what the CLI did
+    password = str(conninfo_to_dict(database.conninfo).get("password") or "")
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+    assert f"catchup serve: {base}/ (scans every 1s)" in err
+    assert not password or password not in err
+
+
+def _a_period_ended_between(document: dict[str, Any], cli: dict[str, Any]) -> bool:
+    """The two scans ran a moment apart: an hour may have ended between them."""
+    return [j["job"] for j in document["jobs"]] == [j["job"] for j in cli["jobs"]] and any(
+        a["expected"] != b["expected"] for a, b in zip(document["jobs"], cli["jobs"], strict=True)
+    )
+
+
+def test_the_page_shows_the_jobs_and_escapes_what_users_wrote(
+    served: tuple[str, subprocess.Popen[str]], database: Database, sql: Any
+) -> None:
+    base, _ = served
+    wait_for(lambda: "hostile" in get(base + "/")[2], timeout=30, what="a scan on the page")
+    # serve only reads: its scans recorded no coverage, no scan state, no evidence state
+    for table in ("coverage", "scan_state", "evidence_state"):
+        assert sql(f"SELECT count(*) FROM {{schema}}.{table}") == [(0,)], table
+    status, headers, page = get(base + "/")
+    assert status == 200 and headers["Content-Type"] == "text/html; charset=utf-8"
+    assert "script-src" not in headers["Content-Security-Policy"]
+    assert headers["Content-Security-Policy"].startswith("default-src 'none'")
+    assert '<meta http-equiv="refresh" content="1">' in page
+    for text in ("catchup status", "billing", "export", "hostile", "2026-10-01", "missing"):
+        assert text in page, text
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+    assert "<script" not in page.lower()
+    password = str(conninfo_to_dict(database.conninfo).get("password") or "")
+    assert not password or password not in page
+
+
+@pytest.mark.slow
+def test_readyz_follows_the_database(project: Project, private_server: str) -> None:
+    """The database stopped: /readyz says 503 and catchup_up 0 while the page says why, and
+    the process keeps answering at once; started again, it is ready again."""
+    project.database = Database(private_server, {"CATCHUP_DSN": private_server})
+    project.write('[jobs.billing]\nschedule = "daily"\nstart = "2026-10-01"\ncommand = ["true"]\n')
+    assert project.run("-q", "migrate").returncode == 0
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    proc = project.spawn("serve", "--listen", f"127.0.0.1:{port}", "--refresh", "1s")
+    try:
+        wait_for(lambda: _ready(base), timeout=60, what="ready")
+        embedded.stop()
+        wait_for(lambda: not _ready(base), timeout=60, what="unready")
+        status, _, body = get(base + "/readyz")
+        assert status == 503 and body.startswith("not ready: ")
+        metrics = get(base + "/metrics")[2]
+        assert "catchup_up 0.0" in metrics
+        assert "the newest scan failed" in get(base + "/")[2]
+        embedded.ensure_running()
+        wait_for(lambda: _ready(base), timeout=60, what="ready again")
+        assert "catchup_up 1.0" in get(base + "/metrics")[2]
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
+
+
+def _ready(base: str) -> bool:
+    try:
+        return get(base + "/readyz")[0] == 200
+    except OSError:
+        return False
+
+
+def test_bad_listen_and_refresh_are_one_line(project: Project) -> None:
+    project.write('[jobs.billing]\nschedule = "daily"\nstart = "2026-10-01"\ncommand = ["true"]\n')
+    for args, message in (
+        (["--listen", "nowhere"], "is not HOST:PORT"),
+        (["--listen", "127.0.0.1:70000"], "the port must be from 1 to 65535"),
+        (["--refresh", "0s"], "must be longer than zero"),
+        (["--refresh", "30d"], "from 1s to 86400s"),
+    ):
+        result = project.cli("serve", *args)
+        assert result.exit_code == 2, (args, result.output)
+        assert message in result.stderr and "Traceback" not in result.output
