@@ -270,6 +270,20 @@ class Catchup:
             self.session, chosen, since=since, until=until, full=full, grids=calendars, pulse=True
         )
 
+    def notify(self, report: ScanReport) -> list[str]:
+        """Tell ``[alerts]``'s webhooks what changed in ``report``'s gap ranges since they were
+        last told (once, whichever replica gets there first), and post what is due: the
+        problems, a line each (a webhook's URL never appears)."""
+        from . import alerts
+
+        config = self.config.alerts
+        if config is None:
+            raise ConfigError("--notify needs an [alerts] section with a webhook in catchup.toml")
+        ledger = self.session.ledger
+        rows = ledger.job_rows([job.job for job in report.jobs])
+        alerts.record(ledger, config, report, {name: row.id for name, row in rows.items()})
+        return alerts.deliver(ledger, config)
+
     def jobs(self) -> JobsReport:
         """``catchup jobs``: per job, schedule, last success, next due, done of expected."""
         from .operations import overview, scheduler_health
@@ -476,9 +490,13 @@ class Catchup:
                 session, jobs, since=None, until=None, grids=True, pulse=True, read_only=True
             )
 
+        def after(report: ScanReport) -> list[str]:
+            return self.notify(report) if self.config.alerts is not None else []
+
         watcher = Watcher(
             scan_now,
             self.close,
+            after=after,
             scrub=lambda text: db.scrub(text, target.conninfo),
             refresh=refresh,
             database=target.describe(),

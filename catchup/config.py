@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ConfigError
-from .job import Config, Job
+from .job import Alerts, Config, Job, Webhook
 from .schedule import (
     Schedule,
     ScheduleError,
@@ -110,9 +110,10 @@ def parse_config(raw: bytes, path: Path, *, schema: str | None = None) -> Config
     def problem(where: tuple[str, ...], message: str) -> None:
         problems.append(f"{name}:{lines.find(where)}: {message}")
 
+    sections = {"database", "jobs", "alerts"}
     for key in data:
-        if key not in ("database", "jobs"):
-            problem((key,), f"unknown section or key {key!r}{_suggest(key, {'database', 'jobs'})}")
+        if key not in sections:
+            problem((key,), f"unknown section or key {key!r}{_suggest(key, sections)}")
 
     dsn = None
     schema_name = schema or "catchup"
@@ -170,6 +171,7 @@ def parse_config(raw: bytes, path: Path, *, schema: str | None = None) -> Config
         )
         if job is not None:
             jobs[job_name] = job
+    alerts = _parse_alerts(data.get("alerts"), problem) if "alerts" in data else None
     if problems:
         raise ConfigError(problems)
     return Config(
@@ -178,6 +180,7 @@ def parse_config(raw: bytes, path: Path, *, schema: str | None = None) -> Config
         dsn=dsn,
         schema=schema_name,
         embedded=embedded,
+        alerts=alerts,
         schema_given=schema is not None or "schema" in database,
     )
 
@@ -327,6 +330,52 @@ def _parse_job(name: str, spec: dict[str, Any], problem: Any) -> Job | None:
         evidence_dsn=evidence_dsn,
         verify=verify,
     )
+
+
+ALERT_KEYS = frozenset({"webhooks", "max_per_minute"})
+WEBHOOK_KEYS = frozenset({"url", "format"})
+
+
+def _parse_alerts(raw: object, problem: Callable[[tuple[str, ...], str], None]) -> Alerts | None:
+    """``[alerts]`` with ``[alerts.webhooks.NAME]`` tables (``url``, ``format``) and
+    ``max_per_minute``. A URL is checked for form only, and never repeated in a message."""
+    if not isinstance(raw, dict):
+        problem(("alerts",), "[alerts] must be a table")
+        return None
+    for key in raw:
+        if key not in ALERT_KEYS:
+            problem(("alerts", key), f"alerts.{key}: unknown key{_suggest(key, ALERT_KEYS)}")
+    limit = raw.get("max_per_minute", 6)
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 600:
+        problem(("alerts", "max_per_minute"), "alerts.max_per_minute: a whole number, 1 to 600")
+        limit = 6
+    hooks = raw.get("webhooks", {})
+    if not isinstance(hooks, dict) or not hooks:
+        problem(("alerts",), "alerts: needs at least one [alerts.webhooks.NAME] with a url")
+        return None
+    webhooks = []
+    for name, spec in hooks.items():
+        where = ("alerts", "webhooks", name)
+        label = f"alerts.webhooks.{name}"
+        if not JOB_NAME.match(name):
+            problem(where, f"{label[:60]}: a name is letters, digits, '_', '.' or '-'")
+            continue
+        if not isinstance(spec, dict):
+            problem(where, f"{label}: expected a table with url (and format)")
+            continue
+        for key in spec:
+            if key not in WEBHOOK_KEYS:
+                problem((*where, key), f"{label}.{key}: unknown key{_suggest(key, WEBHOOK_KEYS)}")
+        url = spec.get("url")
+        if not isinstance(url, str) or not re.match(r"^https?://[^\s/?#]+", url):
+            problem((*where, "url"), f"{label}.url: expected an http:// or https:// URL")
+            continue
+        fmt = spec.get("format", "json")
+        if fmt not in ("json", "slack"):
+            problem((*where, "format"), f"{label}.format: expected json or slack")
+            continue
+        webhooks.append(Webhook(name, url, fmt))
+    return Alerts(tuple(webhooks), limit)
 
 
 def _evidence_keys(

@@ -37,7 +37,16 @@ class Recipe:
     files: dict[str, str]
 
     def text(self) -> str:
-        return "\n".join(f"# --- {name}\n{body}" for name, body in self.files.items())
+        """Every file, each under a comment naming it; YAML files as one stream of documents
+        (``kubectl apply -f -`` reads them all)."""
+        parts = []
+        for n, (name, body) in enumerate(self.files.items()):
+            separator = "---\n" if n and name.endswith(".yaml") else ""
+            parts.append(f"{separator}# --- {name}\n{body}")
+        return "\n".join(parts)
+
+
+SERVE_PORT = 9187
 
 
 def minutes(every: int, offset: int) -> str:
@@ -46,7 +55,14 @@ def minutes(every: int, offset: int) -> str:
 
 
 def kubernetes(
-    *, name: str, image: str, every: int, secret: str, config_map: str, namespace: str | None
+    *,
+    name: str,
+    image: str,
+    every: int,
+    secret: str,
+    config_map: str,
+    namespace: str | None,
+    serve: bool = False,
 ) -> Recipe:
     check_name("kubernetes", name)
     if namespace is not None and not re.match(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$", namespace):
@@ -101,10 +117,97 @@ metadata:
               configMap:
                 name: {json.dumps(config_map)}
 """
-    return Recipe({f"{name}-cronjob.yaml": body})
+    files = {f"{name}-cronjob.yaml": body}
+    if serve:
+        files[f"{name}-serve.yaml"] = _kubernetes_serve(name, meta, image, secret, config_map)
+    return Recipe(files)
 
 
-def systemd(*, name: str, executable: str, every: int, user: str, workdir: str) -> Recipe:
+def _kubernetes_serve(name: str, meta: str, image: str, secret: str, config_map: str) -> str:
+    """A Deployment running `catchup serve` (read-only, so any number of replicas is safe) and
+    a Service in front of it, with Prometheus's scrape annotations on both."""
+    app = json.dumps(f"{name}-serve")
+    meta = meta.replace(f"  name: {json.dumps(name)}\n", f"  name: {app}\n")
+    scrape = (
+        '    prometheus.io/scrape: "true"\n'
+        f'    prometheus.io/port: "{SERVE_PORT}"\n'
+        '    prometheus.io/path: "/metrics"'
+    )
+    pod_scrape = "\n".join("    " + line for line in scrape.splitlines())
+    return f"""\
+# `catchup serve`: the status page, /metrics, /api/scan, /healthz, /readyz on port {SERVE_PORT};
+# read-only towards the ledger. Same Secret and ConfigMap as the CronJob.
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+{meta}  labels:
+    app: {app}
+spec:
+  replicas: 1
+  selector:
+    matchLabels:
+      app: {app}
+  template:
+    metadata:
+      labels:
+        app: {app}
+      annotations:
+{pod_scrape}
+    spec:
+      containers:
+        - name: catchup-serve
+          image: {json.dumps(image)}
+          args: ["catchup", "-q", "serve", "--listen", "0.0.0.0:{SERVE_PORT}", "--refresh", "60s"]
+          ports:
+            - name: http
+              containerPort: {SERVE_PORT}
+          readinessProbe:
+            httpGet:
+              path: /readyz
+              port: http
+            periodSeconds: 30
+          livenessProbe:
+            httpGet:
+              path: /healthz
+              port: http
+            periodSeconds: 30
+          env:
+            - name: CATCHUP_DSN
+              valueFrom:
+                secretKeyRef:
+                  name: {json.dumps(secret)}
+                  key: dsn
+            - name: CATCHUP_CONFIG
+              value: "/etc/catchup/catchup.toml"
+            - name: CATCHUP_EMBEDDED
+              value: "never"
+          volumeMounts:
+            - name: config
+              mountPath: /etc/catchup
+              readOnly: true
+      volumes:
+        - name: config
+          configMap:
+            name: {json.dumps(config_map)}
+---
+apiVersion: v1
+kind: Service
+metadata:
+{meta}  annotations:
+{scrape}
+spec:
+  selector:
+    app: {app}
+  ports:
+    - name: http
+      port: {SERVE_PORT}
+      targetPort: http
+"""
+
+
+def systemd(
+    *, name: str, executable: str, every: int, user: str, workdir: str, serve: bool = False
+) -> Recipe:
     check_name("systemd", name)
     offset = min(3, every - 1) if every > 1 else 0
     service = f"""\
@@ -139,7 +242,28 @@ AccuracySec=1s
 [Install]
 WantedBy=timers.target
 """
-    return Recipe({f"{name}.service": service, f"{name}.timer": timer})
+    files = {f"{name}.service": service, f"{name}.timer": timer}
+    if serve:
+        files[f"{name}-serve.service"] = f"""\
+[Unit]
+Description=catchup serve: the status page and /metrics on 127.0.0.1:{SERVE_PORT} (read-only)
+Wants=network-online.target
+After=network-online.target
+
+[Service]
+Type=simple
+ExecStart={_quote(executable)} -q serve --listen 127.0.0.1:{SERVE_PORT} --refresh 60s
+EnvironmentFile=-/etc/catchup/env
+Environment=CATCHUP_EMBEDDED=never
+WorkingDirectory={workdir}
+User={user}
+Restart=on-failure
+RestartSec=5
+
+[Install]
+WantedBy=multi-user.target
+"""
+    return Recipe(files)
 
 
 def _quote(word: str) -> str:

@@ -86,6 +86,30 @@ class Job:
 
 
 @dataclass(frozen=True)
+class Webhook:
+    """Where alerts go: a name (what logs and the ledger say), the URL (a secret: it may hold
+    a token, never printed) and the body's format."""
+
+    name: str
+    url: str
+    format: Literal["json", "slack"] = "json"
+
+    def describe(self) -> str:
+        """The webhook as logs may show it: its name and host, never its path or query."""
+        from urllib.parse import urlsplit
+
+        return f"{self.name} ({urlsplit(self.url).hostname or '?'})"
+
+
+@dataclass(frozen=True)
+class Alerts:
+    """``[alerts]``: the webhooks told of new, grown and closed gap ranges."""
+
+    webhooks: tuple[Webhook, ...] = ()
+    max_per_minute: int = 6  # posts per webhook; more wait their turn
+
+
+@dataclass(frozen=True)
 class Config:
     path: Path | None
     jobs: Mapping[str, Job] = field(default_factory=dict)
@@ -93,6 +117,7 @@ class Config:
     schema: str = "catchup"
     embedded: bool = True  # [database] embedded = false: never fall back to a local server
     schema_given: bool = False  # [database] schema (or schema=) was set, not the default
+    alerts: Alerts | None = None
 
     @property
     def project(self) -> tuple[Path, str, tuple[str, ...]] | None:

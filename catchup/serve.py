@@ -12,6 +12,7 @@ slow or unreachable database makes the page say so and ``catchup_up`` 0, never a
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -54,12 +55,14 @@ class Watcher:
         scan: Callable[[], ScanReport],
         reset: Callable[[], None],
         *,
+        after: Callable[[ScanReport], list[str]] | None = None,
         scrub: Callable[[str], str],
         refresh: float,
         database: str,
         schema: str,
     ) -> None:
         self._scan, self._reset, self._scrub = scan, reset, scrub
+        self._after = after
         self.refresh = refresh
         self.database, self.schema = database, schema
         self._lock = threading.Lock()
@@ -106,6 +109,15 @@ class Watcher:
         view = replace(view, page=self._page(view))
         with self._lock:
             self._view = view
+        if self._after is not None:
+            try:
+                problems = self._after(report)
+            except (psycopg.Error, CatchupError) as exc:
+                text = first_line(exc) if isinstance(exc, psycopg.Error) else str(exc)
+                self._reset()
+                problems = [f"alerts: {self._scrub(text)}"]
+            for line in problems:
+                print(f"catchup serve: {line}", file=sys.stderr, flush=True)
 
     def _loop(self) -> None:
         while not self.stop.is_set():

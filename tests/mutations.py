@@ -277,6 +277,37 @@ MUTATIONS = (
         ),
     ),
     Mutation(
+        "alerts-lock",
+        "replicas compare gap ranges one at a time, so a range is told once",
+        "catchup/alerts.py",
+        "        ledger.lock_alerts()\n",
+        "",
+        ("tests/integration/test_alerts.py::test_the_alert_lock_serialises_notifiers",),
+    ),
+    Mutation(
+        "alerts-delivered",
+        "a post delivered is never sent again",
+        "catchup/alerts.py",
+        "                ledger.alert_delivered(alert_id)",
+        "                pass",
+        (
+            "tests/integration/test_alerts.py::"
+            "test_a_failing_receiver_is_retried_and_nothing_is_posted_twice",
+        ),
+    ),
+    Mutation(
+        "alerts-backoff",
+        "a failed post waits out its backoff before it is tried again",
+        "sql/queries.sql",
+        "    next_at = clock_timestamp() + least(interval '10 seconds' * power(2, attempts - 1),",
+        "    next_at = clock_timestamp() + 0 * least(interval '10 seconds'"
+        " * power(2, attempts - 1),",
+        (
+            "tests/integration/test_alerts.py::"
+            "test_a_failing_receiver_is_retried_and_nothing_is_posted_twice",
+        ),
+    ),
+    Mutation(
         "takeover-needs-expired-lease",
         "a running period with a live lease is never taken over",
         "sql/migrations/0007_claim_functions.sql",

@@ -119,8 +119,19 @@ def deploy() -> None:
     help="The ConfigMap holding catchup.toml.",
 )
 @click.option("--namespace", help="The namespace, if not the current one.")
+@click.option(
+    "--serve",
+    is_flag=True,
+    help="Also a Deployment and Service running `catchup serve` (with scrape annotations).",
+)
 def deploy_kubernetes(
-    name: str, image: str, every: int, secret: str, config_map: str, namespace: str | None
+    name: str,
+    image: str,
+    every: int,
+    secret: str,
+    config_map: str,
+    namespace: str | None,
+    serve: bool,
 ) -> None:
     """A CronJob that calls `catchup tick`: concurrencyPolicy Forbid, a starting deadline,
     timeZone Etc/UTC, a few minutes off the hour, history limits, the DSN from a Secret.
@@ -137,6 +148,7 @@ def deploy_kubernetes(
             secret=secret,
             config_map=config_map,
             namespace=namespace,
+            serve=serve,
         ).text(),
         nl=False,
     )
@@ -160,8 +172,17 @@ def deploy_kubernetes(
     metavar="DIR",
     help="Write the unit files into DIR instead of printing them.",
 )
+@click.option(
+    "--serve", is_flag=True, help="Also a service running `catchup serve` on 127.0.0.1:9187."
+)
 def deploy_systemd(
-    name: str, executable: str, every: int, user: str, workdir: str, output_dir: str | None
+    name: str,
+    executable: str,
+    every: int,
+    user: str,
+    workdir: str,
+    output_dir: str | None,
+    serve: bool,
 ) -> None:
     """A service and a timer that call `catchup tick` (Persistent=true, RandomizedDelaySec).
 
@@ -173,7 +194,7 @@ def deploy_systemd(
     from .. import deploy as recipes
 
     recipe = recipes.systemd(
-        name=name, executable=executable, every=every, user=user, workdir=workdir
+        name=name, executable=executable, every=every, user=user, workdir=workdir, serve=serve
     )
     if output_dir is None:
         click.echo(recipe.text(), nl=False)

@@ -46,6 +46,11 @@ from .options import (
     help="Also save the table report as FILE: .svg, .html or .txt.",
 )
 @limit_options("gap ranges the table and Markdown show, oldest first")
+@click.option(
+    "--notify",
+    is_flag=True,
+    help="Post new, grown and closed gap ranges to the [alerts] webhooks (each told once).",
+)
 @pass_state
 def scan(
     state: State,
@@ -59,6 +64,7 @@ def scan(
     output: str | None,
     limit_shown: int,
     show_all: bool,
+    notify: bool,
 ) -> None:
     """Find the periods that were never run, failed, or are stuck, and report them.
 
@@ -80,7 +86,13 @@ def scan(
     fmt = "json" if as_json else fmt
     shown = None if show_all else limit_shown
     grids = output is not None or (calendar and fmt == "table")
-    result = state.app().scan(jobs=job_names, since=since, until=until, full=full, calendars=grids)
+    app = state.app()
+    if notify and app.config.alerts is None:
+        raise ConfigError("--notify needs an [alerts] section with a webhook in catchup.toml")
+    result = app.scan(jobs=job_names, since=since, until=until, full=full, calendars=grids)
+    if notify:
+        for line in app.notify(result):
+            click.echo(f"catchup: {line} (tried again later)", err=True)
     if fmt == "json":
         for chunk in json.scan_json_chunks(result):
             click.echo(chunk, nl=False)

@@ -3,6 +3,7 @@ text in ``sql/``) and comes back as a typed row or value. Nothing else runs SQL.
 
 from __future__ import annotations
 
+from .alerts import Alerting
 from .base import LedgerBase
 from .changes import Changes
 from .claims import ClaimPath, ClaimRequest, FinishFields
@@ -19,5 +20,5 @@ __all__ = [
 ]
 
 
-class Ledger(ClaimPath, Changes, EvidenceCheck, Scanning, Tools):
+class Ledger(ClaimPath, Changes, EvidenceCheck, Alerting, Scanning, Tools):
     """The ledger in ``schema``, through one autocommit connection."""

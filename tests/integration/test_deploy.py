@@ -119,3 +119,51 @@ def test_systemd_printed() -> None:
     text = invoke("deploy", "systemd")
     assert "# --- catchup.service" in text and "# --- catchup.timer" in text
     assert "[Timer]" in text and "WantedBy=timers.target" in text
+
+
+def test_kubernetes_serve_part() -> None:
+    """--serve adds a Deployment running `catchup serve` and a Service, both with Prometheus's
+    scrape annotations, probes on /readyz and /healthz, and the same DSN and config."""
+    text = invoke("deploy", "kubernetes", "--serve", "--name", "nightly", "--namespace", "ops")
+    cronjob, deployment, service = yaml.safe_load_all(text)
+    assert [cronjob["kind"], deployment["kind"], service["kind"]] == [
+        "CronJob",
+        "Deployment",
+        "Service",
+    ]
+    assert deployment["metadata"] == {
+        "name": "nightly-serve",
+        "namespace": "ops",
+        "labels": {"app": "nightly-serve"},
+    }
+    pod = deployment["spec"]["template"]
+    scrape = {"prometheus.io/scrape": "true", "prometheus.io/port": "9187"}
+    assert scrape.items() <= pod["metadata"]["annotations"].items()
+    assert scrape.items() <= service["metadata"]["annotations"].items()
+    assert deployment["spec"]["selector"]["matchLabels"] == pod["metadata"]["labels"]
+    assert service["spec"]["selector"] == pod["metadata"]["labels"]
+    (container,) = pod["spec"]["containers"]
+    assert container["args"][:3] == ["catchup", "-q", "serve"]
+    assert container["args"][3:5] == ["--listen", "0.0.0.0:9187"]
+    assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    env = {e["name"]: e for e in container["env"]}
+    assert env["CATCHUP_EMBEDDED"]["value"] == "never"
+    assert env["CATCHUP_DSN"]["valueFrom"]["secretKeyRef"]["name"] == "catchup-db"
+    assert service["spec"]["ports"][0]["targetPort"] == "http"
+    # without --serve, the CronJob alone
+    assert [d["kind"] for d in yaml.safe_load_all(invoke("deploy", "kubernetes"))] == ["CronJob"]
+
+
+def test_systemd_serve_unit_verifies(tmp_path: Path) -> None:
+    executable = str(Path(sys.executable).with_name("catchup"))
+    invoke("deploy", "systemd", "--serve", "--exec", executable, "--output-dir", str(tmp_path))
+    unit = tmp_path / "catchup-serve.service"
+    body = unit.read_text()
+    assert f"ExecStart={executable} -q serve --listen 127.0.0.1:9187" in body
+    assert "Type=simple" in body and "Restart=on-failure" in body
+    assert "Environment=CATCHUP_EMBEDDED=never" in body
+    check = subprocess.run(
+        ["systemd-analyze", "verify", str(unit)], capture_output=True, text=True, check=False
+    )
+    assert check.returncode == 0, check.stderr

@@ -1,0 +1,188 @@
+"""Alerts on gap ranges (``[alerts]``): when a scan (``catchup serve``, ``scan --notify``) finds
+a gap range that is new or has grown, or one told before has closed, one post per webhook
+says so. What was told is kept in the ledger, compared under a lock, so two replicas never
+tell it twice; posts go through an outbox, retried with backoff until delivered, at most
+``max_per_minute`` a minute per webhook. A webhook's URL may hold a token: it is never
+printed, logged or stored (the ledger and every message name the webhook)."""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal
+
+from .job import Alerts, Webhook
+from .ledger import Ledger
+from .ledger.alerts import AlertRange
+from .models import Island, JobScan, ScanReport
+from .schedule import iso_utc
+
+POST_TIMEOUT = 10.0
+SLACK_LINES = 20
+
+
+@dataclass(frozen=True)
+class GapEvent:
+    """A gap range that opened, grew, or closed."""
+
+    event: Literal["opened", "grown", "closed"]
+    job: str
+    state: str
+    first: datetime
+    last: datetime
+    periods: int
+    first_label: str
+    last_label: str
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "event": self.event,
+            "job": self.job,
+            "status": self.state,
+            "first": iso_utc(self.first),
+            "last": iso_utc(self.last),
+            "first_label": self.first_label,
+            "last_label": self.last_label,
+            "periods": self.periods,
+        }
+
+    def sentence(self) -> str:
+        span = self.first_label
+        if self.last != self.first:
+            span += f" .. {self.last_label}"
+        what = {"opened": "new gap", "grown": "gap grew", "closed": "gap closed"}[self.event]
+        return f"{self.job}: {what}: {self.periods} {self.state} period(s), {span}"
+
+
+Action = tuple[str, tuple[Any, ...]]
+
+
+def diff(
+    told: Sequence[AlertRange], current: dict[int, list[Island]], jobs: dict[int, JobScan]
+) -> tuple[list[Action], list[GapEvent]]:
+    """What to change in the told ranges, and what to tell: a current range that meets no told
+    one opened; a told one that meets none closed; one whose current ranges reach further, or
+    hold more periods, grew. A range that only shrank (being replayed) is updated quietly."""
+    actions: list[Action] = []
+    events: list[GapEvent] = []
+    taken: set[tuple[int, int]] = set()
+    for range_id, job_id, state, first, last, periods in told:
+        job = jobs.get(job_id)
+        if job is None:
+            continue  # not in this scan (another config's job, or not scanned): left alone
+        mine = [
+            (n, island)
+            for n, island in enumerate(current.get(job_id, []))
+            if (job_id, n) not in taken and island.first <= last and island.last >= first
+        ]
+        if not mine:
+            actions.append(("close", (range_id,)))
+            events.append(_event("closed", job, state, first, last, periods))
+            continue
+        taken.update((job_id, n) for n, _ in mine)
+        lo = min(island.first for _, island in mine)
+        hi = max(island.last for _, island in mine)
+        count = sum(island.periods for _, island in mine)
+        now_state = mine[0][1].state
+        if lo < first or hi > last or count > periods:
+            events.append(_event("grown", job, now_state, lo, hi, count))
+        if (lo, hi, count, now_state) != (first, last, periods, state):
+            actions.append(("update", (range_id, now_state, lo, hi, count)))
+    for job_id, islands in current.items():
+        for n, island in enumerate(islands):
+            if (job_id, n) not in taken:
+                job = jobs[job_id]
+                actions.append(
+                    ("add", (job_id, island.state, island.first, island.last, island.periods))
+                )
+                events.append(
+                    _event("opened", job, island.state, island.first, island.last, island.periods)
+                )
+    return actions, events
+
+
+def _event(
+    kind: Literal["opened", "grown", "closed"],
+    job: JobScan,
+    state: str,
+    first: datetime,
+    last: datetime,
+    periods: int,
+) -> GapEvent:
+    return GapEvent(kind, job.job, state, first, last, periods, job.label(first), job.label(last))
+
+
+def body(webhook: Webhook, events: Sequence[GapEvent]) -> dict[str, Any]:
+    """A post: the generic JSON (every event), or Slack's ``text`` (a line per event)."""
+    if webhook.format == "slack":
+        lines = [event.sentence() for event in events[:SLACK_LINES]]
+        if len(events) > SLACK_LINES:
+            lines.append(f"… and {len(events) - SLACK_LINES} more (catchup scan)")
+        return {"text": "catchup:\n" + "\n".join(lines)}
+    return {"source": "catchup", "events": [event.as_json() for event in events]}
+
+
+def record(ledger: Ledger, alerts: Alerts, report: ScanReport, ids: dict[str, int]) -> int:
+    """Compare ``report``'s gap ranges with those told, under the ledger's lock, and enqueue
+    one post per webhook for what changed; the number of events."""
+    jobs = {ids[job.job]: job for job in report.jobs if ids.get(job.job, -1) > 0}
+    current = {job_id: list(job.gaps) for job_id, job in jobs.items()}
+    with ledger.transaction():
+        ledger.lock_alerts()
+        actions, events = diff(ledger.open_alert_ranges(), current, jobs)
+        for kind, args in actions:
+            if kind == "add":
+                ledger.add_alert_range(*args)
+            elif kind == "update":
+                ledger.update_alert_range(*args)
+            else:
+                ledger.close_alert_range(*args)
+        if events:
+            for webhook in alerts.webhooks:
+                ledger.enqueue_alert(webhook.name, body(webhook, events))
+    return len(events)
+
+
+def deliver(ledger: Ledger, alerts: Alerts) -> list[str]:
+    """Post what is due, within each webhook's rate; what failed, a line each (no URL)."""
+    problems = []
+    sent = ledger.alerts_sent_lately()
+    for webhook in alerts.webhooks:
+        for _ in range(max(0, alerts.max_per_minute - sent.get(webhook.name, 0))):
+            taken = ledger.take_alert(webhook.name)
+            if taken is None:
+                break
+            alert_id, payload, attempt = taken
+            error = post(webhook, payload)
+            if error is None:
+                ledger.alert_delivered(alert_id)
+            else:
+                ledger.alert_failed(alert_id, error)
+                problems.append(f"webhook {webhook.describe()}: attempt {attempt}: {error}")
+                break  # the next round tries again, after the backoff
+    return problems
+
+
+def post(webhook: Webhook, payload: dict[str, Any]) -> str | None:
+    """POST ``payload`` as JSON; None when the receiver took it, else why not (no URL)."""
+    request = urllib.request.Request(
+        webhook.url,
+        data=json.dumps(payload).encode(),
+        headers={"Content-Type": "application/json", "User-Agent": "catchup"},
+        method="POST",
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=POST_TIMEOUT) as answer:
+            answer.read()
+    except urllib.error.HTTPError as exc:
+        return f"HTTP {exc.code}"
+    except urllib.error.URLError as exc:
+        reason = exc.reason
+        return getattr(reason, "strerror", None) or type(reason).__name__
+    except (TimeoutError, OSError) as exc:
+        return exc.strerror or type(exc).__name__
+    return None
