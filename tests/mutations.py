@@ -308,6 +308,14 @@ MUTATIONS = (
         ),
     ),
     Mutation(
+        "alerts-rate",
+        "a webhook gets at most max_per_minute posts a minute",
+        "catchup/alerts.py",
+        "        for _ in range(max(0, alerts.max_per_minute - sent.get(webhook.name, 0))):",
+        "        for _ in range(100):",
+        ("tests/integration/test_alerts.py::test_posts_beyond_the_rate_wait_their_turn",),
+    ),
+    Mutation(
         "takeover-needs-expired-lease",
         "a running period with a live lease is never taken over",
         "sql/migrations/0007_claim_functions.sql",

@@ -299,3 +299,21 @@ def test_the_alert_lock_serialises_notifiers(
     _, err = notifier.communicate(timeout=120)
     assert notifier.returncode == 1, err
     assert receiver.paths == []
+
+
+def test_posts_beyond_the_rate_wait_their_turn(
+    project: Project, receiver: Receiver, sql: Any
+) -> None:
+    """max_per_minute = 1: a second round of news within the minute stays in the outbox."""
+    project.write(config(receiver).replace("max_per_minute = 30", "max_per_minute = 1"))
+    assert project.run("-q", "scan", "--until", "2026-10-03", "--notify").returncode == 1
+    assert len(receiver.bodies) == 1
+    assert project.run("-q", "scan", "--until", "2026-10-06", "--notify").returncode == 1
+    assert len(receiver.bodies) == 1  # the gap grew: told, but not yet sent
+    assert sql(
+        "SELECT count(*) FILTER (WHERE delivered_at IS NULL), count(*) FROM {schema}.alert_outbox"
+    ) == [(1, 2)]
+    # a minute later (the delivery moved back a minute), the next round sends it
+    sql("UPDATE {schema}.alert_outbox SET delivered_at = delivered_at - interval '1 minute'")
+    assert project.run("-q", "scan", "--until", "2026-10-06", "--notify").returncode == 1
+    assert [e[0] for e in receiver.events()] == ["opened", "grown"]
