@@ -9,12 +9,11 @@ from __future__ import annotations
 import os
 from datetime import datetime
 
-from rich.console import Console
 from rich.text import Text
 
 from ..models import ScanReport
 from .limits import GAP_LIMIT
-from .scan import calendars, scan_tables
+from .scan import calendars, recorder, scan_tables
 from .tables import scheduler
 from .text import iso_utc, safe
 
@@ -53,16 +52,7 @@ def status_page(
     """The page for the newest successful scan ``report`` (None: none yet), and ``error`` when
     the newest attempt failed."""
     with open(os.devnull, "w") as sink:
-        page = Console(
-            record=True,
-            width=160,
-            file=sink,
-            force_terminal=True,
-            color_system="truecolor",
-            markup=False,
-            emoji=False,
-            highlight=False,
-        )
+        page = recorder(sink)
         page.print(Text("catchup status", style="bold"))
         page.print(Text(safe(f"database: {database} · schema {schema}")))
         if scanned is not None and took is not None:

@@ -7,6 +7,7 @@ import heapq
 import os
 from collections.abc import Sequence
 from datetime import datetime
+from typing import TextIO
 
 from rich.console import Console
 from rich.table import Table
@@ -178,29 +179,36 @@ def calendars(console: Console, grids: Sequence[Calendar]) -> None:
     console.print(legend)
 
 
+def recorder(sink: TextIO) -> Console:
+    """A console that records what is printed (in colour, 160 columns, no markup read from the
+    text) for an SVG, HTML or text file, writing nothing to ``sink``'s terminal."""
+    return Console(
+        record=True,
+        width=160,
+        file=sink,
+        force_terminal=True,
+        color_system="truecolor",
+        markup=False,
+        emoji=False,
+        highlight=False,
+    )
+
+
 def save(path: str, report: ScanReport, *, limit: int | None = GAP_LIMIT) -> None:
     """The table report with calendars, recorded by Rich and saved as SVG, HTML or text, to
     attach to a ticket or keep as a CI artefact."""
     with open(os.devnull, "w") as sink:
-        recorder = Console(
-            record=True,
-            width=160,
-            file=sink,
-            force_terminal=True,
-            color_system="truecolor",
-            markup=False,
-            emoji=False,
-        )
-        scan_tables(recorder, report, limit=limit)
+        out = recorder(sink)
+        scan_tables(out, report, limit=limit)
         if report.health is not None:
-            scheduler(recorder, report.health)
-        calendars(recorder, report.calendars)
+            scheduler(out, report.health)
+        calendars(out, report.calendars)
     try:
         if path.endswith(".svg"):
-            recorder.save_svg(path, title="catchup scan")
+            out.save_svg(path, title="catchup scan")
         elif path.endswith(".html"):
-            recorder.save_html(path)
+            out.save_html(path)
         else:
-            recorder.save_text(path)
+            out.save_text(path)
     except OSError as exc:
         raise ConfigError(f"--output {path}: {exc.strerror}") from None
