@@ -374,9 +374,15 @@ class Catchup:
         audited as ``adopt``: for a job that ran elsewhere before catchup."""
         from . import operations
 
+        from .scan import check_window
+
         why = check_reason(reason, required=True)
         assert why is not None
         chosen = self.select(jobs)
+        for job in chosen:  # before the session opens: bad input touches no database
+            if job.evidence is None:
+                raise ConfigError(f"{job.name} has no evidence query: nothing shows what ran")
+        check_window(chosen, since, until)
         return operations.adopt(
             self.session,
             chosen,

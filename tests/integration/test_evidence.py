@@ -392,3 +392,11 @@ def test_tick_leaves_a_period_whose_output_exists_alone(project: Project, sql: A
     assert (period["label"], period["status"]) == (yesterday.isoformat(), "skipped")
     assert period["detail"].startswith("untracked: its output exists")
     assert sql("SELECT count(*) FROM {schema}.runs") == [(0,)]
+
+
+def test_adopt_without_evidence_touches_no_database(project: Project, sql: Any) -> None:
+    project.write('[jobs.x]\nschedule = "daily"\nstart = "2026-10-01"\ncommand = ["true"]\n')
+    result = project.cli("adopt", "x", "--reason", "onboarding")
+    assert result.exit_code == 2
+    assert result.stderr.strip() == "catchup: x has no evidence query: nothing shows what ran"
+    assert sql("SELECT count(*) FROM pg_namespace WHERE nspname = %s", [project.schema]) == [(0,)]
