@@ -373,7 +373,6 @@ class Catchup:
         """Record the untracked periods of ``jobs`` (output exists, no ledger row) as waived,
         audited as ``adopt``: for a job that ran elsewhere before catchup."""
         from . import operations
-
         from .scan import check_window
 
         why = check_reason(reason, required=True)
