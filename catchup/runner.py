@@ -19,6 +19,7 @@ from typing import Any, BinaryIO
 
 from .job import Job
 from .schedule import Period, iso_utc, span
+from .values import storable
 from .vocabulary import Ended
 
 TAIL_BYTES = 64 * 1024
@@ -363,17 +364,23 @@ def run_callable(
         target = load_call(job.call)
     except Exception as exc:
         return Execution(
-            Ended.exited, None, f"cannot load {job.call}: {exc}", "", time.monotonic() - started
+            Ended.exited,
+            None,
+            f"cannot load {job.call}: {describe(exc)}",
+            "",
+            time.monotonic() - started,
         )
-    result: dict[str, str | None] = {}
+    # a failure until the callable returns: a handler that itself fails (an exception whose
+    # text cannot be rendered) must never leave "no error", which is a success
+    result: dict[str, str | None] = {"error": "the call ended without returning"}
 
     def work() -> None:
         try:
             target(ctx)
             result["error"] = None
         except BaseException as exc:  # report everything the job raised
-            result["error"] = f"{type(exc).__name__}: {exc}"
-            result["tail"] = traceback.format_exc()[-TAIL_BYTES:]
+            result["error"] = describe(exc)
+            result["tail"] = _traceback(exc)
 
     thread = threading.Thread(target=work, name=f"catchup-call-{job.name}", daemon=True)
     thread.start()
@@ -390,9 +397,33 @@ def run_callable(
         break
     if ended == Ended.exited:
         error = result.get("error")
+    # text a job raised is data: whatever it holds, it is stored and printed (cleaned like
+    # command output)
     return Execution(
-        ended, None if error else 0, error, result.get("tail") or "", time.monotonic() - started
+        ended,
+        None if error else 0,
+        None if error is None else storable(error),
+        storable(result.get("tail") or ""),
+        time.monotonic() - started,
     )
+
+
+def describe(exc: BaseException) -> str:
+    """``Type: text`` of an exception, whatever its ``__str__`` does (raises, returns a
+    non-string): the text is then said to be unreadable, never missing."""
+    name = type(exc).__name__
+    try:
+        text = str(exc)
+    except BaseException:
+        return f"{name}: <its text could not be rendered>"
+    return f"{name}: {text}" if text else name
+
+
+def _traceback(exc: BaseException) -> str:
+    try:
+        return "".join(traceback.format_exception(exc))[-TAIL_BYTES:]
+    except BaseException:
+        return f"{describe(exc)} (its traceback could not be rendered)\n"
 
 
 def _stop_reason(

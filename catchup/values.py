@@ -30,6 +30,18 @@ _UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 SYSTEM_SCHEMAS = frozenset({"public", "information_schema"})
 
 
+def storable(text: str) -> str:
+    """``text`` as PostgreSQL can store it: a NUL byte (no text field may hold one) and a lone
+    surrogate (not UTF-8; Python lets an exception's text carry one) become U+FFFD."""
+    if "\x00" in text:
+        text = text.replace("\x00", "\ufffd")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = "".join("\ufffd" if "\ud800" <= c <= "\udfff" else c for c in text)
+    return text
+
+
 def schema_problem(name: str) -> str | None:
     """Why ``name`` cannot hold a ledger; None when it can."""
     if not SCHEMA_NAME.match(name):

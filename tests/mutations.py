@@ -34,6 +34,8 @@ class Mutation:
     old: str  # must occur exactly once
     new: str
     tests: tuple[str, ...]
+    # more edits of the same file, for a safeguard made of two parts (each must occur once)
+    also: tuple[tuple[str, str], ...] = ()
 
 
 MUTATIONS = (
@@ -353,6 +355,24 @@ MUTATIONS = (
         "    def now(self) -> datetime:\n        return datetime.now().astimezone()",
         ("tests/faults/test_faults.py::test_host_clocks_that_disagree",),
     ),
+    Mutation(
+        "unrenderable-call",
+        "a `call` whose exception cannot be rendered is a failure, never a success",
+        "catchup/runner.py",
+        '    result: dict[str, str | None] = {"error": "the call ended without returning"}',
+        "    result: dict[str, str | None] = {}",
+        (
+            "tests/integration/test_hostile_second.py::"
+            "test_a_call_whose_exception_cannot_be_rendered_is_a_failure",
+        ),
+        also=(
+            (
+                "    try:\n        text = str(exc)\n    except BaseException:\n"
+                '        return f"{name}: <its text could not be rendered>"\n',
+                "    text = str(exc)\n",
+            ),
+        ),
+    ),
 )
 
 
@@ -365,9 +385,11 @@ def run(mutation: Mutation) -> tuple[str, str, float]:
         shutil.copytree(ROOT / "sql", copy / "sql")
         target = copy / mutation.path
         text = target.read_text()
-        if text.count(mutation.old) != 1:
-            return "did not apply", "the code it removes has changed: update it", 0.0
-        target.write_text(text.replace(mutation.old, mutation.new))
+        for old, new in ((mutation.old, mutation.new), *mutation.also):
+            if text.count(old) != 1:
+                return "did not apply", "the code it removes has changed: update it", 0.0
+            text = text.replace(old, new)
+        target.write_text(text)
         # PYTHONSAFEPATH: the working folder (the checkout) must not come before the copy
         env = {
             **os.environ,

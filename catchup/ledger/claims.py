@@ -11,6 +11,7 @@ from psycopg.rows import class_row
 
 from ..models import Blocker, Claim, Finished, RunRow
 from ..schedule import Period
+from ..values import storable
 from .base import LedgerBase
 
 
@@ -44,12 +45,20 @@ class ClaimRequest:
 def _finish_params(
     job_id: int, period_start: datetime, attempt: int, fields: FinishFields
 ) -> dict[str, object]:
+    # what a job wrote is stored whatever it holds (a NUL, a lone surrogate): a finish that
+    # cannot be written would leave the period running
+    text = {
+        name: storable(value)
+        for name in ("error", "output_tail")
+        if isinstance(value := fields.get(name), str)
+    }
     return {
         "job_id": job_id,
         "period_start": period_start,
         "attempt": attempt,
         "backoff_cap": timedelta(hours=6),
         **fields,
+        **text,
     }
 
 
@@ -142,7 +151,12 @@ class ClaimPath(LedgerBase):
     def lose(self, job_id: int, period_start: datetime, attempt: int, error: str) -> None:
         self.conn.execute(
             self._q("lose"),
-            {"job_id": job_id, "period_start": period_start, "attempt": attempt, "error": error},
+            {
+                "job_id": job_id,
+                "period_start": period_start,
+                "attempt": attempt,
+                "error": storable(error),
+            },
         )
 
     def run_row(self, job_id: int, period_start: datetime) -> RunRow | None:
