@@ -209,9 +209,19 @@ def run_planned(
         finally:
             if not following:  # else handoff() released it
                 dispatcher.done(item)
-        record(outcome)
+        nxt = handed.claim if following and handed is not None else UNCLAIMED
+        try:
+            record(outcome)
+        except BaseException:
+            # the caller's callback failed (its output went away, say): the claim handed over
+            # with this finish is given back before the worker stops, never stranded
+            if following and isinstance(nxt, Claim):
+                with lock:
+                    outcomes.append(release(session, following[0].job, following[0].period, nxt))
+                dispatcher.done(following[0])
+            raise
         if following:
-            return following[0], handed.claim if handed is not None else UNCLAIMED
+            return following[0], nxt
         return dispatcher.take(), UNCLAIMED
 
     threads = [

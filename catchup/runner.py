@@ -395,6 +395,7 @@ def run_callable(
         ctx.cancelled.set()
         thread.join(job.kill_grace.total_seconds())
         break
+    _reopen_standard_streams()
     if ended == Ended.exited:
         error = result.get("error")
     # text a job raised is data: whatever it holds, it is stored and printed (cleaned like
@@ -406,6 +407,19 @@ def run_callable(
         storable(result.get("tail") or ""),
         time.monotonic() - started,
     )
+
+
+def _reopen_standard_streams() -> None:
+    """A callable that closed fd 1 or 2 (it runs in this process) gets /dev/null put there at
+    once, before anything this process opens next (a connection) could take that number."""
+    for fd in (1, 2):
+        try:
+            os.fstat(fd)
+        except OSError:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            if devnull != fd:
+                os.dup2(devnull, fd)
+                os.close(devnull)
 
 
 def describe(exc: BaseException) -> str:

@@ -4,6 +4,7 @@ and the signals a running command listens to."""
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
 import sys
@@ -83,15 +84,19 @@ def err_console() -> Console:
     return console(stderr=True)
 
 
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
 @contextmanager
 def stop_signals() -> Iterator[threading.Event]:
-    """SIGINT and SIGTERM set an event the runner watches: the job is stopped and recorded."""
+    """SIGINT, SIGTERM and SIGHUP (the terminal or the ssh session went away) set an event the
+    runner watches: the job is stopped and recorded as interrupted, no failure counted."""
     stop = threading.Event()
 
     def handler(signum: int, frame: object) -> None:
         stop.set()
 
-    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+    previous = {sig: signal.signal(sig, handler) for sig in STOP_SIGNALS}
     try:
         yield stop
     finally:
@@ -131,10 +136,88 @@ def exit_for_batch(batch: Batch) -> None:
         sys.exit(EXIT_FAILED)
 
 
+# what writing to a standard output that went away raises: its reader left (`| head -1`),
+# or the descriptor was closed (a job's callable closed fd 1)
+_GONE = frozenset({errno.EPIPE, errno.EBADF, errno.ECONNRESET})
+
+
+class GuardedOutput:
+    """Standard output that can go away without taking the command with it: the first write
+    that fails says so in one line on stderr, points the descriptor at /dev/null (so nothing
+    later, the interpreter's last flush included, fails on it) and drops the rest. A batch goes
+    on, and records every outcome, when its reader stops reading."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+        self.lost = False
+
+    def write(self, text: str) -> int:
+        if not self.lost:
+            try:
+                return int(self._stream.write(text))
+            except (OSError, ValueError) as exc:
+                self._lose(exc)
+        return len(text)
+
+    def flush(self) -> None:
+        if not self.lost:
+            try:
+                self._stream.flush()
+            except (OSError, ValueError) as exc:
+                self._lose(exc)
+
+    def _lose(self, exc: BaseException) -> None:
+        if isinstance(exc, OSError) and exc.errno not in _GONE:
+            raise exc
+        if isinstance(exc, ValueError) and not getattr(self._stream, "closed", False):
+            raise exc
+        self.lost = True
+        with _suppressed():
+            fd = self._stream.fileno()
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, fd)
+            os.close(devnull)
+        with _suppressed():
+            sys.stderr.write(
+                "catchup: standard output was closed; the rest of the output is dropped, "
+                "the command goes on\n"
+            )
+            sys.stderr.flush()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+@contextmanager
+def _suppressed() -> Iterator[None]:
+    try:
+        yield
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
+@contextmanager
+def guarded_stdout() -> Iterator[None]:
+    original = sys.stdout
+    if original is None or isinstance(original, GuardedOutput):
+        yield
+        return
+    sys.stdout = GuardedOutput(original)
+    try:
+        yield
+    finally:
+        if isinstance(sys.stdout, GuardedOutput):
+            sys.stdout = original
+
+
 class CatchupGroup(click.Group):
     """Turns every failure into one line on stderr and the documented exit code."""
 
     def main(self, *args: Any, **kwargs: Any) -> Any:
+        with guarded_stdout():
+            return self._main(*args, **kwargs)
+
+    def _main(self, *args: Any, **kwargs: Any) -> Any:
         # click shows a usage error as four lines (usage, hint, blank, error): one line here
         standalone = kwargs.pop("standalone_mode", True)
         try:

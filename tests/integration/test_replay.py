@@ -198,7 +198,9 @@ def test_replay_racing_tick_never_overlaps(project: Project, sql: Any) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+@pytest.mark.parametrize(
+    "stop", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP], ids=["SIGINT", "SIGTERM", "SIGHUP"]
+)
 def test_sigint_mid_replay_leaves_nothing_running(
     project: Project, sql: Any, stop: signal.Signals
 ) -> None:
