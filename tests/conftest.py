@@ -137,12 +137,25 @@ def schema(database: Database) -> Iterator[str]:
         yield name
 
 
+def reachable(path: Path) -> Path:
+    """``path`` (a test's own folder) and the folders above it opened for search (o+x): as
+    root, the embedded server's user must reach a home made in pytest's private tmp, and
+    catchup itself refuses to open a folder to everyone for that."""
+    import stat
+
+    for folder in [path, *path.parents]:
+        mode = folder.stat().st_mode
+        if not mode & stat.S_IXOTH:
+            folder.chmod(mode | stat.S_IXOTH)
+    return path
+
+
 @pytest.fixture
 def private_server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     """An embedded server of this test's own, to stop and restart at will."""
     from catchup import embedded
 
-    home = tmp_path / "home"
+    home = reachable(tmp_path) / "home"
     home.mkdir()
     monkeypatch.setenv("CATCHUP_HOME", str(home))
     server = embedded.ensure_running()

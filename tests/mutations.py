@@ -373,6 +373,20 @@ MUTATIONS = (
             ),
         ),
     ),
+    Mutation(
+        "data-folder-removed",
+        "a data folder catchup did not make (no marker, no server's data) is never removed",
+        "catchup/embedded.py",
+        "        raise ConfigError(\n"
+        '            f"CATCHUP_HOME: {data} holds files but no PostgreSQL data (no PG_VERSION): '
+        '{hint}"\n'
+        "        )\n",
+        "        shutil.rmtree(data)\n        return\n",
+        (
+            "tests/integration/test_hostile_second.py::"
+            "test_a_data_folder_catchup_did_not_make_is_never_removed",
+        ),
+    ),
 )
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import wait_for
+from conftest import reachable, wait_for
 
 PG15 = Path("/usr/lib/postgresql/15/bin")
 
@@ -22,6 +22,7 @@ def catchup(home: Path, *args: str, **env: str) -> subprocess.Popen[str]:
         if k == "CATCHUP_PG_BIN" or not k.startswith(("CATCHUP_", "PG"))
     }
     clean.pop("DATABASE_URL", None)
+    reachable(home.parent)
     return subprocess.Popen(
         [sys.executable, "-m", "catchup", *args],
         cwd=home,

@@ -17,7 +17,7 @@ import pytest
 
 from catchup import embedded, processes
 
-from conftest import Database, Project
+from conftest import Database, Project, reachable
 
 INTRUDER = "catchup_intruder"
 
@@ -113,6 +113,7 @@ def test_a_home_with_spaces_quotes_and_commands_is_a_plain_path(
     """CATCHUP_HOME with spaces, quotes, $(…) and backticks: the server starts in exactly that
     folder and nothing in it runs. A long one gets a private, unpredictable socket folder."""
     kind, root, home = case
+    reachable(root)  # mkdtemp makes it 0700: the server's user must reach the home below it
     env = {
         k: v
         for k, v in os.environ.items()
@@ -134,9 +135,7 @@ def test_a_home_with_spaces_quotes_and_commands_is_a_plain_path(
         )
         assert ran.returncode == 0, ran.stderr
         assert "attempt 1: succeeded" in ran.stdout
-        # the 0700 folder above had to open for the server's user: said once, where it started
-        assert "(started it; added search permission (o+x) for its user" in ran.stderr
-        assert str(root) in ran.stderr and root.stat().st_mode & 0o001
+        assert "(started it" in ran.stderr and "copied" not in ran.stderr
         (version,) = home.glob("pg*/PG_VERSION")
         data = version.parent
         pid_lines = (data / "postmaster.pid").read_text().splitlines()
@@ -164,5 +163,5 @@ def test_a_home_that_is_a_file_is_one_line(project: Project, tmp_path: Path) -> 
     result = project.cli("jobs", env={"CATCHUP_HOME": str(target)})
     assert result.exit_code == 2, result.output
     assert result.stderr.strip().splitlines() == [
-        f"catchup: CATCHUP_HOME: cannot use {target} for the embedded server: File exists"
+        f"catchup: CATCHUP_HOME: cannot use {target} for the embedded server: not a folder"
     ]

