@@ -35,7 +35,7 @@ def call_job(project: Project, monkeypatch: pytest.MonkeyPatch, body: str) -> st
 
 def run_row(sql: Any) -> tuple[Any, ...]:
     (row,) = sql("SELECT status, attempt, error FROM {schema}.runs")
-    return row
+    return tuple(row)
 
 
 UNRENDERABLE = [
