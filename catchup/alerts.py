@@ -169,13 +169,13 @@ def deliver(ledger: Ledger, alerts: Alerts) -> list[str]:
 
 def post(webhook: Webhook, payload: dict[str, Any]) -> str | None:
     """POST ``payload`` as JSON; None when the receiver took it, else why not (no URL)."""
-    request = urllib.request.Request(
-        webhook.url,
-        data=json.dumps(payload).encode(),
-        headers={"Content-Type": "application/json", "User-Agent": "catchup"},
-        method="POST",
-    )
     try:
+        request = urllib.request.Request(
+            webhook.url,
+            data=json.dumps(payload).encode(),
+            headers={"Content-Type": "application/json", "User-Agent": "catchup"},
+            method="POST",
+        )
         with urllib.request.urlopen(request, timeout=POST_TIMEOUT) as answer:
             answer.read()
     except urllib.error.HTTPError as exc:
@@ -185,4 +185,8 @@ def post(webhook: Webhook, payload: dict[str, Any]) -> str | None:
         return getattr(reason, "strerror", None) or type(reason).__name__
     except (TimeoutError, OSError) as exc:
         return exc.strerror or type(exc).__name__
+    except Exception as exc:
+        # anything else (http.client's InvalidURL quotes the path, token and all) is a failed
+        # post, retried after the backoff: its type only, never its text
+        return f"the post failed ({type(exc).__name__})"
     return None

@@ -35,6 +35,7 @@ from .values import (
     schema_problem,
     spread_offset,
     type_name,
+    url_problem,
 )
 
 CONFIG_NAME = "catchup.toml"
@@ -367,8 +368,11 @@ def _parse_alerts(raw: object, problem: Callable[[tuple[str, ...], str], None]) 
             if key not in WEBHOOK_KEYS:
                 problem((*where, key), f"{label}.{key}: unknown key{_suggest(key, WEBHOOK_KEYS)}")
         url = spec.get("url")
-        if not isinstance(url, str) or not re.match(r"^https?://[^\s/?#]+", url):
+        if not isinstance(url, str):
             problem((*where, "url"), f"{label}.url: expected an http:// or https:// URL")
+            continue
+        if (said := url_problem(url)) is not None:
+            problem((*where, "url"), f"{label}.url: {said}")
             continue
         fmt = spec.get("format", "json")
         if fmt not in ("json", "slack"):
@@ -376,6 +380,21 @@ def _parse_alerts(raw: object, problem: Callable[[tuple[str, ...], str], None]) 
             continue
         webhooks.append(Webhook(name, url, fmt))
     return Alerts(tuple(webhooks), limit)
+
+
+def dsn_key(value: object, key: str, bad: Callable[[str, str], None]) -> str | None:
+    """A DSN-valued key of a job (``evidence_dsn``, and any later one): the rules of the
+    ledger's own DSN, at load time, and never a word of the value in the message."""
+    from .db import dsn_problem
+
+    if not isinstance(value, str):
+        bad(key, f"expected a DSN, got {type_name(value)}")
+        return None
+    said = dsn_problem(value)
+    if said is not None:
+        bad(key, said)
+        return None
+    return value
 
 
 def _evidence_keys(
@@ -396,9 +415,8 @@ def _evidence_keys(
     if evidence_dsn is not None:
         if "evidence" not in spec:
             bad("evidence_dsn", "needs evidence (the query to run there)")
-        elif not isinstance(evidence_dsn, str) or not evidence_dsn.strip():
-            bad("evidence_dsn", f"expected a DSN, got {type_name(evidence_dsn)}")
-            evidence_dsn = None
+        else:
+            evidence_dsn = dsn_key(evidence_dsn, "evidence_dsn", bad)
     verify = spec.get("verify", False)
     if not isinstance(verify, bool):
         bad("verify", f"expected true or false, got {type_name(verify)}")

@@ -200,19 +200,28 @@ def redact(conninfo: str) -> str:
     return f"postgresql://{user + '@' if user else ''}{where}/{dbname}"
 
 
+# a password in what a driver echoes back: ``user:PASSWORD@`` in a URL, ``password=…`` pairs
+_URL_PASSWORD = re.compile(r"(://[^:/@\s]*:)[^@\s]*@")
+_PAIR_PASSWORD = re.compile(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'?|\S+)", re.IGNORECASE)
+
+
 def scrub(message: str, conninfo: str) -> str:
-    """Remove any password that might be echoed back in a driver error."""
+    """Remove any password that might be echoed back in a driver error: the conninfo's own,
+    even when it does not parse (then the whole conninfo, which libpq quotes), and anything
+    shaped like one."""
     secrets = [os.environ.get("PGPASSWORD") or ""]
     try:
         from psycopg.conninfo import conninfo_to_dict
 
         secrets.append(str(conninfo_to_dict(conninfo).get("password") or ""))
     except Exception:
-        pass
+        if conninfo.strip():
+            message = message.replace(conninfo, "<DSN>")
     for secret in secrets:
         if secret:
             message = message.replace(secret, "***")
-    return message
+    message = _URL_PASSWORD.sub(r"\1***@", message)
+    return _PAIR_PASSWORD.sub(r"\1***", message)
 
 
 def connect(
@@ -224,6 +233,9 @@ def connect(
     still waits at least 2 s for one connection): the heartbeat reconnects inside its lease."""
     import psycopg
 
+    if target.conninfo and (problem := dsn_problem(target.conninfo)) is not None:
+        # libpq's own message quotes a DSN that does not parse, password and all
+        raise ConfigError(f"{target.source}: {problem}")
     delay = 0.1
     patience = BUSY_RETRY_SECONDS if within is None else min(BUSY_RETRY_SECONDS, within)
     deadline = time.monotonic() + patience

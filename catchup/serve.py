@@ -6,12 +6,13 @@ slow or unreachable database makes the page say so and ``catchup_up`` 0, never a
     /          the status page (HTML, refreshes itself, no JavaScript)
     /metrics   Prometheus exposition: the classic text format, or OpenMetrics when asked
     /api/scan  the ``scan --json`` document
-    /healthz   the process answers
+    /healthz   the process answers and its watcher thread runs (503 otherwise)
     /readyz    the newest scan succeeded recently (503 otherwise)
 """
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import threading
 import time
@@ -121,8 +122,26 @@ class Watcher:
 
     def _loop(self) -> None:
         while not self.stop.is_set():
-            self.scan_once()
+            try:
+                self.scan_once()
+            except Exception as exc:
+                # the watcher outlives any surprise: said in one line (its type only: the text
+                # of an unexpected error may quote a secret), the page says the scan failed,
+                # and the next round tries again
+                said = f"the scan or its alerts failed unexpectedly ({type(exc).__name__})"
+                print(f"catchup serve: {said}; trying again", file=sys.stderr, flush=True)
+                with contextlib.suppress(Exception):
+                    self._reset()
+                failed = replace(self.view, error=said)
+                failed = replace(failed, page=self._page(failed))
+                with self._lock:
+                    self._view = failed
             self.stop.wait(self.refresh)
+
+    def alive(self) -> bool:
+        """The watcher thread still runs (``/healthz``): a dead one would serve its last scan
+        for ever, so a liveness probe must see it and restart the process."""
+        return self.thread.is_alive() or not self.thread.ident
 
     def ready(self) -> bool:
         view = self.view
@@ -156,7 +175,11 @@ def handler_for(watcher: Watcher) -> type[BaseHTTPRequestHandler]:
                 else:
                     self._send(HTTPStatus.OK, view.document, "application/json")
             elif path == "/healthz":
-                self._send(HTTPStatus.OK, b"ok\n", "text/plain; charset=utf-8")
+                if watcher.alive():
+                    self._send(HTTPStatus.OK, b"ok\n", "text/plain; charset=utf-8")
+                else:
+                    body = b"not alive: the scanning watcher stopped\n"
+                    self._send(HTTPStatus.SERVICE_UNAVAILABLE, body, "text/plain")
             elif path == "/readyz":
                 if watcher.ready():
                     self._send(HTTPStatus.OK, b"ready\n", "text/plain; charset=utf-8")

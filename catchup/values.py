@@ -42,6 +42,23 @@ def storable(text: str) -> str:
     return text
 
 
+def url_problem(url: str) -> str | None:
+    """Why ``url`` cannot be a webhook's address, in words that never repeat any of it (its
+    path may hold a token); None when it can be posted to."""
+    from urllib.parse import urlsplit
+
+    if any(not 0x21 <= ord(c) <= 0x7E for c in url):
+        return "it holds a space, a control or a non-ASCII character (percent-encode them)"
+    try:
+        parts = urlsplit(url)
+        _ = parts.port  # a port that is not a number raises here
+    except ValueError:
+        return "it does not parse as a URL (an IPv6 host's [ never closed, or a bad port?)"
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return "expected an http:// or https:// URL with a host"
+    return None
+
+
 def schema_problem(name: str) -> str | None:
     """Why ``name`` cannot hold a ledger; None when it can."""
     if not SCHEMA_NAME.match(name):

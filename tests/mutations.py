@@ -387,6 +387,17 @@ MUTATIONS = (
             "test_a_data_folder_catchup_did_not_make_is_never_removed",
         ),
     ),
+    Mutation(
+        "watcher-dies",
+        "serve's watcher survives an unexpected error, and /healthz fails when it is gone",
+        "catchup/serve.py",
+        "            except Exception as exc:\n                # the watcher outlives any surprise",
+        "            except ZeroDivisionError as exc:\n                # the watcher outlives",
+        (
+            "tests/integration/test_hostile_second.py::"
+            "test_the_watcher_survives_any_error_and_healthz_follows_it",
+        ),
+    ),
 )
 
 

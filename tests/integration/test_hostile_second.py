@@ -382,3 +382,159 @@ def test_binaries_the_servers_user_cannot_reach_are_copied_not_opened(
         assert again.returncode == 0 and "copied" not in again.stderr, again.stderr
     finally:
         home.run("server", "stop", CATCHUP_PG_BIN=str(install / "bin"))
+
+
+# --- secrets ---------------------------------------------------------------------------------
+
+EVIDENCE_DSNS = [
+    "postgresql://u:EVSECRET3@[::1/db",
+    "postgresql://u:EVSECRET3 x@127.0.0.1/db",
+    "host=127.0.0.1 password='EVSECRET3",
+    "mysql://u:EVSECRET3@127.0.0.1/db",
+]
+
+
+@pytest.mark.parametrize("dsn", EVIDENCE_DSNS)
+@pytest.mark.parametrize("command", [["scan"], ["scan", "--json"], ["doctor"], ["jobs"]])
+def test_an_evidence_dsn_that_does_not_parse_is_refused_at_load_time(
+    project: Project, sql: Any, dsn: str, command: list[str]
+) -> None:
+    """It was read only when the query ran, and the driver's message quoted it, password and
+    all, into scan's tables, JSON and Markdown, doctor, and serve's page: now the config is
+    refused, with its line, before anything connects."""
+    import json
+
+    project.write(
+        '[jobs.billing]\nschedule = "daily"\nstart = "2026-10-01"\ncommand = ["true"]\n'
+        'evidence = "SELECT day FROM exports"\n'
+        f"evidence_dsn = {json.dumps(dsn)}\n"
+    )
+    result = project.cli(*command)
+    assert "EVSECRET3" not in result.output
+    if command == ["doctor"]:  # every finding, the config's first
+        assert result.exit_code == 1, result.output
+        assert "✗ config: " in result.stdout and "catchup.toml:9: jobs.billing.evidence_dsn: " in (
+            result.stdout
+        )
+        return
+    assert result.exit_code == 2, result.output
+    (line,) = result.stderr.strip().splitlines()
+    assert "catchup.toml:9: jobs.billing.evidence_dsn: " in line, line
+    assert sql("SELECT count(*) FROM pg_namespace WHERE nspname = %s", [project.schema]) == [(0,)]
+
+
+BAD_URLS = [
+    "https://hooks.example/hooks/TOKEN SECRET-333",
+    "https://hooks.example/hooks/TOKEN\tSECRET-333",
+    "https://hooks.example/hooks/TÖKEN-SECRET-333",
+    "http://[::1/hooks/SECRET-333",
+    "https://hooks.example:SECRET-333/x",
+    "https:///SECRET-333",
+]
+
+
+@pytest.mark.parametrize("url", BAD_URLS)
+def test_a_webhook_url_is_checked_whole_at_load_time(project: Project, sql: Any, url: str) -> None:
+    """A URL with a space, a control or non-ASCII character, or a broken IPv6 host crashed
+    scan --notify with a traceback that printed the path and its token, and stayed in the
+    outbox to crash every later run: refused at load time, exit 2, file:line, no token."""
+    import json
+
+    project.write(
+        '[jobs.billing]\nschedule = "daily"\nstart = "2026-10-01"\ncommand = ["true"]\n\n'
+        f"[alerts.webhooks.ops]\nurl = {json.dumps(url)}\n"
+    )
+    result = project.cli("scan", "--notify")
+    assert result.exit_code == 2, result.output
+    assert "SECRET-333" not in result.output and "Traceback" not in result.output
+    (line,) = result.stderr.strip().splitlines()
+    assert "catchup.toml:10: alerts.webhooks.ops.url: " in line, line
+    assert sql("SELECT count(*) FROM pg_namespace WHERE nspname = %s", [project.schema]) == [(0,)]
+
+
+def test_a_post_that_fails_in_any_way_is_a_failed_post(project: Project) -> None:
+    """Whatever a post raises (here http.client's InvalidURL, which quotes the path) is a
+    failed post, retried later, never a crash and never the URL's text."""
+    from catchup.alerts import post
+    from catchup.job import Webhook
+
+    said = post(Webhook("ops", "http://127.0.0.1:1/hooks/TOKEN\x01SECRET-333", "json"), {})
+    assert said is not None and "SECRET-333" not in said
+
+
+# the second watcher below dies on purpose
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
+def test_the_watcher_survives_any_error_and_healthz_follows_it(
+    project: Project, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """serve's watcher thread died on an unexpected exception (its traceback, token and all,
+    on stderr), and the page showed its first scan for ever while /healthz stayed 200. Now
+    it says so in one line without the text, the page and /readyz say the scan failed, and the
+    next round recovers; a watcher that is really gone makes /healthz 503."""
+    import threading
+    import urllib.error
+    import urllib.request
+
+    from catchup import Catchup
+    from catchup.serve import Watcher, serve
+
+    project.write('[jobs.billing]\nschedule = "daily"\nstart = "2026-10-01"\ncommand = ["true"]\n')
+    app = Catchup(str(project.config))
+    rounds: list[str] = []
+    plan = iter(["raise", "raise", "scan"])
+
+    def scan() -> Any:
+        step = next(plan, "scan")
+        rounds.append(step)
+        if step == "raise":
+            raise ValueError("URL can't contain control characters: '/hooks/TOKEN SECRET-333'")
+        return app.scan()
+
+    def status(url: str) -> int:
+        try:
+            with urllib.request.urlopen(url, timeout=10) as answer:
+                return int(answer.status)
+        except urllib.error.HTTPError as exc:
+            return exc.code
+
+    watcher = Watcher(
+        scan, lambda: None, scrub=str, refresh=0.2, database="test", schema=project.schema
+    )
+    stop = threading.Event()
+    where: list[str] = []
+    thread = threading.Thread(target=serve, args=(watcher, "127.0.0.1", 0, stop, where.append))
+    thread.start()
+    try:
+        wait_for(lambda: where, what="serve to listen")
+        base = where[0]
+        wait_for(lambda: "raise" in rounds, what="a failing round")
+        assert status(base + "healthz") == 200
+        wait_for(lambda: len(rounds) >= 3, what="the round after the failures")
+        wait_for(lambda: status(base + "readyz") == 200, what="ready again")
+        assert watcher.thread.is_alive()
+        err = capfd.readouterr().err
+        assert "scan or its alerts failed unexpectedly (ValueError)" in err
+        assert "SECRET-333" not in err and "Traceback" not in err
+    finally:
+        stop.set()
+        thread.join(timeout=30)
+        app.close()
+    # a watcher thread that is gone for good fails the liveness probe
+    dead = Watcher(
+        lambda: (_ for _ in ()).throw(SystemExit()),
+        lambda: None,
+        scrub=str,
+        refresh=0.2,
+        database="test",
+        schema=project.schema,
+    )
+    stop = threading.Event()
+    where.clear()
+    thread = threading.Thread(target=serve, args=(dead, "127.0.0.1", 0, stop, where.append))
+    thread.start()
+    try:
+        wait_for(lambda: where and not dead.thread.is_alive(), what="the watcher to die")
+        assert status(where[0] + "healthz") == 503
+    finally:
+        stop.set()
+        thread.join(timeout=30)
