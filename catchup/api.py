@@ -32,7 +32,7 @@ from .results import (
     Resumed,
 )
 from .scan import Moment
-from .values import parse_instant
+from .values import blank, parse_instant
 
 MAX_REASON = 1000
 MAX_WORKERS = 64
@@ -42,7 +42,7 @@ HISTORY_LIMIT = 50
 def reason_problem(reason: str) -> str | None:
     """What is wrong with a reason, if anything: it is kept in the audit trail, so it must say
     something, and not too much."""
-    if not reason.strip():
+    if blank(reason):
         return "must say why (it is kept in the history)"
     if len(reason) > MAX_REASON:
         return f"at most {MAX_REASON:,} characters"

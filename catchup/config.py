@@ -25,10 +25,10 @@ from .schedule import (
 )
 from .tomllines import KeyLines, toml_error
 from .values import (
-    JOB_NAME,
     MAX_INTS,
     SPREAD_DEFAULT,
     check_placeholders,
+    name_problem,
     parse_duration,
     parse_instant,
     parse_written,
@@ -105,6 +105,10 @@ def parse_config(raw: bytes, path: Path, *, schema: str | None = None) -> Config
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(toml_error(name, str(exc), len(text.splitlines()) or 1)) from None
+    except RecursionError:  # the parser recurses once per level of arrays or inline tables
+        raise ConfigError(
+            f"{name}: arrays or tables nested too deeply (a config needs a few levels)"
+        ) from None
     lines = KeyLines(text)
     problems: list[str] = []
 
@@ -156,13 +160,8 @@ def parse_config(raw: bytes, path: Path, *, schema: str | None = None) -> Config
         table = {}
     for job_name, spec in table.items():
         where = ("jobs", job_name)
-        if not JOB_NAME.match(job_name):
-            shown = job_name if len(job_name) <= 40 else job_name[:40] + "…"
-            problem(
-                where,
-                f"job name {shown!r}: use up to 64 letters, digits, '_', '.' or '-', "
-                "starting with a letter or digit",
-            )
+        if (said := name_problem(job_name)) is not None:
+            problem(where, said)
             continue
         if not isinstance(spec, dict):
             problem(where, f"jobs.{job_name}: expected a table like [jobs.{job_name}]")
@@ -243,6 +242,11 @@ def _parse_job(name: str, spec: dict[str, Any], problem: Any) -> Job | None:
         raw = spec["command"]
         if not isinstance(raw, list) or not raw or not all(isinstance(a, str) for a in raw):
             bad("command", "expected a non-empty list of strings (argv; no shell)")
+        elif (at := next((n for n, a in enumerate(raw) if "\x00" in a), None)) is not None:
+            # no program can be given one: every run would fail, using up its attempts
+            bad("command", f"argument {at + 1} holds a NUL character, which no argv can carry")
+        elif not raw[0].strip():
+            bad("command", "the program (the first argument) is empty")
         else:
             for arg in raw:
                 error = check_placeholders(arg)
@@ -252,7 +256,7 @@ def _parse_job(name: str, spec: dict[str, Any], problem: Any) -> Job | None:
             command = tuple(raw)
     else:
         raw = spec["call"]
-        if not isinstance(raw, str) or not re.match(r"^[\w.]+:[\w.]+$", raw):
+        if not isinstance(raw, str) or not re.fullmatch(r"[\w.]+:[\w.]+", raw):
             bad("call", f'expected "module:function", got {raw!r}')
         else:
             call = raw
@@ -358,8 +362,8 @@ def _parse_alerts(raw: object, problem: Callable[[tuple[str, ...], str], None]) 
     for name, spec in hooks.items():
         where = ("alerts", "webhooks", name)
         label = f"alerts.webhooks.{name}"
-        if not JOB_NAME.match(name):
-            problem(where, f"{label[:60]}: a name is letters, digits, '_', '.' or '-'")
+        if name_problem(name) is not None:
+            problem(where, f"{label[:60]!r}: a name is letters, digits, '_', '.' or '-'")
             continue
         if not isinstance(spec, dict):
             problem(where, f"{label}: expected a table with url (and format)")
@@ -452,8 +456,8 @@ def make_job(
     if call is not None:
         spec["call"] = call if isinstance(call, str) else "in.code:callable"
     problems: list[str] = []
-    if not JOB_NAME.match(name):
-        problems.append(f"job name {name!r}: use up to 64 letters, digits, '_', '.' or '-'")
+    if (said := name_problem(name)) is not None:
+        problems.append(said)
     job = _parse_job(name, spec, lambda key, message: problems.append(message))
     if problems or job is None:
         raise ConfigError(problems or [f"jobs.{name}: invalid"])

@@ -12,18 +12,18 @@ from .errors import ConfigError
 
 # A CronJob's name is a DNS-1123 subdomain, at most 52 characters (its Jobs add 11); a systemd
 # unit's name is letters, digits and ":_.-" (no "/", so the files stay in the output folder).
-_KUBERNETES_NAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,50}[a-z0-9])?$")
-_SYSTEMD_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9:_.-]{0,99}$")
+_KUBERNETES_NAME = re.compile(r"[a-z0-9]([a-z0-9-]{0,50}[a-z0-9])?")
+_SYSTEMD_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9:_.-]{0,99}")
 
 
 def check_name(kind: str, name: str) -> None:
     """A usage error unless ``name`` is valid for ``kind`` (kubernetes or systemd)."""
-    if kind == "kubernetes" and not _KUBERNETES_NAME.match(name):
+    if kind == "kubernetes" and not _KUBERNETES_NAME.fullmatch(name):
         raise ConfigError(
             f"--name {name[:60]!r}: a Kubernetes name is lower-case letters, digits and '-', "
             "starting and ending with a letter or digit, at most 52 characters"
         )
-    if kind == "systemd" and not _SYSTEMD_NAME.match(name):
+    if kind == "systemd" and not _SYSTEMD_NAME.fullmatch(name):
         raise ConfigError(
             f"--name {name[:60]!r}: a systemd unit name is letters, digits and ':_.-', "
             "starting with a letter, digit or '_', at most 100 characters"
@@ -65,7 +65,7 @@ def kubernetes(
     serve: bool = False,
 ) -> Recipe:
     check_name("kubernetes", name)
-    if namespace is not None and not re.match(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$", namespace):
+    if namespace is not None and not re.fullmatch(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?", namespace):
         raise ConfigError(f"--namespace {namespace[:70]!r}: not a Kubernetes namespace name")
     offset = min(3, every - 1) if every > 1 else 0
     meta = f"  name: {json.dumps(name)}\n"
@@ -205,10 +205,35 @@ spec:
 """
 
 
+# A user name as useradd takes it (or a numeric uid): nothing else can reach the unit's User=.
+_UNIX_USER = re.compile(r"[a-z_][a-z0-9_-]{0,31}|[0-9]{1,10}")
+
+
+def _unit_value(option: str, value: str) -> str:
+    """A value for a unit file: refused if it holds a control character (a newline would start
+    a line of the unit's own, ``ExecStartPre=`` or ``Environment=LD_PRELOAD=``); systemd's
+    ``%`` specifiers written as ``%%`` so they stay text."""
+    bad = next((c for c in value if ord(c) < 0x20 or ord(c) == 0x7F), None)
+    if bad is not None:
+        raise ConfigError(f"{option}: holds a control character ({bad!a}); a unit file has none")
+    return value.replace("%", "%%")
+
+
 def systemd(
     *, name: str, executable: str, every: int, user: str, workdir: str, serve: bool = False
 ) -> Recipe:
     check_name("systemd", name)
+    if not _UNIX_USER.fullmatch(user):
+        raise ConfigError(
+            f"--user {user[:40]!a}: a user name is lower-case letters, digits, '_' and '-' "
+            "(at most 32), or a numeric uid"
+        )
+    if not workdir.startswith("/"):
+        raise ConfigError(f"--workdir {workdir[:60]!a}: must be an absolute path")
+    workdir = _unit_value("--workdir", workdir)
+    if not executable.startswith("/"):
+        raise ConfigError(f"--exec {executable[:60]!a}: must be an absolute path")
+    _unit_value("--exec", executable)
     offset = min(3, every - 1) if every > 1 else 0
     service = f"""\
 [Unit]
@@ -266,7 +291,11 @@ WantedBy=multi-user.target
     return Recipe(files)
 
 
-def _quote(word: str) -> str:
-    if word and all(c.isalnum() or c in "/._-" for c in word):
-        return word
-    return json.dumps(word)
+def _quote(program: str) -> str:
+    """The program of an ``ExecStart=`` line: plain when it is, else double-quoted with ``\\``
+    and ``"`` escaped and ``%`` doubled, so systemd expands no specifier in it (it expands no
+    ``$VARIABLE`` in the program; control characters are refused before)."""
+    if program and all(c.isascii() and (c.isalnum() or c in "/._-") for c in program):
+        return program
+    escaped = program.replace("\\", "\\\\").replace('"', '\\"')
+    return '"' + escaped.replace("%", "%%") + '"'

@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import re
 import string
+import unicodedata
 from datetime import UTC, date, datetime, time, timedelta
 
 from .schedule import (
@@ -17,8 +18,9 @@ from .schedule import (
     zone,
 )
 
-JOB_NAME = re.compile(r"^[^\W][\w.-]{0,63}$")
-SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+# matched whole (fullmatch: `$` would let a trailing newline through)
+JOB_NAME = re.compile(r"[^\W][\w.-]{0,63}")
+SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 PLACEHOLDERS = frozenset({"job", "period", "period_start", "period_end", "attempt"})
 _DURATION = re.compile(r"(\d{1,12})\s*(ms|s|m|h|d|w)")
 # Bounds, so that nothing parsed can carry a computed time out of PostgreSQL's (or Python's)
@@ -28,6 +30,55 @@ MAX_INTS = {"max_attempts": 1000, "max_per_tick": 100_000}
 _UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 # PostgreSQL's own schemas: a ledger there would mix with the catalog or with everyone's tables
 SYSTEM_SCHEMAS = frozenset({"public", "information_schema"})
+
+
+# Letters that show as nothing: Hangul and halfwidth fillers, the Braille blank; with the
+# format characters (zero-width space and joiners, bidi marks) they make a name look like
+# another, or a reason look written.
+_INVISIBLE = frozenset("\u115f\u1160\u3164\uffa0\u2800\u180e")
+
+
+def invisible(c: str) -> bool:
+    return c in _INVISIBLE or unicodedata.category(c) in ("Cf", "Cc", "Zs", "Zl", "Zp")
+
+
+def blank(text: str) -> bool:
+    """Nothing visible in ``text``: empty, spaces, or only zero-width and filler characters."""
+    return all(invisible(c) or c.isspace() for c in text)
+
+
+def name_problem(name: str, what: str = "job name") -> str | None:
+    """Why ``name`` cannot name a job (or a webhook); None when it can. Letters of any
+    language are welcome, but not a name that could pass for another: one with invisible
+    characters, one not in Unicode's composed form (NFC), or one that mixes scripts (a
+    Cyrillic i among Latin letters)."""
+    shown = name if len(name) <= 40 else name[:40] + "…"
+    if not JOB_NAME.fullmatch(name):
+        return (
+            f"{what} {shown!r}: use up to 64 letters, digits, '_', '.' or '-', "
+            "starting with a letter or digit"
+        )
+    if any(invisible(c) for c in name):
+        return f"{what} {shown!a}: it holds an invisible character"
+    if unicodedata.normalize("NFC", name) != name:
+        return f"{what} {shown!a}: write it in composed form (NFC), as keyboards do"
+    scripts = sorted({_script(c) for c in name if c.isalpha()} & _LOOKALIKE_SCRIPTS)
+    if len(scripts) > 1:
+        return (
+            f"{what} {shown!a}: it mixes {' and '.join(s.title() for s in scripts)} "
+            "letters, so it could pass for another name"
+        )
+    return None
+
+
+# scripts whose letters look alike (a Latin a, a Cyrillic a, a Greek alpha): one a name
+_LOOKALIKE_SCRIPTS = frozenset({"LATIN", "CYRILLIC", "GREEK", "ARMENIAN", "CHEROKEE", "COPTIC"})
+
+
+def _script(c: str) -> str:
+    """The script a letter belongs to, as the first word of its Unicode name (LATIN, CYRILLIC,
+    GREEK, CJK, …); empty for a letter without a name."""
+    return unicodedata.name(c, "").split(" ")[0]
 
 
 def storable(text: str) -> str:
@@ -61,7 +112,7 @@ def url_problem(url: str) -> str | None:
 
 def schema_problem(name: str) -> str | None:
     """Why ``name`` cannot hold a ledger; None when it can."""
-    if not SCHEMA_NAME.match(name):
+    if not SCHEMA_NAME.fullmatch(name):
         return f"{name[:70]!r} is not a plain lower-case identifier"
     if name in SYSTEM_SCHEMAS or name.startswith("pg_"):
         return f"{name!r} is one of PostgreSQL's own schemas; choose one for catchup, like catchup"

@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from ..errors import EXIT_FAILED
+from ..errors import EXIT_FAILED, ConfigError
 from .base import State, console, pass_state
 from .options import DOCTOR_EXIT_CODES, EXIT_CODES, Listen, Seconds, every_option
 
@@ -199,10 +199,15 @@ def deploy_systemd(
     if output_dir is None:
         click.echo(recipe.text(), nl=False)
         return
+    from .. import files
+
     folder = Path(output_dir)
-    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"--output-dir {folder}: {exc.strerror or type(exc).__name__}") from None
     for filename, body in recipe.files.items():
-        (folder / filename).write_text(body)
+        files.replace_file(folder / filename, body, "--output-dir")
         click.echo(f"wrote {folder / filename}")
 
 

@@ -210,6 +210,12 @@ def guarded_stdout() -> Iterator[None]:
             sys.stdout = original
 
 
+def _safe(text: str) -> str:
+    from ..render.text import safe
+
+    return safe(text)
+
+
 class CatchupGroup(click.Group):
     """Turns every failure into one line on stderr and the documented exit code."""
 
@@ -230,12 +236,13 @@ class CatchupGroup(click.Group):
                 exc.show()
                 sys.exit(exc.exit_code)
             command = exc.ctx.command_path if exc.ctx is not None else "catchup"
-            click.echo(f"catchup: {exc.format_message()} (see {command} --help)", err=True)
+            said = _safe(exc.format_message())
+            click.echo(f"catchup: {said} (see {_safe(command)} --help)", err=True)
             sys.exit(exc.exit_code)
         except click.ClickException as exc:
             if not standalone:
                 raise
-            exc.show()
+            click.echo(f"Error: {_safe(exc.format_message())}", err=True)
             sys.exit(exc.exit_code)
         except click.exceptions.Abort:
             if not standalone:
@@ -250,8 +257,9 @@ class CatchupGroup(click.Group):
         try:
             return super().invoke(ctx)
         except CatchupError as exc:
+            # a message may quote what a user typed or a file holds: shown escaped, never raw
             for line in str(exc).splitlines() or [type(exc).__name__]:
-                click.echo(f"catchup: {line}", err=True)
+                click.echo(f"catchup: {_safe(line)}", err=True)
             ctx.exit(exc.exit_code)
         except KeyboardInterrupt:
             click.echo("catchup: interrupted", err=True)
@@ -259,6 +267,6 @@ class CatchupGroup(click.Group):
         except Exception as exc:
             psycopg = sys.modules.get("psycopg")
             if psycopg is not None and isinstance(exc, psycopg.Error):
-                click.echo(f"catchup: database error: {first_line(exc)}", err=True)
+                click.echo(f"catchup: database error: {_safe(first_line(exc))}", err=True)
                 ctx.exit(EXIT_DATABASE)
             raise

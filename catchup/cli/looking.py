@@ -76,6 +76,7 @@ def scan(
 
     Example: catchup scan --since 2026-10-01 --format markdown >> "$GITHUB_STEP_SUMMARY"
     """
+    from .. import files
     from ..render import documents, json, tables
     from ..render import scan as scan_report
 
@@ -83,6 +84,8 @@ def scan(
         raise ConfigError(f"--output {output}: the name must end in .svg, .html or .txt")
     if output is not None and not os.access(Path(output).parent, os.W_OK):
         raise ConfigError(f"--output {output}: no folder {Path(output).parent} to write into")
+    if output is not None and (problem := files.link_problem(Path(output))) is not None:
+        raise ConfigError(f"--output {output}: {problem}")
     fmt = "json" if as_json else fmt
     shown = None if show_all else limit_shown
     grids = output is not None or (calendar and fmt == "table")
@@ -109,7 +112,9 @@ def scan(
         if calendar:
             scan_report.calendars(out, result.calendars)
     if output is not None:
-        scan_report.save(output, result, limit=shown)
+        files.replace_file(
+            Path(output), scan_report.export(output, result, limit=shown), "--output"
+        )
     if any(job.evidence_error for job in result.jobs):
         sys.exit(EXIT_DATABASE)  # reported above, each in its job's row: the rest in full
     if result.has_gaps:

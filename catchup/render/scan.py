@@ -13,7 +13,6 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from ..errors import ConfigError
 from ..models import Calendar, Island, JobScan, ScanReport
 from ..vocabulary import PeriodState
 from .limits import GAP_LIMIT
@@ -194,21 +193,17 @@ def recorder(sink: TextIO) -> Console:
     )
 
 
-def save(path: str, report: ScanReport, *, limit: int | None = GAP_LIMIT) -> None:
-    """The table report with calendars, recorded by Rich and saved as SVG, HTML or text, to
-    attach to a ticket or keep as a CI artefact."""
+def export(path: str, report: ScanReport, *, limit: int | None = GAP_LIMIT) -> str:
+    """The table report with calendars, recorded by Rich and exported as SVG, HTML or text
+    (by the name's ending), to attach to a ticket or keep as a CI artefact."""
     with open(os.devnull, "w") as sink:
         out = recorder(sink)
         scan_tables(out, report, limit=limit)
         if report.health is not None:
             scheduler(out, report.health)
         calendars(out, report.calendars)
-    try:
-        if path.endswith(".svg"):
-            out.save_svg(path, title="catchup scan")
-        elif path.endswith(".html"):
-            out.save_html(path)
-        else:
-            out.save_text(path)
-    except OSError as exc:
-        raise ConfigError(f"--output {path}: {exc.strerror}") from None
+    if path.endswith(".svg"):
+        return out.export_svg(title="catchup scan")
+    if path.endswith(".html"):
+        return out.export_html()
+    return out.export_text()

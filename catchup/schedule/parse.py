@@ -44,7 +44,7 @@ def parse_schedule(text: str, timezone: str = "UTC") -> Schedule:
         return WallStep(text, timezone, days=days, origin=origin)
     if words == "monthly":
         return WallStep(text, timezone, months=1)
-    match = _EVERY.match(words)
+    match = _EVERY.fullmatch(words)
     if match:
         count = int(match.group(1) or 1)
         unit = match.group(2).rstrip("s")

@@ -12,7 +12,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 _EPOCH = datetime(1970, 1, 1)
 _EPOCH_MONDAY = datetime(1970, 1, 5)  # a Monday, for weekly alignment
 _EVERY = re.compile(
-    r"^every\s+(?:(\d+)\s+)?(minute|minutes|hour|hours|day|days|week|weeks)$", re.IGNORECASE
+    r"every\s+(?:(\d+)\s+)?(minute|minutes|hour|hours|day|days|week|weeks)", re.IGNORECASE
 )
 _UNIT_SECONDS = {"minute": 60, "hour": 3600, "day": 86400, "week": 7 * 86400}
 # Every kind of schedule has periods of one minute at least and ten years at most.
@@ -40,17 +40,28 @@ class Period:
 # -- time zones ------------------------------------------------------------------------------
 
 
+_UNKNOWN_TO_POSTGRESQL = frozenset({"localtime", "posixrules"})
+
+
+@lru_cache(maxsize=1)
+def _known() -> frozenset[str]:
+    return frozenset(available_timezones())
+
+
 @lru_cache(maxsize=64)
 def zone(name: str) -> ZoneInfo:
     """The IANA time zone ``name``; a :class:`ScheduleError` naming it when unknown."""
+    # only the IANA names both Python and PostgreSQL know: ZoneInfo also opens files of the
+    # system's zoneinfo folder (posixrules, localtime, right/…, posix/…) that PostgreSQL's
+    # time zone list lacks, and every statement with such a zone would fail
     try:
-        if name and not name.startswith(("/", ".")) and ".." not in name:
+        if name in _known() and name not in _UNKNOWN_TO_POSTGRESQL:
             return ZoneInfo(name)
     except (ZoneInfoNotFoundError, ValueError):
         pass
     import difflib
 
-    hint = difflib.get_close_matches(name, sorted(available_timezones()), n=1)
+    hint = difflib.get_close_matches(name, sorted(_known() - _UNKNOWN_TO_POSTGRESQL), n=1)
     also = f" (did you mean {hint[0]!r}?)" if hint else ""
     raise ScheduleError(f"unknown time zone {name!r}{also}; use an IANA name like Europe/Berlin")
 

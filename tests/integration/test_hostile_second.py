@@ -538,3 +538,190 @@ def test_the_watcher_survives_any_error_and_healthz_follows_it(
     finally:
         stop.set()
         thread.join(timeout=30)
+
+
+# --- names, unit files, paths ----------------------------------------------------------------
+
+
+def deploy(*args: str) -> Any:
+    from click.testing import CliRunner
+
+    from catchup.cli import cli
+
+    return CliRunner().invoke(cli, ["deploy", *args], catch_exceptions=False)
+
+
+def one_line(result: Any, code: int = 2) -> str:
+    assert result.exit_code == code, result.output
+    assert "Traceback" not in result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, lines
+    return str(lines[0])
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--workdir", "/srv/app\nExecStartPre=/bin/touch /tmp/pwned"],
+        ["--user", "catchup\nEnvironment=LD_PRELOAD=/tmp/evil.so"],
+        ["--user", "root user"],
+        ["--exec", "/usr/bin/catchup\nExecStartPre=/bin/true"],
+        ["--name", "catchup\n"],
+        ["--workdir", "relative/dir"],
+    ],
+)
+def test_no_value_starts_a_line_of_its_own_in_a_unit(tmp_path: Path, args: list[str]) -> None:
+    """A newline in --workdir or --user wrote ExecStartPre= and Environment=LD_PRELOAD= into
+    the unit (and systemd-analyze accepted it): refused, one line, nothing written."""
+    out = tmp_path / "units"
+    one_line(deploy("systemd", *args, "--output-dir", str(out)))
+    assert not out.exists()
+
+
+@pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="needs systemd-analyze")
+def test_dollar_and_percent_in_a_path_stay_text_for_systemd(tmp_path: Path) -> None:
+    """systemd expands $VAR and % specifiers even inside quotes: an --exec and a --workdir
+    holding them are written so that systemd reads the very path given (verify checks that
+    the program exists there)."""
+    folder = tmp_path / "my $HOME %n dir"
+    folder.mkdir()
+    executable = folder / "catchup"
+    executable.symlink_to(Path(sys.executable).with_name("catchup"))
+    out = tmp_path / "units"
+    result = deploy(
+        "systemd", "--exec", str(executable), "--workdir", str(folder), "--output-dir", str(out)
+    )
+    assert result.exit_code == 0, result.output
+    service = (out / "catchup.service").read_text()
+    assert '/my $HOME %%n dir/catchup" -q tick' in service
+    assert f"WorkingDirectory={tmp_path}/my $HOME %%n dir\n" in service
+    check = subprocess.run(
+        ["systemd-analyze", "verify", str(out / "catchup.service"), str(out / "catchup.timer")],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert check.returncode == 0, check.stderr
+    assert "not executable" not in check.stderr and "pwned" not in check.stderr
+
+
+@pytest.mark.parametrize("where", ["/proc/nope", "/dev/full/x", "/sys/kernel"])
+def test_an_output_dir_that_cannot_be_written_is_one_line(where: str) -> None:
+    line = one_line(deploy("systemd", "--output-dir", where))
+    assert f"--output-dir {where}" in line
+
+
+NAMES = [
+    ("billing\\n", "use up to 64 letters"),
+    ("b\\u0456lling", "mixes Cyrillic and Latin letters"),
+    ("billing\\u3164", "invisible character"),
+    ("bill\\u200bing", "use up to 64 letters"),
+]
+
+
+@pytest.mark.parametrize(("name", "said"), NAMES)
+def test_a_name_that_could_pass_for_another_is_refused(
+    project: Project, sql: Any, name: str, said: str
+) -> None:
+    """`$` let a trailing newline through (a job "billing\\n" beside billing, splitting table
+    rows); invisible and lookalike letters made a second "billing". Refused, nothing stored."""
+    project.write(
+        '[jobs.billing]\nschedule = "daily"\nstart = "2026-10-01"\ncommand = ["true"]\n'
+        f'[jobs."{name}"]\nschedule = "daily"\nstart = "2026-10-01"\ncommand = ["true"]\n'
+    )
+    line = one_line(project.cli("jobs"))
+    assert said in line and "catchup.toml:" in line
+    assert "\n" not in line and "\u3164" not in line
+    assert sql("SELECT count(*) FROM pg_namespace WHERE nspname = %s", [project.schema]) == [(0,)]
+
+
+def test_a_schema_name_with_a_trailing_newline_is_refused(project: Project) -> None:
+    project.config.write_text(
+        '[database]\nschema = "ledger\\n"\n\n[jobs.billing]\nschedule = "daily"\n'
+        'start = "2026-10-01"\ncommand = ["true"]\n'
+    )
+    assert "is not a plain lower-case identifier" in one_line(project.cli("jobs"))
+
+
+@pytest.mark.parametrize("reason", ["\u200b\u200b", "\u200d\ufeff \u3164", "\u2060"])
+def test_a_reason_made_only_of_invisible_characters_is_blank(
+    project: Project, sql: Any, reason: str
+) -> None:
+    project.write('[jobs.billing]\nschedule = "daily"\nstart = "2026-10-01"\ncommand = ["true"]\n')
+    assert project.cli("migrate").exit_code == 0
+    line = one_line(project.cli("mark", "billing", "2026-10-02", "--skip", "--reason", reason))
+    assert "must say why" in line
+    assert sql("SELECT count(*) FROM {schema}.runs") == [(0,)]
+
+
+def test_scan_output_never_writes_through_a_link(project: Project, tmp_path: Path) -> None:
+    """--output on a symbolic link (as root, to a copy of /etc/passwd) overwrote the target:
+    refused before the scan; and a report is written whole, by rename."""
+    project.write('[jobs.billing]\nschedule = "daily"\nstart = "2026-10-01"\ncommand = ["true"]\n')
+    victim = tmp_path / "passwd"
+    victim.write_text("root:x:0:0:root:/root:/bin/bash\n")
+    link = tmp_path / "report.svg"
+    link.symlink_to(victim)
+    line = one_line(project.cli("scan", "--output", str(link)))
+    assert "is a symbolic link" in line
+    assert victim.read_text() == "root:x:0:0:root:/root:/bin/bash\n" and link.is_symlink()
+    real = tmp_path / "real.txt"
+    done = project.cli("scan", "--output", str(real))
+    assert done.exit_code == 1, done.output  # gaps: every period is missing
+    assert "catchup scan" in real.read_text()
+    assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")] == []
+
+
+ESC = "\x1b]0;pwned\x07"
+
+
+def test_control_characters_in_messages_reach_the_terminal_escaped(
+    project: Project, tmp_path: Path
+) -> None:
+    """Unknown-key messages, --config path errors and `cannot connect to …` for a --dsn
+    printed raw escape sequences: every message line is escaped."""
+    project.write(
+        '[jobs.billing]\nschedule = "daily"\nstart = "2026-10-01"\ncommand = ["true"]\n'
+        '"\\u001b]0;pwned\\u0007" = 1\n'
+    )
+    cases = [
+        project.cli("jobs"),
+        project.cli("--config", str(tmp_path / f"no{ESC}.toml"), "jobs"),
+        project.cli("--dsn", f"host=/nonexistent{ESC} port=1 connect_timeout=1", "jobs"),
+    ]
+    for result in cases:
+        assert result.exit_code in (2, 3), result.output
+        assert "\x1b" not in result.output and "\x07" not in result.output
+        assert "\\x1b]0;pwned\\x07" in result.stderr
+
+
+@pytest.mark.parametrize("name", ["posixrules", "localtime", "right/UTC", "posix/Europe/Berlin"])
+def test_time_zones_postgresql_does_not_know_are_refused_at_load_time(
+    project: Project, name: str
+) -> None:
+    """Python opens these from the system's zoneinfo folder; PostgreSQL does not know them,
+    so doctor stopped with exit 3 and none of its other findings. Refused with the line."""
+    project.write(
+        '[jobs.billing]\nschedule = "daily"\nstart = "2026-10-01"\ncommand = ["true"]\n'
+        f'timezone = "{name}"\n'
+    )
+    assert "unknown time zone" in one_line(project.cli("jobs"))
+    doctor = project.cli("doctor")
+    assert doctor.exit_code == 1, doctor.output
+    assert "✗ config" in doctor.stdout and "✓ clock" in doctor.stdout
+
+
+def test_a_nul_in_a_command_is_refused_at_load_time(project: Project, sql: Any) -> None:
+    """No argv can carry a NUL: every run failed `not found`, using up attempts."""
+    project.write(
+        '[jobs.billing]\nschedule = "daily"\nstart = "2026-10-01"\n'
+        'command = ["echo", "a\\u0000b"]\n'
+    )
+    line = one_line(project.cli("tick"))
+    assert "catchup.toml:7: jobs.billing.command: argument 2 holds a NUL" in line
+    assert sql("SELECT count(*) FROM pg_namespace WHERE nspname = %s", [project.schema]) == [(0,)]
+
+
+def test_toml_nested_too_deeply_is_one_line(project: Project) -> None:
+    project.config.write_text("x = " + "[" * 2000 + "]" * 2000 + "\n")
+    assert "nested too deeply" in one_line(project.cli("jobs"))
