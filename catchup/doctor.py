@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
@@ -12,7 +13,7 @@ import psycopg
 from . import db, evidence, sqlfiles
 from .config import find_config, load_config
 from .core import Session
-from .errors import CatchupError
+from .errors import CatchupError, first_line
 from .job import Config
 from .ledger import Ledger
 from .operations import scheduler_health
@@ -189,6 +190,15 @@ def evidence_findings(session: Session, config: Config, now: datetime) -> list[F
     return found
 
 
+def _guarded(topic: str, probe: Callable[[], list[Finding]]) -> list[Finding]:
+    try:
+        return probe()
+    except psycopg.OperationalError:
+        raise  # the connection or the server: nothing further can be asked
+    except psycopg.Error as exc:
+        return [Finding("serious", topic, f"the server refused the check: {first_line(exc)}")]
+
+
 def examine(config_path: str | None, dsn: str | None) -> list[Finding]:
     found: list[Finding] = []
     config: Config | None = None
@@ -236,15 +246,16 @@ def examine(config_path: str | None, dsn: str | None) -> list[Finding]:
                     "`catchup migrate`) brings it up to date",
                 )
             )
-        found += pooler_findings(session)
+        found += _guarded("pooler", lambda: pooler_findings(session))
         start = time.monotonic()
         db_now = session.now()
         host_now = datetime.now(db_now.tzinfo)
         found.append(clock_finding(host_now, db_now, rtt + time.monotonic() - start))
         found += on_the_hour(config, db_now)
         found += dst_findings(config, db_now)
-        found += zone_agreement(session, config, db_now)
-        found += evidence_findings(session, config, db_now)
+        # one probe's database error is its finding; the others are still reported
+        found += _guarded("time zones", lambda: zone_agreement(session, config, db_now))
+        found += _guarded("evidence", lambda: evidence_findings(session, config, db_now))
         health = scheduler_health(session) if version == latest else None
         if health is None:
             pass
