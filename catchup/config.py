@@ -55,7 +55,17 @@ DEFAULTS: dict[str, Any] = {
     "spread": False,
 }
 JOB_KEYS = frozenset(
-    {"schedule", "start", "command", "call", "evidence", "evidence_dsn", "verify", *DEFAULTS}
+    {
+        "schedule",
+        "start",
+        "command",
+        "call",
+        "evidence",
+        "evidence_dsn",
+        "verify",
+        "workdir",
+        *DEFAULTS,
+    }
 )
 # An evidence query is a read-only SELECT (or WITH … SELECT): one statement, checked here
 # before anything runs; it also runs in a READ ONLY transaction.
@@ -169,8 +179,11 @@ def parse_config(raw: bytes, path: Path, *, schema: str | None = None) -> Config
         job = _parse_job(
             job_name, spec, lambda key, msg, j=job_name: problem(("jobs", j, key), msg)
         )
-        if job is not None:
-            jobs[job_name] = job
+        workdir = _workdir(spec.get("workdir"), path)
+        if isinstance(workdir, str):
+            problem(("jobs", job_name, "workdir"), f"jobs.{job_name}.workdir: {workdir}")
+        elif job is not None:
+            jobs[job_name] = replace(job, workdir=workdir)
     alerts = _parse_alerts(data.get("alerts"), problem) if "alerts" in data else None
     if problems:
         raise ConfigError(problems)
@@ -386,6 +399,19 @@ def _parse_alerts(raw: object, problem: Callable[[tuple[str, ...], str], None]) 
     return Alerts(tuple(webhooks), limit)
 
 
+def _workdir(value: object, path: Path) -> Path | str:
+    """A job's folder: ``workdir`` (relative to the config file's folder), else that folder
+    itself; a string says what is wrong with the value."""
+    folder = path.resolve().parent
+    if value is None:
+        return folder
+    if not isinstance(value, str) or not value.strip():
+        return f"expected a folder, got {type_name(value)}"
+    if any(ord(c) < 0x20 for c in value):
+        return "holds a control character"
+    return (folder / Path(value).expanduser()).resolve()
+
+
 def dsn_key(value: object, key: str, bad: Callable[[str, str], None]) -> str | None:
     """A DSN-valued key of a job (``evidence_dsn``, and any later one): the rules of the
     ledger's own DSN, at load time, and never a word of the value in the message."""
@@ -463,6 +489,11 @@ def make_job(
         raise ConfigError(problems or [f"jobs.{name}: invalid"])
     if call is not None and not isinstance(call, str):
         job = replace(job, call=call)
+    if "workdir" in options:  # relative to this process's folder; else it runs there
+        workdir = _workdir(options["workdir"], Path.cwd() / CONFIG_NAME)
+        if isinstance(workdir, str):
+            raise ConfigError(f"jobs.{name}.workdir: {workdir}")
+        job = replace(job, workdir=workdir)
     return job
 
 

@@ -25,6 +25,7 @@ from .runner import (
     Execution,
     JobContext,
     LeaseKeeper,
+    cannot_start,
     child_env,
     placeholders,
     run_callable,
@@ -222,6 +223,13 @@ def run_chained(
     that exits 0 without evidence for its period is failed."""
     job_id = session.job_id(job.name)
     label = job.label(period.start)
+    if (why := cannot_start(job)) is not None:
+        # a bad deploy is not an attempt: nothing is claimed (a claim handed over with the
+        # previous finish is given back), so no period is used up by it
+        if isinstance(claimed, Claim):
+            release(session, job, period, claimed)
+        detail = f"{why}; not claimed, no attempt counted"
+        return Outcome(job.name, period, label, Status.unstartable, detail=detail), None
     if isinstance(claimed, Unclaimed):
         if job.evidence is not None and not ignore_evidence:
             if (refusal := _untracked(session, job, job_id, period, label)) is not None:
@@ -244,7 +252,7 @@ def run_chained(
     if then is not None and execution.ended == Ended.exited and execution.error is None:
         if not interrupted.is_set() and (following := then()) is not None:
             next_job, next_period = following
-            if next_job.evidence is None:
+            if next_job.evidence is None and cannot_start(next_job) is None:
                 chained = _request(session, next_job, next_period, ignore_backoff, retry_exhausted)
             else:
                 handed = Handed(next_job, next_period, UNCLAIMED)

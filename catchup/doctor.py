@@ -190,6 +190,54 @@ def evidence_findings(session: Session, config: Config, now: datetime) -> list[F
     return found
 
 
+# run in a child process by doctor: imports a job's call from its folder, says why not
+_IMPORT_CHECK = """\
+import sys
+folder, call = sys.argv[1], sys.argv[2]
+from catchup.runner import describe, load_call
+try:
+    load_call(call, None if folder == "-" else __import__("pathlib").Path(folder))
+except BaseException as exc:
+    print(describe(exc))
+"""
+
+
+def start_findings(config: Config) -> list[Finding]:
+    """Every job's program resolved and every ``call`` imported (in a child process, so a
+    module's import-time work never runs in doctor's): what cannot start, a line each."""
+    import subprocess
+    import sys
+
+    from .runner import cannot_start
+
+    found = []
+    for job in config.jobs.values():
+        if isinstance(job.call, str):
+            folder = "-" if job.workdir is None else str(job.workdir)
+            try:
+                child = subprocess.run(
+                    [sys.executable, "-c", _IMPORT_CHECK, folder, job.call],
+                    capture_output=True,
+                    text=True,
+                    timeout=60,
+                    check=False,
+                    cwd=job.workdir,
+                )
+                said = child.stdout.strip().splitlines()
+                why = f"cannot load {job.call}: {said[-1]}" if said else None
+                if child.returncode != 0 and why is None:
+                    why = f"cannot load {job.call}: the check exited {child.returncode}"
+            except (OSError, subprocess.TimeoutExpired) as exc:
+                why = f"cannot load {job.call}: {type(exc).__name__}"
+        else:
+            why = cannot_start(job)
+        if why is not None:
+            found.append(Finding("serious", "jobs", f"{job.name}: {why}"))
+    if config.jobs and not found:
+        found.append(Finding("ok", "jobs", "every job's program or module is there to start"))
+    return found
+
+
 def _guarded(topic: str, probe: Callable[[], list[Finding]]) -> list[Finding]:
     try:
         return probe()
@@ -219,6 +267,7 @@ def examine(config_path: str | None, dsn: str | None) -> list[Finding]:
     except CatchupError as exc:
         found += [Finding("serious", "config", line) for line in str(exc).splitlines()]
         config = Config(path=None)
+    found += start_findings(config)
     try:
         target = db.resolve(
             dsn, config.dsn, embedded_allowed=config.embedded, project=config.project

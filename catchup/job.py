@@ -53,6 +53,9 @@ class Job:
     evidence: str | None = None
     evidence_dsn: str | None = None  # where it runs; None: the ledger's database
     verify: bool = False  # a success without evidence for its period is a failure
+    # where a command runs and a relative command[0] or a call's module is found: the config
+    # file's folder (or ``workdir`` in it); None: the working directory of the process
+    workdir: Path | None = None
 
     @property
     def anchor(self) -> datetime:

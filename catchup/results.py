@@ -147,6 +147,11 @@ class Batch:
         return any(outcome.status.is_failure for outcome in self.outcomes)
 
     @property
+    def unstartable(self) -> bool:
+        """A job could not start (a configuration error: nothing claimed, no attempt)."""
+        return any(outcome.status == Status.unstartable for outcome in self.outcomes)
+
+    @property
     def errors(self) -> bool:
         """A period met a database error (its job's others, and other jobs, still ran)."""
         return any(outcome.status == Status.error for outcome in self.outcomes)

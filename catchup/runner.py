@@ -15,6 +15,7 @@ import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from pathlib import Path
 from typing import Any, BinaryIO
 
 from .job import Job
@@ -216,13 +217,41 @@ exec "$@"
 """
 
 
-def _not_runnable(program: str, env: dict[str, str]) -> str | None:
+def program_path(job: Job, program: str) -> str:
+    """``command[0]`` as it is started: a relative path (``./close.sh``, ``bin/x``) from the
+    job's folder, whatever folder the scheduler started catchup in; a bare name from PATH."""
+    if "/" in program and not os.path.isabs(program) and job.workdir is not None:
+        return str(job.workdir / program)
+    return program
+
+
+def _not_runnable(program: str, env: dict[str, str], shown: str | None = None) -> str | None:
     """Why ``program`` cannot be started, as the exec would say it; None when it can."""
+    shown = shown or program
     path = program if "/" in program else shutil.which(program, path=env.get("PATH"))
     if path is None or not os.path.exists(path):
-        return f"cannot start {program!r}: not found"
+        return f"cannot start {shown!r}: not found"
     if os.path.isdir(path) or not os.access(path, os.X_OK):
-        return f"cannot start {program!r}: permission denied"
+        return f"cannot start {shown!r}: permission denied"
+    return None
+
+
+def cannot_start(job: Job) -> str | None:
+    """Why ``job`` cannot start at all (its folder, its program or its module is missing),
+    found before a period is claimed, so a bad deploy counts no attempt; None when it can.
+    A ``call`` is imported here (the import is what would fail)."""
+    if job.workdir is not None and not job.workdir.is_dir():
+        return f"cannot start: its folder {job.workdir} does not exist"
+    if job.command is not None:
+        program = job.command[0]
+        if "{" in program:
+            return None  # a placeholder in the program: known once the period is
+        return _not_runnable(program_path(job, program), dict(os.environ), program)
+    if job.call is not None:
+        try:
+            load_call(job.call, job.workdir)
+        except Exception as exc:
+            return f"cannot load {job.call}: {describe(exc)}"
     return None
 
 
@@ -263,7 +292,9 @@ def run_command(
     interrupted; the whole group is stopped in every case but the first."""
     started = time.monotonic()
     tail = Tail()
-    missing = _not_runnable(argv[0], env)
+    shown = argv[0]
+    argv = [program_path(job, argv[0]), *argv[1:]]
+    missing = _not_runnable(argv[0], env, shown)
     if missing:
         return Execution(Ended.exited, None, missing, "", time.monotonic() - started)
     grace = max(1, round(job.kill_grace.total_seconds()))
@@ -274,13 +305,14 @@ def run_command(
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             env=env,
+            cwd=job.workdir,
             start_new_session=True,
         )
     except OSError as exc:
         return Execution(
             Ended.exited,
             None,
-            f"cannot start {argv[0]!r}: {exc.strerror}",
+            f"cannot start {shown!r}: {exc.strerror}",
             "",
             time.monotonic() - started,
         )
@@ -361,7 +393,7 @@ def run_callable(
     started = time.monotonic()
     assert job.call is not None
     try:
-        target = load_call(job.call)
+        target = load_call(job.call, job.workdir)
     except Exception as exc:
         return Execution(
             Ended.exited,
@@ -454,10 +486,16 @@ def _stop_reason(
     return None
 
 
-def load_call(call: str | Callable[..., object]) -> Callable[..., object]:
-    """A ``module:function`` reference imported, or a callable given in code, as is."""
+def load_call(
+    call: str | Callable[..., object], folder: Path | None = None
+) -> Callable[..., object]:
+    """A ``module:function`` reference imported, or a callable given in code, as is. The job's
+    ``folder`` (the config file's) is on ``sys.path``, after what is there already, so a
+    module beside catchup.toml is found and can shadow nothing installed."""
     if callable(call):
         return call
+    if folder is not None and str(folder) not in sys.path:
+        sys.path.append(str(folder))
     module_name, _, attr = call.partition(":")
     target: Any = importlib.import_module(module_name)
     for part in attr.split("."):

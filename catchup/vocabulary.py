@@ -73,6 +73,9 @@ class Status(StrEnum):
     lost = "lost"
     interrupted = "interrupted"
     error = "error"  # a database error on this one period (the batch goes on with the others)
+    # the job cannot start (its program, module or folder is missing): nothing was claimed and
+    # no attempt counted; a configuration error (exit 2), the batch goes on with the others
+    unstartable = "unstartable"
 
     @property
     def is_failure(self) -> bool:

@@ -398,6 +398,15 @@ MUTATIONS = (
             "test_the_watcher_survives_any_error_and_healthz_follows_it",
         ),
     ),
+    Mutation(
+        "cannot-start-preflight",
+        "a job that cannot start (program, module or folder missing) claims nothing, counts no "
+        "attempt",
+        "catchup/core.py",
+        "    if (why := cannot_start(job)) is not None:\n",
+        "    if (why := cannot_start(job)) is not None and False:\n",
+        ("tests/integration/test_first_week.py::test_what_cannot_start_counts_no_attempt",),
+    ),
 )
 
 

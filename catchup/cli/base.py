@@ -15,7 +15,14 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from ..errors import EXIT_DATABASE, EXIT_FAILED, EXIT_INTERRUPTED, CatchupError, first_line
+from ..errors import (
+    EXIT_DATABASE,
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    EXIT_USAGE,
+    CatchupError,
+    first_line,
+)
 from ..vocabulary import Status
 
 if TYPE_CHECKING:
@@ -119,19 +126,25 @@ def show[R](
 
 
 def exit_for_outcome(result: Outcome) -> None:
-    """``run``: 130 when interrupted, 1 when the job failed or lost its period, else 0."""
+    """``run``: 130 when interrupted, 2 when the job cannot start (a configuration error), 1
+    when it failed or lost its period, else 0."""
     if result.status == Status.interrupted:
         sys.exit(EXIT_INTERRUPTED)
+    if result.status == Status.unstartable:
+        sys.exit(EXIT_USAGE)
     if result.status.is_failure:
         sys.exit(EXIT_FAILED)
 
 
 def exit_for_batch(batch: Batch) -> None:
-    """``tick`` and ``replay``: 130 interrupted, 3 a database error, 1 a failure, else 0."""
+    """``tick`` and ``replay``: 130 interrupted, 3 a database error, 2 a job that cannot start,
+    1 a failure, else 0."""
     if batch.interrupted:
         sys.exit(EXIT_INTERRUPTED)
     if batch.errors:
         sys.exit(EXIT_DATABASE)
+    if batch.unstartable:
+        sys.exit(EXIT_USAGE)
     if batch.failed:
         sys.exit(EXIT_FAILED)
 

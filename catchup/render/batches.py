@@ -62,11 +62,12 @@ def left_alone(console: Console, batch: Batch) -> None:
 def tick_summary(console: Console, batch: Batch) -> None:
     """One line: what a tick did (the line a cron or systemd log keeps)."""
     totals = batch.totals
-    errors = totals[Status.error]
+    errors, unstartable = totals[Status.error], totals[Status.unstartable]
     console.print(
         f"tick: {totals[Status.succeeded]} succeeded, {totals[Status.failed]} failed, "
         f"{totals[Status.skipped]} skipped, {totals[Status.lost]} lost"
-        + (f", {errors} database error(s)" if errors else ""),
+        + (f", {errors} database error(s)" if errors else "")
+        + (f", {unstartable} could not start (no attempt counted)" if unstartable else ""),
         highlight=False,
     )
 

@@ -24,6 +24,7 @@ STYLE = {
     "lost": "magenta",
     "interrupted": "yellow",
     "error": "bold red",
+    "unstartable": "bold red",
     "missing": "yellow",
     "stale": "magenta",
     "untracked": "dim cyan",
