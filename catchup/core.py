@@ -587,7 +587,12 @@ def _reason(session: Session, job: Job, job_id: int, period: Period) -> tuple[st
             return f"running elsewhere: attempt {row.attempt} on {row.owner}", False
         if row.status == RunStatus.failed and row.failures >= job.max_attempts:
             failed = f"failed {row.failures} times (max_attempts = {job.max_attempts})"
-            return f"exhausted: {failed}", False
+            label = job.period_value(period.start)
+            again = (
+                f"`catchup replay --job {job.name} --since {label} --max 1 --retry-exhausted` or "
+                f"`catchup reset {job.name} {label} --reason …` runs it again"
+            )
+            return f"exhausted: {failed}; {again}", False
         if row.status == RunStatus.running:
             return (
                 f"attempt {row.attempt} lost its lease and no attempts are left "

@@ -117,14 +117,22 @@ def on_the_hour(config: Config, now: datetime) -> list[Finding]:
     crowded = [job for job in config.jobs.values() if due_on_the_hour(job, now)]
     if not crowded:
         return []
+    from datetime import timedelta
+
+    from .schedule import span
+
     names = ", ".join(job.name for job in crowded[:5])
     more = f" and {len(crowded) - 5} more" if len(crowded) > 5 else ""
+    first = crowded[0]
+    # a few minutes more than the delay it has: a job due at 02:00 with delay = "2h" is told
+    # "2h7m", not a delay shorter than its own
+    example = span(first.delay - first.spread + timedelta(minutes=7))
     return [
         Finding(
             "warning",
             "schedules",
-            f"{names}{more} fall due exactly on the hour: set "
-            'delay (for example delay = "7m") to spread runs off the hour',
+            f"{names}{more} fall due exactly on the hour: add a few minutes to the delay "
+            f'(for {first.name}, delay = "{example}") to spread runs off the hour',
         )
     ]
 

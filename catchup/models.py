@@ -261,7 +261,8 @@ class SchedulerHealth:
         if self.stopped and self.last_tick is not None and self.interval is not None:
             ago = (self.now - self.last_tick).total_seconds()
             found.append(
-                f"no tick for {span(ago)} (they came every {span(self.interval)}): the "
+                f"no tick for {span(round(ago))} (they came every "
+                f"{span(round(self.interval))}): the "
                 "scheduler that calls `catchup tick` seems to be gone"
             )
         if self.crowded:

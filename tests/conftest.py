@@ -139,8 +139,8 @@ def schema(database: Database) -> Iterator[str]:
 
 def reachable(path: Path) -> Path:
     """``path`` (a test's own folder) and the folders above it opened for search (o+x): as
-    root, the embedded server's user must reach a home made in pytest's private tmp, and
-    catchup itself refuses to open a folder to everyone for that."""
+    root, the embedded server's user must reach a home below it, and catchup itself refuses to
+    open a folder to everyone for that."""
     import stat
 
     for folder in [path, *path.parents]:
@@ -150,14 +150,34 @@ def reachable(path: Path) -> Path:
     return path
 
 
+# Homes of the embedded servers tests start of their own: beside the project, not in pytest's
+# tmp, which is 0700 (the server's user could not reach it) and whose mode another pytest
+# session may reset at any moment.
+HOMES = ROOT / ".catchup-test-homes"
+
+
 @pytest.fixture
-def private_server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+def server_home() -> Iterator[Path]:
+    """An empty CATCHUP_HOME of this test's own that the server's user can reach."""
+    import shutil
+    import tempfile
+
+    HOMES.mkdir(exist_ok=True)
+    HOMES.chmod(0o755)
+    folder = Path(tempfile.mkdtemp(dir=HOMES))
+    folder.chmod(0o755)
+    home = folder / "home"
+    home.mkdir()
+    yield home
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture
+def private_server(server_home: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     """An embedded server of this test's own, to stop and restart at will."""
     from catchup import embedded
 
-    home = reachable(tmp_path) / "home"
-    home.mkdir()
-    monkeypatch.setenv("CATCHUP_HOME", str(home))
+    monkeypatch.setenv("CATCHUP_HOME", str(server_home))
     server = embedded.ensure_running()
     yield server.conninfo
     embedded.stop()

@@ -223,6 +223,19 @@ def guarded_stdout() -> Iterator[None]:
             sys.stdout = original
 
 
+def _own_option(command: click.Command | None, name: str) -> bool:
+    return command is not None and any(
+        isinstance(p, click.Option) and name in p.opts + p.secondary_opts for p in command.params
+    )
+
+
+def _takes_value(command: click.Command | None, name: str) -> bool:
+    return command is not None and any(
+        isinstance(p, click.Option) and name in p.opts and not p.is_flag and not p.count
+        for p in command.params
+    )
+
+
 def _safe(text: str) -> str:
     from ..render.text import safe
 
@@ -265,6 +278,49 @@ class CatchupGroup(click.Group):
         if not standalone:
             return value
         sys.exit(value if isinstance(value, int) else 0)
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if ctx.parent is None:  # the top group: `catchup tick -q` as `catchup -q tick`
+            args = self._globals_first(ctx, args)
+        return super().parse_args(ctx, args)
+
+    def _globals_first(self, ctx: click.Context, args: list[str]) -> list[str]:
+        """The group's own options (-q, --config, --dsn), where they follow the command, moved
+        before it; a value of a command's own option is left alone, and so is all after --."""
+        takes_value = {
+            name: not param.is_flag
+            for param in self.params
+            if isinstance(param, click.Option)
+            for name in param.opts
+        }
+        head: list[str] = []
+        rest = list(args)
+        while rest and rest[0].startswith("-") and rest[0] != "--":  # the group's own, already
+            token = rest.pop(0)
+            head.append(token)
+            if takes_value.get(token) and rest:
+                head.append(rest.pop(0))
+        command: click.Command | None = self
+        moved: list[str] = []
+        kept: list[str] = []
+        while rest:
+            token = rest.pop(0)
+            if token == "--":
+                kept += [token, *rest]
+                break
+            name = token.split("=", 1)[0]
+            if name in takes_value and not _own_option(command, name):
+                moved.append(token)
+                if takes_value[name] and "=" not in token and rest:
+                    moved.append(rest.pop(0))
+                continue
+            kept.append(token)
+            if isinstance(command, click.Group) and not token.startswith("-"):
+                command = command.get_command(ctx, token) or command
+            elif token.startswith("-") and "=" not in token and _takes_value(command, token):
+                if rest:
+                    kept.append(rest.pop(0))  # the command's own option's value, whatever it is
+        return head + moved + kept
 
     def invoke(self, ctx: click.Context) -> Any:
         try:

@@ -72,7 +72,8 @@ def scan(
     are checked against the ledger on the database clock. Gaps are missing, failed, exhausted
     and stale periods, oldest first; running periods and paused jobs are shown but are not gaps.
     A bare date is each job's own local midnight. Tables and Markdown lead with a line per job,
-    then the oldest --limit gap ranges; --json is always complete.
+    then the oldest --limit gap ranges; --json is always complete. Gaps exit 1, except with
+    --format openmetrics (the metrics carry them, for a textfile collector).
 
     Example: catchup scan --since 2026-10-01 --format markdown >> "$GITHUB_STEP_SUMMARY"
     """
@@ -117,7 +118,9 @@ def scan(
         )
     if any(job.evidence_error for job in result.jobs):
         sys.exit(EXIT_DATABASE)  # reported above, each in its job's row: the rest in full
-    if result.has_gaps:
+    # the metrics carry the gaps: a textfile collector's `scan … > f.tmp && mv f.tmp f.prom`
+    # must publish them exactly when there are some
+    if result.has_gaps and fmt != "openmetrics":
         sys.exit(EXIT_FAILED)
 
 

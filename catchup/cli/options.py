@@ -16,7 +16,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 EXIT_CODES = """\b
 Exit codes:
   0    done, or nothing to do (including "another replica has it")
-  1    gaps found (scan), or a period failed (run, tick, replay)
+  1    gaps found (scan, except --format openmetrics), or a period failed (run, tick, replay)
   2    usage or configuration error (a job that cannot start, too: no attempt counted)
   3    database unreachable or database error
   130  interrupted"""

@@ -8,7 +8,7 @@ from collections.abc import Iterator, Sequence
 from datetime import datetime
 from typing import Any
 
-from ..models import Island, JobScan, Outcome, ScanReport
+from ..models import Island, JobScan, Outcome, ScanReport, SchedulerHealth
 from ..results import Batch, History, JobsReport, NotDue
 from .text import iso_utc
 
@@ -204,7 +204,22 @@ def scan_json_chunks(report: ScanReport) -> Iterator[str]:
                 yield "".join(batch)
                 batch = []
         yield "".join(batch) + "]}"
-    yield "]}"
+    if report.health is None:
+        yield "]}"
+    else:
+        yield '], "scheduler": ' + dumps(scheduler_json(report.health)) + "}"
+
+
+def scheduler_json(health: SchedulerHealth) -> dict[str, object]:
+    """The scheduler's pulse, as every other format shows it: the last tick, its host, the
+    usual interval between ticks (seconds), and the warnings."""
+    return {
+        "last_tick": None if health.last_tick is None else iso_utc(health.last_tick),
+        "last_host": health.last_host,
+        "interval_seconds": None if health.interval is None else round(health.interval),
+        "stopped": health.stopped,
+        "warnings": health.warnings,
+    }
 
 
 # the order of the counts in scan --json (DESIGN.md)

@@ -270,11 +270,11 @@ def scheduler(console: Console, health: SchedulerHealth) -> None:
         )
     else:
         ago = (health.now - health.last_tick).total_seconds()
-        every = f", about every {span(health.interval)}" if health.interval else ""
+        every = f", about every {span(round(health.interval))}" if health.interval else ""
         console.print(
             Text(
                 f"scheduler: last tick {iso_utc(health.last_tick)} from "
-                f"{safe(health.last_host or '')} ({span(ago)} ago{every})",
+                f"{safe(health.last_host or '')} ({span(round(ago))} ago{every})",
                 style="dim",
             )
         )

