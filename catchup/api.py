@@ -29,7 +29,9 @@ from .results import (
     NotDue,
     Paused,
     Planned,
+    Renamed,
     Resumed,
+    Retired,
 )
 from .scan import Moment
 from .values import blank, parse_instant
@@ -127,12 +129,22 @@ class Catchup:
 
     @property
     def connected(self) -> Connected:
+        import psycopg
+
+        from .operations import unconfigured
+
         session = self.session
+        try:
+            gone, lookalikes = unconfigured(session)
+        except psycopg.Error:  # a ledger not yet migrated (serve and doctor only read)
+            gone, lookalikes = (), ()
         return Connected(
             session.target.describe(),
             db.server_version(session.conn),
             self.config.schema,
             session.target.note,
+            gone,
+            lookalikes,
         )
 
     @property
@@ -302,8 +314,11 @@ class Catchup:
         start = None if period is None else _instant(period, spec)
         session = self.session
         spec = session.resolve(spec, write=False)
-        attempts, total_attempts = session.ledger.history(job, start, limit)
-        changes, total_changes = session.ledger.events(session.job_id(job), start, limit)
+        # by the ledger's id, read-only: a job renamed_from an old name shows that job's past
+        row = session.job_rows(write=False).get(job)
+        job_id = -1 if row is None else row.id  # never registered: no history yet
+        attempts, total_attempts = session.ledger.history(job_id, start, limit)
+        changes, total_changes = session.ledger.events(job_id, start, limit)
         return History(
             job,
             start,
@@ -411,6 +426,28 @@ class Catchup:
         return operations.reset(
             session, spec, chosen, reason=why, actor=actor or operations.default_actor()
         )
+
+    def rename(self, old: str, new: str, *, reason: str, actor: str | None = None) -> Renamed:
+        """Give the ledger's job ``old`` the name ``new``: its id, and with it every run,
+        attempt, change, coverage and alert range, goes along (audited). A row for ``new`` that
+        a command registered after the config was edited, and that holds nothing, is
+        replaced."""
+        from .operations import default_actor, rename
+
+        why = check_reason(reason, required=True)
+        assert why is not None
+        rename(self.session, old, new, reason=why, actor=actor or default_actor())
+        return Renamed(old, new)
+
+    def retire(self, job: str, *, reason: str, actor: str | None = None) -> Retired:
+        """Record the ledger's job ``job`` (no longer configured) as gone on purpose: it is
+        no longer said to be missing from the config; its history stays."""
+        from .operations import default_actor, retire
+
+        why = check_reason(reason, required=True)
+        assert why is not None
+        retire(self.session, job, reason=why, actor=actor or default_actor())
+        return Retired(job)
 
     def pause(self, job: str, *, reason: str | None = None, actor: str | None = None) -> Paused:
         """Suspend ``job``: nothing claims its periods until it is resumed."""

@@ -64,6 +64,7 @@ JOB_KEYS = frozenset(
         "evidence_dsn",
         "verify",
         "workdir",
+        "renamed_from",
         *DEFAULTS,
     }
 )
@@ -180,10 +181,27 @@ def parse_config(raw: bytes, path: Path, *, schema: str | None = None) -> Config
             job_name, spec, lambda key, msg, j=job_name: problem(("jobs", j, key), msg)
         )
         workdir = _workdir(spec.get("workdir"), path)
+        renamed_from = spec.get("renamed_from")
         if isinstance(workdir, str):
             problem(("jobs", job_name, "workdir"), f"jobs.{job_name}.workdir: {workdir}")
+        elif renamed_from is not None and (
+            not isinstance(renamed_from, str)
+            or (said := name_problem(renamed_from)) is not None
+            or renamed_from == job_name
+            or renamed_from in table
+        ):
+            why = (
+                f"expected the job's old name, got {type_name(renamed_from)}"
+                if not isinstance(renamed_from, str)
+                else said
+                if said is not None
+                else "names the job itself"
+                if renamed_from == job_name
+                else f"{renamed_from} is still configured"
+            )
+            problem(("jobs", job_name, "renamed_from"), f"jobs.{job_name}.renamed_from: {why}")
         elif job is not None:
-            jobs[job_name] = replace(job, workdir=workdir)
+            jobs[job_name] = replace(job, workdir=workdir, renamed_from=renamed_from)
     alerts = _parse_alerts(data.get("alerts"), problem) if "alerts" in data else None
     if problems:
         raise ConfigError(problems)

@@ -19,7 +19,7 @@ from .errors import CatchupError, ConfigError, DatabaseError
 from .heartbeat import HeartbeatLine
 from .job import Config, Job
 from .ledger import ClaimRequest, FinishFields, Ledger
-from .models import Claim, Finished, Outcome
+from .models import Claim, Finished, JobRow, Outcome
 from .reconcile import reconcile
 from .runner import (
     Execution,
@@ -59,6 +59,7 @@ class Session:
             raise DatabaseError(f"cannot prepare schema {config.schema!r}: {exc}") from None
         self._job_ids: dict[str, int] = {}
         self._timelines: dict[str, Timeline] = {}
+        self._renamed = False
         # where leases are renewed: this session's own line, or one a pool of workers shares
         self.heartbeats = HeartbeatLine(target, config.schema)
         self._own_heartbeats = True
@@ -83,11 +84,42 @@ class Session:
     def resolve_all(self, jobs: list[Job], *, write: bool = True) -> list[Job]:
         return [self.resolve(job, write=write) for job in jobs]
 
+    def job_rows(self, *, write: bool = True) -> dict[str, JobRow]:
+        """Every configured job's ledger row, by its configured name: registered when
+        ``write`` (after the renames ``renamed_from`` asks for); else as they would be (a job
+        renamed from a name the ledger still has reads that job's row)."""
+        names = sorted(self.config.jobs)
+        if write:
+            self._rename()
+            return self.ledger.register_jobs(names)
+        rows = self.ledger.job_rows(names)
+        olds = self.config.renames
+        for old, row in self.ledger.job_rows(list(olds)).items() if olds else ():
+            rows[olds[old]] = replace(row, name=olds[old])
+        return rows
+
+    def _rename(self) -> None:
+        """``renamed_from``: a job the ledger still has under its old name takes the new one,
+        keeping its id and all recorded for it (audited); once per session."""
+        if self._renamed:
+            return
+        self._renamed = True
+        asked = self.config.renames
+        if not asked:
+            return
+        for old in self.ledger.job_rows(list(asked)):
+            new = asked[old]
+            where = str(self.config.path) if self.config.path else "code"
+            why = self.ledger.rename_job(
+                old, new, f"renamed_from in {where}", f"config, seen by {owner_name()}"
+            )
+            if why is not None:
+                raise ConfigError(f"jobs.{new}.renamed_from: cannot rename {old} to {new}: {why}")
+
     def _sync(self, *, write: bool = True) -> None:
         """Register the configured jobs and record schedule or start changes (see
         :func:`catchup.reconcile.reconcile`); steady state is two reads and no writes."""
-        names = sorted(self.config.jobs)
-        rows = self.ledger.register_jobs(names) if write else self.ledger.job_rows(names)
+        rows = self.job_rows(write=write)
         ids = {n: r.id for n, r in rows.items()}
         stored = self.ledger.schedules(list(ids.values()))
         now = self.now()

@@ -246,6 +246,36 @@ def start_findings(config: Config) -> list[Finding]:
     return found
 
 
+def unconfigured_findings(session: Session) -> list[Finding]:
+    """Jobs the ledger has that the config does not name, and new jobs that look like them."""
+    from .operations import unconfigured
+    from .schedule import iso_utc
+
+    gone, lookalikes = unconfigured(session)
+    found = [
+        Finding(
+            "warning",
+            "jobs",
+            f"{new} is new to the ledger and has the schedule of {old}, which the config no "
+            f"longer names: `catchup rename {old} {new} --reason …` if it was renamed",
+        )
+        for new, old in lookalikes
+    ]
+    paired = {old for _, old in lookalikes}
+    found += [
+        Finding(
+            "info",
+            "jobs",
+            f"the ledger has {u.name}, which the config does not name (last success "
+            f"{iso_utc(u.last_success) if u.last_success else 'never'}): `catchup rename` if it "
+            "was renamed, `catchup retire` if it is gone on purpose",
+        )
+        for u in gone
+        if u.name not in paired
+    ]
+    return found
+
+
 def _guarded(topic: str, probe: Callable[[], list[Finding]]) -> list[Finding]:
     try:
         return probe()
@@ -303,6 +333,8 @@ def examine(config_path: str | None, dsn: str | None) -> list[Finding]:
                     "`catchup migrate`) brings it up to date",
                 )
             )
+        if version == latest:
+            found += _guarded("jobs", lambda: unconfigured_findings(session))
         found += _guarded("pooler", lambda: pooler_findings(session))
         start = time.monotonic()
         db_now = session.now()

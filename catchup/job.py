@@ -56,6 +56,8 @@ class Job:
     # where a command runs and a relative command[0] or a call's module is found: the config
     # file's folder (or ``workdir`` in it); None: the working directory of the process
     workdir: Path | None = None
+    # the name the ledger knew it by: the first command that sees both renames it there
+    renamed_from: str | None = None
 
     @property
     def anchor(self) -> datetime:
@@ -131,10 +133,20 @@ class Config:
             return None
         return (self.path.resolve().parent, self.schema, tuple(sorted(self.jobs)))
 
+    @property
+    def renames(self) -> dict[str, str]:
+        """``renamed_from``: each old name the ledger may still have, and the job's name now."""
+        return {job.renamed_from: job.name for job in self.jobs.values() if job.renamed_from}
+
     def job(self, name: str) -> Job:
         try:
             return self.jobs[name]
         except KeyError:
+            if name in self.renames:
+                raise ConfigError(
+                    f"{name} was renamed to {self.renames[name]} (renamed_from): its runs and "
+                    "history are under that name now"
+                ) from None
             known = ", ".join(sorted(self.jobs)) or "none"
             hint = difflib.get_close_matches(name, list(self.jobs), n=1)
             also = f" (did you mean {hint[0]!r}?)" if hint else ""

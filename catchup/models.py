@@ -129,6 +129,16 @@ class JobRow:
 
 
 @dataclass(frozen=True)
+class Unconfigured:
+    """A job the ledger has and the config does not name: renamed without saying, or gone."""
+
+    name: str
+    last_success: datetime | None
+    schedule: str | None  # the last one recorded, to spot the same job under a new name
+    timezone: str | None
+
+
+@dataclass(frozen=True)
 class JobLine:
     """One row of ``catchup jobs``."""
 

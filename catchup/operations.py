@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from .core import Session
 from .errors import ConfigError, DatabaseError
 from .job import Job
-from .models import JobLine, LockedRow, SchedulerHealth
+from .models import JobLine, LockedRow, SchedulerHealth, Unconfigured
 from .results import Change, Changes
 from .schedule import Period
 from .values import parse_instant
@@ -202,7 +202,7 @@ def overview(session: Session, jobs: list[Job]) -> list[JobLine]:
     from .scan import ScanTarget, scan_jobs
 
     now = session.now()
-    rows = session.ledger.register_jobs(sorted(session.config.jobs))
+    rows = session.job_rows()
     resolved = session.resolve_all(jobs)
     targets = [
         ScanTarget(job, rows[job.name].id, rows[job.name].paused_at is not None) for job in resolved
@@ -275,3 +275,49 @@ def adopt(
             )
         )
     return changes
+
+
+def unconfigured(
+    session: Session,
+) -> tuple[tuple[Unconfigured, ...], tuple[tuple[str, str], ...]]:
+    """The ledger's jobs the config does not name (nobody retired them), and the configured
+    jobs new to the ledger whose schedule is one of theirs: (new name, old name), a rename the
+    config did not say, whose periods would all run again under the new name."""
+    config = session.config
+    names = sorted(config.jobs)
+    gone = [u for u in session.ledger.unconfigured_jobs(names) if u.name not in config.renames]
+    if not gone:
+        return (), ()
+    fresh = session.ledger.names_without_runs(names)
+    pairs = []
+    for name in sorted(fresh):
+        job = config.jobs[name]
+        if job.renamed_from is not None:
+            continue
+        pairs += [
+            (name, u.name)
+            for u in gone
+            if (u.schedule, u.timezone) == (job.schedule.canonical, job.schedule.timezone)
+        ]
+    return tuple(gone), tuple(pairs)
+
+
+def rename(session: Session, old: str, new: str, *, reason: str, actor: str) -> None:
+    """``old`` (in the ledger) takes the name ``new``, keeping its id and everything recorded
+    for it; refused, as a ConfigError, when it cannot be."""
+    from .values import name_problem
+
+    if (said := name_problem(new, "new name")) is not None:
+        raise ConfigError(said)
+    why = session.ledger.rename_job(old, new, reason, actor)
+    if why is not None:
+        raise ConfigError(f"cannot rename {old} to {new}: {why}")
+
+
+def retire(session: Session, name: str, *, reason: str, actor: str) -> None:
+    if name in session.config.jobs:
+        raise ConfigError(
+            f"{name} is still in the config: take it out first (a configured job is never retired)"
+        )
+    if not session.ledger.retire_job(name, reason, actor):
+        raise ConfigError(f"the ledger has no job {name!r}")

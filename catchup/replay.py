@@ -302,11 +302,7 @@ def replay(
     check_window(jobs, since, until)
     jobs = session.resolve_all(jobs, write=not dry_run)
     now = session.now()
-    rows = (
-        session.ledger.job_rows(sorted(session.config.jobs))
-        if dry_run
-        else session.ledger.register_jobs(sorted(session.config.jobs))
-    )
+    rows = session.job_rows(write=not dry_run)
     targets = targets_for(jobs, rows)
     results = scan_jobs(
         session.ledger,
@@ -394,7 +390,7 @@ def tick(
     jobs = session.resolve_all(jobs)
     now = session.now()
     previous = session.ledger.record_tick(socket.gethostname())
-    rows = session.ledger.register_jobs(sorted(session.config.jobs))
+    rows = session.job_rows()
     due = [
         (job, latest)
         for job in jobs

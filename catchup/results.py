@@ -10,7 +10,15 @@ from datetime import datetime, timedelta
 from typing import Literal
 
 from .job import Job
-from .models import STATUSES, EventRow, HistoryRow, JobLine, Outcome, SchedulerHealth
+from .models import (
+    STATUSES,
+    EventRow,
+    HistoryRow,
+    JobLine,
+    Outcome,
+    SchedulerHealth,
+    Unconfigured,
+)
 from .schedule import Period, iso_utc
 from .vocabulary import EventAction, PeriodState, Status
 
@@ -23,6 +31,25 @@ class Connected:
     version: str
     schema: str
     note: str | None
+    # jobs the ledger has and the config does not name, and configured jobs new to the ledger
+    # that have the schedule of one of those (new name, old name): a rename nobody said
+    unconfigured: tuple[Unconfigured, ...] = ()
+    lookalikes: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class Renamed:
+    """``catchup rename``: the job's id, and all recorded for it, now under ``new``."""
+
+    old: str
+    new: str
+
+
+@dataclass(frozen=True)
+class Retired:
+    """``catchup retire``: the job is gone on purpose; its history stays."""
+
+    job: str
 
 
 @dataclass(frozen=True)

@@ -386,8 +386,7 @@ def scan(
     check_window(jobs, since, until)
     jobs = session.resolve_all(jobs, write=not read_only)
     now = session.now()
-    names = sorted(session.config.jobs)
-    rows = session.ledger.job_rows(names) if read_only else session.ledger.register_jobs(names)
+    rows = session.job_rows(write=not read_only)
     targets = targets_for(jobs, rows)
     results = scan_jobs(
         session.ledger,

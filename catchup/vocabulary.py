@@ -94,6 +94,8 @@ class EventAction(StrEnum):
     schedule = "schedule"
     start = "start"
     adopt = "adopt"  # an untracked period (its output exists) recorded as waived
+    rename = "rename"  # the job's name changed; its id, and everything keyed by it, kept
+    retire = "retire"  # the job is gone on purpose: no longer said to be missing from a config
 
 
 class Ended(StrEnum):

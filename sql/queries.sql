@@ -25,6 +25,11 @@ INSERT INTO {schema}.schema_version (version, name) VALUES (%(version)s, %(name)
 SELECT pg_advisory_xact_lock(hashtext('catchup.migrate'), hashtext(%(schema)s));
 
 -- name: register_jobs
+-- New names get a row; a configured job is not retired, whatever an earlier command said.
+WITH unretired AS (
+    UPDATE {schema}.jobs SET retired_at = NULL
+    WHERE name = ANY(%(names)s::text[]) AND retired_at IS NOT NULL
+)
 INSERT INTO {schema}.jobs (name)
 SELECT unnest(%(names)s::text[])
 ON CONFLICT (name) DO NOTHING;
@@ -105,8 +110,7 @@ RETURNING id;
 SELECT h.period_start, h.attempt, h.status, h.owner, h.started_at, h.finished_at,
        h.exit_code, h.error, h.output_tail, count(*) OVER () AS total
 FROM {schema}.history h
-JOIN {schema}.jobs j ON j.id = h.job_id
-WHERE j.name = %(job)s
+WHERE h.job_id = %(job_id)s
   AND (%(period_start)s::timestamptz IS NULL OR h.period_start = %(period_start)s)
 ORDER BY h.period_start DESC, h.attempt DESC
 LIMIT %(limit)s;
@@ -613,3 +617,38 @@ SET error = %(error)s,
     next_at = clock_timestamp() + least(interval '10 seconds' * power(2, attempts - 1),
                                         interval '1 hour')
 WHERE id = %(id)s;
+
+-- name: rename_job
+-- A job's new name, its id and every row keyed by it kept (sql/migrations/0011): NULL job_id
+-- and the reason when it cannot be.
+SELECT job_id, why FROM {schema}.rename_job(%(old)s, %(new)s, %(reason)s, %(actor)s);
+
+-- name: retire_job
+-- Returns the job's id when the ledger has it; retired_at is kept if it was retired already.
+UPDATE {schema}.jobs SET retired_at = coalesce(retired_at, clock_timestamp())
+WHERE name = %(name)s
+RETURNING id;
+
+-- name: unconfigured_jobs
+-- Jobs the ledger has that a config does not name (and nobody retired): a rename the config
+-- did not say, or a job removed by mistake. With each one's newest succeeded period and the
+-- schedule it had last.
+SELECT j.name,
+       (SELECT r.period_start FROM {schema}.runs r
+        WHERE r.job_id = j.id AND r.status = 'succeeded'
+        ORDER BY r.period_start DESC LIMIT 1) AS last_success,
+       s.schedule, s.timezone
+FROM {schema}.jobs j
+LEFT JOIN LATERAL (
+    SELECT schedule, timezone FROM {schema}.schedules
+    WHERE job_id = j.id ORDER BY since DESC LIMIT 1
+) s ON true
+WHERE j.retired_at IS NULL AND NOT (j.name = ANY(%(names)s::text[]))
+ORDER BY j.name;
+
+-- name: names_without_runs
+-- Which of these names the ledger has no run for (new to it, or registered and never run).
+SELECT n FROM unnest(%(names)s::text[]) AS n
+WHERE NOT EXISTS (
+    SELECT 1 FROM {schema}.jobs j JOIN {schema}.runs r ON r.job_id = j.id WHERE j.name = n
+);

@@ -407,6 +407,17 @@ MUTATIONS = (
         "    if (why := cannot_start(job)) is not None and False:\n",
         ("tests/integration/test_first_week.py::test_what_cannot_start_counts_no_attempt",),
     ),
+    Mutation(
+        "renamed-reads-old-row",
+        "a job renamed_from an old name reads that job's past, even before the rename is made",
+        "catchup/core.py",
+        "        for old, row in self.ledger.job_rows(list(olds)).items() if olds else ():",
+        "        for old, row in self.ledger.job_rows(list(olds)).items() if False else ():",
+        (
+            "tests/integration/test_first_week.py::"
+            "test_renamed_from_renames_on_the_first_command_that_writes",
+        ),
+    ),
 )
 
 

@@ -13,7 +13,7 @@ import click
 from .. import __version__
 from .admin import demo, deploy, doctor, serve, server
 from .base import CatchupGroup, State
-from .changing import adopt, checkpoint, mark, migrate, pause, reset, resume
+from .changing import adopt, checkpoint, mark, migrate, pause, rename, reset, resume, retire
 from .looking import explain, history, jobs, scan
 from .options import EXIT_CODES
 from .running import replay, run, tick
@@ -56,6 +56,8 @@ for command in (
     mark,
     reset,
     adopt,
+    rename,
+    retire,
     pause,
     resume,
     explain,

@@ -40,6 +40,7 @@ class State:
         self.config_path = config_path
         self.dsn = dsn
         self.quiet = quiet
+        self.notices = True  # what the ledger has that the config lacks, said on connecting
         self._app: Catchup | None = None
 
     def app(self, *, require_config: bool = True) -> Catchup:
@@ -52,6 +53,8 @@ class State:
             def said(info: Any) -> None:
                 if not self.quiet:
                     tables.connected(err_console(), info)
+                if self.notices:  # a warning, so even under -q: periods may run twice
+                    tables.unconfigured(err_console(), info)
 
             self._app = Catchup(
                 self.config_path,

@@ -129,6 +129,42 @@ def resume(state: State, job: str, reason: str | None, actor: str | None) -> Non
 
 
 @click.command(epilog=EXIT_CODES)
+@click.argument("old")
+@click.argument("new")
+@reason_option(required=True)
+@actor_option
+@pass_state
+def rename(state: State, old: str, new: str, reason: str, actor: str | None) -> None:
+    """Rename the ledger's job OLD to NEW: every run, attempt and change goes with it, so a
+    renamed job never runs its done periods again. Then rename [jobs.OLD] in catchup.toml (or
+    first, and say renamed_from = "OLD" there: the next command renames it itself).
+
+    Example: catchup rename report weekly-report --reason "one name per team"
+    """
+    from ..render import tables
+
+    state.notices = False  # the job it renames is not news
+    tables.renamed(console(), state.app().rename(old, new, reason=reason, actor=actor))
+
+
+@click.command(epilog=EXIT_CODES)
+@click.argument("job")
+@reason_option(required=True)
+@actor_option
+@pass_state
+def retire(state: State, job: str, reason: str, actor: str | None) -> None:
+    """Record the ledger's job JOB, no longer in catchup.toml, as gone on purpose: commands stop
+    saying the config lacks it; its history stays (a config naming it again brings it back).
+
+    Example: catchup retire legacy-export --reason "replaced by the warehouse sync"
+    """
+    from ..render import tables
+
+    state.notices = False
+    tables.retired(console(), state.app().retire(job, reason=reason, actor=actor))
+
+
+@click.command(epilog=EXIT_CODES)
 @click.argument("value")
 @pass_state
 def checkpoint(state: State, value: str) -> None:

@@ -7,7 +7,7 @@ from datetime import datetime
 
 from psycopg.rows import class_row
 
-from ..models import EventRow, HistoryRow, LockedRow
+from ..models import EventRow, HistoryRow, LockedRow, Unconfigured
 from ..schedule import Period
 from ..vocabulary import EventAction
 from .base import LedgerBase
@@ -15,14 +15,46 @@ from .base import LedgerBase
 
 class Changes(LedgerBase):
     def history(
-        self, job: str, period_start: datetime | None = None, limit: int = 50
+        self, job_id: int, period_start: datetime | None = None, limit: int = 50
     ) -> tuple[list[HistoryRow], int]:
         """The newest ``limit`` attempts, and how many there are in all."""
         with self.conn.cursor(row_factory=class_row(HistoryRow)) as cur:
             rows = cur.execute(
-                self._q("history"), {"job": job, "period_start": period_start, "limit": limit}
+                self._q("history"),
+                {"job_id": job_id, "period_start": period_start, "limit": limit},
             ).fetchall()
         return rows, rows[0].total if rows else 0
+
+    def rename_job(self, old: str, new: str, reason: str, actor: str) -> str | None:
+        """Rename ``old`` to ``new``, keeping its id (and so everything recorded for it); an
+        empty row for ``new`` (registered after the config was edited) is removed. None when
+        done, else why not."""
+        row = self.conn.execute(
+            self._q("rename_job"), {"old": old, "new": new, "reason": reason, "actor": actor}
+        ).fetchone()
+        assert row is not None
+        job_id, why = row
+        return None if job_id is not None else str(why)
+
+    def retire_job(self, name: str, reason: str, actor: str) -> bool:
+        """Record ``name`` as gone on purpose (its history stays); False when the ledger has
+        no such job."""
+        with self.transaction():
+            row = self.conn.execute(self._q("retire_job"), {"name": name}).fetchone()
+            if row is None:
+                return False
+            self.record_events(row[0], EventAction.retire, [None], [None], reason, actor)
+        return True
+
+    def unconfigured_jobs(self, names: list[str]) -> list[Unconfigured]:
+        """The ledger's jobs that ``names`` (a config's) lacks and nobody retired, with each
+        one's newest succeeded period and last schedule."""
+        with self.conn.cursor(row_factory=class_row(Unconfigured)) as cur:
+            return cur.execute(self._q("unconfigured_jobs"), {"names": names}).fetchall()
+
+    def names_without_runs(self, names: list[str]) -> set[str]:
+        rows = self.conn.execute(self._q("names_without_runs"), {"names": names}).fetchall()
+        return {str(name) for (name,) in rows}
 
     def record_tick(self, host: str) -> datetime | None:
         """Record this tick; returns the time of the previous one, if any."""

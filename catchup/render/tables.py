@@ -12,7 +12,18 @@ from rich.text import Text
 
 from ..explain import Explanation, describe_due
 from ..models import Outcome, SchedulerHealth
-from ..results import Changes, Connected, History, JobsReport, Migrated, NotDue, Paused, Resumed
+from ..results import (
+    Changes,
+    Connected,
+    History,
+    JobsReport,
+    Migrated,
+    NotDue,
+    Paused,
+    Renamed,
+    Resumed,
+    Retired,
+)
 from ..schedule import is_utc
 from ..vocabulary import EventAction
 from .text import STYLE, iso_utc, safe, schedule_text, seconds, span
@@ -237,6 +248,57 @@ def connected(console: Console, info: Connected) -> None:
             f"database: {info.database}, PostgreSQL {info.version}, schema {info.schema}{note}",
             style="dim",
         ),
+        soft_wrap=True,
+    )
+
+
+def unconfigured(console: Console, info: Connected) -> None:
+    """The ledger's jobs the config does not name, and configured jobs that look like them:
+    one warning each, with what to do."""
+    for new, old in info.lookalikes:
+        console.print(
+            Text(
+                safe(
+                    f"warning: {new} is new to the ledger and has the schedule of {old}, which "
+                    f"this config no longer names: if it was renamed, `catchup rename {old} "
+                    f'{new} --reason …` (or renamed_from = "{old}" in [jobs.{new}]) keeps its '
+                    "done periods from running again"
+                ),
+                style="yellow",
+            ),
+            soft_wrap=True,
+        )
+    paired = {old for _, old in info.lookalikes}
+    rest = [u for u in info.unconfigured if u.name not in paired]
+    if rest:
+        shown = ", ".join(
+            f"{u.name} (last success {iso_utc(u.last_success) if u.last_success else 'never'})"
+            for u in rest[:10]
+        )
+        more = f" and {len(rest) - 10} more" if len(rest) > 10 else ""
+        console.print(
+            Text(
+                safe(
+                    f"note: the ledger has jobs this config does not name: {shown}{more}; "
+                    "`catchup rename OLD NEW` if one was renamed, `catchup retire OLD` if it is "
+                    "gone on purpose"
+                ),
+                style="yellow",
+            ),
+            soft_wrap=True,
+        )
+
+
+def renamed(console: Console, result: Renamed) -> None:
+    console.print(
+        safe(f"renamed {result.old} to {result.new}: its runs, attempts and changes go with it"),
+        soft_wrap=True,
+    )
+
+
+def retired(console: Console, result: Retired) -> None:
+    console.print(
+        safe(f"retired {result.job}: no longer said to be missing; its history stays"),
         soft_wrap=True,
     )
 

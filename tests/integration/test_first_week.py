@@ -173,3 +173,103 @@ def test_doctor_suggests_a_delay_longer_than_the_one_the_job_has(project: Projec
     said = " ".join(doctor.stdout.split())
     assert 'for billing, delay = "2h7m"' in said, said
     assert 'delay = "7m")' not in said
+
+
+# --- one identity per job: rename, renamed_from, retire ---------------------------------------
+
+WEEKLY = '[jobs.{name}]\nschedule = "weekly"\nstart = "2026-10-05"\ncommand = ["true"]\n'
+
+
+def ran_four_weeks(project: Project, sql: Any) -> int:
+    """`report` with its first four weeks succeeded; the job's ledger id."""
+    project.write(WEEKLY.format(name="report"))
+    done = project.cli("-q", "replay", "--since", "2026-10-05", "--until", "2026-11-02")
+    assert done.exit_code == 0, done.output
+    ((job_id,),) = sql("SELECT id FROM {schema}.jobs WHERE name = 'report'")
+    sql(
+        "INSERT INTO {schema}.alert_ranges (job_id, state, first, last, periods) "
+        "VALUES (%s, 'missing', '2026-11-02', '2026-11-02', 1)",
+        [job_id],
+    )
+    return int(job_id)
+
+
+def planned(project: Project) -> int:
+    import json
+
+    dry = project.cli(
+        "-q", "replay", "--since", "2026-10-05", "--until", "2026-11-30", "--dry-run", "--json"
+    )
+    assert dry.exit_code == 0, dry.output
+    return int(json.loads(dry.stdout)["totals"]["planned"])
+
+
+def test_a_renamed_job_keeps_its_past_and_runs_no_done_period_again(
+    project: Project, sql: Any
+) -> None:
+    """`[jobs.report]` renamed to `[jobs.weekly-report]`: every command warns, naming both;
+    `catchup rename` moves the job's id, so history, coverage and alert ranges follow and the
+    dry run plans only the four weeks never run."""
+    job_id = ran_four_weeks(project, sql)
+    project.write(WEEKLY.format(name="weekly-report"))
+    warned = project.cli("-q", "jobs")
+    assert "warning: weekly-report is new to the ledger and has the schedule of report" in (
+        " ".join(warned.stderr.split())
+    )
+    assert planned(project) == 8  # what would happen: every week again, a second invoice run
+    renamed = project.cli("rename", "report", "weekly-report", "--reason", "one name per team")
+    assert renamed.exit_code == 0, renamed.output
+    assert "renamed report to weekly-report" in renamed.stdout
+    assert planned(project) == 4
+    assert sql("SELECT id FROM {schema}.jobs WHERE name = 'weekly-report'") == [(job_id,)]
+    assert sql("SELECT count(*) FROM {schema}.jobs") == [(1,)]  # the empty row it replaced
+    assert sql("SELECT job_id FROM {schema}.alert_ranges") == [(job_id,)]
+    shown = project.cli("history", "weekly-report")
+    assert shown.stdout.count("succeeded") == 4 and "rename" in shown.stdout
+    assert "one name per team" in " ".join(shown.stdout.split())
+    quiet = project.cli("-q", "jobs")
+    assert quiet.stderr == ""  # nothing left to warn about
+
+
+def test_renamed_from_renames_on_the_first_command_that_writes(project: Project, sql: Any) -> None:
+    job_id = ran_four_weeks(project, sql)
+    project.write(WEEKLY.format(name="weekly-report") + 'renamed_from = "report"\n')
+    assert planned(project) == 4  # a dry run reads the old row, and renames nothing
+    assert sql("SELECT name FROM {schema}.jobs") == [("report",)]
+    assert project.cli("-q", "jobs").exit_code == 0
+    assert sql("SELECT id, name FROM {schema}.jobs") == [(job_id, "weekly-report")]
+    (event,) = sql("SELECT action, previous FROM {schema}.events WHERE action = 'rename'")
+    assert event == ("rename", "report")
+    old = project.cli("history", "report")
+    assert "report was renamed to weekly-report" in old.stderr
+
+
+def test_a_rename_onto_a_job_with_runs_is_refused_and_changes_nothing(
+    project: Project, sql: Any
+) -> None:
+    ran_four_weeks(project, sql)
+    project.write(WEEKLY.format(name="report") + WEEKLY.format(name="other"))
+    assert project.cli("-q", "run", "other", "--period", "2026-10-05").exit_code == 0
+    before = sql("SELECT id, name FROM {schema}.jobs ORDER BY id")
+    refused = project.cli("rename", "report", "other", "--reason", "oops")
+    assert refused.exit_code == 2, refused.output
+    assert "the ledger already has runs or changes for other" in refused.stderr
+    assert sql("SELECT id, name FROM {schema}.jobs ORDER BY id") == before
+    missing = project.cli("rename", "nope", "other2", "--reason", "x")
+    assert missing.exit_code == 2 and "the ledger has no job nope" in missing.stderr
+
+
+def test_a_job_gone_on_purpose_is_retired_and_no_longer_mentioned(
+    project: Project, sql: Any
+) -> None:
+    ran_four_weeks(project, sql)
+    project.write(DAILY.format(name="billing") + 'command = ["true"]\n')
+    noted = project.cli("-q", "jobs")
+    said = " ".join(noted.stderr.split())
+    assert "the ledger has jobs this config does not name: report (last success 2026-10-26" in said
+    still = project.cli("retire", "billing", "--reason", "x")
+    assert still.exit_code == 2 and "still in the config" in still.stderr
+    retired = project.cli("retire", "report", "--reason", "replaced by the warehouse sync")
+    assert retired.exit_code == 0, retired.output
+    assert project.cli("-q", "jobs").stderr == ""
+    assert sql("SELECT count(*) FROM {schema}.history") == [(4,)]  # its history stays

@@ -147,7 +147,7 @@ def test_expired_lease_is_taken_over_and_the_old_attempt_is_fenced(
     # the new one can
     assert ledger.heartbeat(job_id, P1.start, new.attempt, LEASE) is not None
     assert finish(ledger, job_id, new.attempt) is not None
-    history = {row.attempt: row.status for row in ledger.history("billing")[0]}
+    history = {row.attempt: row.status for row in ledger.history(job_id)[0]}
     assert history == {1: "lost", 2: "succeeded"}
 
 

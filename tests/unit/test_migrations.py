@@ -19,6 +19,7 @@ SHIPPED = {
     "0008_adopt": "d24eeaaf00a9b200b6bf02bc4fb522bc7450c1bcf59274022f838170b3df0c5f",
     "0009_evidence_state": "faa1e418c26567a6795810bf605a86aa8366d5cd91a20d73e8abdfc9924f8792",
     "0010_alerts": "0199acfcb1f28e31148f8eee6a57f55dbd15583e004a9ead51f016edfbf0b82e",
+    "0011_job_identity": "5f260e9fbe035c91e78d3fe13a9b3b12642030a46564817f78031ad8b0b596b0",
 }
 
 
