@@ -11,10 +11,12 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 from rich.console import Console
 
 from catchup import Catchup
+from catchup.errors import ConfigError
 from catchup.render import json as render_json
 from catchup.render import tables
 from catchup.results import NotDue
@@ -189,3 +191,38 @@ def test_bad_input_is_refused_alike_and_writes_nothing(
         assert result.exit_code == 2, result.output
         assert len(result.stderr.splitlines()) == 1
     assert sql("SELECT count(*) FROM pg_namespace WHERE nspname = %s", [project.schema]) == [(0,)]
+
+
+def test_rename_and_retire_give_the_same_result_through_both(
+    project: Project, database: Database, other_schema: str, tmp_path: Path
+) -> None:
+    """The ledger's job `old` is renamed to `billing` (the config's), and `gone` retired, by
+    the API on one ledger and the CLI on another: the same words, the same rows."""
+    project.write(CONFIG)
+    api_config = tmp_path / "api" / "catchup.toml"
+    api_config.parent.mkdir()
+    api_config.write_text(project.config.read_text().replace(project.schema, other_schema))
+    assert project.cli("-q", "migrate").exit_code == 0
+    with Catchup(api_config, dsn=database.conninfo) as first:
+        first.migrate()
+    with psycopg.connect(database.conninfo, autocommit=True) as conn:
+        for schema in (project.schema, other_schema):
+            conn.execute(
+                psycopg.sql.SQL("INSERT INTO {}.jobs (name) VALUES ('old'), ('gone')").format(
+                    psycopg.sql.Identifier(schema)
+                )
+            )
+    app = Catchup(api_config, dsn=database.conninfo)
+    renamed = app.rename("old", "billing", reason="one name")
+    cli = project.cli("-q", "rename", "old", "billing", "--reason", "one name")
+    assert cli.exit_code == 0, cli.output
+    assert rendered(lambda c: tables.renamed(c, renamed)) == cli.stdout
+    retired = app.retire("gone", reason="replaced")
+    cli = project.cli("-q", "retire", "gone", "--reason", "replaced")
+    assert cli.exit_code == 0, cli.output
+    assert rendered(lambda c: tables.retired(c, retired)) == cli.stdout
+    with pytest.raises(ConfigError, match="the ledger has no job 'nope'"):
+        app.retire("nope", reason="x")
+    refused = project.cli("-q", "retire", "nope", "--reason", "x")
+    assert refused.exit_code == 2 and "the ledger has no job 'nope'" in refused.stderr
+    app.close()
