@@ -203,15 +203,25 @@ class Catchup:
         workers: int = 4,
         interrupted: threading.Event | None = None,
         on_done: Callable[[Outcome], None] | None = None,
+        max_time: float | None = None,
     ) -> Batch:
         """Run what each job's catch-up policy allows, on a pool of ``workers``: what
-        ``catchup tick`` does."""
+        ``catchup tick`` does. After ``max_time`` seconds nothing new starts."""
         from .replay import tick
 
         if not 1 <= workers <= MAX_WORKERS:
             raise ConfigError(f"--workers {workers}: from 1 to {MAX_WORKERS}")
+        if max_time is not None and not 1 <= max_time <= 86400:
+            raise ConfigError(f"--max-time {max_time:g}s: from 1 second to 1 day")
         chosen = self.select(jobs)
-        return tick(self.session, chosen, workers=workers, interrupted=interrupted, on_done=on_done)
+        return tick(
+            self.session,
+            chosen,
+            workers=workers,
+            interrupted=interrupted,
+            on_done=on_done,
+            max_time=max_time,
+        )
 
     def replay(
         self,

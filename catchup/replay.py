@@ -9,6 +9,7 @@ import functools
 import heapq
 import socket
 import threading
+import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -50,13 +51,29 @@ class Dispatcher:
     """Hands out planned periods oldest-first to worker threads, never two periods of a job
     whose overlap is forbidden at once (the claim would refuse the second anyway)."""
 
-    def __init__(self, items: Iterator[Planned], limit: int | None) -> None:
+    def __init__(
+        self, items: Iterator[Planned], limit: int | None, deadline: float | None = None
+    ) -> None:
         self._items = items
         self._left = limit
         self._pending: list[Planned] = []
         self._busy: Counter[str] = Counter()
         self._cond = threading.Condition()
         self._stopped = False
+        # time.monotonic() after which nothing new is handed out (tick --max-time)
+        self._deadline = deadline
+        self.expired = False
+
+    def _past_deadline(self) -> bool:
+        if self._deadline is not None and time.monotonic() >= self._deadline:
+            self.expired = True
+        return self.expired
+
+    def _wait(self) -> None:
+        if self._deadline is None:
+            self._cond.wait()
+        else:
+            self._cond.wait(max(0.0, self._deadline - time.monotonic()))
 
     def _fill(self) -> None:
         while len(self._pending) < LOOKAHEAD and (self._left is None or self._left > 0):
@@ -69,13 +86,13 @@ class Dispatcher:
 
     def take(self) -> Planned | None:
         with self._cond:
-            while not self._stopped:
+            while not self._stopped and not self._past_deadline():
                 self._fill()
                 if not self._pending:
                     return None
                 if (item := self._free()) is not None:
                     return item
-                self._cond.wait()
+                self._wait()
             return None
 
     def _free(self) -> Planned | None:
@@ -97,7 +114,7 @@ class Dispatcher:
         with self._cond:
             self._busy[item.job.name] -= 1
             self._cond.notify_all()
-            if self._stopped:
+            if self._stopped or self._past_deadline():
                 return None
             self._fill()
             return self._free()
@@ -122,12 +139,14 @@ def run_planned(
     on_start: Callable[[Planned], None] | None = None,
     on_done: Callable[[Outcome], None] | None = None,
     prepare: Callable[[Session, Planned], None] | None = None,
+    max_time: float | None = None,
 ) -> Batch:
     """Run ``items`` on ``workers`` threads, each with a connection of its own (the first
     worker uses ``session``'s), and one more connection that all of them renew leases on: a pool
     of N keeps N + 1 connections, whatever the number of jobs and periods."""
     stop = interrupted or threading.Event()
-    dispatcher = Dispatcher(items, limit)
+    deadline = None if max_time is None else time.monotonic() + max_time
+    dispatcher = Dispatcher(items, limit, deadline)
     outcomes: list[Outcome] = []
     lock = threading.Lock()
     errors: list[BaseException] = []
@@ -241,7 +260,14 @@ def run_planned(
         heartbeats.close()
     if errors:
         raise errors[0]
-    return Batch(planned=planned, outcomes=tuple(outcomes), interrupted=stop.is_set())
+    deferred = planned - len(outcomes) if dispatcher.expired else 0
+    return Batch(
+        planned=planned,
+        outcomes=tuple(outcomes),
+        interrupted=stop.is_set(),
+        deferred=max(0, deferred),
+        max_time=max_time,
+    )
 
 
 def _run_waiting(
@@ -379,6 +405,7 @@ def tick(
     workers: int = TICK_WORKERS,
     interrupted: threading.Event | None = None,
     on_done: Callable[[Outcome], None] | None = None,
+    max_time: float | None = None,
 ) -> Batch:
     """What the one scheduler calls every few minutes: for each job, the due periods its
     catch-up policy allows, oldest first, on a pool of ``workers`` (one job's periods in order,
@@ -386,7 +413,9 @@ def tick(
 
     ``all``: every gap in ``catchup_window`` (at most ``max_per_tick``); ``latest``: the newest
     due period only; ``none``: the newest due period only if it became due since the previous
-    tick. Paused jobs are skipped. Failed periods wait for their backoff."""
+    tick. Paused jobs are skipped. Failed periods wait for their backoff. After ``max_time``
+    seconds nothing new is started (what runs finishes): the rest waits for the next tick, so a
+    tick started on schedule is never late behind the previous one's backlog."""
     jobs = session.resolve_all(jobs)
     now = session.now()
     previous = session.ledger.record_tick(socket.gethostname())
@@ -405,7 +434,7 @@ def tick(
     ]
     scanned = scan_jobs(session.ledger, targets, now=now, since=None, until=None) if targets else []
     gaps = {result.job: result for result in scanned}
-    streams: list[Iterator[Planned]] = []
+    chosen_per_job: list[list[Planned]] = []
     planned = 0
     for job, latest in due:
         if job.catchup == "all":
@@ -416,7 +445,12 @@ def tick(
             chosen = []
         planned += len(chosen)
         if chosen:
-            streams.append(iter(chosen))
+            chosen_per_job.append(chosen)
+    # the jobs with the fewest due periods first (a job on time before one with a backlog),
+    # then taking turns: with --max-time cutting a tick short, a backlog never keeps another
+    # job's on-time period waiting, tick after tick
+    chosen_per_job.sort(key=lambda chosen: (len(chosen), chosen[0].job.name))
+    streams = [iter(chosen) for chosen in chosen_per_job]
     return run_planned(
         session,
         round_robin(streams),
@@ -424,6 +458,7 @@ def tick(
         workers=max(1, min(workers, planned)),
         interrupted=interrupted,
         on_done=on_done,
+        max_time=max_time,
     )
 
 

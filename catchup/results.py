@@ -160,6 +160,9 @@ class Batch:
     plan: Iterable[Planned] = ()
     # periods left alone because their output exists and the ledger has no run (evidence)
     untracked: int = 0
+    # planned periods not started because --max-time ran out (the next tick's), and the limit
+    deferred: int = 0
+    max_time: float | None = None
 
     @property
     def totals(self) -> dict[str, int]:

@@ -418,6 +418,17 @@ MUTATIONS = (
             "test_renamed_from_renames_on_the_first_command_that_writes",
         ),
     ),
+    Mutation(
+        "tick-fewest-first",
+        "a job's on-time period never waits behind another job's backlog in a tick",
+        "catchup/replay.py",
+        "    chosen_per_job.sort(key=lambda chosen: (len(chosen), chosen[0].job.name))\n",
+        "",
+        (
+            "tests/integration/test_first_week.py::"
+            "test_a_slow_backlog_never_holds_another_jobs_period",
+        ),
+    ),
 )
 
 

@@ -19,6 +19,7 @@ from .base import (
 from .options import (
     DATE_HELP,
     EXIT_CODES,
+    Seconds,
     When,
     actor_option,
     jobs_option,
@@ -76,9 +77,21 @@ def run(state: State, job: str, period: str | None, ignore_evidence: bool, as_js
 @workers_option(default=4, what="Periods run at once, the jobs taking turns")
 @json_option("Print the periods and totals as JSON.")
 @click.option("-v", "--verbose", is_flag=True, help="Also print the periods that were skipped.")
+@click.option(
+    "--max-time",
+    type=Seconds(1, 86400),
+    metavar="DURATION",
+    help="Start nothing new after this long (what runs finishes); the rest is the next "
+    "tick's. Set it to the scheduler's interval.",
+)
 @pass_state
 def tick(
-    state: State, job_names: tuple[str, ...], workers: int, as_json: bool, verbose: bool
+    state: State,
+    job_names: tuple[str, ...],
+    workers: int,
+    as_json: bool,
+    verbose: bool,
+    max_time: float | None,
 ) -> None:
     """Run everything due, per each job's catch-up policy: what one scheduler calls.
 
@@ -88,7 +101,10 @@ def tick(
     connections it opens are the workers plus two, however many jobs are due. Paused jobs are
     skipped; failed periods wait for their backoff. Safe when several replicas tick at once.
 
-    Example: */5 * * * * catchup -q tick
+    With --max-time (the recipes set it to their interval), nothing new starts once it has
+    passed, so one job's backlog never makes the next tick late for another job's period.
+
+    Example: */5 * * * * catchup -q tick --max-time 5m
     """
     from ..render import batches, json, tables
 
@@ -101,7 +117,11 @@ def tick(
     app = state.app()
     with stop_signals() as stop:
         result = app.tick(
-            jobs=job_names, workers=workers, interrupted=stop, on_done=None if as_json else done
+            jobs=job_names,
+            workers=workers,
+            interrupted=stop,
+            on_done=None if as_json else done,
+            max_time=max_time,
         )
     show(result, as_json, json.batch_json, batches.tick_summary, out)
     exit_for_batch(result)

@@ -19,7 +19,7 @@ from ..models import STATUSES, Outcome
 from ..vocabulary import Status
 from .limits import GAP_LIMIT
 from .tables import outcome
-from .text import STYLE, safe
+from .text import STYLE, safe, span
 
 if TYPE_CHECKING:
     from ..job import Job
@@ -67,7 +67,12 @@ def tick_summary(console: Console, batch: Batch) -> None:
         f"tick: {totals[Status.succeeded]} succeeded, {totals[Status.failed]} failed, "
         f"{totals[Status.skipped]} skipped, {totals[Status.lost]} lost"
         + (f", {errors} database error(s)" if errors else "")
-        + (f", {unstartable} could not start (no attempt counted)" if unstartable else ""),
+        + (f", {unstartable} could not start (no attempt counted)" if unstartable else "")
+        + (
+            f"; {batch.deferred} left for the next tick (--max-time {span(batch.max_time)})"
+            if batch.deferred and batch.max_time is not None
+            else ""
+        ),
         highlight=False,
     )
 

@@ -93,7 +93,9 @@ def _batch_json(batch: Batch) -> str:
                 }
                 for o in batch.outcomes
             ],
-            "totals": batch.totals | _left_alone(batch),
+            "totals": batch.totals
+            | _left_alone(batch)
+            | ({"deferred": batch.deferred} if batch.deferred else {}),
         }
     )
 

@@ -273,3 +273,35 @@ def test_a_job_gone_on_purpose_is_retired_and_no_longer_mentioned(
     assert retired.exit_code == 0, retired.output
     assert project.cli("-q", "jobs").stderr == ""
     assert sql("SELECT count(*) FROM {schema}.history") == [(4,)]  # its history stays
+
+
+def test_a_slow_backlog_never_holds_another_jobs_period(project: Project, sql: Any) -> None:
+    """An hourly job with six missed slow periods beside a five-minute job, one worker:
+    the quick job's due period goes first, and after --max-time the tick starts nothing
+    new (the backlog is the next tick's), so the next tick, on schedule, is not held."""
+    import json
+    from datetime import timedelta
+
+    (now,) = sql("SELECT date_trunc('hour', clock_timestamp())")[0]
+    start = (now - timedelta(hours=6)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    project.write(
+        f'[jobs.backlog]\nschedule = "hourly"\nstart = "{start}"\n'
+        'command = ["sleep", "1.5"]\n'
+        f'[jobs.quick]\nschedule = "every 5 minutes"\nstart = "{start}"\ncatchup = "latest"\n'
+        'command = ["true"]\n'
+    )
+    first = project.cli("-q", "tick", "--workers", "1", "--max-time", "1s", "--json")
+    assert first.exit_code == 0, first.output
+    batch = json.loads(first.stdout)
+    ran = [(p["job"], p["status"]) for p in batch["periods"]]
+    assert ran[0] == ("quick", "succeeded")
+    slow = ran[1:]
+    assert slow in ([], [("backlog", "succeeded")])  # at most the one started in time
+    assert batch["totals"]["deferred"] == 6 - len(slow)
+    shown = project.cli("-q", "tick", "--workers", "1", "--max-time", "1s")
+    assert "left for the next tick (--max-time 1s)" in shown.stdout
+    (count,) = sql(
+        "SELECT count(*) FROM {schema}.runs r JOIN {schema}.jobs j ON j.id = r.job_id "
+        "WHERE j.name = 'backlog'"
+    )[0]
+    assert 1 <= count <= 2
