@@ -49,9 +49,28 @@ class Recipe:
 SERVE_PORT = 9187
 
 
+EVEN_EVERY = (1, 2, 3, 4, 5, 6, 10, 12, 15, 20, 30, 60)
+
+
+def check_every(every: int) -> None:
+    """Ticks come evenly only every divisor of 60 minutes: `*/45` runs at :00 and :45, 15 and
+    45 minutes apart, and `3-59/7` four minutes apart at each hour."""
+    if every not in EVEN_EVERY:
+        shown = ", ".join(str(n) for n in EVEN_EVERY[:-1]) + f" or {EVEN_EVERY[-1]}"
+        raise ConfigError(
+            f"--every {every}: ticks come evenly only every divisor of 60 minutes ({shown})"
+        )
+
+
 def minutes(every: int, offset: int) -> str:
     """Cron minutes: every ``every`` minutes starting at ``offset``, so never on the hour."""
+    if every >= 60:
+        return str(offset)
     return f"{offset}-59/{every}" if every > 1 else "*"
+
+
+def offset_for(every: int) -> int:
+    return min(3, every - 1) if every > 1 else 0
 
 
 def kubernetes(
@@ -63,40 +82,72 @@ def kubernetes(
     config_map: str,
     namespace: str | None,
     serve: bool = False,
+    deadline: int = 6 * 3600,
 ) -> Recipe:
     check_name("kubernetes", name)
+    check_every(every)
     if namespace is not None and not re.fullmatch(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?", namespace):
         raise ConfigError(f"--namespace {namespace[:70]!r}: not a Kubernetes namespace name")
-    offset = min(3, every - 1) if every > 1 else 0
+    if not image.strip() or any(ord(c) < 0x21 for c in image):
+        raise ConfigError("--image: an image reference, with no spaces or control characters")
+    offset = offset_for(every)
     meta = f"  name: {json.dumps(name)}\n"
     if namespace:
         meta += f"  namespace: {json.dumps(namespace)}\n"
+    ns = f" --namespace {namespace}" if namespace else ""
     body = f"""\
 # `catchup tick` every {every} minute(s), {offset} minute(s) off the hour; apply: kubectl apply -f -
-# Needs a Secret {json.dumps(secret)} with key "dsn" and a ConfigMap {json.dumps(config_map)}
-# holding catchup.toml. Forbid + a short starting deadline: never two ticks at once, and a
-# missed tick is simply skipped (the next one catches up, through the ledger).
+# First the Secret with the DSN and the ConfigMap with catchup.toml:
+#   kubectl create secret generic {secret}{ns} --from-literal=dsn='postgresql://…'
+#   kubectl create configmap {config_map}{ns} --from-file=catchup.toml
+# concurrencyPolicy Allow: two ticks at once are safe (each period is claimed once, in the
+# ledger), and a tick that still runs a slow period never holds the next one back; each tick
+# starts nothing new after --max-time (its interval), so ticks never pile up behind a backlog.
+# activeDeadlineSeconds is a last resort for a hung job without a timeout: make it longer
+# than your longest job's timeout (a killed job's lease runs out, and it is retried). Jobs run
+# in the config's folder, /etc/catchup (read-only): set workdir in catchup.toml to where they
+# live in the image.
 apiVersion: batch/v1
 kind: CronJob
 metadata:
 {meta}spec:
   schedule: "{minutes(every, offset)} * * * *"
   timeZone: "Etc/UTC"
-  concurrencyPolicy: Forbid
+  concurrencyPolicy: Allow
   startingDeadlineSeconds: {max(30, min(240, every * 60 - 30))}
   successfulJobsHistoryLimit: 3
   failedJobsHistoryLimit: 5
   jobTemplate:
     spec:
       backoffLimit: 0
+      activeDeadlineSeconds: {deadline}
+      ttlSecondsAfterFinished: 86400
       template:
         spec:
           restartPolicy: Never
           terminationGracePeriodSeconds: 60
+          securityContext:
+            runAsNonRoot: true
+            runAsUser: 65532
+            runAsGroup: 65532
+            seccompProfile:
+              type: RuntimeDefault
           containers:
             - name: catchup
               image: {json.dumps(image)}
-              args: ["catchup", "-q", "tick"]
+              command: ["catchup", "-q", "tick", "--max-time", "{every}m"]
+              securityContext:
+                allowPrivilegeEscalation: false
+                readOnlyRootFilesystem: true
+                capabilities:
+                  drop: ["ALL"]
+              # catchup itself needs little; size these for the jobs it runs
+              resources:
+                requests:
+                  cpu: "100m"
+                  memory: "128Mi"
+                limits:
+                  memory: "1Gi"
               env:
                 - name: CATCHUP_DSN
                   valueFrom:
@@ -112,10 +163,14 @@ metadata:
                 - name: config
                   mountPath: /etc/catchup
                   readOnly: true
+                - name: tmp
+                  mountPath: /tmp
           volumes:
             - name: config
               configMap:
                 name: {json.dumps(config_map)}
+            - name: tmp
+              emptyDir: {{}}
 """
     files = {f"{name}-cronjob.yaml": body}
     if serve:
@@ -219,11 +274,49 @@ def _unit_value(option: str, value: str) -> str:
     return value.replace("%", "%%")
 
 
+# The sandbox of every unit: systemd-analyze security rates it (README: its score). It leaves
+# what jobs commonly need (no MemoryDenyWriteExecute: a JIT such as Node's or Java's needs it;
+# any system-service call). A job that writes outside its StateDirectory (/var/lib/NAME) needs
+# ReadWritePaths= in a drop-in.
+SANDBOX = """\
+NoNewPrivileges=yes
+ProtectSystem=strict
+ProtectHome=read-only
+PrivateTmp=yes
+PrivateDevices=yes
+ProtectKernelTunables=yes
+ProtectKernelModules=yes
+ProtectKernelLogs=yes
+ProtectControlGroups=yes
+ProtectClock=yes
+ProtectHostname=yes
+ProtectProc=invisible
+RestrictSUIDSGID=yes
+RestrictNamespaces=yes
+RestrictRealtime=yes
+LockPersonality=yes
+CapabilityBoundingSet=
+AmbientCapabilities=
+SystemCallArchitectures=native
+SystemCallFilter=@system-service
+RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6
+UMask=0077
+"""
+
+
 def systemd(
-    *, name: str, executable: str, every: int, user: str, workdir: str, serve: bool = False
+    *,
+    name: str,
+    executable: str,
+    every: int,
+    user: str | None,
+    workdir: str,
+    serve: bool = False,
+    deadline: int = 6 * 3600,
 ) -> Recipe:
     check_name("systemd", name)
-    if not _UNIX_USER.fullmatch(user):
+    check_every(every)
+    if user is not None and not _UNIX_USER.fullmatch(user):
         raise ConfigError(
             f"--user {user[:40]!a}: a user name is lower-case letters, digits, '_' and '-' "
             "(at most 32), or a numeric uid"
@@ -234,7 +327,9 @@ def systemd(
     if not executable.startswith("/"):
         raise ConfigError(f"--exec {executable[:60]!a}: must be an absolute path")
     _unit_value("--exec", executable)
-    offset = min(3, every - 1) if every > 1 else 0
+    offset = offset_for(every)
+    # a user of its own for each run unless one is named (which a sysusers.d file creates)
+    who = "DynamicUser=yes\n" if user is None else f"User={user}\n"
     service = f"""\
 [Unit]
 Description=catchup tick: run what is due, exactly once per period
@@ -243,23 +338,26 @@ After=network-online.target
 
 [Service]
 Type=oneshot
-ExecStart={_quote(executable)} -q tick
+# nothing new starts after --max-time (the timer's interval): the next tick is never held back
+ExecStart={_quote(executable)} -q tick --max-time {every}m
 # CATCHUP_DSN=… (and CATCHUP_CONFIG) go here, readable by root only
 EnvironmentFile=-/etc/catchup/env
 # a missing DSN is an error, never a database on this host
 Environment=CATCHUP_EMBEDDED=never
 WorkingDirectory={workdir}
-User={user}
+{who}StateDirectory={name}
+# a last resort for a hung job without a timeout: longer than your longest job's timeout
+TimeoutStartSec={deadline}
 # catchup stops and records its running jobs on SIGTERM; the rest of the group goes after
 KillMode=mixed
 TimeoutStopSec=60
-"""
+{SANDBOX}"""
     timer = f"""\
 [Unit]
 Description=catchup tick every {every} minute(s), {offset} minute(s) off the hour
 
 [Timer]
-OnCalendar=*:{offset:02d}/{every}
+OnCalendar={f"*:{offset:02d}" if every >= 60 else f"*:{offset:02d}/{every}"}
 Persistent=true
 RandomizedDelaySec=30
 AccuracySec=1s
@@ -268,6 +366,9 @@ AccuracySec=1s
 WantedBy=timers.target
 """
     files = {f"{name}.service": service, f"{name}.timer": timer}
+    if user is not None:  # the user the units name, made by systemd-sysusers if it is missing
+        files[f"{name}-sysusers.conf"] = f'u {user} - "catchup jobs" /var/lib/{name}\n'
+
     if serve:
         files[f"{name}-serve.service"] = f"""\
 [Unit]
@@ -281,10 +382,9 @@ ExecStart={_quote(executable)} -q serve --listen 127.0.0.1:{SERVE_PORT} --refres
 EnvironmentFile=-/etc/catchup/env
 Environment=CATCHUP_EMBEDDED=never
 WorkingDirectory={workdir}
-User={user}
-Restart=on-failure
+{who}Restart=on-failure
 RestartSec=5
-
+{SANDBOX}
 [Install]
 WantedBy=multi-user.target
 """

@@ -101,11 +101,18 @@ def deploy() -> None:
 @click.option("--name", default="catchup", show_default=True, help="The CronJob's name.")
 @click.option(
     "--image",
-    default="registry.example.com/app:latest",
-    show_default=True,
-    help="An image with catchup and your jobs installed.",
+    required=True,
+    help="The image with catchup and your jobs installed (required).",
 )
 @every_option
+@click.option(
+    "--deadline",
+    type=Seconds(60, 7 * 86400),
+    default="6h",
+    show_default=True,
+    metavar="DURATION",
+    help="activeDeadlineSeconds of each tick's Job: longer than your longest job's timeout.",
+)
 @click.option(
     "--secret",
     default="catchup-db",
@@ -128,13 +135,16 @@ def deploy_kubernetes(
     name: str,
     image: str,
     every: int,
+    deadline: float,
     secret: str,
     config_map: str,
     namespace: str | None,
     serve: bool,
 ) -> None:
-    """A CronJob that calls `catchup tick`: concurrencyPolicy Forbid, a starting deadline,
-    timeZone Etc/UTC, a few minutes off the hour, history limits, the DSN from a Secret.
+    """A CronJob that calls `catchup tick --max-time` (its interval): concurrencyPolicy Allow
+    (the ledger makes concurrent ticks safe; a slow period never holds the next tick back), a
+    deadline, timeZone Etc/UTC, a few minutes off the hour, a restrictive securityContext,
+    resources, the DSN from a Secret; valid for Kubernetes 1.33 (checked in CI).
 
     Example: catchup deploy kubernetes --image ghcr.io/acme/billing:1.4 | kubectl apply -f -
     """
@@ -145,6 +155,7 @@ def deploy_kubernetes(
             name=name,
             image=image,
             every=every,
+            deadline=round(deadline),
             secret=secret,
             config_map=config_map,
             namespace=namespace,
@@ -164,13 +175,25 @@ def deploy_kubernetes(
     help="The catchup executable.",
 )
 @every_option
-@click.option("--user", default="catchup", show_default=True, help="The user to run as.")
+@click.option(
+    "--user",
+    help="The user to run as (a sysusers.d file makes it; default: DynamicUser=yes).",
+)
+@click.option(
+    "--deadline",
+    type=Seconds(60, 7 * 86400),
+    default="6h",
+    show_default=True,
+    metavar="DURATION",
+    help="TimeoutStartSec of a tick: longer than your longest job's timeout.",
+)
+@click.option("--force", is_flag=True, help="With --output-dir: replace units already there.")
 @click.option("--workdir", default="/etc/catchup", show_default=True, help="Where catchup.toml is.")
 @click.option(
     "--output-dir",
     type=click.Path(file_okay=False),
     metavar="DIR",
-    help="Write the unit files into DIR instead of printing them.",
+    help="Write the unit files into DIR (it must exist) instead of printing them.",
 )
 @click.option(
     "--serve", is_flag=True, help="Also a service running `catchup serve` on 127.0.0.1:9187."
@@ -179,7 +202,9 @@ def deploy_systemd(
     name: str,
     executable: str,
     every: int,
-    user: str,
+    user: str | None,
+    deadline: float,
+    force: bool,
     workdir: str,
     output_dir: str | None,
     serve: bool,
@@ -194,7 +219,13 @@ def deploy_systemd(
     from .. import deploy as recipes
 
     recipe = recipes.systemd(
-        name=name, executable=executable, every=every, user=user, workdir=workdir, serve=serve
+        name=name,
+        executable=executable,
+        every=every,
+        user=user,
+        workdir=workdir,
+        serve=serve,
+        deadline=round(deadline),
     )
     if output_dir is None:
         click.echo(recipe.text(), nl=False)
@@ -202,10 +233,13 @@ def deploy_systemd(
     from .. import files
 
     folder = Path(output_dir)
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise ConfigError(f"--output-dir {folder}: {exc.strerror or type(exc).__name__}") from None
+    if not folder.is_dir():  # a typo must not become a folder of units nobody loads
+        raise ConfigError(f"--output-dir {folder}: no such folder")
+    there = [n for n in recipe.files if (folder / n).exists() or (folder / n).is_symlink()]
+    if there and not force:
+        raise ConfigError(
+            f"--output-dir {folder}: {', '.join(there)} already there (--force replaces them)"
+        )
     for filename, body in recipe.files.items():
         files.replace_file(folder / filename, body, "--output-dir")
         click.echo(f"wrote {folder / filename}")

@@ -143,10 +143,10 @@ def reason_option(*, required: bool) -> Callable[[F], F]:
 def every_option[F: Callable[..., Any]](f: F) -> F:
     return click.option(
         "--every",
-        type=click.IntRange(1, 59),
+        type=click.IntRange(1, 60),
         default=5,
         show_default=True,
-        help="Minutes between ticks.",
+        help="Minutes between ticks: a divisor of 60, so they come evenly.",
     )(f)
 
 

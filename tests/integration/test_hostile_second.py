@@ -585,6 +585,7 @@ def test_dollar_and_percent_in_a_path_stay_text_for_systemd(tmp_path: Path) -> N
     executable = folder / "catchup"
     executable.symlink_to(Path(sys.executable).with_name("catchup"))
     out = tmp_path / "units"
+    out.mkdir()
     result = deploy(
         "systemd", "--exec", str(executable), "--workdir", str(folder), "--output-dir", str(out)
     )
