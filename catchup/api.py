@@ -5,8 +5,10 @@ maps it to an exit code; the Python API is this class. So the two cannot disagre
 from __future__ import annotations
 
 import os
+import sys
 import threading
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import replace
 from datetime import date, datetime
 from pathlib import Path
 from typing import Literal
@@ -60,11 +62,24 @@ def check_reason(reason: str | None, *, required: bool) -> str | None:
     return reason
 
 
+def code_origin(project: str | None) -> Path:
+    """What names a project of jobs declared in code: ``project`` if given, else the script
+    that runs (``python billing.py``: billing.py), else the working folder."""
+    if project is not None:
+        if not project.strip() or any(ord(c) < 0x20 for c in project):
+            raise ConfigError("project: a name, with no control characters")
+        return Path.cwd() / f"python-{project}"
+    main = getattr(sys.modules.get("__main__"), "__file__", None)
+    return Path(main).resolve() if main else Path.cwd() / "python"
+
+
 class Catchup:
     """A ledger and its jobs.
 
     Load ``catchup.toml`` (``Catchup("catchup.toml")``, or ``Catchup()`` to find it like the
-    CLI does) or declare jobs in code (``Catchup(jobs=[make_job(...)], dsn=...)``). The database
+    CLI does) or declare jobs in code (``Catchup(jobs=[make_job(...)], dsn=...)``): those are a
+    project of their own (named by ``project``, else by the script that runs), never the
+    catchup.toml of the folder it runs in, so no job there is redefined. The database
     is chosen as by the CLI: ``dsn``, then ``CATCHUP_DSN``, ``[database] dsn``, ``DATABASE_URL``,
     ``PG*``, else the embedded PostgreSQL. It is opened on first use; use the object as a
     context manager, or call :meth:`close`.
@@ -82,10 +97,20 @@ class Catchup:
         schema: str | None = None,
         require_config: bool = False,
         on_connect: Callable[[Connected], None] | None = None,
+        project: str | None = None,
     ) -> None:
         declared = {job.name: job for job in jobs}
         if isinstance(config, Config):
             loaded = config
+        elif declared and config is None:
+            # jobs in code are a project of their own: never the catchup.toml of the folder
+            # this happens to run in (its jobs of the same names would be redefined)
+            loaded = Config(
+                path=None,
+                schema=schema or "catchup",
+                schema_given=schema is not None,
+                origin=code_origin(project),
+            )
         else:
             path = find_config(None if config is None else str(config))
             if path is None and require_config and not declared:
@@ -95,12 +120,11 @@ class Catchup:
                 )
             loaded = load_config(path, schema=schema)
         if declared:
-            loaded = Config(
-                path=loaded.path,
+            loaded = replace(
+                loaded,
                 jobs={**loaded.jobs, **declared},
-                dsn=loaded.dsn,
                 schema=schema or loaded.schema,
-                embedded=loaded.embedded,
+                schema_given=loaded.schema_given or schema is not None,
             )
         self.config = loaded
         self._dsn = dsn

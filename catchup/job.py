@@ -123,15 +123,22 @@ class Config:
     embedded: bool = True  # [database] embedded = false: never fall back to a local server
     schema_given: bool = False  # [database] schema (or schema=) was set, not the default
     alerts: Alerts | None = None
+    # jobs declared in code, without a config file: what names their project (a ledger of its
+    # own on the embedded server, as a config's folder gives one)
+    origin: Path | None = None
 
     @property
     def project(self) -> tuple[Path, str, tuple[str, ...]] | None:
         """What gives this project a database of its own on the embedded server: its folder,
         its schema and its jobs; None when a schema was chosen (then it is the user's choice)
         or there is no config file."""
-        if self.path is None or self.schema_given:
+        if self.schema_given:
             return None
-        return (self.path.resolve().parent, self.schema, tuple(sorted(self.jobs)))
+        if self.path is not None:
+            return (self.path.resolve().parent, self.schema, tuple(sorted(self.jobs)))
+        if self.origin is not None:
+            return (self.origin, self.schema, tuple(sorted(self.jobs)))
+        return None
 
     @property
     def renames(self) -> dict[str, str]:

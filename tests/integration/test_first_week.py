@@ -305,3 +305,43 @@ def test_a_slow_backlog_never_holds_another_jobs_period(project: Project, sql: A
         "WHERE j.name = 'backlog'"
     )[0]
     assert 1 <= count <= 2
+
+
+def test_jobs_in_code_never_redefine_the_folders_jobs(
+    project: Project, sql: Any, monkeypatch: Any
+) -> None:
+    """The README's Python example, run in a folder with a catchup.toml whose daily `export`
+    the CLI runs: it used the same ledger, moved the job's start and recorded a schedule change
+    to hourly, and the next CLI command changed both back. Jobs in code are a project of their
+    own: the CLI's job keeps its schedule, start and history."""
+    from catchup import Catchup, make_job
+    from catchup.api import code_origin
+    from catchup.db import project_database_name
+
+    monkeypatch.chdir(project.path)
+    project.config.write_text(DAILY.format(name="export") + 'command = ["true"]\n')
+    names = [
+        project_database_name(project.path.resolve()),
+        project_database_name(project.path.resolve() / "python-nightly"),
+        project_database_name(code_origin(None)),  # no project named: the running script's
+    ]
+    try:
+        cli = project.cli("-q", "run", "export", "--period", "2026-10-02")
+        assert cli.exit_code == 0, cli.output
+        job = make_job("export", "hourly", "2026-11-01", call=lambda ctx: None)
+        with Catchup(jobs=[job], project="nightly") as app:
+            assert app.database.endswith(f"database {names[1]}")
+            outcome = app.run("export", "2026-11-01T05:00:00Z")
+            assert str(outcome.status) == "succeeded"
+        with Catchup(jobs=[job]) as unnamed:
+            assert unnamed.database.endswith(f"database {names[2]}") and names[2] != names[0]
+        shown = project.cli("-q", "history", "export", "--json")
+        assert shown.exit_code == 0, shown.output
+        import json
+
+        history = json.loads(shown.stdout)
+        assert [a["period"] for a in history["attempts"]] == ["2026-10-02T00:00:00Z"]
+        assert not [c for c in history["changes"] if c["action"] == "schedule"]
+    finally:
+        for name in names:
+            sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
