@@ -111,27 +111,52 @@ def fits(console: Console, headers: Sequence[str], rows: Sequence[Sequence[str]]
     return sum(widths) + 3 * len(widths) + 1 <= console.width
 
 
+def blocks(
+    console: Console, title: str, headers: Sequence[str], rows: Sequence[Sequence[str]]
+) -> None:
+    """A table's rows as blocks, for a console too narrow for the table: the first cell on a
+    line of its own, then ``header value`` pairs that wrap between pairs, never inside a name
+    or a date."""
+    console.print(Text(title, style="bold"), soft_wrap=True)
+    for row in rows:
+        console.print(Text(row[0], style="bold"), soft_wrap=True)
+        pairs = [
+            v if v.startswith(f"{h} ") else f"{h} {v}"
+            for h, v in zip(headers[1:], row[1:], strict=True)
+            if v
+        ]
+        console.print(Text("  " + " · ".join(pairs)))
+
+
 def history(console: Console, result: History) -> None:
     """The attempts, newest first, then the changes made to the job (the audit trail); each
     says how many of how many it shows."""
-    table = Table(title=f"history of {safe(result.job)}", title_justify="left")
-    for column in ("period", "attempt", "status", "owner", "started", "took", "exit", "error"):
-        table.add_column(column)
-    for row in result.attempts:
-        took = ""
-        if row.finished_at is not None:
-            took = seconds((row.finished_at - row.started_at).total_seconds())
-        table.add_row(
+    headers = ("period", "attempt", "status", "owner", "started", "took", "exit", "error")
+    rows = [
+        [
             safe(result.label(row.period_start)),
             str(row.attempt),
-            Text(row.status, style=STYLE.get(row.status, "")),
+            str(row.status),
             safe(row.owner or ""),
             iso_utc(row.started_at),
-            took,
+            ""
+            if row.finished_at is None
+            else seconds((row.finished_at - row.started_at).total_seconds()),
             "" if row.exit_code is None else str(row.exit_code),
             safe(row.error or ""),
-        )
-    console.print(table)
+        ]
+        for row in result.attempts
+    ]
+    title = f"history of {safe(result.job)}"
+    if fits(console, headers[:-1], [r[:-1] for r in rows]) or not rows:
+        table = Table(title=title, title_justify="left")
+        for column in headers:
+            table.add_column(column)
+        for cells in rows:
+            table.add_row(*cells[:2], Text(cells[2], style=STYLE.get(cells[2], "")), *cells[3:])
+        console.print(table)
+    else:  # too narrow: whole dates and names, a block per attempt
+        blocks(console, title, headers, rows)
     _shown(console, "attempts", len(result.attempts), result.total_attempts, result.limit)
     attempts = result.attempts
     if result.period is not None and attempts and attempts[0].output_tail:
@@ -139,19 +164,28 @@ def history(console: Console, result: History) -> None:
         console.print(Text(safe(attempts[0].output_tail, lines=True)), soft_wrap=True)
     if not result.changes:
         return
-    changes = Table(title=f"changes to {safe(result.job)}", title_justify="left")
-    for column in ("at", "action", "period", "was", "by", "reason"):
-        changes.add_column(column)
-    for event in result.changes:
-        changes.add_row(
+    change_headers = ("at", "action", "period", "was", "by", "reason")
+    changes = [
+        [
             iso_utc(event.at),
-            event.action,
+            str(event.action),
             safe(result.label(event.period_start)) if event.period_start else "(job)",
             safe(event.previous or ""),
             safe(event.actor),
             safe(event.reason or ""),
-        )
-    console.print(changes)
+        ]
+        for event in result.changes
+    ]
+    title = f"changes to {safe(result.job)}"
+    if fits(console, change_headers[:3], [r[:3] for r in changes]) and console.width >= 100:
+        table = Table(title=title, title_justify="left")
+        for column in change_headers:
+            table.add_column(column)
+        for cells in changes:
+            table.add_row(*cells)
+        console.print(table)
+    else:
+        blocks(console, title, change_headers, changes)
     _shown(console, "changes", len(result.changes), result.total_changes, result.limit)
 
 
@@ -362,20 +396,25 @@ def explanation(console: Console, ex: Explanation) -> None:
     columns = (["period"] if named else []) + ["start (UTC)", "end (UTC)"]
     columns += [f"start ({ex.timezone})", f"end ({ex.timezone})"] if local else []
     columns += ["length", "due"] + (["DST"] if dst else [])
-    table = Table()
-    for column in columns:
-        table.add_column(column)
+    rows = []
     for row in ex.rows:
         cells = [row.label] if named else []
         cells += [iso_utc(row.period.start), iso_utc(row.period.end)]
         if local:
             cells += [f"{t:%Y-%m-%d %H:%M %Z}" for t in (row.local_start, row.local_end)]
         cells += [span((row.period.end - row.period.start).total_seconds())]
-        table.add_row(
-            *cells,
-            Text(describe_due(row, ex.now), style="green" if row.is_due else ""),
-            *([Text(row.dst or "", style="yellow")] if dst else []),
-        )
-    console.print(table)
+        cells += [describe_due(row, ex.now)] + ([row.dst or ""] if dst else [])
+        rows.append(cells)
+    if not fits(console, columns, rows):  # too narrow: whole dates, a block per period
+        blocks(console, f"{len(rows)} period(s)", columns, rows)
+    else:
+        table = Table()
+        for column in columns:
+            table.add_column(column)
+        for row, cells in zip(ex.rows, rows, strict=True):
+            due = Text(cells[len(columns) - (2 if dst else 1)], style="green" if row.is_due else "")
+            tail = [Text(cells[-1], style="yellow")] if dst else []
+            table.add_row(*cells[: len(columns) - (2 if dst else 1)], due, *tail)
+        console.print(table)
     for warning in ex.warnings:
         console.print(Text(f"note: {warning}", style="yellow"), soft_wrap=True)

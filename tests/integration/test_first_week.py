@@ -346,3 +346,29 @@ def test_jobs_in_code_never_redefine_the_folders_jobs(
     finally:
         for name in names:
             sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def test_history_and_explain_at_80_columns_cut_no_date(project: Project) -> None:
+    """`history` and `explain` cut dates at 80 columns (`2026-11-…`, `(Ameri…`), though
+    narrow consoles were promised whole names and dates: blocks instead of a table."""
+    project.write(
+        DAILY.format(name="billing") + 'command = ["true"]\ntimezone = "America/New_York"\n'
+    )
+    assert project.cli("-q", "run", "billing", "--period", "2026-10-02").exit_code == 0
+    assert (
+        project.cli(
+            "-q", "mark", "billing", "2026-10-03", "--skip", "--reason", "bank holiday"
+        ).exit_code
+        == 0
+    )
+    for args in (
+        ["history", "billing"],
+        ["explain", "billing", "--from", "2026-11-01", "--count", "3"],
+    ):
+        shown = project.cli("-q", *args, env={"COLUMNS": "80"})
+        assert shown.exit_code == 0, shown.output
+        assert "…" not in shown.stdout, shown.stdout
+    explained = project.cli(
+        "-q", "explain", "billing", "--from", "2026-11-01", "--count", "3", env={"COLUMNS": "80"}
+    ).stdout
+    assert "(America/New_York) 2026-11-01" in explained and "2026-11-01T04:00:00Z" in explained
