@@ -153,6 +153,9 @@ class JobLine:
     failed: int
     paused: bool
     timezone: str = "UTC"
+    exhausted: int = 0  # failed with no attempts left (not in ``failed``)
+    first_start: datetime | None = None  # UTC, for JSON: the labels above are for people
+    last_success_start: datetime | None = None
 
 
 class Island(NamedTuple):

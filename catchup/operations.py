@@ -223,9 +223,12 @@ def overview(session: Session, jobs: list[Job]) -> list[JobLine]:
                 expected=result.expected,
                 done=counts[PeriodState.succeeded] + counts[PeriodState.waived],
                 running=counts[PeriodState.running],
-                failed=counts[PeriodState.failed] + counts[PeriodState.exhausted],
+                failed=counts[PeriodState.failed],
+                exhausted=counts[PeriodState.exhausted],
                 timezone=job.timezone,
                 paused=rows[job.name].paused_at is not None,
+                first_start=job.anchor,
+                last_success_start=result.last_success,
             )
         )
     return lines

@@ -108,12 +108,17 @@ def jobs_json(report: JobsReport) -> str:
                 "schedule": line.schedule,
                 "timezone": line.timezone,
                 "first_period": line.first_period,
+                "first_period_start": iso_utc(line.first_start) if line.first_start else None,
                 "last_success": line.last_success,
+                "last_success_start": (
+                    iso_utc(line.last_success_start) if line.last_success_start else None
+                ),
                 "next_due": iso_utc(line.next_due) if line.next_due else None,
                 "expected": line.expected,
                 "done": line.done,
                 "running": line.running,
                 "failed": line.failed,
+                "exhausted": line.exhausted,
                 "paused": line.paused,
             }
             for line in report.lines

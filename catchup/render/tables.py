@@ -70,7 +70,7 @@ def jobs(console: Console, report: JobsReport) -> None:
             iso_utc(line.next_due) if line.next_due else "-",
             f"{line.done} / {line.expected}",
             str(line.running),
-            str(line.failed),
+            str(line.failed) + (f" + {line.exhausted} exhausted" if line.exhausted else ""),
         ]
         for line in report.lines
     ]
@@ -96,7 +96,7 @@ def jobs(console: Console, report: JobsReport) -> None:
             *row[:5],
             Text(row[5], style="green" if gaps == 0 else "yellow"),
             row[6],
-            Text(row[7], style="red" if line.failed else ""),
+            Text(row[7], style="red" if line.failed or line.exhausted else ""),
         )
     console.print(table)
     scheduler(console, report.health)

@@ -372,3 +372,21 @@ def test_history_and_explain_at_80_columns_cut_no_date(project: Project) -> None
         "-q", "explain", "billing", "--from", "2026-11-01", "--count", "3", env={"COLUMNS": "80"}
     ).stdout
     assert "(America/New_York) 2026-11-01" in explained and "2026-11-01T04:00:00Z" in explained
+
+
+def test_jobs_json_has_utc_times_and_counts_exhausted_apart(project: Project) -> None:
+    import json
+
+    project.write(
+        DAILY.format(name="billing")
+        + 'command = ["false"]\nmax_attempts = 1\n'
+        + 'timezone = "Europe/Berlin"\n'
+    )
+    assert project.cli("-q", "run", "billing", "--period", "2026-10-02").exit_code == 1
+    (line,) = json.loads(project.cli("-q", "jobs", "--json").stdout)
+    assert line["first_period"] == "2026-10-01"
+    assert line["first_period_start"] == "2026-09-30T22:00:00Z"
+    assert line["last_success"] is None and line["last_success_start"] is None
+    assert (line["failed"], line["exhausted"]) == (0, 1)
+    table = project.cli("-q", "jobs")
+    assert "0 + 1 exhausted" in table.stdout
