@@ -399,10 +399,12 @@ def scan(
     )
     firsts = [bound(since, job) or job.anchor for job in jobs]
     ends = [bound(until, job) or now for job in jobs]
+    last = max(ends, default=now)
     return ScanReport(
         generated_at=now,
-        since=min(firsts, default=now),
-        until=max(ends, default=now),
+        # a job whose first period is still ahead adds nothing: the window never runs backwards
+        since=min(min(firsts, default=now), last),
+        until=last,
         jobs=tuple(results),
         health=scheduler_health(session) if pulse else None,
         calendars=tuple(calendar(job, r) for job, r in zip(jobs, results, strict=True))

@@ -390,3 +390,17 @@ def test_jobs_json_has_utc_times_and_counts_exhausted_apart(project: Project) ->
     assert (line["failed"], line["exhausted"]) == (0, 1)
     table = project.cli("-q", "jobs")
     assert "0 + 1 exhausted" in table.stdout
+
+
+def test_a_job_whose_first_period_is_ahead_gives_a_window_that_runs_forward(
+    project: Project, sql: Any
+) -> None:
+    import json
+    from datetime import timedelta
+
+    (now,) = sql("SELECT clock_timestamp()")[0]
+    later = (now + timedelta(days=40)).date().isoformat()
+    project.write(f'[jobs.later]\nschedule = "daily"\nstart = "{later}"\ncommand = ["true"]\n')
+    document = json.loads(project.cli("-q", "scan", "--json").stdout)
+    assert document["since"] <= document["until"]
+    assert document["jobs"][0]["expected"] == 0
