@@ -289,9 +289,18 @@ def run_chained(
             else:
                 handed = Handed(next_job, next_period, UNCLAIMED)
     outcome, claim_next = _record(session, job, job_id, period, label, claim, execution, chained)
+    if not stream and outcome.status in (Status.failed, Status.lost) and execution.output_tail:
+        # tick and replay do not stream a job's output: a failure shows how it ended
+        outcome = replace(outcome, output=last_lines(execution.output_tail))
     if chained is None:
         return outcome, handed
     return outcome, Handed(next_job, next_period, claim_next)
+
+
+def last_lines(tail: str, lines: int = 8, chars: int = 2000) -> str:
+    """The end of an output tail, as a failure line shows it (``history --period`` has more)."""
+    kept = tail.rstrip("\n").splitlines()[-lines:]
+    return "\n".join(kept)[-chars:]
 
 
 def _untracked(
@@ -416,7 +425,7 @@ def _execute(
             checkpoint=claim.checkpoint,
             _saver=save,
         )
-        return run_callable(job, ctx, keeper, interrupted)
+        return run_callable(job, ctx, keeper, interrupted, stream=stream)
     finally:
         keeper.stop()
 

@@ -26,6 +26,8 @@ class Outcome:
     exit_code: int | None = None
     seconds: float | None = None
     blocked: bool = False  # skipped only because another period of the job holds the lease
+    # a failed period's last lines of output, when it was not streamed (tick, replay)
+    output: str = ""
 
 
 class _RunStatusRow:

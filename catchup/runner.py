@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
 import select
@@ -12,7 +13,7 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -382,11 +383,69 @@ class _ExitWaiter:
             self.fd = None
 
 
+# the threads of the calls that run now: what each prints goes to its tail (and on, if streamed)
+_CALL_TAILS: dict[int, tuple[Tail, bool]] = {}
+
+
+class _ThreadOutput:
+    """sys.stdout or sys.stderr while calls run: what a call's own thread prints goes to its
+    tail as well (``history --period`` shows it), and on to the stream when it is streamed;
+    every other thread writes straight through."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        taken = _CALL_TAILS.get(threading.get_ident())
+        if taken is None:
+            return int(self._stream.write(text))
+        tail, stream = taken
+        tail.add(text.encode("utf-8", "replace"))
+        if stream:
+            try:
+                self._stream.write(text)
+            except (OSError, ValueError):
+                pass
+        return len(text)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+_install_lock = threading.Lock()
+_installed: list[Any] = []  # the streams replaced, while any call runs
+
+
+@contextlib.contextmanager
+def _capturing(tail: Tail, stream: bool) -> Iterator[Callable[[], None]]:
+    """While a call runs, the thread-aware streams are in place (and taken away after the
+    last call ends); the function returned registers the calling thread as the call's."""
+    with _install_lock:
+        if not _installed:
+            _installed.extend([sys.stdout, sys.stderr])
+            sys.stdout = _ThreadOutput(sys.stdout)
+            sys.stderr = _ThreadOutput(sys.stderr)
+        _installed.append(None)  # one more call running
+    try:
+        yield lambda: _CALL_TAILS.__setitem__(threading.get_ident(), (tail, stream))
+    finally:
+        with _install_lock:
+            _installed.pop()
+            if len(_installed) == 2:  # the last call: put the streams back
+                out, err = _installed
+                if isinstance(sys.stdout, _ThreadOutput):
+                    sys.stdout = out
+                if isinstance(sys.stderr, _ThreadOutput):
+                    sys.stderr = err
+                _installed.clear()
+
+
 def run_callable(
     job: Job,
     ctx: JobContext,
     keeper: LeaseKeeper,
     interrupted: threading.Event,
+    stream: bool = True,
 ) -> Execution:
     """Run a Python ``call`` in a thread; on timeout, loss or interrupt, ``ctx.cancelled`` is set
     and the outcome recorded without waiting (a callable cannot be killed, only asked)."""
@@ -405,14 +464,20 @@ def run_callable(
     # a failure until the callable returns: a handler that itself fails (an exception whose
     # text cannot be rendered) must never leave "no error", which is a success
     result: dict[str, str | None] = {"error": "the call ended without returning"}
+    printed = Tail()
+    capture = contextlib.ExitStack()
+    register = capture.enter_context(_capturing(printed, stream))
 
     def work() -> None:
+        register()
         try:
             target(ctx)
             result["error"] = None
         except BaseException as exc:  # report everything the job raised
             result["error"] = describe(exc)
             result["tail"] = _traceback(exc)
+        finally:
+            _CALL_TAILS.pop(threading.get_ident(), None)
 
     thread = threading.Thread(target=work, name=f"catchup-call-{job.name}", daemon=True)
     thread.start()
@@ -427,16 +492,19 @@ def run_callable(
         ctx.cancelled.set()
         thread.join(job.kill_grace.total_seconds())
         break
+    capture.close()  # a call still running (timed out, asked to stop) prints through from now
     _reopen_standard_streams()
     if ended == Ended.exited:
         error = result.get("error")
     # text a job raised is data: whatever it holds, it is stored and printed (cleaned like
     # command output)
+    # what it printed, then (for a failure) the traceback, like a command's stdout and stderr
+    tail = printed.text() + (result.get("tail") or "")
     return Execution(
         ended,
         None if error else 0,
         None if error is None else storable(error),
-        storable(result.get("tail") or ""),
+        storable(tail[-TAIL_BYTES:]),
         time.monotonic() - started,
     )
 

@@ -44,6 +44,8 @@ def outcome(console: Console, result: Outcome) -> None:
     if result.detail:
         text.append(f" ({safe(result.detail)})")
     console.print(text, soft_wrap=True)
+    for line in result.output.splitlines():
+        console.print(Text(f"  │ {safe(line)}", style="dim"), soft_wrap=True)
 
 
 JOBS_COLUMNS = (

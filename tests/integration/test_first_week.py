@@ -404,3 +404,37 @@ def test_a_job_whose_first_period_is_ahead_gives_a_window_that_runs_forward(
     document = json.loads(project.cli("-q", "scan", "--json").stdout)
     assert document["since"] <= document["until"]
     assert document["jobs"][0]["expected"] == 0
+
+
+def test_a_calls_prints_are_kept_and_a_failure_in_a_replay_shows_how_it_ended(
+    project: Project, sql: Any
+) -> None:
+    """A Python call's print() was never kept, though `history --period` promises the output
+    tail; tick and replay, which do not stream output, never showed why a period failed."""
+    (project.path / "printing.py").write_text(
+        "def run(ctx):\n    print('exported', ctx.period, 'rows 1-500')\n"
+    )
+    project.write(
+        DAILY.format(name="export")
+        + 'call = "printing:run"\n'
+        + DAILY.format(name="fragile")
+        + 'command = ["sh", "-c", "echo connecting; echo refused: db-7 >&2; exit 4"]\n'
+    )
+    ran = from_root(project, "run", "export", "--period", "2026-10-02")
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    assert "exported 2026-10-02 rows 1-500" in ran.stdout  # run streams it, as for a command
+    shown = project.cli("-q", "history", "export", "--period", "2026-10-02")
+    assert "exported 2026-10-02 rows 1-500" in shown.stdout
+    replayed = from_root(
+        project,
+        "-q",
+        "replay",
+        "--job",
+        "fragile",
+        "--since",
+        "2026-10-02",
+        "--until",
+        "2026-10-03",
+    )
+    assert replayed.returncode == 1, replayed.stdout + replayed.stderr
+    assert "  │ refused: db-7" in replayed.stdout and "  │ connecting" in replayed.stdout
