@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import getpass
 import itertools
+import re
 import socket
 import statistics
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from .core import Session
@@ -38,7 +39,8 @@ def default_actor() -> str:
 
 def parse_periods(job: Job, args: list[str]) -> list[Period]:
     """``2026-10-03`` or ``2026-10-01..2026-10-07`` (both ends included), each a period start.
-    A date without a time is midnight in the job's time zone."""
+    A date without a time is midnight in the job's time zone; as a range's end, that whole
+    local day (every period starting in it)."""
     timeline = job.timeline
     starts: set[datetime] = set()
     for arg in args:
@@ -46,13 +48,21 @@ def parse_periods(job: Job, args: list[str]) -> list[Period]:
         try:
             first = parse_instant(first_text, job.timezone)
             last = parse_instant(last_text, job.timezone) if dots else first
+            # a bare date ending a range is that whole local day: ..2026-10-31 on a 15-minute
+            # job takes its 23:45 too
+            whole_day = dots and re.fullmatch(r"\d{4}-\d\d-\d\d", last_text.strip())
+            end = (
+                parse_instant((last.date() + timedelta(days=1)).isoformat(), job.timezone)
+                if whole_day
+                else None
+            )
         except ValueError as exc:
             raise ConfigError(f"{job.name}: {arg!r}: {exc}") from None
         if last < first:
             raise ConfigError(f"{job.name}: {arg!r}: the range ends before it starts")
-        for edge in (first, last):
+        for edge in (first,) if end is not None else (first, last):
             job.period_starting(edge)
-        for start in timeline.starts(first, timeline.after(last)):
+        for start in timeline.starts(first, end if end is not None else timeline.after(last)):
             starts.add(start)
             if len(starts) > MAX_PERIODS:
                 raise ConfigError(f"{job.name}: more than {MAX_PERIODS} periods at once")

@@ -32,7 +32,8 @@ def mark(
     """Record periods as waived: done out of band (--done) or skipped on purpose (--skip).
 
     PERIOD is a period start (2026-10-03, the job's local midnight) or a range with both ends
-    included (2026-10-01..2026-10-07). Waived periods are never run and are not gaps. Refused,
+    included (2026-10-01..2026-10-07; a bare date ending it is that whole local day). Waived
+    periods are never run and are not gaps. Refused,
     with nothing changed, when any of them is running. Every change is kept and shown by history.
 
     Example: catchup mark billing 2026-10-01..2026-10-03 --skip --reason "migration freeze"

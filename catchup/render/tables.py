@@ -4,7 +4,7 @@ and the progress of a replay. Knows neither click nor the database."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.table import Table
@@ -224,15 +224,31 @@ def adopted(console: Console, results: list[Changes]) -> None:
         )
 
 
+CHANGE_LINES = 10  # a mark or reset of more periods prints runs of them
+
+
 def changes(console: Console, result: Changes) -> None:
-    """What a mark or reset did, one line per period, then how many changed."""
-    for row in result.rows:
-        line = Text(safe(f"{row.job} {row.label}: "))
-        now = f"{row.now} (runnable)" if result.action == EventAction.reset else str(row.now)
-        if not row.changed:
-            line.append(f"unchanged (already {row.now})", style="dim")
+    """What a mark or reset did, one line per period (beyond a few, one per run of consecutive
+    periods that changed alike), then how many changed."""
+    rows = list(result.rows)
+    groups: list[list[Any]] = []
+    for row in rows:
+        key = (row.job, row.previous, row.now, row.changed)
+        if len(rows) > CHANGE_LINES and groups and groups[-1][0] == key:
+            groups[-1][2] = row
+            groups[-1][3] += 1
         else:
-            line.append(f"{row.previous} → {now}", style=STYLE.get(row.now, ""))
+            groups.append([key, row, row, 1])
+    for _, first, last, count in groups:
+        label = first.label if count == 1 else f"{first.label} .. {last.label}"
+        line = Text(safe(f"{first.job} {label}: "))
+        now = f"{first.now} (runnable)" if result.action == EventAction.reset else str(first.now)
+        if not first.changed:
+            line.append(f"unchanged (already {first.now})", style="dim")
+        else:
+            line.append(f"{first.previous} → {now}", style=STYLE.get(first.now, ""))
+        if count > 1:
+            line.append(f" ({count:,} periods)")
         console.print(line, soft_wrap=True)
     console.print(f"{VERB[result.action]}: {result.changed} of {len(result.rows)} period(s)")
 

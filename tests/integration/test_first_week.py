@@ -438,3 +438,27 @@ def test_a_calls_prints_are_kept_and_a_failure_in_a_replay_shows_how_it_ended(
     )
     assert replayed.returncode == 1, replayed.stdout + replayed.stderr
     assert "  │ refused: db-7" in replayed.stdout and "  │ connecting" in replayed.stdout
+
+
+def test_a_bare_date_ending_a_range_is_that_whole_day_and_runs_are_summed_up(
+    project: Project, sql: Any
+) -> None:
+    """`mark sync 2026-10-01..2026-10-31` on a 15-minute job stopped at 2026-10-31T00:00:00Z
+    and printed 2,881 lines: now the 31st is taken whole (2,976 periods), in one line."""
+    project.write(
+        '[jobs.sync]\nschedule = "every 15 minutes"\nstart = "2026-10-01"\ncommand = ["true"]\n'
+    )
+    marked = project.cli(
+        "-q", "mark", "sync", "2026-10-01..2026-10-31", "--skip", "--reason", "migrated"
+    )
+    assert marked.exit_code == 0, marked.output
+    assert sql("SELECT count(*), max(period_start) FROM {schema}.runs")[0][0] == 31 * 96
+    (last,) = sql("SELECT max(period_start) FROM {schema}.runs")[0]
+    assert (last.hour, last.minute, last.day) == (23, 45, 31)
+    lines = marked.stdout.strip().splitlines()
+    assert len(lines) == 2, lines
+    assert (
+        "2026-10-01T00:00:00Z .. 2026-10-31T23:45:00Z: missing → waived (2,976 periods)"
+        in (lines[0])
+    )
+    assert lines[1] == "marked skip: 2976 of 2976 period(s)"
