@@ -316,8 +316,8 @@ def test_jobs_in_code_never_redefine_the_folders_jobs(
     own: the CLI's job keeps its schedule, start and history."""
     from catchup import Catchup, make_job
     from catchup.api import code_origin
-    from catchup.results import NotDue
     from catchup.db import project_database_name
+    from catchup.results import NotDue
 
     monkeypatch.chdir(project.path)
     project.config.write_text(DAILY.format(name="export") + 'command = ["true"]\n')
