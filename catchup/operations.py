@@ -11,7 +11,7 @@ import itertools
 import re
 import socket
 import statistics
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta
 from typing import TYPE_CHECKING
 
 from .core import Session
@@ -52,7 +52,10 @@ def parse_periods(job: Job, args: list[str]) -> list[Period]:
             # job takes its 23:45 too
             whole_day = dots and re.fullmatch(r"\d{4}-\d\d-\d\d", last_text.strip())
             end = (
-                parse_instant((last.date() + timedelta(days=1)).isoformat(), job.timezone)
+                parse_instant(
+                    (date.fromisoformat(last_text.strip()) + timedelta(days=1)).isoformat(),
+                    job.timezone,
+                )
                 if whole_day
                 else None
             )
