@@ -60,6 +60,7 @@ class Session:
         self._job_ids: dict[str, int] = {}
         self._timelines: dict[str, Timeline] = {}
         self._renamed = False
+        self._startable: set[str] = set()  # jobs whose program or module was found
         # where leases are renewed: this session's own line, or one a pool of workers shares
         self.heartbeats = HeartbeatLine(target, config.schema)
         self._own_heartbeats = True
@@ -83,6 +84,16 @@ class Session:
 
     def resolve_all(self, jobs: list[Job], *, write: bool = True) -> list[Job]:
         return [self.resolve(job, write=write) for job in jobs]
+
+    def cannot_start(self, job: Job) -> str | None:
+        """:func:`catchup.runner.cannot_start`, asked once per job while it can start (a
+        backlog of periods checks its program or import once, not per period)."""
+        if job.name in self._startable:
+            return None
+        why = cannot_start(job)
+        if why is None:
+            self._startable.add(job.name)
+        return why
 
     def job_rows(self, *, write: bool = True) -> dict[str, JobRow]:
         """Every configured job's ledger row, by its configured name: registered when
@@ -255,7 +266,7 @@ def run_chained(
     that exits 0 without evidence for its period is failed."""
     job_id = session.job_id(job.name)
     label = job.label(period.start)
-    if (why := cannot_start(job)) is not None:
+    if (why := session.cannot_start(job)) is not None:
         # a bad deploy is not an attempt: nothing is claimed (a claim handed over with the
         # previous finish is given back), so no period is used up by it
         if isinstance(claimed, Claim):
@@ -284,7 +295,7 @@ def run_chained(
     if then is not None and execution.ended == Ended.exited and execution.error is None:
         if not interrupted.is_set() and (following := then()) is not None:
             next_job, next_period = following
-            if next_job.evidence is None and cannot_start(next_job) is None:
+            if next_job.evidence is None and session.cannot_start(next_job) is None:
                 chained = _request(session, next_job, next_period, ignore_backoff, retry_exhausted)
             else:
                 handed = Handed(next_job, next_period, UNCLAIMED)

@@ -403,8 +403,8 @@ MUTATIONS = (
         "a job that cannot start (program, module or folder missing) claims nothing, counts no "
         "attempt",
         "catchup/core.py",
-        "    if (why := cannot_start(job)) is not None:\n",
-        "    if (why := cannot_start(job)) is not None and False:\n",
+        "    if (why := session.cannot_start(job)) is not None:\n",
+        "    if (why := session.cannot_start(job)) is not None and False:\n",
         ("tests/integration/test_first_week.py::test_what_cannot_start_counts_no_attempt",),
     ),
     Mutation(

@@ -9,7 +9,14 @@ import click
 
 from ..errors import EXIT_FAILED, ConfigError
 from .base import State, console, pass_state
-from .options import DOCTOR_EXIT_CODES, EXIT_CODES, Listen, Seconds, every_option
+from .options import (
+    DOCTOR_EXIT_CODES,
+    EXIT_CODES,
+    Listen,
+    Seconds,
+    deadline_option,
+    every_option,
+)
 
 
 @click.command(epilog=DOCTOR_EXIT_CODES)
@@ -105,14 +112,7 @@ def deploy() -> None:
     help="The image with catchup and your jobs installed (required).",
 )
 @every_option
-@click.option(
-    "--deadline",
-    type=Seconds(60, 7 * 86400),
-    default="6h",
-    show_default=True,
-    metavar="DURATION",
-    help="activeDeadlineSeconds of each tick's Job: longer than your longest job's timeout.",
-)
+@deadline_option("activeDeadlineSeconds of each tick's Job")
 @click.option(
     "--secret",
     default="catchup-db",
@@ -179,14 +179,7 @@ def deploy_kubernetes(
     "--user",
     help="The user to run as (a sysusers.d file makes it; default: DynamicUser=yes).",
 )
-@click.option(
-    "--deadline",
-    type=Seconds(60, 7 * 86400),
-    default="6h",
-    show_default=True,
-    metavar="DURATION",
-    help="TimeoutStartSec of a tick: longer than your longest job's timeout.",
-)
+@deadline_option("TimeoutStartSec of a tick")
 @click.option("--force", is_flag=True, help="With --output-dir: replace units already there.")
 @click.option("--workdir", default="/etc/catchup", show_default=True, help="Where catchup.toml is.")
 @click.option(

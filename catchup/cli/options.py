@@ -150,6 +150,18 @@ def every_option[F: Callable[..., Any]](f: F) -> F:
     )(f)
 
 
+def deadline_option(what: str) -> Callable[[F], F]:
+    """``--deadline DURATION``: a recipe's last resort for a hung tick (``what`` it sets)."""
+    return click.option(
+        "--deadline",
+        type=Seconds(60, 7 * 86400),
+        default="6h",
+        show_default=True,
+        metavar="DURATION",
+        help=f"{what}: longer than your longest job's timeout.",
+    )
+
+
 def workers_option(*, default: int, what: str) -> Callable[[F], F]:
     """``--workers N``: the pool that runs periods (its connections are N plus two)."""
     return click.option(

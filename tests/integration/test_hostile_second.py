@@ -166,18 +166,7 @@ class Home:
         self.data = path / f"pg{embedded.major_version(embedded.bin_dir())}"
 
     def env(self, **extra: str) -> dict[str, str]:
-        env = {
-            k: v
-            for k, v in os.environ.items()
-            if k == "CATCHUP_PG_BIN" or not k.startswith(("CATCHUP_", "PG"))
-        }
-        env.pop("DATABASE_URL", None)
-        return {
-            **env,
-            "CATCHUP_HOME": str(self.path),
-            "CATCHUP_CONFIG": str(self.project.config),
-            **extra,
-        }
+        return self.project.env(**{"CATCHUP_HOME": str(self.path), **extra})
 
     def spawn(self, *args: str, **extra: str) -> subprocess.Popen[str]:
         return subprocess.Popen(
