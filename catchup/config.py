@@ -423,8 +423,10 @@ def _workdir(value: object, path: Path) -> Path | str:
     folder = path.resolve().parent
     if value is None:
         return folder
-    if not isinstance(value, str) or not value.strip():
+    if not isinstance(value, str):
         return f"expected a folder, got {type_name(value)}"
+    if not value.strip():
+        return "is empty (leave it out for this file's folder)"
     if any(ord(c) < 0x20 for c in value):
         return "holds a control character"
     return (folder / Path(value).expanduser()).resolve()
