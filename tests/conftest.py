@@ -28,7 +28,32 @@ from click.testing import CliRunner, Result
 ROOT = Path(__file__).resolve().parent.parent
 # A run under a moved clock (.ci/run's faketime legs) keeps a server of its own, started under
 # that clock: a server already running would keep the real one.
-TEST_HOME = Path(os.environ.get("CATCHUP_TEST_HOME") or ROOT / ".catchup-test").resolve()
+
+
+def reachable_place(path: Path) -> Path:
+    """``path``, or where the tests keep it instead when the embedded server's user (root
+    runs it as a user of its own) cannot reach it: a checkout in a 0700 folder (``mktemp -d``)
+    is refused by catchup, which never opens a folder to everyone. Then a folder of the same
+    name under /var/tmp/catchup-tests/, one per checkout."""
+    import hashlib
+
+    from catchup import embedded, processes
+
+    user = processes.server_user()  # root: made now if need be, as catchup itself would
+    if user is None or embedded.unreachable(path, user) is None:
+        return path
+    base = Path("/var/tmp/catchup-tests")
+    base.mkdir(mode=0o755, exist_ok=True)
+    base.chmod(0o755)
+    digest = hashlib.sha256(str(path.parent).encode()).hexdigest()[:12]
+    folder = base / digest
+    folder.mkdir(mode=0o755, exist_ok=True)
+    return folder / path.name
+
+
+TEST_HOME = reachable_place(
+    Path(os.environ.get("CATCHUP_TEST_HOME") or ROOT / ".catchup-test").resolve()
+)
 
 
 @dataclass(frozen=True)
@@ -153,7 +178,7 @@ def reachable(path: Path) -> Path:
 # Homes of the embedded servers tests start of their own: beside the project, not in pytest's
 # tmp, which is 0700 (the server's user could not reach it) and whose mode another pytest
 # session may reset at any moment.
-HOMES = ROOT / ".catchup-test-homes"
+HOMES = reachable_place(ROOT / ".catchup-test-homes")
 
 
 @pytest.fixture
