@@ -198,7 +198,7 @@ def ensure_running() -> Server:
     with _locked(data.parent / f"{data.name}.lock"):
         server = running(data)
         if server is None:
-            usable, copied = reachable_bins(bins, data.parent)
+            usable, copied = reachable_bins(bins)
             if _orphaned(data):
                 pg_ctl(usable, data, ["-w", "-m", "fast", "stop"])
             _start(usable, data)
@@ -266,11 +266,22 @@ def unreachable(path: Path, user: pwd.struct_passwd) -> Path | None:
     return None
 
 
-def reachable_bins(bins: Path, home_folder: Path) -> tuple[Path, Path | None]:
+# Where binaries the server's user cannot reach are copied (root only): a fixed path, never
+# one a user chose. initdb runs `postgres -V` through a shell, double-quoted, so `$(…)` in the
+# path of a copy inside CATCHUP_HOME would run.
+BINARY_CACHE = Path("/var/cache/catchup")
+
+
+def usable_bins() -> Path:
+    """The binaries the embedded server runs from (see :func:`reachable_bins`)."""
+    return reachable_bins(bin_dir())[0]
+
+
+def reachable_bins(bins: Path) -> tuple[Path, Path | None]:
     """PostgreSQL's binaries where the server's user can run them: ``bins`` itself, or (when it
     lies in a folder that user may not search, a virtualenv under /root, say) a copy of their
-    installation in the home folder, made once per installation; and the copy, if one was made
-    now."""
+    installation in /var/cache/catchup, made once per installation; and the copy, if one was
+    made now."""
     user = server_user()
     if user is None or unreachable(bins, user) is None:
         return bins, None
@@ -279,11 +290,12 @@ def reachable_bins(bins: Path, home_folder: Path) -> tuple[Path, Path | None]:
     install = bins.parent
     package = install.parent
     digest = hashlib.sha256(f"{install}|{major_version(bins)}".encode()).hexdigest()[:12]
-    copy = home_folder / f"pginstall-{digest}"
+    BINARY_CACHE.mkdir(mode=0o755, parents=True, exist_ok=True)
+    copy = BINARY_CACHE / f"pginstall-{digest}"
     usable = copy / package.name / install.name / bins.name
     if (usable / "postgres").exists():
         return usable, None
-    aside = home_folder / f".pginstall-{digest}.{secrets.token_hex(4)}"
+    aside = BINARY_CACHE / f".pginstall-{digest}.{secrets.token_hex(4)}"
     try:
         shutil.copytree(
             install,
@@ -311,7 +323,7 @@ def stop(mode: str = "fast") -> bool:
     if server is None:
         return False
     with _locked(data.parent / f"{data.name}.lock"):
-        pg_ctl(reachable_bins(bins, data.parent)[0], data, ["-w", "-m", mode, "stop"])
+        pg_ctl(reachable_bins(bins)[0], data, ["-w", "-m", mode, "stop"])
     if server.socket_dir != data:  # a mkdtemp folder of its own: empty now
         with contextlib.suppress(OSError):
             server.socket_dir.rmdir()
@@ -323,7 +335,7 @@ def restart(mode: str = "immediate") -> Server:
     bins = bin_dir()
     data = data_dir(bins)
     with _locked(data.parent / f"{data.name}.lock"):
-        usable = reachable_bins(bins, data.parent)[0]
+        usable = reachable_bins(bins)[0]
         pg_ctl(usable, data, ["-w", "-m", mode, "stop"])
         _start(usable, data)
     return ensure_running()

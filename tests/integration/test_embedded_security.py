@@ -42,7 +42,7 @@ def psql_as(user: pwd.struct_passwd, conninfo: dict[str, str]) -> subprocess.Com
     """psql (the server's own) run as ``user``, with no password, against the server's socket."""
     return subprocess.run(
         [
-            str(embedded.bin_dir() / "psql"),
+            str(embedded.usable_bins() / "psql"),  # the copy the server runs, if there is one
             "-w",
             "-h",
             conninfo["host"],
