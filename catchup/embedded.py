@@ -482,7 +482,13 @@ def _create(bins: Path, data: Path, user: pwd.struct_passwd | None) -> None:
     parent = data.parent
     for old in parent.glob(f".{data.name}.init-*"):
         if _only_ours(old):
-            shutil.rmtree(old, ignore_errors=True)
+            # renamed away first: an initdb orphaned by the interrupted start may still write
+            # into it by its old path (it then fails), and what it leaves goes on the next try
+            gone = parent / f".{data.name}.gone-{secrets.token_hex(6)}"
+            with contextlib.suppress(OSError):
+                os.rename(old, gone)
+    for gone in parent.glob(f".{data.name}.gone-*"):
+        shutil.rmtree(gone, ignore_errors=True)
     aside = parent / f".{data.name}.init-{secrets.token_hex(6)}"
     aside.mkdir(mode=0o700)
     (aside / INIT_MARKER).write_text("a new embedded server, made by catchup; not yet in use\n")
