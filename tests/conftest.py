@@ -138,6 +138,11 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     report = yield
     if report.when == "call":
         item.rep_call = report  # type: ignore[attr-defined]
+    if report.failed:
+        # printed at once, not only in the summary at the end: a run that hangs later (and is
+        # ended by faulthandler_timeout, which prints no summary) still shows why this failed
+        sys.stderr.write(f"\n--- {item.nodeid} failed ({report.when}):\n{report.longreprtext}\n")
+        sys.stderr.flush()
     return report
 
 
@@ -148,12 +153,30 @@ def throwaway_schema(database: Database) -> Iterator[str]:
     try:
         yield name
     finally:
-        with psycopg.connect(database.conninfo, autocommit=True) as conn:
-            conn.execute(
-                psycopg.sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(
-                    psycopg.sql.Identifier(name)
+        drop_schema(database.conninfo, name)
+
+
+def drop_schema(conninfo: str, name: str) -> None:
+    """Drop ``name`` with all in it, within a bound: a connection a failed test left open in
+    a transaction (a worker thread still running, say) would hold the DROP, and with it the
+    whole run, for ever. Such connections are ended, and the DROP tried again."""
+    drop = psycopg.sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(psycopg.sql.Identifier(name))
+    with psycopg.connect(conninfo, autocommit=True, connect_timeout=30) as conn:
+        conn.execute("SET lock_timeout = '10s'")
+        for _ in range(5):
+            try:
+                conn.execute(drop)
+                return
+            except psycopg.errors.LockNotAvailable:
+                conn.execute(
+                    "SELECT pg_terminate_backend(l.pid) FROM pg_locks l"
+                    " LEFT JOIN pg_class c ON c.oid = l.relation"
+                    " JOIN pg_namespace n ON n.oid = c.relnamespace"
+                    "  OR (l.classid = 'pg_namespace'::regclass AND l.objid = n.oid)"
+                    " WHERE n.nspname = %s AND l.pid <> pg_backend_pid()",
+                    (name,),
                 )
-            )
+        conn.execute(drop)
 
 
 @pytest.fixture
