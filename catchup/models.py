@@ -156,6 +156,7 @@ class JobLine:
     paused: bool
     timezone: str = "UTC"
     exhausted: int = 0  # failed with no attempts left (not in ``failed``)
+    interrupted: int = 0  # its last attempt was interrupted, no failure counted (not in ``failed``)
     first_start: datetime | None = None  # UTC, for JSON: the labels above are for people
     last_success_start: datetime | None = None
 

@@ -238,6 +238,7 @@ def overview(session: Session, jobs: list[Job]) -> list[JobLine]:
                 running=counts[PeriodState.running],
                 failed=counts[PeriodState.failed],
                 exhausted=counts[PeriodState.exhausted],
+                interrupted=counts[PeriodState.interrupted],
                 timezone=job.timezone,
                 paused=rows[job.name].paused_at is not None,
                 first_start=job.anchor,

@@ -40,6 +40,9 @@ class PeriodState(StrEnum):
     running = "running"
     unverified = "unverified"  # succeeded in the ledger, but no evidence of its output
     missing = "missing"
+    # its last attempt stopped before its end (catchup was asked to stop, or a claim handed
+    # over was given back) and counted no failure: runnable again at once
+    interrupted = "interrupted"
     stale = "stale"
     failed = "failed"
     exhausted = "exhausted"
@@ -52,6 +55,7 @@ class PeriodState(StrEnum):
 GAP_STATES = frozenset(
     {
         PeriodState.missing,
+        PeriodState.interrupted,
         PeriodState.failed,
         PeriodState.exhausted,
         PeriodState.stale,
@@ -61,7 +65,9 @@ GAP_STATES = frozenset(
 # derived from a job's evidence query, never by period_state() in SQL
 EVIDENCE_STATES = frozenset({PeriodState.untracked, PeriodState.unverified})
 # what replay runs without being asked for more (exhausted only with --retry-exhausted)
-REPLAYABLE = frozenset({PeriodState.missing, PeriodState.failed, PeriodState.stale})
+REPLAYABLE = frozenset(
+    {PeriodState.missing, PeriodState.interrupted, PeriodState.failed, PeriodState.stale}
+)
 
 
 class Status(StrEnum):

@@ -169,8 +169,8 @@ WITH w AS (
          AS w (job_id, first, until, step, max_attempts)
 ), classified AS (
     SELECT w.job_id, w.step, r.period_start,
-           {schema}.period_state(r.status, r.failures, r.lease_expires_at, %(now)s,
-                                  w.max_attempts) AS state
+           {schema}.period_state(r.status, r.failures, r.interrupted,
+                                  r.lease_expires_at, %(now)s, w.max_attempts) AS state
     FROM w
     JOIN {schema}.runs r
       ON r.job_id = w.job_id AND r.status <> 'succeeded'
@@ -222,8 +222,8 @@ ORDER BY u.job_id, h.first;
 -- classified, and collapsed into runs of one state. Reads the whole window.
 WITH classified AS (
     SELECT e.period_start,
-           {schema}.period_state(r.status, r.failures, r.lease_expires_at, %(now)s,
-                                  %(max_attempts)s) AS state
+           {schema}.period_state(r.status, r.failures, r.interrupted,
+                                  r.lease_expires_at, %(now)s, %(max_attempts)s) AS state
     FROM generate_series(%(first)s::timestamptz, %(last)s::timestamptz,
                          %(step)s::interval) AS e (period_start)
     LEFT JOIN {schema}.runs r ON r.job_id = %(job_id)s AND r.period_start = e.period_start
@@ -282,8 +282,8 @@ RETURNING period_start;
 -- Make finished periods runnable again: failed with no failures counted, due for a retry now.
 -- The attempt number stays, so the next attempt is still a new fencing token.
 UPDATE {schema}.runs
-SET status = 'failed', failures = 0, retry_after = clock_timestamp(), lease_expires_at = NULL,
-    error = %(note)s
+SET status = 'failed', failures = 0, interrupted = false, retry_after = clock_timestamp(),
+    lease_expires_at = NULL, error = %(note)s
 WHERE job_id = %(job_id)s AND period_start = ANY(%(starts)s::timestamptz[])
   AND status IN ('succeeded', 'waived', 'failed')
 RETURNING period_start;
@@ -376,8 +376,8 @@ ORDER BY k;
 -- For windows of wall-clock schedules: every period with a row that is not succeeded, one by
 -- one (grouped into runs in Python, which knows the schedule). Reads only the partial index.
 SELECT w.job_id,
-       {schema}.period_state(r.status, r.failures, r.lease_expires_at, %(now)s,
-                                  w.max_attempts) AS state,
+       {schema}.period_state(r.status, r.failures, r.interrupted,
+                                  r.lease_expires_at, %(now)s, w.max_attempts) AS state,
        r.period_start
 FROM unnest(%(job_ids)s::bigint[], %(firsts)s::timestamptz[], %(untils)s::timestamptz[],
             %(max_attempts)s::integer[]) AS w (job_id, first, until, max_attempts)
@@ -408,8 +408,8 @@ ORDER BY job_id, first;
 -- local_series, left-joined to the ledger, classified, collapsed into runs of one state.
 WITH classified AS (
     SELECT e.k, e.period_start,
-           {schema}.period_state(r.status, r.failures, r.lease_expires_at, %(now)s,
-                                  %(max_attempts)s) AS state
+           {schema}.period_state(r.status, r.failures, r.interrupted,
+                                  r.lease_expires_at, %(now)s, %(max_attempts)s) AS state
     FROM {schema}.local_series(%(origin)s::timestamp, %(step)s::interval, %(k0)s, %(n)s,
                                %(tz)s) AS e
     LEFT JOIN {schema}.runs r ON r.job_id = %(job_id)s AND r.period_start = e.period_start
@@ -425,8 +425,8 @@ ORDER BY first;
 -- The plain detector for cron and RRULE schedules: the period starts listed by Python.
 WITH classified AS (
     SELECT e.i, e.period_start,
-           {schema}.period_state(r.status, r.failures, r.lease_expires_at, %(now)s,
-                                  %(max_attempts)s) AS state
+           {schema}.period_state(r.status, r.failures, r.interrupted,
+                                  r.lease_expires_at, %(now)s, %(max_attempts)s) AS state
     FROM unnest(%(starts)b::timestamptz[]) WITH ORDINALITY AS e (period_start, i)
     LEFT JOIN {schema}.runs r ON r.job_id = %(job_id)s AND r.period_start = e.period_start
 )

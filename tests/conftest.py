@@ -58,7 +58,7 @@ TEST_HOME = reachable_place(
 
 @dataclass(frozen=True)
 class Database:
-    conninfo: str
+    conninfo: str = field(repr=False)  # its password is never printed, not even by a test
     env: dict[str, str]  # what a child process needs to reach the same server
 
 

@@ -118,6 +118,11 @@ METRICS = (
         PeriodState.exhausted,
     ),
     ("catchup_stale_periods", "Periods running with an expired lease.", PeriodState.stale),
+    (
+        "catchup_interrupted_periods",
+        "Periods whose last attempt was interrupted, counting no failure.",
+        PeriodState.interrupted,
+    ),
     ("catchup_running_periods", "Periods running with a live lease.", PeriodState.running),
     (
         "catchup_unverified_periods",

@@ -119,6 +119,7 @@ def jobs_json(report: JobsReport) -> str:
                 "running": line.running,
                 "failed": line.failed,
                 "exhausted": line.exhausted,
+                "interrupted": line.interrupted,
                 "paused": line.paused,
             }
             for line in report.lines
@@ -238,6 +239,7 @@ JSON_STATES = (
     "failed",
     "exhausted",
     "stale",
+    "interrupted",
     "unverified",
     "untracked",
 )

@@ -34,10 +34,16 @@ EVIDENCE_COLUMNS = (PeriodState.unverified, PeriodState.untracked)
 
 
 def summary_states(jobs: Sequence[JobScan]) -> tuple[PeriodState, ...]:
-    """The state columns of a report of ``jobs``: they add up to ``expected``."""
+    """The state columns of a report of ``jobs``: they add up to ``expected``. ``interrupted``
+    only when a job has such a period (most reports never do), the evidence columns when a job
+    has an evidence query."""
+    states: tuple[PeriodState, ...] = SUMMARY_STATES
+    if any(job.counts.get(PeriodState.interrupted) for job in jobs):
+        at = states.index(PeriodState.stale)
+        states = (*states[:at], PeriodState.interrupted, *states[at:])
     if any(job.evidence for job in jobs):
-        return SUMMARY_STATES + EVIDENCE_COLUMNS
-    return SUMMARY_STATES
+        return states + EVIDENCE_COLUMNS
+    return states
 
 
 def when(job: JobScan, t: datetime | None) -> str:

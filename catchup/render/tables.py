@@ -72,7 +72,9 @@ def jobs(console: Console, report: JobsReport) -> None:
             iso_utc(line.next_due) if line.next_due else "-",
             f"{line.done} / {line.expected}",
             str(line.running),
-            str(line.failed) + (f" + {line.exhausted} exhausted" if line.exhausted else ""),
+            str(line.failed)
+            + (f" + {line.exhausted} exhausted" if line.exhausted else "")
+            + (f" + {line.interrupted} interrupted" if line.interrupted else ""),
         ]
         for line in report.lines
     ]

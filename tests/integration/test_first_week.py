@@ -462,3 +462,49 @@ def test_a_bare_date_ending_a_range_is_that_whole_day_and_runs_are_summed_up(
         in (lines[0])
     )
     assert lines[1] == "marked skip: 2976 of 2976 period(s)"
+
+
+def test_an_interrupted_period_is_its_own_state_in_every_report(project: Project, sql: Any) -> None:
+    """SIGTERM to a run: the period counts no failure, and scan, its JSON, the calendar,
+    the metrics and jobs say `interrupted` (they said `failed` ✗), and replay runs it."""
+    import json
+    import signal
+
+    from conftest import wait_for
+
+    project.write(
+        '[jobs.billing]\nschedule = "daily"\nstart = "2026-10-01"\n'
+        'command = ["sh", "-c", "[ -f go ] || sleep 60"]\n'
+    )
+    assert project.cli("migrate").exit_code == 0
+    proc = project.spawn("run", "billing", "--period", "2026-10-02")
+    wait_for(
+        lambda: sql("SELECT 1 FROM {schema}.runs WHERE status = 'running'"),
+        timeout=60,
+        what="the run to start",
+    )
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=60) == 130
+    assert sql("SELECT status, failures, interrupted FROM {schema}.runs") == [("failed", 0, True)]
+    window = ("--since", "2026-10-01", "--until", "2026-10-04")
+    scanned = project.cli("scan", "--json", *window)
+    (job,) = json.loads(scanned.stdout)["jobs"]
+    assert (job["interrupted"], job["failed"], job["missing"]) == (1, 0, 2)
+    assert [g["status"] for g in job["gaps"]] == ["missing", "interrupted", "missing"]
+    table = project.cli("scan", *window, env={"COLUMNS": "200"})
+    assert "interrupted" in table.stdout
+    calendar = project.cli("scan", "--calendar", *window, env={"COLUMNS": "200"})
+    assert "◐ interrupted" in calendar.stdout and "✗" not in calendar.stdout.split("legend")[0]
+    metrics = project.cli("scan", "--format", "openmetrics", *window)
+    assert 'catchup_interrupted_periods{job="billing"} 1' in metrics.stdout
+    (listed,) = json.loads(project.cli("jobs", "--json").stdout)
+    assert (listed["interrupted"], listed["failed"]) == (1, 0)
+    (project.path / "go").write_text("")
+    planned = project.cli("replay", "--dry-run", *window)
+    assert "2026-10-02" in planned.stdout, planned.stdout
+    ran = project.cli("replay", *window)
+    assert ran.exit_code == 0, ran.output
+    assert sql(
+        "SELECT status, interrupted FROM {schema}.runs WHERE period_start = %s",
+        ["2026-10-02T00:00:00Z"],
+    ) == [("succeeded", False)]

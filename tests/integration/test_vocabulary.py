@@ -60,9 +60,12 @@ def test_period_state_returns_exactly_the_period_states(sql: Any, ledger: Ledger
     statuses: list[str | None] = [None, *RunStatus]
     leases = [None, now - timedelta(seconds=1), now + timedelta(seconds=1)]
     seen = set()
-    for status, failures, lease in itertools.product(statuses, [0, 3], leases):
+    for status, failures, interrupted, lease in itertools.product(
+        statuses, [0, 3], [False, True], leases
+    ):
         ((state,),) = sql(
-            "SELECT {schema}.period_state(%s, %s, %s, %s, 3)", [status, failures, lease, now]
+            "SELECT {schema}.period_state(%s, %s, %s, %s, %s, 3)",
+            [status, failures, interrupted, lease, now],
         )
         seen.add(state)
     assert seen == set(PeriodState) - EVIDENCE_STATES
@@ -89,3 +92,34 @@ def test_a_ledger_migrated_before_period_state_existed_gets_it(ledger: Ledger, s
     sql("DELETE FROM {schema}.schema_version WHERE version > 5")
     assert ledger.migrate() == [name for n, name, _ in sqlfiles.migrations() if n > 5]
     assert functions() == fresh
+
+
+def test_a_ledger_migrated_before_interrupted_existed_reads_it_from_history(
+    ledger: Ledger, sql: Any
+) -> None:
+    """0012 adds runs.interrupted: a ledger whose last attempt of a period was interrupted
+    before that gets it from the period's history, so its scan says `interrupted` at once."""
+    sql("INSERT INTO {schema}.jobs (name) VALUES ('billing')")
+    for day, last in ((1, "interrupted"), (2, "failed")):
+        start = datetime(2026, 10, day, tzinfo=UTC)
+        sql(
+            "INSERT INTO {schema}.runs (job_id, period_start, period_end, status, attempt, "
+            "failures) VALUES (1, %s, %s, 'failed', 2, 1)",
+            [start, start + timedelta(days=1)],
+        )
+        for attempt, status in (
+            (1, "failed" if last == "interrupted" else "interrupted"),
+            (2, last),
+        ):
+            sql(
+                "INSERT INTO {schema}.history (job_id, period_start, attempt, status, "
+                "started_at) VALUES (1, %s, %s, %s, %s)",
+                [start, attempt, status, start],
+            )
+    sql("ALTER TABLE {schema}.runs DROP COLUMN interrupted")
+    sql("DELETE FROM {schema}.schema_version WHERE version > 11")
+    assert ledger.migrate() == [name for n, name, _ in sqlfiles.migrations() if n > 11]
+    assert sql("SELECT period_start::date::text, interrupted FROM {schema}.runs ORDER BY 1") == [
+        ("2026-10-01", True),
+        ("2026-10-02", False),
+    ]
