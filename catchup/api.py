@@ -36,7 +36,7 @@ from .results import (
     Retired,
 )
 from .scan import Moment
-from .values import blank, parse_instant
+from .values import blank, parse_instant, project_problem
 
 MAX_REASON = 1000
 MAX_WORKERS = 64
@@ -66,8 +66,8 @@ def code_origin(project: str | None) -> Path:
     """What names a project of jobs declared in code: ``project`` if given, else the script
     that runs (``python billing.py``: billing.py), else the working folder."""
     if project is not None:
-        if not project.strip() or any(ord(c) < 0x20 for c in project):
-            raise ConfigError("project: a name, with no control characters")
+        if (said := project_problem(project)) is not None:
+            raise ConfigError(f"project: {said}")
         return Path.cwd() / f"python-{project}"
     main = getattr(sys.modules.get("__main__"), "__file__", None)
     return Path(main).resolve() if main else Path.cwd() / "python"
@@ -119,6 +119,9 @@ class Catchup:
                     "CATCHUP_CONFIG)"
                 )
             loaded = load_config(path, schema=schema)
+        if project is not None:
+            code_origin(project)  # checked
+            loaded = replace(loaded, project_name=project)
         if declared:
             loaded = replace(
                 loaded,

@@ -32,6 +32,7 @@ from .values import (
     parse_duration,
     parse_instant,
     parse_written,
+    project_problem,
     schema_problem,
     spread_offset,
     type_name,
@@ -126,7 +127,7 @@ def parse_config(raw: bytes, path: Path, *, schema: str | None = None) -> Config
     def problem(where: tuple[str, ...], message: str) -> None:
         problems.append(f"{name}:{lines.find(where)}: {message}")
 
-    sections = {"database", "jobs", "alerts"}
+    sections = {"project", "database", "jobs", "alerts"}
     for key in data:
         if key not in sections:
             problem((key,), f"unknown section or key {key!r}{_suggest(key, sections)}")
@@ -163,6 +164,8 @@ def parse_config(raw: bytes, path: Path, *, schema: str | None = None) -> Config
                 schema_name = value
             else:
                 problem(where, f"database.schema: {said}")
+
+    project_name = _parse_project(data.get("project"), problem) if "project" in data else None
 
     jobs: dict[str, Job] = {}
     table = data.get("jobs", {})
@@ -212,6 +215,7 @@ def parse_config(raw: bytes, path: Path, *, schema: str | None = None) -> Config
         schema=schema_name,
         embedded=embedded,
         alerts=alerts,
+        project_name=project_name,
         schema_given=schema is not None or "schema" in database,
     )
 
@@ -370,6 +374,26 @@ def _parse_job(name: str, spec: dict[str, Any], problem: Any) -> Job | None:
 
 ALERT_KEYS = frozenset({"webhooks", "max_per_minute"})
 WEBHOOK_KEYS = frozenset({"url", "format"})
+
+
+def _parse_project(value: object, problem: Callable[[tuple[str, ...], str], None]) -> str | None:
+    """``[project] name``: what the ledger records as having defined this config's jobs."""
+    if not isinstance(value, dict):
+        problem(("project",), '[project] must be a table, like [project] name = "billing"')
+        return None
+    for key in value:
+        if key != "name":
+            problem(("project", key), f"project.{key}: unknown key{_suggest(key, {'name'})}")
+    if "name" not in value:
+        return None
+    name = value["name"]
+    if not isinstance(name, str):
+        problem(("project", "name"), f"project.name: expected a string, got {type_name(name)}")
+        return None
+    if (said := project_problem(name)) is not None:
+        problem(("project", "name"), f"project.name: {said}")
+        return None
+    return name
 
 
 def _parse_alerts(raw: object, problem: Callable[[tuple[str, ...], str], None]) -> Alerts | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import threading
@@ -100,14 +101,38 @@ class Session:
         ``write`` (after the renames ``renamed_from`` asks for); else as they would be (a job
         renamed from a name the ledger still has reads that job's row)."""
         names = sorted(self.config.jobs)
-        if write:
-            self._rename()
-            return self.ledger.register_jobs(names)
         rows = self.ledger.job_rows(names)
         olds = self.config.renames
         for old, row in self.ledger.job_rows(list(olds)).items() if olds else ():
-            rows[olds[old]] = replace(row, name=olds[old])
-        return rows
+            rows.setdefault(olds[old], replace(row, name=olds[old]))
+        self._check_definitions(rows)  # before anything is written
+        if not write:
+            return rows
+        self._rename()
+        registered = self.ledger.register_jobs(names)
+        self._record_definitions(registered)
+        return registered
+
+    def _check_definitions(self, rows: dict[str, JobRow]) -> None:
+        """One job, one definition: a job the ledger records as another project's, defined
+        differently there, is refused (naming both), whatever this command was to do."""
+        clashes = definition_clashes(self.config, rows)
+        if clashes:
+            raise ConfigError(clashes)
+
+    def _record_definitions(self, rows: dict[str, JobRow]) -> None:
+        """Record this project as the one that defines its jobs where no other does, and a
+        changed definition of its own; steady state writes nothing."""
+        mine = self.config.registrant
+        for name, row in rows.items():
+            job = self.config.jobs[name]
+            if row.project == mine and row.definition == job.definition:
+                continue
+            if row.project not in (None, mine):
+                continue  # another project's, defined alike (checked): it stays theirs
+            if not self.ledger.record_definition(row.id, mine, job.definition):
+                # another project took it in the meantime: refused as if it had been first
+                self._check_definitions(self.ledger.job_rows([name]))
 
     def _rename(self) -> None:
         """``renamed_from``: a job the ledger still has under its old name takes the new one,
@@ -179,6 +204,48 @@ class Session:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def definition_clashes(config: Config, rows: dict[str, JobRow]) -> list[str]:
+    """A line per configured job that the ledger records as defined, differently, by a
+    project other than ``config``'s: what each says, and the ways out."""
+    mine = config.registrant
+    said = []
+    for name, row in sorted(rows.items()):
+        job = config.jobs.get(name)
+        if job is None or row.project in (None, mine) or row.definition == job.definition:
+            continue
+        said.append(
+            f"jobs.{name}: this ledger's {name} is defined by another project, {row.project} "
+            f"({describe_definition(row.definition)}); this one, {mine}, defines it as "
+            f"{describe_definition(job.definition)}; they differ in "
+            f"{', '.join(differences(row.definition, job.definition))}. One job has one "
+            "definition: rename one of them, or give this config [project] name = "
+            f"{json.dumps(row.project)} if it is that project"
+        )
+    return said
+
+
+def describe_definition(definition: dict[str, object] | None) -> str:
+    """A job's definition as a line says it: ``daily (UTC) from 2026-10-01T00:00:00Z, runs
+    ./bill.sh`` (a command's program, never its arguments)."""
+    if not definition:
+        return "not recorded"
+    return (
+        f"{definition.get('schedule')} ({definition.get('timezone')}) from "
+        f"{definition.get('start')}, runs {definition.get('runs')}"
+    )
+
+
+def differences(a: dict[str, object] | None, b: dict[str, object]) -> list[str]:
+    """The parts of two definitions that differ, as people name them."""
+    parts = {
+        "schedule": "schedule",
+        "timezone": "time zone",
+        "start": "start",
+        "runs_sha256": "what it runs",
+    }
+    return [said for key, said in parts.items() if (a or {}).get(key) != b.get(key)]
 
 
 def choose_period(job: Job, now: datetime, requested: datetime | None) -> Period | None:

@@ -246,6 +246,14 @@ def start_findings(config: Config) -> list[Finding]:
     return found
 
 
+def definition_findings(session: Session) -> list[Finding]:
+    """Jobs another project defines differently in this ledger: every command refuses them."""
+    from .core import definition_clashes
+
+    rows = session.ledger.job_rows(sorted(session.config.jobs))
+    return [Finding("serious", "jobs", line) for line in definition_clashes(session.config, rows)]
+
+
 def unconfigured_findings(session: Session) -> list[Finding]:
     """Jobs the ledger has that the config does not name, and new jobs that look like them."""
     from .operations import unconfigured
@@ -335,6 +343,7 @@ def examine(config_path: str | None, dsn: str | None) -> list[Finding]:
             )
         if version == latest:
             found += _guarded("jobs", lambda: unconfigured_findings(session))
+            found += _guarded("jobs", lambda: definition_findings(session))
         found += _guarded("pooler", lambda: pooler_findings(session))
         start = time.monotonic()
         db_now = session.now()

@@ -60,6 +60,31 @@ class Job:
     renamed_from: str | None = None
 
     @property
+    def definition(self) -> dict[str, object]:
+        """What the ledger records of this job's definition, and what another project must
+        agree on to share the job: when it runs (schedule, zone, start) and what it runs. Of a
+        command, only its program and a digest of the whole (its arguments may hold a
+        secret; the ledger and the lines that name a clash never show them)."""
+        import hashlib
+        import json
+
+        if self.command is not None:
+            runs = self.command[0]
+            whole = json.dumps(list(self.command))
+        elif callable(self.call):
+            module = getattr(self.call, "__module__", None) or "?"
+            runs = whole = f"{module}:{getattr(self.call, '__qualname__', repr(self.call))}"
+        else:
+            runs = whole = str(self.call)
+        return {
+            "schedule": self.schedule.text,
+            "timezone": self.timezone,
+            "start": iso_utc(self.start),
+            "runs": runs,
+            "runs_sha256": hashlib.sha256(whole.encode("utf-8", "surrogatepass")).hexdigest(),
+        }
+
+    @property
     def anchor(self) -> datetime:
         """The first period's start."""
         return self.timeline.first
@@ -126,6 +151,18 @@ class Config:
     # jobs declared in code, without a config file: what names their project (a ledger of its
     # own on the embedded server, as a config's folder gives one)
     origin: Path | None = None
+    # ``[project] name`` (or ``project=`` in code): what the ledger records as this project
+    project_name: str | None = None
+
+    @property
+    def registrant(self) -> str:
+        """What the ledger records as the project that defined these jobs: its name, else
+        its config file, else the script that declared them."""
+        if self.project_name is not None:
+            return self.project_name
+        if self.path is not None:
+            return str(self.path.resolve())
+        return str(self.origin) if self.origin is not None else "python"
 
     @property
     def project(self) -> tuple[Path, str, tuple[str, ...]] | None:

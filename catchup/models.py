@@ -128,6 +128,8 @@ class JobRow:
     id: int
     name: str
     paused_at: datetime | None
+    project: str | None = None  # what registered it (Config.registrant); None: not recorded
+    definition: dict[str, object] | None = None  # Job.definition as that project gave it
 
 
 @dataclass(frozen=True)

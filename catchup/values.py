@@ -47,6 +47,18 @@ def blank(text: str) -> bool:
     return all(invisible(c) or c.isspace() for c in text)
 
 
+def project_problem(name: str) -> str | None:
+    """Why ``name`` cannot name a project (``[project] name``); None when it can. Freer than a
+    job's name, so a config can say it is a project the ledger knows by its config's path."""
+    if blank(name):
+        return "a project name needs a visible character"
+    if len(name) > 300:
+        return "a project name has at most 300 characters"
+    if any(invisible(c) and c != " " for c in name):
+        return f"{name[:40]!a}: a project name has no control or invisible characters"
+    return None
+
+
 def name_problem(name: str, what: str = "job name") -> str | None:
     """Why ``name`` cannot name a job (or a webhook); None when it can. Letters of any
     language are welcome, but not a name that could pass for another: one with invisible

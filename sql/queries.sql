@@ -35,7 +35,16 @@ SELECT unnest(%(names)s::text[])
 ON CONFLICT (name) DO NOTHING;
 
 -- name: job_ids
-SELECT id, name, paused_at FROM {schema}.jobs WHERE name = ANY(%(names)s::text[]);
+SELECT id, name, paused_at, project, definition
+FROM {schema}.jobs WHERE name = ANY(%(names)s::text[]);
+
+-- name: record_definition
+-- The project that defines a job, and how: taken only when no other project holds it (a row
+-- registered before 0012 holds none). No row back: another project holds it.
+UPDATE {schema}.jobs
+SET project = %(project)s, definition = %(definition)s
+WHERE id = %(job_id)s AND (project IS NULL OR project = %(project)s)
+RETURNING id;
 
 -- name: claim
 -- The one claim path, one round trip: {schema}.claim_period() (sql/migrations/0007) takes the

@@ -429,6 +429,28 @@ MUTATIONS = (
             "test_a_slow_backlog_never_holds_another_jobs_period",
         ),
     ),
+    Mutation(
+        "one-definition",
+        "a job defined differently by another project is refused before anything is written",
+        "catchup/core.py",
+        "        self._check_definitions(rows)  # before anything is written\n",
+        "",
+        (
+            "tests/integration/test_first_week.py::"
+            "test_a_second_definition_of_a_job_is_refused_naming_both",
+        ),
+    ),
+    Mutation(
+        "interrupted-state",
+        "a period whose last attempt was interrupted is interrupted in reports, not failed",
+        "sql/migrations/0012_definitions.sql",
+        "        WHEN interrupted THEN 'interrupted'\n",
+        "",
+        (
+            "tests/integration/test_first_week.py::"
+            "test_an_interrupted_period_is_its_own_state_in_every_report",
+        ),
+    ),
 )
 
 

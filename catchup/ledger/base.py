@@ -11,6 +11,7 @@ from typing import Any
 import psycopg
 from psycopg import errors as pg_errors
 from psycopg.rows import class_row
+from psycopg.types.json import Jsonb
 
 from .. import sqlfiles
 from ..errors import DatabaseError
@@ -169,6 +170,15 @@ class LedgerBase:
                 "actor": actor,
             },
         )
+
+    def record_definition(self, job_id: int, project: str, definition: dict[str, object]) -> bool:
+        """Record ``project`` as defining the job, as ``definition``; False when another
+        project holds it."""
+        row = self.conn.execute(
+            self._q("record_definition"),
+            {"job_id": job_id, "project": project, "definition": Jsonb(definition)},
+        ).fetchone()
+        return row is not None
 
     def job_rows(self, names: list[str]) -> dict[str, JobRow]:
         """The jobs already known to the ledger, by name; writes nothing."""

@@ -9,6 +9,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from conftest import Project
 
 DAILY = '[jobs.{name}]\nschedule = "daily"\nstart = "2026-10-01"\n'
@@ -508,3 +510,88 @@ def test_an_interrupted_period_is_its_own_state_in_every_report(project: Project
         "SELECT status, interrupted FROM {schema}.runs WHERE period_start = %s",
         ["2026-10-02T00:00:00Z"],
     ) == [("succeeded", False)]
+
+
+def ledger_state(sql: Any) -> list[list[tuple[Any, ...]]]:
+    return [
+        sql(f"SELECT * FROM {{schema}}.{table} ORDER BY 1")
+        for table in ("jobs", "schedules", "events", "runs", "history")
+    ]
+
+
+def test_a_second_definition_of_a_job_is_refused_naming_both(project: Project, sql: Any) -> None:
+    """Two projects on one ledger define `export` differently: the second is refused before
+    it writes anything (exit 2, one line naming both, no secret from its command), through
+    the CLI and the Python API alike; the same definition is welcome, and a config that says
+    it is the first project ([project] name) may change the job."""
+    from catchup import Catchup, ConfigError, make_job
+
+    first, second = project.path / "first", project.path / "second"
+    first.mkdir()
+    second.mkdir()
+    header = f'[database]\nschema = "{project.schema}"\n\n'
+    daily = '[jobs.export]\nschedule = "daily"\nstart = "2026-10-01"\ncommand = ["true"]\n'
+    hourly = (
+        '[jobs.export]\nschedule = "hourly"\nstart = "2026-11-01"\n'
+        'command = ["sh", "-c", "echo --token=s3cret"]\n'
+    )
+    (first / "catchup.toml").write_text(header + daily)
+    (second / "catchup.toml").write_text(header + hourly)
+
+    def cli(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "catchup",
+                "-q",
+                "--config",
+                str(folder / "catchup.toml"),
+                *args,
+            ],
+            cwd=folder,
+            env=project.env(),
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+
+    ran = cli(first, "run", "export", "--period", "2026-10-02")
+    assert ran.returncode == 0, ran.stderr
+    assert sql("SELECT project FROM {schema}.jobs") == [(str(first / "catchup.toml"),)]
+    before = ledger_state(sql)
+    for args in (("run", "export", "--period", "2026-11-02T05:00:00Z"), ("tick",), ("scan",)):
+        refused = cli(second, *args)
+        assert refused.returncode == 2, (args, refused.stdout, refused.stderr)
+        assert "Traceback" not in refused.stderr and "s3cret" not in refused.stderr
+        (line,) = [ln for ln in refused.stderr.splitlines() if ln.strip()]
+        assert str(first / "catchup.toml") in line and str(second / "catchup.toml") in line
+        assert "daily (UTC) from 2026-10-01T00:00:00Z, runs true" in line
+        assert "they differ in schedule, start, what it runs" in line
+        assert ledger_state(sql) == before
+
+    doctor = cli(second, "doctor")
+    assert doctor.returncode != 0 and "defined by another project" in doctor.stdout, doctor.stdout
+    assert ledger_state(sql) == before
+    with (
+        Catchup(
+            jobs=[make_job("export", "hourly", "2026-11-01", command=["true"])],
+            dsn=project.database.conninfo,
+            schema=project.schema,
+            project="billing-script",
+        ) as app,
+        pytest.raises(ConfigError, match=r"another project, .*first/catchup\.toml.*billing-script"),
+    ):
+        app.scan()
+    assert ledger_state(sql) == before
+
+    (second / "catchup.toml").write_text(header + daily)  # the same definition: welcome
+    assert cli(second, "run", "export", "--period", "2026-10-03").returncode == 0
+    assert sql("SELECT project FROM {schema}.jobs") == [(str(first / "catchup.toml"),)]
+
+    said = f'[project]\nname = "{first / "catchup.toml"}"\n\n'
+    (second / "catchup.toml").write_text(said + header + hourly)  # "I am that project"
+    moved = cli(second, "tick")
+    assert moved.returncode in (0, 1), moved.stderr
+    assert sql("SELECT definition->>'schedule' FROM {schema}.jobs") == [("hourly",)]

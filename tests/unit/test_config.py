@@ -41,6 +41,11 @@ MISTAKES = [
     (GOOD.replace("[jobs.billing]", '[jobs."' + "x" * 1000 + '"]'), 1, "job name"),
     ('[database]\nschema = "Robert\'); drop"\n' + GOOD, 2, "database.schema"),
     ("[databse]\n" + GOOD, 1, "did you mean 'database'"),
+    ('[project]\nname = "  "\n' + GOOD, 2, "project name needs a visible character"),
+    ('[project]\nname = "a\\u001bb"\n' + GOOD, 2, "no control or invisible characters"),
+    ("[project]\nname = 7\n" + GOOD, 2, "project.name: expected a string"),
+    ('[project]\nnmae = "x"\n' + GOOD, 2, "did you mean 'name'"),
+    ('project = "x"\n' + GOOD, 1, "[project] must be a table"),
     (GOOD + "command = [\n", 5, "invalid TOML"),
     ("[jobs.billing\n", 1, "invalid TOML"),
 ]
