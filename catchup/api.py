@@ -136,15 +136,20 @@ class Catchup:
 
     # -- the ledger ------------------------------------------------------------------------
 
-    def _target(self) -> db.Target:
+    def _target(self, *, start_embedded: bool = True) -> db.Target:
         config = self.config
         return db.resolve(
-            self._dsn, config.dsn, embedded_allowed=config.embedded, project=config.project
+            self._dsn,
+            config.dsn,
+            embedded_allowed=config.embedded,
+            project=config.project,
+            start_embedded=start_embedded,
         )
 
-    def _open(self, *, prepare: bool = True) -> Session:
+    def _open(self, *, prepare: bool = True, start_embedded: bool = True) -> Session:
         if self._session is None:
-            self._session = Session(self.config, self._target(), prepare=prepare)
+            target = self._target(start_embedded=start_embedded)
+            self._session = Session(self.config, target, prepare=prepare)
             if self._on_connect is not None:
                 self._on_connect(self.connected)
         return self._session
@@ -557,7 +562,9 @@ class Catchup:
         jobs = list(self.config.jobs.values())
 
         def scan_now() -> ScanReport:
-            session = self._open(prepare=False)  # it looks; it never migrates
+            # it looks, it never migrates; and it never starts an embedded server someone
+            # stopped (it started it once, above, when it had to)
+            session = self._open(prepare=False, start_embedded=False)
             self._on_connect = None  # the database line is said once, not at each reconnect
             version, latest = session.ledger.version(), len(sqlfiles.migrations())
             if version < latest:

@@ -87,6 +87,7 @@ def resolve(
     *,
     embedded_allowed: bool = True,
     project: tuple[Path, str, tuple[str, ...]] | None = None,
+    start_embedded: bool = True,
 ) -> Target:
     """``--dsn`` > ``CATCHUP_DSN`` > ``[database] dsn`` > ``DATABASE_URL`` > ``PG*`` > embedded.
 
@@ -95,7 +96,9 @@ def resolve(
     or ``[database] embedded = false`` (``embedded_allowed``).
 
     On the embedded server a ``project`` (see :attr:`Config.project`) gets a database of its
-    own, so two projects on one host never share jobs by accident."""
+    own, so two projects on one host never share jobs by accident. Without
+    ``start_embedded`` a stopped embedded server is an error, not started (``serve``
+    reconnecting after ``catchup server stop``)."""
     for value, source in (
         (flag_dsn, "--dsn"),
         (os.environ.get("CATCHUP_DSN"), "CATCHUP_DSN"),
@@ -125,6 +128,11 @@ def resolve(
     from . import embedded
     from .processes import SERVER_USER
 
+    if not start_embedded and embedded.running(embedded.data_dir(embedded.bin_dir())) is None:
+        raise DatabaseError(
+            "the embedded server is stopped (catchup server stop?); serve waits for it and "
+            "never starts it again itself: `catchup server start`"
+        )
     server = embedded.ensure_running()
     note = None
     if server.started:

@@ -441,6 +441,17 @@ MUTATIONS = (
         ),
     ),
     Mutation(
+        "serve-never-starts",
+        "a running serve never starts an embedded server someone stopped",
+        "catchup/api.py",
+        "            session = self._open(prepare=False, start_embedded=False)\n",
+        "            session = self._open(prepare=False)\n",
+        (
+            "tests/integration/test_serve.py::"
+            "test_a_stopped_embedded_server_stays_stopped_while_serve_runs",
+        ),
+    ),
+    Mutation(
         "interrupted-state",
         "a period whose last attempt was interrupted is interrupted in reports, not failed",
         "sql/migrations/0012_definitions.sql",

@@ -262,9 +262,26 @@ def server_status() -> None:
         click.echo(f"stopped: {data}")
 
 
+@server.command("start")
+def server_start() -> None:
+    """Start the embedded server (a command that needs it starts it too).
+
+    Example: catchup server start
+    """
+    from .. import embedded
+
+    data = embedded.data_dir()
+    if (up := embedded.running(data)) is not None:
+        click.echo(f"already running: {data} (socket {up.socket_dir}, port {up.port})")
+        return
+    started = embedded.ensure_running()
+    click.echo(f"started: {data} (socket {started.socket_dir}, port {started.port})")
+
+
 @server.command("stop")
 def server_stop() -> None:
-    """Stop the embedded server (the next command starts it again).
+    """Stop the embedded server (the next command that needs it starts it again; a
+    running serve waits for `catchup server start`).
 
     Example: catchup server stop
     """

@@ -10,6 +10,7 @@ import subprocess
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -185,3 +186,79 @@ def test_bad_listen_and_refresh_are_one_line(project: Project) -> None:
         result = project.cli("serve", *args)
         assert result.exit_code == 2, (args, result.output)
         assert message in result.stderr and "Traceback" not in result.output
+
+
+def test_a_stopped_embedded_server_stays_stopped_while_serve_runs(
+    project: Project, server_home: Path
+) -> None:
+    """`catchup server stop` was undone within seconds by a running `catchup serve`, which
+    started the embedded server again on its next scan. Now serve says it is stopped and
+    waits; `catchup server start` brings it back."""
+    import sys
+
+    env = {**project.env(), "CATCHUP_HOME": str(server_home)}
+    env.pop("CATCHUP_DSN", None)
+
+    def catchup(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "catchup", *args],
+            cwd=project.path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=180,
+            check=False,
+        )
+
+    project.write('[jobs.billing]\nschedule = "daily"\nstart = "2026-10-01"\ncommand = ["true"]\n')
+    assert catchup("-q", "migrate").returncode == 0  # serve only reads
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "catchup",
+            "serve",
+            "--listen",
+            f"127.0.0.1:{port}",
+            "--refresh",
+            "1s",
+        ],
+        cwd=project.path,
+        env=env,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    data = server_home / f"pg{embedded.major_version(embedded.bin_dir())}"
+    try:
+        wait_for(lambda: _ready(base), timeout=120, what="ready")
+        stopped = catchup("server", "stop")
+        assert stopped.returncode == 0, stopped.stderr
+        said = wait_for(
+            lambda: "server is stopped" in (body := get(base + "/readyz")[2]) and body,
+            timeout=60,
+            what="serve to find the server stopped",
+        )
+        assert said.startswith("not ready: ")
+        wait_for(  # scans every second came and went since, and none of them started it
+            lambda: _scan_age(base) >= 4, timeout=60, what="more scans to fail"
+        )
+        assert embedded.running(data) is None
+        assert catchup("server", "start").returncode == 0
+        wait_for(lambda: _ready(base), timeout=60, what="ready again")
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
+        if embedded.running(data) is not None:
+            catchup("server", "stop")
+
+
+def _scan_age(base: str) -> float:
+    """Seconds since serve's newest good scan."""
+    for family in text_string_to_metric_families(get(base + "/metrics")[2]):
+        for sample in family.samples:
+            if sample.name == "catchup_scan_age_seconds":
+                return float(sample.value)
+    return 0.0
