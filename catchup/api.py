@@ -340,11 +340,12 @@ class Catchup:
 
     def jobs(self) -> JobsReport:
         """``catchup jobs``: per job, schedule, last success, next due, done of expected."""
-        from .operations import overview, scheduler_health
+        from .operations import overview, scheduler_health, unconfigured
 
         session = self.session
         lines = overview(session, list(self.config.jobs.values()))
-        return JobsReport(session.target.describe(), tuple(lines), scheduler_health(session))
+        gone, _ = unconfigured(session)
+        return JobsReport(session.target.describe(), tuple(lines), scheduler_health(session), gone)
 
     def history(
         self, job: str, *, period: Moment | None = None, limit: int = HISTORY_LIMIT

@@ -69,6 +69,7 @@ class JobsReport:
     database: str
     lines: tuple[JobLine, ...]
     health: SchedulerHealth
+    unconfigured: tuple[Unconfigured, ...] = ()  # the ledger's jobs this config does not name
 
 
 @dataclass(frozen=True)

@@ -89,6 +89,7 @@ def jobs(console: Console, report: JobsReport) -> None:
                     f"{row[2]} · last success {row[3]} · next due {row[4]}"
                 )
             )
+        _not_configured(console, report)
         scheduler(console, report.health)
         return
     table = Table(title=title, title_justify="left")
@@ -103,7 +104,21 @@ def jobs(console: Console, report: JobsReport) -> None:
             Text(row[7], style="red" if line.failed or line.exhausted else ""),
         )
     console.print(table)
+    _not_configured(console, report)
     scheduler(console, report.health)
+
+
+def _not_configured(console: Console, report: JobsReport) -> None:
+    """The ledger's jobs this config does not name, with their last success."""
+    for gone in report.unconfigured:
+        last = iso_utc(gone.last_success) if gone.last_success else "never"
+        console.print(
+            Text(
+                f"not in this config: {safe(gone.name)} (last success {last}): `catchup rename` "
+                "if it was renamed, `catchup retire` if it is gone on purpose",
+                style="yellow",
+            )
+        )
 
 
 def fits(console: Console, headers: Sequence[str], rows: Sequence[Sequence[str]]) -> bool:

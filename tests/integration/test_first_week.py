@@ -269,11 +269,14 @@ def test_a_job_gone_on_purpose_is_retired_and_no_longer_mentioned(
     noted = project.cli("-q", "jobs")
     said = " ".join(noted.stderr.split())
     assert "the ledger has jobs this config does not name: report (last success 2026-10-26" in said
+    listed = " ".join(noted.stdout.split())
+    assert "not in this config: report (last success 2026-10-26" in listed, noted.stdout
     still = project.cli("retire", "billing", "--reason", "x")
     assert still.exit_code == 2 and "still in the config" in still.stderr
     retired = project.cli("retire", "report", "--reason", "replaced by the warehouse sync")
     assert retired.exit_code == 0, retired.output
-    assert project.cli("-q", "jobs").stderr == ""
+    after = project.cli("-q", "jobs")
+    assert after.stderr == "" and "not in this config" not in after.stdout
     assert sql("SELECT count(*) FROM {schema}.history") == [(4,)]  # its history stays
 
 
