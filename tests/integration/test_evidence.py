@@ -294,7 +294,13 @@ def test_verify_fails_a_success_that_left_nothing(
         verify=True,
         evidence=f"SELECT day FROM {project.schema}.exports",
     )
-    with Catchup(jobs=[job], dsn=database.conninfo, schema=project.schema) as app:
+    # the same project (the config's) redefines its job in code: one job, one definition
+    with Catchup(
+        jobs=[job],
+        dsn=database.conninfo,
+        schema=project.schema,
+        project=str(project.config.resolve()),
+    ) as app:
         outcome = app.run("export", "2026-10-02")
     assert isinstance(outcome, Outcome) and outcome.status == "succeeded", outcome
 
