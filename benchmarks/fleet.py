@@ -32,8 +32,8 @@ import psycopg
 from psycopg import sql
 
 from catchup import db
-from catchup.core import Session
 from catchup.job import Config
+from catchup.session import Session
 
 SCHEMA = "bench_fleet"
 

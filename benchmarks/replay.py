@@ -32,10 +32,10 @@ from psycopg import sql
 
 from catchup import db
 from catchup.config import Config, Job
-from catchup.core import Session
 from catchup.ledger import ClaimRequest, FinishFields
 from catchup.replay import replay
 from catchup.schedule import Period, Timeline, parse_schedule
+from catchup.session import Session
 
 HOURLY = parse_schedule("hourly")
 

@@ -42,9 +42,10 @@ from psycopg import sql
 
 from catchup import db
 from catchup.config import Config, Job
-from catchup.core import Session
-from catchup.scan import scan, window
+from catchup.scan import scan
 from catchup.schedule import Timeline, parse_schedule
+from catchup.session import Session
+from catchup.window import window
 
 ROOT = Path(__file__).resolve().parent.parent
 HOURLY = parse_schedule("hourly")

@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Literal
 
 from . import db, sqlfiles
+from .claim import choose_period, run_period
 from .config import find_config, load_config
-from .core import Session, choose_period, run_period
 from .doctor import Finding
 from .errors import ConfigError, DatabaseError
 from .explain import Explanation
@@ -35,8 +35,9 @@ from .results import (
     Resumed,
     Retired,
 )
-from .scan import Moment
+from .session import Session
 from .values import blank, parse_instant, project_problem
+from .window import Moment
 
 MAX_REASON = 1000
 MAX_WORKERS = 64
@@ -163,7 +164,7 @@ class Catchup:
     def connected(self) -> Connected:
         import psycopg
 
-        from .operations import unconfigured
+        from .reports import unconfigured
 
         session = self.session
         try:
@@ -278,7 +279,7 @@ class Catchup:
         succeeded periods that left no evidence again (each reset with ``reason``, audited)."""
         from .operations import default_actor
         from .replay import Audit, replay
-        from .scan import check_window
+        from .window import check_window
 
         if unverified and reason is None:
             raise ConfigError("--unverified needs --reason: it runs succeeded periods again")
@@ -316,7 +317,8 @@ class Catchup:
     ) -> ScanReport:
         """The gap detector: what ``catchup scan`` reports (with the scheduler's pulse, and a
         calendar per job when asked)."""
-        from .scan import check_window, scan
+        from .scan import scan
+        from .window import check_window
 
         chosen = self.select(jobs)
         check_window(chosen, since, until)  # before the session opens (and migrates)
@@ -340,7 +342,8 @@ class Catchup:
 
     def jobs(self) -> JobsReport:
         """``catchup jobs``: per job, schedule, last success, next due, done of expected."""
-        from .operations import overview, scheduler_health, unconfigured
+        from .pulse import scheduler_health
+        from .reports import overview, unconfigured
 
         session = self.session
         lines = overview(session, list(self.config.jobs.values()))
@@ -431,7 +434,7 @@ class Catchup:
         """Record the untracked periods of ``jobs`` (output exists, no ledger row) as waived,
         audited as ``adopt``: for a job that ran elsewhere before catchup."""
         from . import operations
-        from .scan import check_window
+        from .window import check_window
 
         why = check_reason(reason, required=True)
         assert why is not None

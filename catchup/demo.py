@@ -16,7 +16,6 @@ from rich.rule import Rule
 
 from . import db
 from .config import make_job
-from .core import Session
 from .job import Config
 from .models import Outcome
 from .operations import adopt
@@ -25,6 +24,7 @@ from .render import scan as scan_report
 from .replay import replay
 from .runner import JobContext
 from .scan import scan
+from .session import Session
 from .vocabulary import Status
 
 

@@ -12,11 +12,11 @@ import psycopg
 
 from . import db, evidence, sqlfiles
 from .config import find_config, load_config
-from .core import Session
 from .errors import CatchupError, first_line
 from .job import Config
 from .ledger import Ledger
-from .operations import scheduler_health
+from .pulse import scheduler_health
+from .session import Session
 
 Level = Literal["ok", "info", "warning", "serious"]
 CLOCK_TOLERANCE = 2.0  # seconds
@@ -202,7 +202,8 @@ def evidence_findings(session: Session, config: Config, now: datetime) -> list[F
 _IMPORT_CHECK = """\
 import sys
 folder, call = sys.argv[1], sys.argv[2]
-from catchup.runner import describe, load_call
+from catchup.errors import describe
+from catchup.preflight import load_call
 try:
     load_call(call, None if folder == "-" else __import__("pathlib").Path(folder))
 except BaseException as exc:
@@ -216,7 +217,7 @@ def start_findings(config: Config) -> list[Finding]:
     import subprocess
     import sys
 
-    from .runner import cannot_start
+    from .preflight import cannot_start
 
     found = []
     for job in config.jobs.values():
@@ -248,7 +249,7 @@ def start_findings(config: Config) -> list[Finding]:
 
 def definition_findings(session: Session) -> list[Finding]:
     """Jobs another project defines differently in this ledger: every command refuses them."""
-    from .core import definition_clashes
+    from .session import definition_clashes
 
     rows = session.ledger.job_rows(sorted(session.config.jobs))
     return [Finding("serious", "jobs", line) for line in definition_clashes(session.config, rows)]
@@ -256,7 +257,7 @@ def definition_findings(session: Session) -> list[Finding]:
 
 def unconfigured_findings(session: Session) -> list[Finding]:
     """Jobs the ledger has that the config does not name, and new jobs that look like them."""
-    from .operations import unconfigured
+    from .reports import unconfigured
     from .schedule import iso_utc
 
     gone, lookalikes = unconfigured(session)

@@ -35,3 +35,14 @@ def first_line(exc: BaseException) -> str:
     """The first line of an exception's message (a driver error's DETAIL and HINT follow it),
     or its type's name when it has none."""
     return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+
+
+def describe(exc: BaseException) -> str:
+    """``Type: text`` of an exception, whatever its ``__str__`` does (raises, returns a
+    non-string): the text is then said to be unreadable, never missing."""
+    name = type(exc).__name__
+    try:
+        text = str(exc)
+    except BaseException:
+        return f"{name}: <its text could not be rendered>"
+    return f"{name}: {text}" if text else name

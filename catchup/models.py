@@ -292,3 +292,11 @@ class SchedulerHealth:
                 "exists to end)"
             )
         return found
+
+
+class Unclaimed:
+    """A next period handed over without a claim (claim it first): unlike ``None``, which says
+    its claim was tried and found nothing to do."""
+
+
+UNCLAIMED = Unclaimed()

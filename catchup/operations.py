@@ -1,4 +1,4 @@
-"""What people do to the ledger by hand: mark, reset, pause, resume; and the scheduler's pulse.
+"""What people do to the ledger by hand: mark, reset, adopt, pause, resume, rename, retire.
 
 Every change is audited (who, when, why, what it was before) in the events table, and refused
 whole when any period it names is running.
@@ -7,24 +7,22 @@ whole when any period it names is running.
 from __future__ import annotations
 
 import getpass
-import itertools
 import re
 import socket
-import statistics
 from datetime import date, datetime, timedelta
 from typing import TYPE_CHECKING
 
-from .core import Session
 from .errors import ConfigError, DatabaseError
 from .job import Job
-from .models import JobLine, LockedRow, SchedulerHealth, Unconfigured
+from .models import LockedRow
 from .results import Change, Changes
 from .schedule import Period
+from .session import Session
 from .values import parse_instant
 from .vocabulary import EventAction, PeriodState, RunStatus
 
 if TYPE_CHECKING:
-    from .scan import Moment
+    from .window import Moment
 
 MAX_PERIODS = 100_000
 
@@ -191,63 +189,6 @@ def resume(session: Session, job: Job, *, reason: str | None, actor: str) -> boo
     return True
 
 
-def scheduler_health(session: Session) -> SchedulerHealth:
-    """When the scheduler last ticked, and whether ticks stopped (none for three of their usual
-    intervals) or come from several hosts in the same minute."""
-    now = session.now()
-    ticks = session.ledger.recent_ticks(50)
-    crowded = tuple((minute, tuple(hosts)) for minute, hosts in session.ledger.crowded_minutes())
-    if not ticks:
-        return SchedulerHealth(None, None, None, False, crowded, now)
-    times = sorted({at for _, at in ticks})
-    gaps = [(b - a).total_seconds() for a, b in itertools.pairwise(times)]
-    gaps = [g for g in gaps if g >= 30]  # ticks from replicas in one minute are one beat
-    interval = statistics.median(gaps) if len(gaps) >= 2 else None
-    last_host, last = ticks[0]
-    stopped = interval is not None and (now - last).total_seconds() > 3 * interval
-    return SchedulerHealth(last, last_host, interval, stopped, crowded, now)
-
-
-def overview(session: Session, jobs: list[Job]) -> list[JobLine]:
-    """``catchup jobs``: per job, how many of its due periods are done, on the database clock.
-    The counts are the scan's (one set of statements for every job), so `jobs` and `scan`
-    never disagree."""
-    from .scan import ScanTarget, scan_jobs
-
-    now = session.now()
-    rows = session.job_rows()
-    resolved = session.resolve_all(jobs)
-    targets = [
-        ScanTarget(job, rows[job.name].id, rows[job.name].paused_at is not None) for job in resolved
-    ]
-    results = scan_jobs(session.ledger, targets, now=now, since=None, until=None)
-    lines = []
-    for job, result in zip(resolved, results, strict=True):
-        latest = job.timeline.latest_due(job.delay, now)
-        until = latest.end if latest else job.anchor
-        counts = result.counts
-        lines.append(
-            JobLine(
-                job=job.name,
-                schedule=job.schedule.text,
-                first_period=job.label(job.anchor),
-                last_success=job.label(result.last_success) if result.last_success else None,
-                next_due=job.timeline.period(until).end + job.delay,
-                expected=result.expected,
-                done=counts[PeriodState.succeeded] + counts[PeriodState.waived],
-                running=counts[PeriodState.running],
-                failed=counts[PeriodState.failed],
-                exhausted=counts[PeriodState.exhausted],
-                interrupted=counts[PeriodState.interrupted],
-                timezone=job.timezone,
-                paused=rows[job.name].paused_at is not None,
-                first_start=job.anchor,
-                last_success_start=result.last_success,
-            )
-        )
-    return lines
-
-
 def adopt(
     session: Session,
     jobs: list[Job],
@@ -259,7 +200,8 @@ def adopt(
 ) -> list[Changes]:
     """Record each job's untracked periods (its evidence exists, the ledger has no row) as
     waived, audited as ``adopt``: onboarding a job that ran elsewhere before."""
-    from .scan import ScanTarget, check_window, scan_jobs
+    from .scan import ScanTarget, scan_jobs
+    from .window import check_window
 
     for job in jobs:
         if job.evidence is None:
@@ -292,31 +234,6 @@ def adopt(
             )
         )
     return changes
-
-
-def unconfigured(
-    session: Session,
-) -> tuple[tuple[Unconfigured, ...], tuple[tuple[str, str], ...]]:
-    """The ledger's jobs the config does not name (nobody retired them), and the configured
-    jobs new to the ledger whose schedule is one of theirs: (new name, old name), a rename the
-    config did not say, whose periods would all run again under the new name."""
-    config = session.config
-    names = sorted(config.jobs)
-    gone = [u for u in session.ledger.unconfigured_jobs(names) if u.name not in config.renames]
-    if not gone:
-        return (), ()
-    fresh = session.ledger.names_without_runs(names)
-    pairs = []
-    for name in sorted(fresh):
-        job = config.jobs[name]
-        if job.renamed_from is not None:
-            continue
-        pairs += [
-            (name, u.name)
-            for u in gone
-            if (u.schedule, u.timezone) == (job.schedule.canonical, job.schedule.timezone)
-        ]
-    return tuple(gone), tuple(pairs)
 
 
 def rename(session: Session, old: str, new: str, *, reason: str, actor: str) -> None:

@@ -3,58 +3,27 @@
 from __future__ import annotations
 
 import contextlib
-import importlib
 import os
 import select
-import shutil
 import signal
 import subprocess
 import sys
 import threading
 import time
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
-from pathlib import Path
-from typing import Any, BinaryIO
+from datetime import datetime
+from typing import Any
 
+from .errors import describe
 from .job import Job
+from .lease import POLL_SECONDS, LeaseKeeper
+from .output import TAIL_BYTES, Tail, capturing, forget_thread, pump
+from .preflight import load_call, not_runnable, program_path
 from .schedule import Period, iso_utc, span
 from .values import storable
 from .vocabulary import Ended
-
-TAIL_BYTES = 64 * 1024
-POLL_SECONDS = 0.05
-RENEW_AFTER = 2 * POLL_SECONDS
-
-
-class Tail:
-    """The last ``limit`` bytes of a stream, with a count of what was dropped before them."""
-
-    def __init__(self, limit: int = TAIL_BYTES) -> None:
-        self.limit = limit
-        self.dropped = 0
-        self._buf = bytearray()
-        self._lock = threading.Lock()
-
-    def add(self, chunk: bytes) -> None:
-        with self._lock:
-            self._buf += chunk
-            excess = len(self._buf) - self.limit
-            if excess > self.limit:  # trim in batches, not on every chunk
-                del self._buf[:excess]
-                self.dropped += excess
-
-    def text(self) -> str:
-        with self._lock:
-            excess = max(0, len(self._buf) - self.limit)
-            dropped = self.dropped + excess
-            body = bytes(self._buf[excess:])
-        text = body.decode("utf-8", errors="replace").replace("\x00", "\ufffd")
-        if dropped:
-            text = f"[catchup: {dropped} earlier bytes of output not kept]\n" + text
-        return text
 
 
 @dataclass
@@ -87,73 +56,6 @@ class Execution:
     error: str | None
     output_tail: str
     seconds: float
-
-
-def retry_wait(failures: int, interval: float, left: float) -> float:
-    """Seconds the heartbeat waits after ``failures`` failed renewals in a row, with ``left``
-    seconds of lease: none after the first, then doubling from 0.2 s, never longer than a beat
-    or half of what is left, so the retries fit inside the lease."""
-    if failures <= 1:
-        return 0.0
-    return max(0.0, min(0.05 * 2.0**failures, interval, left / 2))
-
-
-class LeaseKeeper(threading.Thread):
-    """Renews the lease on its own connection; trips when the lease is lost or runs out.
-
-    ``renew(within)`` gets the seconds the lease has left, to bound a reconnect by them. A failed
-    renewal is retried at once (a cut connection is the usual cause, and a new one is a round
-    trip away), then with a short backoff, never waiting past the lease it protects."""
-
-    def __init__(self, renew: Callable[[float], datetime | None], lease: timedelta) -> None:
-        super().__init__(name="catchup-heartbeat", daemon=True)
-        self.renew = renew
-        self.lease = lease.total_seconds()
-        self.armed = time.monotonic()
-        self.deadline = self.armed + self.lease  # conservative: measured after the claim
-        self.lost: str | None = None
-        self.failures = 0  # renewals that failed in a row
-        self._stop = threading.Event()
-
-    def run(self) -> None:
-        interval = max(self.lease / 3, 0.2)
-        wait = interval
-        while not self._stop.wait(wait):
-            sent = time.monotonic()
-            try:
-                renewed = self.renew(max(self.deadline - sent, 0.0))
-            except Exception as exc:
-                self.failures += 1
-                left = self.deadline - time.monotonic()
-                if left <= 0:
-                    self.lost = self.lost or f"lease could not be renewed before it ran out ({exc})"
-                    return
-                wait = retry_wait(self.failures, interval, left)
-                continue
-            if renewed is None:
-                self.lost = self.lost or "lease lost: the period was taken over or expired"
-                return
-            self.failures = 0
-            self.deadline = sent + self.lease
-            wait = interval
-
-    def watch(self) -> None:
-        """Called by the job's poll loop while the job runs: the renewing thread starts once the
-        job has run for RENEW_AFTER (its first renewal is a third of the lease away, at least
-        0.2 s). A job done sooner never needed a renewal, and cost no thread: a backlog of short
-        periods runs about a tenth faster (benchmarks/replay.py)."""
-        if self.ident is None and time.monotonic() >= self.armed + RENEW_AFTER:
-            self.start()
-
-    def expired(self) -> str | None:
-        if self.lost:
-            return self.lost
-        if time.monotonic() >= self.deadline:
-            self.lost = "lease could not be renewed before it ran out"
-        return self.lost
-
-    def stop(self) -> None:
-        self._stop.set()
 
 
 def placeholders(job: Job, period: Period, attempt: int) -> dict[str, Any]:
@@ -192,19 +94,6 @@ def child_env(
     return env
 
 
-def _pump(source: BinaryIO, sink: BinaryIO | None, tail: Tail) -> None:
-    fd = source.fileno()
-    while chunk := os.read(fd, 65536):
-        tail.add(chunk)
-        if sink is not None:
-            try:
-                sink.write(chunk)
-                sink.flush()
-            except (OSError, ValueError):
-                sink = None  # our own output went away; keep draining the job's
-    source.close()
-
-
 # The job runs as the leader of its own process group, next to a watcher in the same group: if
 # this runner dies without cleaning up (SIGKILL, OOM), the watcher takes the whole group down,
 # grandchildren included, within a second or so plus the grace. The job's argv is passed as
@@ -216,44 +105,6 @@ runner=$1; grace=$2; shift 2
 ) </dev/null >/dev/null 2>&1 &
 exec "$@"
 """
-
-
-def program_path(job: Job, program: str) -> str:
-    """``command[0]`` as it is started: a relative path (``./close.sh``, ``bin/x``) from the
-    job's folder, whatever folder the scheduler started catchup in; a bare name from PATH."""
-    if "/" in program and not os.path.isabs(program) and job.workdir is not None:
-        return str(job.workdir / program)
-    return program
-
-
-def _not_runnable(program: str, env: dict[str, str], shown: str | None = None) -> str | None:
-    """Why ``program`` cannot be started, as the exec would say it; None when it can."""
-    shown = shown or program
-    path = program if "/" in program else shutil.which(program, path=env.get("PATH"))
-    if path is None or not os.path.exists(path):
-        return f"cannot start {shown!r}: not found"
-    if os.path.isdir(path) or not os.access(path, os.X_OK):
-        return f"cannot start {shown!r}: permission denied"
-    return None
-
-
-def cannot_start(job: Job) -> str | None:
-    """Why ``job`` cannot start at all (its folder, its program or its module is missing),
-    found before a period is claimed, so a bad deploy counts no attempt; None when it can.
-    A ``call`` is imported here (the import is what would fail)."""
-    if job.workdir is not None and not job.workdir.is_dir():
-        return f"cannot start: its folder {job.workdir} does not exist"
-    if job.command is not None:
-        program = job.command[0]
-        if "{" in program:
-            return None  # a placeholder in the program: known once the period is
-        return _not_runnable(program_path(job, program), dict(os.environ), program)
-    if job.call is not None:
-        try:
-            load_call(job.call, job.workdir)
-        except Exception as exc:
-            return f"cannot load {job.call}: {describe(exc)}"
-    return None
 
 
 def _signal_group(pgid: int, sig: int) -> bool:
@@ -295,7 +146,7 @@ def run_command(
     tail = Tail()
     shown = argv[0]
     argv = [program_path(job, argv[0]), *argv[1:]]
-    missing = _not_runnable(argv[0], env, shown)
+    missing = not_runnable(argv[0], env, shown)
     if missing:
         return Execution(Ended.exited, None, missing, "", time.monotonic() - started)
     grace = max(1, round(job.kill_grace.total_seconds()))
@@ -320,18 +171,18 @@ def run_command(
     assert proc.stdout is not None and proc.stderr is not None
     pumps = [
         threading.Thread(
-            target=_pump,
+            target=pump,
             args=(proc.stdout, sys.stdout.buffer if stream else None, tail),
             daemon=True,
         ),
         threading.Thread(
-            target=_pump,
+            target=pump,
             args=(proc.stderr, sys.stderr.buffer if stream else None, tail),
             daemon=True,
         ),
     ]
-    for pump in pumps:
-        pump.start()
+    for pumping in pumps:
+        pumping.start()
     timeout = job.timeout.total_seconds() if job.timeout else None
     ended, error = Ended.exited, None
     exited = _ExitWaiter(proc)
@@ -346,8 +197,8 @@ def run_command(
     exited.close()
     # Whatever the job left behind in its group (background children holding our pipes) goes.
     _signal_group(proc.pid, signal.SIGKILL)
-    for pump in pumps:
-        pump.join(timeout=5)
+    for pumping in pumps:
+        pumping.join(timeout=5)
     code = proc.returncode
     if ended == Ended.exited and code != 0:
         error = f"exited with {code}" if code > 0 else f"killed by {signal.Signals(-code).name}"
@@ -384,62 +235,6 @@ class _ExitWaiter:
 
 
 # the threads of the calls that run now: what each prints goes to its tail (and on, if streamed)
-_CALL_TAILS: dict[int, tuple[Tail, bool]] = {}
-
-
-class _ThreadOutput:
-    """sys.stdout or sys.stderr while calls run: what a call's own thread prints goes to its
-    tail as well (``history --period`` shows it), and on to the stream when it is streamed;
-    every other thread writes straight through."""
-
-    def __init__(self, stream: Any) -> None:
-        self._stream = stream
-
-    def write(self, text: str) -> int:
-        taken = _CALL_TAILS.get(threading.get_ident())
-        if taken is None:
-            return int(self._stream.write(text))
-        tail, stream = taken
-        tail.add(text.encode("utf-8", "replace"))
-        if stream:
-            try:
-                self._stream.write(text)
-            except (OSError, ValueError):
-                pass
-        return len(text)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._stream, name)
-
-
-_install_lock = threading.Lock()
-_installed: list[Any] = []  # the streams replaced, while any call runs
-
-
-@contextlib.contextmanager
-def _capturing(tail: Tail, stream: bool) -> Iterator[Callable[[], None]]:
-    """While a call runs, the thread-aware streams are in place (and taken away after the
-    last call ends); the function returned registers the calling thread as the call's."""
-    with _install_lock:
-        if not _installed:
-            _installed.extend([sys.stdout, sys.stderr])
-            sys.stdout = _ThreadOutput(sys.stdout)
-            sys.stderr = _ThreadOutput(sys.stderr)
-        _installed.append(None)  # one more call running
-    try:
-        yield lambda: _CALL_TAILS.__setitem__(threading.get_ident(), (tail, stream))
-    finally:
-        with _install_lock:
-            _installed.pop()
-            if len(_installed) == 2:  # the last call: put the streams back
-                out, err = _installed
-                if isinstance(sys.stdout, _ThreadOutput):
-                    sys.stdout = out
-                if isinstance(sys.stderr, _ThreadOutput):
-                    sys.stderr = err
-                _installed.clear()
-
-
 def run_callable(
     job: Job,
     ctx: JobContext,
@@ -466,7 +261,7 @@ def run_callable(
     result: dict[str, str | None] = {"error": "the call ended without returning"}
     printed = Tail()
     capture = contextlib.ExitStack()
-    register = capture.enter_context(_capturing(printed, stream))
+    register = capture.enter_context(capturing(printed, stream))
 
     def work() -> None:
         register()
@@ -477,7 +272,7 @@ def run_callable(
             result["error"] = describe(exc)
             result["tail"] = _traceback(exc)
         finally:
-            _CALL_TAILS.pop(threading.get_ident(), None)
+            forget_thread()
 
     thread = threading.Thread(target=work, name=f"catchup-call-{job.name}", daemon=True)
     thread.start()
@@ -522,17 +317,6 @@ def _reopen_standard_streams() -> None:
                 os.close(devnull)
 
 
-def describe(exc: BaseException) -> str:
-    """``Type: text`` of an exception, whatever its ``__str__`` does (raises, returns a
-    non-string): the text is then said to be unreadable, never missing."""
-    name = type(exc).__name__
-    try:
-        text = str(exc)
-    except BaseException:
-        return f"{name}: <its text could not be rendered>"
-    return f"{name}: {text}" if text else name
-
-
 def _traceback(exc: BaseException) -> str:
     try:
         return "".join(traceback.format_exception(exc))[-TAIL_BYTES:]
@@ -552,20 +336,3 @@ def _stop_reason(
     if timeout is not None and time.monotonic() - started >= timeout:
         return Ended.timeout, f"timed out after {span(timeout)}"
     return None
-
-
-def load_call(
-    call: str | Callable[..., object], folder: Path | None = None
-) -> Callable[..., object]:
-    """A ``module:function`` reference imported, or a callable given in code, as is. The job's
-    ``folder`` (the config file's) is on ``sys.path``, after what is there already, so a
-    module beside catchup.toml is found and can shadow nothing installed."""
-    if callable(call):
-        return call
-    if folder is not None and str(folder) not in sys.path:
-        sys.path.append(str(folder))
-    module_name, _, attr = call.partition(":")
-    target: Any = importlib.import_module(module_name)
-    for part in attr.split("."):
-        target = getattr(target, part)
-    return target  # type: ignore[no-any-return]

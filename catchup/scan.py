@@ -11,66 +11,22 @@ from __future__ import annotations
 
 import operator
 from dataclasses import dataclass
-from datetime import date, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from . import evidence
-from .core import Session
-from .errors import ConfigError
 from .islands import group, merge, present_ranges, uncovered
 from .job import Job
 from .ledger import Ledger
 from .models import COUNTED_STATES, Island, JobRow, JobScan, ScanReport
-from .schedule import Fixed, Schedule, WallStep, iso_utc
-from .values import parse_instant
+from .pulse import scheduler_health
+from .schedule import Fixed, Schedule, WallStep
+from .session import Session
 from .vocabulary import PeriodState
+from .window import Moment, bound, check_window, window
 
 LISTED_BATCH = 50_000  # period starts sent per statement when Python lists them
 FIRST = operator.itemgetter(1)  # Island.first, without a Python call per island
-
-
-# A bound of a scan or replay window: an instant, or a date (or a time without an offset) that
-# means the job's own local time, so one ``--since 2026-11-25`` is each job's local midnight.
-Moment = datetime | date | str
-
-
-def bound(value: Moment | None, job: Job) -> datetime | None:
-    """``value`` as an instant for ``job``: a bare date is its local midnight."""
-    if value is None:
-        return None
-    try:
-        return parse_instant(value, job.timezone)
-    except ValueError as exc:
-        raise ConfigError(f"{job.name}: {exc}") from None
-
-
-def check_window(jobs: list[Job], since: Moment | None, until: Moment | None) -> None:
-    """Refuse ``--since`` not before ``--until`` (for any job, in its own zone)."""
-    if since is None or until is None:
-        return
-    for job in jobs:
-        lo, hi = bound(since, job), bound(until, job)
-        if lo is not None and hi is not None and lo >= hi:
-            raise ConfigError(f"--since {iso_utc(lo)} is not before --until {iso_utc(hi)}")
-
-
-def window(
-    job: Job, now: datetime, since: Moment | None, until: Moment | None
-) -> tuple[datetime, datetime]:
-    """``[first, end)``: the period starts a scan expects, both boundaries of the job.
-
-    ``first`` is the first start at or after ``since`` (and the job's start); ``end`` excludes
-    periods starting at or after ``until`` and periods not yet due. A bare date is the job's
-    local midnight.
-    """
-    since, until = bound(since, job), bound(until, job)
-    timeline, anchor = job.timeline, job.anchor
-    first = anchor if since is None or since <= anchor else timeline.ceil(since)
-    latest = timeline.latest_due(job.delay, now)
-    end = latest.end if latest else anchor
-    if until is not None:
-        end = min(end, max(anchor, timeline.ceil(until)))
-    return first, max(first, end)
 
 
 def signature(job: Job) -> str:
@@ -381,7 +337,6 @@ def scan(
     with the scheduler's pulse (``pulse``) and a calendar per job (``grids``). ``read_only``
     writes nothing at all (``catchup serve``): no job rows, no coverage, no evidence state."""
     from .grid import calendar
-    from .operations import scheduler_health
 
     check_window(jobs, since, until)
     jobs = session.resolve_all(jobs, write=not read_only)

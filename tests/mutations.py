@@ -34,8 +34,15 @@ class Mutation:
     old: str  # must occur exactly once
     new: str
     tests: tuple[str, ...]
-    # more edits of the same file, for a safeguard made of two parts (each must occur once)
-    also: tuple[tuple[str, str], ...] = ()
+    # more edits, for a safeguard made of two parts (each must occur once): (old, new) in the
+    # same file, or (path, old, new) in another
+    also: tuple[tuple[str, str] | tuple[str, str, str], ...] = ()
+
+    def edits(self) -> list[tuple[str, str, str]]:
+        """Every edit as (path, old, new), the first one first."""
+        return [(self.path, self.old, self.new)] + [
+            (self.path, *edit) if len(edit) == 2 else edit for edit in self.also
+        ]
 
 
 MUTATIONS = (
@@ -72,7 +79,7 @@ MUTATIONS = (
     Mutation(
         "shared-heartbeat",
         "a pool renews every lease on one heartbeat connection",
-        "catchup/replay.py",
+        "catchup/pool.py",
         "            own.share_heartbeats(heartbeats)",
         "            pass",
         (
@@ -83,7 +90,7 @@ MUTATIONS = (
     Mutation(
         "window-order",
         "--since not before --until is refused, in both front ends, before anything is written",
-        "catchup/scan.py",
+        "catchup/window.py",
         '            raise ConfigError(f"--since {iso_utc(lo)} is not before '
         '--until {iso_utc(hi)}")',
         "            pass",
@@ -92,7 +99,7 @@ MUTATIONS = (
     Mutation(
         "local-midnight",
         "a bare date in --since/--until is each job's own local midnight",
-        "catchup/scan.py",
+        "catchup/window.py",
         "        return parse_instant(value, job.timezone)",
         "        return parse_instant(value)",
         ("tests/integration/test_labels.py::test_since_and_until_are_the_jobs_local_midnight",),
@@ -161,7 +168,7 @@ MUTATIONS = (
     Mutation(
         "claim-adoption",
         "a claim that committed though its answer was lost is adopted, not left to expire",
-        "catchup/core.py",
+        "catchup/surely.py",
         "        if reconnected and (",
         "        if False and (",
         ("tests/faults/test_faults.py::test_a_claim_whose_commit_answer_is_lost_is_adopted",),
@@ -169,7 +176,7 @@ MUTATIONS = (
     Mutation(
         "handoff-adoption",
         "a next claim committed with a finish whose answer was lost is adopted, not left to expire",
-        "catchup/core.py",
+        "catchup/surely.py",
         "        return finished, UNCLAIMED if adopted is None else adopted",
         "        return finished, UNCLAIMED",
         (
@@ -179,9 +186,8 @@ MUTATIONS = (
     Mutation(
         "handoff-fallback",
         "a finish whose carried claim failed is recorded on its own, not lost with the claim",
-        "catchup/core.py",
-        "        return _finish_surely(session, job_id, period_start, attempt, **fields)"
-        ", UNCLAIMED",
+        "catchup/surely.py",
+        "        return finish_surely(session, job_id, period_start, attempt, **fields), UNCLAIMED",
         "        raise",
         (
             "tests/integration/test_handoff.py::"
@@ -191,7 +197,7 @@ MUTATIONS = (
     Mutation(
         "handoff-release",
         "a claim handed over with a finish but never started is given back, not left running",
-        "catchup/replay.py",
+        "catchup/pool.py",
         "                            record(release(session, item.job, item.period, claimed))",
         "                            pass",
         ("tests/integration/test_handoff.py::test_a_handed_claim_that_will_not_run_is_given_back",),
@@ -221,7 +227,7 @@ MUTATIONS = (
     Mutation(
         "untracked-never-runs",
         "a period whose output exists and that the ledger never saw is not run again",
-        "catchup/core.py",
+        "catchup/claim.py",
         "            if (refusal := _untracked(session, job, job_id, period, label)) is not None:",
         "            if (refusal := None) is not None:",
         ("tests/integration/test_evidence.py::test_onboarding_a_job_that_ran_from_cron",),
@@ -229,7 +235,7 @@ MUTATIONS = (
     Mutation(
         "verify-evidence",
         "with verify = true, a run that exits 0 but leaves no evidence is failed",
-        "catchup/core.py",
+        "catchup/claim.py",
         "        execution = _verified(session, job, period, label, execution)",
         "        pass",
         ("tests/integration/test_evidence.py::test_verify_fails_a_success_that_left_nothing",),
@@ -350,7 +356,7 @@ MUTATIONS = (
     Mutation(
         "database-clock",
         "every time decision uses the database clock, not the host's",
-        "catchup/core.py",
+        "catchup/session.py",
         "    def now(self) -> datetime:\n        return self.ledger.now()",
         "    def now(self) -> datetime:\n        return datetime.now().astimezone()",
         ("tests/faults/test_faults.py::test_host_clocks_that_disagree",),
@@ -367,6 +373,7 @@ MUTATIONS = (
         ),
         also=(
             (
+                "catchup/errors.py",
                 "    try:\n        text = str(exc)\n    except BaseException:\n"
                 '        return f"{name}: <its text could not be rendered>"\n',
                 "    text = str(exc)\n",
@@ -402,7 +409,7 @@ MUTATIONS = (
         "cannot-start-preflight",
         "a job that cannot start (program, module or folder missing) claims nothing, counts no "
         "attempt",
-        "catchup/core.py",
+        "catchup/claim.py",
         "    if (why := session.cannot_start(job)) is not None:\n",
         "    if (why := session.cannot_start(job)) is not None and False:\n",
         ("tests/integration/test_first_week.py::test_what_cannot_start_counts_no_attempt",),
@@ -410,7 +417,7 @@ MUTATIONS = (
     Mutation(
         "renamed-reads-old-row",
         "a job renamed_from an old name reads that job's past, even before the rename is made",
-        "catchup/core.py",
+        "catchup/session.py",
         "        for old, row in self.ledger.job_rows(list(olds)).items() if olds else ():",
         "        for old, row in self.ledger.job_rows(list(olds)).items() if False else ():",
         (
@@ -432,7 +439,7 @@ MUTATIONS = (
     Mutation(
         "one-definition",
         "a job defined differently by another project is refused before anything is written",
-        "catchup/core.py",
+        "catchup/session.py",
         "        self._check_definitions(rows)  # before anything is written\n",
         "",
         (
@@ -472,13 +479,12 @@ def run(mutation: Mutation) -> tuple[str, str, float]:
         copy = Path(folder)
         shutil.copytree(ROOT / "catchup", copy / "catchup", ignore=shutil.ignore_patterns("*.pyc"))
         shutil.copytree(ROOT / "sql", copy / "sql")
-        target = copy / mutation.path
-        text = target.read_text()
-        for old, new in ((mutation.old, mutation.new), *mutation.also):
+        for path, old, new in mutation.edits():
+            target = copy / path
+            text = target.read_text()
             if text.count(old) != 1:
                 return "did not apply", "the code it removes has changed: update it", 0.0
-            text = text.replace(old, new)
-        target.write_text(text)
+            target.write_text(text.replace(old, new))
         # PYTHONSAFEPATH: the working folder (the checkout) must not come before the copy
         env = {
             **os.environ,

@@ -15,8 +15,9 @@ import time
 from pathlib import Path
 
 from catchup import db
+from catchup.claim import run_period
 from catchup.config import load_config, parse_instant
-from catchup.core import Session, run_period
+from catchup.session import Session
 
 
 def main() -> None:

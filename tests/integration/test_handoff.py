@@ -10,9 +10,9 @@ from typing import Any
 
 from catchup import db
 from catchup.config import Config, make_job
-from catchup.core import Session
-from catchup.replay import run_planned
+from catchup.pool import run_planned
 from catchup.results import Planned
+from catchup.session import Session
 from catchup.vocabulary import PeriodState
 
 from conftest import CutAfter, Database, Project

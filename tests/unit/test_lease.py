@@ -8,7 +8,7 @@ from datetime import datetime, timedelta
 from hypothesis import given
 from hypothesis import strategies as st
 
-from catchup.runner import LeaseKeeper, retry_wait
+from catchup.lease import LeaseKeeper, retry_wait
 
 
 def test_the_first_retry_is_immediate() -> None:

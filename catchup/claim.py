@@ -1,0 +1,371 @@
+"""The claim path of one period: pick it, claim it, run it under its lease, record how it
+ended (fenced by its attempt), and hand the next period over with the finish."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+
+import psycopg
+
+from . import evidence
+from .errors import CatchupError, ConfigError, DatabaseError
+from .job import Job
+from .lease import LeaseKeeper
+from .ledger import ClaimRequest, FinishFields
+from .models import UNCLAIMED, Claim, Finished, Outcome, Unclaimed
+from .refusal import why_not
+from .runner import (
+    Execution,
+    JobContext,
+    child_env,
+    placeholders,
+    run_callable,
+    run_command,
+)
+from .schedule import Period, iso_utc
+from .session import Session, owner_name
+from .surely import claim_surely, finish_surely, finish_then_claim_surely
+from .vocabulary import AttemptStatus, Ended, RunStatus, Status
+
+# Backoff doubles per failure up to this (sql/queries.sql: finish); longer retry_backoff wins.
+BACKOFF_CAP = timedelta(hours=6)
+
+
+def choose_period(job: Job, now: datetime, requested: datetime | None) -> Period | None:
+    """The requested period, checked, or the latest due one; None when nothing is due yet."""
+    timeline = job.timeline
+    if requested is None:
+        return timeline.latest_due(job.delay, now)
+    period = job.period_starting(requested)
+    due = period.end + job.delay
+    if due > now:
+        raise ConfigError(
+            f"{job.name}: period {job.label(period.start)} is not due until "
+            f"{iso_utc(due)} (database clock: {iso_utc(now)})"
+        )
+    return period
+
+
+@dataclass(frozen=True)
+class Handed:
+    """The next period a worker runs, claimed in the transaction that recorded its last one
+    (``claim`` None: that claim found nothing to do)."""
+
+    job: Job
+    period: Period
+    claim: Claim | Unclaimed | None
+
+
+def run_period(
+    session: Session,
+    job: Job,
+    period: Period,
+    *,
+    interrupted: threading.Event | None = None,
+    stream: bool = True,
+    ignore_backoff: bool = False,
+    retry_exhausted: bool = False,
+    ignore_evidence: bool = False,
+) -> Outcome:
+    """Claim ``period`` and run it; or say why not (done, running elsewhere, backing off, its
+    output exists already).
+
+    ``ignore_backoff`` and ``retry_exhausted`` are for a replay a person asked for: a failed
+    period is retried at once, and with the second even when it has no attempts left."""
+    outcome, _ = run_chained(
+        session,
+        job,
+        period,
+        interrupted=interrupted,
+        stream=stream,
+        ignore_backoff=ignore_backoff,
+        retry_exhausted=retry_exhausted,
+        ignore_evidence=ignore_evidence,
+    )
+    return outcome
+
+
+def run_chained(
+    session: Session,
+    job: Job,
+    period: Period,
+    *,
+    interrupted: threading.Event | None = None,
+    stream: bool = True,
+    ignore_backoff: bool = False,
+    retry_exhausted: bool = False,
+    claimed: Claim | Unclaimed | None = UNCLAIMED,
+    then: Callable[[], tuple[Job, Period] | None] | None = None,
+    ignore_evidence: bool = False,
+) -> tuple[Outcome, Handed | None]:
+    """:func:`run_period` for a worker with a backlog. ``claimed`` is the claim handed over by
+    the previous period, if any. When the period succeeds, ``then()`` names the worker's next
+    period, and its claim goes to the ledger in the same transaction as this finish (one round
+    trip, one commit); it comes back as the :class:`Handed` (unclaimed, for a job with an
+    evidence query: that is read before its claim).
+
+    A job's evidence is checked before the claim: a period with output and no ledger row
+    (untracked: done elsewhere) is not run, unless ``ignore_evidence``. With ``verify``, a run
+    that exits 0 without evidence for its period is failed."""
+    job_id = session.job_id(job.name)
+    label = job.label(period.start)
+    if (why := session.cannot_start(job)) is not None:
+        # a bad deploy is not an attempt: nothing is claimed (a claim handed over with the
+        # previous finish is given back), so no period is used up by it
+        if isinstance(claimed, Claim):
+            release(session, job, period, claimed)
+        detail = f"{why}; not claimed, no attempt counted"
+        return Outcome(job.name, period, label, Status.unstartable, detail=detail), None
+    if isinstance(claimed, Unclaimed):
+        if job.evidence is not None and not ignore_evidence:
+            if (refusal := _untracked(session, job, job_id, period, label)) is not None:
+                return refusal, None
+        claim = claim_surely(
+            session, _request(session, job, period, ignore_backoff, retry_exhausted)
+        )
+    else:
+        claim = claimed
+    if claim is None:
+        detail, blocked = why_not(session, job, job_id, period)
+        outcome = Outcome(job.name, period, label, Status.skipped, detail=detail, blocked=blocked)
+        return outcome, None
+    interrupted = interrupted or threading.Event()
+    execution = _execute(session, job, job_id, period, claim, interrupted, stream)
+    if job.verify and execution.ended == Ended.exited and execution.error is None:
+        execution = _verified(session, job, period, label, execution)
+    chained = None
+    handed: Handed | None = None
+    if then is not None and execution.ended == Ended.exited and execution.error is None:
+        if not interrupted.is_set() and (following := then()) is not None:
+            next_job, next_period = following
+            if next_job.evidence is None and session.cannot_start(next_job) is None:
+                chained = _request(session, next_job, next_period, ignore_backoff, retry_exhausted)
+            else:
+                handed = Handed(next_job, next_period, UNCLAIMED)
+    outcome, claim_next = _record(session, job, job_id, period, label, claim, execution, chained)
+    if not stream and outcome.status in (Status.failed, Status.lost) and execution.output_tail:
+        # tick and replay do not stream a job's output: a failure shows how it ended
+        outcome = replace(outcome, output=last_lines(execution.output_tail))
+    if chained is None:
+        return outcome, handed
+    return outcome, Handed(next_job, next_period, claim_next)
+
+
+def last_lines(tail: str, lines: int = 8, chars: int = 2000) -> str:
+    """The end of an output tail, as a failure line shows it (``history --period`` has more)."""
+    kept = tail.rstrip("\n").splitlines()[-lines:]
+    return "\n".join(kept)[-chars:]
+
+
+def _untracked(
+    session: Session, job: Job, job_id: int, period: Period, label: str
+) -> Outcome | None:
+    """The outcome that refuses ``period`` when its output exists and the ledger has no row
+    (or when the evidence query cannot say); None when it may be claimed."""
+    try:
+        if session.ledger.run_row(job_id, period.start) is not None:
+            return None  # the ledger knows it: the claim decides
+        if not evidence.present(session.ledger, job, period):
+            return None
+    except (psycopg.Error, CatchupError) as exc:
+        if isinstance(exc, psycopg.OperationalError) and session.conn.broken:
+            raise
+        detail = f"{evidence.failure(exc, job)}; not run"
+        return Outcome(job.name, period, label, Status.error, detail=detail)
+    return Outcome(
+        job.name,
+        period,
+        label,
+        Status.skipped,
+        detail="untracked: its output exists (evidence) but the ledger has no run; "
+        "catchup adopt records it, run --ignore-evidence runs it",
+    )
+
+
+def _verified(
+    session: Session, job: Job, period: Period, label: str, execution: Execution
+) -> Execution:
+    """``execution`` failed when the job exited 0 but its evidence shows no output."""
+    try:
+        if evidence.present(session.ledger, job, period):
+            return execution
+        error = f"no evidence for {label}"
+    except (psycopg.Error, CatchupError) as exc:  # a broken connection: the finish reconnects
+        error = f"exited 0, but {evidence.failure(exc, job)}"
+    return replace(execution, error=error)
+
+
+def release(session: Session, job: Job, period: Period, claim: Claim) -> Outcome:
+    """Give back a handed claim that will not run now (the worker was asked to stop): recorded
+    as an interrupted attempt, claimable again at once, no failure counted."""
+    finish_surely(
+        session,
+        session.job_id(job.name),
+        period.start,
+        claim.attempt,
+        status=RunStatus.failed,
+        history_status=AttemptStatus.interrupted,
+        counts_as_failure=False,
+        backoff=job.retry_backoff,
+        backoff_cap=BACKOFF_CAP,
+        exit_code=None,
+        error="interrupted before it started: catchup was asked to stop",
+        output_tail=None,
+    )
+    return Outcome(
+        job.name,
+        period,
+        job.label(period.start),
+        Status.interrupted,
+        claim.attempt,
+        detail="stopped before it started; left for a retry",
+    )
+
+
+def _request(
+    session: Session, job: Job, period: Period, ignore_backoff: bool, retry_exhausted: bool
+) -> ClaimRequest:
+    return ClaimRequest(
+        job_id=session.job_id(job.name),
+        period=period,
+        owner=owner_name(),
+        lease=job.lease,
+        max_attempts=job.max_attempts,
+        allow_overlap=job.overlap == "allow",
+        ignore_backoff=ignore_backoff,
+        retry_exhausted=retry_exhausted,
+    )
+
+
+def _execute(
+    session: Session,
+    job: Job,
+    job_id: int,
+    period: Period,
+    claim: Claim,
+    interrupted: threading.Event,
+    stream: bool,
+) -> Execution:
+    def renew(within: float) -> datetime | None:
+        return session.heartbeats.renew(job_id, period.start, claim.attempt, job.lease, within)
+
+    keeper = LeaseKeeper(renew, job.lease)  # the job's poll loop starts it if need be
+    try:
+        if job.command is not None:
+            values = placeholders(job, period, claim.attempt)
+            argv = [arg.format(**values) for arg in job.command]
+            # What `catchup checkpoint` inside the job needs to find this ledger again; a DSN
+            # given on our command line travels in the environment, never in an argv.
+            extra = {"CATCHUP_SCHEMA": session.config.schema}
+            if session.config.path is not None:
+                extra["CATCHUP_CONFIG"] = str(session.config.path.resolve())
+            if session.target.source == "--dsn":
+                extra["CATCHUP_DSN"] = session.target.conninfo
+            env = child_env(job, period, claim.attempt, claim.id, claim.checkpoint, extra)
+            return run_command(job, argv, env, keeper, interrupted, stream=stream)
+        lock = threading.Lock()
+
+        def save(value: str) -> bool:
+            with lock:
+                return session.ledger.save_checkpoint(claim.id, claim.attempt, value)
+
+        ctx = JobContext(
+            job=job.name,
+            period=job.period_value(period.start),
+            period_start=period.start,
+            period_end=period.end,
+            attempt=claim.attempt,
+            run_id=claim.id,
+            checkpoint=claim.checkpoint,
+            _saver=save,
+        )
+        return run_callable(job, ctx, keeper, interrupted, stream=stream)
+    finally:
+        keeper.stop()
+
+
+def _record(
+    session: Session,
+    job: Job,
+    job_id: int,
+    period: Period,
+    label: str,
+    claim: Claim,
+    execution: Execution,
+    then: ClaimRequest | None = None,
+) -> tuple[Outcome, Claim | Unclaimed | None]:
+    """Record the execution; with ``then``, claim that period in the same transaction and
+    return its claim beside the outcome."""
+    base = Outcome(
+        job.name,
+        period,
+        label,
+        Status.succeeded,
+        claim.attempt,
+        exit_code=execution.exit_code,
+        seconds=execution.seconds,
+    )
+    if execution.ended == Ended.lost:
+        try:
+            if session.conn.broken or session.conn.closed:
+                session.reconnect()
+            session.ledger.lose(job_id, period.start, claim.attempt, execution.error or "lost")
+        except (psycopg.OperationalError, DatabaseError):
+            pass  # best effort: the row's lease runs out and the next claim says so
+        detail = f"{execution.error}; the job was stopped, nothing recorded"
+        return replace(base, status=Status.lost, detail=detail), None
+    succeeded = execution.ended == Ended.exited and execution.error is None
+    interrupted = execution.ended == Ended.interrupted
+    fields: FinishFields = dict(
+        status=RunStatus.succeeded if succeeded else RunStatus.failed,
+        history_status=AttemptStatus.succeeded
+        if succeeded
+        else AttemptStatus.interrupted
+        if interrupted
+        else AttemptStatus.failed,
+        counts_as_failure=not (succeeded or interrupted),
+        backoff=job.retry_backoff,
+        backoff_cap=BACKOFF_CAP,
+        exit_code=execution.exit_code,
+        error=execution.error,
+        output_tail=execution.output_tail or None,
+    )
+    next_claim: Claim | Unclaimed | None = UNCLAIMED
+    if then is None:
+        finished = finish_surely(session, job_id, period.start, claim.attempt, **fields)
+    else:
+        finished, next_claim = finish_then_claim_surely(
+            session, job_id, period.start, claim.attempt, then, fields
+        )
+    return _described(base, job, execution, finished, succeeded, interrupted), next_claim
+
+
+def _described(
+    base: Outcome,
+    job: Job,
+    execution: Execution,
+    finished: Finished | None,
+    succeeded: bool,
+    interrupted: bool,
+) -> Outcome:
+    if finished is None:
+        return replace(
+            base,
+            status=Status.lost,
+            detail="fenced off: another attempt took this period over; "
+            "this attempt's result was not recorded",
+        )
+    if succeeded:
+        return base
+    if interrupted:
+        return replace(base, status=Status.interrupted, detail="stopped; left for a retry")
+    if finished.failures >= job.max_attempts:
+        detail = f"{execution.error}; no attempts left ({finished.failures}/{job.max_attempts})"
+    elif finished.retry_after is not None:
+        detail = f"{execution.error}; retry after {iso_utc(finished.retry_after)}"
+    else:
+        detail = execution.error or "failed"
+    return replace(base, status=Status.failed, detail=detail)

@@ -1,0 +1,65 @@
+"""Why a claim found nothing to do: said in words (paused, already succeeded, exhausted and how
+to run it again, running elsewhere, blocked by another period of the job), and whether trying
+again soon could help."""
+
+from __future__ import annotations
+
+import psycopg
+
+from .errors import DatabaseError
+from .job import Job
+from .schedule import Period, iso_utc
+from .session import Session
+from .vocabulary import RunStatus
+
+
+def why_not(session: Session, job: Job, job_id: int, period: Period) -> tuple[str, bool]:
+    """Why a claim found nothing to do, and whether it is worth trying again soon."""
+    try:
+        return _reason(session, job, job_id, period)
+    except (psycopg.OperationalError, DatabaseError):
+        return "the database went away; try again", True
+
+
+def _reason(session: Session, job: Job, job_id: int, period: Period) -> tuple[str, bool]:
+    ledger = session.ledger
+    job_row = ledger.job_rows([job.name]).get(job.name)
+    if job_row is not None and job_row.paused_at is not None:
+        return f"{job.name} is paused (since {iso_utc(job_row.paused_at)})", False
+    row = ledger.run_row(job_id, period.start)
+    if row is not None:
+        if row.status == RunStatus.succeeded:
+            return f"already succeeded (attempt {row.attempt})", False
+        if row.status == RunStatus.waived:
+            return "waived by hand", False
+        if row.status == RunStatus.running and row.lease_live:
+            return f"running elsewhere: attempt {row.attempt} on {row.owner}", False
+        if row.status == RunStatus.failed and row.failures >= job.max_attempts:
+            failed = f"failed {row.failures} times (max_attempts = {job.max_attempts})"
+            label = job.period_value(period.start)
+            again = (
+                f"`catchup replay --job {job.name} --since {label} --max 1 --retry-exhausted` or "
+                f"`catchup reset {job.name} {label} --reason …` runs it again"
+            )
+            return f"exhausted: {failed}; {again}", False
+        if row.status == RunStatus.running:
+            return (
+                f"attempt {row.attempt} lost its lease and no attempts are left "
+                f"(max_attempts = {job.max_attempts})",
+                False,
+            )
+        if (
+            row.status == RunStatus.failed
+            and row.retry_after is not None
+            and row.retry_after > row.now
+        ):
+            return f"failed; next retry after {iso_utc(row.retry_after)}", False
+    blocker = ledger.blocker(job_id, period.start)
+    if blocker is not None:
+        other = job.label(blocker.period_start)
+        return (
+            f"another period ({other}) is running on {blocker.owner} and overlap is forbidden",
+            True,
+        )
+    # The claim met a blocker that has finished since: claimable again, so worth another try.
+    return "another period of the job was running; try again", True

@@ -1,0 +1,73 @@
+"""Read-only reports over the ledger that are not a scan: the jobs overview (``catchup jobs``)
+and the ledger's jobs a config does not name."""
+
+from __future__ import annotations
+
+from .job import Job
+from .models import JobLine, Unconfigured
+from .scan import ScanTarget, scan_jobs
+from .session import Session
+from .vocabulary import PeriodState
+
+
+def overview(session: Session, jobs: list[Job]) -> list[JobLine]:
+    """``catchup jobs``: per job, how many of its due periods are done, on the database clock.
+    The counts are the scan's (one set of statements for every job), so `jobs` and `scan`
+    never disagree."""
+    now = session.now()
+    rows = session.job_rows()
+    resolved = session.resolve_all(jobs)
+    targets = [
+        ScanTarget(job, rows[job.name].id, rows[job.name].paused_at is not None) for job in resolved
+    ]
+    results = scan_jobs(session.ledger, targets, now=now, since=None, until=None)
+    lines = []
+    for job, result in zip(resolved, results, strict=True):
+        latest = job.timeline.latest_due(job.delay, now)
+        until = latest.end if latest else job.anchor
+        counts = result.counts
+        lines.append(
+            JobLine(
+                job=job.name,
+                schedule=job.schedule.text,
+                first_period=job.label(job.anchor),
+                last_success=job.label(result.last_success) if result.last_success else None,
+                next_due=job.timeline.period(until).end + job.delay,
+                expected=result.expected,
+                done=counts[PeriodState.succeeded] + counts[PeriodState.waived],
+                running=counts[PeriodState.running],
+                failed=counts[PeriodState.failed],
+                exhausted=counts[PeriodState.exhausted],
+                interrupted=counts[PeriodState.interrupted],
+                timezone=job.timezone,
+                paused=rows[job.name].paused_at is not None,
+                first_start=job.anchor,
+                last_success_start=result.last_success,
+            )
+        )
+    return lines
+
+
+def unconfigured(
+    session: Session,
+) -> tuple[tuple[Unconfigured, ...], tuple[tuple[str, str], ...]]:
+    """The ledger's jobs the config does not name (nobody retired them), and the configured
+    jobs new to the ledger whose schedule is one of theirs: (new name, old name), a rename the
+    config did not say, whose periods would all run again under the new name."""
+    config = session.config
+    names = sorted(config.jobs)
+    gone = [u for u in session.ledger.unconfigured_jobs(names) if u.name not in config.renames]
+    if not gone:
+        return (), ()
+    fresh = session.ledger.names_without_runs(names)
+    pairs = []
+    for name in sorted(fresh):
+        job = config.jobs[name]
+        if job.renamed_from is not None:
+            continue
+        pairs += [
+            (name, u.name)
+            for u in gone
+            if (u.schedule, u.timezone) == (job.schedule.canonical, job.schedule.timezone)
+        ]
+    return tuple(gone), tuple(pairs)

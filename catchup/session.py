@@ -1,0 +1,232 @@
+"""An open ledger for one config: the connection, the schema migrated, the jobs registered
+(each with one definition) and their timelines as the ledger records them."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from contextlib import AbstractContextManager
+from dataclasses import replace
+from datetime import datetime
+from typing import Any
+
+import psycopg
+
+from . import db
+from .errors import ConfigError, DatabaseError
+from .job import Config, Job
+from .lease import HeartbeatLine
+from .ledger import Ledger
+from .models import JobRow
+from .preflight import cannot_start
+from .reconcile import reconcile
+from .schedule import ScheduleError, Timeline
+
+
+def owner_name() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+class Session:
+    """An open ledger for one config: a connection, the schema made current, job ids known."""
+
+    def __init__(self, config: Config, target: db.Target, *, prepare: bool = True) -> None:
+        self.config = config
+        self.target = target
+        self.conn = db.connect(target)
+        self.ledger = Ledger(self.conn, config.schema)
+        try:
+            if prepare:
+                self.ledger.ensure_schema()
+        except psycopg.Error as exc:
+            self.conn.close()
+            raise DatabaseError(f"cannot prepare schema {config.schema!r}: {exc}") from None
+        self._job_ids: dict[str, int] = {}
+        self._timelines: dict[str, Timeline] = {}
+        self._renamed = False
+        self._startable: set[str] = set()  # jobs whose program or module was found
+        # where leases are renewed: this session's own line, or one a pool of workers shares
+        self.heartbeats = HeartbeatLine(target, config.schema)
+        self._own_heartbeats = True
+
+    def share_heartbeats(self, line: HeartbeatLine) -> None:
+        """Renew leases on ``line`` (one connection for all of a pool's workers)."""
+        self.heartbeats.close()
+        self.heartbeats, self._own_heartbeats = line, False
+
+    def job_id(self, name: str) -> int:
+        if name not in self._job_ids:
+            self._sync()
+        return self._job_ids[name]
+
+    def resolve(self, job: Job, *, write: bool = True) -> Job:
+        """``job`` with the timeline the ledger records for it: every schedule it has had.
+        With ``write=False`` nothing is recorded (the timeline is what would be)."""
+        if job.name not in self._timelines:
+            self._sync(write=write)
+        return replace(job, timeline=self._timelines[job.name])
+
+    def resolve_all(self, jobs: list[Job], *, write: bool = True) -> list[Job]:
+        return [self.resolve(job, write=write) for job in jobs]
+
+    def cannot_start(self, job: Job) -> str | None:
+        """:func:`catchup.preflight.cannot_start`, asked once per job while it can start (a
+        backlog of periods checks its program or import once, not per period)."""
+        if job.name in self._startable:
+            return None
+        why = cannot_start(job)
+        if why is None:
+            self._startable.add(job.name)
+        return why
+
+    def job_rows(self, *, write: bool = True) -> dict[str, JobRow]:
+        """Every configured job's ledger row, by its configured name: registered when
+        ``write`` (after the renames ``renamed_from`` asks for); else as they would be (a job
+        renamed from a name the ledger still has reads that job's row)."""
+        names = sorted(self.config.jobs)
+        rows = self.ledger.job_rows(names)
+        olds = self.config.renames
+        for old, row in self.ledger.job_rows(list(olds)).items() if olds else ():
+            rows.setdefault(olds[old], replace(row, name=olds[old]))
+        self._check_definitions(rows)  # before anything is written
+        if not write:
+            return rows
+        self._rename()
+        registered = self.ledger.register_jobs(names)
+        self._record_definitions(registered)
+        return registered
+
+    def _check_definitions(self, rows: dict[str, JobRow]) -> None:
+        """One job, one definition: a job the ledger records as another project's, defined
+        differently there, is refused (naming both), whatever this command was to do."""
+        clashes = definition_clashes(self.config, rows)
+        if clashes:
+            raise ConfigError(clashes)
+
+    def _record_definitions(self, rows: dict[str, JobRow]) -> None:
+        """Record this project as the one that defines its jobs where no other does, and a
+        changed definition of its own; steady state writes nothing."""
+        mine = self.config.registrant
+        for name, row in rows.items():
+            job = self.config.jobs[name]
+            if row.project == mine and row.definition == job.definition:
+                continue
+            if row.project not in (None, mine):
+                continue  # another project's, defined alike (checked): it stays theirs
+            if not self.ledger.record_definition(row.id, mine, job.definition):
+                # another project took it in the meantime: refused as if it had been first
+                self._check_definitions(self.ledger.job_rows([name]))
+
+    def _rename(self) -> None:
+        """``renamed_from``: a job the ledger still has under its old name takes the new one,
+        keeping its id and all recorded for it (audited); once per session."""
+        if self._renamed:
+            return
+        self._renamed = True
+        asked = self.config.renames
+        if not asked:
+            return
+        for old in self.ledger.job_rows(list(asked)):
+            new = asked[old]
+            where = str(self.config.path) if self.config.path else "code"
+            why = self.ledger.rename_job(
+                old, new, f"renamed_from in {where}", f"config, seen by {owner_name()}"
+            )
+            if why is not None:
+                raise ConfigError(f"jobs.{new}.renamed_from: cannot rename {old} to {new}: {why}")
+
+    def _sync(self, *, write: bool = True) -> None:
+        """Register the configured jobs and record schedule or start changes (see
+        :func:`catchup.reconcile.reconcile`); steady state is two reads and no writes."""
+        rows = self.job_rows(write=write)
+        ids = {n: r.id for n, r in rows.items()}
+        stored = self.ledger.schedules(list(ids.values()))
+        now = self.now()
+        for name, job in self.config.jobs.items():
+            job_id = ids.get(name, -1)
+            start, recorded = stored.get(job_id, (None, []))
+            try:
+                chosen = reconcile(job.schedule, job.start, recorded, now, job.start_wall)
+            except ScheduleError as exc:  # a row written by another version of catchup
+                raise ConfigError(
+                    f"{name}: the ledger's schedule history cannot be read here: {exc}"
+                ) from None
+            if write and (chosen.writes or start != job.start):
+                chosen = self.ledger.record_schedule(
+                    job_id,
+                    lambda rows, at, j=job: reconcile(j.schedule, j.start, rows, at, j.start_wall),
+                    job.start,
+                    f"config, seen by {owner_name()}",
+                )
+            self._timelines[name] = chosen.timeline
+        if write:
+            self._job_ids = ids
+
+    def now(self) -> datetime:
+        return self.ledger.now()
+
+    def transaction(self) -> AbstractContextManager[Any]:
+        return self.ledger.transaction()
+
+    def reconnect(self) -> None:
+        """A new connection after the old one broke (server restart, cut connection)."""
+        try:
+            self.conn.close()
+        except psycopg.Error:
+            pass
+        self.conn = db.connect(self.target)
+        self.ledger = Ledger(self.conn, self.config.schema)
+
+    def close(self) -> None:
+        if self._own_heartbeats:
+            self.heartbeats.close()
+        self.conn.close()
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def definition_clashes(config: Config, rows: dict[str, JobRow]) -> list[str]:
+    """A line per configured job that the ledger records as defined, differently, by a
+    project other than ``config``'s: what each says, and the ways out."""
+    mine = config.registrant
+    said = []
+    for name, row in sorted(rows.items()):
+        job = config.jobs.get(name)
+        if job is None or row.project in (None, mine) or row.definition == job.definition:
+            continue
+        said.append(
+            f"jobs.{name}: this ledger's {name} is defined by another project, {row.project} "
+            f"({describe_definition(row.definition)}); this one, {mine}, defines it as "
+            f"{describe_definition(job.definition)}; they differ in "
+            f"{', '.join(differences(row.definition, job.definition))}. One job has one "
+            "definition: rename one of them, or give this config [project] name = "
+            f"{json.dumps(row.project)} if it is that project"
+        )
+    return said
+
+
+def describe_definition(definition: dict[str, object] | None) -> str:
+    """A job's definition as a line says it: ``daily (UTC) from 2026-10-01T00:00:00Z, runs
+    ./bill.sh`` (a command's program, never its arguments)."""
+    if not definition:
+        return "not recorded"
+    return (
+        f"{definition.get('schedule')} ({definition.get('timezone')}) from "
+        f"{definition.get('start')}, runs {definition.get('runs')}"
+    )
+
+
+def differences(a: dict[str, object] | None, b: dict[str, object]) -> list[str]:
+    """The parts of two definitions that differ, as people name them."""
+    parts = {
+        "schedule": "schedule",
+        "timezone": "time zone",
+        "start": "start",
+        "runs_sha256": "what it runs",
+    }
+    return [said for key, said in parts.items() if (a or {}).get(key) != b.get(key)]

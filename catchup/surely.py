@@ -1,0 +1,110 @@
+"""Ledger writes of the claim path that survive a broken connection: tried again through
+reconnects for a bounded time, and read back when the answer to a commit was lost."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+import psycopg
+
+from .errors import DatabaseError
+from .ledger import ClaimRequest, FinishFields
+from .models import UNCLAIMED, Claim, Finished, Unclaimed
+from .session import Session
+from .vocabulary import RunStatus
+
+FINISH_RETRY_SECONDS = 120.0
+
+
+def through_reconnects[T](session: Session, action: Callable[[bool], T]) -> T:
+    """Run ``action``; when the connection breaks, reconnect with backoff (for at most
+    FINISH_RETRY_SECONDS) and run it again, telling it that it runs after a reconnect, so it
+    can read back what an earlier try may have committed."""
+    delay = 0.2
+    deadline = time.monotonic() + FINISH_RETRY_SECONDS
+    lost = False
+    while True:
+        try:
+            if lost or session.conn.broken or session.conn.closed:
+                session.reconnect()
+                lost = True
+            return action(lost)
+        except (psycopg.OperationalError, DatabaseError):
+            if time.monotonic() + delay > deadline:
+                raise
+            lost = True
+            time.sleep(delay)
+            delay = min(delay * 2, 5.0)
+
+
+def claim_surely(session: Session, request: ClaimRequest) -> Claim | None:
+    """Claim; after a reconnect, a claim that committed after all (the row is ours and
+    running) is adopted rather than left to expire."""
+    r = request
+
+    def claim(reconnected: bool) -> Claim | None:
+        if reconnected and (adopted := session.ledger.adopt(r.job_id, r.period.start, r.owner)):
+            return adopted
+        return session.ledger.claim(
+            r.job_id,
+            r.period,
+            owner=r.owner,
+            lease=r.lease,
+            max_attempts=r.max_attempts,
+            allow_overlap=r.allow_overlap,
+            ignore_backoff=r.ignore_backoff,
+            retry_exhausted=r.retry_exhausted,
+        )
+
+    return through_reconnects(session, claim)
+
+
+def finish_surely(
+    session: Session, job_id: int, period_start: datetime, attempt: int, **fields: Any
+) -> Finished | None:
+    """Write the finish; after a reconnect, read the row back instead of guessing whether the
+    earlier commit happened."""
+
+    def finish(reconnected: bool) -> Finished | None:
+        if reconnected:
+            row = session.ledger.run_row(job_id, period_start)
+            if row is None or row.attempt != attempt:
+                return None
+            if row.status != RunStatus.running:
+                assert row.finished_at is not None
+                return Finished(row.finished_at, row.failures, row.retry_after)
+        return session.ledger.finish(job_id, period_start, attempt, **fields)
+
+    return through_reconnects(session, finish)
+
+
+def finish_then_claim_surely(
+    session: Session,
+    job_id: int,
+    period_start: datetime,
+    attempt: int,
+    then: ClaimRequest,
+    fields: FinishFields,
+) -> tuple[Finished | None, Claim | Unclaimed | None]:
+    """The finish and the next claim in one transaction; when that fails, the finish on its
+    own, and the next period left unclaimed (its own claim, in its own turn, says what is
+    wrong with it). They commit together or not at all: after a lost answer the finish is read
+    back as :func:`finish_surely` does, and the claim adopted if it committed."""
+    try:
+        finished, claim = session.ledger.finish_then_claim(
+            job_id, period_start, attempt, then, **fields
+        )
+    except (psycopg.OperationalError, DatabaseError):
+        finished = finish_surely(session, job_id, period_start, attempt, **fields)
+        adopted = through_reconnects(
+            session, lambda _: session.ledger.adopt(then.job_id, then.period.start, then.owner)
+        )
+        return finished, UNCLAIMED if adopted is None else adopted
+    except psycopg.Error:  # a deadlock, a trigger: rolled back whole, nothing of it written
+        return finish_surely(session, job_id, period_start, attempt, **fields), UNCLAIMED
+    if finished is None:  # fenced off, and so nothing claimed: the next period is its own
+        return None, UNCLAIMED
+    return finished, claim
