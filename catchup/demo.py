@@ -19,7 +19,7 @@ from .config import make_job
 from .job import Config
 from .models import Outcome
 from .operations import adopt
-from .render import batches, tables
+from .render import batches, changes, tables
 from .render import scan as scan_report
 from .replay import replay
 from .runner import JobContext
@@ -141,7 +141,7 @@ def _demo(session: Session, target: db.Target, schema: str, out: Console) -> Dem
         reason="sent by the old cron job before catchup",
         actor="demo",
     )
-    tables.adopted(out, adopted)
+    changes.adopted(out, adopted)
     out.print(Rule("4. catchup scan: clean"))
     after = scan(session, jobs, since=None, until=None)
     scan_report.scan_tables(out, after)

@@ -209,7 +209,7 @@ def deploy_systemd(
     """
     from pathlib import Path
 
-    from .. import deploy as recipes
+    from .. import units as recipes
 
     recipe = recipes.systemd(
         name=name,

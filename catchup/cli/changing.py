@@ -39,14 +39,14 @@ def mark(
     Example: catchup mark billing 2026-10-01..2026-10-03 --skip --reason "migration freeze"
     """
     from ..errors import ConfigError
-    from ..render import tables
+    from ..render import changes
 
     if kind not in ("done", "skip"):
         raise ConfigError("mark needs --done or --skip")
     result = state.app().mark(
         job, periods, kind="skip" if kind == "skip" else "done", reason=reason, actor=actor
     )
-    tables.changes(console(), result)
+    changes.changes(console(), result)
 
 
 @click.command(epilog=EXIT_CODES)
@@ -72,10 +72,10 @@ def adopt(
 
     Example: catchup adopt export --since 2026-10-01 --reason "ran from cron before catchup"
     """
-    from ..render import tables
+    from ..render import changes
 
     result = state.app().adopt(jobs, since=since, until=until, reason=reason, actor=actor)
-    tables.adopted(console(), result)
+    changes.adopted(console(), result)
 
 
 @click.command(epilog=EXIT_CODES)
@@ -93,9 +93,9 @@ def reset(state: State, job: str, periods: tuple[str, ...], reason: str, actor: 
 
     Example: catchup reset billing 2026-10-05 --reason "rates were wrong"
     """
-    from ..render import tables
+    from ..render import changes
 
-    tables.changes(console(), state.app().reset(job, periods, reason=reason, actor=actor))
+    changes.changes(console(), state.app().reset(job, periods, reason=reason, actor=actor))
 
 
 @click.command(epilog=EXIT_CODES)
@@ -108,9 +108,9 @@ def pause(state: State, job: str, reason: str | None, actor: str | None) -> None
 
     Example: catchup pause billing --reason "gateway maintenance"
     """
-    from ..render import tables
+    from ..render import changes
 
-    tables.paused(console(), state.app().pause(job, reason=reason, actor=actor))
+    changes.paused(console(), state.app().pause(job, reason=reason, actor=actor))
 
 
 @click.command(epilog=EXIT_CODES)
@@ -124,9 +124,9 @@ def resume(state: State, job: str, reason: str | None, actor: str | None) -> Non
 
     Example: catchup resume billing --reason "gateway is back"
     """
-    from ..render import tables
+    from ..render import changes
 
-    tables.resumed(console(), state.app().resume(job, reason=reason, actor=actor))
+    changes.resumed(console(), state.app().resume(job, reason=reason, actor=actor))
 
 
 @click.command(epilog=EXIT_CODES)
@@ -142,10 +142,10 @@ def rename(state: State, old: str, new: str, reason: str, actor: str | None) -> 
 
     Example: catchup rename report weekly-report --reason "one name per team"
     """
-    from ..render import tables
+    from ..render import changes
 
     state.notices = False  # the job it renames is not news
-    tables.renamed(console(), state.app().rename(old, new, reason=reason, actor=actor))
+    changes.renamed(console(), state.app().rename(old, new, reason=reason, actor=actor))
 
 
 @click.command(epilog=EXIT_CODES)
@@ -159,10 +159,10 @@ def retire(state: State, job: str, reason: str, actor: str | None) -> None:
 
     Example: catchup retire legacy-export --reason "replaced by the warehouse sync"
     """
-    from ..render import tables
+    from ..render import changes
 
     state.notices = False
-    tables.retired(console(), state.app().retire(job, reason=reason, actor=actor))
+    changes.retired(console(), state.app().retire(job, reason=reason, actor=actor))
 
 
 @click.command(epilog=EXIT_CODES)

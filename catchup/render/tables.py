@@ -4,7 +4,7 @@ and the progress of a replay. Knows neither click nor the database."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.table import Table
@@ -13,19 +13,13 @@ from rich.text import Text
 from ..explain import Explanation, describe_due
 from ..models import Outcome, SchedulerHealth
 from ..results import (
-    Changes,
     Connected,
     History,
     JobsReport,
     Migrated,
     NotDue,
-    Paused,
-    Renamed,
-    Resumed,
-    Retired,
 )
 from ..schedule import is_utc
-from ..vocabulary import EventAction
 from .text import STYLE, iso_utc, safe, schedule_text, seconds, span
 
 if TYPE_CHECKING:
@@ -216,80 +210,6 @@ def _shown(console: Console, what: str, shown: int, total: int, limit: int) -> N
         )
 
 
-VERB = {
-    EventAction.done: "marked done",
-    EventAction.skip: "marked skip",
-    EventAction.reset: "reset",
-    EventAction.adopt: "adopted",
-}
-
-
-def adopted(console: Console, results: list[Changes]) -> None:
-    """What an adopt did: per job, how many untracked periods it recorded, first and last."""
-    for result in results:
-        done = [row for row in result.rows if row.changed]
-        if not done:
-            console.print(Text(f"{safe(result.job)}: nothing untracked to adopt"))
-            continue
-        span_text = done[0].label if len(done) == 1 else f"{done[0].label} .. {done[-1].label}"
-        console.print(
-            Text(
-                f"{safe(result.job)}: adopted {len(done)} untracked period(s), "
-                f"{safe(span_text)} (waived, shown by history)"
-            ),
-            soft_wrap=True,
-        )
-
-
-CHANGE_LINES = 10  # a mark or reset of more periods prints runs of them
-
-
-def changes(console: Console, result: Changes) -> None:
-    """What a mark or reset did, one line per period (beyond a few, one per run of consecutive
-    periods that changed alike), then how many changed."""
-    rows = list(result.rows)
-    groups: list[list[Any]] = []
-    for row in rows:
-        key = (row.job, row.previous, row.now, row.changed)
-        if len(rows) > CHANGE_LINES and groups and groups[-1][0] == key:
-            groups[-1][2] = row
-            groups[-1][3] += 1
-        else:
-            groups.append([key, row, row, 1])
-    for _, first, last, count in groups:
-        label = first.label if count == 1 else f"{first.label} .. {last.label}"
-        line = Text(safe(f"{first.job} {label}: "))
-        now = f"{first.now} (runnable)" if result.action == EventAction.reset else str(first.now)
-        if not first.changed:
-            line.append(f"unchanged (already {first.now})", style="dim")
-        else:
-            line.append(f"{first.previous} → {now}", style=STYLE.get(first.now, ""))
-        if count > 1:
-            line.append(f" ({count:,} periods)")
-        console.print(line, soft_wrap=True)
-    console.print(f"{VERB[result.action]}: {result.changed} of {len(result.rows)} period(s)")
-
-
-def paused(console: Console, result: Paused) -> None:
-    console.print(Text(f"{result.job}: paused since {iso_utc(result.since)}"))
-
-
-def resumed(console: Console, result: Resumed) -> None:
-    if not result.resumed:
-        console.print(Text(f"{result.job}: not paused; nothing to resume"))
-        return
-    policy = {
-        "all": f"every gap of the last {span(result.catchup_window)}, at most "
-        f"{result.max_per_tick} a tick",
-        "latest": "only the newest due period",
-        "none": "only periods that become due from now on",
-    }[result.catchup]
-    console.print(
-        Text(f"{result.job}: resumed; the next tick runs {policy} (catchup = {result.catchup!r})"),
-        soft_wrap=True,
-    )
-
-
 def not_due(console: Console, result: NotDue) -> None:
     console.print(
         Text(
@@ -356,20 +276,6 @@ def unconfigured(console: Console, info: Connected) -> None:
             ),
             soft_wrap=True,
         )
-
-
-def renamed(console: Console, result: Renamed) -> None:
-    console.print(
-        safe(f"renamed {result.old} to {result.new}: its runs, attempts and changes go with it"),
-        soft_wrap=True,
-    )
-
-
-def retired(console: Console, result: Retired) -> None:
-    console.print(
-        safe(f"retired {result.job}: no longer said to be missing; its history stays"),
-        soft_wrap=True,
-    )
 
 
 MARKS = {

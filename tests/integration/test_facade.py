@@ -17,8 +17,8 @@ from rich.console import Console
 
 from catchup import Catchup
 from catchup.errors import ConfigError
+from catchup.render import changes, tables
 from catchup.render import json as render_json
-from catchup.render import tables
 from catchup.results import NotDue
 
 from conftest import Database, Project, throwaway_schema
@@ -83,21 +83,21 @@ def test_every_operation_gives_the_same_result_through_both(
     )
     # mark, reset
     marked = app.mark("billing", ["2026-10-21..2026-10-22"], kind="skip", reason="freeze")
-    assert rendered(lambda c: tables.changes(c, marked)) == cli(
+    assert rendered(lambda c: changes.changes(c, marked)) == cli(
         "mark", "billing", "2026-10-21..2026-10-22", "--skip", "--reason", "freeze"
     )
     again = app.reset("billing", ["2026-10-22", "2026-10-25"], reason="rates were wrong")
-    assert rendered(lambda c: tables.changes(c, again)) == cli(
+    assert rendered(lambda c: changes.changes(c, again)) == cli(
         "reset", "billing", "2026-10-22", "2026-10-25", "--reason", "rates were wrong"
     )
     # pause, resume (twice: the second finds nothing to resume)
     paused = app.pause("export", reason="maintenance")
-    assert steady(rendered(lambda c: tables.paused(c, paused))) == steady(
+    assert steady(rendered(lambda c: changes.paused(c, paused))) == steady(
         cli("pause", "export", "--reason", "maintenance")
     )
     for _ in range(2):
         resumed = app.resume("export")
-        assert rendered(functools.partial(tables.resumed, result=resumed)) == cli(
+        assert rendered(functools.partial(changes.resumed, result=resumed)) == cli(
             "resume", "export"
         )
     # scan, replay (a dry run, then for real), tick, jobs, history
@@ -216,11 +216,11 @@ def test_rename_and_retire_give_the_same_result_through_both(
     renamed = app.rename("old", "billing", reason="one name")
     cli = project.cli("-q", "rename", "old", "billing", "--reason", "one name")
     assert cli.exit_code == 0, cli.output
-    assert rendered(lambda c: tables.renamed(c, renamed)) == cli.stdout
+    assert rendered(lambda c: changes.renamed(c, renamed)) == cli.stdout
     retired = app.retire("gone", reason="replaced")
     cli = project.cli("-q", "retire", "gone", "--reason", "replaced")
     assert cli.exit_code == 0, cli.output
-    assert rendered(lambda c: tables.retired(c, retired)) == cli.stdout
+    assert rendered(lambda c: changes.retired(c, retired)) == cli.stdout
     with pytest.raises(ConfigError, match="the ledger has no job 'nope'"):
         app.retire("nope", reason="x")
     refused = project.cli("-q", "retire", "nope", "--reason", "x")

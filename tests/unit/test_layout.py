@@ -14,9 +14,7 @@ LIMIT = 400  # lines a module may have
 OVER = {
     "catchup/api.py": 619,
     "catchup/config.py": 554,
-    "catchup/deploy.py": 401,
     "catchup/embedded.py": 611,
-    "catchup/render/tables.py": 455,
 }
 
 

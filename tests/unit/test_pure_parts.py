@@ -21,7 +21,7 @@ from catchup.models import Island, JobScan, ScanReport, SchedulerHealth
 from catchup.operations import parse_periods
 from catchup.output import Tail
 from catchup.pool import Dispatcher
-from catchup.render import batches, documents, tables
+from catchup.render import batches, changes, documents, tables
 from catchup.render import json as render_json
 from catchup.render.scan import scan_tables
 from catchup.render.text import safe, schedule_text
@@ -108,11 +108,11 @@ def test_changes_say_what_changed_by_kind() -> None:
         Change("j", period, "2026-11-01", PeriodState.failed, PeriodState.failed, True),
         Change("j", period, "2026-11-02", PeriodState.missing, PeriodState.missing, False),
     )
-    text = printed(tables.changes, Changes("j", EventAction.reset, rows))
+    text = printed(changes.changes, Changes("j", EventAction.reset, rows))
     assert "j 2026-11-01: failed → failed (runnable)" in text
     assert "j 2026-11-02: unchanged (already missing)" in text
     assert "reset: 1 of 2 period(s)" in text
-    marked = printed(tables.changes, Changes("j", EventAction.skip, rows[:1]))
+    marked = printed(changes.changes, Changes("j", EventAction.skip, rows[:1]))
     assert "marked skip: 1 of 1 period(s)" in marked and "runnable" not in marked
 
 
@@ -147,7 +147,7 @@ def test_stored_text_is_printed_as_text() -> None:
     period = Period(T0, T0 + timedelta(days=1))
     rows = (Change("[red]j", period, "l", PeriodState.missing, PeriodState.waived, True),)
     assert "[red]j l: missing → waived" in printed(
-        tables.changes, Changes("j", EventAction.done, rows)
+        changes.changes, Changes("j", EventAction.done, rows)
     )
 
 
