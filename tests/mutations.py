@@ -118,7 +118,7 @@ MUTATIONS = (
     Mutation(
         "finish-fence",
         "a runner that lost its period can never overwrite the newer attempt's result",
-        "sql/migrations/0007_claim_functions.sql",
+        "sql/migrations/0012_definitions.sql",
         "        WHERE job_id = p_job_id AND period_start = p_period_start"
         " AND attempt = p_attempt\n"
         "          AND status = 'running'\n        RETURNING job_id",
@@ -337,7 +337,7 @@ MUTATIONS = (
     Mutation(
         "finish-only-running",
         "a finish is applied once: a retried finish changes nothing",
-        "sql/migrations/0007_claim_functions.sql",
+        "sql/migrations/0012_definitions.sql",
         "AND attempt = p_attempt\n          AND status = 'running'\n        RETURNING job_id",
         "AND attempt = p_attempt\n        RETURNING job_id",
         ("tests/integration/test_ledger.py::test_a_finish_sent_twice_is_applied_once",),
