@@ -16,7 +16,6 @@ folder is written to its configuration.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import importlib.util
 import os
@@ -26,25 +25,25 @@ import shutil
 import stat
 import subprocess
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from .datafolder import (
+    _HBA,
+    check_data,
+    create,
+    password,
+    read,
+    require_password,
+    settings,
+)
 from .errors import ConfigError, DatabaseError
 from .processes import (
     launch,
     pg_ctl,
-    run,
     server_user,
-    socket_dir,
-    write_private,
 )
-
-PASSWORD_FILE = "catchup.password"  # in the data folder, 0600
-SETTINGS_FILE = "catchup.conf"  # rewritten at each start, included by postgresql.conf
-_HBA = "# catchup: local connections only, with the password from catchup.password\n" + (
-    "local all all scram-sha-256\n"
-)
+from .startlock import locked
 
 
 @dataclass(frozen=True)
@@ -70,16 +69,6 @@ class Server:
             dbname="postgres",
             password=password(self.data),
         )
-
-
-def password(data: Path) -> str | None:
-    """The server's password, from its data folder; None for a server that predates it."""
-    try:
-        return (data / PASSWORD_FILE).read_text().strip() or None
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        raise DatabaseError(f"cannot read the embedded server's password: {exc.strerror}") from None
 
 
 ROOT_HOME = Path("/var/lib/catchup")
@@ -195,7 +184,7 @@ def ensure_running() -> Server:
     if server is not None:
         return Server(server.data, server.socket_dir, server.port, bins)
     _make_home(data.parent)
-    with _locked(data.parent / f"{data.name}.lock"):
+    with locked(data.parent / f"{data.name}.lock"):
         server = running(data)
         if server is None:
             usable, copied = reachable_bins(bins)
@@ -322,7 +311,7 @@ def stop(mode: str = "fast") -> bool:
     server = running(data)
     if server is None:
         return False
-    with _locked(data.parent / f"{data.name}.lock"):
+    with locked(data.parent / f"{data.name}.lock"):
         pg_ctl(reachable_bins(bins)[0], data, ["-w", "-m", mode, "stop"])
     if server.socket_dir != data:  # a mkdtemp folder of its own: empty now
         with contextlib.suppress(OSError):
@@ -334,96 +323,27 @@ def restart(mode: str = "immediate") -> Server:
     """Restart the embedded server (used by fault tests: ``immediate`` is a crash)."""
     bins = bin_dir()
     data = data_dir(bins)
-    with _locked(data.parent / f"{data.name}.lock"):
+    with locked(data.parent / f"{data.name}.lock"):
         usable = reachable_bins(bins)[0]
         pg_ctl(usable, data, ["-w", "-m", mode, "stop"])
         _start(usable, data)
     return ensure_running()
 
 
-LOCK_WAIT = 120.0  # seconds: a first start (initdb) takes a few
-STOPPED_GRACE = 2.0  # seconds a stopped holder (Ctrl-Z) is given before it is named
-
-
-@contextlib.contextmanager
-def _locked(path: Path, wait: float = LOCK_WAIT) -> Iterator[None]:
-    """The folder's start lock, waited for with a bound; the holder's pid is written into it,
-    so a process that holds it too long (stopped with Ctrl-Z, or hung) is named."""
-    try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
-    except OSError as exc:
-        raise ConfigError(
-            f"CATCHUP_HOME: cannot use {path.parent} for the embedded server: {exc.strerror}"
-        ) from None
-    try:
-        started = time.monotonic()
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                waited = time.monotonic() - started
-                holder = _holder(fd)
-                stopped = holder is not None and _state(holder) in ("T", "t")
-                if waited >= wait or (stopped and waited >= STOPPED_GRACE):
-                    raise DatabaseError(_held_too_long(path, holder, stopped, waited)) from None
-                time.sleep(0.05)
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
-        try:
-            yield
-        finally:
-            os.ftruncate(fd, 0)
-            fcntl.flock(fd, fcntl.LOCK_UN)
-    finally:
-        os.close(fd)
-
-
-def _holder(fd: int) -> int | None:
-    try:
-        return int(os.pread(fd, 32, 0).split()[0])
-    except (OSError, ValueError, IndexError):
-        return None
-
-
-def _state(pid: int) -> str | None:
-    """A process's state letter from /proc (``T``: stopped); None when it is gone."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return None
-
-
-def _held_too_long(path: Path, pid: int | None, stopped: bool, waited: float) -> str:
-    who = "another process" if pid is None else f"process {pid}"
-    if stopped:
-        return (
-            f"{who} holds {path} (it starts the embedded server) and is stopped (Ctrl-Z?): "
-            f"resume it with `kill -CONT {pid}` or end it, then try again"
-        )
-    return (
-        f"{who} has held {path} (it starts the embedded server) for {waited:.0f} s; "
-        "wait for it, or end it if it hangs, then try again"
-    )
-
-
-INIT_MARKER = "catchup-initdb"  # written first in a folder catchup makes a new server in
-
-
 def _start(bins: Path, data: Path) -> None:
     """Start the server on ``data``; a new one is made aside and moved into place whole, so an
     interrupted first start leaves nothing half-made where the server's data belongs."""
     user = server_user()
-    _check_data(data)
+    check_data(data)
     if not data.exists():
-        _create(bins, data, user)
-    elif password(data) is None and _HBA in _read(data / "pg_hba.conf"):
+        create(bins, data, user)
+    elif password(data) is None and _HBA in read(data / "pg_hba.conf"):
         raise DatabaseError(
             f"the embedded server in {data} requires a password that was never saved (its "
             "first start was interrupted by an older catchup), so nothing can connect to it "
             f"and it holds nothing catchup wrote: remove {data} and run the command again"
         )
-    _settings(data, user)
+    settings(data, user)
     stale = _pid(data)  # left by a server that died with its host: not the one starting now
     log = os.open(data / "log", os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)
     try:
@@ -438,79 +358,8 @@ def _start(bins: Path, data: Path) -> None:
             tail = (data / "log").read_text(errors="replace").strip().splitlines()[-3:]
             raise DatabaseError(f"the embedded PostgreSQL did not start: {' / '.join(tail)}")
         time.sleep(0.05)
-    if password(data) is None:
-        _require_password(bins, data, user)
-
-
-def _read(path: Path) -> str:
-    try:
-        return path.read_text(errors="replace")
-    except OSError:
-        return ""
-
-
-def _check_data(data: Path) -> None:
-    """Refuse a data folder catchup did not make, rather than start in it or remove it: a link,
-    a file, a folder with no server's data in it, or one with only part of it."""
-    try:
-        info = os.lstat(data)
-    except FileNotFoundError:
-        return
-    hint = "move it away, or choose another CATCHUP_HOME; catchup leaves it as it is"
-    if stat.S_ISLNK(info.st_mode):
-        raise ConfigError(f"CATCHUP_HOME: {data} is a symbolic link, not a server's data: {hint}")
-    if not stat.S_ISDIR(info.st_mode):
-        raise ConfigError(f"CATCHUP_HOME: {data} is a file, not a server's data folder: {hint}")
-    if not (data / "PG_VERSION").exists():
-        if not any(data.iterdir()):
-            data.rmdir()  # empty: nothing to lose, made anew in its place
-            return
-        raise ConfigError(
-            f"CATCHUP_HOME: {data} holds files but no PostgreSQL data (no PG_VERSION): {hint}"
-        )
-    if not (data / "global" / "pg_control").exists():
-        raise ConfigError(
-            f"CATCHUP_HOME: {data} is not a whole PostgreSQL data folder (PG_VERSION but no "
-            f"global/pg_control): {hint}"
-        )
-
-
-def _create(bins: Path, data: Path, user: pwd.struct_passwd | None) -> None:
-    """initdb in a folder of catchup's own beside ``data`` (its marker written first), then one
-    rename into place. Folders left by an interrupted start are removed first: only those that
-    carry the marker and hold nothing but what catchup puts there."""
-    parent = data.parent
-    for old in parent.glob(f".{data.name}.init-*"):
-        if _only_ours(old):
-            # renamed away first: an initdb orphaned by the interrupted start may still write
-            # into it by its old path (it then fails), and what it leaves goes on the next try
-            gone = parent / f".{data.name}.gone-{secrets.token_hex(6)}"
-            with contextlib.suppress(OSError):
-                os.rename(old, gone)
-    for gone in parent.glob(f".{data.name}.gone-*"):
-        shutil.rmtree(gone, ignore_errors=True)
-    aside = parent / f".{data.name}.init-{secrets.token_hex(6)}"
-    aside.mkdir(mode=0o700)
-    (aside / INIT_MARKER).write_text("a new embedded server, made by catchup; not yet in use\n")
-    made = aside / "data"
-    made.mkdir(mode=0o700)
-    if user is not None:
-        os.chown(aside, user.pw_uid, user.pw_gid)
-        os.chown(made, user.pw_uid, user.pw_gid)
-    _initdb(bins, made, aside, user)
-    os.rename(made, data)
-    shutil.rmtree(aside, ignore_errors=True)
-
-
-def _only_ours(folder: Path) -> bool:
-    try:
-        return (
-            stat.S_ISDIR(os.lstat(folder).st_mode)
-            and (folder / INIT_MARKER).is_file()
-            and {p.name for p in folder.iterdir()} <= {INIT_MARKER, "pw", "data"}
-        )
-    except OSError:
-        return False
+    if password(data) is None and (up := running(data)) is not None:
+        require_password(data, user, up.socket_dir, up.port)
 
 
 def _pid(data: Path) -> int | None:
@@ -527,85 +376,3 @@ def _starting(data: Path, deadline: float, stale: int | None) -> bool:
     if pid is None or pid == stale:
         return deadline - time.monotonic() > 50
     return _alive(pid)
-
-
-def _initdb(bins: Path, data: Path, aside: Path, user: pwd.struct_passwd | None) -> None:
-    secret = secrets.token_hex(24)
-    # initdb reads the password from a file: in the private folder the server is made in
-    pwfile = aside / "pw"
-    fd = os.open(pwfile, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-    with os.fdopen(fd, "w") as out:
-        out.write(secret + "\n")
-    if user is not None:
-        os.chown(pwfile, user.pw_uid, user.pw_gid)
-    try:
-        run(
-            bins,
-            "initdb",
-            [
-                "-D",
-                str(data),
-                "-U",
-                "postgres",
-                "--auth=scram-sha-256",
-                f"--pwfile={pwfile}",
-                "--encoding=UTF8",
-                "--locale=C",
-                "--no-sync",
-            ],
-            user,
-        )
-    finally:
-        pwfile.unlink(missing_ok=True)
-    write_private(data / PASSWORD_FILE, secret + "\n", user)
-    (data / "pg_hba.conf").write_text(_HBA)
-    with open(data / "postgresql.conf", "a") as conf:
-        conf.write(
-            "\n# catchup: a local server for one host\n"
-            "listen_addresses = ''\n"
-            "max_connections = 200\n"
-            "timezone = 'UTC'\n"
-            "log_timezone = 'UTC'\n"
-        )
-
-
-def _settings(data: Path, user: pwd.struct_passwd | None) -> None:
-    """Write this start's socket folder to the server's configuration (never a command line)."""
-    folder = socket_dir(data, user)
-    # unix_socket_directories is a list: the folder as one double-quoted element, inside a
-    # single-quoted configuration string
-    element = '"' + str(folder).replace('"', '""') + '"'
-    value = "'" + element.replace("\\", "\\\\").replace("'", "''") + "'"
-    write_private(
-        data / SETTINGS_FILE,
-        f"# written by catchup at each start\nunix_socket_directories = {value}\n",
-        user,
-    )
-    conf = data / "postgresql.conf"
-    include = f"include_if_exists = '{SETTINGS_FILE}'"
-    if include not in conf.read_text():
-        with open(conf, "a") as out:
-            out.write(f"\n{include}\n")
-
-
-def _require_password(bins: Path, data: Path, user: pwd.struct_passwd | None) -> None:
-    """A server made before catchup set a password (trust): give it one, and require it."""
-    import psycopg
-
-    from .ledger import Ledger
-
-    server = running(data)
-    assert server is not None
-    secret = secrets.token_hex(24)
-    with psycopg.connect(
-        host=str(server.socket_dir),
-        port=server.port,
-        user="postgres",
-        dbname="postgres",
-        autocommit=True,
-    ) as conn:
-        ledger = Ledger(conn, "postgres")  # no ledger here: the bootstrap statements only
-        ledger.set_password(secret)
-        write_private(data / PASSWORD_FILE, secret + "\n", user)
-        (data / "pg_hba.conf").write_text(_HBA)
-        ledger.reload_conf()

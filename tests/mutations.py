@@ -383,7 +383,7 @@ MUTATIONS = (
     Mutation(
         "data-folder-removed",
         "a data folder catchup did not make (no marker, no server's data) is never removed",
-        "catchup/embedded.py",
+        "catchup/datafolder.py",
         "        raise ConfigError(\n"
         '            f"CATCHUP_HOME: {data} holds files but no PostgreSQL data (no PG_VERSION): '
         '{hint}"\n'

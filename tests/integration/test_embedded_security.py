@@ -15,7 +15,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from catchup import embedded, processes
+from catchup import datafolder, embedded, processes
 
 from conftest import Database, Project, reachable
 
@@ -148,7 +148,7 @@ def test_a_home_with_spaces_quotes_and_commands_is_a_plain_path(
             assert socket_dir.parent == Path(tempfile.gettempdir()) and socket_dir != data
         else:
             assert socket_dir == data
-        assert (data / embedded.PASSWORD_FILE).stat().st_mode & 0o777 == 0o600
+        assert (data / datafolder.PASSWORD_FILE).stat().st_mode & 0o777 == 0o600
     finally:
         subprocess.run([*command, "server", "stop"], env=env, capture_output=True, timeout=120)
     assert not list(root.rglob("proof")) and not Path("/proof").exists()

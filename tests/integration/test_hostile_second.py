@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from catchup import embedded
+from catchup import datafolder, embedded
 
 from conftest import Project, process_gone, wait_for
 
@@ -258,7 +258,7 @@ def test_an_interrupted_first_start_is_made_again(home: Home) -> None:
     assert again.returncode == 0, again.stderr
     assert "applied 0001_ledger" in again.stdout
     assert not list(home.path.glob(".pg*.init-*"))
-    assert (home.data / embedded.PASSWORD_FILE).exists()
+    assert (home.data / datafolder.PASSWORD_FILE).exists()
 
 
 @pytest.mark.slow
@@ -267,7 +267,7 @@ def test_a_server_whose_password_was_never_saved_says_what_to_do(home: Home) -> 
     saved password. One line that says so and what to do, not `fe_sendauth: no password`."""
     assert home.run("migrate").returncode == 0
     assert home.run("server", "stop").returncode == 0
-    (home.data / embedded.PASSWORD_FILE).unlink()
+    (home.data / datafolder.PASSWORD_FILE).unlink()
     line = refused(home.run("jobs"), code=3)
     assert "requires a password that was never saved" in line and f"remove {home.data}" in line
 
