@@ -28,7 +28,7 @@ from .runner import (
 from .schedule import Period, iso_utc
 from .session import Session, owner_name
 from .surely import claim_surely, finish_surely, finish_then_claim_surely
-from .vocabulary import AttemptStatus, Ended, RunStatus, Status
+from .vocabulary import AttemptStatus, Ended, OutcomeStatus, RunStatus
 
 # Backoff doubles per failure up to this (sql/queries.sql: finish); longer retry_backoff wins.
 BACKOFF_CAP = timedelta(hours=6)
@@ -118,7 +118,7 @@ def run_chained(
         if isinstance(claimed, Claim):
             release(session, job, period, claimed)
         detail = f"{why}; not claimed, no attempt counted"
-        return Outcome(job.name, period, label, Status.unstartable, detail=detail), None
+        return Outcome(job.name, period, label, OutcomeStatus.unstartable, detail=detail), None
     if isinstance(claimed, Unclaimed):
         if job.evidence is not None and not ignore_evidence:
             if (refusal := _untracked(session, job, job_id, period, label)) is not None:
@@ -130,7 +130,9 @@ def run_chained(
         claim = claimed
     if claim is None:
         detail, blocked = why_not(session, job, job_id, period)
-        outcome = Outcome(job.name, period, label, Status.skipped, detail=detail, blocked=blocked)
+        outcome = Outcome(
+            job.name, period, label, OutcomeStatus.skipped, detail=detail, blocked=blocked
+        )
         return outcome, None
     interrupted = interrupted or threading.Event()
     execution = _execute(session, job, job_id, period, claim, interrupted, stream)
@@ -146,7 +148,11 @@ def run_chained(
             else:
                 handed = Handed(next_job, next_period, UNCLAIMED)
     outcome, claim_next = _record(session, job, job_id, period, label, claim, execution, chained)
-    if not stream and outcome.status in (Status.failed, Status.lost) and execution.output_tail:
+    if (
+        not stream
+        and outcome.status in (OutcomeStatus.failed, OutcomeStatus.lost)
+        and execution.output_tail
+    ):
         # tick and replay do not stream a job's output: a failure shows how it ended
         outcome = replace(outcome, output=last_lines(execution.output_tail))
     if chained is None:
@@ -174,12 +180,12 @@ def _untracked(
         if isinstance(exc, psycopg.OperationalError) and session.conn.broken:
             raise
         detail = f"{evidence.failure(exc, job)}; not run"
-        return Outcome(job.name, period, label, Status.error, detail=detail)
+        return Outcome(job.name, period, label, OutcomeStatus.error, detail=detail)
     return Outcome(
         job.name,
         period,
         label,
-        Status.skipped,
+        OutcomeStatus.skipped,
         detail="untracked: its output exists (evidence) but the ledger has no run; "
         "catchup adopt records it, run --ignore-evidence runs it",
     )
@@ -219,7 +225,7 @@ def release(session: Session, job: Job, period: Period, claim: Claim) -> Outcome
         job.name,
         period,
         job.label(period.start),
-        Status.interrupted,
+        OutcomeStatus.interrupted,
         claim.attempt,
         detail="stopped before it started; left for a retry",
     )
@@ -303,7 +309,7 @@ def _record(
         job.name,
         period,
         label,
-        Status.succeeded,
+        OutcomeStatus.succeeded,
         claim.attempt,
         exit_code=execution.exit_code,
         seconds=execution.seconds,
@@ -316,7 +322,7 @@ def _record(
         except (psycopg.OperationalError, DatabaseError):
             pass  # best effort: the row's lease runs out and the next claim says so
         detail = f"{execution.error}; the job was stopped, nothing recorded"
-        return replace(base, status=Status.lost, detail=detail), None
+        return replace(base, status=OutcomeStatus.lost, detail=detail), None
     succeeded = execution.ended == Ended.exited and execution.error is None
     interrupted = execution.ended == Ended.interrupted
     fields: FinishFields = dict(
@@ -354,18 +360,18 @@ def _described(
     if finished is None:
         return replace(
             base,
-            status=Status.lost,
+            status=OutcomeStatus.lost,
             detail="fenced off: another attempt took this period over; "
             "this attempt's result was not recorded",
         )
     if succeeded:
         return base
     if interrupted:
-        return replace(base, status=Status.interrupted, detail="stopped; left for a retry")
+        return replace(base, status=OutcomeStatus.interrupted, detail="stopped; left for a retry")
     if finished.failures >= job.max_attempts:
         detail = f"{execution.error}; no attempts left ({finished.failures}/{job.max_attempts})"
     elif finished.retry_after is not None:
         detail = f"{execution.error}; retry after {iso_utc(finished.retry_after)}"
     else:
         detail = execution.error or "failed"
-    return replace(base, status=Status.failed, detail=detail)
+    return replace(base, status=OutcomeStatus.failed, detail=detail)

@@ -25,7 +25,7 @@ from .replay import replay
 from .runner import JobContext
 from .scan import scan
 from .session import Session
-from .vocabulary import Status
+from .vocabulary import OutcomeStatus
 
 
 def billing(ctx: JobContext) -> None:
@@ -124,7 +124,7 @@ def _demo(session: Session, target: db.Target, schema: str, out: Console) -> Dem
 
     def done(outcome: Outcome) -> None:
         shown[0] += 1
-        if shown[0] <= 6 or outcome.status != Status.succeeded:
+        if shown[0] <= 6 or outcome.status != OutcomeStatus.succeeded:
             tables.outcome(out, outcome)
         elif shown[0] == 7:
             out.print("…")
@@ -154,4 +154,4 @@ def _demo(session: Session, target: db.Target, schema: str, out: Console) -> Dem
         "`catchup tick` from one scheduler (`catchup deploy --help`).",
         highlight=False,
     )
-    return DemoResult(schema, gaps_before, batch.totals[Status.succeeded], gaps_after)
+    return DemoResult(schema, gaps_before, batch.totals[OutcomeStatus.succeeded], gaps_after)

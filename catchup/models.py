@@ -8,9 +8,16 @@ from datetime import datetime
 from typing import Literal, NamedTuple
 
 from .schedule import Period, iso_utc, span
-from .vocabulary import GAP_STATES, AttemptStatus, EventAction, PeriodState, RunStatus, Status
+from .vocabulary import (
+    GAP_STATES,
+    AttemptStatus,
+    EventAction,
+    OutcomeStatus,
+    PeriodState,
+    RunStatus,
+)
 
-STATUSES: tuple[Status, ...] = tuple(Status)  # in this order in totals and tables
+STATUSES: tuple[OutcomeStatus, ...] = tuple(OutcomeStatus)  # in this order in totals and tables
 
 
 @dataclass(frozen=True)
@@ -20,7 +27,7 @@ class Outcome:
     job: str
     period: Period
     label: str
-    status: Status
+    status: OutcomeStatus
     attempt: int | None = None
     detail: str = ""
     exit_code: int | None = None

@@ -22,7 +22,7 @@ from .models import UNCLAIMED, Claim, JobScan, Outcome, Unclaimed
 from .results import Batch, Planned
 from .schedule import Period
 from .session import Session
-from .vocabulary import PeriodState, Status
+from .vocabulary import OutcomeStatus, PeriodState
 
 
 def gap_periods(job: Job, result: JobScan, states: frozenset[str]) -> Iterator[Planned]:
@@ -214,7 +214,7 @@ def run_planned(
                 item.job.name,
                 item.period,
                 item.job.label(item.period.start),
-                Status.error,
+                OutcomeStatus.error,
                 detail=f"database error: {db.scrub(first, target.conninfo)}",
             )
         finally:

@@ -20,7 +20,7 @@ from .models import (
     Unconfigured,
 )
 from .schedule import Period, iso_utc
-from .vocabulary import EventAction, PeriodState, Status
+from .vocabulary import EventAction, OutcomeStatus, PeriodState
 
 
 @dataclass(frozen=True)
@@ -180,9 +180,9 @@ class Batch:
     @property
     def unstartable(self) -> bool:
         """A job could not start (a configuration error: nothing claimed, no attempt)."""
-        return any(outcome.status == Status.unstartable for outcome in self.outcomes)
+        return any(outcome.status == OutcomeStatus.unstartable for outcome in self.outcomes)
 
     @property
     def errors(self) -> bool:
         """A period met a database error (its job's others, and other jobs, still ran)."""
-        return any(outcome.status == Status.error for outcome in self.outcomes)
+        return any(outcome.status == OutcomeStatus.error for outcome in self.outcomes)

@@ -42,12 +42,12 @@ def through_reconnects[T](session: Session, action: Callable[[bool], T]) -> T:
 
 def claim_surely(session: Session, request: ClaimRequest) -> Claim | None:
     """Claim; after a reconnect, a claim that committed after all (the row is ours and
-    running) is adopted rather than left to expire."""
+    running) is reclaimed rather than left to expire."""
     r = request
 
     def claim(reconnected: bool) -> Claim | None:
-        if reconnected and (adopted := session.ledger.adopt(r.job_id, r.period.start, r.owner)):
-            return adopted
+        if reconnected and (reclaimed := session.ledger.reclaim(r.job_id, r.period.start, r.owner)):
+            return reclaimed
         return session.ledger.claim(
             r.job_id,
             r.period,
@@ -92,17 +92,17 @@ def finish_then_claim_surely(
     """The finish and the next claim in one transaction; when that fails, the finish on its
     own, and the next period left unclaimed (its own claim, in its own turn, says what is
     wrong with it). They commit together or not at all: after a lost answer the finish is read
-    back as :func:`finish_surely` does, and the claim adopted if it committed."""
+    back as :func:`finish_surely` does, and the claim reclaimed if it committed."""
     try:
         finished, claim = session.ledger.finish_then_claim(
             job_id, period_start, attempt, then, **fields
         )
     except (psycopg.OperationalError, DatabaseError):
         finished = finish_surely(session, job_id, period_start, attempt, **fields)
-        adopted = through_reconnects(
-            session, lambda _: session.ledger.adopt(then.job_id, then.period.start, then.owner)
+        reclaimed = through_reconnects(
+            session, lambda _: session.ledger.reclaim(then.job_id, then.period.start, then.owner)
         )
-        return finished, UNCLAIMED if adopted is None else adopted
+        return finished, UNCLAIMED if reclaimed is None else reclaimed
     except psycopg.Error:  # a deadlock, a trigger: rolled back whole, nothing of it written
         return finish_surely(session, job_id, period_start, attempt, **fields), UNCLAIMED
     if finished is None:  # fenced off, and so nothing claimed: the next period is its own

@@ -70,7 +70,7 @@ REPLAYABLE = frozenset(
 )
 
 
-class Status(StrEnum):
+class OutcomeStatus(StrEnum):
     """What a command did with one period (run, tick, replay): in this order in totals."""
 
     succeeded = "succeeded"
@@ -86,7 +86,7 @@ class Status(StrEnum):
     @property
     def is_failure(self) -> bool:
         """Counts as a failed job for the exit code (1)."""
-        return self in (Status.failed, Status.lost)
+        return self in (OutcomeStatus.failed, OutcomeStatus.lost)
 
 
 class EventAction(StrEnum):

@@ -340,7 +340,7 @@ LIMIT 5;
 SELECT clock_timestamp() AS now, current_setting('port')::integer AS port,
        pg_backend_pid() AS pid;
 
--- name: adopt
+-- name: reclaim
 -- After a lost connection: the claim this owner made, if its commit went through after all.
 SELECT id, period_start, period_end, attempt, lease_expires_at, checkpoint
 FROM {schema}.runs

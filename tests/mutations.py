@@ -166,21 +166,21 @@ MUTATIONS = (
         ("tests/integration/test_ledger.py::test_the_job_lock_serialises_claims_of_one_job",),
     ),
     Mutation(
-        "claim-adoption",
-        "a claim that committed though its answer was lost is adopted, not left to expire",
+        "claim-reclaim",
+        "a claim that committed though its answer was lost is reclaimed, not left to expire",
         "catchup/surely.py",
         "        if reconnected and (",
         "        if False and (",
-        ("tests/faults/test_faults.py::test_a_claim_whose_commit_answer_is_lost_is_adopted",),
+        ("tests/faults/test_faults.py::test_a_claim_whose_commit_answer_is_lost_is_reclaimed",),
     ),
     Mutation(
-        "handoff-adoption",
-        "a next claim committed with a finish whose answer was lost is adopted, not left to expire",
+        "handoff-reclaim",
+        "a next claim committed with a finish whose answer was lost is reclaimed, never left",
         "catchup/surely.py",
-        "        return finished, UNCLAIMED if adopted is None else adopted",
+        "        return finished, UNCLAIMED if reclaimed is None else reclaimed",
         "        return finished, UNCLAIMED",
         (
-            "tests/integration/test_handoff.py::test_a_lost_answer_to_finish_then_claim_adopts_the_claim",
+            "tests/integration/test_handoff.py::test_a_lost_answer_to_finish_then_claim_reclaims_the_claim",
         ),
     ),
     Mutation(

@@ -23,7 +23,7 @@ from ..errors import (
     CatchupError,
     first_line,
 )
-from ..vocabulary import Status
+from ..vocabulary import OutcomeStatus
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -131,9 +131,9 @@ def show[R](
 def exit_for_outcome(result: Outcome) -> None:
     """``run``: 130 when interrupted, 2 when the job cannot start (a configuration error), 1
     when it failed or lost its period, else 0."""
-    if result.status == Status.interrupted:
+    if result.status == OutcomeStatus.interrupted:
         sys.exit(EXIT_INTERRUPTED)
-    if result.status == Status.unstartable:
+    if result.status == OutcomeStatus.unstartable:
         sys.exit(EXIT_USAGE)
     if result.status.is_failure:
         sys.exit(EXIT_FAILED)

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from ..vocabulary import Status
+from ..vocabulary import OutcomeStatus
 from .base import (
     State,
     console,
@@ -111,7 +111,7 @@ def tick(
     out = console()
 
     def done(outcome: Outcome) -> None:
-        if verbose or outcome.status != Status.skipped:
+        if verbose or outcome.status != OutcomeStatus.skipped:
             tables.outcome(out, outcome)
 
     app = state.app()

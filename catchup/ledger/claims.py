@@ -1,4 +1,4 @@
-"""The claim path: claim (``INSERT … ON CONFLICT``, one winner), adopt after a reconnect,
+"""The claim path: claim (``INSERT … ON CONFLICT``, one winner), reclaim after a reconnect,
 heartbeat, finish and lose, each fenced by the attempt; and the rows that explain a refusal."""
 
 from __future__ import annotations
@@ -91,10 +91,10 @@ class ClaimPath(LedgerBase):
         with self.conn.cursor(row_factory=class_row(Claim)) as cur:
             return cur.execute(self._q("claim"), params).fetchone()
 
-    def adopt(self, job_id: int, period_start: datetime, owner: str) -> Claim | None:
+    def reclaim(self, job_id: int, period_start: datetime, owner: str) -> Claim | None:
         with self.conn.cursor(row_factory=class_row(Claim)) as cur:
             return cur.execute(
-                self._q("adopt"),
+                self._q("reclaim"),
                 {"job_id": job_id, "period_start": period_start, "owner": owner},
             ).fetchone()
 

@@ -16,7 +16,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..models import STATUSES, Outcome
-from ..vocabulary import Status
+from ..vocabulary import OutcomeStatus
 from .limits import GAP_LIMIT
 from .tables import outcome
 from .text import STYLE, safe, span
@@ -62,10 +62,11 @@ def left_alone(console: Console, batch: Batch) -> None:
 def tick_summary(console: Console, batch: Batch) -> None:
     """One line: what a tick did (the line a cron or systemd log keeps)."""
     totals = batch.totals
-    errors, unstartable = totals[Status.error], totals[Status.unstartable]
+    errors, unstartable = totals[OutcomeStatus.error], totals[OutcomeStatus.unstartable]
     console.print(
-        f"tick: {totals[Status.succeeded]} succeeded, {totals[Status.failed]} failed, "
-        f"{totals[Status.skipped]} skipped, {totals[Status.lost]} lost"
+        f"tick: {totals[OutcomeStatus.succeeded]} succeeded, "
+        f"{totals[OutcomeStatus.failed]} failed, {totals[OutcomeStatus.skipped]} skipped, "
+        f"{totals[OutcomeStatus.lost]} lost"
         + (f", {errors} database error(s)" if errors else "")
         + (f", {unstartable} could not start (no attempt counted)" if unstartable else "")
         + (
@@ -236,7 +237,7 @@ class Progress:
     def done(self, result: Outcome) -> None:
         if self.bar is not None and self.task is not None:
             self.bar.advance(self.task)
-            if result.status != Status.succeeded and result.status != Status.skipped:
+            if result.status != OutcomeStatus.succeeded and result.status != OutcomeStatus.skipped:
                 outcome(self.bar.console, result)
         else:
             outcome(self.out, result)

@@ -314,7 +314,7 @@ def test_commit_outcome_unknown_is_read_back(
         proxy.close()
 
 
-def test_a_claim_whose_commit_answer_is_lost_is_adopted(
+def test_a_claim_whose_commit_answer_is_lost_is_reclaimed(
     project: Project, sql: Any, database: Database
 ) -> None:
     """The claim commits (PostgreSQL answered the statement, its own transaction) but the

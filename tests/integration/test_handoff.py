@@ -68,7 +68,7 @@ def test_a_handed_claim_that_will_not_run_is_given_back(
     assert ran == ["2026-10-01", "2026-10-02", "2026-10-03"]
 
 
-def test_a_lost_answer_to_finish_then_claim_adopts_the_claim(
+def test_a_lost_answer_to_finish_then_claim_reclaims_the_claim(
     project: Project, sql: Any, database: Database
 ) -> None:
     """PostgreSQL commits the finish of the first period and the claim of the second, and the
