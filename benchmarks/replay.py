@@ -3,7 +3,7 @@
     uv run --group bench python benchmarks/replay.py [--periods 1000] [--sleepers 80] [--repeat 3]
 
 On the embedded PostgreSQL (or CATCHUP_DSN), in one run:
-  floor   the bare statements a replay worker sends (sql/queries.sql: a claim, then one
+  floor   the bare statements a replay worker sends (sql/queries/claims.sql: a claim, then one
           finish_then_claim per period) on one connection, without catchup around them;
   call    replay of a no-op Python `call` job (operator:truth), 1 and 4 workers, with
           overlap = "forbid" (the default: one period of the job at a time, so 4 workers

@@ -14,7 +14,7 @@ Builds ledgers in throwaway schemas on the embedded PostgreSQL (or CATCHUP_DSN):
   (f) evidence: the ledger of (a) with an evidence table of the same size (a row in every
       succeeded period, indexed) and every job's `evidence` query on it: a later scan with
       evidence against a later scan of the same jobs without (target <= 2x).
-The reference is the plain query (sql/tools.sql: plain_gaps): one generate_series LEFT JOIN
+The reference is the plain query (sql/queries/tools.sql: plain_gaps): one generate_series LEFT JOIN
 the ledger per job, listing every period that is not succeeded. For (a)-(c) the first scan
 (nothing verified yet: what a new install or a new job pays) is timed once, then the later scan
 and the plain query are each the median of --repeat runs after a warm-up. Both scans are shown

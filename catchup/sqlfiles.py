@@ -30,18 +30,20 @@ def parse_queries(text: str) -> dict[str, str]:
     return queries
 
 
-# queries.sql: what catchup sends in production; tools.sql: what the demo and the benchmarks send
-QUERY_FILES = ("queries.sql", "tools.sql")
+def query_files() -> list[Path]:
+    """``sql/queries/*.sql``: a file per part of ``catchup/ledger/`` (claims.sql holds what
+    ledger/claims.py sends, and so on); a name is unique across them."""
+    return sorted((sql_dir() / "queries").glob("*.sql"))
 
 
 @functools.cache
 def _raw_queries() -> dict[str, str]:
     found: dict[str, str] = {}
-    for filename in QUERY_FILES:
-        text = (sql_dir() / filename).read_text(encoding="utf-8")
+    for path in query_files():
+        text = path.read_text(encoding="utf-8")
         for name, body in parse_queries(text).items():
             if name in found:
-                raise ValueError(f"query {name!r} is defined twice ({filename})")
+                raise ValueError(f"query {name!r} is defined twice ({path.name})")
             found[name] = body
     return found
 

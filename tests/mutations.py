@@ -134,7 +134,7 @@ MUTATIONS = (
     Mutation(
         "heartbeat-fence",
         "an old attempt cannot keep a taken-over period's lease alive",
-        "sql/queries.sql",
+        "sql/queries/claims.sql",
         "WHERE job_id = %(job_id)s AND period_start = %(period_start)s AND attempt = %(attempt)s\n"
         "  AND status = 'running' AND lease_expires_at > clock_timestamp()\n"
         "RETURNING lease_expires_at;",
@@ -205,7 +205,7 @@ MUTATIONS = (
     Mutation(
         "evidence-local-date",
         "a date of evidence is the job's local day, also across a DST change",
-        "sql/queries.sql",
+        "sql/queries/evidence.sql",
         "(e.v::timestamp AT TIME ZONE %(zone)s)",
         "(e.v::timestamp AT TIME ZONE 'UTC')",
         (
@@ -216,7 +216,7 @@ MUTATIONS = (
     Mutation(
         "evidence-unverified",
         "a success that left no evidence is a gap, not a success",
-        "sql/queries.sql",
+        "sql/queries/evidence.sql",
         "    SELECT DISTINCT row_start FROM walked WHERE kind = 1 AND held_until > t",
         "    SELECT DISTINCT row_start FROM walked WHERE kind = 1",
         (
@@ -306,7 +306,7 @@ MUTATIONS = (
     Mutation(
         "alerts-backoff",
         "a failed post waits out its backoff before it is tried again",
-        "sql/queries.sql",
+        "sql/queries/alerts.sql",
         "    next_at = clock_timestamp() + least(interval '10 seconds' * power(2, attempts - 1),",
         "    next_at = clock_timestamp() + 0 * least(interval '10 seconds'"
         " * power(2, attempts - 1),",

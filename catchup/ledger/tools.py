@@ -1,5 +1,5 @@
 """Statements that are not about the ledger's periods: the doctor's probes, the embedded
-server's bootstrap, and the demo's and benchmarks' (kept in ``sql/tools.sql``)."""
+server's bootstrap, and the demo's and benchmarks' (``sql/queries/tools.sql``)."""
 
 from __future__ import annotations
 
@@ -42,7 +42,7 @@ class Tools(LedgerBase):
     def reload_conf(self) -> None:
         self.conn.execute(self._q("reload_conf"))
 
-    # -- the demo and the benchmarks (sql/tools.sql) ------------------------------------------
+    # -- the demo and the benchmarks (sql/queries/tools.sql) ----------------------------------
 
     def demo_fill(self, params: dict[str, Any]) -> None:
         self.conn.execute(self._q("demo_fill"), params)

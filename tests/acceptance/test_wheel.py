@@ -28,7 +28,7 @@ def test_wheel_installs_and_runs(project: Project, tmp_path: Path) -> None:
     )
     (wheel,) = dist.glob("catchup-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
-    assert "catchup/sql/queries.sql" in names
+    assert "catchup/sql/queries/claims.sql" in names
     assert "catchup/sql/migrations/0001_ledger.sql" in names
     assert "catchup/py.typed" in names
 

@@ -102,3 +102,25 @@ def test_no_module_over_the_limit() -> None:
         if len((ROOT / where).read_text().splitlines()) <= LIMIT
     }
     assert shrunk == {}, "now within the limit: take them out of OVER"
+
+
+def test_each_query_file_holds_what_its_ledger_part_sends() -> None:
+    """sql/queries/claims.sql is what catchup/ledger/claims.py sends, and so on: a statement
+    whose name its part never uses belongs in another file (or nowhere)."""
+    import re
+
+    from catchup.sqlfiles import parse_queries, query_files
+
+    # named by the scan's planner in catchup/scan.py, or by a test of the SQL generator
+    elsewhere = {"scan_full", "scan_full_calendar", "scan_full_listed", "local_series"}
+    misplaced = []
+    for path in query_files():
+        part = PACKAGE / "ledger" / f"{path.stem}.py"
+        assert part.is_file(), f"{path.name}: no catchup/ledger/{path.stem}.py"
+        code = part.read_text()
+        if path.stem == "tools":
+            continue  # also the demo's and the benchmarks' statements
+        for name in parse_queries(path.read_text()):
+            if name not in elsewhere and not re.search(rf"[\"']{name}[\"']", code):
+                misplaced.append(f"{path.name}: {name}")
+    assert misplaced == []

@@ -1,5 +1,31 @@
--- Statements that the demo and the benchmarks send, kept apart from the production queries in
--- queries.sql (same format: "-- name: x" sections; {schema} is the quoted schema identifier).
+-- Doctor probes and the embedded server's bootstrap statements.
+-- {schema} is replaced by the quoted schema identifier through psycopg.sql; values are always
+-- %(name)s parameters. Time comes from clock_timestamp() on the server, never from the host.
+-- Statements of catchup/ledger/tools.py, one per "-- name:" header (names unique across files).
+
+-- name: doctor_probe
+-- What doctor needs from the server: its clock, the port it listens on, this backend's pid.
+SELECT clock_timestamp() AS now, current_setting('port')::integer AS port,
+       pg_backend_pid() AS pid;
+
+-- name: zone_walls
+-- What the server's time zone database says the wall clock shows at each instant, per zone
+-- (doctor compares it with Python's tzdata).
+SELECT z, t, t AT TIME ZONE z AS wall
+FROM unnest(%(zones)s::text[]) AS z CROSS JOIN unnest(%(instants)s::timestamptz[]) AS t
+ORDER BY z, t;
+
+-- name: set_password
+-- The embedded server's superuser password, for a server made before catchup set one (ALTER
+-- ROLE takes no parameters: {password} is bound as a quoted literal by psycopg.sql).
+ALTER ROLE postgres PASSWORD {password};
+
+-- name: reload_conf
+SELECT pg_reload_conf();
+
+-- The demo's and the benchmarks' statements (never sent by a catchup command).
+
+-- name: x" sections; {schema} is the quoted schema identifier).
 
 -- name: plain_gaps
 -- The reference the scan benchmark measures against: one generate_series LEFT JOIN the ledger

@@ -1,0 +1,84 @@
+-- The ledger itself: the clock, migrations, jobs and their schedules and definitions.
+-- {schema} is replaced by the quoted schema identifier through psycopg.sql; values are always
+-- %(name)s parameters. Time comes from clock_timestamp() on the server, never from the host.
+-- Statements of catchup/ledger/base.py, one per "-- name:" header (names unique across files).
+
+-- name: server_now
+-- The database clock: the one clock every due-time decision uses.
+SELECT clock_timestamp() AS now;
+
+-- name: schema_version
+SELECT coalesce(max(version), 0) AS version FROM {schema}.schema_version;
+
+-- name: create_schema
+CREATE SCHEMA IF NOT EXISTS {schema};
+CREATE TABLE IF NOT EXISTS {schema}.schema_version (
+    version    integer PRIMARY KEY,
+    name       text NOT NULL,
+    applied_at timestamptz NOT NULL DEFAULT clock_timestamp()
+);
+
+-- name: record_migration
+INSERT INTO {schema}.schema_version (version, name) VALUES (%(version)s, %(name)s);
+
+-- name: lock_migrations
+-- Transaction-scoped, so it also works through a transaction-mode pooler.
+SELECT pg_advisory_xact_lock(hashtext('catchup.migrate'), hashtext(%(schema)s));
+
+-- name: register_jobs
+-- New names get a row; a configured job is not retired, whatever an earlier command said.
+WITH unretired AS (
+    UPDATE {schema}.jobs SET retired_at = NULL
+    WHERE name = ANY(%(names)s::text[]) AND retired_at IS NOT NULL
+)
+INSERT INTO {schema}.jobs (name)
+SELECT unnest(%(names)s::text[])
+ON CONFLICT (name) DO NOTHING;
+
+-- name: job_ids
+SELECT id, name, paused_at, project, definition
+FROM {schema}.jobs WHERE name = ANY(%(names)s::text[]);
+
+-- name: record_definition
+-- The project that defines a job, and how: taken only when no other project holds it (a row
+-- registered before 0012 holds none). No row back: another project holds it.
+UPDATE {schema}.jobs
+SET project = %(project)s, definition = %(definition)s
+WHERE id = %(job_id)s AND (project IS NULL OR project = %(project)s)
+RETURNING id;
+
+-- name: job_schedules
+-- Every recorded schedule of the jobs, oldest first, with the start each was last seen with.
+SELECT j.id, j.start, s.since, s.schedule, s.timezone
+FROM {schema}.jobs j
+LEFT JOIN {schema}.schedules s ON s.job_id = j.id
+WHERE j.id = ANY(%(job_ids)s::bigint[])
+ORDER BY j.id, s.since;
+
+-- name: lock_job_row
+-- Serialises recording a job's schedule change across replicas (a row lock: pooler-safe).
+SELECT id FROM {schema}.jobs WHERE id = %(job_id)s FOR UPDATE;
+
+-- name: drop_schedules
+-- Changes that have not taken effect yet (since after %(after)s) are replaced by the new one.
+DELETE FROM {schema}.schedules WHERE job_id = %(job_id)s AND since > %(after)s;
+
+-- name: add_schedule
+INSERT INTO {schema}.schedules (job_id, since, schedule, timezone, recorded_by)
+VALUES (%(job_id)s, %(since)s, %(schedule)s, %(timezone)s, %(actor)s);
+
+-- name: set_job_start
+UPDATE {schema}.jobs SET start = %(start)s WHERE id = %(job_id)s;
+
+-- name: record_change
+-- A schedule or start change, in the job's audit trail: period_start is when it takes effect.
+INSERT INTO {schema}.events (job_id, period_start, action, previous, reason, actor)
+VALUES (%(job_id)s, %(since)s, %(action)s, %(previous)s, %(now_is)s, %(actor)s);
+
+-- name: ledger_holds_jobs
+-- Whether this schema already keeps a ledger for any of these jobs (a ledger made before
+-- projects got databases of their own on the embedded server).
+SELECT count(*) > 0 FROM {schema}.jobs WHERE name = ANY(%(names)s::text[]);
+
+-- name: create_database
+CREATE DATABASE {database};

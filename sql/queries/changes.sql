@@ -1,0 +1,128 @@
+-- Changes people make and what they read back: history, marks, resets, pauses, renames, ticks.
+-- {schema} is replaced by the quoted schema identifier through psycopg.sql; values are always
+-- %(name)s parameters. Time comes from clock_timestamp() on the server, never from the host.
+-- Statements of catchup/ledger/changes.py, one per "-- name:" header (names unique across files).
+
+-- name: history
+-- total: how many attempts match in all, so a report cut at the limit can say so
+SELECT h.period_start, h.attempt, h.status, h.owner, h.started_at, h.finished_at,
+       h.exit_code, h.error, h.output_tail, count(*) OVER () AS total
+FROM {schema}.history h
+WHERE h.job_id = %(job_id)s
+  AND (%(period_start)s::timestamptz IS NULL OR h.period_start = %(period_start)s)
+ORDER BY h.period_start DESC, h.attempt DESC
+LIMIT %(limit)s;
+
+-- name: record_tick
+-- Records this tick and returns the previous one's time (NULL on the first tick).
+WITH previous AS (
+    SELECT max(at) AS at FROM {schema}.ticks
+), recorded AS (
+    INSERT INTO {schema}.ticks (host) VALUES (%(host)s)
+)
+SELECT at FROM previous;
+
+-- name: lock_periods
+-- The rows a mark or reset is about to change, locked until it commits.
+SELECT period_start, status, attempt, failures,
+       status = 'running' AND lease_expires_at > clock_timestamp() AS live
+FROM {schema}.runs
+WHERE job_id = %(job_id)s AND period_start = ANY(%(starts)s::timestamptz[])
+ORDER BY period_start
+FOR UPDATE;
+
+-- name: mark_periods
+-- Waive periods (done out of band, or skipped on purpose). A period that started running
+-- meanwhile is left alone and not returned, so the caller can refuse the whole change.
+INSERT INTO {schema}.runs AS r (job_id, period_start, period_end, status, attempt, finished_at,
+                                error)
+SELECT %(job_id)s, s, e, 'waived', 0, clock_timestamp(), %(note)s
+FROM unnest(%(starts)s::timestamptz[], %(ends)s::timestamptz[]) AS u (s, e)
+ON CONFLICT (job_id, period_start) DO UPDATE SET
+    status = 'waived', finished_at = clock_timestamp(), lease_expires_at = NULL,
+    retry_after = NULL, error = excluded.error
+WHERE r.status <> 'running'
+RETURNING period_start;
+
+-- name: reset_periods
+-- Make finished periods runnable again: failed with no failures counted, due for a retry now.
+-- The attempt number stays, so the next attempt is still a new fencing token.
+UPDATE {schema}.runs
+SET status = 'failed', failures = 0, interrupted = false, retry_after = clock_timestamp(),
+    lease_expires_at = NULL, error = %(note)s
+WHERE job_id = %(job_id)s AND period_start = ANY(%(starts)s::timestamptz[])
+  AND status IN ('succeeded', 'waived', 'failed')
+RETURNING period_start;
+
+-- name: record_events
+INSERT INTO {schema}.events (job_id, period_start, action, previous, reason, actor)
+SELECT %(job_id)s, s, %(action)s, p, %(reason)s, %(actor)s
+FROM unnest(%(starts)s::timestamptz[], %(previous)s::text[]) AS u (s, p);
+
+-- name: pause_job
+UPDATE {schema}.jobs SET paused_at = coalesce(paused_at, clock_timestamp())
+WHERE id = %(job_id)s
+RETURNING paused_at;
+
+-- name: resume_job
+-- Returns a row only when the job was paused.
+UPDATE {schema}.jobs SET paused_at = NULL WHERE id = %(job_id)s AND paused_at IS NOT NULL
+RETURNING id;
+
+-- name: events
+SELECT e.period_start, e.action, e.previous, e.reason, e.actor, e.at, count(*) OVER () AS total
+FROM {schema}.events e
+WHERE e.job_id = %(job_id)s
+  AND (%(period_start)s::timestamptz IS NULL OR e.period_start = %(period_start)s
+       OR e.period_start IS NULL)
+ORDER BY e.at DESC
+LIMIT %(limit)s;
+
+-- name: recent_ticks
+-- The scheduler's pulse: the latest ticks, newest first.
+SELECT host, at FROM {schema}.ticks ORDER BY at DESC LIMIT %(limit)s;
+
+-- name: crowded_minutes
+-- Minutes of the last day in which ticks came from more than one host.
+SELECT date_trunc('minute', at) AS minute, array_agg(DISTINCT host ORDER BY host) AS hosts
+FROM {schema}.ticks
+WHERE at > clock_timestamp() - interval '1 day'
+GROUP BY 1
+HAVING count(DISTINCT host) > 1
+ORDER BY 1 DESC
+LIMIT 5;
+
+-- name: rename_job
+-- A job's new name, its id and every row keyed by it kept (sql/migrations/0011): NULL job_id
+-- and the reason when it cannot be.
+SELECT job_id, why FROM {schema}.rename_job(%(old)s, %(new)s, %(reason)s, %(actor)s);
+
+-- name: retire_job
+-- Returns the job's id when the ledger has it; retired_at is kept if it was retired already.
+UPDATE {schema}.jobs SET retired_at = coalesce(retired_at, clock_timestamp())
+WHERE name = %(name)s
+RETURNING id;
+
+-- name: unconfigured_jobs
+-- Jobs the ledger has that a config does not name (and nobody retired): a rename the config
+-- did not say, or a job removed by mistake. With each one's newest succeeded period and the
+-- schedule it had last.
+SELECT j.name,
+       (SELECT r.period_start FROM {schema}.runs r
+        WHERE r.job_id = j.id AND r.status = 'succeeded'
+        ORDER BY r.period_start DESC LIMIT 1) AS last_success,
+       s.schedule, s.timezone
+FROM {schema}.jobs j
+LEFT JOIN LATERAL (
+    SELECT schedule, timezone FROM {schema}.schedules
+    WHERE job_id = j.id ORDER BY since DESC LIMIT 1
+) s ON true
+WHERE j.retired_at IS NULL AND NOT (j.name = ANY(%(names)s::text[]))
+ORDER BY j.name;
+
+-- name: names_without_runs
+-- Which of these names the ledger has no run for (new to it, or registered and never run).
+SELECT n FROM unnest(%(names)s::text[]) AS n
+WHERE NOT EXISTS (
+    SELECT 1 FROM {schema}.jobs j JOIN {schema}.runs r ON r.job_id = j.id WHERE j.name = n
+);

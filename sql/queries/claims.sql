@@ -1,0 +1,79 @@
+-- The claim path: claim, reclaim, heartbeat, finish (fenced by the attempt), lose.
+-- {schema} is replaced by the quoted schema identifier through psycopg.sql; values are always
+-- %(name)s parameters. Time comes from clock_timestamp() on the server, never from the host.
+-- Statements of catchup/ledger/claims.py, one per "-- name:" header (names unique across files).
+
+-- name: claim
+-- The one claim path, one round trip: {schema}.claim_period() (sql/migrations/0007) takes the
+-- job's lock when overlap is forbidden, then claims; see its comments for the rules.
+-- lock_space is the schema's name: the lock is per ledger and per job.
+SELECT * FROM {schema}.claim_period(
+    %(schema)s, %(job_id)s::bigint, %(period_start)s, %(period_end)s, %(owner)s,
+    %(lease)s::interval, %(max_attempts)s::integer, %(allow_overlap)s, %(ignore_backoff)s,
+    %(retry_exhausted)s);
+
+-- name: heartbeat
+-- Extends the lease only while this attempt still holds it: a lease that has run out is gone,
+-- even if nobody has taken the period over yet.
+UPDATE {schema}.runs
+SET heartbeat_at = clock_timestamp(), lease_expires_at = clock_timestamp() + %(lease)s
+WHERE job_id = %(job_id)s AND period_start = %(period_start)s AND attempt = %(attempt)s
+  AND status = 'running' AND lease_expires_at > clock_timestamp()
+RETURNING lease_expires_at;
+
+-- name: finish
+-- Fenced by the attempt: {schema}.finish_attempt() (sql/migrations/0007) writes nothing for a
+-- runner whose period was taken over, and a finish sent twice is applied once.
+SELECT * FROM {schema}.finish_attempt(
+    %(job_id)s::bigint, %(period_start)s, %(attempt)s::integer, %(status)s::text,
+    %(history_status)s::text, %(counts_as_failure)s, %(backoff)s::interval,
+    %(backoff_cap)s::interval, %(exit_code)s::integer, %(error)s::text, %(output_tail)s::text);
+
+-- name: finish_then_claim
+-- One period's finish and the next period's claim in one transaction:
+-- {schema}.finish_then_claim() (sql/migrations/0007). No row: the finish was fenced off and
+-- nothing was claimed; a row whose id is null: finished, and the next period not claimable.
+SELECT * FROM {schema}.finish_then_claim(
+    %(job_id)s::bigint, %(period_start)s, %(attempt)s::integer, %(status)s::text,
+    %(history_status)s::text, %(counts_as_failure)s, %(backoff)s::interval,
+    %(backoff_cap)s::interval, %(exit_code)s::integer, %(error)s::text, %(output_tail)s::text,
+    %(schema)s, %(next_job_id)s::bigint, %(next_start)s, %(next_end)s, %(owner)s,
+    %(lease)s::interval, %(max_attempts)s::integer, %(allow_overlap)s, %(ignore_backoff)s,
+    %(retry_exhausted)s);
+
+-- name: lose
+-- A runner that lost its lease says so in the history of its own attempt, if still open.
+UPDATE {schema}.history
+SET status = 'lost', finished_at = clock_timestamp(), error = %(error)s
+WHERE job_id = %(job_id)s AND period_start = %(period_start)s AND attempt = %(attempt)s
+  AND status = 'running';
+
+-- name: run_row
+-- One period's row, read back after a claim found nothing to do or a commit's outcome was lost.
+SELECT r.period_start, r.period_end, r.status, r.attempt, r.failures, r.owner,
+       r.lease_expires_at, r.finished_at, r.retry_after, r.exit_code, r.error,
+       r.lease_expires_at > clock_timestamp() AS lease_live,
+       clock_timestamp() AS now
+FROM {schema}.runs r
+WHERE r.job_id = %(job_id)s AND r.period_start = %(period_start)s;
+
+-- name: running_other
+-- The live run that blocks a job whose overlap is forbidden.
+SELECT period_start, owner, lease_expires_at
+FROM {schema}.runs
+WHERE job_id = %(job_id)s AND status = 'running' AND lease_expires_at > clock_timestamp()
+  AND period_start <> %(period_start)s
+ORDER BY period_start
+LIMIT 1;
+
+-- name: save_checkpoint
+UPDATE {schema}.runs SET checkpoint = %(checkpoint)s
+WHERE id = %(run_id)s AND attempt = %(attempt)s AND status = 'running'
+RETURNING id;
+
+-- name: reclaim
+-- After a lost connection: the claim this owner made, if its commit went through after all.
+SELECT id, period_start, period_end, attempt, lease_expires_at, checkpoint
+FROM {schema}.runs
+WHERE job_id = %(job_id)s AND period_start = %(period_start)s AND status = 'running'
+  AND owner = %(owner)s AND lease_expires_at > clock_timestamp();
