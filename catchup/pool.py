@@ -157,6 +157,7 @@ def run_planned(
             return
         with Session(config, target) as own:
             own.share_heartbeats(heartbeats)
+            own.share_registration(session)
             yield own
 
     def record(outcome: Outcome) -> None:

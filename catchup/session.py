@@ -55,6 +55,14 @@ class Session:
         self.heartbeats.close()
         self.heartbeats, self._own_heartbeats = line, False
 
+    def share_registration(self, other: Session) -> None:
+        """Take ``other``'s job ids and timelines (a pool worker from the caller's session):
+        the jobs are registered once per command, and a worker sends no registration
+        statement mid-batch, where a restart would end the batch instead of one period."""
+        self._job_ids.update(other._job_ids)
+        self._timelines.update(other._timelines)
+        self._renamed = other._renamed
+
     def job_id(self, name: str) -> int:
         if name not in self._job_ids:
             self._sync()

@@ -59,7 +59,7 @@ TEST_HOME = reachable_place(
 @dataclass(frozen=True)
 class Database:
     conninfo: str = field(repr=False)  # its password is never printed, not even by a test
-    env: dict[str, str]  # what a child process needs to reach the same server
+    env: dict[str, str] = field(repr=False)  # what a child needs to reach the same server
 
 
 @pytest.fixture(scope="session")
