@@ -1,0 +1,640 @@
+-- The whole ledger schema as the migrations leave it, in one file to read (generated with
+-- pg_dump from a freshly migrated schema; {schema} stands for the ledger's schema). catchup never
+-- runs this file: sql/migrations/ are the truth, and tests/integration/test_schema.py fails when
+-- this file and a freshly migrated schema differ. After a new migration, regenerate it:
+--   uv run python tests/schema_dump.py > sql/schema.sql
+
+-- schema {schema}
+
+CREATE SCHEMA {schema};
+
+-- function claim_period(text, bigint, timestamp with time zone, timestamp with time zone, text, interval, integer, boolean, boolean, boolean)
+
+CREATE FUNCTION {schema}.claim_period(p_lock_space text, p_job_id bigint, p_period_start timestamp with time zone, p_period_end timestamp with time zone, p_owner text, p_lease interval, p_max_attempts integer, p_allow_overlap boolean, p_ignore_backoff boolean, p_retry_exhausted boolean) RETURNS TABLE(id bigint, period_start timestamp with time zone, period_end timestamp with time zone, attempt integer, lease_expires_at timestamp with time zone, checkpoint text)
+    LANGUAGE plpgsql
+    AS $$
+#variable_conflict use_column
+BEGIN
+    IF NOT p_allow_overlap THEN
+        -- Serialises claims of one job until this transaction ends. The claim below is a
+        -- statement of its own in a VOLATILE function, so its snapshot is taken after the lock
+        -- and its overlap check sees every claim committed before.
+        PERFORM pg_advisory_xact_lock(hashtext(p_lock_space), p_job_id::integer);
+    END IF;
+    RETURN QUERY
+    WITH claimed AS (
+        INSERT INTO {schema}.runs AS r
+            (job_id, period_start, period_end, status, attempt, owner,
+             claimed_at, heartbeat_at, lease_expires_at)
+        SELECT p_job_id, p_period_start, p_period_end, 'running', 1, p_owner,
+               clock_timestamp(), clock_timestamp(), clock_timestamp() + p_lease
+        WHERE NOT EXISTS (
+            SELECT 1 FROM {schema}.jobs j WHERE j.id = p_job_id AND j.paused_at IS NOT NULL)
+        AND (p_allow_overlap OR NOT EXISTS (
+            SELECT 1 FROM {schema}.runs o
+            WHERE o.job_id = p_job_id
+              AND o.status = 'running'
+              AND o.lease_expires_at > clock_timestamp()
+              AND o.period_start <> p_period_start))
+        ON CONFLICT (job_id, period_start) DO UPDATE SET
+            status = 'running',
+            attempt = r.attempt + 1,
+            failures = r.failures + (r.status = 'running')::integer,
+            owner = excluded.owner,
+            claimed_at = excluded.claimed_at,
+            heartbeat_at = excluded.heartbeat_at,
+            lease_expires_at = excluded.lease_expires_at,
+            finished_at = NULL,
+            retry_after = NULL,
+            exit_code = NULL,
+            error = NULL
+        WHERE (r.status = 'failed'
+               AND (r.failures < p_max_attempts OR p_retry_exhausted)
+               AND (r.retry_after <= clock_timestamp() OR p_ignore_backoff))
+           OR (r.status = 'running'
+               AND r.lease_expires_at <= clock_timestamp()
+               AND (r.failures + 1 < p_max_attempts OR p_retry_exhausted))
+        RETURNING r.id, r.job_id, r.period_start, r.period_end, r.attempt, r.owner,
+                  r.claimed_at, r.lease_expires_at, r.checkpoint
+    ), lost AS (
+        UPDATE {schema}.history h
+        SET status = 'lost', finished_at = c.claimed_at,
+            error = 'lease expired; taken over by attempt ' || c.attempt
+        FROM claimed c
+        WHERE h.job_id = c.job_id AND h.period_start = c.period_start
+          AND h.attempt = c.attempt - 1 AND h.status = 'running'
+    ), opened AS (
+        INSERT INTO {schema}.history (job_id, period_start, attempt, status, owner, started_at)
+        SELECT job_id, period_start, attempt, 'running', owner, claimed_at FROM claimed
+    )
+    SELECT c.id, c.period_start, c.period_end, c.attempt, c.lease_expires_at, c.checkpoint
+    FROM claimed c;
+END
+$$;
+
+-- function finish_attempt(bigint, timestamp with time zone, integer, text, text, boolean, interval, interval, integer, text, text)
+
+CREATE FUNCTION {schema}.finish_attempt(p_job_id bigint, p_period_start timestamp with time zone, p_attempt integer, p_status text, p_history_status text, p_counts_as_failure boolean, p_backoff interval, p_backoff_cap interval, p_exit_code integer, p_error text, p_output_tail text) RETURNS TABLE(finished_at timestamp with time zone, failures integer, retry_after timestamp with time zone)
+    LANGUAGE plpgsql
+    AS $$
+#variable_conflict use_column
+BEGIN
+    RETURN QUERY
+    WITH finished AS (
+        UPDATE {schema}.runs
+        SET status = p_status,
+            finished_at = clock_timestamp(),
+            lease_expires_at = NULL,
+            failures = failures + p_counts_as_failure::integer,
+            interrupted = p_status = 'failed' AND NOT p_counts_as_failure,
+            -- exponential backoff: backoff after the first failure, doubling, at most the cap
+            -- (or backoff itself when that is longer); failures here is the count before this
+            retry_after = CASE
+                WHEN p_status <> 'failed' THEN NULL
+                WHEN NOT p_counts_as_failure THEN clock_timestamp()
+                ELSE clock_timestamp()
+                     + least(p_backoff * power(2, least(failures, 30))::float8,
+                             greatest(p_backoff_cap, p_backoff))
+            END,
+            exit_code = p_exit_code,
+            error = p_error,
+            output_tail = p_output_tail
+        WHERE job_id = p_job_id AND period_start = p_period_start AND attempt = p_attempt
+          AND status = 'running'
+        RETURNING job_id, period_start, attempt, finished_at, failures, retry_after
+    ), closed AS (
+        UPDATE {schema}.history h
+        SET status = p_history_status, finished_at = f.finished_at, exit_code = p_exit_code,
+            error = p_error, output_tail = p_output_tail
+        FROM finished f
+        WHERE h.job_id = f.job_id AND h.period_start = f.period_start AND h.attempt = f.attempt
+    )
+    SELECT f.finished_at, f.failures, f.retry_after FROM finished f;
+END
+$$;
+
+-- function finish_then_claim(bigint, timestamp with time zone, integer, text, text, boolean, interval, interval, integer, text, text, text, bigint, timestamp with time zone, timestamp with time zone, text, interval, integer, boolean, boolean, boolean)
+
+CREATE FUNCTION {schema}.finish_then_claim(p_job_id bigint, p_period_start timestamp with time zone, p_attempt integer, p_status text, p_history_status text, p_counts_as_failure boolean, p_backoff interval, p_backoff_cap interval, p_exit_code integer, p_error text, p_output_tail text, p_lock_space text, p_next_job_id bigint, p_next_start timestamp with time zone, p_next_end timestamp with time zone, p_owner text, p_lease interval, p_max_attempts integer, p_allow_overlap boolean, p_ignore_backoff boolean, p_retry_exhausted boolean) RETURNS TABLE(finished_at timestamp with time zone, failures integer, retry_after timestamp with time zone, id bigint, period_start timestamp with time zone, period_end timestamp with time zone, attempt integer, lease_expires_at timestamp with time zone, checkpoint text)
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    f record;
+    c record;
+BEGIN
+    SELECT * INTO f FROM {schema}.finish_attempt(
+        p_job_id, p_period_start, p_attempt, p_status, p_history_status, p_counts_as_failure,
+        p_backoff, p_backoff_cap, p_exit_code, p_error, p_output_tail);
+    IF NOT FOUND THEN
+        RETURN;
+    END IF;
+    SELECT * INTO c FROM {schema}.claim_period(
+        p_lock_space, p_next_job_id, p_next_start, p_next_end, p_owner, p_lease,
+        p_max_attempts, p_allow_overlap, p_ignore_backoff, p_retry_exhausted);
+    RETURN QUERY SELECT f.finished_at, f.failures, f.retry_after, c.id, c.period_start,
+                        c.period_end, c.attempt, c.lease_expires_at, c.checkpoint;
+END
+$$;
+
+-- function key_rewritten()
+
+CREATE FUNCTION {schema}.key_rewritten() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    INSERT INTO {schema}.scan_state AS s (job_id, signature, generation)
+    VALUES (OLD.job_id, '', 1)
+    ON CONFLICT (job_id) DO UPDATE SET generation = s.generation + 1;
+    DELETE FROM {schema}.coverage c
+    WHERE c.job_id = OLD.job_id AND c.first <= OLD.period_start AND c.last >= OLD.period_start;
+    RETURN NULL;
+END;
+$$;
+
+-- function local_series(timestamp without time zone, interval, bigint, bigint, text)
+
+CREATE FUNCTION {schema}.local_series(origin timestamp without time zone, step interval, k0 bigint, n bigint, tz text) RETURNS TABLE(k bigint, period_start timestamp with time zone)
+    LANGUAGE sql STABLE PARALLEL SAFE
+    AS $$
+    SELECT i, (origin + step * (k0 + i)) AT TIME ZONE tz FROM generate_series(0, n - 1) AS i
+$$;
+
+-- function period_state(text, integer, timestamp with time zone, timestamp with time zone, integer)
+
+CREATE FUNCTION {schema}.period_state(status text, failures integer, lease_expires_at timestamp with time zone, now timestamp with time zone, max_attempts integer) RETURNS text
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    AS $$
+    SELECT CASE
+        WHEN status IS NULL THEN 'missing'
+        WHEN status = 'succeeded' THEN 'succeeded'
+        WHEN status = 'waived' THEN 'waived'
+        WHEN status = 'running' AND lease_expires_at > now THEN 'running'
+        WHEN status = 'running' THEN 'stale'
+        WHEN failures >= max_attempts THEN 'exhausted'
+        ELSE 'failed'
+    END
+$$;
+
+-- function period_state(text, integer, boolean, timestamp with time zone, timestamp with time zone, integer)
+
+CREATE FUNCTION {schema}.period_state(status text, failures integer, interrupted boolean, lease_expires_at timestamp with time zone, now timestamp with time zone, max_attempts integer) RETURNS text
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    AS $$
+    SELECT CASE
+        WHEN status IS NULL THEN 'missing'
+        WHEN status = 'succeeded' THEN 'succeeded'
+        WHEN status = 'waived' THEN 'waived'
+        WHEN status = 'running' AND lease_expires_at > now THEN 'running'
+        WHEN status = 'running' THEN 'stale'
+        WHEN failures >= max_attempts THEN 'exhausted'
+        WHEN interrupted THEN 'interrupted'
+        ELSE 'failed'
+    END
+$$;
+
+-- function rename_job(text, text, text, text)
+
+CREATE FUNCTION {schema}.rename_job(old_name text, new_name text, why_reason text, by_actor text, OUT job_id bigint, OUT why text) RETURNS record
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    old_id bigint;
+    new_id bigint;
+BEGIN
+    SELECT id INTO old_id FROM {schema}.jobs WHERE name = old_name FOR UPDATE;
+    IF old_id IS NULL THEN
+        why := format('the ledger has no job %s', old_name);
+        RETURN;
+    END IF;
+    SELECT id INTO new_id FROM {schema}.jobs WHERE name = new_name FOR UPDATE;
+    IF new_id IS NOT NULL THEN
+        IF EXISTS (SELECT 1 FROM {schema}.runs r WHERE r.job_id = new_id)
+           OR EXISTS (SELECT 1 FROM {schema}.history h WHERE h.job_id = new_id)
+           OR EXISTS (SELECT 1 FROM {schema}.events e
+                      WHERE e.job_id = new_id AND e.action NOT IN ('schedule', 'start')) THEN
+            why := format('the ledger already has runs or changes for %s', new_name);
+            RETURN;
+        END IF;
+        DELETE FROM {schema}.events e WHERE e.job_id = new_id;
+        DELETE FROM {schema}.schedules s WHERE s.job_id = new_id;
+        DELETE FROM {schema}.coverage c WHERE c.job_id = new_id;
+        DELETE FROM {schema}.scan_state s WHERE s.job_id = new_id;
+        DELETE FROM {schema}.evidence_state s WHERE s.job_id = new_id;
+        DELETE FROM {schema}.alert_ranges a WHERE a.job_id = new_id;
+        DELETE FROM {schema}.jobs j WHERE j.id = new_id;
+    END IF;
+    UPDATE {schema}.jobs SET name = new_name, retired_at = NULL WHERE id = old_id;
+    INSERT INTO {schema}.events (job_id, action, previous, reason, actor)
+    VALUES (old_id, 'rename', old_name, why_reason, by_actor);
+    job_id := old_id;
+END
+$$;
+
+-- function rows_removed()
+
+CREATE FUNCTION {schema}.rows_removed() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    INSERT INTO {schema}.scan_state AS s (job_id, signature, generation)
+    SELECT DISTINCT job_id, '', 1 FROM removed
+    ON CONFLICT (job_id) DO UPDATE SET generation = s.generation + 1;
+    DELETE FROM {schema}.coverage c
+    USING removed g
+    WHERE c.job_id = g.job_id AND c.first <= g.period_start AND c.last >= g.period_start;
+    RETURN NULL;
+END;
+$$;
+
+-- function runs_emptied()
+
+CREATE FUNCTION {schema}.runs_emptied() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    DELETE FROM {schema}.coverage;
+    UPDATE {schema}.scan_state SET generation = generation + 1;
+    RETURN NULL;
+END;
+$$;
+
+-- table alert_outbox
+
+CREATE TABLE {schema}.alert_outbox (
+    id bigint NOT NULL,
+    webhook text NOT NULL,
+    body jsonb NOT NULL,
+    created_at timestamp with time zone DEFAULT clock_timestamp() NOT NULL,
+    attempts integer DEFAULT 0 NOT NULL,
+    next_at timestamp with time zone DEFAULT clock_timestamp() NOT NULL,
+    delivered_at timestamp with time zone,
+    error text
+);
+
+-- sequence alert_outbox_id_seq
+
+ALTER TABLE {schema}.alert_outbox ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME {schema}.alert_outbox_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+-- table alert_ranges
+
+CREATE TABLE {schema}.alert_ranges (
+    id bigint NOT NULL,
+    job_id bigint NOT NULL,
+    state text NOT NULL,
+    first timestamp with time zone NOT NULL,
+    last timestamp with time zone NOT NULL,
+    periods integer NOT NULL,
+    opened_at timestamp with time zone DEFAULT clock_timestamp() NOT NULL,
+    closed_at timestamp with time zone
+);
+
+-- sequence alert_ranges_id_seq
+
+ALTER TABLE {schema}.alert_ranges ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME {schema}.alert_ranges_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+-- table coverage
+
+CREATE TABLE {schema}.coverage (
+    job_id bigint NOT NULL,
+    first timestamp with time zone NOT NULL,
+    last timestamp with time zone NOT NULL,
+    CONSTRAINT coverage_check CHECK ((last >= first))
+);
+
+-- table events
+
+CREATE TABLE {schema}.events (
+    id bigint NOT NULL,
+    job_id bigint NOT NULL,
+    period_start timestamp with time zone,
+    action text NOT NULL,
+    previous text,
+    reason text,
+    actor text NOT NULL,
+    at timestamp with time zone DEFAULT clock_timestamp() NOT NULL,
+    CONSTRAINT events_action_check CHECK ((action = ANY (ARRAY['done'::text, 'skip'::text, 'reset'::text, 'pause'::text, 'resume'::text, 'schedule'::text, 'start'::text, 'adopt'::text, 'rename'::text, 'retire'::text])))
+);
+
+-- sequence events_id_seq
+
+ALTER TABLE {schema}.events ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME {schema}.events_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+-- table evidence_state
+
+CREATE TABLE {schema}.evidence_state (
+    job_id bigint NOT NULL,
+    signature text NOT NULL,
+    verified_until timestamp with time zone NOT NULL,
+    verified_at timestamp with time zone NOT NULL
+);
+
+-- table history
+
+CREATE TABLE {schema}.history (
+    id bigint NOT NULL,
+    job_id bigint NOT NULL,
+    period_start timestamp with time zone NOT NULL,
+    attempt integer NOT NULL,
+    status text NOT NULL,
+    owner text,
+    started_at timestamp with time zone NOT NULL,
+    finished_at timestamp with time zone,
+    exit_code integer,
+    error text,
+    output_tail text,
+    CONSTRAINT history_status_check CHECK ((status = ANY (ARRAY['running'::text, 'succeeded'::text, 'failed'::text, 'lost'::text, 'interrupted'::text])))
+);
+
+-- sequence history_id_seq
+
+ALTER TABLE {schema}.history ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME {schema}.history_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+-- table jobs
+
+CREATE TABLE {schema}.jobs (
+    id bigint NOT NULL,
+    name text NOT NULL,
+    created_at timestamp with time zone DEFAULT clock_timestamp() NOT NULL,
+    paused_at timestamp with time zone,
+    start timestamp with time zone,
+    retired_at timestamp with time zone,
+    project text,
+    definition jsonb
+);
+
+-- sequence jobs_id_seq
+
+ALTER TABLE {schema}.jobs ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME {schema}.jobs_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+-- table runs
+
+CREATE TABLE {schema}.runs (
+    id bigint NOT NULL,
+    job_id bigint NOT NULL,
+    period_start timestamp with time zone NOT NULL,
+    period_end timestamp with time zone NOT NULL,
+    status text NOT NULL,
+    attempt integer NOT NULL,
+    failures integer DEFAULT 0 NOT NULL,
+    owner text,
+    claimed_at timestamp with time zone,
+    heartbeat_at timestamp with time zone,
+    lease_expires_at timestamp with time zone,
+    finished_at timestamp with time zone,
+    retry_after timestamp with time zone,
+    exit_code integer,
+    error text,
+    output_tail text,
+    checkpoint text,
+    interrupted boolean DEFAULT false NOT NULL,
+    CONSTRAINT runs_attempt_check CHECK ((attempt >= 0)),
+    CONSTRAINT runs_check CHECK ((period_end > period_start)),
+    CONSTRAINT runs_status_check CHECK ((status = ANY (ARRAY['running'::text, 'succeeded'::text, 'failed'::text, 'waived'::text])))
+);
+
+-- sequence runs_id_seq
+
+ALTER TABLE {schema}.runs ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME {schema}.runs_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+-- table scan_state
+
+CREATE TABLE {schema}.scan_state (
+    job_id bigint NOT NULL,
+    signature text NOT NULL,
+    generation bigint DEFAULT 0 NOT NULL
+);
+
+-- table schedules
+
+CREATE TABLE {schema}.schedules (
+    job_id bigint NOT NULL,
+    since timestamp with time zone NOT NULL,
+    schedule text NOT NULL,
+    timezone text NOT NULL,
+    recorded_at timestamp with time zone DEFAULT clock_timestamp() NOT NULL,
+    recorded_by text NOT NULL
+);
+
+-- table schema_version
+
+CREATE TABLE {schema}.schema_version (
+    version integer NOT NULL,
+    name text NOT NULL,
+    applied_at timestamp with time zone DEFAULT clock_timestamp() NOT NULL
+);
+
+-- table ticks
+
+CREATE TABLE {schema}.ticks (
+    id bigint NOT NULL,
+    host text NOT NULL,
+    at timestamp with time zone DEFAULT clock_timestamp() NOT NULL
+);
+
+-- sequence ticks_id_seq
+
+ALTER TABLE {schema}.ticks ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME {schema}.ticks_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+-- constraint alert_outbox alert_outbox_pkey
+
+ALTER TABLE ONLY {schema}.alert_outbox
+    ADD CONSTRAINT alert_outbox_pkey PRIMARY KEY (id);
+
+-- constraint alert_ranges alert_ranges_pkey
+
+ALTER TABLE ONLY {schema}.alert_ranges
+    ADD CONSTRAINT alert_ranges_pkey PRIMARY KEY (id);
+
+-- constraint coverage coverage_pkey
+
+ALTER TABLE ONLY {schema}.coverage
+    ADD CONSTRAINT coverage_pkey PRIMARY KEY (job_id, first);
+
+-- constraint events events_pkey
+
+ALTER TABLE ONLY {schema}.events
+    ADD CONSTRAINT events_pkey PRIMARY KEY (id);
+
+-- constraint evidence_state evidence_state_pkey
+
+ALTER TABLE ONLY {schema}.evidence_state
+    ADD CONSTRAINT evidence_state_pkey PRIMARY KEY (job_id);
+
+-- constraint history history_job_id_period_start_attempt_key
+
+ALTER TABLE ONLY {schema}.history
+    ADD CONSTRAINT history_job_id_period_start_attempt_key UNIQUE (job_id, period_start, attempt);
+
+-- constraint history history_pkey
+
+ALTER TABLE ONLY {schema}.history
+    ADD CONSTRAINT history_pkey PRIMARY KEY (id);
+
+-- constraint jobs jobs_name_key
+
+ALTER TABLE ONLY {schema}.jobs
+    ADD CONSTRAINT jobs_name_key UNIQUE (name);
+
+-- constraint jobs jobs_pkey
+
+ALTER TABLE ONLY {schema}.jobs
+    ADD CONSTRAINT jobs_pkey PRIMARY KEY (id);
+
+-- constraint runs runs_id_key
+
+ALTER TABLE ONLY {schema}.runs
+    ADD CONSTRAINT runs_id_key UNIQUE (id);
+
+-- constraint runs runs_pkey
+
+ALTER TABLE ONLY {schema}.runs
+    ADD CONSTRAINT runs_pkey PRIMARY KEY (job_id, period_start);
+
+-- constraint scan_state scan_state_pkey
+
+ALTER TABLE ONLY {schema}.scan_state
+    ADD CONSTRAINT scan_state_pkey PRIMARY KEY (job_id);
+
+-- constraint schedules schedules_pkey
+
+ALTER TABLE ONLY {schema}.schedules
+    ADD CONSTRAINT schedules_pkey PRIMARY KEY (job_id, since);
+
+-- constraint schema_version schema_version_pkey
+
+ALTER TABLE ONLY {schema}.schema_version
+    ADD CONSTRAINT schema_version_pkey PRIMARY KEY (version);
+
+-- constraint ticks ticks_pkey
+
+ALTER TABLE ONLY {schema}.ticks
+    ADD CONSTRAINT ticks_pkey PRIMARY KEY (id);
+
+-- index alert_outbox_pending
+
+CREATE INDEX alert_outbox_pending ON {schema}.alert_outbox USING btree (next_at) WHERE (delivered_at IS NULL);
+
+-- index alert_ranges_open
+
+CREATE INDEX alert_ranges_open ON {schema}.alert_ranges USING btree (job_id) WHERE (closed_at IS NULL);
+
+-- index events_job
+
+CREATE INDEX events_job ON {schema}.events USING btree (job_id, at);
+
+-- index runs_finished
+
+CREATE INDEX runs_finished ON {schema}.runs USING btree (job_id, finished_at);
+
+-- index runs_running
+
+CREATE INDEX runs_running ON {schema}.runs USING btree (job_id, lease_expires_at) WHERE (status = 'running'::text);
+
+-- index runs_unfinished
+
+CREATE INDEX runs_unfinished ON {schema}.runs USING btree (job_id, period_start) INCLUDE (status, failures, lease_expires_at) WHERE (status <> 'succeeded'::text);
+
+-- index ticks_at
+
+CREATE INDEX ticks_at ON {schema}.ticks USING btree (at);
+
+-- trigger runs runs_deleted
+
+CREATE TRIGGER runs_deleted AFTER DELETE ON {schema}.runs REFERENCING OLD TABLE AS removed FOR EACH STATEMENT EXECUTE FUNCTION {schema}.rows_removed();
+
+-- trigger runs runs_rekeyed
+
+CREATE TRIGGER runs_rekeyed AFTER UPDATE ON {schema}.runs FOR EACH ROW WHEN (((old.job_id IS DISTINCT FROM new.job_id) OR (old.period_start IS DISTINCT FROM new.period_start))) EXECUTE FUNCTION {schema}.key_rewritten();
+
+-- trigger runs runs_truncated
+
+CREATE TRIGGER runs_truncated AFTER TRUNCATE ON {schema}.runs FOR EACH STATEMENT EXECUTE FUNCTION {schema}.runs_emptied();
+
+-- fk constraint alert_ranges alert_ranges_job_id_fkey
+
+ALTER TABLE ONLY {schema}.alert_ranges
+    ADD CONSTRAINT alert_ranges_job_id_fkey FOREIGN KEY (job_id) REFERENCES {schema}.jobs(id);
+
+-- fk constraint coverage coverage_job_id_fkey
+
+ALTER TABLE ONLY {schema}.coverage
+    ADD CONSTRAINT coverage_job_id_fkey FOREIGN KEY (job_id) REFERENCES {schema}.jobs(id);
+
+-- fk constraint events events_job_id_fkey
+
+ALTER TABLE ONLY {schema}.events
+    ADD CONSTRAINT events_job_id_fkey FOREIGN KEY (job_id) REFERENCES {schema}.jobs(id);
+
+-- fk constraint evidence_state evidence_state_job_id_fkey
+
+ALTER TABLE ONLY {schema}.evidence_state
+    ADD CONSTRAINT evidence_state_job_id_fkey FOREIGN KEY (job_id) REFERENCES {schema}.jobs(id);
+
+-- fk constraint history history_job_id_fkey
+
+ALTER TABLE ONLY {schema}.history
+    ADD CONSTRAINT history_job_id_fkey FOREIGN KEY (job_id) REFERENCES {schema}.jobs(id);
+
+-- fk constraint runs runs_job_id_fkey
+
+ALTER TABLE ONLY {schema}.runs
+    ADD CONSTRAINT runs_job_id_fkey FOREIGN KEY (job_id) REFERENCES {schema}.jobs(id);
+
+-- fk constraint scan_state scan_state_job_id_fkey
+
+ALTER TABLE ONLY {schema}.scan_state
+    ADD CONSTRAINT scan_state_job_id_fkey FOREIGN KEY (job_id) REFERENCES {schema}.jobs(id);
+
+-- fk constraint schedules schedules_job_id_fkey
+
+ALTER TABLE ONLY {schema}.schedules
+    ADD CONSTRAINT schedules_job_id_fkey FOREIGN KEY (job_id) REFERENCES {schema}.jobs(id);
