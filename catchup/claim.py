@@ -30,7 +30,8 @@ from .session import Session, owner_name
 from .surely import claim_surely, finish_surely, finish_then_claim_surely
 from .vocabulary import AttemptStatus, Ended, OutcomeStatus, RunStatus
 
-# Backoff doubles per failure up to this (sql/queries/claims.sql: finish); longer retry_backoff wins.
+# Backoff doubles per failure up to this (sql/queries/claims.sql: finish); a longer
+# retry_backoff wins.
 BACKOFF_CAP = timedelta(hours=6)
 
 
