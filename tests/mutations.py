@@ -6,7 +6,7 @@ the tests that guard it, and fail unless one of them fails.
     uv run python tests/mutations.py NAME …     # only these
 
 A test that still passes with its safeguard gone proves nothing about it; this script is how
-the reliability table earns its claims (docs/reliability.md). The copy goes first on
+the reliability table earns its claims (docs/explanation/reliability.md). The copy goes first on
 PYTHONPATH, so the tests and every ``python -m catchup`` they start use it; the SQL is read from
 the copy's ``sql/``. ``.ci/run`` runs it, and a surviving mutation fails CI.
 """

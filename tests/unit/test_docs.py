@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
+import re
 
 import click
 
@@ -13,23 +11,56 @@ from catchup.cli import cli
 from conftest import ROOT
 
 README = (ROOT / "README.md").read_text()
+DOCS = ROOT / "docs"
+PROSE = [ROOT / "README.md", *sorted(DOCS.rglob("*.md"))]
 
 
-def test_every_command_is_in_the_readme() -> None:
-    missing = [name for name in cli.commands if f"catchup {name}" not in README]
-    assert not missing, f"README does not mention: {missing}"
+def test_the_readme_is_short_and_points_to_the_docs() -> None:
+    """What, why, the two commands, one example, where to go next: the rest is in docs/."""
+    assert len(README.splitlines()) <= 150
+    for folder in ("tutorial.md", "how-to/", "reference/", "explanation/"):
+        assert f"](docs/{folder}" in README, folder
 
 
-def test_readme_shows_the_real_help() -> None:
-    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
-    result = subprocess.run(
-        [sys.executable, "-m", "catchup", "--help"],
-        capture_output=True,
-        text=True,
-        env=env,
-        check=True,
+def test_the_command_reference_is_generated_from_the_help() -> None:
+    """docs/reference/cli.md is every command's --help as it is: it cannot drift."""
+    from cli_reference import reference
+
+    written = (DOCS / "reference" / "cli.md").read_text()
+    assert written == reference(), (
+        "docs/reference/cli.md is out of date: "
+        "uv run python tests/cli_reference.py > docs/reference/cli.md"
     )
-    assert result.stdout in README
+
+
+def test_every_command_is_in_the_reference_and_in_a_guide() -> None:
+    reference = (DOCS / "reference" / "cli.md").read_text()
+    for path, _ in _every_command(cli):
+        assert f"## `{path}`" in reference, path
+    guides = "\n".join(p.read_text() for p in PROSE if p.name != "cli.md")
+    missing = [name for name in cli.commands if f"catchup {name}" not in guides]
+    assert not missing, f"no guide, explanation or README mentions: {missing}"
+
+
+def test_every_config_key_is_in_the_configuration_reference() -> None:
+    from catchup.config import ALERT_KEYS, DATABASE_KEYS, WEBHOOK_KEYS
+    from catchup.jobkeys import JOB_KEYS
+
+    text = (DOCS / "reference" / "config.md").read_text()
+    keys = {*JOB_KEYS, *DATABASE_KEYS, *ALERT_KEYS, *WEBHOOK_KEYS, "name"}
+    missing = sorted(key for key in keys if not re.search(rf"(^|\W){key}(\s*=|\.)", text, re.M))
+    assert not missing, f"docs/reference/config.md shows no {missing}"
+
+
+def test_every_relative_link_in_the_docs_leads_somewhere() -> None:
+    broken = []
+    for page in PROSE:
+        for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", page.read_text()):
+            if target.startswith(("http://", "https://", "mailto:")):
+                continue
+            if not (page.parent / target).exists():
+                broken.append(f"{page.relative_to(ROOT)}: {target}")
+    assert broken == []
 
 
 def test_every_command_documents_exit_codes() -> None:
