@@ -20,7 +20,7 @@ from .doctor import Finding
 from .errors import ConfigError, DatabaseError
 from .explain import Explanation
 from .job import Config, Job
-from .models import Outcome, ScanReport
+from .models import ClaimRules, Outcome, ScanReport
 from .results import (
     Batch,
     Changes,
@@ -226,7 +226,7 @@ class Catchup:
             chosen,
             interrupted=interrupted,
             stream=stream,
-            ignore_evidence=ignore_evidence,
+            rules=ClaimRules(ignore_evidence=ignore_evidence),
         )
 
     def tick(

@@ -15,7 +15,7 @@ from .errors import CatchupError, ConfigError, DatabaseError
 from .job import Job
 from .lease import LeaseKeeper
 from .ledger import ClaimRequest, FinishFields
-from .models import UNCLAIMED, Claim, Finished, Outcome, Unclaimed
+from .models import ORDINARY, UNCLAIMED, Claim, ClaimRules, Finished, Outcome, Unclaimed
 from .refusal import why_not
 from .runner import (
     Execution,
@@ -67,24 +67,12 @@ def run_period(
     *,
     interrupted: threading.Event | None = None,
     stream: bool = True,
-    ignore_backoff: bool = False,
-    retry_exhausted: bool = False,
-    ignore_evidence: bool = False,
+    rules: ClaimRules = ORDINARY,
 ) -> Outcome:
     """Claim ``period`` and run it; or say why not (done, running elsewhere, backing off, its
-    output exists already).
-
-    ``ignore_backoff`` and ``retry_exhausted`` are for a replay a person asked for: a failed
-    period is retried at once, and with the second even when it has no attempts left."""
+    output exists already). ``rules`` reach further for a replay a person asked for."""
     outcome, _ = run_chained(
-        session,
-        job,
-        period,
-        interrupted=interrupted,
-        stream=stream,
-        ignore_backoff=ignore_backoff,
-        retry_exhausted=retry_exhausted,
-        ignore_evidence=ignore_evidence,
+        session, job, period, interrupted=interrupted, stream=stream, rules=rules
     )
     return outcome
 
@@ -96,11 +84,9 @@ def run_chained(
     *,
     interrupted: threading.Event | None = None,
     stream: bool = True,
-    ignore_backoff: bool = False,
-    retry_exhausted: bool = False,
+    rules: ClaimRules = ORDINARY,
     claimed: Claim | Unclaimed | None = UNCLAIMED,
     then: Callable[[], tuple[Job, Period] | None] | None = None,
-    ignore_evidence: bool = False,
 ) -> tuple[Outcome, Handed | None]:
     """:func:`run_period` for a worker with a backlog. ``claimed`` is the claim handed over by
     the previous period, if any. When the period succeeds, ``then()`` names the worker's next
@@ -109,7 +95,7 @@ def run_chained(
     evidence query: that is read before its claim).
 
     A job's evidence is checked before the claim: a period with output and no ledger row
-    (untracked: done elsewhere) is not run, unless ``ignore_evidence``. With ``verify``, a run
+    (untracked: done elsewhere) is not run, unless ``rules.ignore_evidence``. With ``verify``, a run
     that exits 0 without evidence for its period is failed."""
     job_id = session.job_id(job.name)
     label = job.label(period.start)
@@ -121,12 +107,10 @@ def run_chained(
         detail = f"{why}; not claimed, no attempt counted"
         return Outcome(job.name, period, label, OutcomeStatus.unstartable, detail=detail), None
     if isinstance(claimed, Unclaimed):
-        if job.evidence is not None and not ignore_evidence:
+        if job.evidence is not None and not rules.ignore_evidence:
             if (refusal := _untracked(session, job, job_id, period, label)) is not None:
                 return refusal, None
-        claim = claim_surely(
-            session, _request(session, job, period, ignore_backoff, retry_exhausted)
-        )
+        claim = claim_surely(session, _request(session, job, period, rules))
     else:
         claim = claimed
     if claim is None:
@@ -145,7 +129,7 @@ def run_chained(
         if not interrupted.is_set() and (following := then()) is not None:
             next_job, next_period = following
             if next_job.evidence is None and session.cannot_start(next_job) is None:
-                chained = _request(session, next_job, next_period, ignore_backoff, retry_exhausted)
+                chained = _request(session, next_job, next_period, rules)
             else:
                 handed = Handed(next_job, next_period, UNCLAIMED)
     outcome, claim_next = _record(session, job, job_id, period, label, claim, execution, chained)
@@ -232,9 +216,7 @@ def release(session: Session, job: Job, period: Period, claim: Claim) -> Outcome
     )
 
 
-def _request(
-    session: Session, job: Job, period: Period, ignore_backoff: bool, retry_exhausted: bool
-) -> ClaimRequest:
+def _request(session: Session, job: Job, period: Period, rules: ClaimRules) -> ClaimRequest:
     return ClaimRequest(
         job_id=session.job_id(job.name),
         period=period,
@@ -242,8 +224,8 @@ def _request(
         lease=job.lease,
         max_attempts=job.max_attempts,
         allow_overlap=job.overlap == "allow",
-        ignore_backoff=ignore_backoff,
-        retry_exhausted=retry_exhausted,
+        ignore_backoff=rules.ignore_backoff,
+        retry_exhausted=rules.retry_exhausted,
     )
 
 

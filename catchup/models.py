@@ -307,3 +307,18 @@ class Unclaimed:
 
 
 UNCLAIMED = Unclaimed()
+
+
+@dataclass(frozen=True)
+class ClaimRules:
+    """How far a command's claims reach past the ordinary, one bundle through the claim path:
+    ``ignore_backoff`` (a person asked: a failed period is retried at once, not after its
+    backoff), ``retry_exhausted`` (also a period with no attempts left), ``ignore_evidence``
+    (also a period whose output exists though the ledger never saw it run)."""
+
+    ignore_backoff: bool = False
+    retry_exhausted: bool = False
+    ignore_evidence: bool = False
+
+
+ORDINARY = ClaimRules()  # what a tick claims: due periods, backoffs waited out, attempts left

@@ -18,7 +18,7 @@ from .claim import Handed, release, run_chained
 from .errors import first_line
 from .job import Job
 from .lease import HeartbeatLine
-from .models import UNCLAIMED, Claim, JobScan, Outcome, Unclaimed
+from .models import ORDINARY, UNCLAIMED, Claim, ClaimRules, JobScan, Outcome, Unclaimed
 from .results import Batch, Planned
 from .schedule import Period
 from .session import Session
@@ -126,8 +126,7 @@ def run_planned(
     limit: int | None = None,
     stop_on_failure: bool = False,
     interrupted: threading.Event | None = None,
-    ignore_backoff: bool = False,
-    retry_exhausted: bool = False,
+    rules: ClaimRules = ORDINARY,
     on_start: Callable[[Planned], None] | None = None,
     on_done: Callable[[Outcome], None] | None = None,
     prepare: Callable[[Session, Planned], None] | None = None,
@@ -203,9 +202,7 @@ def run_planned(
                 on_start(item)
             if prepare is not None:
                 prepare(session, item)
-            outcome, handed = _run_waiting(
-                session, item, stop, ignore_backoff, retry_exhausted, claimed, then
-            )
+            outcome, handed = _run_waiting(session, item, stop, rules, claimed, then)
         except psycopg.Error as exc:
             if isinstance(exc, psycopg.OperationalError):
                 raise  # the connection or the server: nothing else would run
@@ -267,8 +264,7 @@ def _run_waiting(
     session: Session,
     item: Planned,
     stop: threading.Event,
-    ignore_backoff: bool,
-    retry_exhausted: bool,
+    rules: ClaimRules,
     claimed: Claim | Unclaimed | None,
     then: Callable[[], tuple[Job, Period] | None],
 ) -> tuple[Outcome, Handed | None]:
@@ -282,8 +278,7 @@ def _run_waiting(
             item.period,
             interrupted=stop,
             stream=False,
-            ignore_backoff=ignore_backoff,
-            retry_exhausted=retry_exhausted,
+            rules=rules,
             claimed=claimed,
             then=then,
         )

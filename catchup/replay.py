@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from .job import Job
-from .models import JobScan, Outcome
+from .models import ClaimRules, JobScan, Outcome
 from .pool import run_planned
 from .results import Batch, Planned
 from .scan import ScanTarget, scan_jobs, targets_for
@@ -109,8 +109,7 @@ def replay(
         limit=limit,
         stop_on_failure=stop_on_failure,
         interrupted=interrupted,
-        ignore_backoff=True,
-        retry_exhausted=retry_exhausted,
+        rules=ClaimRules(ignore_backoff=True, retry_exhausted=retry_exhausted),
         on_start=on_start,
         on_done=on_done,
         prepare=None if unverified is None else functools.partial(_reopen, unverified),
