@@ -9,6 +9,7 @@ from __future__ import annotations
 import getpass
 import re
 import socket
+from dataclasses import replace
 from datetime import date, datetime, timedelta
 from typing import TYPE_CHECKING
 
@@ -200,17 +201,16 @@ def adopt(
 ) -> list[Changes]:
     """Record each job's untracked periods (its evidence exists, the ledger has no row) as
     waived, audited as ``adopt``: onboarding a job that ran elsewhere before."""
-    from .scan import ScanTarget, scan_jobs
-    from .window import check_window
+    from .scan import prepare, scan_jobs
 
     for job in jobs:
         if job.evidence is None:
             raise ConfigError(f"{job.name} has no evidence query: nothing shows what ran")
-    check_window(jobs, since, until)
-    jobs = session.resolve_all(jobs)
-    now = session.now()
-    targets = [ScanTarget(job, session.job_id(job.name), False) for job in jobs]
-    found = scan_jobs(session.ledger, targets, now=now, since=since, until=until, record=False)
+    ready = prepare(session, jobs, since, until)
+    jobs, targets = ready.jobs, [replace(t, paused=False) for t in ready.targets]
+    found = scan_jobs(
+        session.ledger, targets, now=ready.now, since=since, until=until, record=False
+    )
     for result in found:
         if result.evidence_error:
             raise DatabaseError(f"{result.job}: {result.evidence_error}")

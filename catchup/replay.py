@@ -17,10 +17,10 @@ from .job import Job
 from .models import ClaimRules, JobScan, Outcome
 from .pool import run_planned
 from .results import Batch, Planned
-from .scan import ScanTarget, scan_jobs, targets_for
+from .scan import ScanTarget, prepare, scan_jobs
 from .session import Session
 from .vocabulary import REPLAYABLE, PeriodState
-from .window import Moment, check_window
+from .window import Moment
 
 
 def gap_periods(job: Job, result: JobScan, states: frozenset[str]) -> Iterator[Planned]:
@@ -64,11 +64,8 @@ def replay(
     runs again. Untracked periods (output exists, no ledger row) never run. Paused jobs are
     left alone. A dry run reads and plans but writes nothing. A bare date is each job's local
     midnight."""
-    check_window(jobs, since, until)
-    jobs = session.resolve_all(jobs, write=not dry_run)
-    now = session.now()
-    rows = session.job_rows(write=not dry_run)
-    targets = targets_for(jobs, rows)
+    ready = prepare(session, jobs, since, until, write=not dry_run)
+    now, targets = ready.now, ready.targets
     results = scan_jobs(
         session.ledger,
         targets,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from .job import Job
 from .models import JobLine, Unconfigured
-from .scan import ScanTarget, scan_jobs
+from .scan import prepare, scan_jobs
 from .session import Session
 from .vocabulary import PeriodState
 
@@ -14,13 +14,9 @@ def overview(session: Session, jobs: list[Job]) -> list[JobLine]:
     """``catchup jobs``: per job, how many of its due periods are done, on the database clock.
     The counts are the scan's (one set of statements for every job), so `jobs` and `scan`
     never disagree."""
-    now = session.now()
-    rows = session.job_rows()
-    resolved = session.resolve_all(jobs)
-    targets = [
-        ScanTarget(job, rows[job.name].id, rows[job.name].paused_at is not None) for job in resolved
-    ]
-    results = scan_jobs(session.ledger, targets, now=now, since=None, until=None)
+    ready = prepare(session, jobs)
+    now, resolved, rows = ready.now, ready.jobs, ready.rows
+    results = scan_jobs(session.ledger, ready.targets, now=now, since=None, until=None)
     lines = []
     for job, result in zip(resolved, results, strict=True):
         latest = job.timeline.latest_due(job.delay, now)

@@ -45,6 +45,35 @@ class ScanTarget:
     since: datetime | None = None
 
 
+@dataclass(frozen=True)
+class Prepared:
+    """The preamble of every scan (scan, replay, jobs, adopt): the window checked, the jobs
+    resolved to the timelines the ledger records and registered (unless read-only), and the
+    database clock read once."""
+
+    now: datetime
+    jobs: list[Job]
+    rows: dict[str, JobRow]
+    targets: list[ScanTarget]
+
+
+def prepare(
+    session: Session,
+    jobs: list[Job],
+    since: Moment | None = None,
+    until: Moment | None = None,
+    *,
+    write: bool = True,
+) -> Prepared:
+    """Check the window, resolve and register ``jobs`` (nothing is written without
+    ``write``), and say what to scan of each, on the database clock."""
+    check_window(jobs, since, until)
+    resolved = session.resolve_all(jobs, write=write)
+    now = session.now()
+    rows = session.job_rows(write=write)
+    return Prepared(now, resolved, rows, targets_for(resolved, rows))
+
+
 def targets_for(jobs: list[Job], rows: dict[str, JobRow]) -> list[ScanTarget]:
     """What to scan of ``jobs``, with their ledger ``rows``. A job the ledger has no row for
     yet (a read-only scan, a dry run) gets an id of its own below zero, which no row has."""
@@ -338,11 +367,8 @@ def scan(
     writes nothing at all (``catchup serve``): no job rows, no coverage, no evidence state."""
     from .grid import calendar
 
-    check_window(jobs, since, until)
-    jobs = session.resolve_all(jobs, write=not read_only)
-    now = session.now()
-    rows = session.job_rows(write=not read_only)
-    targets = targets_for(jobs, rows)
+    ready = prepare(session, jobs, since, until, write=not read_only)
+    now, jobs, targets = ready.now, ready.jobs, ready.targets
     results = scan_jobs(
         session.ledger,
         targets,
