@@ -7,8 +7,7 @@ import shutil
 import subprocess
 
 import pytest
-
-from conftest import ROOT
+from paths import ROOT
 
 
 @pytest.mark.network  # uv may consult the package index to check the lock

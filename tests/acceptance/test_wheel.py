@@ -8,8 +8,8 @@ import zipfile
 from pathlib import Path
 
 import pytest
-
-from conftest import ROOT, Project
+from fix_project import Project
+from paths import ROOT
 
 # uv build fetches hatchling: not in .ci/run's moved-clock legs, where TLS certificates expire
 pytestmark = [pytest.mark.slow, pytest.mark.network]

@@ -19,10 +19,12 @@ from typing import Any
 
 import psycopg
 import pytest
+from fix_db import Database
+from fix_processes import process_gone, wait_for
+from fix_project import Project
+from fix_proxy import CutAfter, Pooler
 
 from catchup import embedded
-
-from conftest import CutAfter, Database, Pooler, Project, process_gone, wait_for
 
 pytestmark = [pytest.mark.faults, pytest.mark.slow]
 PSQL = embedded.bin_dir() / "psql"

@@ -16,11 +16,12 @@ from typing import Any
 
 import psycopg
 import pytest
+from fix_db import Database
+from fix_processes import wait_for
+from fix_project import Project
 
 from catchup.alerts import diff
 from catchup.models import Island, JobScan
-
-from conftest import Database, Project, wait_for
 
 T = [datetime(2026, 10, d, tzinfo=UTC) for d in range(1, 31)]
 

@@ -6,11 +6,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+from fix_db import Database
 
 import catchup
 from catchup import Catchup, ConfigError, JobContext, make_job
-
-from conftest import Database
 
 
 def test_declared_jobs_run_scan_replay_and_tick(database: Database, schema: str) -> None:

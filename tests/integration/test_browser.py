@@ -13,8 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from conftest import ROOT, Project, wait_for
+from fix_processes import wait_for
+from fix_project import Project
+from paths import ROOT
 
 HOSTILE = "<script>document.title='pwned'</script>"
 

@@ -7,8 +7,7 @@ import time
 from datetime import UTC, datetime, timedelta
 
 import psycopg
-
-from conftest import Database
+from fix_db import Database
 
 
 def test_the_server_keeps_the_test_process_clock(database: Database) -> None:

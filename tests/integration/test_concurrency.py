@@ -13,10 +13,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fix_processes import process_gone, serial_periods, timed_job, wait_for
+from fix_project import Project
+from fix_proxy import Pooler
+from paths import ROOT
 
 from catchup import sqlfiles
-
-from conftest import ROOT, Pooler, Project, process_gone, serial_periods, timed_job, wait_for
 
 WORKER = ROOT / "tests" / "helpers" / "worker.py"
 

@@ -8,10 +8,9 @@ from typing import Any
 
 import psycopg
 from click.testing import CliRunner
+from fix_db import Database
 
 from catchup.cli import cli
-
-from conftest import Database
 
 
 def test_demo_ends_with_a_clean_scan_and_drops_its_schema(database: Database) -> None:

@@ -9,11 +9,11 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from click.testing import CliRunner
+from fix_project import Project
+from fix_proxy import Pooler
 
 from catchup.cli import cli
 from catchup.doctor import clock_finding
-
-from conftest import Pooler, Project
 
 
 def setup(project: Project, **keys: Any) -> None:

@@ -9,8 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from conftest import wait_for
+from fix_processes import wait_for
 
 PG15 = Path("/usr/lib/postgresql/15/bin")
 

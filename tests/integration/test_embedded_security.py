@@ -14,10 +14,10 @@ from pathlib import Path
 
 import psycopg
 import pytest
+from fix_db import Database, reachable
+from fix_project import Project
 
 from catchup import datafolder, embedded, processes
-
-from conftest import Database, Project, reachable
 
 INTRUDER = "catchup_intruder"
 

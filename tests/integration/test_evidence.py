@@ -10,11 +10,11 @@ from typing import Any
 
 import psycopg
 import pytest
+from fix_db import Database
+from fix_project import Project
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from catchup import Catchup, Outcome, make_job
-
-from conftest import Database, Project
 
 
 def ledger(project: Project) -> None:

@@ -13,6 +13,8 @@ from typing import Any
 
 import psycopg
 import pytest
+from fix_db import Database, throwaway_schema
+from fix_project import Project
 from rich.console import Console
 
 from catchup import Catchup
@@ -20,8 +22,6 @@ from catchup.errors import ConfigError
 from catchup.render import changes, tables
 from catchup.render import json as render_json
 from catchup.results import NotDue
-
-from conftest import Database, Project, throwaway_schema
 
 CONFIG = """
 [jobs.billing]

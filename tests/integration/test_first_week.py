@@ -10,10 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from conftest import Project
-
-DAILY = '[jobs.{name}]\nschedule = "daily"\nstart = "2026-10-01"\n'
+from fix_project import Project, job_toml
 
 
 def from_root(project: Project, *args: str) -> subprocess.CompletedProcess[str]:
@@ -37,7 +34,7 @@ def test_a_relative_command_runs_in_the_config_files_folder(project: Project, sq
     script = project.path / "close.sh"
     script.write_text('#!/bin/sh\npwd > ran-in\necho "$CATCHUP_PERIOD" >> ran-in\n')
     script.chmod(0o755)
-    project.write(DAILY.format(name="close") + 'command = ["./close.sh"]\n')
+    project.write(job_toml("close", command=["./close.sh"]))
     ran = from_root(project, "run", "close", "--period", "2026-10-02")
     assert ran.returncode == 0, ran.stdout + ran.stderr
     assert (project.path / "ran-in").read_text().split() == [
@@ -52,7 +49,7 @@ def test_a_call_module_beside_the_config_is_found(project: Project, sql: Any) ->
         "def export(ctx):\n"
         "    Path(__file__).with_name('exported').write_text(ctx.period)\n"
     )
-    project.write(DAILY.format(name="export") + 'call = "myjobs:export"\n')
+    project.write(job_toml("export", call="myjobs:export"))
     ran = from_root(project, "run", "export", "--period", "2026-10-02")
     assert ran.returncode == 0, ran.stdout + ran.stderr
     assert (project.path / "exported").read_text() == "2026-10-02"
@@ -63,14 +60,10 @@ def test_what_cannot_start_counts_no_attempt(project: Project, sql: Any) -> None
     nothing; `tick` runs the other jobs, reports those, exits 2; three ticks of a bad deploy
     leave no period exhausted; doctor names each."""
     project.write(
-        DAILY.format(name="nomodule")
-        + 'call = "no_such_module_here:export"\ncatchup = "latest"\n'
-        + DAILY.format(name="noprogram")
-        + 'command = ["./missing.sh"]\ncatchup = "latest"\n'
-        + DAILY.format(name="nofolder")
-        + 'command = ["true"]\nworkdir = "gone"\ncatchup = "latest"\n'
-        + DAILY.format(name="fine")
-        + 'command = ["true"]\ncatchup = "latest"\n'
+        job_toml("nomodule", call="no_such_module_here:export", catchup="latest")
+        + job_toml("noprogram", command=["./missing.sh"], catchup="latest")
+        + job_toml("nofolder", command=["true"], workdir="gone", catchup="latest")
+        + job_toml("fine", command=["true"], catchup="latest")
     )
     ran = from_root(project, "run", "nomodule", "--period", "2026-10-02")
     assert ran.returncode == 2, ran.stdout + ran.stderr
@@ -104,7 +97,7 @@ def test_a_module_that_fails_to_import_is_reported_by_doctor_without_running_it(
         f"import os\nopen({str(marker)!r}, 'a').write(str(os.getpid()) + '\\n')\n"
         "raise ImportError('the vendored client is missing')\n"
     )
-    project.write(DAILY.format(name="broken") + 'call = "broken:run"\n')
+    project.write(job_toml("broken", call="broken:run"))
     doctor = project.cli("doctor")
     assert doctor.exit_code == 1, doctor.output
     assert "broken: cannot load broken:run: ImportError: the vendored client is missing" in (
@@ -119,7 +112,7 @@ def test_a_module_that_fails_to_import_is_reported_by_doctor_without_running_it(
 def test_openmetrics_exits_0_with_gaps_so_a_textfile_collector_publishes(
     project: Project,
 ) -> None:
-    project.write(DAILY.format(name="billing") + 'command = ["true"]\n')
+    project.write(job_toml("billing", command=["true"]))
     metrics = project.cli("scan", "--format", "openmetrics")
     assert metrics.exit_code == 0, metrics.output
     assert 'catchup_missing_periods{job="billing"}' in metrics.stdout
@@ -127,7 +120,7 @@ def test_openmetrics_exits_0_with_gaps_so_a_textfile_collector_publishes(
 
 
 def test_an_exhausted_period_says_how_to_run_it_again(project: Project, sql: Any) -> None:
-    project.write(DAILY.format(name="billing") + 'command = ["false"]\nmax_attempts = 1\n')
+    project.write(job_toml("billing", command=["false"], max_attempts=1))
     assert project.cli("run", "billing", "--period", "2026-10-02").exit_code == 1
     again = project.cli("run", "billing", "--period", "2026-10-02")
     assert again.exit_code == 0, again.output
@@ -141,7 +134,7 @@ def test_ages_are_whole_seconds_and_scan_json_has_the_scheduler(project: Project
     every other format had."""
     import json
 
-    project.write(DAILY.format(name="billing") + 'command = ["true"]\n')
+    project.write(job_toml("billing", command=["true"]))
     assert project.cli("migrate").exit_code == 0
     sql(
         "INSERT INTO {schema}.ticks (host, at) VALUES "
@@ -158,7 +151,7 @@ def test_ages_are_whole_seconds_and_scan_json_has_the_scheduler(project: Project
 def test_global_options_are_accepted_after_the_command(project: Project) -> None:
     """`catchup tick -q` was `No such option: -q`; a command's own option keeps its value
     even when that value looks like a global option."""
-    project.write(DAILY.format(name="billing") + 'command = ["true"]\n')
+    project.write(job_toml("billing", command=["true"]))
     quiet = project.cli("jobs", "-q")
     assert quiet.exit_code == 0, quiet.output
     assert "database:" not in quiet.stderr
@@ -170,7 +163,7 @@ def test_global_options_are_accepted_after_the_command(project: Project) -> None
 
 
 def test_doctor_suggests_a_delay_longer_than_the_one_the_job_has(project: Project) -> None:
-    project.write(DAILY.format(name="billing") + 'command = ["true"]\ndelay = "2h"\n')
+    project.write(job_toml("billing", command=["true"], delay="2h"))
     doctor = project.cli("doctor")
     said = " ".join(doctor.stdout.split())
     assert 'for billing, delay = "2h7m"' in said, said
@@ -265,7 +258,7 @@ def test_a_job_gone_on_purpose_is_retired_and_no_longer_mentioned(
     project: Project, sql: Any
 ) -> None:
     ran_four_weeks(project, sql)
-    project.write(DAILY.format(name="billing") + 'command = ["true"]\n')
+    project.write(job_toml("billing", command=["true"]))
     noted = project.cli("-q", "jobs")
     said = " ".join(noted.stderr.split())
     assert "the ledger has jobs this config does not name: report (last success 2026-10-26" in said
@@ -325,7 +318,7 @@ def test_jobs_in_code_never_redefine_the_folders_jobs(
     from catchup.results import NotDue
 
     monkeypatch.chdir(project.path)
-    project.config.write_text(DAILY.format(name="export") + 'command = ["true"]\n')
+    project.config.write_text(job_toml("export", command=["true"]))
     names = [
         project_database_name(project.path.resolve()),
         project_database_name(project.path.resolve() / "python-nightly"),
@@ -356,9 +349,7 @@ def test_jobs_in_code_never_redefine_the_folders_jobs(
 def test_history_and_explain_at_80_columns_cut_no_date(project: Project) -> None:
     """`history` and `explain` cut dates at 80 columns (`2026-11-…`, `(Ameri…`), though
     narrow consoles were promised whole names and dates: blocks instead of a table."""
-    project.write(
-        DAILY.format(name="billing") + 'command = ["true"]\ntimezone = "America/New_York"\n'
-    )
+    project.write(job_toml("billing", command=["true"], timezone="America/New_York"))
     assert project.cli("-q", "run", "billing", "--period", "2026-10-02").exit_code == 0
     assert (
         project.cli(
@@ -382,11 +373,7 @@ def test_history_and_explain_at_80_columns_cut_no_date(project: Project) -> None
 def test_jobs_json_has_utc_times_and_counts_exhausted_apart(project: Project) -> None:
     import json
 
-    project.write(
-        DAILY.format(name="billing")
-        + 'command = ["false"]\nmax_attempts = 1\n'
-        + 'timezone = "Europe/Berlin"\n'
-    )
+    project.write(job_toml("billing", command=["false"], max_attempts=1, timezone="Europe/Berlin"))
     assert project.cli("-q", "run", "billing", "--period", "2026-10-02").exit_code == 1
     (line,) = json.loads(project.cli("-q", "jobs", "--json").stdout)
     assert line["first_period"] == "2026-10-01"
@@ -420,10 +407,10 @@ def test_a_calls_prints_are_kept_and_a_failure_in_a_replay_shows_how_it_ended(
         "def run(ctx):\n    print('exported', ctx.period, 'rows 1-500')\n"
     )
     project.write(
-        DAILY.format(name="export")
-        + 'call = "printing:run"\n'
-        + DAILY.format(name="fragile")
-        + 'command = ["sh", "-c", "echo connecting; echo refused: db-7 >&2; exit 4"]\n'
+        job_toml("export", call="printing:run")
+        + job_toml(
+            "fragile", command=["sh", "-c", "echo connecting; echo refused: db-7 >&2; exit 4"]
+        )
     )
     ran = from_root(project, "run", "export", "--period", "2026-10-02")
     assert ran.returncode == 0, ran.stdout + ran.stderr
@@ -475,7 +462,7 @@ def test_an_interrupted_period_is_its_own_state_in_every_report(project: Project
     import json
     import signal
 
-    from conftest import wait_for
+    from fix_processes import wait_for
 
     project.write(
         '[jobs.billing]\nschedule = "daily"\nstart = "2026-10-01"\n'

@@ -10,11 +10,12 @@ import threading
 from typing import Any
 
 import psycopg
+from fix_db import Database
+from fix_processes import wait_for
+from fix_project import Project
 
 from catchup.replay import round_robin
 from catchup.results import Planned
-
-from conftest import Database, Project, wait_for
 
 JOBS = 250  # the embedded test server takes max_connections = 200
 

@@ -8,14 +8,16 @@ import threading
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from fix_db import Database
+from fix_project import Project
+from fix_proxy import CutAfter
+
 from catchup import db
 from catchup.config import Config, make_job
 from catchup.pool import run_planned
 from catchup.results import Planned
 from catchup.session import Session
 from catchup.vocabulary import PeriodState
-
-from conftest import CutAfter, Database, Project
 
 START = datetime(2026, 10, 1, tzinfo=UTC)
 

@@ -6,8 +6,7 @@ import threading
 import uuid
 
 import psycopg
-
-from conftest import Database, drop_schema
+from fix_db import Database, drop_schema
 
 
 def test_a_schema_a_stray_transaction_holds_is_still_dropped(database: Database) -> None:

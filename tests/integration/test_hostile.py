@@ -8,8 +8,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-
-from conftest import Project
+from fix_project import Project
 
 ESCAPES = "\x1b]0;pwned\x07\x1b[2J\x1b]8;;http://evil.example/\x1b\\click\x1b]8;;\x1b\\"
 

@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fix_processes import process_gone, wait_for
+from fix_project import Project, job_toml
 
 from catchup import datafolder, embedded
-
-from conftest import Project, process_gone, wait_for
 
 
 def call_job(project: Project, monkeypatch: pytest.MonkeyPatch, body: str) -> str:
@@ -82,10 +82,7 @@ def test_a_call_error_with_a_nul_or_a_lone_surrogate_is_recorded(
     assert "\ufffd" in tail and "\x00" not in tail
 
 
-DAILY_ECHO = (
-    '[jobs.billing]\nschedule = "daily"\nstart = "2026-10-01"\n'
-    'command = ["sh", "-c", "echo ran $CATCHUP_PERIOD"]\n'
-)
+DAILY_ECHO = job_toml("billing", command=["sh", "-c", "echo ran $CATCHUP_PERIOD"])
 
 
 def test_a_reader_that_leaves_never_strands_a_claim(project: Project, sql: Any) -> None:

@@ -8,7 +8,7 @@ import json
 import re
 from typing import Any
 
-from conftest import Project
+from fix_project import Project
 
 NIGHTLY = """
 [jobs.nightly]

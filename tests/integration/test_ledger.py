@@ -9,12 +9,12 @@ from typing import Any
 
 import psycopg
 import pytest
+from fix_db import Database
+from fix_processes import wait_for
 
 from catchup import sqlfiles
 from catchup.ledger import Ledger
 from catchup.schedule import Period, Timeline, parse_schedule
-
-from conftest import Database, wait_for
 
 DAY = Timeline.single(parse_schedule("daily"), datetime(2026, 10, 1, tzinfo=UTC))
 ANCHOR = DAY.first

@@ -9,8 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from conftest import Project
+from fix_project import Project
 
 
 def setup(project: Project, log: Path | None = None, **keys: Any) -> None:

@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from conftest import Project, process_gone, serial_periods, timed_job, wait_for
+from fix_processes import process_gone, serial_periods, timed_job, wait_for
+from fix_project import Project
 
 TABLES = ("runs", "history", "coverage", "scan_state", "ticks")
 

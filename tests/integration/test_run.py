@@ -6,9 +6,10 @@ import json
 import time
 from typing import Any
 
-from catchup import sqlfiles
+from fix_processes import process_gone, wait_for
+from fix_project import Project
 
-from conftest import Project, process_gone, wait_for
+from catchup import sqlfiles
 
 
 def daily(command: str, **extra: str) -> str:

@@ -10,6 +10,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from fix_db import Database
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -19,8 +20,6 @@ from catchup.models import Island
 from catchup.reconcile import changed
 from catchup.scan import scan_job
 from catchup.schedule import RRule, Timeline, parse_schedule
-
-from conftest import Database
 
 SCHEDULES = [
     "hourly",

@@ -7,7 +7,7 @@ import re
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from conftest import Project
+from fix_project import Project
 
 ANSI = re.compile(r"\x1b\[")
 

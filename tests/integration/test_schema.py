@@ -9,11 +9,11 @@ from typing import Any
 
 import psycopg
 import pytest
+from fix_db import Database, drop_schema
+from paths import ROOT
 
 from catchup import sqlfiles
 from catchup.ledger import Ledger
-
-from conftest import ROOT, Database, drop_schema
 
 CATALOG = {
     "relations": """

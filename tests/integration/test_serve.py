@@ -14,6 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fix_db import Database
+from fix_processes import wait_for
+from fix_project import Project
 from prometheus_client.openmetrics.parser import (
     text_string_to_metric_families as openmetrics_families,
 )
@@ -21,8 +24,6 @@ from prometheus_client.parser import text_string_to_metric_families
 from psycopg.conninfo import conninfo_to_dict
 
 from catchup import embedded
-
-from conftest import Database, Project, wait_for
 
 
 def free_port() -> int:

@@ -10,13 +10,13 @@ from typing import Any
 
 import psycopg
 import pytest
+from fix_db import Database
+from fix_project import Project
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from catchup.ledger import Ledger
 from catchup.schedule import Timeline, WallStep, parse_schedule
-
-from conftest import Database, Project
 
 ZONES = [
     "Europe/Berlin",

@@ -11,6 +11,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from fix_db import Database
 
 from catchup import sqlfiles
 from catchup.ledger import Ledger
@@ -21,8 +22,6 @@ from catchup.vocabulary import (
     PeriodState,
     RunStatus,
 )
-
-from conftest import Database
 
 
 @pytest.fixture

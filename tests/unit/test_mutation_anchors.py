@@ -8,8 +8,7 @@ import sys
 from typing import Any
 
 import pytest
-
-from conftest import ROOT
+from paths import ROOT
 
 
 def mutations() -> list[Any]:

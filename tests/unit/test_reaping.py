@@ -1,4 +1,4 @@
-"""The suite's own guard: every test reaps the processes it starts (conftest.reap_children)."""
+"""The suite's own guard: every test reaps the processes it starts (fix_processes.reap_children)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-
-from conftest import process_gone, wait_for
+from fix_processes import process_gone, wait_for
 
 pytest_plugins = ["pytester"]
 
@@ -28,7 +27,10 @@ def test_a_child_left_running_is_killed_and_fails_a_passing_test(
 ) -> None:
     """The inner test starts `sleep 60` and returns: the child is killed at teardown, and a
     test that had passed is reported as an error naming it (a failing one just fails)."""
-    pytester.makeconftest((Path(__file__).parent.parent / "conftest.py").read_text())
+    tests = Path(__file__).parent.parent
+    for helper in ("fix_processes.py", "paths.py"):  # the plugin under test, as the suite uses it
+        (pytester.path / helper).write_text((tests / helper).read_text())
+    pytester.makeconftest('pytest_plugins = ["fix_processes"]\n')
     pidfile = pytester.path / "pid"
     pytester.makepyfile(
         test_leaky=textwrap.dedent(LEAKY.format(pidfile=str(pidfile), passes=passes))
