@@ -86,10 +86,10 @@ def run_chained(
     stream: bool = True,
     rules: ClaimRules = ORDINARY,
     claimed: Claim | Unclaimed | None = UNCLAIMED,
-    then: Callable[[], tuple[Job, Period] | None] | None = None,
+    next_period: Callable[[], tuple[Job, Period] | None] | None = None,
 ) -> tuple[Outcome, Handed | None]:
     """:func:`run_period` for a worker with a backlog. ``claimed`` is the claim handed over by
-    the previous period, if any. When the period succeeds, ``then()`` names the worker's next
+    the previous period, if any. When the period succeeds, ``next_period()`` names the worker's next
     period, and its claim goes to the ledger in the same transaction as this finish (one round
     trip, one commit); it comes back as the :class:`Handed` (unclaimed, for a job with an
     evidence query: that is read before its claim).
@@ -125,13 +125,13 @@ def run_chained(
         execution = _verified(session, job, period, label, execution)
     chained = None
     handed: Handed | None = None
-    if then is not None and execution.ended == Ended.exited and execution.error is None:
-        if not interrupted.is_set() and (following := then()) is not None:
-            next_job, next_period = following
+    if next_period is not None and execution.ended == Ended.exited and execution.error is None:
+        if not interrupted.is_set() and (following := next_period()) is not None:
+            next_job, after = following
             if next_job.evidence is None and session.cannot_start(next_job) is None:
-                chained = _request(session, next_job, next_period, rules)
+                chained = _request(session, next_job, after, rules)
             else:
-                handed = Handed(next_job, next_period, UNCLAIMED)
+                handed = Handed(next_job, after, UNCLAIMED)
     outcome, claim_next = _record(session, job, job_id, period, label, claim, execution, chained)
     if (
         not stream
@@ -142,7 +142,7 @@ def run_chained(
         outcome = replace(outcome, output=last_lines(execution.output_tail))
     if chained is None:
         return outcome, handed
-    return outcome, Handed(next_job, next_period, claim_next)
+    return outcome, Handed(next_job, after, claim_next)
 
 
 def last_lines(tail: str, lines: int = 8, chars: int = 2000) -> str:
@@ -284,9 +284,9 @@ def _record(
     label: str,
     claim: Claim,
     execution: Execution,
-    then: ClaimRequest | None = None,
+    next_request: ClaimRequest | None = None,
 ) -> tuple[Outcome, Claim | Unclaimed | None]:
-    """Record the execution; with ``then``, claim that period in the same transaction and
+    """Record the execution; with ``next_request``, claim that period in the same transaction and
     return its claim beside the outcome."""
     base = Outcome(
         job.name,
@@ -323,11 +323,11 @@ def _record(
         output_tail=execution.output_tail or None,
     )
     next_claim: Claim | Unclaimed | None = UNCLAIMED
-    if then is None:
+    if next_request is None:
         finished = finish_surely(session, job_id, period.start, claim.attempt, **fields)
     else:
         finished, next_claim = finish_then_claim_surely(
-            session, job_id, period.start, claim.attempt, then, fields
+            session, job_id, period.start, claim.attempt, next_request, fields
         )
     return _described(base, job, execution, finished, succeeded, interrupted), next_claim
 

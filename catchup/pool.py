@@ -189,7 +189,7 @@ def run_planned(
         """Run ``item``; the worker's next item, and its claim if it came with this finish."""
         following: list[Planned] = []
 
-        def then() -> tuple[Job, Period] | None:
+        def next_period() -> tuple[Job, Period] | None:
             # this item is done with (it succeeded); the next one is claimed with its finish
             if (nxt := dispatcher.handoff(item)) is None:
                 return None
@@ -202,7 +202,7 @@ def run_planned(
                 on_start(item)
             if prepare is not None:
                 prepare(session, item)
-            outcome, handed = _run_waiting(session, item, stop, rules, claimed, then)
+            outcome, handed = _run_waiting(session, item, stop, rules, claimed, next_period)
         except psycopg.Error as exc:
             if isinstance(exc, psycopg.OperationalError):
                 raise  # the connection or the server: nothing else would run
@@ -266,7 +266,7 @@ def _run_waiting(
     stop: threading.Event,
     rules: ClaimRules,
     claimed: Claim | Unclaimed | None,
-    then: Callable[[], tuple[Job, Period] | None],
+    next_period: Callable[[], tuple[Job, Period] | None],
 ) -> tuple[Outcome, Handed | None]:
     """Run ``item``; while another period of its job runs elsewhere (overlap forbidden), wait
     for it rather than skip, so a shared backlog is finished, one period at a time."""
@@ -280,7 +280,7 @@ def _run_waiting(
             stream=False,
             rules=rules,
             claimed=claimed,
-            then=then,
+            next_period=next_period,
         )
         if not outcome.blocked or stop.wait(delay):
             return outcome, handed

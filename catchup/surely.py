@@ -86,7 +86,7 @@ def finish_then_claim_surely(
     job_id: int,
     period_start: datetime,
     attempt: int,
-    then: ClaimRequest,
+    next_request: ClaimRequest,
     fields: FinishFields,
 ) -> tuple[Finished | None, Claim | Unclaimed | None]:
     """The finish and the next claim in one transaction; when that fails, the finish on its
@@ -95,12 +95,15 @@ def finish_then_claim_surely(
     back as :func:`finish_surely` does, and the claim reclaimed if it committed."""
     try:
         finished, claim = session.ledger.finish_then_claim(
-            job_id, period_start, attempt, then, **fields
+            job_id, period_start, attempt, next_request, **fields
         )
     except (psycopg.OperationalError, DatabaseError):
         finished = finish_surely(session, job_id, period_start, attempt, **fields)
         reclaimed = through_reconnects(
-            session, lambda _: session.ledger.reclaim(then.job_id, then.period.start, then.owner)
+            session,
+            lambda _: session.ledger.reclaim(
+                next_request.job_id, next_request.period.start, next_request.owner
+            ),
         )
         return finished, UNCLAIMED if reclaimed is None else reclaimed
     except psycopg.Error:  # a deadlock, a trigger: rolled back whole, nothing of it written

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from .alerts import Alerting
 from .base import LedgerBase
-from .changes import Changes
+from .changes import Changing
 from .claims import ClaimPath, ClaimRequest, FinishFields
 from .evidence import EvidenceCheck, EvidenceQuery
 from .scans import Scanning
@@ -20,5 +20,5 @@ __all__ = [
 ]
 
 
-class Ledger(ClaimPath, Changes, EvidenceCheck, Alerting, Scanning, Tools):
+class Ledger(ClaimPath, Changing, EvidenceCheck, Alerting, Scanning, Tools):
     """The ledger in ``schema``, through one autocommit connection."""

@@ -13,7 +13,7 @@ from ..vocabulary import EventAction
 from .base import LedgerBase
 
 
-class Changes(LedgerBase):
+class Changing(LedgerBase):
     def history(
         self, job_id: int, period_start: datetime | None = None, limit: int = 50
     ) -> tuple[list[HistoryRow], int]:
