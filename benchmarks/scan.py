@@ -130,7 +130,7 @@ def measure(target: db.Target, config: Config, repeat: int) -> tuple[float, floa
             rows += len(
                 session.ledger.plain_gaps(
                     {
-                        "job_id": session.job_id(job.name),
+                        "job_id": session.registered_id(job.name),
                         "first": first,
                         "until": end,
                         "step": job.schedule.step_sql,

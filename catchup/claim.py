@@ -97,7 +97,7 @@ def run_chained(
     A job's evidence is checked before the claim: a period with output and no ledger row
     (untracked: done elsewhere) is not run, unless ``rules.ignore_evidence``. With ``verify``, a run
     that exits 0 without evidence for its period is failed."""
-    job_id = session.job_id(job.name)
+    job_id = session.registered_id(job.name)
     label = job.label(period.start)
     if (why := session.cannot_start(job)) is not None:
         # a bad deploy is not an attempt: nothing is claimed (a claim handed over with the
@@ -194,7 +194,7 @@ def release(session: Session, job: Job, period: Period, claim: Claim) -> Outcome
     as an interrupted attempt, claimable again at once, no failure counted."""
     finish_surely(
         session,
-        session.job_id(job.name),
+        session.registered_id(job.name),
         period.start,
         claim.attempt,
         status=RunStatus.failed,
@@ -218,7 +218,7 @@ def release(session: Session, job: Job, period: Period, claim: Claim) -> Outcome
 
 def _request(session: Session, job: Job, period: Period, rules: ClaimRules) -> ClaimRequest:
     return ClaimRequest(
-        job_id=session.job_id(job.name),
+        job_id=session.registered_id(job.name),
         period=period,
         owner=owner_name(),
         lease=job.lease,

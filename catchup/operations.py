@@ -94,7 +94,7 @@ def mark(
     """Waive ``periods``: done out of band (``skip=False``) or deliberately skipped; recorded
     in the audit trail as ``action`` (default: done or skip)."""
     ledger = session.ledger
-    job_id = session.job_id(job.name)
+    job_id = session.registered_id(job.name)
     action = action or (EventAction.skip if skip else EventAction.done)
     with session.transaction():
         rows = ledger.lock_periods(job_id, [p.start for p in periods])
@@ -136,7 +136,7 @@ def reset(session: Session, job: Job, periods: list[Period], *, reason: str, act
     """Make succeeded, waived or exhausted (any failed) periods runnable again: failed, with no
     failures counted, so the next tick or replay runs them."""
     ledger = session.ledger
-    job_id = session.job_id(job.name)
+    job_id = session.registered_id(job.name)
     with session.transaction():
         rows = ledger.lock_periods(job_id, [p.start for p in periods])
         _refuse_running(job, rows)
@@ -173,7 +173,7 @@ def reset(session: Session, job: Job, periods: list[Period], *, reason: str, act
 
 
 def pause(session: Session, job: Job, *, reason: str | None, actor: str) -> datetime:
-    job_id = session.job_id(job.name)
+    job_id = session.registered_id(job.name)
     with session.transaction():
         since = session.ledger.pause_job(job_id)
         session.ledger.record_events(job_id, EventAction.pause, [None], [None], reason, actor)
@@ -182,7 +182,7 @@ def pause(session: Session, job: Job, *, reason: str | None, actor: str) -> date
 
 def resume(session: Session, job: Job, *, reason: str | None, actor: str) -> bool:
     """Resume ``job``; False (and nothing recorded) when it was not paused."""
-    job_id = session.job_id(job.name)
+    job_id = session.registered_id(job.name)
     with session.transaction():
         if not session.ledger.resume_job(job_id):
             return False

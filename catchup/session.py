@@ -63,7 +63,9 @@ class Session:
         self._timelines.update(other._timelines)
         self._renamed = other._renamed
 
-    def job_id(self, name: str) -> int:
+    def registered_id(self, name: str) -> int:
+        """The ledger id of the configured job ``name``, which is registered (with every other
+        configured job, and their schedules recorded) the first time this session asks."""
         if name not in self._job_ids:
             self._sync()
         return self._job_ids[name]

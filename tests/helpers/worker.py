@@ -26,14 +26,14 @@ def main() -> None:
     job = config.job(job_name)
     starts = [parse_instant(p) for p in periods]
     with Session(config, db.resolve(None, config.dsn)) as session:
-        session.job_id(job_name)
+        session.registered_id(job_name)
         Path(ready).touch()
         deadline = time.monotonic() + 60
         while not Path(go).exists():
             if time.monotonic() > deadline:
                 raise SystemExit("barrier never opened")
             time.sleep(0.002)
-        job_id = session.job_id(job_name)
+        job_id = session.registered_id(job_name)
         todo = list(starts)
         count = 0
         stop_at = time.monotonic() + 90
