@@ -90,3 +90,10 @@ def test_every_command_has_help_with_an_example() -> None:
             path,
             examples[0],
         )
+
+
+def test_the_exit_codes_in_the_conventions_are_the_commands_own() -> None:
+    from catchup.cli.options import EXIT_CODES
+
+    text = (DOCS / "reference" / "conventions.md").read_text()
+    assert EXIT_CODES.removeprefix("\b\n") in text
