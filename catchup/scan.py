@@ -18,6 +18,7 @@ from . import evidence
 from .islands import group, merge, present_ranges, uncovered
 from .job import Job
 from .ledger import Ledger
+from .ledger.scans import Pieces, Windows
 from .models import COUNTED_STATES, Island, JobRow, JobScan, ScanReport
 from .pulse import scheduler_health
 from .schedule import Fixed, Schedule, WallStep
@@ -129,7 +130,7 @@ def scan_jobs(
     pieces = {t.job_id: list(t.job.timeline.pieces(*windows[t.job_id])) for t in active}
     stepped = [(t, p) for t in active for p in pieces[t.job_id] if p[0].step_sql]
     walled = [(t, p) for t in active for p in pieces[t.job_id] if not p[0].step_sql]
-    arrays: dict[str, Any] = {
+    arrays: Windows = {
         "job_ids": [t.job_id for t in active],
         "firsts": [windows[t.job_id][0] for t in active],
         "untils": [windows[t.job_id][1] for t in active],
@@ -141,7 +142,7 @@ def scan_jobs(
 
     def piece_arrays(
         chosen: list[tuple[ScanTarget, tuple[Schedule, datetime, datetime]]],
-    ) -> dict[str, Any]:
+    ) -> Pieces:
         return {
             "job_ids": [t.job_id for t, _ in chosen],
             "firsts": [lo for _, (_, lo, _) in chosen],

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
-from typing import Any
+from typing import Any, TypedDict
 
 import psycopg
 
@@ -15,6 +15,53 @@ from ..models import Island
 from .base import LedgerBase
 
 UNFINISHED_BATCH = 20_000
+
+
+# The parameters of the scan's statements (sql/queries/scans.sql), one typed shape each: arrays
+# of one entry per job (or per piece of a job's window), sent as PostgreSQL arrays.
+class Windows(TypedDict):
+    """Each job's window: ``coverage``."""
+
+    job_ids: list[int]
+    firsts: list[datetime]
+    untils: list[datetime]
+    now: datetime
+
+
+class Pieces(Windows):
+    """Each piece of a window with its step: ``scan_unfinished``, ``scan_unfinished_rows``."""
+
+    steps: list[str | None]
+    max_attempts: list[int]
+
+
+class Holes(TypedDict):
+    """Fixed-step pieces no coverage vouches for: ``scan_missing``."""
+
+    job_ids: list[int]
+    los: list[datetime]
+    his: list[datetime]
+    steps: list[str | None]
+    lasts: list[datetime]
+
+
+class Listed(TypedDict):
+    """Listed period starts of wall-clock pieces, numbered by piece: ``scan_listed_missing``."""
+
+    job_ids: list[int]
+    pieces: list[int]
+    starts: list[datetime]
+
+
+class Covered(TypedDict):
+    """What one scan learned has a row for every period: the coverage statements."""
+
+    job_id: int
+    signature: str
+    first: datetime
+    until: datetime
+    firsts: list[datetime]
+    lasts: list[datetime]
 
 
 class Scanning(LedgerBase):
@@ -32,11 +79,11 @@ class Scanning(LedgerBase):
         rows = self.conn.execute(self._q("scan_state"), {"job_ids": job_ids})
         return {job_id: (sig, generation) for job_id, sig, generation in rows}
 
-    def coverage(self, window: dict[str, Any]) -> list[tuple[int, datetime, datetime]]:
+    def coverage(self, window: Windows) -> list[tuple[int, datetime, datetime]]:
         """Verified ranges (job, first, last) inside each job's window."""
         return [(j, a, b) for j, a, b in self.conn.execute(self._q("coverage"), window)]
 
-    def unfinished_islands(self, pieces: dict[str, Any], into: dict[int, list[Island]]) -> None:
+    def unfinished_islands(self, pieces: Pieces, into: dict[int, list[Island]]) -> None:
         """Runs of rows that are not succeeded, per fixed-step piece, grouped in SQL, appended
         to ``into`` by job id. Possibly millions: read in batches through a server-side cursor,
         and a one-period island shares one datetime for first and last."""
@@ -47,15 +94,15 @@ class Scanning(LedgerBase):
                 for job_id, state, first, last, count in batch:
                     into[job_id].append(Island(state, first, first if count == 1 else last, count))
 
-    def unfinished_rows(self, pieces: dict[str, Any]) -> Iterator[tuple[int, str, datetime]]:
+    def unfinished_rows(self, pieces: Pieces) -> Iterator[tuple[int, str, datetime]]:
         """Rows that are not succeeded, one by one (wall-clock pieces are grouped in Python)."""
         yield from self.conn.execute(self._q("scan_unfinished_rows"), pieces)
 
-    def missing_ranges(self, holes: dict[str, Any]) -> list[tuple[int, datetime, datetime]]:
+    def missing_ranges(self, holes: Holes) -> list[tuple[int, datetime, datetime]]:
         """Runs of periods with no row, in fixed-step pieces no coverage vouches for."""
         return [(j, a, b) for j, a, b in self.conn.execute(self._q("scan_missing"), holes)]
 
-    def listed_missing(self, listed: dict[str, Any]) -> list[tuple[int, datetime, datetime, int]]:
+    def listed_missing(self, listed: Listed) -> list[tuple[int, datetime, datetime, int]]:
         """Runs of listed period starts with no row."""
         rows = self.conn.execute(self._q("scan_listed_missing"), listed)
         return [(j, a, b, n) for j, a, b, n in rows]
@@ -69,7 +116,7 @@ class Scanning(LedgerBase):
         rows = self.conn.execute(self._q("last_success"), {"job_ids": job_ids})
         return {job_id: success for job_id, success in rows}
 
-    def record_coverage(self, state: tuple[str, int] | None, params: dict[str, Any]) -> bool:
+    def record_coverage(self, state: tuple[str, int] | None, params: Covered) -> bool:
         """Remember which periods have rows (``params``: job_id, signature, first, until,
         firsts, lasts), unless rows disappeared since the scan read them (the generation
         moved). False when nothing was recorded; a read-only role records nothing."""
