@@ -49,7 +49,8 @@ class Job:
     max_per_tick: int = 100
     timezone: str = "UTC"
     spread: timedelta = timedelta(0)  # the stable per-job part of delay that spread added
-    # what the job leaves behind: a SELECT of one date or timestamptz column (README: evidence)
+    # what the job leaves behind: a SELECT of one date or timestamptz column
+    # (docs/how-to/adopt-a-cron-job.md)
     evidence: str | None = None
     evidence_dsn: str | None = None  # where it runs; None: the ledger's database
     verify: bool = False  # a success without evidence for its period is a failure

@@ -23,7 +23,8 @@ def _unit_value(option: str, value: str) -> str:
     return value.replace("%", "%%")
 
 
-# The sandbox of every unit: systemd-analyze security rates it (README: its score). It leaves
+# The sandbox of every unit: systemd-analyze security rates it (its score is in
+# docs/how-to/deploy.md). It leaves
 # what jobs commonly need (no MemoryDenyWriteExecute: a JIT such as Node's or Java's needs it;
 # any system-service call). A job that writes outside its StateDirectory (/var/lib/NAME) needs
 # ReadWritePaths= in a drop-in.
