@@ -9,6 +9,7 @@ passes repeat until every period is recorded as succeeded (at most 90 seconds).
 
 from __future__ import annotations
 
+import faulthandler
 import json
 import sys
 import time
@@ -25,8 +26,12 @@ def main() -> None:
     config = load_config(Path(config_path))
     job = config.job(job_name)
     starts = [parse_instant(p) for p in periods]
+    # a replica that cannot reach the barrier (stuck connecting or registering) prints where
+    # it is and ends, so the test that waits for it can say why
+    faulthandler.dump_traceback_later(100, exit=True)
     with Session(config, db.resolve(None, config.dsn)) as session:
         session.registered_id(job_name)
+        faulthandler.cancel_dump_traceback_later()
         Path(ready).touch()
         deadline = time.monotonic() + 60
         while not Path(go).exists():

@@ -53,7 +53,21 @@ def start_replicas(
         )
         for i in range(count)
     ]
-    wait_for(lambda: all(r.exists() for r in ready), timeout=120, what="replicas at the barrier")
+    try:
+        wait_for(
+            lambda: all(r.exists() for r in ready), timeout=120, what="replicas at the barrier"
+        )
+    except AssertionError:
+        # say where the late ones were: each one's state and what it printed, then fail
+        said = []
+        for n, proc in enumerate(procs):
+            if ready[n].exists():
+                continue
+            if proc.poll() is None:
+                proc.kill()
+            _, err = proc.communicate(timeout=30)
+            said.append(f"replica {n} (exit {proc.returncode}): {err.strip()[-2000:]}")
+        raise AssertionError("replicas never reached the barrier:\n" + "\n".join(said)) from None
     go.touch()
     return procs
 
