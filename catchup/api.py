@@ -66,9 +66,7 @@ def check_reason(reason: str | None, *, required: bool) -> str | None:
 def code_origin(project: str | None) -> Path:
     """What names a project of jobs declared in code: ``project`` if given, else the script
     that runs (``python billing.py``: billing.py), else the working folder."""
-    if project is not None:
-        if (said := project_problem(project)) is not None:
-            raise ConfigError(f"project: {said}")
+    if project is not None:  # checked by Catchup()
         return Path.cwd() / f"python-{project}"
     main = getattr(sys.modules.get("__main__"), "__file__", None)
     return Path(main).resolve() if main else Path.cwd() / "python"
@@ -101,6 +99,8 @@ class Catchup:
         project: str | None = None,
     ) -> None:
         declared = {job.name: job for job in jobs}
+        if project is not None and (said := project_problem(project)) is not None:
+            raise ConfigError(f"project: {said}")
         if isinstance(config, Config):
             loaded = config
         elif declared and config is None:
@@ -121,7 +121,6 @@ class Catchup:
                 )
             loaded = load_config(path, schema=schema)
         if project is not None:
-            code_origin(project)  # checked
             loaded = replace(loaded, project_name=project)
         if declared:
             loaded = replace(

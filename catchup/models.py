@@ -137,6 +137,7 @@ class JobRow:
     paused_at: datetime | None
     project: str | None = None  # what registered it (Config.registrant); None: not recorded
     definition: dict[str, object] | None = None  # Job.definition as that project gave it
+    retired_at: datetime | None = None  # `catchup retire`: a configured name brings it back
 
 
 @dataclass(frozen=True)

@@ -102,10 +102,11 @@ class Session:
         self._check_definitions(rows)  # before anything is written
         if not write:
             return rows
-        self._rename()
-        registered = self.ledger.register_jobs(names)
-        self._record_definitions(registered)
-        return registered
+        if olds or any(n not in rows or rows[n].retired_at is not None for n in names):
+            self._rename()
+            rows = self.ledger.register_jobs(names)  # new names, and retired ones back
+        self._record_definitions(rows)  # steady state: every job known, nothing written
+        return rows
 
     def _check_definitions(self, rows: dict[str, JobRow]) -> None:
         """One job, one definition: a job the ledger records as another project's, defined

@@ -36,7 +36,7 @@ SELECT unnest(%(names)s::text[])
 ON CONFLICT (name) DO NOTHING;
 
 -- name: job_ids
-SELECT id, name, paused_at, project, definition
+SELECT id, name, paused_at, project, definition, retired_at
 FROM {schema}.jobs WHERE name = ANY(%(names)s::text[]);
 
 -- name: record_definition

@@ -12,7 +12,7 @@ PACKAGE = ROOT / "catchup"
 LIMIT = 400  # lines a module may have
 # Modules still over the limit, at most as long as they are now: the list may only shrink.
 OVER = {
-    "catchup/api.py": 619,
+    "catchup/api.py": 618,
 }
 
 
