@@ -265,7 +265,7 @@ MUTATIONS = (
     Mutation(
         "serve-read-only",
         "catchup serve never writes to the ledger",
-        "catchup/api.py",
+        "catchup/api/looking.py",
         "grids=True, pulse=True, read_only=True",
         "grids=True, pulse=True, read_only=False",
         (
@@ -450,7 +450,7 @@ MUTATIONS = (
     Mutation(
         "serve-never-starts",
         "a running serve never starts an embedded server someone stopped",
-        "catchup/api.py",
+        "catchup/api/looking.py",
         "            session = self._open(prepare=False, start_embedded=False)\n",
         "            session = self._open(prepare=False)\n",
         (

@@ -11,9 +11,7 @@ from paths import ROOT
 PACKAGE = ROOT / "catchup"
 LIMIT = 400  # lines a module may have
 # Modules still over the limit, at most as long as they are now: the list may only shrink.
-OVER = {
-    "catchup/api.py": 618,
-}
+OVER: dict[str, int] = {}
 
 
 def modules() -> dict[str, Path]:

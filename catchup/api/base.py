@@ -1,0 +1,191 @@
+"""The facade's footing: the config a :class:`~catchup.api.Catchup` was given (or found), the
+job selection every command uses, the session opened on first use, and the checks of values
+a person types (reasons, periods) that every family of operations shares."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import replace
+from datetime import date, datetime
+from pathlib import Path
+from typing import Self
+
+from .. import db
+from ..config import find_config, load_config
+from ..errors import ConfigError
+from ..job import Config, Job
+from ..results import Connected
+from ..session import Session
+from ..values import blank, parse_instant, project_problem
+from ..window import Moment
+
+MAX_REASON = 1000
+MAX_WORKERS = 64
+HISTORY_LIMIT = 50
+
+
+def reason_problem(reason: str) -> str | None:
+    """What is wrong with a reason, if anything: it is kept in the audit trail, so it must say
+    something, and not too much."""
+    if blank(reason):
+        return "must say why (it is kept in the history)"
+    if len(reason) > MAX_REASON:
+        return f"at most {MAX_REASON:,} characters"
+    return None
+
+
+def check_reason(reason: str | None, *, required: bool) -> str | None:
+    if reason is None and not required:
+        return None
+    problem = reason_problem(reason or "")
+    if problem is not None:
+        raise ConfigError(f"--reason: {problem}")
+    return reason
+
+
+def code_origin(project: str | None) -> Path:
+    """What names a project of jobs declared in code: ``project`` if given, else the script
+    that runs (``python billing.py``: billing.py), else the working folder."""
+    if project is not None:  # checked by Catchup()
+        return Path.cwd() / f"python-{project}"
+    main = getattr(sys.modules.get("__main__"), "__file__", None)
+    return Path(main).resolve() if main else Path.cwd() / "python"
+
+
+class Base:
+    """What every operation stands on: the config, the job selection and the one open
+    session (see :class:`catchup.api.Catchup`)."""
+
+    def __init__(
+        self,
+        config: Config | str | Path | None = None,
+        *,
+        jobs: Iterable[Job] = (),
+        dsn: str | None = None,
+        schema: str | None = None,
+        require_config: bool = False,
+        on_connect: Callable[[Connected], None] | None = None,
+        project: str | None = None,
+    ) -> None:
+        declared = {job.name: job for job in jobs}
+        if project is not None and (said := project_problem(project)) is not None:
+            raise ConfigError(f"project: {said}")
+        if isinstance(config, Config):
+            loaded = config
+        elif declared and config is None:
+            # jobs in code are a project of their own: never the catchup.toml of the folder
+            # this happens to run in (its jobs of the same names would be redefined)
+            loaded = Config(
+                path=None,
+                schema=schema or "catchup",
+                schema_given=schema is not None,
+                origin=code_origin(project),
+            )
+        else:
+            path = find_config(None if config is None else str(config))
+            if path is None and require_config and not declared:
+                raise ConfigError(
+                    f"no catchup.toml in {Path.cwd()} or its parents (use --config or "
+                    "CATCHUP_CONFIG)"
+                )
+            loaded = load_config(path, schema=schema)
+        if project is not None:
+            loaded = replace(loaded, project_name=project)
+        if declared:
+            loaded = replace(
+                loaded,
+                jobs={**loaded.jobs, **declared},
+                schema=schema or loaded.schema,
+                schema_given=loaded.schema_given or schema is not None,
+            )
+        self.config = loaded
+        self._dsn = dsn
+        self._on_connect = on_connect
+        self._session: Session | None = None
+
+    # -- the ledger ------------------------------------------------------------------------
+
+    def _target(self, *, start_embedded: bool = True) -> db.Target:
+        config = self.config
+        return db.resolve(
+            self._dsn,
+            config.dsn,
+            embedded_allowed=config.embedded,
+            project=config.project,
+            start_embedded=start_embedded,
+        )
+
+    def _open(self, *, prepare: bool = True, start_embedded: bool = True) -> Session:
+        if self._session is None:
+            target = self._target(start_embedded=start_embedded)
+            self._session = Session(self.config, target, prepare=prepare)
+            if self._on_connect is not None:
+                self._on_connect(self.connected)
+        return self._session
+
+    @property
+    def session(self) -> Session:
+        """The open ledger (opened, and the schema brought up to date, on first use)."""
+        return self._open()
+
+    @property
+    def connected(self) -> Connected:
+        import psycopg
+
+        from ..reports import unconfigured
+
+        session = self.session
+        try:
+            gone, lookalikes = unconfigured(session)
+        except psycopg.Error:  # a ledger not yet migrated (serve and doctor only read)
+            gone, lookalikes = (), ()
+        return Connected(
+            session.target.describe(),
+            db.server_version(session.conn),
+            self.config.schema,
+            session.target.note,
+            gone,
+            lookalikes,
+        )
+
+    @property
+    def database(self) -> str:
+        """Which database is in use, without the password."""
+        return self.session.target.describe()
+
+    def job(self, name: str) -> Job:
+        """The configured job ``name``; a :class:`ConfigError` naming the known ones if none."""
+        return self.config.job(name)
+
+    def select(self, names: Iterable[str] | None) -> list[Job]:
+        """The jobs named (in that order), or every job when none are: the one job selection
+        every command uses."""
+        chosen = list(names or ())
+        if not chosen:
+            return list(self.config.jobs.values())
+        return [self.config.job(name) for name in dict.fromkeys(chosen)]
+
+    def close(self) -> None:
+        if self._session is not None:
+            self._session.close()
+            self._session = None
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def instant(value: Moment, job: Job) -> datetime:
+    try:
+        return parse_instant(value, job.timezone)
+    except ValueError as exc:
+        raise ConfigError(f"{job.name}: {exc}") from None
+
+
+def texts(periods: Sequence[str | date | datetime]) -> list[str]:
+    if not periods:
+        raise ConfigError("name at least one period")
+    return [p if isinstance(p, str) else p.isoformat() for p in periods]

@@ -1,0 +1,165 @@
+"""Changing the ledger by hand, every change audited: waive (``mark``), record what ran
+elsewhere (``adopt``), make runnable again (``reset``), rename, retire, pause and resume; a
+running job's checkpoint; and the schema's migration."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Sequence
+from datetime import date, datetime
+from typing import Literal
+
+from ..errors import ConfigError
+from ..results import Changes, Migrated, Paused, Renamed, Resumed, Retired
+from ..window import Moment
+from .base import Base, check_reason, texts
+
+
+class Changing(Base):
+    def mark(
+        self,
+        job: str,
+        periods: Sequence[str | date | datetime],
+        *,
+        kind: Literal["done", "skip"],
+        reason: str,
+        actor: str | None = None,
+    ) -> Changes:
+        """Waive ``periods`` (``"2026-10-03"`` or ``"2026-10-01..2026-10-07"``): done out of
+        band or skipped on purpose; audited. Refused whole when any of them is running."""
+        from .. import operations
+
+        if kind not in ("done", "skip"):
+            raise ConfigError("mark needs --done or --skip")
+        why = check_reason(reason, required=True)
+        assert why is not None
+        spec = self.job(job)
+        session = self.session
+        spec = session.resolve(spec, write=False)  # bad periods are refused before any write
+        chosen = operations.parse_periods(spec, texts(periods))
+        return operations.mark(
+            session,
+            spec,
+            chosen,
+            skip=kind == "skip",
+            reason=why,
+            actor=actor or operations.default_actor(),
+        )
+
+    def adopt(
+        self,
+        jobs: Iterable[str],
+        *,
+        since: Moment | None = None,
+        until: Moment | None = None,
+        reason: str,
+        actor: str | None = None,
+    ) -> list[Changes]:
+        """Record the untracked periods of ``jobs`` (output exists, no ledger row) as waived,
+        audited as ``adopt``: for a job that ran elsewhere before catchup."""
+        from .. import operations
+        from ..window import check_window
+
+        why = check_reason(reason, required=True)
+        assert why is not None
+        chosen = self.select(jobs)
+        for job in chosen:  # before the session opens: bad input touches no database
+            if job.evidence is None:
+                raise ConfigError(f"{job.name} has no evidence query: nothing shows what ran")
+        check_window(chosen, since, until)
+        return operations.adopt(
+            self.session,
+            chosen,
+            since=since,
+            until=until,
+            reason=why,
+            actor=actor or operations.default_actor(),
+        )
+
+    def reset(
+        self,
+        job: str,
+        periods: Sequence[str | date | datetime],
+        *,
+        reason: str,
+        actor: str | None = None,
+    ) -> Changes:
+        """Make succeeded, waived or exhausted periods runnable again; audited."""
+        from .. import operations
+
+        why = check_reason(reason, required=True)
+        assert why is not None
+        spec = self.job(job)
+        session = self.session
+        spec = session.resolve(spec, write=False)
+        chosen = operations.parse_periods(spec, texts(periods))
+        return operations.reset(
+            session, spec, chosen, reason=why, actor=actor or operations.default_actor()
+        )
+
+    def rename(self, old: str, new: str, *, reason: str, actor: str | None = None) -> Renamed:
+        """Give the ledger's job ``old`` the name ``new``: its id, and with it every run,
+        attempt, change, coverage and alert range, goes along (audited). A row for ``new`` that
+        a command registered after the config was edited, and that holds nothing, is
+        replaced."""
+        from ..operations import default_actor, rename
+
+        why = check_reason(reason, required=True)
+        assert why is not None
+        rename(self.session, old, new, reason=why, actor=actor or default_actor())
+        return Renamed(old, new)
+
+    def retire(self, job: str, *, reason: str, actor: str | None = None) -> Retired:
+        """Record the ledger's job ``job`` (no longer configured) as gone on purpose: it is
+        no longer said to be missing from the config; its history stays."""
+        from ..operations import default_actor, retire
+
+        why = check_reason(reason, required=True)
+        assert why is not None
+        retire(self.session, job, reason=why, actor=actor or default_actor())
+        return Retired(job)
+
+    def pause(self, job: str, *, reason: str | None = None, actor: str | None = None) -> Paused:
+        """Suspend ``job``: nothing claims its periods until it is resumed."""
+        from .. import operations
+
+        why = check_reason(reason, required=False)
+        spec = self.job(job)
+        since = operations.pause(
+            self.session, spec, reason=why, actor=actor or operations.default_actor()
+        )
+        return Paused(spec.name, since)
+
+    def resume(self, job: str, *, reason: str | None = None, actor: str | None = None) -> Resumed:
+        """Resume ``job``; the next tick follows its catch-up policy (no flood)."""
+        from .. import operations
+
+        why = check_reason(reason, required=False)
+        spec = self.job(job)
+        resumed = operations.resume(
+            self.session, spec, reason=why, actor=actor or operations.default_actor()
+        )
+        return Resumed(spec.name, resumed, spec.catchup, spec.catchup_window, spec.max_per_tick)
+
+    def checkpoint(
+        self, value: str, *, run_id: int | None = None, attempt: int | None = None
+    ) -> bool:
+        """From inside a running job: save progress for a later attempt of its period, fenced
+        by the attempt. ``run_id`` and ``attempt`` default to ``CATCHUP_RUN_ID`` and
+        ``CATCHUP_ATTEMPT``. False when the attempt no longer owns its period."""
+        if run_id is None or attempt is None:
+            try:
+                run_id = int(os.environ["CATCHUP_RUN_ID"])
+                attempt = int(os.environ["CATCHUP_ATTEMPT"])
+            except (KeyError, ValueError):
+                raise ConfigError(
+                    "catchup checkpoint runs inside a job: CATCHUP_RUN_ID and CATCHUP_ATTEMPT "
+                    "are not set"
+                ) from None
+        return self.session.ledger.save_checkpoint(run_id, attempt, value)
+
+    def migrate(self) -> Migrated:
+        """Create or upgrade the ledger schema."""
+        session = self._open(prepare=False)
+        applied = session.ledger.migrate()
+        return Migrated(self.config.schema, tuple(applied), session.ledger.version())

@@ -1,0 +1,156 @@
+"""Looking at the ledger, read-only: the gap scan and its alerts, the jobs overview, one job's
+history, the periods explained, the doctor, and the status page that serves them."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable
+
+from .. import db, sqlfiles
+from ..doctor import Finding
+from ..errors import ConfigError, DatabaseError
+from ..explain import Explanation
+from ..models import ScanReport
+from ..results import History, JobsReport
+from ..window import Moment
+from .base import HISTORY_LIMIT, Base, instant
+
+
+class Looking(Base):
+    def scan(
+        self,
+        *,
+        jobs: Iterable[str] | None = None,
+        since: Moment | None = None,
+        until: Moment | None = None,
+        full: bool = False,
+        calendars: bool = False,
+    ) -> ScanReport:
+        """The gap detector: what ``catchup scan`` reports (with the scheduler's pulse, and a
+        calendar per job when asked)."""
+        from ..scan import scan
+        from ..window import check_window
+
+        chosen = self.select(jobs)
+        check_window(chosen, since, until)  # before the session opens (and migrates)
+        return scan(
+            self.session, chosen, since=since, until=until, full=full, grids=calendars, pulse=True
+        )
+
+    def notify(self, report: ScanReport) -> list[str]:
+        """Tell ``[alerts]``'s webhooks what changed in ``report``'s gap ranges since they were
+        last told (once, whichever replica gets there first), and post what is due: the
+        problems, a line each (a webhook's URL never appears)."""
+        from .. import alerts
+
+        config = self.config.alerts
+        if config is None:
+            raise ConfigError("--notify needs an [alerts] section with a webhook in catchup.toml")
+        ledger = self.session.ledger
+        rows = ledger.job_rows([job.job for job in report.jobs])
+        alerts.record(ledger, config, report, {name: row.id for name, row in rows.items()})
+        return alerts.deliver(ledger, config)
+
+    def jobs(self) -> JobsReport:
+        """``catchup jobs``: per job, schedule, last success, next due, done of expected."""
+        from ..pulse import scheduler_health
+        from ..reports import overview, unconfigured
+
+        session = self.session
+        lines = overview(session, list(self.config.jobs.values()))
+        gone, _ = unconfigured(session)
+        return JobsReport(session.target.describe(), tuple(lines), scheduler_health(session), gone)
+
+    def history(
+        self, job: str, *, period: Moment | None = None, limit: int = HISTORY_LIMIT
+    ) -> History:
+        """The attempts of ``job`` (or of one period), newest first, and the changes made to it."""
+        if not 1 <= limit <= 100_000:
+            raise ConfigError(f"--limit {limit}: from 1 to 100,000")
+        spec = self.job(job)
+        start = None if period is None else instant(period, spec)
+        session = self.session
+        spec = session.resolve(spec, write=False)
+        # by the ledger's id, read-only: a job renamed_from an old name shows that job's past
+        row = session.job_rows(write=False).get(job)
+        job_id = -1 if row is None else row.id  # never registered: no history yet
+        attempts, total_attempts = session.ledger.history(job_id, start, limit)
+        changes, total_changes = session.ledger.events(job_id, start, limit)
+        return History(
+            job,
+            start,
+            limit,
+            tuple(attempts),
+            total_attempts,
+            tuple(changes),
+            total_changes,
+            labeler=spec.label,
+        )
+
+    def explain(self, job: str, *, start: Moment | None = None, count: int = 10) -> Explanation:
+        """``count`` periods of ``job`` from the one containing ``start`` (default: the current
+        one): bounds, lengths, due times and DST notes."""
+        from ..explain import explain
+
+        if not 1 <= count <= 1000:
+            raise ConfigError(f"--count {count}: from 1 to 1,000")
+        spec = self.job(job)
+        start_at = None if start is None else instant(start, spec)
+        session = self.session
+        everyone = session.resolve_all(list(self.config.jobs.values()), write=False)
+        spec = session.resolve(spec, write=False)
+        return explain(spec, everyone, now=session.now(), start=start_at, count=count)
+
+    @staticmethod
+    def doctor(config: str | None = None, dsn: str | None = None) -> list[Finding]:
+        """Check the config, the database, a pooler, the clocks, the schedules and the
+        scheduler; works when the config or the database is broken (that is a finding)."""
+        from ..doctor import examine
+
+        return examine(config, dsn)
+
+    def serve(
+        self,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 9187,
+        refresh: float = 60.0,
+        stop: threading.Event,
+        on_listening: Callable[[str], None] | None = None,
+    ) -> None:
+        """``catchup serve``: scan every ``refresh`` seconds, read-only, and serve the status
+        page, ``/metrics``, ``/api/scan``, ``/healthz`` and ``/readyz`` until ``stop``."""
+        from ..scan import scan
+        from ..serve import Watcher, serve
+
+        target = self._target()
+        jobs = list(self.config.jobs.values())
+
+        def scan_now() -> ScanReport:
+            # it looks, it never migrates; and it never starts an embedded server someone
+            # stopped (it started it once, above, when it had to)
+            session = self._open(prepare=False, start_embedded=False)
+            self._on_connect = None  # the database line is said once, not at each reconnect
+            version, latest = session.ledger.version(), len(sqlfiles.migrations())
+            if version < latest:
+                raise DatabaseError(
+                    f"the ledger (schema {self.config.schema}) is at version {version} of "
+                    f"{latest}: `catchup migrate` brings it up to date (serve only reads)"
+                )
+            return scan(
+                session, jobs, since=None, until=None, grids=True, pulse=True, read_only=True
+            )
+
+        def after(report: ScanReport) -> list[str]:
+            return self.notify(report) if self.config.alerts is not None else []
+
+        watcher = Watcher(
+            scan_now,
+            self.close,
+            after=after,
+            scrub=lambda text: db.scrub(text, target.conninfo),
+            refresh=refresh,
+            database=target.describe(),
+            schema=self.config.schema,
+        )
+        serve(watcher, host, port, stop, on_listening)

@@ -1,0 +1,121 @@
+"""Running periods: one (``run``), what the catch-up policies allow (``tick``), the gaps of a
+window (``replay``); each through the one claim path."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable
+
+from ..claim import choose_period, run_period
+from ..errors import ConfigError
+from ..models import ClaimRules, Outcome
+from ..results import Batch, NotDue, Planned
+from ..window import Moment
+from .base import MAX_WORKERS, Base, check_reason, instant
+
+
+class Running(Base):
+    def run(
+        self,
+        job: str,
+        period: Moment | None = None,
+        *,
+        interrupted: threading.Event | None = None,
+        stream: bool = False,
+        ignore_evidence: bool = False,
+    ) -> Outcome | NotDue:
+        """Run one period (default: the latest due) through the claim path. :class:`NotDue`
+        when no period is due yet; a :class:`ConfigError` for a period that is not a period
+        start or not due (nothing is written then). A period whose output exists but that the
+        ledger never saw (the job's evidence) is skipped, unless ``ignore_evidence``."""
+        spec = self.job(job)
+        start = None if period is None else instant(period, spec)
+        session = self.session
+        spec = session.resolve(spec, write=False)  # a bad period is refused before any write
+        chosen = choose_period(spec, session.now(), start)
+        if chosen is None:
+            first = spec.timeline.period(spec.anchor)
+            return NotDue(spec.name, first, spec.label(first.start), first.end + spec.delay)
+        return run_period(
+            session,
+            spec,
+            chosen,
+            interrupted=interrupted,
+            stream=stream,
+            rules=ClaimRules(ignore_evidence=ignore_evidence),
+        )
+
+    def tick(
+        self,
+        *,
+        jobs: Iterable[str] | None = None,
+        workers: int = 4,
+        interrupted: threading.Event | None = None,
+        on_done: Callable[[Outcome], None] | None = None,
+        max_time: float | None = None,
+    ) -> Batch:
+        """Run what each job's catch-up policy allows, on a pool of ``workers``: what
+        ``catchup tick`` does. After ``max_time`` seconds nothing new starts."""
+        from ..replay import tick
+
+        if not 1 <= workers <= MAX_WORKERS:
+            raise ConfigError(f"--workers {workers}: from 1 to {MAX_WORKERS}")
+        if max_time is not None and not 1 <= max_time <= 86400:
+            raise ConfigError(f"--max-time {max_time:g}s: from 1 second to 1 day")
+        chosen = self.select(jobs)
+        return tick(
+            self.session,
+            chosen,
+            workers=workers,
+            interrupted=interrupted,
+            on_done=on_done,
+            max_time=max_time,
+        )
+
+    def replay(
+        self,
+        *,
+        since: Moment,
+        until: Moment | None = None,
+        jobs: Iterable[str] | None = None,
+        workers: int = 1,
+        limit: int | None = None,
+        dry_run: bool = False,
+        stop_on_failure: bool = False,
+        retry_exhausted: bool = False,
+        unverified: bool = False,
+        reason: str | None = None,
+        actor: str | None = None,
+        interrupted: threading.Event | None = None,
+        on_plan: Callable[[int], None] | None = None,
+        on_start: Callable[[Planned], None] | None = None,
+        on_done: Callable[[Outcome], None] | None = None,
+    ) -> Batch:
+        """Run the gaps, oldest first: what ``catchup replay`` does. ``unverified`` also runs
+        succeeded periods that left no evidence again (each reset with ``reason``, audited)."""
+        from ..operations import default_actor
+        from ..replay import Audit, replay
+        from ..window import check_window
+
+        if unverified and reason is None:
+            raise ConfigError("--unverified needs --reason: it runs succeeded periods again")
+        why = check_reason(reason, required=False)
+        chosen = self.select(jobs)
+        check_window(chosen, since, until)  # before the session opens (and migrates)
+        audit = Audit(why, actor or default_actor()) if unverified and why else None
+        return replay(
+            self.session,
+            chosen,
+            since=since,
+            until=until,
+            limit=limit,
+            workers=workers,
+            dry_run=dry_run,
+            stop_on_failure=stop_on_failure,
+            retry_exhausted=retry_exhausted,
+            unverified=audit,
+            interrupted=interrupted,
+            on_plan=on_plan,
+            on_start=on_start,
+            on_done=on_done,
+        )
