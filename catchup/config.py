@@ -255,8 +255,9 @@ def make_job(
     """Declare a job in code, checked like one in catchup.toml.
 
     ``options`` are the other keys of a ``[jobs.NAME]`` table (``delay="30m"``, ``lease="60s"``,
-    ``max_attempts=3``, ``overlap="forbid"``, ``catchup="all"``, …). ``call`` may be a callable
-    taking a :class:`~catchup.runner.JobContext`.
+    ``max_attempts=3``, ``overlap="forbid"``, ``catchup="all"``, …: every key, its default and
+    bounds are in :data:`catchup.job.JOB_KEYS`). ``call`` may be a callable taking a
+    :class:`~catchup.runner.JobContext`.
     """
     spec: dict[str, Any] = {"schedule": schedule, "start": start, **options}
     if command is not None:

@@ -1,4 +1,7 @@
-"""A configured job and the config that holds the jobs: frozen values, no parsing here."""
+"""A configured job and the config that holds the jobs: frozen values, no parsing here; and
+:data:`JOB_KEYS`, the one table of a ``[jobs.NAME]`` table's keys (default, what each accepts,
+what it means) that the parser, ``make_job``, the ``Job`` defaults and the configuration
+reference all read."""
 
 from __future__ import annotations
 
@@ -7,7 +10,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from .errors import ConfigError
 from .schedule import (
@@ -18,6 +21,186 @@ from .schedule import (
     iso_utc,
     period_label,
 )
+from .values import parse_duration
+
+
+@dataclass(frozen=True)
+class JobKey:
+    """One key of a ``[jobs.NAME]`` table."""
+
+    name: str
+    kind: Literal["text", "duration", "count", "choice", "flag", "other"]
+    accepts: str  # what a value is: the words of the error messages and of the reference
+    means: str  # one line, for the reference
+    default: str | int | bool | None = None  # as written in catchup.toml; None: there is none
+    required: bool = False
+    zero: bool = False  # a duration that may be 0s
+    at_least: str | None = None  # a duration's floor, as written
+    most: int | None = None  # a count's ceiling (every count is at least 1)
+    choices: tuple[str, ...] = ()
+
+
+JOB_KEYS: tuple[JobKey, ...] = (
+    JobKey(
+        "schedule",
+        "other",
+        "hourly, daily, weekly, monthly, 'every N minutes', cron or RRULE",
+        "when periods begin, on the wall clock of `timezone`",
+        required=True,
+    ),
+    JobKey(
+        "start",
+        "other",
+        'a date or time, like "2026-10-01"',
+        "the first period: the first boundary at or after this",
+        required=True,
+    ),
+    JobKey(
+        "timezone",
+        "text",
+        'an IANA name like "Europe/Berlin"',
+        "the schedule's wall clock (periods stay UTC)",
+        default="UTC",
+    ),
+    JobKey(
+        "command",
+        "other",
+        "a non-empty list of strings (argv; no shell)",
+        "what runs: placeholders {job} {period} {period_start} {period_end} {attempt}",
+    ),
+    JobKey(
+        "call",
+        "other",
+        '"module:function"',
+        "what runs instead of a command: a Python function given a JobContext",
+    ),
+    JobKey(
+        "workdir",
+        "other",
+        "a folder, relative to the config file's",
+        "where the job runs (default: the config file's folder)",
+    ),
+    JobKey(
+        "delay",
+        "duration",
+        "a duration",
+        "a period is due this long after it ends",
+        default="0s",
+        zero=True,
+    ),
+    JobKey(
+        "spread",
+        "other",
+        'true, false or a bound like "15m"',
+        "add a stable per-job delay (true: below 10m)",
+        default=False,
+    ),
+    JobKey(
+        "timeout",
+        "duration",
+        "a duration",
+        "an attempt running longer is stopped (the lease still catches dead runners)",
+    ),
+    JobKey(
+        "lease",
+        "duration",
+        "a duration",
+        "how long a claim holds without a heartbeat (renewed every third of it)",
+        default="60s",
+        at_least="1s",
+    ),
+    JobKey(
+        "kill_grace",
+        "duration",
+        "a duration",
+        "SIGTERM, then this long, then SIGKILL",
+        default="10s",
+    ),
+    JobKey(
+        "max_attempts",
+        "count",
+        "a whole number",
+        "failures before a period is exhausted",
+        default=3,
+        most=1000,
+    ),
+    JobKey(
+        "retry_backoff",
+        "duration",
+        "a duration",
+        "wait before a retry; doubles per failure, capped at 6h",
+        default="5m",
+        zero=True,
+    ),
+    JobKey(
+        "overlap",
+        "choice",
+        "forbid or allow",
+        "forbid: a period waits while an earlier one of the job runs",
+        default="forbid",
+        choices=("forbid", "allow"),
+    ),
+    JobKey(
+        "catchup",
+        "choice",
+        "all, latest or none",
+        "what `tick` does with older due periods",
+        default="all",
+        choices=("all", "latest", "none"),
+    ),
+    JobKey(
+        "catchup_window",
+        "duration",
+        "a duration",
+        "`tick` leaves older gaps to `replay`; `scan` still reports them",
+        default="30d",
+    ),
+    JobKey(
+        "max_per_tick",
+        "count",
+        "a whole number",
+        "at most this many periods of the job a tick (a flood guard)",
+        default=100,
+        most=100_000,
+    ),
+    JobKey(
+        "evidence",
+        "other",
+        "a SELECT of one date or timestamp column",
+        "what the job leaves behind: finds untracked and unverified periods",
+    ),
+    JobKey(
+        "evidence_dsn",
+        "other",
+        "a DSN",
+        "where the evidence query runs (default: the ledger's database)",
+    ),
+    JobKey(
+        "verify",
+        "flag",
+        "true or false",
+        "a run that exits 0 but leaves no evidence for its period is failed",
+        default=False,
+    ),
+    JobKey(
+        "renamed_from",
+        "other",
+        "a job name",
+        "the ledger's old name for this job: renamed on the first write",
+    ),
+)
+JOB_KEY = {key.name: key for key in JOB_KEYS}
+
+
+def default(name: str) -> Any:
+    """The default of the job key ``name``, as a ``Job`` holds it."""
+    key = JOB_KEY[name]
+    if key.kind == "duration" and key.default is not None:
+        return parse_duration(key.default, allow_zero=key.zero)
+    return key.default
+
+
+_DEFAULT: dict[str, Any] = {key.name: default(key.name) for key in JOB_KEYS}
 
 
 @dataclass(frozen=True)
@@ -35,25 +218,25 @@ class Job:
     # the local time ``start`` was written as: a start inside a DST gap names the instant the
     # gap's length later, but schedules counted from it keep the written time
     start_wall: datetime | None = None
-    delay: timedelta = timedelta(0)
+    delay: timedelta = _DEFAULT["delay"]
     command: tuple[str, ...] | None = None
     call: str | Callable[..., object] | None = None  # "module:function", or a callable in code
     timeout: timedelta | None = None
-    lease: timedelta = timedelta(seconds=60)
-    kill_grace: timedelta = timedelta(seconds=10)
-    max_attempts: int = 3
-    retry_backoff: timedelta = timedelta(minutes=5)
-    overlap: Literal["forbid", "allow"] = "forbid"
-    catchup: Literal["all", "latest", "none"] = "all"
-    catchup_window: timedelta = timedelta(days=30)
-    max_per_tick: int = 100
-    timezone: str = "UTC"
+    lease: timedelta = _DEFAULT["lease"]
+    kill_grace: timedelta = _DEFAULT["kill_grace"]
+    max_attempts: int = _DEFAULT["max_attempts"]
+    retry_backoff: timedelta = _DEFAULT["retry_backoff"]
+    overlap: Literal["forbid", "allow"] = _DEFAULT["overlap"]
+    catchup: Literal["all", "latest", "none"] = _DEFAULT["catchup"]
+    catchup_window: timedelta = _DEFAULT["catchup_window"]
+    max_per_tick: int = _DEFAULT["max_per_tick"]
+    timezone: str = _DEFAULT["timezone"]
     spread: timedelta = timedelta(0)  # the stable per-job part of delay that spread added
     # what the job leaves behind: a SELECT of one date or timestamptz column
     # (docs/how-to/adopt-a-cron-job.md)
     evidence: str | None = None
     evidence_dsn: str | None = None  # where it runs; None: the ledger's database
-    verify: bool = False  # a success without evidence for its period is a failure
+    verify: bool = _DEFAULT["verify"]  # a success without evidence for its period is a failure
     # where a command runs and a relative command[0] or a call's module is found: the config
     # file's folder (or ``workdir`` in it); None: the working directory of the process
     workdir: Path | None = None

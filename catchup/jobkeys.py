@@ -1,6 +1,8 @@
-"""The keys of a ``[jobs.NAME]`` table: their defaults, what each accepts, and the message when
-it does not. ``catchup.toml`` (:mod:`catchup.config`) and ``make_job`` both read jobs through
-:func:`parse_job`, so a job in code is checked exactly as one in the file."""
+"""Reading a ``[jobs.NAME]`` table into a :class:`~catchup.job.Job`, key by key as
+:data:`~catchup.job.JOB_KEYS` describes them (default, what each accepts, its bounds), with a
+message naming the key when a value does not fit. ``catchup.toml`` (:mod:`catchup.config`) and
+``make_job`` both read jobs through :func:`parse_job`, so a job in code is checked exactly as
+one in the file."""
 
 from __future__ import annotations
 
@@ -11,10 +13,9 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from .job import Job
+from .job import JOB_KEY, JOB_KEYS, Job, JobKey, default
 from .schedule import Schedule, ScheduleError, Timeline, parse_schedule, zone
 from .values import (
-    MAX_INTS,
     SPREAD_DEFAULT,
     check_placeholders,
     parse_duration,
@@ -23,34 +24,8 @@ from .values import (
     type_name,
 )
 
-DEFAULTS: dict[str, Any] = {
-    "delay": "0s",
-    "timeout": None,
-    "lease": "60s",
-    "kill_grace": "10s",
-    "max_attempts": 3,
-    "retry_backoff": "5m",
-    "overlap": "forbid",
-    "catchup": "all",
-    "catchup_window": "30d",
-    "max_per_tick": 100,
-    "timezone": "UTC",
-    "spread": False,
-}
-JOB_KEYS = frozenset(
-    {
-        "schedule",
-        "start",
-        "command",
-        "call",
-        "evidence",
-        "evidence_dsn",
-        "verify",
-        "workdir",
-        "renamed_from",
-        *DEFAULTS,
-    }
-)
+DEFAULTS: dict[str, Any] = {k.name: k.default for k in JOB_KEYS if k.default is not None}
+KEY_NAMES = frozenset(JOB_KEY)
 # An evidence query is a read-only SELECT (or WITH … SELECT): one statement, checked here
 # before anything runs; it also runs in a READ ONLY transaction.
 _SELECT = re.compile(r"^\s*(select|with)\b", re.IGNORECASE)
@@ -65,16 +40,14 @@ def parse_job(name: str, spec: dict[str, Any], problem: Any) -> Job | None:
         problem(key, f"jobs.{name}.{key}: {message}")
 
     for key in spec:
-        if key not in JOB_KEYS:
-            bad(key, f"unknown key{suggest(key, JOB_KEYS)}")
-    values = {**DEFAULTS, **{k: v for k, v in spec.items() if k in JOB_KEYS}}
+        if key not in KEY_NAMES:
+            bad(key, f"unknown key{suggest(key, KEY_NAMES)}")
+    values = {**DEFAULTS, **{k: v for k, v in spec.items() if k in KEY_NAMES}}
 
     timezone: str | None = None
     if not isinstance(values["timezone"], str):
-        bad(
-            "timezone",
-            f'expected an IANA name like "Europe/Berlin", got {type_name(values["timezone"])}',
-        )
+        got = type_name(values["timezone"])
+        bad("timezone", f"expected {JOB_KEY['timezone'].accepts}, got {got}")
     else:
         try:
             zone(values["timezone"])
@@ -84,9 +57,7 @@ def parse_job(name: str, spec: dict[str, Any], problem: Any) -> Job | None:
 
     schedule: Schedule | None = None
     if "schedule" not in spec:
-        bad(
-            "schedule", "missing (hourly, daily, weekly, monthly, 'every N minutes', cron or RRULE)"
-        )
+        bad("schedule", f"missing ({JOB_KEY['schedule'].accepts})")
     elif not isinstance(spec["schedule"], str):
         bad("schedule", f"expected a string, got {type_name(spec['schedule'])}")
     else:  # with a bad zone, still check the rest in UTC: every mistake is reported at once
@@ -98,7 +69,7 @@ def parse_job(name: str, spec: dict[str, Any], problem: Any) -> Job | None:
     start: datetime | None = None
     start_wall: datetime | None = None
     if "start" not in spec:
-        bad("start", 'missing: the first period, like "2026-10-01"')
+        bad("start", f"missing: the first period, {JOB_KEY['start'].accepts}")
     else:
         try:
             start, start_wall = parse_written(spec["start"], timezone or "UTC")
@@ -112,7 +83,7 @@ def parse_job(name: str, spec: dict[str, Any], problem: Any) -> Job | None:
     elif "command" in spec:
         raw = spec["command"]
         if not isinstance(raw, list) or not raw or not all(isinstance(a, str) for a in raw):
-            bad("command", "expected a non-empty list of strings (argv; no shell)")
+            bad("command", f"expected {JOB_KEY['command'].accepts}")
         elif (at := next((n for n, a in enumerate(raw) if "\x00" in a), None)) is not None:
             # no program can be given one: every run would fail, using up its attempts
             bad("command", f"argument {at + 1} holds a NUL character, which no argv can carry")
@@ -128,40 +99,27 @@ def parse_job(name: str, spec: dict[str, Any], problem: Any) -> Job | None:
     else:
         raw = spec["call"]
         if not isinstance(raw, str) or not re.fullmatch(r"[\w.]+:[\w.]+", raw):
-            bad("call", f'expected "module:function", got {raw!r}')
+            bad("call", f"expected {JOB_KEY['call'].accepts}, got {raw!r}")
         else:
             call = raw
 
     durations: dict[str, timedelta | None] = {}
-    for key in ("delay", "timeout", "lease", "kill_grace", "retry_backoff", "catchup_window"):
-        value = values[key]
-        if value is None:
-            durations[key] = None
-            continue
-        try:
-            durations[key] = parse_duration(value, allow_zero=key in ("delay", "retry_backoff"))
-        except ValueError as exc:
-            bad(key, str(exc))
-    lease = durations.get("lease")
-    if lease is not None and lease < timedelta(seconds=1):
-        bad("lease", "must be at least 1s (the heartbeat renews it every third of it)")
-
     ints: dict[str, int] = {}
-    for key in ("max_attempts", "max_per_tick"):
-        value = values[key]
-        if isinstance(value, bool) or not isinstance(value, int):
-            bad(key, f"expected a whole number, got {type_name(value)}")
-        elif value < 1:
-            bad(key, f"must be at least 1, got {value}")
-        elif value > MAX_INTS[key]:
-            bad(key, f"at most {MAX_INTS[key]:,}, got {value:,}")
-        else:
-            ints[key] = value
-
-    choices = {"overlap": ("forbid", "allow"), "catchup": ("all", "latest", "none")}
-    for key, allowed in choices.items():
-        if values[key] not in allowed:
-            bad(key, f"expected one of {', '.join(allowed)}, got {values[key]!r}")
+    for entry in JOB_KEYS:
+        value = values.get(entry.name)
+        if entry.kind == "duration":
+            durations[entry.name] = _duration(entry, value, bad)
+        elif entry.kind == "count":
+            if isinstance(value, bool) or not isinstance(value, int):
+                bad(entry.name, f"expected {entry.accepts}, got {type_name(value)}")
+            elif value < 1:
+                bad(entry.name, f"must be at least 1, got {value}")
+            elif entry.most is not None and value > entry.most:
+                bad(entry.name, f"at most {entry.most:,}, got {value:,}")
+            else:
+                ints[entry.name] = value
+        elif entry.kind == "choice" and value not in entry.choices:
+            bad(entry.name, f"expected one of {', '.join(entry.choices)}, got {value!r}")
     bound: timedelta | None = None
     raw_spread = values["spread"]
     if raw_spread is True:
@@ -193,19 +151,32 @@ def parse_job(name: str, spec: dict[str, Any], problem: Any) -> Job | None:
         command=command,
         call=call,
         timeout=durations["timeout"],
-        lease=durations["lease"] or timedelta(seconds=60),
-        kill_grace=durations["kill_grace"] or timedelta(seconds=10),
+        lease=durations["lease"] or default("lease"),
+        kill_grace=durations["kill_grace"] or default("kill_grace"),
         max_attempts=ints["max_attempts"],
         retry_backoff=durations["retry_backoff"] or timedelta(0),
         overlap=values["overlap"],
         catchup=values["catchup"],
-        catchup_window=durations["catchup_window"] or timedelta(days=30),
+        catchup_window=durations["catchup_window"] or default("catchup_window"),
         max_per_tick=ints["max_per_tick"],
         timezone=timezone,
         evidence=evidence,
         evidence_dsn=evidence_dsn,
         verify=verify,
     )
+
+
+def _duration(key: JobKey, value: object, bad: Callable[[str, str], None]) -> timedelta | None:
+    if value is None:
+        return None
+    try:
+        parsed = parse_duration(value, allow_zero=key.zero)
+    except ValueError as exc:
+        bad(key.name, str(exc))
+        return None
+    if key.at_least is not None and parsed < parse_duration(key.at_least):
+        bad(key.name, f"must be at least {key.at_least}")
+    return parsed
 
 
 def workdir_of(value: object, path: Path) -> Path | str:

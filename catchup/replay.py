@@ -13,6 +13,7 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
+from .bounds import TICK_WORKERS
 from .job import Job
 from .models import ClaimRules, JobScan, Outcome
 from .pool import run_planned
@@ -130,14 +131,11 @@ def _reopen(audit: Audit, session: Session, item: Planned) -> None:
         reset(session, item.job, [item.period], reason=audit.reason, actor=audit.actor)
 
 
-TICK_WORKERS = 4
-
-
 def tick(
     session: Session,
     jobs: list[Job],
     *,
-    workers: int = TICK_WORKERS,
+    workers: int = TICK_WORKERS.default or 1,
     interrupted: threading.Event | None = None,
     on_done: Callable[[Outcome], None] | None = None,
     max_time: float | None = None,

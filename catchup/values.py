@@ -26,7 +26,7 @@ _DURATION = re.compile(r"(\d{1,12})\s*(ms|s|m|h|d|w)")
 # Bounds, so that nothing parsed can carry a computed time out of PostgreSQL's (or Python's)
 # range: durations up to ten years, dates from 1900 to 2199, counts to sensible sizes.
 MAX_DURATION = timedelta(days=3650)
-MAX_INTS = {"max_attempts": 1000, "max_per_tick": 100_000}
+
 _UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 # PostgreSQL's own schemas: a ledger there would mix with the catalog or with everyone's tables
 SYSTEM_SCHEMAS = frozenset({"public", "information_schema"})

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Self
 
 from .. import db
+from ..bounds import Bound
 from ..config import find_config, load_config
 from ..errors import ConfigError
 from ..job import Config, Job
@@ -21,8 +22,6 @@ from ..values import blank, parse_instant, project_problem
 from ..window import Moment
 
 MAX_REASON = 1000
-MAX_WORKERS = 64
-HISTORY_LIMIT = 50
 
 
 def reason_problem(reason: str) -> str | None:
@@ -42,6 +41,13 @@ def check_reason(reason: str | None, *, required: bool) -> str | None:
     if problem is not None:
         raise ConfigError(f"--reason: {problem}")
     return reason
+
+
+def check(bound: Bound, value: float) -> None:
+    """A number a command takes, checked against its one bound (the CLI's option reads it
+    too); a :class:`ConfigError` saying the range."""
+    if (said := bound.problem(value)) is not None:
+        raise ConfigError(said)
 
 
 def code_origin(project: str | None) -> Path:

@@ -7,13 +7,14 @@ import threading
 from collections.abc import Callable, Iterable
 
 from .. import db, sqlfiles
+from ..bounds import EXPLAIN_COUNT, HISTORY_LIMIT
 from ..doctor import Finding
 from ..errors import ConfigError, DatabaseError
 from ..explain import Explanation
 from ..models import ScanReport
 from ..results import History, JobsReport
 from ..window import Moment
-from .base import HISTORY_LIMIT, Base, instant
+from .base import Base, check, instant
 
 
 class Looking(Base):
@@ -62,11 +63,10 @@ class Looking(Base):
         return JobsReport(session.target.describe(), tuple(lines), scheduler_health(session), gone)
 
     def history(
-        self, job: str, *, period: Moment | None = None, limit: int = HISTORY_LIMIT
+        self, job: str, *, period: Moment | None = None, limit: int = HISTORY_LIMIT.default or 1
     ) -> History:
         """The attempts of ``job`` (or of one period), newest first, and the changes made to it."""
-        if not 1 <= limit <= 100_000:
-            raise ConfigError(f"--limit {limit}: from 1 to 100,000")
+        check(HISTORY_LIMIT, limit)
         spec = self.job(job)
         start = None if period is None else instant(period, spec)
         session = self.session
@@ -87,13 +87,14 @@ class Looking(Base):
             labeler=spec.label,
         )
 
-    def explain(self, job: str, *, start: Moment | None = None, count: int = 10) -> Explanation:
+    def explain(
+        self, job: str, *, start: Moment | None = None, count: int = EXPLAIN_COUNT.default or 1
+    ) -> Explanation:
         """``count`` periods of ``job`` from the one containing ``start`` (default: the current
         one): bounds, lengths, due times and DST notes."""
         from ..explain import explain
 
-        if not 1 <= count <= 1000:
-            raise ConfigError(f"--count {count}: from 1 to 1,000")
+        check(EXPLAIN_COUNT, count)
         spec = self.job(job)
         start_at = None if start is None else instant(start, spec)
         session = self.session

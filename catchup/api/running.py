@@ -6,12 +6,13 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterable
 
+from ..bounds import MAX_TIME, REPLAY_WORKERS, TICK_WORKERS
 from ..claim import choose_period, run_period
 from ..errors import ConfigError
 from ..models import ClaimRules, Outcome
 from ..results import Batch, NotDue, Planned
 from ..window import Moment
-from .base import MAX_WORKERS, Base, check_reason, instant
+from .base import Base, check, check_reason, instant
 
 
 class Running(Base):
@@ -49,7 +50,7 @@ class Running(Base):
         self,
         *,
         jobs: Iterable[str] | None = None,
-        workers: int = 4,
+        workers: int = TICK_WORKERS.default or 1,
         interrupted: threading.Event | None = None,
         on_done: Callable[[Outcome], None] | None = None,
         max_time: float | None = None,
@@ -58,10 +59,9 @@ class Running(Base):
         ``catchup tick`` does. After ``max_time`` seconds nothing new starts."""
         from ..replay import tick
 
-        if not 1 <= workers <= MAX_WORKERS:
-            raise ConfigError(f"--workers {workers}: from 1 to {MAX_WORKERS}")
-        if max_time is not None and not 1 <= max_time <= 86400:
-            raise ConfigError(f"--max-time {max_time:g}s: from 1 second to 1 day")
+        check(TICK_WORKERS, workers)
+        if max_time is not None:
+            check(MAX_TIME, max_time)
         chosen = self.select(jobs)
         return tick(
             self.session,
@@ -78,7 +78,7 @@ class Running(Base):
         since: Moment,
         until: Moment | None = None,
         jobs: Iterable[str] | None = None,
-        workers: int = 1,
+        workers: int = REPLAY_WORKERS.default or 1,
         limit: int | None = None,
         dry_run: bool = False,
         stop_on_failure: bool = False,
@@ -100,6 +100,7 @@ class Running(Base):
         if unverified and reason is None:
             raise ConfigError("--unverified needs --reason: it runs succeeded periods again")
         why = check_reason(reason, required=False)
+        check(REPLAY_WORKERS, workers)
         chosen = self.select(jobs)
         check_window(chosen, since, until)  # before the session opens (and migrates)
         audit = Audit(why, actor or default_actor()) if unverified and why else None

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import click
 
+from ..bounds import EXPLAIN_COUNT, HISTORY_LIMIT
 from ..errors import EXIT_DATABASE, EXIT_FAILED, ConfigError
 from .base import State, console, pass_state, show
 from .options import (
@@ -146,8 +147,8 @@ def jobs(state: State, as_json: bool) -> None:
 )
 @click.option(
     "--limit",
-    type=click.IntRange(1, 100000),
-    default=50,
+    type=click.IntRange(HISTORY_LIMIT.low, HISTORY_LIMIT.high),
+    default=HISTORY_LIMIT.default,
     show_default=True,
     help="Show at most this many attempts and changes (the report says how many there are).",
 )
@@ -173,7 +174,12 @@ def history(state: State, job: str, period: str | None, limit: int, as_json: boo
     type=When(),
     help=f"Start at the period containing this (default: the current period); {DATE_HELP}.",
 )
-@click.option("--count", type=click.IntRange(1, 1000), default=10, show_default=True)
+@click.option(
+    "--count",
+    type=click.IntRange(EXPLAIN_COUNT.low, EXPLAIN_COUNT.high),
+    default=EXPLAIN_COUNT.default,
+    show_default=True,
+)
 @pass_state
 def explain(state: State, job: str, start: str | None, count: int) -> None:
     """Spell out JOB's periods: UTC and local bounds, length, and when each falls due, with

@@ -9,6 +9,7 @@ from typing import Any, TypeVar
 
 import click
 
+from ..bounds import Bound
 from ..render.limits import GAP_LIMIT
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -162,12 +163,12 @@ def deadline_option(what: str) -> Callable[[F], F]:
     )
 
 
-def workers_option(*, default: int, what: str) -> Callable[[F], F]:
+def workers_option(bound: Bound, *, what: str) -> Callable[[F], F]:
     """``--workers N``: the pool that runs periods (its connections are N plus two)."""
     return click.option(
         "--workers",
-        type=click.IntRange(1, 64),
-        default=default,
+        type=click.IntRange(bound.low, bound.high),
+        default=bound.default,
         show_default=True,
         help=f"{what} (overlap = forbid still holds).",
     )

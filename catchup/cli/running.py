@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from ..bounds import MAX_TIME, REPLAY_WORKERS, TICK_WORKERS
 from ..vocabulary import OutcomeStatus
 from .base import (
     State,
@@ -74,12 +75,12 @@ def run(state: State, job: str, period: str | None, ignore_evidence: bool, as_js
 
 @click.command(epilog=EXIT_CODES)
 @jobs_option
-@workers_option(default=4, what="Periods run at once, the jobs taking turns")
+@workers_option(TICK_WORKERS, what="Periods run at once, the jobs taking turns")
 @json_option("Print the periods and totals as JSON.")
 @click.option("-v", "--verbose", is_flag=True, help="Also print the periods that were skipped.")
 @click.option(
     "--max-time",
-    type=Seconds(1, 86400),
+    type=Seconds(MAX_TIME.low, MAX_TIME.high),
     metavar="DURATION",
     help="Start nothing new after this long (what runs finishes); the rest is the next "
     "tick's. Set it to the scheduler's interval.",
@@ -131,7 +132,7 @@ def tick(
 @window_options(since_required=True)
 @jobs_option
 @click.option("--max", "limit", type=click.IntRange(min=1), help="Run at most this many periods.")
-@workers_option(default=1, what="Periods run at once in this process")
+@workers_option(REPLAY_WORKERS, what="Periods run at once in this process")
 @click.option(
     "--dry-run",
     is_flag=True,

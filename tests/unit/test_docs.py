@@ -41,9 +41,19 @@ def test_every_command_is_in_the_reference_and_in_a_guide() -> None:
     assert not missing, f"no guide, explanation or README mentions: {missing}"
 
 
+def test_the_job_keys_table_is_generated_from_the_one_table_of_keys() -> None:
+    from config_reference import PAGE, rewrite
+
+    text = PAGE.read_text()
+    assert rewrite(text) == text, (
+        "docs/reference/config.md's job keys drifted from catchup/job.py: run "
+        "uv run python tests/config_reference.py"
+    )
+
+
 def test_every_config_key_is_in_the_configuration_reference() -> None:
     from catchup.config import ALERT_KEYS, DATABASE_KEYS, WEBHOOK_KEYS
-    from catchup.jobkeys import JOB_KEYS
+    from catchup.job import JOB_KEY as JOB_KEYS
 
     text = (DOCS / "reference" / "config.md").read_text()
     keys = {*JOB_KEYS, *DATABASE_KEYS, *ALERT_KEYS, *WEBHOOK_KEYS, "name"}
