@@ -3,11 +3,20 @@ command line's option and the facade's check both read."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import click
 import pytest
 
 from catchup import Catchup, ConfigError, make_job
-from catchup.bounds import EXPLAIN_COUNT, HISTORY_LIMIT, MAX_TIME, REPLAY_WORKERS, TICK_WORKERS
+from catchup.bounds import (
+    EXPLAIN_COUNT,
+    HISTORY_LIMIT,
+    MAX_TIME,
+    REPLAY_WORKERS,
+    TICK_WORKERS,
+    Bound,
+)
 from catchup.cli import cli
 
 NOWHERE = "postgresql://nobody@127.0.0.1:1/none"  # connecting would fail: nothing may connect
@@ -29,7 +38,9 @@ def option(command: str, name: str) -> click.Parameter:
         ("explain", "count", EXPLAIN_COUNT),
     ],
 )
-def test_each_option_takes_its_range_and_default_from_its_bound(command, name, bound) -> None:
+def test_each_option_takes_its_range_and_default_from_its_bound(
+    command: str, name: str, bound: Bound
+) -> None:
     param = option(command, name)
     assert isinstance(param.type, click.IntRange)
     assert (param.type.min, param.type.max) == (bound.low, bound.high)
@@ -38,7 +49,8 @@ def test_each_option_takes_its_range_and_default_from_its_bound(command, name, b
 
 def test_max_time_takes_its_range_from_its_bound() -> None:
     param = option("tick", "max_time")
-    assert (param.type.low, param.type.high) == (MAX_TIME.low, MAX_TIME.high)
+    low, high = getattr(param.type, "low", None), getattr(param.type, "high", None)
+    assert (low, high) == (MAX_TIME.low, MAX_TIME.high)
 
 
 def app() -> Catchup:
@@ -56,7 +68,9 @@ def app() -> Catchup:
         (lambda a: a.explain("export", count=0), "--count 0: from 1 to 1,000"),
     ],
 )
-def test_the_facade_refuses_a_number_out_of_bounds_before_it_connects(call, said) -> None:
+def test_the_facade_refuses_a_number_out_of_bounds_before_it_connects(
+    call: Callable[[Catchup], object], said: str
+) -> None:
     with app() as a, pytest.raises(ConfigError) as caught:
         call(a)
     assert str(caught.value) == said
