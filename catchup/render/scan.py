@@ -16,7 +16,7 @@ from rich.text import Text
 from ..models import Calendar, Island, JobScan, ScanReport
 from ..vocabulary import PeriodState
 from .limits import GAP_LIMIT
-from .tables import fits, scheduler
+from .tables import fits, print_pairs, scheduler
 from .text import GLYPH, LEGEND, STYLE, iso_utc, safe, schedule_text
 
 # the summary's state columns: with ``expected`` they add up (every period is in one state)
@@ -152,9 +152,14 @@ def _stacked(console: Console, job: JobScan, states: tuple[PeriodState, ...]) ->
     cells = _summary_cells(job, states)
     console.print(Text(f"{cells[0]} · {cells[1]} · {job.expected} expected", style="bold"))
     counts = [f"{job.counts[s]} {s}" for s in states if job.counts[s]]
-    line = Text("  " + (", ".join(counts) or "nothing due"))
-    line.append(f" · oldest gap {cells[-2]} · last success {cells[-1]}")
-    console.print(line)
+    print_pairs(
+        console,
+        (
+            ", ".join(counts) or "nothing due",
+            f"oldest gap {cells[-2]}",
+            f"last success {cells[-1]}",
+        ),
+    )
 
 
 def calendars(console: Console, grids: Sequence[Calendar]) -> None:

@@ -6,7 +6,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from rich.cells import cell_len
 from rich.console import Console
+from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
@@ -77,11 +79,16 @@ def jobs(console: Console, report: JobsReport) -> None:
         console.print(Text(title, style="bold"))
         for row in rows:
             console.print(Text(f"{row[0]} · {row[1]}", style="bold"))
-            console.print(
-                Text(
-                    f"  done {row[5]} · running {row[6]} · failed {row[7]} · first period "
-                    f"{row[2]} · last success {row[3]} · next due {row[4]}"
-                )
+            print_pairs(
+                console,
+                (
+                    f"done {row[5]}",
+                    f"running {row[6]}",
+                    f"failed {row[7]}",
+                    f"first period {row[2]}",
+                    f"last success {row[3]}",
+                    f"next due {row[4]}",
+                ),
             )
         _not_configured(console, report)
         scheduler(console, report.health)
@@ -138,7 +145,28 @@ def blocks(
             for h, v in zip(headers[1:], row[1:], strict=True)
             if v
         ]
-        console.print(Text("  " + " · ".join(pairs)))
+        print_pairs(console, pairs)
+
+
+def print_pairs(console: Console, pairs: Sequence[str]) -> None:
+    """``pairs`` under a block's first line, indented, wrapped between pairs."""
+    for line in packed(pairs, max(20, console.width - 2)):
+        console.print(Padding(Text(line), (0, 0, 0, 2), expand=False))
+
+
+def packed(pairs: Sequence[str], width: int) -> list[str]:
+    """``pairs`` joined by `` · `` into lines of at most ``width`` cells, broken only between
+    pairs (a pair wider than a line has one of its own)."""
+    lines: list[str] = []
+    line = ""
+    for pair in pairs:
+        longer = f"{line} · {pair}" if line else pair
+        if line and cell_len(longer) > width:
+            lines.append(line)
+            line = pair
+        else:
+            line = longer
+    return [*lines, line] if line else lines
 
 
 def history(console: Console, result: History) -> None:
