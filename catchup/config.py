@@ -78,10 +78,11 @@ def parse_config(raw: bytes, path: Path, *, schema: str | None = None) -> Config
             f"{name}: arrays or tables nested too deeply (a config needs a few levels)"
         ) from None
     lines = KeyLines(text)
-    problems: list[str] = []
+    problems: list[tuple[int, str]] = []
 
     def problem(where: tuple[str, ...], message: str) -> None:
-        problems.append(f"{name}:{lines.find(where)}: {message}")
+        line = lines.find(where)
+        problems.append((line, f"{name}:{line}: {message}"))
 
     sections = {"project", "database", "jobs", "alerts"}
     for key in data:
@@ -160,8 +161,8 @@ def parse_config(raw: bytes, path: Path, *, schema: str | None = None) -> Config
         elif job is not None:
             jobs[job_name] = replace(job, workdir=workdir, renamed_from=renamed_from)
     alerts = _parse_alerts(data.get("alerts"), problem) if "alerts" in data else None
-    if problems:
-        raise ConfigError(problems)
+    if problems:  # in the order of the file, as a person reads it
+        raise ConfigError([said for _, said in sorted(problems, key=lambda p: p[0])])
     return Config(
         path=path,
         jobs=jobs,

@@ -79,6 +79,15 @@ def test_all_problems_reported_at_once(tmp_path: Path) -> None:
     assert len(info.value.problems) == 2
 
 
+def test_problems_come_in_the_order_of_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "catchup.toml"
+    path.write_text(GOOD + 'max_attempts = 0\nlease = "0s"\ntimezone = "Mars/Base"\n')
+    with pytest.raises(ConfigError) as caught:
+        load_config(path)
+    lines = [int(said.split(":")[1]) for said in caught.value.problems]
+    assert lines == [5, 6, 7]
+
+
 def test_invalid_utf8_and_nul(tmp_path: Path) -> None:
     path = tmp_path / "catchup.toml"
     with pytest.raises(ConfigError, match=r"catchup.toml:2: not valid UTF-8"):
@@ -129,7 +138,7 @@ def test_a_bad_zone_does_not_hide_a_bad_schedule(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as caught:
         load_config(path)
     lines = str(caught.value).splitlines()
-    assert [line.split(": ", 2)[1] for line in lines] == [
-        "jobs.billing.timezone",
+    assert [line.split(": ", 2)[1] for line in lines] == [  # in the file's order
         "jobs.billing.schedule",
+        "jobs.billing.timezone",
     ]
