@@ -29,7 +29,8 @@ _EXPORTS = {
     "Outcome": "catchup.models",
     "ScanReport": "catchup.models",
     "JobScan": "catchup.models",
-    "Island": "catchup.models",
+    "Range": "catchup.models",
+    "Island": "catchup.models",  # Range's old name
     "Period": "catchup.schedule",
     "Batch": "catchup.results",
     "CatchupError": "catchup.errors",
@@ -50,6 +51,7 @@ __all__ = [
     "JobScan",
     "Outcome",
     "Period",
+    "Range",
     "ScanReport",
     "__version__",
     "load_config",
@@ -61,7 +63,7 @@ if TYPE_CHECKING:
     from .config import load_config, make_job
     from .errors import CatchupError, ConfigError, DatabaseError
     from .job import Config, Job
-    from .models import Island, JobScan, Outcome, ScanReport
+    from .models import Island, JobScan, Outcome, Range, ScanReport
     from .results import Batch
     from .runner import JobContext
     from .schedule import Period

@@ -18,7 +18,7 @@ from typing import Any, Literal
 from .job import Alerts, Webhook
 from .ledger import Ledger
 from .ledger.alerts import AlertRange
-from .models import Island, JobScan, ScanReport
+from .models import JobScan, Range, ScanReport
 from .schedule import iso_utc
 
 POST_TIMEOUT = 10.0
@@ -62,7 +62,7 @@ Action = tuple[str, tuple[Any, ...]]
 
 
 def diff(
-    told: Sequence[AlertRange], current: dict[int, list[Island]], jobs: dict[int, JobScan]
+    told: Sequence[AlertRange], current: dict[int, list[Range]], jobs: dict[int, JobScan]
 ) -> tuple[list[Action], list[GapEvent]]:
     """What to change in the told ranges, and what to tell: a current range that meets no told
     one opened; a told one that meets none closed; one whose current ranges reach further, or
@@ -75,32 +75,32 @@ def diff(
         if job is None:
             continue  # not in this scan (another config's job, or not scanned): left alone
         mine = [
-            (n, island)
-            for n, island in enumerate(current.get(job_id, []))
-            if (job_id, n) not in taken and island.first <= last and island.last >= first
+            (n, range_)
+            for n, range_ in enumerate(current.get(job_id, []))
+            if (job_id, n) not in taken and range_.first <= last and range_.last >= first
         ]
         if not mine:
             actions.append(("close", (range_id,)))
             events.append(_event("closed", job, state, first, last, periods))
             continue
         taken.update((job_id, n) for n, _ in mine)
-        lo = min(island.first for _, island in mine)
-        hi = max(island.last for _, island in mine)
-        count = sum(island.periods for _, island in mine)
+        lo = min(range_.first for _, range_ in mine)
+        hi = max(range_.last for _, range_ in mine)
+        count = sum(range_.periods for _, range_ in mine)
         now_state = mine[0][1].state
         if lo < first or hi > last or count > periods:
             events.append(_event("grown", job, now_state, lo, hi, count))
         if (lo, hi, count, now_state) != (first, last, periods, state):
             actions.append(("update", (range_id, now_state, lo, hi, count)))
-    for job_id, islands in current.items():
-        for n, island in enumerate(islands):
+    for job_id, ranges in current.items():
+        for n, range_ in enumerate(ranges):
             if (job_id, n) not in taken:
                 job = jobs[job_id]
                 actions.append(
-                    ("add", (job_id, island.state, island.first, island.last, island.periods))
+                    ("add", (job_id, range_.state, range_.first, range_.last, range_.periods))
                 )
                 events.append(
-                    _event("opened", job, island.state, island.first, island.last, island.periods)
+                    _event("opened", job, range_.state, range_.first, range_.last, range_.periods)
                 )
     return actions, events
 

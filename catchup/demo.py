@@ -115,7 +115,7 @@ def _demo(session: Session, target: db.Target, schema: str, out: Console) -> Dem
         highlight=False,
     )
     out.print(Rule("1. catchup scan --calendar: what is missing?"))
-    before = scan(session, jobs, since=None, until=None, grids=True)
+    before = scan(session, jobs, since=None, until=None, calendars=True)
     scan_report.scan_tables(out, before)
     scan_report.calendars(out, before.calendars)
     out.print(Rule("2. catchup replay: run the gaps, oldest first, through the claim path"))

@@ -15,7 +15,7 @@ from .config import find_config, load_config
 from .errors import CatchupError, first_line
 from .job import Config
 from .ledger import Ledger
-from .pulse import scheduler_health
+from .pulse import read_pulse
 from .session import Session
 
 Level = Literal["ok", "info", "warning", "serious"]
@@ -110,11 +110,11 @@ def zone_agreement(session: Session, config: Config, now: datetime) -> list[Find
     return found
 
 
-def on_the_hour(config: Config, now: datetime) -> list[Finding]:
+def crowded_hour_findings(config: Config, now: datetime) -> list[Finding]:
     """Jobs due exactly on a UTC boundary start together with everything else."""
-    from .explain import on_the_hour as due_on_the_hour
+    from .explain import falls_due_on_the_hour
 
-    crowded = [job for job in config.jobs.values() if due_on_the_hour(job, now)]
+    crowded = [job for job in config.jobs.values() if falls_due_on_the_hour(job, now)]
     if not crowded:
         return []
     from datetime import timedelta
@@ -350,15 +350,15 @@ def examine(config_path: str | None, dsn: str | None) -> list[Finding]:
         db_now = session.now()
         host_now = datetime.now(db_now.tzinfo)
         found.append(clock_finding(host_now, db_now, rtt + time.monotonic() - start))
-        found += on_the_hour(config, db_now)
+        found += crowded_hour_findings(config, db_now)
         found += dst_findings(config, db_now)
         # one probe's database error is its finding; the others are still reported
         found += _guarded("time zones", lambda: zone_agreement(session, config, db_now))
         found += _guarded("evidence", lambda: evidence_findings(session, config, db_now))
-        health = scheduler_health(session) if version == latest else None
-        if health is None:
+        pulse = read_pulse(session) if version == latest else None
+        if pulse is None:
             pass
-        elif health.last_tick is None:
+        elif pulse.last_tick is None:
             found.append(
                 Finding(
                     "info",
@@ -368,9 +368,9 @@ def examine(config_path: str | None, dsn: str | None) -> list[Finding]:
                 )
             )
         else:
-            found += [Finding("warning", "scheduler", w) for w in health.warnings]
-            if not health.warnings:
-                found.append(Finding("ok", "scheduler", f"last tick from {health.last_host}"))
+            found += [Finding("warning", "scheduler", w) for w in pulse.warnings]
+            if not pulse.warnings:
+                found.append(Finding("ok", "scheduler", f"last tick from {pulse.last_host}"))
     finally:
         session.close()
     return found

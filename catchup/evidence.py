@@ -19,17 +19,17 @@ import psycopg
 
 from . import db
 from .errors import CatchupError, first_line
-from .islands import carve, group, merge
 from .job import Job
 from .ledger import EvidenceQuery, Ledger
-from .models import EvidenceState, Island, JobScan
+from .models import EvidenceState, JobScan, Range
+from .ranges import carve, group, merge
 from .schedule import Period
 from .vocabulary import PeriodState
 
 # A row that finished this long before a scan's clock may still be committing unseen by it:
 # the next scan looks at it again.
 MARGIN = timedelta(minutes=1)
-Range = tuple[datetime, datetime]
+Span = tuple[datetime, datetime]  # [lo, hi): a stretch of time to read
 
 
 @dataclass(frozen=True)
@@ -58,7 +58,7 @@ def read(
     hi: datetime,
     *,
     now: datetime,
-    holes: Sequence[Island] = (),
+    holes: Sequence[Range] = (),
     state: EvidenceState | None = None,
     full: bool = False,
 ) -> Found:
@@ -102,10 +102,10 @@ def read(
     return Found(tuple(untracked), tuple(unverified), state=recorded)
 
 
-def _merged(ranges: list[Range]) -> list[Range]:
-    """Ranges sorted, those that overlap or meet joined."""
-    out: list[Range] = []
-    for a, b in sorted(ranges):
+def _merged(spans: list[Span]) -> list[Span]:
+    """Spans sorted, those that overlap or meet joined."""
+    out: list[Span] = []
+    for a, b in sorted(spans):
         if out and a <= out[-1][1]:
             out[-1] = (out[-1][0], max(out[-1][1], b))
         else:
@@ -134,21 +134,21 @@ def failure(exc: psycopg.Error | CatchupError, job: Job) -> str:
     return f"evidence query: {db.scrub(text, job.evidence_dsn or '')}"
 
 
-def _rows(ledger: Ledger, job: Job, job_id: int, ranges: list[Range]) -> list[tuple[str, datetime]]:
+def _rows(ledger: Ledger, job: Job, job_id: int, spans: list[Span]) -> list[tuple[str, datetime]]:
     assert job.evidence is not None
-    if not ranges:
+    if not spans:
         return []
     if job.evidence_dsn is None:
         query = EvidenceQuery(ledger.conn, job.evidence, job.timezone, ledger.schema)
         with query.read_only():
-            return ledger.evidence_check(job_id, ranges, query=query, kind=query.kind())
+            return ledger.evidence_check(job_id, spans, query=query, kind=query.kind())
     target = db.Target(conninfo=job.evidence_dsn, source=f"jobs.{job.name}.evidence_dsn")
     with db.connect(target, application="catchup-evidence") as conn:
         query = EvidenceQuery(conn, job.evidence, job.timezone, ledger.schema)
         with query.read_only():
-            values = query.values(query.kind(), ranges)
+            values = query.values(query.kind(), spans)
     with ledger.transaction():
-        return ledger.evidence_check(job_id, ranges, values=values)
+        return ledger.evidence_check(job_id, spans, values=values)
 
 
 def apply(result: JobScan, job: Job, found: Found) -> JobScan:
@@ -158,17 +158,17 @@ def apply(result: JobScan, job: Job, found: Found) -> JobScan:
         return replace(result, evidence=True, evidence_error=found.error)
     timeline = job.timeline
     counts = dict(result.counts)
-    islands: list[Island] = list(result.islands)
+    ranges: list[Range] = list(result.ranges)
     if found.untracked:
-        islands = carve(
-            timeline, islands, PeriodState.missing, found.untracked, PeriodState.untracked
+        ranges = carve(
+            timeline, ranges, PeriodState.missing, found.untracked, PeriodState.untracked
         )
-        moved = sum(i.periods for i in islands if i.state == PeriodState.untracked)
+        moved = sum(i.periods for i in ranges if i.state == PeriodState.untracked)
         counts[PeriodState.missing] -= moved
         counts[PeriodState.untracked] += moved
     if found.unverified:
         rows = [(str(PeriodState.unverified), t) for t in found.unverified]
-        islands = merge(timeline, [*islands, *group(timeline, rows)])
+        ranges = merge(timeline, [*ranges, *group(timeline, rows)])
         counts[PeriodState.succeeded] -= len(found.unverified)
         counts[PeriodState.unverified] += len(found.unverified)
-    return replace(result, evidence=True, counts=counts, islands=tuple(islands))
+    return replace(result, evidence=True, counts=counts, ranges=tuple(ranges))

@@ -101,7 +101,7 @@ def explain(
     )
 
 
-def on_the_hour(job: Job, now: datetime) -> bool:
+def falls_due_on_the_hour(job: Job, now: datetime) -> bool:
     """Every one of the job's next boundaries, plus its delay, lands on a whole UTC hour."""
     upcoming = list(islice(job.timeline.current.asc(now), 8))
     return all(b.minute == 0 and b.second == 0 for b in upcoming) and (
@@ -119,8 +119,8 @@ def _warnings(job: Job, others: list[Job], now: datetime, shown: datetime) -> li
                 f"{seg.schedule.text!r} from then: periods that began before a change keep "
                 "the schedule they began under"
             )
-    if on_the_hour(job, now):
-        crowd = [o.name for o in others if o.name != job.name and on_the_hour(o, now)]
+    if falls_due_on_the_hour(job, now):
+        crowd = [o.name for o in others if o.name != job.name and falls_due_on_the_hour(o, now)]
         also = f" with {len(crowd)} other job(s): {', '.join(crowd[:5])}" if crowd else ""
         found.append(
             f"due exactly on the hour{also}; set delay, or spread = true, to start off the hour"

@@ -171,7 +171,7 @@ class JobLine:
     last_success_start: datetime | None = None
 
 
-class Island(NamedTuple):
+class Range(NamedTuple):
     """Consecutive periods of one job in one state: ``first`` and ``last`` are period starts.
 
     A named tuple rather than a dataclass: a scan of a long, ragged history makes millions."""
@@ -183,6 +183,9 @@ class Island(NamedTuple):
 
 
 COUNTED_STATES: tuple[PeriodState, ...] = tuple(PeriodState)
+
+
+Island = Range  # the old name of a range (catchup 0.1); kept for code that imports it
 
 
 @dataclass(frozen=True)
@@ -198,7 +201,7 @@ class JobScan:
     until: datetime | None
     expected: int
     counts: dict[str, int]  # by PeriodState (a str): every state, zero or more
-    islands: tuple[Island, ...]
+    ranges: tuple[Range, ...]
     last_success: datetime | None
     evidence: bool = False  # the job has an evidence query: unverified/untracked are known
     # why the job's evidence query could not be read (then its evidence states are not known)
@@ -210,11 +213,16 @@ class JobScan:
         return self.labeler(start)
 
     @property
-    def gaps(self) -> tuple[Island, ...]:
+    def islands(self) -> tuple[Range, ...]:
+        """``ranges``, by its old name (catchup 0.1)."""
+        return self.ranges
+
+    @property
+    def gaps(self) -> tuple[Range, ...]:
         """Missing, failed, exhausted and stale runs; none for a paused job."""
         if self.paused:
             return ()
-        return tuple(i for i in self.islands if i.state in GAP_STATES)
+        return tuple(i for i in self.ranges if i.state in GAP_STATES)
 
 
 @dataclass(frozen=True)
@@ -234,8 +242,13 @@ class ScanReport:
     since: datetime
     until: datetime
     jobs: tuple[JobScan, ...]
-    health: SchedulerHealth | None = None  # the scheduler's pulse, read in the same call
+    pulse: Pulse | None = None  # the scheduler's pulse, read in the same call
     calendars: tuple[Calendar, ...] = ()  # one per job, when asked for
+
+    @property
+    def health(self) -> Pulse | None:
+        """``pulse``, by its old name (catchup 0.1)."""
+        return self.pulse
 
     @property
     def has_gaps(self) -> bool:
@@ -271,7 +284,7 @@ class EventRow:
 
 
 @dataclass(frozen=True)
-class SchedulerHealth:
+class Pulse:
     """Is the scheduler that calls ``catchup tick`` alive, and is there only one?"""
 
     last_tick: datetime | None

@@ -218,9 +218,9 @@ def adopt(
     for job, result in zip(jobs, found, strict=True):
         periods = [
             period
-            for island in result.islands
-            if island.state == PeriodState.untracked
-            for period in job.timeline.periods(island.first, job.timeline.after(island.last))
+            for range_ in result.ranges
+            if range_.state == PeriodState.untracked
+            for period in job.timeline.periods(range_.first, job.timeline.after(range_.last))
         ]
         changes.append(
             mark(

@@ -28,11 +28,11 @@ from .vocabulary import OutcomeStatus, PeriodState
 def gap_periods(job: Job, result: JobScan, states: frozenset[str]) -> Iterator[Planned]:
     """Every period of the job's gaps in ``states``, oldest first."""
     timeline = job.timeline
-    for island in result.islands:
-        if island.state not in states:
+    for range_ in result.ranges:
+        if range_.state not in states:
             continue
-        state = PeriodState(island.state)
-        for period in timeline.periods(island.first, timeline.after(island.last)):
+        state = PeriodState(range_.state)
+        for period in timeline.periods(range_.first, timeline.after(range_.last)):
             yield Planned(job, period, state)
 
 

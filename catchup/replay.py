@@ -27,11 +27,11 @@ from .window import Moment
 def gap_periods(job: Job, result: JobScan, states: frozenset[str]) -> Iterator[Planned]:
     """Every period of the job's gaps in ``states``, oldest first."""
     timeline = job.timeline
-    for island in result.islands:
-        if island.state not in states:
+    for range_ in result.ranges:
+        if range_.state not in states:
             continue
-        state = PeriodState(island.state)
-        for period in timeline.periods(island.first, timeline.after(island.last)):
+        state = PeriodState(range_.state)
+        for period in timeline.periods(range_.first, timeline.after(range_.last)):
             yield Planned(job, period, state)
 
 
@@ -81,9 +81,9 @@ def replay(
         | ({PeriodState.unverified} if unverified else set())
     )
     live = [(t.job, r) for t, r in zip(targets, results, strict=True) if not t.paused]
-    total = sum(i.periods for _, r in live for i in r.islands if i.state in states)
+    total = sum(i.periods for _, r in live for i in r.ranges if i.state in states)
     untracked = sum(
-        i.periods for _, r in live for i in r.islands if i.state == PeriodState.untracked
+        i.periods for _, r in live for i in r.ranges if i.state == PeriodState.untracked
     )
     planned = total if limit is None else min(total, limit)
     if on_plan:

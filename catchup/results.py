@@ -16,7 +16,7 @@ from .models import (
     HistoryRow,
     JobLine,
     Outcome,
-    SchedulerHealth,
+    Pulse,
     Unconfigured,
 )
 from .schedule import Period, iso_utc
@@ -68,7 +68,7 @@ class JobsReport:
 
     database: str
     lines: tuple[JobLine, ...]
-    health: SchedulerHealth
+    pulse: Pulse
     unconfigured: tuple[Unconfigured, ...] = ()  # the ledger's jobs this config does not name
 
 

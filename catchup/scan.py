@@ -15,19 +15,19 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from . import evidence
-from .islands import group, merge, present_ranges, uncovered
 from .job import Job
 from .ledger import Ledger
 from .ledger.scans import Pieces, Windows
-from .models import COUNTED_STATES, Island, JobRow, JobScan, ScanReport
-from .pulse import scheduler_health
+from .models import COUNTED_STATES, JobRow, JobScan, Range, ScanReport
+from .pulse import read_pulse
+from .ranges import group, merge, present_ranges, uncovered
 from .schedule import Fixed, Schedule, WallStep
 from .session import Session
 from .vocabulary import PeriodState
 from .window import Moment, bound, check_window, window
 
 LISTED_BATCH = 50_000  # period starts sent per statement when Python lists them
-FIRST = operator.itemgetter(1)  # Island.first, without a Python call per island
+FIRST = operator.itemgetter(1)  # Range.first, without a Python call per range
 
 
 def signature(job: Job) -> str:
@@ -137,8 +137,8 @@ def scan_jobs(
         "now": now,
     }
     covered: dict[int, list[tuple[datetime, datetime]]] = {t.job_id: [] for t in targets}
-    islands: dict[int, list[Island]] = {t.job_id: [] for t in targets}
-    missing: dict[int, list[Island]] = {t.job_id: [] for t in targets}
+    ranges: dict[int, list[Range]] = {t.job_id: [] for t in targets}
+    missing: dict[int, list[Range]] = {t.job_id: [] for t in targets}
 
     def piece_arrays(
         chosen: list[tuple[ScanTarget, tuple[Schedule, datetime, datetime]]],
@@ -157,19 +157,19 @@ def scan_jobs(
         states = ledger.scan_states(arrays["job_ids"])
         if active and full:
             for t, (schedule, lo, hi) in [*stepped, *walled]:
-                islands[t.job_id].extend(ledger.full_piece(*_full_query(t, schedule, lo, hi, now)))
+                ranges[t.job_id].extend(ledger.full_piece(*_full_query(t, schedule, lo, hi, now)))
         elif active:
             for job_id, first, last in ledger.coverage(arrays):
                 if states.get(job_id, ("", 0))[0] == signature(by_id[job_id].job):
                     covered[job_id].append((first, last))
             if stepped:
-                ledger.unfinished_islands(piece_arrays(stepped), islands)
+                ledger.unfinished_ranges(piece_arrays(stepped), ranges)
             if walled:
                 rows_by_job: dict[int, list[tuple[str, datetime]]] = {}
                 for job_id, state, start in ledger.unfinished_rows(piece_arrays(walled)):
                     rows_by_job.setdefault(job_id, []).append((state, start))
                 for job_id, listed in rows_by_job.items():
-                    islands[job_id].extend(group(by_id[job_id].job.timeline, listed))
+                    ranges[job_id].extend(group(by_id[job_id].job.timeline, listed))
             todo = [
                 (t, piece)
                 for t in active
@@ -199,7 +199,7 @@ def scan_jobs(
                     else:
                         timeline = by_id[job_id].job.timeline
                         count = timeline.count(first, timeline.after(last))
-                    missing[job_id].append(Island(PeriodState.missing, first, last, count))
+                    missing[job_id].append(Range(PeriodState.missing, first, last, count))
             # Listed starts go in batches; runs cut between batches are joined by _merge.
             job_ids: list[int] = []
             numbers: list[int] = []
@@ -210,7 +210,7 @@ def scan_jobs(
                     {"job_ids": job_ids, "pieces": numbers, "starts": starts}
                 )
                 for job_id, first, last, count in rows:
-                    missing[job_id].append(Island(PeriodState.missing, first, last, count))
+                    missing[job_id].append(Range(PeriodState.missing, first, last, count))
                 job_ids.clear()
                 numbers.clear()
                 starts.clear()
@@ -240,12 +240,12 @@ def scan_jobs(
         )
 
         if cut:
-            found = merge(timeline, islands[job_id])
+            found = merge(timeline, ranges[job_id])
             holes = merge(timeline, missing[job_id])
             if not full:
                 found = merge(timeline, [*found, *holes])
         else:  # each list comes ordered from its statement
-            found, holes = islands[job_id], missing[job_id]
+            found, holes = ranges[job_id], missing[job_id]
             if not full:
                 found = sorted([*found, *holes], key=FIRST)
         counts: dict[str, int] = dict.fromkeys(COUNTED_STATES, 0)
@@ -274,7 +274,7 @@ def scan_jobs(
                 expected=expected[job_id],
                 counts=counts,
                 # only the plain detector (full) reads succeeded runs; the shortcut never does
-                islands=tuple(i for i in found if i.state != PeriodState.succeeded)
+                ranges=tuple(i for i in found if i.state != PeriodState.succeeded)
                 if full
                 else tuple(found),
                 last_success=last_success.get(job_id),
@@ -282,7 +282,7 @@ def scan_jobs(
             )
         )
         if job.evidence is not None and expected[job_id] > 0:
-            holes_now = [i for i in results[-1].islands if i.state == PeriodState.missing]
+            holes_now = [i for i in results[-1].ranges if i.state == PeriodState.missing]
             seen = evidence.read(
                 ledger,
                 job,
@@ -359,14 +359,14 @@ def scan(
     since: Moment | None,
     until: Moment | None,
     full: bool = False,
-    grids: bool = False,
+    calendars: bool = False,
     pulse: bool = False,
     read_only: bool = False,
 ) -> ScanReport:
     """Scan ``jobs`` on the database clock: the report the CLI renders and the API returns,
-    with the scheduler's pulse (``pulse``) and a calendar per job (``grids``). ``read_only``
+    with the scheduler's pulse (``pulse``) and a calendar per job (``calendars``). ``read_only``
     writes nothing at all (``catchup serve``): no job rows, no coverage, no evidence state."""
-    from .grid import calendar
+    from .calendars import calendar
 
     ready = prepare(session, jobs, since, until, write=not read_only)
     now, jobs, targets = ready.now, ready.jobs, ready.targets
@@ -388,8 +388,8 @@ def scan(
         since=min(min(firsts, default=now), last),
         until=last,
         jobs=tuple(results),
-        health=scheduler_health(session) if pulse else None,
+        pulse=read_pulse(session) if pulse else None,
         calendars=tuple(calendar(job, r) for job, r in zip(jobs, results, strict=True))
-        if grids
+        if calendars
         else (),
     )

@@ -266,8 +266,8 @@ MUTATIONS = (
         "serve-read-only",
         "catchup serve never writes to the ledger",
         "catchup/api/looking.py",
-        "grids=True, pulse=True, read_only=True",
-        "grids=True, pulse=True, read_only=False",
+        "calendars=True, pulse=True, read_only=True",
+        "calendars=True, pulse=True, read_only=False",
         (
             "tests/integration/test_serve.py::"
             "test_the_page_shows_the_jobs_and_escapes_what_users_wrote",

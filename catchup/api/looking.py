@@ -35,7 +35,13 @@ class Looking(Base):
         chosen = self.select(jobs)
         check_window(chosen, since, until)  # before the session opens (and migrates)
         return scan(
-            self.session, chosen, since=since, until=until, full=full, grids=calendars, pulse=True
+            self.session,
+            chosen,
+            since=since,
+            until=until,
+            full=full,
+            calendars=calendars,
+            pulse=True,
         )
 
     def notify(self, report: ScanReport) -> list[str]:
@@ -54,13 +60,13 @@ class Looking(Base):
 
     def jobs(self) -> JobsReport:
         """``catchup jobs``: per job, schedule, last success, next due, done of expected."""
-        from ..pulse import scheduler_health
+        from ..pulse import read_pulse
         from ..reports import overview, unconfigured
 
         session = self.session
         lines = overview(session, list(self.config.jobs.values()))
         gone, _ = unconfigured(session)
-        return JobsReport(session.target.describe(), tuple(lines), scheduler_health(session), gone)
+        return JobsReport(session.target.describe(), tuple(lines), read_pulse(session), gone)
 
     def history(
         self, job: str, *, period: Moment | None = None, limit: int = HISTORY_LIMIT.default or 1
@@ -139,7 +145,7 @@ class Looking(Base):
                     f"{latest}: `catchup migrate` brings it up to date (serve only reads)"
                 )
             return scan(
-                session, jobs, since=None, until=None, grids=True, pulse=True, read_only=True
+                session, jobs, since=None, until=None, calendars=True, pulse=True, read_only=True
             )
 
         def after(report: ScanReport) -> list[str]:

@@ -90,11 +90,11 @@ def scan(
         raise ConfigError(f"--output {output}: {problem}")
     fmt = "json" if as_json else fmt
     shown = None if show_all else limit_shown
-    grids = output is not None or (calendar and fmt == "table")
+    with_calendars = output is not None or (calendar and fmt == "table")
     app = state.app()
     if notify and app.config.alerts is None:
         raise ConfigError("--notify needs an [alerts] section with a webhook in catchup.toml")
-    result = app.scan(jobs=job_names, since=since, until=until, full=full, calendars=grids)
+    result = app.scan(jobs=job_names, since=since, until=until, full=full, calendars=with_calendars)
     if notify:
         for line in app.notify(result):
             click.echo(f"catchup: {line} (tried again later)", err=True)
@@ -109,8 +109,8 @@ def scan(
     else:
         out = console()
         scan_report.scan_tables(out, result, limit=shown)
-        if result.health is not None:
-            tables.scheduler(out, result.health)
+        if result.pulse is not None:
+            tables.scheduler(out, result.pulse)
         if calendar:
             scan_report.calendars(out, result.calendars)
     if output is not None:

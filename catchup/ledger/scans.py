@@ -1,6 +1,6 @@
 """The scan's statements: one read-only snapshot, the coverage a scan has verified, the rows
 that are not succeeded (through a server-side cursor), the holes between rows, and the
-coverage a scan learns. The gaps-and-islands logic around them is in :mod:`catchup.scan`."""
+coverage a scan learns. The gaps-and-ranges logic around them is in :mod:`catchup.scan`."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any, TypedDict
 
 import psycopg
 
-from ..models import Island
+from ..models import Range
 from .base import LedgerBase
 
 UNFINISHED_BATCH = 20_000
@@ -83,16 +83,16 @@ class Scanning(LedgerBase):
         """Verified ranges (job, first, last) inside each job's window."""
         return [(j, a, b) for j, a, b in self.conn.execute(self._q("coverage"), window)]
 
-    def unfinished_islands(self, pieces: Pieces, into: dict[int, list[Island]]) -> None:
+    def unfinished_ranges(self, pieces: Pieces, into: dict[int, list[Range]]) -> None:
         """Runs of rows that are not succeeded, per fixed-step piece, grouped in SQL, appended
         to ``into`` by job id. Possibly millions: read in batches through a server-side cursor,
-        and a one-period island shares one datetime for first and last."""
+        and a one-period range shares one datetime for first and last."""
         with self.conn.cursor(name="catchup_scan_unfinished", binary=True) as cur:
             cur.itersize = UNFINISHED_BATCH
             cur.execute(self._q("scan_unfinished"), pieces)
             while batch := cur.fetchmany(cur.itersize):
                 for job_id, state, first, last, count in batch:
-                    into[job_id].append(Island(state, first, first if count == 1 else last, count))
+                    into[job_id].append(Range(state, first, first if count == 1 else last, count))
 
     def unfinished_rows(self, pieces: Pieces) -> Iterator[tuple[int, str, datetime]]:
         """Rows that are not succeeded, one by one (wall-clock pieces are grouped in Python)."""
@@ -107,10 +107,10 @@ class Scanning(LedgerBase):
         rows = self.conn.execute(self._q("scan_listed_missing"), listed)
         return [(j, a, b, n) for j, a, b, n in rows]
 
-    def full_piece(self, statement: str, params: dict[str, Any]) -> list[Island]:
+    def full_piece(self, statement: str, params: dict[str, Any]) -> list[Range]:
         """The plain detector over one piece: every period classified by ``period_state()``."""
         rows = self.conn.execute(self._q(statement), params)
-        return [Island(state, first, last, count) for _, state, first, last, count in rows]
+        return [Range(state, first, last, count) for _, state, first, last, count in rows]
 
     def last_successes(self, job_ids: list[int]) -> dict[int, datetime | None]:
         rows = self.conn.execute(self._q("last_success"), {"job_ids": job_ids})

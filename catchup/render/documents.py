@@ -31,14 +31,14 @@ def scan_markdown(report: ScanReport, *, limit: int | None = GAP_LIMIT) -> str:
         "| job | schedule | expected | " + " | ".join(states) + " | oldest gap | last success |",
         "|---|---|--:|" + "--:|" * len(states) + "---|---|",
     ]
-    health = report.health
+    pulse = report.pulse
     tail: list[str] = []
-    if health is not None:
+    if pulse is not None:
         tail.append("")
-        if health.last_tick is not None:
-            host = _md(health.last_host or "")
-            tail.append(f"Scheduler: last tick {iso_utc(health.last_tick)} from {host}.")
-        tail += [f"> **warning:** {_md(w)}" for w in health.warnings]
+        if pulse.last_tick is not None:
+            host = _md(pulse.last_host or "")
+            tail.append(f"Scheduler: last tick {iso_utc(pulse.last_tick)} from {host}.")
+        tail += [f"> **warning:** {_md(w)}" for w in pulse.warnings]
     tail += [
         f"> **{_md(job.job)}:** {_md(job.evidence_error)}"
         for job in report.jobs
@@ -170,10 +170,10 @@ def scan_openmetrics(report: ScanReport) -> str:
                 f'catchup_oldest_gap_timestamp_seconds{{job="{_label(job.job)}"}} '
                 f"{job.gaps[0].first.timestamp():.0f}"
             )
-    health = report.health
-    if health is not None and health.last_tick is not None:
+    pulse = report.pulse
+    if pulse is not None and pulse.last_tick is not None:
         family("catchup_last_tick_timestamp_seconds", "When `catchup tick` last ran.", "seconds")
-        out.append(f"catchup_last_tick_timestamp_seconds {health.last_tick.timestamp():.0f}")
+        out.append(f"catchup_last_tick_timestamp_seconds {pulse.last_tick.timestamp():.0f}")
     family("catchup_scan_timestamp_seconds", "When the scan ran (database clock).", "seconds")
     out.append(f"catchup_scan_timestamp_seconds {report.generated_at.timestamp():.0f}")
     out.append("# EOF")

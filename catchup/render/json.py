@@ -8,7 +8,7 @@ from collections.abc import Iterator, Sequence
 from datetime import datetime
 from typing import Any
 
-from ..models import Island, JobScan, Outcome, ScanReport, SchedulerHealth
+from ..models import JobScan, Outcome, Pulse, Range, ScanReport
 from ..results import Batch, History, JobsReport, NotDue
 from .text import iso_utc
 
@@ -164,7 +164,7 @@ def history_json(history: History) -> str:
     )
 
 
-def _gap_json(job: JobScan, gap: Island) -> dict[str, object]:
+def _gap_json(job: JobScan, gap: Range) -> dict[str, object]:
     return {
         "status": gap.state,
         "first": iso_utc(gap.first),
@@ -212,21 +212,21 @@ def scan_json_chunks(report: ScanReport) -> Iterator[str]:
                 yield "".join(batch)
                 batch = []
         yield "".join(batch) + "]}"
-    if report.health is None:
+    if report.pulse is None:
         yield "]}"
     else:
-        yield '], "scheduler": ' + dumps(scheduler_json(report.health)) + "}"
+        yield '], "scheduler": ' + dumps(scheduler_json(report.pulse)) + "}"
 
 
-def scheduler_json(health: SchedulerHealth) -> dict[str, object]:
+def scheduler_json(pulse: Pulse) -> dict[str, object]:
     """The scheduler's pulse, as every other format shows it: the last tick, its host, the
     usual interval between ticks (seconds), and the warnings."""
     return {
-        "last_tick": None if health.last_tick is None else iso_utc(health.last_tick),
-        "last_host": health.last_host,
-        "interval_seconds": None if health.interval is None else round(health.interval),
-        "stopped": health.stopped,
-        "warnings": health.warnings,
+        "last_tick": None if pulse.last_tick is None else iso_utc(pulse.last_tick),
+        "last_host": pulse.last_host,
+        "interval_seconds": None if pulse.interval is None else round(pulse.interval),
+        "stopped": pulse.stopped,
+        "warnings": pulse.warnings,
     }
 
 

@@ -74,12 +74,12 @@ def families(served: Served) -> Iterator[Metric]:
             oldest.add_metric([job.job], job.gaps[0].first.timestamp())
     yield success
     yield oldest
-    health = report.health
-    if health is not None and health.last_tick is not None:
+    pulse = report.pulse
+    if pulse is not None and pulse.last_tick is not None:
         tick = GaugeMetricFamily(
             "catchup_last_tick_timestamp_seconds", "When `catchup tick` last ran.", unit="seconds"
         )
-        tick.add_metric([], health.last_tick.timestamp())
+        tick.add_metric([], pulse.last_tick.timestamp())
         yield tick
     scanned = GaugeMetricFamily(
         "catchup_scan_timestamp_seconds", "When the scan ran (database clock).", unit="seconds"

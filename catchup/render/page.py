@@ -69,8 +69,8 @@ def status_page(
             page.print(Text("no scan has succeeded yet"))
         else:
             scan_tables(page, report, limit=GAP_LIMIT)
-            if report.health is not None:
-                scheduler(page, report.health)
+            if report.pulse is not None:
+                scheduler(page, report.pulse)
             calendars(page, report.calendars)
     template = PAGE.format(refresh=int(refresh))
     return page.export_html(code_format=template, inline_styles=True)

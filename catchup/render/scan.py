@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from ..models import Calendar, Island, JobScan, ScanReport
+from ..models import Calendar, JobScan, Range, ScanReport
 from ..vocabulary import PeriodState
 from .limits import GAP_LIMIT
 from .tables import fits, print_pairs, scheduler
@@ -51,12 +51,12 @@ def when(job: JobScan, t: datetime | None) -> str:
     return "-" if t is None else safe(job.label(t))
 
 
-def gaps_oldest_first(report: ScanReport, limit: int | None = None) -> list[tuple[JobScan, Island]]:
+def gaps_oldest_first(report: ScanReport, limit: int | None = None) -> list[tuple[JobScan, Range]]:
     """The report's gaps, oldest first (then by job): the order of every report; the first
     ``limit`` of them without sorting them all."""
     pairs = ((job, gap) for job in report.jobs for gap in job.gaps)
 
-    def key(pair: tuple[JobScan, Island]) -> tuple[datetime, str]:
+    def key(pair: tuple[JobScan, Range]) -> tuple[datetime, str]:
         return pair[1].first, pair[0].job
 
     return sorted(pairs, key=key) if limit is None else heapq.nsmallest(limit, pairs, key=key)
@@ -162,9 +162,9 @@ def _stacked(console: Console, job: JobScan, states: tuple[PeriodState, ...]) ->
     )
 
 
-def calendars(console: Console, grids: Sequence[Calendar]) -> None:
+def calendars(console: Console, found: Sequence[Calendar]) -> None:
     """One heat map per job: a cell per day (rows are months) or per hour (rows are days)."""
-    for grid in grids:
+    for grid in found:
         unit = "day of month" if grid.unit == "day" else "hour of day 00..23"
         header = f"{unit} ({grid.timezone})"
         console.print(Text(f"{grid.job} · {header}", style="bold"))
@@ -210,8 +210,8 @@ def export(path: str, report: ScanReport, *, limit: int | None = GAP_LIMIT) -> s
     with open(os.devnull, "w") as sink:
         out = recorder(sink)
         scan_tables(out, report, limit=limit)
-        if report.health is not None:
-            scheduler(out, report.health)
+        if report.pulse is not None:
+            scheduler(out, report.pulse)
         calendars(out, report.calendars)
     if path.endswith(".svg"):
         return out.export_svg(title="catchup scan")

@@ -13,7 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..explain import Explanation, describe_due
-from ..models import Outcome, SchedulerHealth
+from ..models import Outcome, Pulse
 from ..results import (
     Connected,
     History,
@@ -91,7 +91,7 @@ def jobs(console: Console, report: JobsReport) -> None:
                 ),
             )
         _not_configured(console, report)
-        scheduler(console, report.health)
+        scheduler(console, report.pulse)
         return
     table = Table(title=title, title_justify="left")
     for column in JOBS_COLUMNS:
@@ -106,7 +106,7 @@ def jobs(console: Console, report: JobsReport) -> None:
         )
     console.print(table)
     _not_configured(console, report)
-    scheduler(console, report.health)
+    scheduler(console, report.pulse)
 
 
 def _not_configured(console: Console, report: JobsReport) -> None:
@@ -324,9 +324,9 @@ def findings(console: Console, found: Sequence[Finding]) -> None:
         console.print(line, soft_wrap=True)
 
 
-def scheduler(console: Console, health: SchedulerHealth) -> None:
+def scheduler(console: Console, pulse: Pulse) -> None:
     """One line on the scheduler's pulse, and a warning per problem."""
-    if health.last_tick is None:
+    if pulse.last_tick is None:
         console.print(
             Text(
                 "scheduler: no tick recorded yet (is something calling `catchup tick`?)",
@@ -334,16 +334,16 @@ def scheduler(console: Console, health: SchedulerHealth) -> None:
             )
         )
     else:
-        ago = (health.now - health.last_tick).total_seconds()
-        every = f", about every {span(round(health.interval))}" if health.interval else ""
+        ago = (pulse.now - pulse.last_tick).total_seconds()
+        every = f", about every {span(round(pulse.interval))}" if pulse.interval else ""
         console.print(
             Text(
-                f"scheduler: last tick {iso_utc(health.last_tick)} from "
-                f"{safe(health.last_host or '')} ({span(round(ago))} ago{every})",
+                f"scheduler: last tick {iso_utc(pulse.last_tick)} from "
+                f"{safe(pulse.last_host or '')} ({span(round(ago))} ago{every})",
                 style="dim",
             )
         )
-    for warning in health.warnings:
+    for warning in pulse.warnings:
         console.print(Text(f"warning: {safe(warning)}", style="yellow"), soft_wrap=True)
 
 

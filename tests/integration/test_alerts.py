@@ -21,7 +21,7 @@ from fix_processes import wait_for
 from fix_project import Project
 
 from catchup.alerts import diff
-from catchup.models import Island, JobScan
+from catchup.models import JobScan, Range
 
 T = [datetime(2026, 10, d, tzinfo=UTC) for d in range(1, 31)]
 
@@ -107,9 +107,9 @@ def test_diff_opens_grows_closes_and_shrinks_quietly() -> None:
     ]
     current = {
         1: [
-            Island("missing", T[2], T[6], 5),
-            Island("missing", T[9], T[9], 1),
-            Island("stale", T[20], T[21], 2),  # new
+            Range("missing", T[2], T[6], 5),
+            Range("missing", T[9], T[9], 1),
+            Range("stale", T[20], T[21], 2),  # new
         ]
     }
     actions, events = diff(told, current, jobs)

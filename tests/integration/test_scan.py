@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from catchup.config import Job
 from catchup.ledger import Ledger
-from catchup.models import Island
+from catchup.models import Range
 from catchup.reconcile import changed
 from catchup.scan import scan_job
 from catchup.schedule import RRule, Timeline, parse_schedule
@@ -132,18 +132,18 @@ def brute_force(
         if start >= until or (since is not None and start < since):
             continue
         labelled.append((start, "missing" if state == "none" else state))
-    islands: list[list[Any]] = []
+    ranges: list[list[Any]] = []
     for start, state in labelled:
-        if islands and islands[-1][0] == state:
-            islands[-1][2] = start
-            islands[-1][3] += 1
+        if ranges and ranges[-1][0] == state:
+            ranges[-1][2] = start
+            ranges[-1][3] += 1
         else:
-            islands.append([state, start, start, 1])
-    return [tuple(i) for i in islands if i[0] != "succeeded"]
+            ranges.append([state, start, start, 1])
+    return [tuple(i) for i in ranges if i[0] != "succeeded"]
 
 
-def as_tuples(islands: tuple[Island, ...]) -> list[tuple[str, datetime, datetime, int]]:
-    return [(i.state, i.first, i.last, i.periods) for i in islands]
+def as_tuples(ranges: tuple[Range, ...]) -> list[tuple[str, datetime, datetime, int]]:
+    return [(i.state, i.first, i.last, i.periods) for i in ranges]
 
 
 ledgers = st.tuples(
@@ -193,7 +193,7 @@ def test_scan_agrees_with_brute_force(ledger: Ledger, case: Any) -> None:
             since += timedelta(minutes=1)
     now = ledger.now()
 
-    def check(expected_islands: list[Any]) -> None:
+    def check(expected_ranges: list[Any]) -> None:
         for full in (False, True):
             result = scan_job(
                 ledger,
@@ -205,7 +205,7 @@ def test_scan_agrees_with_brute_force(ledger: Ledger, case: Any) -> None:
                 paused=False,
                 full=full,
             )
-            assert as_tuples(result.islands) == expected_islands, f"full={full}"
+            assert as_tuples(result.ranges) == expected_ranges, f"full={full}"
             counted = sum(result.counts.values())
             assert counted == result.expected
             assert result.expected == sum(
@@ -215,9 +215,9 @@ def test_scan_agrees_with_brute_force(ledger: Ledger, case: Any) -> None:
                 and job.timeline.after(nth(job, k)) <= now
             )
 
-    expected_islands = brute_force(job, states, since, min(until, due_end(job, now)))
-    check(expected_islands)
-    check(expected_islands)  # again, now with whatever coverage the first scan recorded
+    expected_ranges = brute_force(job, states, since, min(until, due_end(job, now)))
+    check(expected_ranges)
+    check(expected_ranges)  # again, now with whatever coverage the first scan recorded
     # reopen the earliest succeeded period (a reset by hand) and scan again
     if "succeeded" in states:
         k = states.index("succeeded")

@@ -17,7 +17,7 @@ from rich.console import Console
 from catchup.config import make_job
 from catchup.db import redact, scrub
 from catchup.errors import ConfigError
-from catchup.models import Island, JobScan, ScanReport, SchedulerHealth
+from catchup.models import JobScan, Pulse, Range, ScanReport
 from catchup.operations import parse_periods
 from catchup.output import Tail
 from catchup.pool import Dispatcher
@@ -40,7 +40,7 @@ def printed(render: Any, *args: Any) -> str:
     return out.getvalue()
 
 
-def scan_result(job: str, gaps: list[Island], *, tz: str = "UTC") -> JobScan:
+def scan_result(job: str, gaps: list[Range], *, tz: str = "UTC") -> JobScan:
     nightly = make_job("nightly", "daily", "2026-11-01", command=["true"], timezone=tz)
     counts: dict[str, int] = dict.fromkeys(PeriodState, 0)
     counts[PeriodState.succeeded] = 20
@@ -56,7 +56,7 @@ def scan_result(job: str, gaps: list[Island], *, tz: str = "UTC") -> JobScan:
         until=T0 + timedelta(days=25),
         expected=sum(counts.values()),
         counts=counts,
-        islands=tuple(gaps),
+        ranges=tuple(gaps),
         last_success=T0,
         labeler=nightly.label,
     )
@@ -67,11 +67,11 @@ def scan_result(job: str, gaps: list[Island], *, tz: str = "UTC") -> JobScan:
 
 def test_markdown_orders_gaps_oldest_first_like_the_table_and_escapes_text() -> None:
     late = scan_result(
-        "a|pipe", [Island("missing", T0 + timedelta(days=9), T0 + timedelta(days=9), 1)]
+        "a|pipe", [Range("missing", T0 + timedelta(days=9), T0 + timedelta(days=9), 1)]
     )
-    early = scan_result("b", [Island("failed", T0 + timedelta(days=2), T0 + timedelta(days=3), 2)])
-    health = SchedulerHealth(T0, "host|<b>", 300.0, False, (), T0)
-    report = ScanReport(T0 + timedelta(days=25), T0, T0 + timedelta(days=25), (late, early), health)
+    early = scan_result("b", [Range("failed", T0 + timedelta(days=2), T0 + timedelta(days=3), 2)])
+    pulse = Pulse(T0, "host|<b>", 300.0, False, (), T0)
+    report = ScanReport(T0 + timedelta(days=25), T0, T0 + timedelta(days=25), (late, early), pulse)
     text = documents.scan_markdown(report)
     gap_rows = [line for line in text.splitlines() if line.endswith((" | 1 |", " | 2 |"))]
     assert gap_rows == [
@@ -134,7 +134,7 @@ def test_json_names_each_period_by_start_end_and_label() -> None:
     }
     midnight = datetime(2026, 10, 31, 23, tzinfo=UTC)  # Berlin's, on 2026-11-01
     job = scan_result(
-        "j", [Island("missing", midnight, midnight + timedelta(days=1), 2)], tz="Europe/Berlin"
+        "j", [Range("missing", midnight, midnight + timedelta(days=1), 2)], tz="Europe/Berlin"
     )
     document = json.loads(render_json.scan_json(ScanReport(T0, T0, T0, (job,))))
     (gap,) = document["jobs"][0]["gaps"]
@@ -298,8 +298,8 @@ def test_the_render_layer_knows_neither_the_database_nor_click() -> None:
 
 def test_markdown_of_a_hundred_thousand_gap_ranges_fits_a_job_summary() -> None:
     day = timedelta(days=1)
-    islands = [Island("failed", T0 + 2 * k * day, T0 + 2 * k * day, 1) for k in range(100_000)]
-    big = scan_result("nightly", islands)
+    ranges = [Range("failed", T0 + 2 * k * day, T0 + 2 * k * day, 1) for k in range(100_000)]
+    big = scan_result("nightly", ranges)
     report = ScanReport(T0, T0, T0, (big,))
     everything = documents.scan_markdown(report, limit=None)
     assert len(everything.encode()) < 1_048_576
@@ -312,8 +312,8 @@ def test_markdown_of_a_hundred_thousand_gap_ranges_fits_a_job_summary() -> None:
 
 def test_the_table_says_how_many_gap_ranges_it_left_out() -> None:
     day = timedelta(days=1)
-    islands = [Island("missing", T0 + 2 * k * day, T0 + 2 * k * day, 1) for k in range(80)]
-    report = ScanReport(T0, T0, T0, (scan_result("nightly", islands),))
+    ranges = [Range("missing", T0 + 2 * k * day, T0 + 2 * k * day, 1) for k in range(80)]
+    report = ScanReport(T0, T0, T0, (scan_result("nightly", ranges),))
     text = printed(scan_tables, report)
     assert "50 of 80 gap ranges shown, oldest first: --limit N or --all" in text
     assert text.count("│ nightly │ missing") == 50

@@ -1,4 +1,4 @@
-"""Runs of consecutive periods in one state ("islands"), on a job's timeline: the pure part of
+"""Runs of consecutive periods in one state ("ranges"), on a job's timeline: the pure part of
 the gap detector (:mod:`catchup.scan`): grouping rows, joining runs found in different pieces,
 and which parts of a window coverage does or does not vouch for."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from .models import Island
+from .models import Range
 from .schedule import Timeline
 
 
@@ -32,7 +32,7 @@ def uncovered(
 
 
 def present_ranges(
-    timeline: Timeline, first: datetime, end: datetime, missing: list[Island]
+    timeline: Timeline, first: datetime, end: datetime, missing: list[Range]
 ) -> list[tuple[datetime, datetime]]:
     """Coverage for ``[first, end)``: every period but the missing ones, as (first, last)."""
     ranges = []
@@ -52,69 +52,69 @@ def before(timeline: Timeline, t: datetime) -> datetime:
     return found
 
 
-def merge(timeline: Timeline, islands: list[Island]) -> list[Island]:
+def merge(timeline: Timeline, ranges: list[Range]) -> list[Range]:
     """Sort runs of one state, joining those that meet (found in different pieces)."""
-    merged: list[Island] = []
-    for island in sorted(islands, key=lambda i: i.first):
+    merged: list[Range] = []
+    for range_ in sorted(ranges, key=lambda i: i.first):
         last = merged[-1] if merged else None
         if (
             last is not None
-            and last.state == island.state
-            and last.last < island.first
-            and timeline.after(last.last) == island.first
+            and last.state == range_.state
+            and last.last < range_.first
+            and timeline.after(last.last) == range_.first
         ):
-            merged[-1] = Island(last.state, last.first, island.last, last.periods + island.periods)
+            merged[-1] = Range(last.state, last.first, range_.last, last.periods + range_.periods)
         else:
-            merged.append(island)
+            merged.append(range_)
     return merged
 
 
-def group(timeline: Timeline, rows: list[tuple[str, datetime]]) -> list[Island]:
+def group(timeline: Timeline, rows: list[tuple[str, datetime]]) -> list[Range]:
     """Rows (state, period start), oldest first, as runs of consecutive periods in one state.
     Rows that are not period starts of the timeline (left by an edited start) are ignored."""
-    islands: list[Island] = []
+    ranges: list[Range] = []
     for state, start in rows:
         if not timeline.is_boundary(start):
             continue
-        last = islands[-1] if islands else None
+        last = ranges[-1] if ranges else None
         if last and last.state == state and timeline.after(last.last) == start:
-            islands[-1] = Island(state, last.first, start, last.periods + 1)
+            ranges[-1] = Range(state, last.first, start, last.periods + 1)
         else:
-            islands.append(Island(state, start, start, 1))
-    return islands
+            ranges.append(Range(state, start, start, 1))
+    return ranges
 
 
 def carve(
     timeline: Timeline,
-    islands: list[Island],
+    ranges: list[Range],
     within: str,
     starts: tuple[datetime, ...],
     state: str,
-) -> list[Island]:
-    """``islands`` (oldest first) with the periods at ``starts`` that lie in an island in state
-    ``within`` taken out of it into islands of ``state`` (consecutive ones joined); starts
+) -> list[Range]:
+    """``ranges`` (oldest first) with the periods at ``starts`` that lie in a range in state
+    ``within`` taken out of it into ranges of ``state`` (consecutive ones joined); starts
     elsewhere are ignored."""
     marked = group(timeline, [(state, s) for s in sorted(starts)])
-    out: list[Island] = []
+    out: list[Range] = []
     i = 0
-    for island in islands:
-        while i < len(marked) and marked[i].first < island.first:
-            i += 1  # not inside any island in ``within``
-        if island.state != within:
-            out.append(island)
+    for range_ in ranges:
+        while i < len(marked) and marked[i].first < range_.first:
+            i += 1  # not inside any range in ``within``
+        if range_.state != within:
+            out.append(range_)
             continue
-        cursor = island.first
-        while i < len(marked) and marked[i].first <= island.last:
+        cursor = range_.first
+        while i < len(marked) and marked[i].first <= range_.last:
             run = marked[i]
             if run.first > cursor:
-                out.append(Island(within, cursor, before(timeline, run.first), 0))
-            last = min(run.last, island.last)
+                out.append(Range(within, cursor, before(timeline, run.first), 0))
+            last = min(run.last, range_.last)
             out.append(
-                Island(state, run.first, last, timeline.count(run.first, timeline.after(last)))
+                Range(state, run.first, last, timeline.count(run.first, timeline.after(last)))
             )
             cursor = timeline.after(last)
             i += 1
-        if cursor <= island.last:
-            out.append(Island(within, cursor, island.last, 0))
+        if cursor <= range_.last:
+            out.append(Range(within, cursor, range_.last, 0))
     # the pieces left in ``within`` get their counts now that they are cut
-    return [Island(s, a, b, n or timeline.count(a, timeline.after(b))) for s, a, b, n in out]
+    return [Range(s, a, b, n or timeline.count(a, timeline.after(b))) for s, a, b, n in out]

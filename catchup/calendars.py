@@ -25,12 +25,12 @@ def calendar(job: Job, result: JobScan) -> Calendar:
     if result.first is None or result.until is None:
         return Calendar(job.name, "day", (), False, job.timezone)
     first, end = result.first, result.until
-    starts = [i.first for i in result.islands]
+    starts = [i.first for i in result.ranges]
 
     def state_of(start: datetime) -> str:
-        for island in reversed(result.islands[: _bisect(starts, start)]):
-            if island.first <= start <= island.last:
-                return island.state
+        for range_ in reversed(result.ranges[: _bisect(starts, start)]):
+            if range_.first <= start <= range_.last:
+                return range_.state
             break
         return PeriodState.succeeded
 
