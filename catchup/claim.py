@@ -15,7 +15,7 @@ from .errors import CatchupError, ConfigError, DatabaseError
 from .job import Job
 from .lease import LeaseKeeper
 from .ledger import ClaimRequest, FinishFields
-from .models import ORDINARY, UNCLAIMED, Claim, ClaimRules, Finished, Outcome, Unclaimed
+from .models import ORDINARY, UNCLAIMED, Claim, ClaimRules, Finished, HandOff, Outcome, Unclaimed
 from .refusal import why_not
 from .runner import (
     Execution,
@@ -57,7 +57,7 @@ class Handed:
 
     job: Job
     period: Period
-    claim: Claim | Unclaimed | None
+    claim: HandOff
 
 
 def run_period(
@@ -85,7 +85,7 @@ def run_chained(
     interrupted: threading.Event | None = None,
     stream: bool = True,
     rules: ClaimRules = ORDINARY,
-    claimed: Claim | Unclaimed | None = UNCLAIMED,
+    claimed: HandOff = UNCLAIMED,
     next_period: Callable[[], tuple[Job, Period] | None] | None = None,
 ) -> tuple[Outcome, Handed | None]:
     """:func:`run_period` for a worker with a backlog. ``claimed`` is the claim handed over by
@@ -285,7 +285,7 @@ def _record(
     claim: Claim,
     execution: Execution,
     next_request: ClaimRequest | None = None,
-) -> tuple[Outcome, Claim | Unclaimed | None]:
+) -> tuple[Outcome, HandOff]:
     """Record the execution; with ``next_request``, claim that period in the same transaction and
     return its claim beside the outcome."""
     base = Outcome(
@@ -322,7 +322,7 @@ def _record(
         error=execution.error,
         output_tail=execution.output_tail or None,
     )
-    next_claim: Claim | Unclaimed | None = UNCLAIMED
+    next_claim: HandOff = UNCLAIMED
     if next_request is None:
         finished = finish_surely(session, job_id, period.start, claim.attempt, **fields)
     else:

@@ -322,6 +322,11 @@ class Unclaimed:
 
 UNCLAIMED = Unclaimed()
 
+# What a hand-off brings for the next period: its ``Claim`` (won in the transaction that
+# recorded the last one), ``UNCLAIMED`` (not tried: claim it the ordinary way), or ``None``
+# (tried, and there was nothing to do).
+type HandOff = Claim | Unclaimed | None
+
 
 @dataclass(frozen=True)
 class ClaimRules:

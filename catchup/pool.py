@@ -18,23 +18,11 @@ from .claim import Handed, release, run_chained
 from .errors import first_line
 from .job import Job
 from .lease import HeartbeatLine
-from .models import ORDINARY, UNCLAIMED, Claim, ClaimRules, JobScan, Outcome, Unclaimed
+from .models import ORDINARY, UNCLAIMED, Claim, ClaimRules, HandOff, Outcome
 from .results import Batch, Planned
 from .schedule import Period
 from .session import Session
-from .vocabulary import OutcomeStatus, PeriodState
-
-
-def gap_periods(job: Job, result: JobScan, states: frozenset[str]) -> Iterator[Planned]:
-    """Every period of the job's gaps in ``states``, oldest first."""
-    timeline = job.timeline
-    for range_ in result.ranges:
-        if range_.state not in states:
-            continue
-        state = PeriodState(range_.state)
-        for period in timeline.periods(range_.first, timeline.after(range_.last)):
-            yield Planned(job, period, state)
-
+from .vocabulary import OutcomeStatus
 
 LOOKAHEAD = 512
 
@@ -171,7 +159,7 @@ def run_planned(
         try:
             with worker_session(n) as session:
                 item = dispatcher.take()
-                claimed: Claim | Unclaimed | None = UNCLAIMED
+                claimed: HandOff = UNCLAIMED
                 while item is not None:
                     if stop.is_set():
                         if isinstance(claimed, Claim):  # handed over, not started: give back
@@ -184,8 +172,8 @@ def run_planned(
             dispatcher.stop()
 
     def run_one(
-        session: Session, item: Planned, claimed: Claim | Unclaimed | None
-    ) -> tuple[Planned | None, Claim | Unclaimed | None]:
+        session: Session, item: Planned, claimed: HandOff
+    ) -> tuple[Planned | None, HandOff]:
         """Run ``item``; the worker's next item, and its claim if it came with this finish."""
         following: list[Planned] = []
 
@@ -265,7 +253,7 @@ def _run_waiting(
     item: Planned,
     stop: threading.Event,
     rules: ClaimRules,
-    claimed: Claim | Unclaimed | None,
+    claimed: HandOff,
     next_period: Callable[[], tuple[Job, Period] | None],
 ) -> tuple[Outcome, Handed | None]:
     """Run ``item``; while another period of its job runs elsewhere (overlap forbidden), wait

@@ -12,7 +12,7 @@ import psycopg
 
 from .errors import DatabaseError
 from .ledger import ClaimRequest, FinishFields
-from .models import UNCLAIMED, Claim, Finished, Unclaimed
+from .models import UNCLAIMED, Claim, Finished, HandOff
 from .session import Session
 from .vocabulary import RunStatus
 
@@ -88,7 +88,7 @@ def finish_then_claim_surely(
     attempt: int,
     next_request: ClaimRequest,
     fields: FinishFields,
-) -> tuple[Finished | None, Claim | Unclaimed | None]:
+) -> tuple[Finished | None, HandOff]:
     """The finish and the next claim in one transaction; when that fails, the finish on its
     own, and the next period left unclaimed (its own claim, in its own turn, says what is
     wrong with it). They commit together or not at all: after a lost answer the finish is read
