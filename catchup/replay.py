@@ -18,7 +18,7 @@ from .job import Job
 from .models import ClaimRules, JobScan, Outcome
 from .pool import run_planned
 from .results import Batch, Planned
-from .scan import ScanTarget, prepare, scan_jobs
+from .scan import prepare, scan_jobs
 from .session import Session
 from .vocabulary import REPLAYABLE, PeriodState
 from .window import Moment
@@ -149,27 +149,27 @@ def tick(
     tick. Paused jobs are skipped. Failed periods wait for their backoff. After ``max_time``
     seconds nothing new is started (what runs finishes): the rest waits for the next tick, so a
     tick started on schedule is never late behind the previous one's backlog."""
-    jobs = session.resolve_all(jobs)
-    now = session.now()
+    ready = prepare(session, jobs)
+    now = ready.now
     previous = session.ledger.record_tick(socket.gethostname())
-    rows = session.job_rows()
     due = [
-        (job, latest)
-        for job in jobs
-        if rows[job.name].paused_at is None
-        and (latest := job.timeline.latest_due(job.delay, now)) is not None
+        (target, latest)
+        for target in ready.targets
+        if not target.paused
+        and (latest := target.job.timeline.latest_due(target.job.delay, now)) is not None
     ]
     # the gaps of every catch-up-all job in one scan, each from its own window
     targets = [
-        ScanTarget(job, rows[job.name].id, False, since=max(job.anchor, now - job.catchup_window))
-        for job, _ in due
-        if job.catchup == "all"
+        dataclasses.replace(target, since=max(target.job.anchor, now - target.job.catchup_window))
+        for target, _ in due
+        if target.job.catchup == "all"
     ]
     scanned = scan_jobs(session.ledger, targets, now=now, since=None, until=None) if targets else []
     gaps = {result.job: result for result in scanned}
     chosen_per_job: list[list[Planned]] = []
     planned = 0
-    for job, latest in due:
+    for target, latest in due:
+        job = target.job
         if job.catchup == "all":
             chosen = list(_take(gap_periods(job, gaps[job.name], REPLAYABLE), job.max_per_tick))
         elif job.catchup == "latest" or previous is None or latest.end + job.delay > previous:
