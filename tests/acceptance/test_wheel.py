@@ -8,7 +8,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from fix_project import Project
+from fix_project import Project, job_toml
 from paths import ROOT
 
 # uv build fetches hatchling: not in .ci/run's moved-clock legs, where TLS certificates expire
@@ -41,7 +41,7 @@ def test_wheel_installs_and_runs(project: Project, tmp_path: Path) -> None:
         timeout=600,
     )
     catchup = str(venv / "bin" / "catchup")
-    project.write('[jobs.nightly]\nschedule = "daily"\nstart = "2026-10-01"\ncommand = ["true"]\n')
+    project.write(job_toml("nightly", command=["true"]))
     elsewhere = tmp_path / "elsewhere"  # not the checkout: the SQL must come from the wheel
     elsewhere.mkdir()
     version = subprocess.run([catchup, "--version"], capture_output=True, text=True, cwd=elsewhere)

@@ -21,7 +21,7 @@ import psycopg
 import pytest
 from fix_db import Database
 from fix_processes import process_gone, wait_for
-from fix_project import Project
+from fix_project import Project, job_toml
 from fix_proxy import CutAfter, Pooler
 
 from catchup import embedded
@@ -166,10 +166,7 @@ def test_killed_runner_takes_its_grandchildren_along(
 def test_heartbeat_connection_terminated(project: Project, sql: Any) -> None:
     """pg_terminate_backend on the heartbeat's connection, then on the one it reconnected
     with: it reconnects each time (a third connection is seen), the job succeeds."""
-    project.write(
-        '[jobs.billing]\nschedule = "daily"\nstart = "2026-01-01"\nlease = "3s"\n'
-        'command = ["sleep", "8"]\n'
-    )
+    project.write(job_toml("billing", start="2026-01-01", lease="3s", command=["sleep", "8"]))
     runner = project.spawn("run", "billing", "--period", "2026-01-05")
 
     def heartbeat_pids() -> list[int]:
@@ -403,10 +400,7 @@ def test_strict_timeouts_and_a_long_job(project: Project, sql: Any, database: Da
     sql(f"ALTER ROLE \"{role}\" SET statement_timeout = '5s'")
     sql(f'GRANT CREATE ON DATABASE postgres TO "{role}"')
     try:
-        project.write(
-            '[jobs.billing]\nschedule = "daily"\nstart = "2026-01-01"\nlease = "3s"\n'
-            'command = ["sleep", "10"]\n'
-        )
+        project.write(job_toml("billing", start="2026-01-01", lease="3s", command=["sleep", "10"]))
         params = psycopg.conninfo.conninfo_to_dict(database.conninfo)
         dsn = psycopg.conninfo.make_conninfo(
             "", **{**params, "user": role, "password": "strict-pw"}
@@ -434,7 +428,7 @@ def take_every_slot(database: Database) -> list[psycopg.Connection[Any]]:
 def test_max_connections_exhausted(project: Project, sql: Any, database: Database) -> None:
     """Every connection slot taken: catchup waits and retries; freed in time, it succeeds;
     nothing is left running."""
-    project.write('[jobs.billing]\nschedule = "daily"\nstart = "2026-01-01"\ncommand = ["true"]\n')
+    project.write(job_toml("billing", start="2026-01-01", command=["true"]))
     assert project.cli("migrate").exit_code == 0
     hogs = take_every_slot(database)
     try:
@@ -454,7 +448,7 @@ def test_connect_retry_gives_up_when_its_window_ends(
 ) -> None:
     """Every slot taken and never freed: catchup waits CATCHUP_CONNECT_RETRY seconds (here 2),
     then says so in one line and exits 3; nothing was written."""
-    project.write('[jobs.billing]\nschedule = "daily"\nstart = "2026-01-01"\ncommand = ["true"]\n')
+    project.write(job_toml("billing", start="2026-01-01", command=["true"]))
     assert project.cli("migrate").exit_code == 0
     hogs = take_every_slot(database)
     try:

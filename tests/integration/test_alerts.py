@@ -18,7 +18,7 @@ import psycopg
 import pytest
 from fix_db import Database
 from fix_processes import wait_for
-from fix_project import Project
+from fix_project import Project, job_toml
 
 from catchup.alerts import diff
 from catchup.models import JobScan, Range
@@ -213,7 +213,7 @@ def test_a_failing_receiver_is_retried_and_nothing_is_posted_twice(
 
 
 def test_notify_without_alerts_and_bad_alerts_are_one_line(project: Project) -> None:
-    project.write('[jobs.billing]\nschedule = "daily"\nstart = "2026-10-01"\ncommand = ["true"]\n')
+    project.write(job_toml("billing", command=["true"]))
     result = project.cli("scan", "--notify")
     assert result.exit_code == 2 and "--notify needs an [alerts] section" in result.stderr
     base = '[jobs.billing]\nschedule = "daily"\nstart = "2026-10-01"\ncommand = ["true"]\n'

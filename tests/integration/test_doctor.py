@@ -9,7 +9,7 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from click.testing import CliRunner
-from fix_project import Project
+from fix_project import Project, job_toml
 from fix_proxy import Pooler
 
 from catchup.cli import cli
@@ -146,7 +146,7 @@ def test_local_time_zones(project: Project, sql: Any) -> None:
 def test_every_evidence_query_is_run_once(project: Project, sql: Any) -> None:
     """Each job's evidence query runs once: a good one is ok; a missing table, a column of the
     wrong type and an unreachable evidence_dsn are one serious line each, no password."""
-    project.write('[jobs.none]\nschedule = "daily"\nstart = "2026-10-01"\ncommand = ["true"]\n')
+    project.write(job_toml("none", command=["true"]))
     assert project.cli("-q", "migrate").exit_code == 0
     sql("CREATE TABLE {schema}.exports (day date, n integer)")
     jobs = {

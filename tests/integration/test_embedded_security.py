@@ -15,7 +15,7 @@ from pathlib import Path
 import psycopg
 import pytest
 from fix_db import Database, reachable
-from fix_project import Project
+from fix_project import Project, job_toml
 
 from catchup import datafolder, embedded, processes
 
@@ -88,9 +88,7 @@ def test_another_user_cannot_reach_the_server(
         # and the owner, with the password, would get in: the refusal above is the password's
         with psycopg.connect(database.conninfo) as conn:
             assert conn.execute("select current_user").fetchone() == ("postgres",)
-        project.write(
-            '[jobs.billing]\nschedule = "daily"\nstart = "2026-10-01"\ncommand = ["true"]\n'
-        )
+        project.write(job_toml("billing", command=["true"]))
         refused = project.cli("jobs")
         assert refused.exit_code == 3, refused.output
         assert "has mode 0711: others could reach the server" in refused.stderr
@@ -121,7 +119,7 @@ def test_a_home_with_spaces_quotes_and_commands_is_a_plain_path(
     }
     env.pop("DATABASE_URL", None)
     env["CATCHUP_HOME"] = str(home)
-    project.write('[jobs.billing]\nschedule = "daily"\nstart = "2026-10-01"\ncommand = ["true"]\n')
+    project.write(job_toml("billing", command=["true"]))
     env["CATCHUP_CONFIG"] = str(project.config)
     command = [sys.executable, "-m", "catchup"]
     try:
@@ -159,7 +157,7 @@ def test_a_home_with_spaces_quotes_and_commands_is_a_plain_path(
 def test_a_home_that_is_a_file_is_one_line(project: Project, tmp_path: Path) -> None:
     target = tmp_path / "a-file"
     target.write_text("not a folder")
-    project.write('[jobs.billing]\nschedule = "daily"\nstart = "2026-10-01"\ncommand = ["true"]\n')
+    project.write(job_toml("billing", command=["true"]))
     result = project.cli("jobs", env={"CATCHUP_HOME": str(target)})
     assert result.exit_code == 2, result.output
     assert result.stderr.strip().splitlines() == [

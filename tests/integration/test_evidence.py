@@ -11,7 +11,7 @@ from typing import Any
 import psycopg
 import pytest
 from fix_db import Database
-from fix_project import Project
+from fix_project import Project, job_toml
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from catchup import Catchup, Outcome, make_job
@@ -19,7 +19,7 @@ from catchup import Catchup, Outcome, make_job
 
 def ledger(project: Project) -> None:
     """Make the ledger's schema (where the tests keep their evidence tables too)."""
-    project.write('[jobs.none]\nschedule = "daily"\nstart = "2026-10-01"\ncommand = ["true"]\n')
+    project.write(job_toml("none", command=["true"]))
     assert project.cli("-q", "migrate").exit_code == 0
 
 
@@ -37,11 +37,8 @@ def test_hourly_timestamptz_evidence_finds_unverified_and_untracked(
     (missing)."""
     ledger(project)
     sql("CREATE TABLE {schema}.exports (at timestamptz, note text)")
-    project.write(
-        "[jobs.export]\n"
-        'schedule = "hourly"\nstart = "2026-10-01"\ncommand = ["true"]\n'
-        f"evidence = \"SELECT at FROM {project.schema}.exports WHERE note NOT LIKE '%%skip%%'\"\n"
-    )
+    evidence = f"SELECT at FROM {project.schema}.exports WHERE note NOT LIKE '%%skip%%'"
+    project.write(job_toml("export", "hourly", command=["true"], evidence=evidence))
     for hour in (0, 1, 2):
         ran = project.cli("-q", "run", "export", "--period", f"2026-10-01T0{hour}:00:00Z")
         assert ran.exit_code == 0, ran.output
@@ -87,10 +84,9 @@ def test_a_date_column_is_local_midnight_across_a_dst_change(
     days = [(first + timedelta(days=n)).isoformat() for n in range(4)]
     ledger(project)
     sql("CREATE TABLE {schema}.billed (day date)")
+    evidence = f"SELECT day FROM {project.schema}.billed"
     project.write(
-        "[jobs.billing]\n"
-        f'schedule = "daily"\nstart = "{days[0]}"\ntimezone = "{zone}"\n'
-        f'command = ["true"]\nevidence = "SELECT day FROM {project.schema}.billed"\n'
+        job_toml("billing", start=days[0], timezone=zone, command=["true"], evidence=evidence)
     )
     for day in days[1:]:
         assert project.cli("-q", "run", "billing", "--period", day).exit_code == 0
@@ -119,9 +115,9 @@ def test_evidence_in_another_database_through_evidence_dsn(
         with psycopg.connect(dsn, autocommit=True) as other:
             other.execute("CREATE TABLE exports (day date)")
         project.write(
-            "[jobs.export]\n"
-            'schedule = "daily"\nstart = "2026-10-01"\ncommand = ["true"]\n'
-            f'evidence = "SELECT day FROM exports"\nevidence_dsn = "{dsn}"\n'
+            job_toml(
+                "export", command=["true"], evidence="SELECT day FROM exports", evidence_dsn=dsn
+            )
         )
         assert project.cli("-q", "run", "export", "--period", "2026-10-01").exit_code == 0
         assert project.cli("-q", "run", "export", "--period", "2026-10-02").exit_code == 0
@@ -154,10 +150,7 @@ def test_one_failing_evidence_query_does_not_hide_the_others(project: Project, s
         ("broken", f"SELECT day FROM {project.schema}.no_such_table"),
         ("gamma", f"SELECT day FROM {project.schema}.good"),
     ):
-        jobs += (
-            f'[jobs.{name}]\nschedule = "daily"\nstart = "2026-10-01"\n'
-            f'command = ["true"]\nevidence = "{query}"\n'
-        )
+        jobs += job_toml(name, command=["true"], evidence=query)
     project.write(jobs)
     code, report = scan(project, "--until", "2026-10-03")
     assert code == 3
@@ -180,9 +173,7 @@ def test_bad_evidence_config_is_one_line_with_its_place(project: Project) -> Non
         'evidence = "SELECT 1"\nverify = "yes"': "jobs.x.verify: expected true or false",
     }
     for line, message in cases.items():
-        project.write(
-            f'[jobs.x]\nschedule = "daily"\nstart = "2026-10-01"\ncommand = ["true"]\n{line}\n'
-        )
+        project.write(job_toml("x", command=["true"]) + f"{line}\n")
         result = project.cli("scan")
         assert result.exit_code == 2, (line, result.output)
         (out,) = result.stderr.strip().splitlines()
@@ -200,12 +191,9 @@ def test_onboarding_a_job_that_ran_from_cron(project: Project, sql: Any) -> None
         " SELECT generate_series('2026-10-01'::date, '2026-10-03', '1 day')"
     )
     log = project.path / "ran"
-    project.write(
-        "[jobs.export]\n"
-        'schedule = "daily"\nstart = "2026-10-01"\n'
-        f'command = ["sh", "-c", "echo $CATCHUP_PERIOD >> {log}"]\n'
-        f'evidence = "SELECT day FROM {project.schema}.exports"\n'
-    )
+    evidence = f"SELECT day FROM {project.schema}.exports"
+    command = ["sh", "-c", f"echo $CATCHUP_PERIOD >> {log}"]
+    project.write(job_toml("export", command=command, evidence=evidence))
     code, report = scan(project, "--until", "2026-10-06")
     (job,) = report["jobs"]
     assert (code, job["untracked"], job["missing"]) == (1, 3, 2)
@@ -249,11 +237,8 @@ def test_run_ignore_evidence_runs_an_untracked_period(project: Project, sql: Any
     ledger(project)
     sql("CREATE TABLE {schema}.exports (day date)")
     sql("INSERT INTO {schema}.exports VALUES ('2026-10-02')")
-    project.write(
-        "[jobs.export]\n"
-        'schedule = "daily"\nstart = "2026-10-01"\ncommand = ["true"]\n'
-        f'evidence = "SELECT day FROM {project.schema}.exports"\n'
-    )
+    evidence = f"SELECT day FROM {project.schema}.exports"
+    project.write(job_toml("export", command=["true"], evidence=evidence))
     skipped = project.cli("run", "export", "--period", "2026-10-02", "--json")
     assert json.loads(skipped.stdout)["status"] == "skipped"
     ran = project.cli("run", "export", "--period", "2026-10-02", "--ignore-evidence")
@@ -268,11 +253,16 @@ def test_verify_fails_a_success_that_left_nothing(
     writes its row succeeds."""
     ledger(project)
     sql("CREATE TABLE {schema}.exports (day date)")
+    evidence = f"SELECT day FROM {project.schema}.exports"
     project.write(
-        "[jobs.export]\n"
-        'schedule = "daily"\nstart = "2026-10-01"\ncommand = ["true"]\n'
-        'max_attempts = 2\nretry_backoff = "0s"\nverify = true\n'
-        f'evidence = "SELECT day FROM {project.schema}.exports"\n'
+        job_toml(
+            "export",
+            command=["true"],
+            max_attempts=2,
+            retry_backoff="0s",
+            verify=True,
+            evidence=evidence,
+        )
     )
     first = project.cli("run", "export", "--period", "2026-10-01")
     assert first.exit_code == 1
@@ -309,12 +299,9 @@ def test_replay_unverified_runs_them_again_audited(project: Project, sql: Any) -
     ledger(project)
     sql("CREATE TABLE {schema}.exports (day date)")
     log = project.path / "ran"
-    project.write(
-        "[jobs.export]\n"
-        'schedule = "daily"\nstart = "2026-10-01"\n'
-        f'command = ["sh", "-c", "echo $CATCHUP_PERIOD $CATCHUP_ATTEMPT >> {log}"]\n'
-        f'evidence = "SELECT day FROM {project.schema}.exports"\n'
-    )
+    evidence = f"SELECT day FROM {project.schema}.exports"
+    command = ["sh", "-c", f"echo $CATCHUP_PERIOD $CATCHUP_ATTEMPT >> {log}"]
+    project.write(job_toml("export", command=command, evidence=evidence))
     for day in ("2026-10-01", "2026-10-02"):
         assert project.cli("-q", "run", "export", "--period", day).exit_code == 0
     sql("INSERT INTO {schema}.exports VALUES ('2026-10-01')")  # 2026-10-02 left nothing
@@ -341,11 +328,8 @@ def test_a_later_scan_reads_only_what_may_have_changed_and_misses_nothing(
     that appears in a hole, and a new day are all found; scan --full reads everything."""
     ledger(project)
     sql("CREATE TABLE {schema}.exports (day date)")
-    project.write(
-        "[jobs.export]\n"
-        'schedule = "daily"\nstart = "2026-10-01"\ncommand = ["true"]\n'
-        f'evidence = "SELECT day FROM {project.schema}.exports"\n'
-    )
+    evidence = f"SELECT day FROM {project.schema}.exports"
+    project.write(job_toml("export", command=["true"], evidence=evidence))
     days = [f"2026-10-0{n}" for n in range(1, 8)]
     for day in days[:6]:
         if day != "2026-10-04":  # a hole: nobody ran the 4th
@@ -386,11 +370,10 @@ def test_tick_leaves_a_period_whose_output_exists_alone(project: Project, sql: A
     sql("CREATE TABLE {schema}.exports (day date)")
     yesterday = (today - timedelta(days=1)).date()
     sql("INSERT INTO {schema}.exports VALUES (%s)", [yesterday])
+    evidence = f"SELECT day FROM {project.schema}.exports"
+    start = str((today - timedelta(days=3)).date())
     project.write(
-        "[jobs.export]\n"
-        f'schedule = "daily"\nstart = "{(today - timedelta(days=3)).date()}"\n'
-        'catchup = "latest"\ncommand = ["true"]\n'
-        f'evidence = "SELECT day FROM {project.schema}.exports"\n'
+        job_toml("export", start=start, catchup="latest", command=["true"], evidence=evidence)
     )
     result = project.cli("tick", "--json")
     assert result.exit_code == 0, result.output
@@ -401,7 +384,7 @@ def test_tick_leaves_a_period_whose_output_exists_alone(project: Project, sql: A
 
 
 def test_adopt_without_evidence_touches_no_database(project: Project, sql: Any) -> None:
-    project.write('[jobs.x]\nschedule = "daily"\nstart = "2026-10-01"\ncommand = ["true"]\n')
+    project.write(job_toml("x", command=["true"]))
     result = project.cli("adopt", "x", "--reason", "onboarding")
     assert result.exit_code == 2
     assert result.stderr.strip() == "catchup: x has no evidence query: nothing shows what ran"

@@ -14,7 +14,7 @@ from typing import Any
 import psycopg
 import pytest
 from fix_db import Database, throwaway_schema
-from fix_project import Project
+from fix_project import Project, job_toml
 from rich.console import Console
 
 from catchup import Catchup
@@ -154,7 +154,7 @@ def test_run_before_anything_is_due_is_not_due_in_both(
     project: Project, database: Database
 ) -> None:
     """Once the API raised ConfigError where the CLI said "not due" and exited 0."""
-    project.write('[jobs.later]\nschedule = "daily"\nstart = "2199-12-01"\ncommand = ["true"]\n')
+    project.write(job_toml("later", start="2199-12-01", command=["true"]))
     with Catchup(project.config, dsn=database.conninfo) as app:
         result = app.run("later")
     assert isinstance(result, NotDue) and result.label == "2199-12-01"

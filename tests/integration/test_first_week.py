@@ -437,9 +437,7 @@ def test_a_bare_date_ending_a_range_is_that_whole_day_and_runs_are_summed_up(
 ) -> None:
     """`mark sync 2026-10-01..2026-10-31` on a 15-minute job stopped at 2026-10-31T00:00:00Z
     and printed 2,881 lines: now the 31st is taken whole (2,976 periods), in one line."""
-    project.write(
-        '[jobs.sync]\nschedule = "every 15 minutes"\nstart = "2026-10-01"\ncommand = ["true"]\n'
-    )
+    project.write(job_toml("sync", "every 15 minutes", command=["true"]))
     marked = project.cli(
         "-q", "mark", "sync", "2026-10-01..2026-10-31", "--skip", "--reason", "migrated"
     )
@@ -464,10 +462,7 @@ def test_an_interrupted_period_is_its_own_state_in_every_report(project: Project
 
     from fix_processes import wait_for
 
-    project.write(
-        '[jobs.billing]\nschedule = "daily"\nstart = "2026-10-01"\n'
-        'command = ["sh", "-c", "[ -f go ] || sleep 60"]\n'
-    )
+    project.write(job_toml("billing", command=["sh", "-c", "[ -f go ] || sleep 60"]))
     assert project.cli("migrate").exit_code == 0
     proc = project.spawn("run", "billing", "--period", "2026-10-02")
     wait_for(

@@ -133,7 +133,7 @@ def test_a_call_that_closes_standard_output_is_recorded_and_reported(
     """A ``call`` closes fd 1 (it runs in catchup's own process): its outcome is recorded, and
     printing it afterwards neither crashes catchup nor writes into whatever took fd 1."""
     (project.path / "closer.py").write_text("import os\ndef run(ctx):\n    os.close(1)\n")
-    project.write('[jobs.billing]\nschedule = "daily"\nstart = "2026-10-01"\ncall = "closer:run"\n')
+    project.write(job_toml("billing", call="closer:run"))
     env = project.env(PYTHONPATH=str(project.path))
     import subprocess
 
@@ -462,7 +462,7 @@ def test_the_watcher_survives_any_error_and_healthz_follows_it(
     from catchup import Catchup
     from catchup.serve import Watcher, serve
 
-    project.write('[jobs.billing]\nschedule = "daily"\nstart = "2026-10-01"\ncommand = ["true"]\n')
+    project.write(job_toml("billing", command=["true"]))
     app = Catchup(str(project.config))
     rounds: list[str] = []
     plan = iter(["raise", "raise", "scan"])
@@ -632,7 +632,7 @@ def test_a_schema_name_with_a_trailing_newline_is_refused(project: Project) -> N
 def test_a_reason_made_only_of_invisible_characters_is_blank(
     project: Project, sql: Any, reason: str
 ) -> None:
-    project.write('[jobs.billing]\nschedule = "daily"\nstart = "2026-10-01"\ncommand = ["true"]\n')
+    project.write(job_toml("billing", command=["true"]))
     assert project.cli("migrate").exit_code == 0
     line = one_line(project.cli("mark", "billing", "2026-10-02", "--skip", "--reason", reason))
     assert "must say why" in line
@@ -642,7 +642,7 @@ def test_a_reason_made_only_of_invisible_characters_is_blank(
 def test_scan_output_never_writes_through_a_link(project: Project, tmp_path: Path) -> None:
     """--output on a symbolic link (as root, to a copy of /etc/passwd) overwrote the target:
     refused before the scan; and a report is written whole, by rename."""
-    project.write('[jobs.billing]\nschedule = "daily"\nstart = "2026-10-01"\ncommand = ["true"]\n')
+    project.write(job_toml("billing", command=["true"]))
     victim = tmp_path / "passwd"
     victim.write_text("root:x:0:0:root:/root:/bin/bash\n")
     link = tmp_path / "report.svg"
@@ -665,10 +665,7 @@ def test_control_characters_in_messages_reach_the_terminal_escaped(
 ) -> None:
     """Unknown-key messages, --config path errors and `cannot connect to …` for a --dsn
     printed raw escape sequences: every message line is escaped."""
-    project.write(
-        '[jobs.billing]\nschedule = "daily"\nstart = "2026-10-01"\ncommand = ["true"]\n'
-        '"\\u001b]0;pwned\\u0007" = 1\n'
-    )
+    project.write(job_toml("billing", command=["true"]) + '"\\u001b]0;pwned\\u0007" = 1\n')
     cases = [
         project.cli("jobs"),
         project.cli("--config", str(tmp_path / f"no{ESC}.toml"), "jobs"),
@@ -698,10 +695,7 @@ def test_time_zones_postgresql_does_not_know_are_refused_at_load_time(
 
 def test_a_nul_in_a_command_is_refused_at_load_time(project: Project, sql: Any) -> None:
     """No argv can carry a NUL: every run failed `not found`, using up attempts."""
-    project.write(
-        '[jobs.billing]\nschedule = "daily"\nstart = "2026-10-01"\n'
-        'command = ["echo", "a\\u0000b"]\n'
-    )
+    project.write(job_toml("billing", command=["echo", "a\x00b"]))
     line = one_line(project.cli("tick"))
     assert "catchup.toml:7: jobs.billing.command: argument 2 holds a NUL" in line
     assert sql("SELECT count(*) FROM pg_namespace WHERE nspname = %s", [project.schema]) == [(0,)]

@@ -7,7 +7,7 @@ import time
 from typing import Any
 
 from fix_processes import process_gone, wait_for
-from fix_project import Project
+from fix_project import Project, job_toml
 
 from catchup import sqlfiles
 
@@ -156,8 +156,8 @@ def test_python_call_job_gets_a_context(project: Project, monkeypatch: Any) -> N
     )
     monkeypatch.syspath_prepend(str(project.path))
     project.write(
-        '[jobs.billing]\nschedule = "daily"\nstart = "2026-10-01"\ncall = "jobs_for_test:run"\n'
-        '[jobs.broken]\nschedule = "daily"\nstart = "2026-10-01"\ncall = "jobs_for_test:fail"\n'
+        job_toml("billing", call="jobs_for_test:run")
+        + job_toml("broken", call="jobs_for_test:fail")
     )
     assert project.cli("run", "billing", "--period", "2026-10-02").exit_code == 0
     assert json.loads(out.read_text()) == ["billing", "2026-10-02", 1]

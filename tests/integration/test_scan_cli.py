@@ -7,7 +7,7 @@ import re
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from fix_project import Project
+from fix_project import Project, job_toml
 
 ANSI = re.compile(r"\x1b\[")
 
@@ -224,7 +224,7 @@ def test_markdown_and_openmetrics(project: Project, sql: Any) -> None:
 
 
 def test_scan_errors(project: Project) -> None:
-    project.write('[jobs.billing]\nschedule = "daily"\nstart = "2026-10-01"\ncommand = ["true"]\n')
+    project.write(job_toml("billing", command=["true"]))
     unknown = project.cli("scan", "--job", "nope")
     assert unknown.exit_code == 2 and "unknown job 'nope'" in unknown.stderr
     down = project.cli("--dsn", "postgresql://x:pw@127.0.0.1:1/x", "scan")

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from fix_db import Database
 from fix_processes import wait_for
-from fix_project import Project
+from fix_project import Project, job_toml
 from prometheus_client.openmetrics.parser import (
     text_string_to_metric_families as openmetrics_families,
 )
@@ -147,7 +147,7 @@ def test_readyz_follows_the_database(project: Project, private_server: str) -> N
     """The database stopped: /readyz says 503 and catchup_up 0 while the page says why, and
     the process keeps answering at once; started again, it is ready again."""
     project.database = Database(private_server, {"CATCHUP_DSN": private_server})
-    project.write('[jobs.billing]\nschedule = "daily"\nstart = "2026-10-01"\ncommand = ["true"]\n')
+    project.write(job_toml("billing", command=["true"]))
     assert project.run("-q", "migrate").returncode == 0
     port = free_port()
     base = f"http://127.0.0.1:{port}"
@@ -177,7 +177,7 @@ def _ready(base: str) -> bool:
 
 
 def test_bad_listen_and_refresh_are_one_line(project: Project) -> None:
-    project.write('[jobs.billing]\nschedule = "daily"\nstart = "2026-10-01"\ncommand = ["true"]\n')
+    project.write(job_toml("billing", command=["true"]))
     for args, message in (
         (["--listen", "nowhere"], "is not HOST:PORT"),
         (["--listen", "127.0.0.1:70000"], "the port must be from 1 to 65535"),
@@ -211,7 +211,7 @@ def test_a_stopped_embedded_server_stays_stopped_while_serve_runs(
             check=False,
         )
 
-    project.write('[jobs.billing]\nschedule = "daily"\nstart = "2026-10-01"\ncommand = ["true"]\n')
+    project.write(job_toml("billing", command=["true"]))
     assert catchup("-q", "migrate").returncode == 0  # serve only reads
     port = free_port()
     base = f"http://127.0.0.1:{port}"
