@@ -261,7 +261,7 @@ def test_the_example_prints_what_the_page_shows(
     env.update(COLUMNS="80", LINES="50", NO_COLOR="1", TERM="dumb")
     env.pop("FORCE_COLOR", None)
     update = os.environ.get("CATCHUP_UPDATE_DOCS") == "1"
-    wrong = []
+    wrong: list[str] = []
     written: dict[int, list[str]] = {}
     for block in blocks(page):
         if block.scenario != scenario:
