@@ -15,8 +15,18 @@ from .errors import CatchupError, ConfigError, DatabaseError
 from .job import Job
 from .lease import LeaseKeeper
 from .ledger import ClaimRequest, FinishFields
-from .models import ORDINARY, UNCLAIMED, Claim, ClaimRules, Finished, HandOff, Outcome, Unclaimed
-from .refusal import why_not
+from .models import (
+    ORDINARY,
+    UNCLAIMED,
+    Blocked,
+    Claim,
+    ClaimRules,
+    Finished,
+    HandOff,
+    Outcome,
+    Unclaimed,
+)
+from .refusal import blocked_by, why_not
 from .runner import (
     Execution,
     JobContext,
@@ -113,6 +123,9 @@ def run_chained(
         claim = claim_surely(session, _request(session, job, period, rules))
     else:
         claim = claimed
+    if isinstance(claim, Blocked):
+        detail = blocked_by(session, job, period, claim)
+        return Outcome(job.name, period, label, OutcomeStatus.blocked, detail=detail), None
     if claim is None:
         detail, blocked = why_not(session, job, job_id, period)
         outcome = Outcome(
@@ -128,7 +141,13 @@ def run_chained(
     if next_period is not None and execution.ended == Ended.exited and execution.error is None:
         if not interrupted.is_set() and (following := next_period()) is not None:
             next_job, after = following
-            if next_job.evidence is None and session.cannot_start(next_job) is None:
+            # a job with evidence reads it before its claim, one with upstream jobs checks
+            # them in its claim's transaction: those are claimed the ordinary way
+            if (
+                next_job.evidence is None
+                and not next_job.after
+                and session.cannot_start(next_job) is None
+            ):
                 chained = _request(session, next_job, after, rules)
             else:
                 handed = Handed(next_job, after, UNCLAIMED)
@@ -217,8 +236,10 @@ def release(session: Session, job: Job, period: Period, claim: Claim) -> Outcome
 
 
 def _request(session: Session, job: Job, period: Period, rules: ClaimRules) -> ClaimRequest:
+    needs = tuple((session.registered_id(up.name), p.start) for up, p in session.needs(job, period))
     return ClaimRequest(
         job_id=session.registered_id(job.name),
+        needs=needs,
         period=period,
         owner=owner_name(),
         lease=job.lease,

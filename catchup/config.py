@@ -16,6 +16,7 @@ from .errors import ConfigError
 from .job import Alerts, Config, Job, Webhook
 from .jobkeys import parse_job, suggest, workdir_of
 from .tomllines import KeyLines, toml_error
+from .upstream import graph_problems
 from .values import (
     name_problem,
     parse_duration,
@@ -160,6 +161,9 @@ def parse_config(raw: bytes, path: Path, *, schema: str | None = None) -> Config
             problem(("jobs", job_name, "renamed_from"), f"jobs.{job_name}.renamed_from: {why}")
         elif job is not None:
             jobs[job_name] = replace(job, workdir=workdir, renamed_from=renamed_from)
+    after = {j: () for j in table} | {j: job.after for j, job in jobs.items()}
+    for j, said in graph_problems(after).items():
+        problem(("jobs", j, "after"), f"jobs.{j}.after: {said}")
     alerts = _parse_alerts(data.get("alerts"), problem) if "alerts" in data else None
     if problems:  # in the order of the file, as a person reads it
         raise ConfigError([said for _, said in sorted(problems, key=lambda p: p[0])])

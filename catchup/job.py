@@ -21,6 +21,7 @@ from .schedule import (
     iso_utc,
     period_label,
 )
+from .upstream import Dependency
 from .values import parse_duration
 
 
@@ -183,6 +184,13 @@ JOB_KEYS: tuple[JobKey, ...] = (
         default=False,
     ),
     JobKey(
+        "after",
+        "other",
+        'a list like ["export", { job = "x", periods = "previous" }]',
+        "the jobs whose periods each period waits for: every one overlapping it (or, with "
+        'periods = "previous", the latest one before it)',
+    ),
+    JobKey(
         "renamed_from",
         "other",
         "a job name",
@@ -242,6 +250,8 @@ class Job:
     workdir: Path | None = None
     # the name the ledger knew it by: the first command that sees both renames it there
     renamed_from: str | None = None
+    # the upstream jobs whose periods each period waits for (docs/how-to/chain-jobs.md)
+    after: tuple[Dependency, ...] = ()
 
     @property
     def definition(self) -> dict[str, object]:

@@ -15,6 +15,7 @@ from typing import Any
 
 from .job import JOB_KEY, JOB_KEYS, Job, JobKey, default
 from .schedule import Schedule, ScheduleError, Timeline, parse_schedule, zone
+from .upstream import Dependency, parse_after
 from .values import (
     SPREAD_DEFAULT,
     check_placeholders,
@@ -136,6 +137,11 @@ def parse_job(name: str, spec: dict[str, Any], problem: Any) -> Job | None:
             )
 
     evidence, evidence_dsn, verify = _evidence_keys(spec, bad)
+    after: tuple[Dependency, ...] = ()
+    if "after" in spec:
+        after, said = parse_after(spec["after"])
+        if said is not None:
+            bad("after", said)
 
     if count or schedule is None or start is None or timezone is None:
         return None
@@ -163,6 +169,7 @@ def parse_job(name: str, spec: dict[str, Any], problem: Any) -> Job | None:
         evidence=evidence,
         evidence_dsn=evidence_dsn,
         verify=verify,
+        after=after,
     )
 
 

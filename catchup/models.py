@@ -107,6 +107,22 @@ class Blocker:
 
 
 @dataclass(frozen=True)
+class Waiting:
+    """An upstream period a claim waits for that is not done: its status, None with no row."""
+
+    job_id: int
+    period_start: datetime
+    status: str | None
+
+
+@dataclass(frozen=True)
+class Blocked:
+    """A claim refused because upstream periods it waits for are not done (oldest first)."""
+
+    waiting: tuple[Waiting, ...]
+
+
+@dataclass(frozen=True)
 class Finished:
     finished_at: datetime
     failures: int

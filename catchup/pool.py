@@ -10,6 +10,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from datetime import datetime
 
 import psycopg
 
@@ -38,6 +39,8 @@ class Dispatcher:
         self._left = limit
         self._pending: list[Planned] = []
         self._busy: Counter[str] = Counter()
+        # planned periods taken in but not yet done: what a period that waits for them sees
+        self._unfinished: Counter[tuple[str, datetime]] = Counter()
         self._cond = threading.Condition()
         self._stopped = False
         # time.monotonic() after which nothing new is handed out (tick --max-time)
@@ -61,6 +64,7 @@ class Dispatcher:
             if item is None:
                 break
             self._pending.append(item)
+            self._unfinished[(item.job.name, item.period.start)] += 1
             if self._left is not None:
                 self._left -= 1
 
@@ -75,29 +79,48 @@ class Dispatcher:
                 self._wait()
             return None
 
-    def _free(self) -> Planned | None:
-        """The oldest pending item no worker's item forbids, now reserved; the lock is held."""
+    def _free(self, recording: tuple[str, datetime] | None = None) -> Planned | None:
+        """The oldest pending item no worker's item forbids, now reserved; the lock is held.
+        ``recording``: the item whose finish the taker records before it claims this one."""
         for i, item in enumerate(self._pending):
-            if item.job.overlap == "allow" or not self._busy[item.job.name]:
-                self._busy[item.job.name] += 1
-                return self._pending.pop(i)
+            if item.job.overlap == "forbid" and self._busy[item.job.name]:
+                continue
+            if any(self._unfinished[n] for n in item.needs if n != recording):
+                continue  # an upstream period of the same plan is still to run
+            self._busy[item.job.name] += 1
+            return self._pending.pop(i)
         return None
+
+    def _settled(self, item: Planned) -> None:
+        """``item``'s outcome is recorded: periods that wait for it may start."""
+        key = (item.job.name, item.period.start)
+        self._unfinished[key] -= 1
+        if self._unfinished[key] <= 0:
+            del self._unfinished[key]
+        self._cond.notify_all()
+
+    def settle(self, item: Planned) -> None:
+        """After :meth:`handoff`: ``item``'s finish is recorded now."""
+        with self._cond:
+            self._settled(item)
 
     def done(self, item: Planned) -> None:
         with self._cond:
             self._busy[item.job.name] -= 1
-            self._cond.notify_all()
+            self._settled(item)
 
     def handoff(self, item: Planned) -> Planned | None:
         """``item`` is done; the next item the same worker may take at once, if any (then it
         claims it in the transaction that records ``item``). Never waits."""
         with self._cond:
+            # its job is free; what waits for it waits on until its finish is recorded
+            # (settle), which this worker does next
             self._busy[item.job.name] -= 1
             self._cond.notify_all()
             if self._stopped or self._past_deadline():
                 return None
             self._fill()
-            return self._free()
+            return self._free(recording=(item.job.name, item.period.start))
 
     def stop(self) -> None:
         with self._cond:
@@ -176,9 +199,13 @@ def run_planned(
     ) -> tuple[Planned | None, HandOff]:
         """Run ``item``; the worker's next item, and its claim if it came with this finish."""
         following: list[Planned] = []
+        released: list[bool] = []  # handoff() has freed the item's job (once: never again)
 
         def next_period() -> tuple[Job, Period] | None:
             # this item is done with (it succeeded); the next one is claimed with its finish
+            if released:
+                return None
+            released.append(True)
             if (nxt := dispatcher.handoff(item)) is None:
                 return None
             following.append(nxt)
@@ -204,7 +231,9 @@ def run_planned(
                 detail=f"database error: {db.scrub(first, target.conninfo)}",
             )
         finally:
-            if not following:  # else handoff() released it
+            if released:  # handoff() freed its job; its finish is recorded now
+                dispatcher.settle(item)
+            else:
                 dispatcher.done(item)
         nxt = handed.claim if following and handed is not None else UNCLAIMED
         try:

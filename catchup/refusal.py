@@ -1,13 +1,16 @@
 """Why a claim found nothing to do: said in words (paused, already succeeded, exhausted and how
-to run it again, running elsewhere, blocked by another period of the job), and whether trying
-again soon could help."""
+to run it again, running elsewhere, blocked by another period of the job or by upstream periods
+not done), and whether trying again soon could help."""
 
 from __future__ import annotations
+
+from datetime import datetime
 
 import psycopg
 
 from .errors import DatabaseError
 from .job import Job
+from .models import Blocked
 from .schedule import Period, iso_utc
 from .session import Session
 from .vocabulary import RunStatus
@@ -63,3 +66,29 @@ def _reason(session: Session, job: Job, job_id: int, period: Period) -> tuple[st
         )
     # The claim met a blocker that has finished since: claimable again, so worth another try.
     return "another period of the job was running; try again", True
+
+
+def blocked_by(session: Session, job: Job, period: Period, blocked: Blocked) -> str:
+    """``waiting for export 2026-11-25T03:00:00Z .. 2026-11-25T05:00:00Z (failed), …``: the
+    upstream periods not done, as ranges of one job and state."""
+    names = {session.registered_id(up.name): up for up, _ in session.needs(job, period)}
+    parts: list[str] = []
+    runs: list[tuple[Job, str, datetime, datetime]] = []
+    for waiting in blocked.waiting:
+        up = names[waiting.job_id]
+        state = waiting.status or "missing"
+        last = runs[-1] if runs else None
+        if (
+            last is not None
+            and last[0].name == up.name
+            and last[1] == state
+            and up.timeline.after(last[3]) == waiting.period_start
+        ):
+            runs[-1] = (up, state, last[2], waiting.period_start)
+        else:
+            runs.append((up, state, waiting.period_start, waiting.period_start))
+    for up, state, lo, hi in sorted(runs, key=lambda r: (r[0].name, r[2])):
+        span = up.label(lo) if lo == hi else f"{up.label(lo)} .. {up.label(hi)}"
+        parts.append(f"{up.name} {span} ({state})")
+    shown = parts[:3] + ([f"and {len(parts) - 3} more"] if len(parts) > 3 else [])
+    return "waiting for " + ", ".join(shown) + "; nothing claimed"

@@ -12,6 +12,7 @@ import threading
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from datetime import datetime
 
 from .bounds import TICK_WORKERS
 from .job import Job
@@ -19,7 +20,9 @@ from .models import ClaimRules, JobScan, Outcome
 from .pool import run_planned
 from .results import Batch, Planned
 from .scan import prepare, scan_jobs
+from .schedule import Period
 from .session import Session
+from .upstream import ranks
 from .vocabulary import REPLAYABLE, PeriodState
 from .window import Moment
 
@@ -36,8 +39,46 @@ def gap_periods(job: Job, result: JobScan, states: frozenset[str]) -> Iterator[P
 
 
 def oldest_first(streams: list[Iterator[Planned]]) -> Iterator[Planned]:
-    """Merge per-job streams by period start, then job name, without materialising them."""
-    return heapq.merge(*streams, key=lambda p: (p.period.start, p.job.name))
+    """Merge per-job streams by period start (for a job with upstream jobs, by what it waits
+    for: :class:`DependencyOrder`), then job name, without materialising them."""
+    return heapq.merge(*streams, key=lambda p: (p.order or (p.period.start, 0), p.job.name))
+
+
+class DependencyOrder:
+    """Where a period goes in a plan when jobs wait for each other: no earlier than the
+    upstream periods it needs (recursively), upstream jobs first among equals, so export(D)
+    runs before billing(D) for every D, and D ascends. A job's periods keep their order."""
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+        jobs = session.config.jobs.values()
+        self.rank = ranks({job.name: job.after for job in jobs})
+        self.active = any(job.after for job in jobs)
+        self._memo: dict[tuple[str, datetime], datetime] = {}
+
+    def key(self, job: Job, period: Period) -> datetime:
+        if not job.after:
+            return period.start
+        found = self._memo.get((job.name, period.start))
+        if found is None:
+            found = period.start
+            for up, needed in self.session.needs(job, period):
+                found = max(found, self.key(up, needed))
+            if len(self._memo) > 100_000:
+                self._memo.clear()  # a plan of millions: keys are cheap to find again
+            self._memo[(job.name, period.start)] = found
+        return found
+
+    def place(self, items: Iterator[Planned]) -> Iterator[Planned]:
+        """``items`` (one job's, oldest first) with what each waits for and its place."""
+        if not self.active:
+            yield from items
+            return
+        for item in items:
+            job, period = item.job, item.period
+            needs = tuple((up.name, p.start) for up, p in self.session.needs(job, period))
+            order = (self.key(job, period), self.rank.get(job.name, 0))
+            yield dataclasses.replace(item, needs=needs, order=order)
 
 
 def replay(
@@ -88,7 +129,8 @@ def replay(
     planned = total if limit is None else min(total, limit)
     if on_plan:
         on_plan(planned)
-    items = oldest_first([gap_periods(job, r, frozenset(states)) for job, r in live])
+    order = DependencyOrder(session)
+    items = oldest_first([order.place(gap_periods(job, r, frozenset(states))) for job, r in live])
     if dry_run:
         plan = (item for _, item in zip(range(planned), items, strict=False))
         return Batch(
@@ -183,10 +225,14 @@ def tick(
     # then taking turns: with --max-time cutting a tick short, a backlog never keeps another
     # job's on-time period waiting, tick after tick
     chosen_per_job.sort(key=lambda chosen: (len(chosen), chosen[0].job.name))
-    streams = [iter(chosen) for chosen in chosen_per_job]
+    order = DependencyOrder(session)
+    if order.active:  # jobs wait for each other: upstream periods first, each job in order
+        chosen_items = oldest_first([order.place(iter(chosen)) for chosen in chosen_per_job])
+    else:
+        chosen_items = round_robin([iter(chosen) for chosen in chosen_per_job])
     return run_planned(
         session,
-        round_robin(streams),
+        chosen_items,
         planned=planned,
         workers=max(1, min(workers, planned)),
         interrupted=interrupted,

@@ -147,6 +147,12 @@ class Planned:
     job: Job
     period: Period
     state: PeriodState | Literal["due"]
+    # the upstream periods it waits for (job name, start): a worker pool starts it only once
+    # those of them in the same plan are done
+    needs: tuple[tuple[str, datetime], ...] = ()
+    # where it goes in a plan: its start, or for a job with upstream jobs, no earlier than
+    # what it waits for (the jobs' ranks break ties: upstream first)
+    order: tuple[datetime, int] | None = None
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,8 @@ from .ledger import Ledger
 from .models import JobRow
 from .preflight import cannot_start
 from .reconcile import reconcile
-from .schedule import ScheduleError, Timeline
+from .schedule import Period, ScheduleError, Timeline
+from .upstream import needed
 
 
 def owner_name() -> str:
@@ -79,6 +80,15 @@ class Session:
 
     def resolve_all(self, jobs: list[Job], *, write: bool = True) -> list[Job]:
         return [self.resolve(job, write=write) for job in jobs]
+
+    def needs(self, job: Job, period: Period) -> list[tuple[Job, Period]]:
+        """The upstream periods ``period`` of ``job`` waits for (its ``after``), each upstream
+        job with the timeline the ledger records for it."""
+        found: list[tuple[Job, Period]] = []
+        for dep in job.after:
+            upstream = self.resolve(self.config.job(dep.job))
+            found += [(upstream, p) for p in needed(upstream.timeline, period, dep.periods)]
+        return found
 
     def cannot_start(self, job: Job) -> str | None:
         """:func:`catchup.preflight.cannot_start`, asked once per job while it can start (a

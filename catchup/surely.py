@@ -12,7 +12,7 @@ import psycopg
 
 from .errors import DatabaseError
 from .ledger import ClaimRequest, FinishFields
-from .models import UNCLAIMED, Claim, Finished, HandOff
+from .models import UNCLAIMED, Blocked, Claim, Finished, HandOff
 from .session import Session
 from .vocabulary import RunStatus
 
@@ -40,14 +40,16 @@ def through_reconnects[T](session: Session, action: Callable[[bool], T]) -> T:
             delay = min(delay * 2, 5.0)
 
 
-def claim_surely(session: Session, request: ClaimRequest) -> Claim | None:
+def claim_surely(session: Session, request: ClaimRequest) -> Claim | Blocked | None:
     """Claim; after a reconnect, a claim that committed after all (the row is ours and
     running) is reclaimed rather than left to expire."""
     r = request
 
-    def claim(reconnected: bool) -> Claim | None:
+    def claim(reconnected: bool) -> Claim | Blocked | None:
         if reconnected and (reclaimed := session.ledger.reclaim(r.job_id, r.period.start, r.owner)):
             return reclaimed
+        if r.needs:
+            return session.ledger.claim_after(r.needs, r)
         return session.ledger.claim(
             r.job_id,
             r.period,

@@ -76,6 +76,8 @@ class OutcomeStatus(StrEnum):
     succeeded = "succeeded"
     failed = "failed"
     skipped = "skipped"
+    # not claimed: upstream periods it waits for (``after``) are not done; nothing written
+    blocked = "blocked"
     lost = "lost"
     interrupted = "interrupted"
     error = "error"  # a database error on this one period (the batch goes on with the others)

@@ -92,9 +92,17 @@ def project(tmp_path: Path, schema: str, database: Database) -> Project:
 def job_toml(name: str, schedule: str = "daily", start: str = "2026-10-01", **keys: object) -> str:
     """The one config builder: a ``[jobs.NAME]`` table with its schedule and start (a fixed
     past date; tests pass explicit windows, or build dates from the database clock) and any
-    other key, each value written as TOML (strings, lists of strings, numbers, booleans)."""
+    other key, each value written as TOML (strings, numbers, booleans, lists and inline
+    tables of those)."""
     import json
 
+    def toml(value: object) -> str:
+        if isinstance(value, dict):
+            return "{ " + ", ".join(f"{k} = {toml(v)}" for k, v in value.items()) + " }"
+        if isinstance(value, list):
+            return "[" + ", ".join(toml(v) for v in value) + "]"
+        return json.dumps(value)
+
     lines = [f"[jobs.{name}]", f"schedule = {json.dumps(schedule)}", f"start = {json.dumps(start)}"]
-    lines += [f"{key} = {json.dumps(value)}" for key, value in keys.items()]
+    lines += [f"{key} = {toml(value)}" for key, value in keys.items()]
     return "\n".join(lines) + "\n"

@@ -469,6 +469,37 @@ MUTATIONS = (
             "test_an_interrupted_period_is_its_own_state_in_every_report",
         ),
     ),
+    Mutation(
+        "upstream-gate",
+        "a period whose upstream periods are not done is never claimed",
+        "catchup/surely.py",
+        "        if r.needs:\n",
+        "        if False:\n",
+        (
+            "tests/integration/test_chains.py::"
+            "test_a_berlin_day_waits_for_every_export_hour_inside_it",
+        ),
+    ),
+    Mutation(
+        "upstream-row-lock",
+        "a reset of an upstream period racing a downstream claim never lets the claim through",
+        "sql/queries/claims.sql",
+        "    WHERE u.job_id = n.job_id AND u.period_start = n.period_start\n    FOR SHARE\n",
+        "    WHERE u.job_id = n.job_id AND u.period_start = n.period_start\n",
+        ("tests/integration/test_chains.py::test_a_reset_racing_a_claim_never_lets_it_through",),
+    ),
+    Mutation(
+        "pool-waits-for-upstream",
+        "a worker pool starts a downstream period only once its upstream periods in the plan"
+        " are done",
+        "catchup/pool.py",
+        "            if any(self._unfinished[n] for n in item.needs if n != recording):\n",
+        "            if False:\n",
+        (
+            "tests/integration/test_chains.py::"
+            "test_a_replay_runs_upstream_before_downstream_on_the_ledger_clock",
+        ),
+    ),
 )
 
 

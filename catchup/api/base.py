@@ -18,6 +18,7 @@ from ..errors import ConfigError
 from ..job import Config, Job
 from ..results import Connected
 from ..session import Session
+from ..upstream import graph_problems
 from ..values import blank, parse_instant, project_problem
 from ..window import Moment
 
@@ -105,6 +106,11 @@ class Base:
                 schema=schema or loaded.schema,
                 schema_given=loaded.schema_given or schema is not None,
             )
+        if declared:  # a file's jobs were checked as it loaded
+            after = {name: job.after for name, job in loaded.jobs.items()}
+            wrong = [f"jobs.{n}.after: {said}" for n, said in graph_problems(after).items()]
+            if wrong:
+                raise ConfigError(wrong)
         self.config = loaded
         self._dsn = dsn
         self._on_connect = on_connect

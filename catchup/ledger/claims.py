@@ -3,13 +3,14 @@ heartbeat, finish and lose, each fenced by the attempt; and the rows that explai
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import NotRequired, TypedDict, Unpack
 
 from psycopg.rows import class_row
 
-from ..models import Blocker, Claim, Finished, RunRow
+from ..models import Blocked, Blocker, Claim, Finished, RunRow, Waiting
 from ..schedule import Period
 from ..values import storable
 from .base import LedgerBase
@@ -40,6 +41,7 @@ class ClaimRequest:
     allow_overlap: bool
     ignore_backoff: bool = False
     retry_exhausted: bool = False
+    needs: tuple[tuple[int, datetime], ...] = ()  # upstream periods: (job id, start)
 
 
 def _finish_params(
@@ -90,6 +92,31 @@ class ClaimPath(LedgerBase):
         }
         with self.conn.cursor(row_factory=class_row(Claim)) as cur:
             return cur.execute(self._q("claim"), params).fetchone()
+
+    def claim_after(
+        self, needs: Sequence[tuple[int, datetime]], request: ClaimRequest
+    ) -> Claim | Blocked | None:
+        """:meth:`claim` of a period that waits for upstream periods (``needs``: job id and
+        start): :class:`Blocked` when any is not done, checked in the claim's own
+        transaction, with the upstream rows locked until it commits."""
+        r = request
+        with self.conn.transaction():
+            rows = self.conn.execute(
+                self._q("upstream_not_done"),
+                {"job_ids": [j for j, _ in needs], "starts": [t for _, t in needs]},
+            ).fetchall()
+            if rows:
+                return Blocked(tuple(Waiting(*row) for row in rows))
+            return self.claim(
+                r.job_id,
+                r.period,
+                owner=r.owner,
+                lease=r.lease,
+                max_attempts=r.max_attempts,
+                allow_overlap=r.allow_overlap,
+                ignore_backoff=r.ignore_backoff,
+                retry_exhausted=r.retry_exhausted,
+            )
 
     def reclaim(self, job_id: int, period_start: datetime, owner: str) -> Claim | None:
         with self.conn.cursor(row_factory=class_row(Claim)) as cur:

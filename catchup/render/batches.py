@@ -31,7 +31,9 @@ def batch_summary(console: Console, batch: Batch, title: str = "replay") -> None
     totals = batch.totals
     table = Table(title=title, title_justify="left")
     table.add_column("job")
-    columns = STATUSES
+    # succeeded and failed always; the others where something had them (80 columns hold it)
+    always = (OutcomeStatus.succeeded, OutcomeStatus.failed)
+    columns = tuple(s for s in STATUSES if s in always or totals[s])
     for name in columns:
         table.add_column(name, justify="right")
     per_job: dict[str, Counter[str]] = {}
@@ -67,6 +69,11 @@ def tick_summary(console: Console, batch: Batch) -> None:
         f"tick: {totals[OutcomeStatus.succeeded]} succeeded, "
         f"{totals[OutcomeStatus.failed]} failed, {totals[OutcomeStatus.skipped]} skipped, "
         f"{totals[OutcomeStatus.lost]} lost"
+        + (
+            f", {totals[OutcomeStatus.blocked]} blocked (waiting for upstream periods)"
+            if totals[OutcomeStatus.blocked]
+            else ""
+        )
         + (f", {errors} database error(s)" if errors else "")
         + (f", {unstartable} could not start (no attempt counted)" if unstartable else "")
         + (

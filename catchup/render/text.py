@@ -25,6 +25,7 @@ STYLE = {
     "interrupted": "yellow",
     "error": "bold red",
     "unstartable": "bold red",
+    "blocked": "bright_black",
     "missing": "yellow",
     "stale": "magenta",
     "untracked": "dim cyan",

@@ -12,6 +12,22 @@ SELECT * FROM {schema}.claim_period(
     %(lease)s::interval, %(max_attempts)s::integer, %(allow_overlap)s, %(ignore_backoff)s,
     %(retry_exhausted)s);
 
+-- name: upstream_not_done
+-- The upstream periods a claim waits for (a job's `after`) that are not done: succeeded or
+-- waived is done; anything else, or no row, is not. Sent in the claim's transaction: the rows
+-- read are locked FOR SHARE until it ends, so a reset of an upstream period cannot commit
+-- between this check and the claim (it waits for the claim, or the check waits for it and
+-- reads what it wrote).
+SELECT n.job_id, n.period_start, r.status
+FROM unnest(%(job_ids)s::bigint[], %(starts)s::timestamptz[]) AS n (job_id, period_start)
+LEFT JOIN LATERAL (
+    SELECT u.status FROM {schema}.runs u
+    WHERE u.job_id = n.job_id AND u.period_start = n.period_start
+    FOR SHARE
+) r ON true
+WHERE r.status IS NULL OR r.status NOT IN ('succeeded', 'waived')
+ORDER BY n.period_start, n.job_id;
+
 -- name: heartbeat
 -- Extends the lease only while this attempt still holds it: a lease that has run out is gone,
 -- even if nobody has taken the period over yet.

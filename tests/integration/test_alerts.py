@@ -160,16 +160,24 @@ def test_two_serve_replicas_tell_each_gap_once(project: Project, receiver: Recei
 def _more_scans(bases: list[str]) -> None:
     """Wait until every replica has scanned (and compared) twice more."""
     for base in bases:
-        seen = _scans(base)
+        # a replica that has not finished its first scan answers 503: wait for one
+        seen = wait_for(lambda: _scans(base), timeout=60, what="a first scan")  # noqa: B023
         wait_for(lambda: _scans(base) >= seen + 2, timeout=60, what="more scans")  # noqa: B023
 
 
 def _scans(base: str) -> float:
-    """The database clock of the newest scan a replica serves, as a count of its scans."""
+    """The database clock of the newest scan a replica serves, as a count of its scans; 0
+    while it has none yet (it answers 503 until its first scan)."""
+    import urllib.error
     import urllib.request
 
-    with urllib.request.urlopen(base + "/api/scan", timeout=10) as answer:
-        generated = json.loads(answer.read())["generated_at"]
+    try:
+        with urllib.request.urlopen(base + "/api/scan", timeout=10) as answer:
+            generated = json.loads(answer.read())["generated_at"]
+    except urllib.error.HTTPError as exc:
+        if exc.code == 503:
+            return 0.0
+        raise
     return datetime.fromisoformat(generated).timestamp()
 
 

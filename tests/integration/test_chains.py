@@ -1,0 +1,216 @@
+"""Jobs that wait for each other (``after``), through the command line on a real ledger: a
+Berlin billing day waits for the 23 or 25 export hours inside it, a blocked period is not
+claimed and says by what, a replay runs upstream before downstream (checked from the ledger's
+own timestamps), and a reset racing a claim never lets the claim through."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from typing import Any
+
+import psycopg
+import psycopg.sql
+import pytest
+from fix_processes import wait_for
+from fix_project import Project, job_toml
+
+# export: hourly (UTC); billing: the Berlin day, after every export hour inside it
+CHAIN = job_toml("export", "hourly", "2026-03-01", command=["true"]) + job_toml(
+    "billing", "daily", "2026-03-01", timezone="Europe/Berlin", command=["true"], after=["export"]
+)
+
+
+def run(project: Project, *args: str) -> dict[str, Any]:
+    result = project.cli("-q", *args, "--json")
+    assert result.stdout.strip(), result.output
+    return {"code": result.exit_code, **json.loads(result.stdout)}
+
+
+@pytest.mark.parametrize(
+    ("day", "first", "last", "hours"),
+    [
+        ("2026-03-29", "2026-03-28T23:00:00Z", "2026-03-29T21:00:00Z", 23),
+        ("2026-10-25", "2026-10-24T22:00:00Z", "2026-10-25T22:00:00Z", 25),
+    ],
+)
+def test_a_berlin_day_waits_for_every_export_hour_inside_it(
+    project: Project, sql: Any, day: str, first: str, last: str, hours: int
+) -> None:
+    project.write(CHAIN)
+    blocked = project.cli("run", "billing", "--period", day)
+    assert blocked.exit_code == 1
+    assert f"waiting for export {first} .. {last} (missing)" in blocked.output
+    assert sql("SELECT count(*) FROM {schema}.runs") == [(0,)]  # nothing claimed
+    replayed = run(project, "replay", "--job", "export", "--since", first, "--until", last)
+    assert replayed["totals"]["succeeded"] == hours - 1  # --until is exclusive: the last is left
+    still = project.cli("run", "billing", "--period", day)
+    assert still.exit_code == 1 and f"waiting for export {last} (missing)" in still.output
+    assert project.cli("-q", "run", "export", "--period", last).exit_code == 0
+    done = run(project, "run", "billing", "--period", day)
+    assert (done["code"], done["status"]) == (0, "succeeded")
+
+
+def test_a_failed_upstream_hour_blocks_its_day_and_only_that(project: Project) -> None:
+    project.write(
+        job_toml(
+            "export",
+            "hourly",
+            "2026-03-01",
+            command=["sh", "-c", "test $0 != 03", "{period_start:%H}"],
+            max_attempts=1,
+        )
+        + job_toml("billing", "daily", "2026-03-01", command=["true"], after=["export"])
+    )
+    replayed = run(project, "replay", "--since", "2026-03-02", "--until", "2026-03-05")
+    by_job: dict[str, list[tuple[str, str]]] = {}
+    for p in replayed["periods"]:
+        by_job.setdefault(p["job"], []).append((p["label"], p["status"]))
+    assert [s for _, s in by_job["export"]].count("failed") == 3  # 03:00 of each day
+    assert by_job["billing"] == [
+        ("2026-03-02", "blocked"),
+        ("2026-03-03", "blocked"),
+        ("2026-03-04", "blocked"),
+    ]
+    assert replayed["totals"]["blocked"] == 3
+    detail = next(p["detail"] for p in replayed["periods"] if p["job"] == "billing")
+    assert "waiting for export 2026-03-02T03:00:00Z (failed)" in detail
+
+
+def test_a_replay_runs_upstream_before_downstream_on_the_ledger_clock(
+    project: Project, sql: Any
+) -> None:
+    """Four days of an outage, two workers: every billing attempt started after every export
+    hour it needs had finished, by the ledger's own timestamps."""
+    project.write(
+        job_toml("export", "hourly", "2026-03-01", command=["true"])
+        + job_toml("billing", "daily", "2026-03-01", command=["true"], after=["export"])
+        + job_toml(
+            "balance",
+            "daily",
+            "2026-03-01",
+            command=["true"],
+            after=["billing", {"job": "balance", "periods": "previous"}],
+        )
+    )
+    replayed = run(
+        project, "replay", "--since", "2026-03-01", "--until", "2026-03-05", "--workers", "2"
+    )
+    assert replayed["code"] == 0
+    assert replayed["totals"]["succeeded"] == 4 * 24 + 4 + 4
+    assert replayed["totals"]["blocked"] == 0
+    late = sql(
+        """
+        SELECT d.name, h.period_start, u.name, r.period_start
+        FROM {schema}.history h JOIN {schema}.jobs d ON d.id = h.job_id
+        JOIN {schema}.runs r ON r.period_start < h.period_start + interval '1 day'
+             AND r.period_end > h.period_start
+        JOIN {schema}.jobs u ON u.id = r.job_id
+        WHERE (d.name, u.name) IN (('billing', 'export'), ('balance', 'billing'))
+          AND NOT r.finished_at <= h.started_at
+        """
+    )
+    assert late == []
+    previous = sql(
+        """
+        SELECT h.period_start FROM {schema}.history h JOIN {schema}.jobs d ON d.id = h.job_id
+        JOIN {schema}.runs r ON r.job_id = h.job_id
+             AND r.period_start = h.period_start - interval '1 day'
+        WHERE d.name = 'balance' AND NOT r.finished_at <= h.started_at
+        """
+    )
+    assert previous == []
+
+
+def test_a_reset_racing_a_claim_never_lets_it_through(project: Project, sql: Any) -> None:
+    """A reset of the export hour is under way (its UPDATE not yet committed) while a process
+    claims the billing day that needs it: the claim's check waits for the reset, sees the hour
+    not done, and claims nothing. Without the check's row lock it would read the hour as
+    succeeded and claim. Four times, each on a day of its own."""
+    project.write(
+        job_toml("export", "hourly", "2026-03-01", command=["true"])
+        + job_toml("billing", "daily", "2026-03-01", command=["true"], after=["export"])
+    )
+    for n in range(4):
+        day, following = f"2026-03-0{n + 2}", f"2026-03-0{n + 3}"
+        done = project.cli("-q", "replay", "--job", "export", "--since", day, "--until", following)
+        assert done.exit_code == 0, done.output
+        hour = f"{day}T12:00:00Z"
+        with psycopg.connect(project.database.conninfo) as reset:  # one open transaction
+            reset.execute(
+                psycopg.sql.SQL(
+                    "UPDATE {}.runs SET status = 'failed' WHERE period_start = %s"
+                    " AND job_id = (SELECT id FROM {}.jobs WHERE name = 'export')"
+                ).format(
+                    psycopg.sql.Identifier(project.schema), psycopg.sql.Identifier(project.schema)
+                ),
+                [hour],
+            )
+            claimer = project.spawn("-q", "run", "billing", "--period", day)
+
+            def waiting_or_gone(claimer: subprocess.Popen[str] = claimer) -> bool:
+                if claimer.poll() is not None:
+                    return True
+                return bool(
+                    sql(
+                        "SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+                        " AND query LIKE '%%upstream%%FOR SHARE%%'"
+                    )
+                )
+
+            wait_for(waiting_or_gone, timeout=60, what="the claim to wait for the reset")
+            reset.commit()
+        out, err = claimer.communicate(timeout=120)
+        assert claimer.returncode == 1, (n, out, err)
+        assert f"waiting for export {hour} (failed)" in out + err
+        billing = sql(
+            "SELECT count(*) FROM {schema}.runs r JOIN {schema}.jobs j ON j.id = r.job_id"
+            " WHERE j.name = 'billing'"
+        )
+        assert billing == [(0,)]
+
+
+def test_a_chain_in_code_runs_in_order(project: Project) -> None:
+    """The same through the Python API: make_job(after=…), and tick plans upstream first."""
+    from catchup import Catchup, make_job
+
+    seen: list[str] = []
+    export = make_job(
+        "export", "daily", "2026-03-01", call=lambda ctx: seen.append(f"export {ctx.period}")
+    )
+    billing = make_job(
+        "billing",
+        "daily",
+        "2026-03-01",
+        call=lambda ctx: seen.append(f"billing {ctx.period}"),
+        after=["export"],
+    )
+    with Catchup(
+        jobs=[billing, export], dsn=project.database.conninfo, schema=project.schema
+    ) as app:
+        batch = app.replay(since="2026-03-01", until="2026-03-04")
+    assert batch.totals["succeeded"] == 6
+    assert seen == [
+        "export 2026-03-01",
+        "billing 2026-03-01",
+        "export 2026-03-02",
+        "billing 2026-03-02",
+        "export 2026-03-03",
+        "billing 2026-03-03",
+    ]
+
+
+def test_a_blocked_period_is_one_line_and_writes_nothing(project: Project, sql: Any) -> None:
+    project.write(CHAIN)
+    out = subprocess.run(
+        project.command("-q", "run", "billing", "--period", "2026-03-05"),
+        cwd=project.path,
+        env=project.env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 1
+    lines = out.stdout.strip().splitlines() + out.stderr.strip().splitlines()
+    assert len(lines) == 1 and "waiting for export" in lines[0] and "Traceback" not in out.stderr
+    assert sql("SELECT count(*) FROM {schema}.runs") == [(0,)]
