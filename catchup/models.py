@@ -222,11 +222,19 @@ class JobScan:
     evidence: bool = False  # the job has an evidence query: unverified/untracked are known
     # why the job's evidence query could not be read (then its evidence states are not known)
     evidence_error: str | None = None
+    # what each blocked range waits for, by its first period: "export … (failed)"
+    blocked_by: tuple[tuple[datetime, str], ...] = ()
     # the job's one name for a period (Job.label): a local date, or a UTC time
     labeler: Callable[[datetime], str] = field(default=iso_utc, compare=False, repr=False)
 
     def label(self, start: datetime) -> str:
         return self.labeler(start)
+
+    def waits(self, gap: Range) -> str | None:
+        """What a blocked range waits for (``export … (failed)``); None for any other."""
+        if gap.state != PeriodState.blocked:
+            return None
+        return next((said for first, said in self.blocked_by if first == gap.first), None)
 
     @property
     def islands(self) -> tuple[Range, ...]:

@@ -4,8 +4,6 @@ not done), and whether trying again soon could help."""
 
 from __future__ import annotations
 
-from datetime import datetime
-
 import psycopg
 
 from .errors import DatabaseError
@@ -71,24 +69,11 @@ def _reason(session: Session, job: Job, job_id: int, period: Period) -> tuple[st
 def blocked_by(session: Session, job: Job, period: Period, blocked: Blocked) -> str:
     """``waiting for export 2026-11-25T03:00:00Z .. 2026-11-25T05:00:00Z (failed), …``: the
     upstream periods not done, as ranges of one job and state."""
-    names = {session.registered_id(up.name): up for up, _ in session.needs(job, period)}
-    parts: list[str] = []
-    runs: list[tuple[Job, str, datetime, datetime]] = []
-    for waiting in blocked.waiting:
-        up = names[waiting.job_id]
-        state = waiting.status or "missing"
-        last = runs[-1] if runs else None
-        if (
-            last is not None
-            and last[0].name == up.name
-            and last[1] == state
-            and up.timeline.after(last[3]) == waiting.period_start
-        ):
-            runs[-1] = (up, state, last[2], waiting.period_start)
-        else:
-            runs.append((up, state, waiting.period_start, waiting.period_start))
-    for up, state, lo, hi in sorted(runs, key=lambda r: (r[0].name, r[2])):
-        span = up.label(lo) if lo == hi else f"{up.label(lo)} .. {up.label(hi)}"
-        parts.append(f"{up.name} {span} ({state})")
-    shown = parts[:3] + ([f"and {len(parts) - 3} more"] if len(parts) > 3 else [])
-    return "waiting for " + ", ".join(shown) + "; nothing claimed"
+    from .blocked import waiting_for
+
+    ups = {session.registered_id(up.name): up for up, _ in session.needs(job, period)}
+    found = [
+        (ups[w.job_id], ups[w.job_id].timeline.period(w.period_start), w.status or "missing")
+        for w in blocked.waiting
+    ]
+    return f"waiting for {waiting_for(found)}; nothing claimed"

@@ -366,6 +366,7 @@ def scan(
     """Scan ``jobs`` on the database clock: the report the CLI renders and the API returns,
     with the scheduler's pulse (``pulse``) and a calendar per job (``calendars``). ``read_only``
     writes nothing at all (``catchup serve``): no job rows, no coverage, no evidence state."""
+    from .blocked import with_blocked
     from .calendars import calendar
 
     ready = prepare(session, jobs, since, until, write=not read_only)
@@ -379,6 +380,7 @@ def scan(
         full=full,
         record=not read_only,
     )
+    results = [with_blocked(session, j, r, now) for j, r in zip(jobs, results, strict=True)]
     firsts = [bound(since, job) or job.anchor for job in jobs]
     ends = [bound(until, job) or now for job in jobs]
     last = max(ends, default=now)

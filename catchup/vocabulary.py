@@ -40,6 +40,8 @@ class PeriodState(StrEnum):
     running = "running"
     unverified = "unverified"  # succeeded in the ledger, but no evidence of its output
     missing = "missing"
+    # due and not run, waiting for upstream periods (its job's ``after``) that are not done
+    blocked = "blocked"
     # its last attempt stopped before its end (catchup was asked to stop, or a claim handed
     # over was given back) and counted no failure: runnable again at once
     interrupted = "interrupted"
@@ -55,6 +57,7 @@ class PeriodState(StrEnum):
 GAP_STATES = frozenset(
     {
         PeriodState.missing,
+        PeriodState.blocked,
         PeriodState.interrupted,
         PeriodState.failed,
         PeriodState.exhausted,
@@ -64,9 +67,17 @@ GAP_STATES = frozenset(
 )
 # derived from a job's evidence query, never by period_state() in SQL
 EVIDENCE_STATES = frozenset({PeriodState.untracked, PeriodState.unverified})
+# derived by the scan, never by period_state() in SQL: the evidence's, and blocked (after)
+DERIVED_STATES = EVIDENCE_STATES | {PeriodState.blocked}
 # what replay runs without being asked for more (exhausted only with --retry-exhausted)
 REPLAYABLE = frozenset(
-    {PeriodState.missing, PeriodState.interrupted, PeriodState.failed, PeriodState.stale}
+    {
+        PeriodState.missing,
+        PeriodState.blocked,
+        PeriodState.interrupted,
+        PeriodState.failed,
+        PeriodState.stale,
+    }
 )
 
 

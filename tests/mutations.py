@@ -500,6 +500,17 @@ MUTATIONS = (
             "test_a_replay_runs_upstream_before_downstream_on_the_ledger_clock",
         ),
     ),
+    Mutation(
+        "scan-blocked",
+        "a missing period waiting for upstream periods not done is reported blocked",
+        "catchup/blocked.py",
+        "            if found:\n",
+        "            if False:\n",
+        (
+            "tests/integration/test_chains.py::"
+            "test_the_scan_reports_exactly_the_day_a_failed_hour_blocks",
+        ),
+    ),
 )
 
 

@@ -13,6 +13,7 @@ from ..errors import ConfigError, DatabaseError
 from ..explain import Explanation
 from ..models import ScanReport
 from ..results import History, JobsReport
+from ..why import Why
 from ..window import Moment
 from .base import Base, check, instant
 
@@ -107,6 +108,18 @@ class Looking(Base):
         everyone = session.resolve_all(list(self.config.jobs.values()), write=False)
         spec = session.resolve(spec, write=False)
         return explain(spec, everyone, now=session.now(), start=start_at, count=count)
+
+    def why(self, job: str, period: Moment) -> Why:
+        """Why one period of ``job`` is in its state (not due, running, blocked by which
+        upstream periods down the chain, failed and when it retries, exhausted, paused, done),
+        and the command that would move it. Read-only."""
+        from ..why import explain_period
+
+        spec = self.job(job)
+        start = instant(period, spec)
+        session = self.session
+        spec = session.resolve(spec, write=False)
+        return explain_period(session, spec, spec.period_starting(start), session.now())
 
     @staticmethod
     def doctor(config: str | None = None, dsn: str | None = None) -> list[Finding]:

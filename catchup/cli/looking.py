@@ -168,6 +168,24 @@ def history(state: State, job: str, period: str | None, limit: int, as_json: boo
 
 @click.command(epilog=EXIT_CODES)
 @click.argument("job")
+@click.argument("period", type=When())
+@json_option("Print JSON instead of text.")
+@pass_state
+def why(state: State, job: str, period: str, as_json: bool) -> None:
+    """Say why PERIOD of JOB is in its state: not due yet (and when), running where, blocked
+    by which upstream periods (down the chain to what blocks them), failed with which error
+    and when it retries, exhausted, paused, or done; with the command that would move it.
+
+    Example: catchup why billing 2026-11-25
+    """
+    from ..render import json, why
+
+    result = state.app().why(job, period)
+    show(result, as_json, json.why_json, why.why_text)
+
+
+@click.command(epilog=EXIT_CODES)
+@click.argument("job")
 @click.option(
     "--from",
     "start",

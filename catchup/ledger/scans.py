@@ -112,6 +112,14 @@ class Scanning(LedgerBase):
         rows = self.conn.execute(self._q(statement), params)
         return [Range(state, first, last, count) for _, state, first, last, count in rows]
 
+    def upstream_states(
+        self, job_id: int, lo: datetime, hi: datetime, max_attempts: int, now: datetime
+    ) -> dict[datetime, str]:
+        """The state of each row of ``job_id`` starting in ``[lo, hi)``, at ``now``."""
+        params = {"job_id": job_id, "lo": lo, "hi": hi, "max_attempts": max_attempts, "now": now}
+        rows = self.conn.execute(self._q("upstream_states"), params).fetchall()
+        return dict(rows)
+
     def last_successes(self, job_ids: list[int]) -> dict[int, datetime | None]:
         rows = self.conn.execute(self._q("last_success"), {"job_ids": job_ids})
         return {job_id: success for job_id, success in rows}

@@ -111,6 +111,11 @@ def _md(text: str) -> str:
 
 METRICS = (
     ("catchup_missing_periods", "Due periods of the job that have no run.", PeriodState.missing),
+    (
+        "catchup_blocked_periods",
+        "Due periods waiting for upstream periods (after) that are not done.",
+        PeriodState.blocked,
+    ),
     ("catchup_failed_periods", "Periods that failed and will be retried.", PeriodState.failed),
     (
         "catchup_exhausted_periods",

@@ -10,6 +10,7 @@ from typing import Any
 
 from ..models import JobScan, Outcome, Pulse, Range, ScanReport
 from ..results import Batch, History, JobsReport, NotDue
+from ..why import Why
 from .text import iso_utc
 
 
@@ -165,7 +166,7 @@ def history_json(history: History) -> str:
 
 
 def _gap_json(job: JobScan, gap: Range) -> dict[str, object]:
-    return {
+    found: dict[str, object] = {
         "status": gap.state,
         "first": iso_utc(gap.first),
         "last": iso_utc(gap.last),
@@ -173,6 +174,9 @@ def _gap_json(job: JobScan, gap: Range) -> dict[str, object]:
         "first_label": job.label(gap.first),
         "last_label": job.label(gap.last),
     }
+    if (waits := job.waits(gap)) is not None:
+        found["blocked_by"] = waits
+    return found
 
 
 def scan_json(report: ScanReport) -> str:
@@ -242,9 +246,30 @@ JSON_STATES = (
     "interrupted",
     "unverified",
     "untracked",
+    "blocked",
 )
 
 
 def _counts(job: JobScan) -> Sequence[tuple[str, int]]:
     by_name = {str(state): count for state, count in job.counts.items()}
     return [(state, by_name[state]) for state in JSON_STATES]
+
+
+def why_json(result: Why) -> str:
+    """``catchup why --json``: the period, its state, what explains it, the commands that
+    would move it, and the upstream periods it waits for (the same shape, nested)."""
+    return json.dumps(_why(result), indent=2)
+
+
+def _why(result: Why) -> dict[str, object]:
+    return {
+        "job": result.job,
+        "period": iso_utc(result.period.start),
+        "end": iso_utc(result.period.end),
+        "label": result.label,
+        "state": result.state,
+        "said": list(result.said),
+        "commands": list(result.commands),
+        "upstream": [_why(u) for u in result.upstream],
+        "more_upstream": result.more,
+    }

@@ -34,10 +34,13 @@ EVIDENCE_COLUMNS = (PeriodState.unverified, PeriodState.untracked)
 
 
 def summary_states(jobs: Sequence[JobScan]) -> tuple[PeriodState, ...]:
-    """The state columns of a report of ``jobs``: they add up to ``expected``. ``interrupted``
-    only when a job has such a period (most reports never do), the evidence columns when a job
-    has an evidence query."""
+    """The state columns of a report of ``jobs``: they add up to ``expected``. ``blocked`` and
+    ``interrupted`` only when a job has such a period (most reports never do), the evidence
+    columns when a job has an evidence query."""
     states: tuple[PeriodState, ...] = SUMMARY_STATES
+    if any(job.counts.get(PeriodState.blocked) for job in jobs):
+        at = states.index(PeriodState.missing) + 1
+        states = (*states[:at], PeriodState.blocked, *states[at:])
     if any(job.counts.get(PeriodState.interrupted) for job in jobs):
         at = states.index(PeriodState.stale)
         states = (*states[:at], PeriodState.interrupted, *states[at:])
@@ -115,6 +118,12 @@ def scan_tables(console: Console, report: ScanReport, *, limit: int | None = GAP
             span = row[2] if row[2] == row[3] else f"{row[2]} .. {row[3]}"
             line.append(f" {span} ({row[4]} period{'s' if row[4] != '1' else ''})")
             console.print(line)
+    for job, gap in rows:
+        if (waits := job.waits(gap)) is not None:
+            span = when(job, gap.first) + (
+                "" if gap.first == gap.last else f" .. {when(job, gap.last)}"
+            )
+            console.print(Text(f"{job.job} {span} waits for {safe(waits)}", style=STYLE["blocked"]))
     if total > len(rows):
         console.print(
             Text(

@@ -205,3 +205,13 @@ FROM (SELECT *, i - row_number() OVER (PARTITION BY state ORDER BY i) AS island
       FROM classified) g
 GROUP BY state, island
 ORDER BY first;
+
+-- name: upstream_states
+-- The states of one upstream job's rows in [lo, hi), for the periods of a downstream job that
+-- wait for them (after): what is not succeeded or waived, or has no row, is not done.
+SELECT period_start,
+       {schema}.period_state(status, failures, interrupted, lease_expires_at,
+                             %(now)s::timestamptz, %(max_attempts)s::integer)
+FROM {schema}.runs
+WHERE job_id = %(job_id)s AND period_start >= %(lo)s AND period_start < %(hi)s
+ORDER BY period_start;

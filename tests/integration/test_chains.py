@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+from datetime import timedelta
 from typing import Any
 
 import psycopg
@@ -214,3 +215,72 @@ def test_a_blocked_period_is_one_line_and_writes_nothing(project: Project, sql: 
     lines = out.stdout.strip().splitlines() + out.stderr.strip().splitlines()
     assert len(lines) == 1 and "waiting for export" in lines[0] and "Traceback" not in out.stderr
     assert sql("SELECT count(*) FROM {schema}.runs") == [(0,)]
+
+
+def test_the_scan_reports_exactly_the_day_a_failed_hour_blocks(project: Project) -> None:
+    """Hour 03:00 of March 3 fails for good: March 3 is blocked (a gap, exit 1) and says by
+    what, in the tables, JSON and OpenMetrics; March 2 and 4 are not."""
+    fails = ["sh", "-c", 'test "$0" != 2026-03-03T03:00:00Z', "{period}"]
+    project.write(
+        job_toml("export", "hourly", "2026-03-02", command=fails, max_attempts=1)
+        + job_toml("billing", "daily", "2026-03-02", command=["true"], after=["export"])
+    )
+    replayed = run(project, "replay", "--since", "2026-03-02", "--until", "2026-03-05")
+    assert replayed["totals"]["blocked"] == 1 and replayed["totals"]["failed"] == 1
+    result = project.cli("-q", "scan", "--until", "2026-03-05", "--json")
+    assert result.exit_code == 1
+    billing = next(j for j in json.loads(result.stdout)["jobs"] if j["job"] == "billing")
+    assert (billing["succeeded"], billing["blocked"], billing["missing"]) == (2, 1, 0)
+    (gap,) = billing["gaps"]
+    assert (gap["status"], gap["first_label"]) == ("blocked", "2026-03-03")
+    assert gap["blocked_by"] == "export 2026-03-03T03:00:00Z (exhausted)"
+    table = project.cli("-q", "scan", "--until", "2026-03-05")
+    assert "billing 2026-03-03 waits for export 2026-03-03T03:00:00Z (exhausted)" in table.output
+    metrics = project.cli("-q", "scan", "--until", "2026-03-05", "--format", "openmetrics")
+    assert 'catchup_blocked_periods{job="billing"} 1' in metrics.output
+
+
+def test_why_follows_a_chain_of_blocks_to_its_root(project: Project) -> None:
+    """balance waits for billing, which waits for an export hour that failed for good: why
+    says so down the chain, and what would move it."""
+    fails = ["sh", "-c", 'test "$0" != 2026-03-03T03:00:00Z', "{period}"]
+    project.write(
+        job_toml("export", "hourly", "2026-03-03", command=fails, max_attempts=1)
+        + job_toml("billing", "daily", "2026-03-03", command=["true"], after=["export"])
+        + job_toml("balance", "daily", "2026-03-03", command=["true"], after=["billing"])
+    )
+    assert project.cli("-q", "replay", "--since", "2026-03-03", "--until", "2026-03-04").exit_code
+    result = project.cli("-q", "why", "balance", "2026-03-03", "--json")
+    assert result.exit_code == 0, result.output
+    why = json.loads(result.stdout)
+    assert why["state"] == "blocked"
+    (billing,) = why["upstream"]
+    assert (billing["job"], billing["state"]) == ("billing", "blocked")
+    (export,) = billing["upstream"]
+    assert (export["job"], export["label"], export["state"]) == (
+        "export",
+        "2026-03-03T03:00:00Z",
+        "exhausted",
+    )
+    assert "exited with 1" in export["said"][0]
+    assert why["commands"][0] == (
+        "catchup replay --job billing --job balance --since 2026-03-03T00:00:00Z"
+        " --until 2026-03-04T00:00:00Z"
+    )
+    assert any("--retry-exhausted" in c for c in why["commands"])
+    text = project.cli("-q", "why", "balance", "2026-03-03")
+    assert "export 2026-03-03T03:00:00Z: exhausted" in text.output
+    done = json.loads(project.cli("-q", "why", "export", "2026-03-03T02:00:00Z", "--json").stdout)
+    assert done["state"] == "succeeded" and done["commands"][0].startswith("catchup reset export")
+
+
+def test_why_of_a_period_to_come_says_when_it_is_due(project: Project, sql: Any) -> None:
+    project.write(job_toml("billing", "daily", "2026-03-01", command=["true"]))
+    (today,) = sql("SELECT (now() AT TIME ZONE 'UTC')::date + 5")[0]
+    result = json.loads(project.cli("-q", "why", "billing", str(today), "--json").stdout)
+    assert result["state"] == "not due"
+    assert result["said"][0].startswith(
+        f"not due yet: due at {today + timedelta(days=1)}T00:00:00Z"
+    )
+    bad = project.cli("-q", "why", "billing", "2026-03-01T05:00:00Z")
+    assert bad.exit_code == 2 and "not a period start" in bad.output

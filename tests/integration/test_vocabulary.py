@@ -16,7 +16,7 @@ from fix_db import Database
 from catchup import sqlfiles
 from catchup.ledger import Ledger
 from catchup.vocabulary import (
-    EVIDENCE_STATES,
+    DERIVED_STATES,
     AttemptStatus,
     EventAction,
     PeriodState,
@@ -67,7 +67,7 @@ def test_period_state_returns_exactly_the_period_states(sql: Any, ledger: Ledger
             [status, failures, interrupted, lease, now],
         )
         seen.add(state)
-    assert seen == set(PeriodState) - EVIDENCE_STATES
+    assert seen == set(PeriodState) - DERIVED_STATES
 
 
 def test_a_ledger_migrated_before_period_state_existed_gets_it(ledger: Ledger, sql: Any) -> None:

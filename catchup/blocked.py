@@ -1,0 +1,123 @@
+"""The scan's ``blocked`` periods: due, not run, and waiting for upstream periods (the job's
+``after``) that are not done. Read from the ledger's rows of the upstream jobs over exactly the
+span the missing periods need, and carved out of ``missing``."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import datetime
+
+from .job import Job
+from .models import JobScan, Range
+from .ranges import carve
+from .schedule import Period, Timeline
+from .session import Session
+from .upstream import needed
+from .vocabulary import PeriodState
+
+DONE = frozenset({PeriodState.succeeded, PeriodState.waived})
+
+
+def with_blocked(session: Session, job: Job, result: JobScan, now: datetime) -> JobScan:
+    """``result`` with the missing periods that wait for upstream ones not done as
+    ``blocked``, and what each blocked range waits for (``blocked_by``)."""
+    missing = [r for r in result.ranges if r.state == PeriodState.missing]
+    if not job.after or not missing:
+        return result
+    timeline = job.timeline
+    undone: dict[tuple[str, datetime], str] = {}  # upstream (job, start) -> its state
+    uppers: dict[str, Job] = {}
+    for dep in job.after:
+        up = session.resolve(session.config.job(dep.job), write=False)
+        uppers[up.name] = up
+        first = needed(up.timeline, timeline.period(missing[0].first), dep.periods)
+        last = needed(up.timeline, timeline.period(missing[-1].last), dep.periods)
+        if not first and not last:
+            continue
+        lo, hi = (first or last)[0].start, (last or first)[-1].end
+        rows = session.job_rows(write=False)
+        row = rows.get(up.name)
+        states = (
+            {}
+            if row is None
+            else session.ledger.upstream_states(row.id, lo, hi, up.max_attempts, now)
+        )
+        for p in up.timeline.periods(lo, hi):
+            state = states.get(p.start)
+            if state in DONE:
+                continue
+            if state is None:
+                state = "missing" if p.end + up.delay <= now else "not due"
+            undone[(up.name, p.start)] = state
+    if not undone:
+        return result
+    starts: list[datetime] = []
+    waits: dict[datetime, list[tuple[Job, Period, str]]] = {}
+    for range_ in missing:
+        for period in timeline.periods(range_.first, timeline.after(range_.last)):
+            found = [
+                (uppers[dep.job], q, undone[(dep.job, q.start)])
+                for dep in job.after
+                for q in needed(uppers[dep.job].timeline, period, dep.periods)
+                if (dep.job, q.start) in undone
+            ]
+            if found:
+                starts.append(period.start)
+                waits[period.start] = found
+    if not starts:
+        return result
+    ranges = carve(timeline, list(result.ranges), PeriodState.missing, tuple(starts), "blocked")
+    ranges = _split_by_reason(timeline, ranges, {t: waiting_for(w) for t, w in waits.items()})
+    counts = dict(result.counts)
+    counts[PeriodState.missing] -= len(starts)
+    counts[PeriodState.blocked] = counts.get(PeriodState.blocked, 0) + len(starts)
+    blocked_by = tuple(
+        (r.first, waiting_for(waits[r.first])) for r in ranges if r.state == PeriodState.blocked
+    )
+    return replace(
+        result,
+        ranges=tuple(ranges),
+        counts=counts,
+        blocked_by=blocked_by,
+    )
+
+
+def _split_by_reason(
+    timeline: Timeline, ranges: list[Range], reasons: dict[datetime, str]
+) -> list[Range]:
+    """Blocked ranges cut where what their periods wait for changes: each range names one."""
+    out: list[Range] = []
+    for r in ranges:
+        if r.state != PeriodState.blocked:
+            out.append(r)
+            continue
+        first, said, n = r.first, reasons[r.first], 0
+        for period in timeline.periods(r.first, timeline.after(r.last)):
+            if reasons[period.start] != said:
+                out.append(Range(r.state, first, timeline.before(period.start) or first, n))
+                first, said, n = period.start, reasons[period.start], 0
+            n += 1
+        out.append(Range(r.state, first, r.last, n))
+    return out
+
+
+def waiting_for(found: list[tuple[Job, Period, str]]) -> str:
+    """``export 2026-11-25T03:00:00Z .. 2026-11-25T05:00:00Z (failed)``: what the first period
+    of a blocked range waits for, as ranges of one upstream job and state."""
+    runs: list[tuple[Job, str, datetime, datetime]] = []
+    for up, period, state in sorted(found, key=lambda f: (f[0].name, f[1].start)):
+        last = runs[-1] if runs else None
+        if (
+            last
+            and last[0].name == up.name
+            and last[1] == state
+            and up.timeline.after(last[3]) == period.start
+        ):
+            runs[-1] = (up, state, last[2], period.start)
+        else:
+            runs.append((up, state, period.start, period.start))
+    parts = [
+        f"{up.name} {up.label(lo) if lo == hi else f'{up.label(lo)} .. {up.label(hi)}'} ({state})"
+        for up, state, lo, hi in runs
+    ]
+    return ", ".join(parts[:3]) + (f" and {len(parts) - 3} more" if len(parts) > 3 else "")

@@ -1,0 +1,154 @@
+"""``catchup why JOB PERIOD``: why one period is in its state, in words, and the command that
+would move it: not due yet (and when), running where, blocked by which upstream periods (down
+the chain to what blocks them), failed with which error and when the retry comes, exhausted,
+paused, done. Read-only."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from .job import Job
+from .schedule import Period, iso_utc, span
+from .session import Session
+from .upstream import needed
+from .vocabulary import RunStatus
+
+MAX_DEPTH = 6  # how far down a chain of blocks it follows
+MAX_SHOWN = 5  # upstream periods explained per period (the rest counted)
+
+
+@dataclass(frozen=True)
+class Why:
+    """One period's state, what explains it, and what would move it; for a blocked period,
+    the upstream periods it waits for, each explained the same way."""
+
+    job: str
+    period: Period
+    label: str
+    state: str
+    said: tuple[str, ...]
+    commands: tuple[str, ...] = ()
+    upstream: tuple[Why, ...] = ()
+    more: int = 0  # upstream periods not done beyond those explained
+
+
+def explain_period(
+    session: Session, job: Job, period: Period, now: datetime, depth: int = 0
+) -> Why:
+    """Why ``period`` of ``job`` is where it is, on the database clock ``now``."""
+    rows = session.job_rows(write=False)
+    row = rows.get(job.name)
+    run = None if row is None else session.ledger.run_row(row.id, period.start)
+    label, value = job.label(period.start), job.period_value(period.start)
+    run_it = f"catchup run {job.name} --period {value}"
+    said: list[str] = []
+    if row is not None and row.paused_at is not None:
+        said.append(
+            f"{job.name} is paused since {iso_utc(row.paused_at)}: nothing claims its periods "
+            f"until `catchup resume {job.name}`"
+        )
+    if run is not None and run.status == RunStatus.succeeded:
+        when = iso_utc(run.finished_at) if run.finished_at else "?"
+        said.insert(0, f"succeeded at {when} (attempt {run.attempt})")
+        reset = f'catchup reset {job.name} {value} --reason "…"'
+        return Why(job.name, period, label, "succeeded", tuple(said), (reset,))
+    if run is not None and run.status == RunStatus.waived:
+        said.insert(0, "waived by hand (`catchup history` says who and why)")
+        reset = f'catchup reset {job.name} {value} --reason "…"'
+        return Why(job.name, period, label, "waived", tuple(said), (reset,))
+    if run is not None and run.status == RunStatus.running:
+        if run.lease_live:
+            expires = iso_utc(run.lease_expires_at) if run.lease_expires_at else "?"
+            said.insert(0, f"running: attempt {run.attempt} on {run.owner}, lease until {expires}")
+            return Why(job.name, period, label, "running", tuple(said))
+        said.insert(
+            0,
+            f"stale: attempt {run.attempt} on {run.owner} stopped renewing its lease; the next "
+            "claim takes it over",
+        )
+        return Why(job.name, period, label, "stale", tuple(said), (run_it,))
+    if run is not None and run.status == RunStatus.failed:
+        error = f": {run.error}" if run.error else ""
+        if run.failures >= job.max_attempts:
+            said.insert(
+                0,
+                f"exhausted: failed {run.failures} time(s) (max_attempts = {job.max_attempts})"
+                f"{error}",
+            )
+            again = f"catchup replay --job {job.name} --since {value} --max 1 --retry-exhausted"
+            reset = f'catchup reset {job.name} {value} --reason "…"'
+            return Why(job.name, period, label, "exhausted", tuple(said), (again, reset))
+        if run.retry_after is not None and run.retry_after > now:
+            left = span(round((run.retry_after - now).total_seconds()))
+            retry = f"; the next try after {iso_utc(run.retry_after)} (in {left})"
+        else:
+            retry = "; it can run again now"
+        said.insert(0, f"failed (attempt {run.attempt} of {job.max_attempts}){error}{retry}")
+        return Why(job.name, period, label, "failed", tuple(said), (run_it,))
+    due = period.end + job.delay
+    if due > now:
+        wait = span(round((due - now).total_seconds()))
+        said.insert(0, f"not due yet: due at {iso_utc(due)} (in {wait})")
+        return Why(job.name, period, label, "not due", tuple(said))
+    waiting = _undone_upstream(session, job, period, now)
+    if waiting:
+        shown = waiting[:MAX_SHOWN]
+        deeper = (
+            tuple(explain_period(session, up, p, now, depth + 1) for up, p in shown)
+            if depth < MAX_DEPTH
+            else ()
+        )
+        said.insert(
+            0,
+            f"blocked: due since {iso_utc(due)}, waiting for {len(waiting)} upstream "
+            "period(s) not done",
+        )
+        commands = _moving(job, period, waiting, deeper)
+        return Why(
+            job.name,
+            period,
+            label,
+            "blocked",
+            tuple(said),
+            commands,
+            deeper,
+            len(waiting) - len(shown),
+        )
+    said.insert(0, f"missing: due since {iso_utc(due)}, never run")
+    return Why(job.name, period, label, "missing", tuple(said), (run_it,))
+
+
+def _moving(
+    job: Job, period: Period, waiting: list[tuple[Job, Period]], deeper: tuple[Why, ...]
+) -> tuple[str, ...]:
+    """One replay that runs the chain, upstream first, up to this period; and what a replay
+    does not do by itself (an exhausted period upstream), from further down."""
+    names = [*dict.fromkeys(up.name for up, _ in waiting), job.name]
+    jobs = " ".join(f"--job {name}" for name in names)
+    since = min(p.start for _, p in waiting)
+    replay = f"catchup replay {jobs} --since {iso_utc(since)} --until {iso_utc(period.end)}"
+    extra = [c for w in deeper for c in w.commands if "--retry-exhausted" in c or " reset " in c]
+    return tuple(dict.fromkeys([replay, *extra]))
+
+
+def _undone_upstream(
+    session: Session, job: Job, period: Period, now: datetime
+) -> list[tuple[Job, Period]]:
+    rows = session.job_rows(write=False)
+    found: list[tuple[Job, Period]] = []
+    for dep in job.after:
+        up = session.resolve(session.config.job(dep.job), write=False)
+        periods = needed(up.timeline, period, dep.periods)
+        if not periods:
+            continue
+        row = rows.get(up.name)
+        states = (
+            {}
+            if row is None
+            else session.ledger.upstream_states(
+                row.id, periods[0].start, periods[-1].end, up.max_attempts, now
+            )
+        )
+        found += [(up, p) for p in periods if states.get(p.start) not in ("succeeded", "waived")]
+    return found
