@@ -192,3 +192,18 @@ class Batch:
     def errors(self) -> bool:
         """A period met a database error (its job's others, and other jobs, still ran)."""
         return any(outcome.status == OutcomeStatus.error for outcome in self.outcomes)
+
+
+@dataclass(frozen=True)
+class Why:
+    """One period's state, what explains it, and what would move it; for a blocked period,
+    the upstream periods it waits for, each explained the same way."""
+
+    job: str
+    period: Period
+    label: str
+    state: str
+    said: tuple[str, ...]
+    commands: tuple[str, ...] = ()
+    upstream: tuple[Why, ...] = ()
+    more: int = 0  # upstream periods not done beyond those explained

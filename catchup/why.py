@@ -5,10 +5,10 @@ paused, done. Read-only."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime
 
 from .job import Job
+from .results import Why
 from .schedule import Period, iso_utc, span
 from .session import Session
 from .upstream import needed
@@ -16,21 +16,6 @@ from .vocabulary import RunStatus
 
 MAX_DEPTH = 6  # how far down a chain of blocks it follows
 MAX_SHOWN = 5  # upstream periods explained per period (the rest counted)
-
-
-@dataclass(frozen=True)
-class Why:
-    """One period's state, what explains it, and what would move it; for a blocked period,
-    the upstream periods it waits for, each explained the same way."""
-
-    job: str
-    period: Period
-    label: str
-    state: str
-    said: tuple[str, ...]
-    commands: tuple[str, ...] = ()
-    upstream: tuple[Why, ...] = ()
-    more: int = 0  # upstream periods not done beyond those explained
 
 
 def explain_period(

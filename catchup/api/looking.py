@@ -12,8 +12,7 @@ from ..doctor import Finding
 from ..errors import ConfigError, DatabaseError
 from ..explain import Explanation
 from ..models import ScanReport
-from ..results import History, JobsReport
-from ..why import Why
+from ..results import History, JobsReport, Why
 from ..window import Moment
 from .base import Base, check, instant
 

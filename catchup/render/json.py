@@ -9,8 +9,7 @@ from datetime import datetime
 from typing import Any
 
 from ..models import JobScan, Outcome, Pulse, Range, ScanReport
-from ..results import Batch, History, JobsReport, NotDue
-from ..why import Why
+from ..results import Batch, History, JobsReport, NotDue, Why
 from .text import iso_utc
 
 

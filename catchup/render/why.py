@@ -6,7 +6,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.text import Text
 
-from ..why import Why
+from ..results import Why
 from .text import STYLE, safe
 
 
