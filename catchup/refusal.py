@@ -69,7 +69,7 @@ def _reason(session: Session, job: Job, job_id: int, period: Period) -> tuple[st
 def blocked_by(session: Session, job: Job, period: Period, blocked: Blocked) -> str:
     """``waiting for export 2026-11-25T03:00:00Z .. 2026-11-25T05:00:00Z (failed), …``: the
     upstream periods not done, as ranges of one job and state."""
-    from .blocked import waiting_for
+    from .chained import waiting_for
 
     ups = {session.registered_id(up.name): up for up, _ in session.needs(job, period)}
     found = [

@@ -93,6 +93,7 @@ def replay(
     stop_on_failure: bool = False,
     retry_exhausted: bool = False,
     unverified: Audit | None = None,
+    outdated: Audit | None = None,
     interrupted: threading.Event | None = None,
     on_plan: Callable[[int], None] | None = None,
     on_start: Callable[[Planned], None] | None = None,
@@ -102,10 +103,10 @@ def replay(
 
     Missing, failed (at once, ignoring the backoff: a person asked) and stale periods; with
     ``retry_exhausted`` also those with no attempts left; with ``unverified`` (the reason and
-    who gives it) also succeeded periods without evidence, each reset (audited) just before it
-    runs again. Untracked periods (output exists, no ledger row) never run. Paused jobs are
-    left alone. A dry run reads and plans but writes nothing. A bare date is each job's local
-    midnight."""
+    who gives it) also succeeded periods without evidence, and with ``outdated`` those an
+    upstream re-run made outdated, each reset (audited) just before it runs again. Untracked
+    periods (output exists, no ledger row) never run. Paused jobs are left alone. A dry run
+    reads and plans but writes nothing. A bare date is each job's local midnight."""
     ready = prepare(session, jobs, since, until, write=not dry_run)
     now, targets = ready.now, ready.targets
     results = scan_jobs(
@@ -116,10 +117,15 @@ def replay(
         until=until,
         record=not dry_run,
     )
+    if outdated is not None:
+        from .chained import with_outdated
+
+        results = [with_outdated(session, t.job, r) for t, r in zip(targets, results, strict=True)]
     states = (
         REPLAYABLE
         | ({PeriodState.exhausted} if retry_exhausted else set())
         | ({PeriodState.unverified} if unverified else set())
+        | ({PeriodState.outdated} if outdated else set())
     )
     live = [(t.job, r) for t, r in zip(targets, results, strict=True) if not t.paused]
     total = sum(i.periods for _, r in live for i in r.ranges if i.state in states)
@@ -152,7 +158,9 @@ def replay(
         rules=ClaimRules(ignore_backoff=True, retry_exhausted=retry_exhausted),
         on_start=on_start,
         on_done=on_done,
-        prepare=None if unverified is None else functools.partial(_reopen, unverified),
+        prepare=None
+        if unverified is None and outdated is None
+        else functools.partial(_reopen, unverified or outdated),
     )
     return dataclasses.replace(batch, untracked=untracked)
 
@@ -165,11 +173,12 @@ class Audit:
     actor: str
 
 
-def _reopen(audit: Audit, session: Session, item: Planned) -> None:
-    """Reset an unverified period (succeeded, no evidence) so the claim path runs it again."""
+def _reopen(audit: Audit | None, session: Session, item: Planned) -> None:
+    """Reset an unverified period (succeeded, no evidence) or an outdated one (succeeded before
+    an upstream re-run) so the claim path runs it again."""
     from .operations import reset
 
-    if item.state == PeriodState.unverified:
+    if audit is not None and item.state in (PeriodState.unverified, PeriodState.outdated):
         reset(session, item.job, [item.period], reason=audit.reason, actor=audit.actor)
 
 

@@ -366,8 +366,8 @@ def scan(
     """Scan ``jobs`` on the database clock: the report the CLI renders and the API returns,
     with the scheduler's pulse (``pulse``) and a calendar per job (``calendars``). ``read_only``
     writes nothing at all (``catchup serve``): no job rows, no coverage, no evidence state."""
-    from .blocked import with_blocked
     from .calendars import calendar
+    from .chained import with_blocked, with_outdated
 
     ready = prepare(session, jobs, since, until, write=not read_only)
     now, jobs, targets = ready.now, ready.jobs, ready.targets
@@ -380,7 +380,10 @@ def scan(
         full=full,
         record=not read_only,
     )
-    results = [with_blocked(session, j, r, now) for j, r in zip(jobs, results, strict=True)]
+    results = [
+        with_outdated(session, j, with_blocked(session, j, r, now))
+        for j, r in zip(jobs, results, strict=True)
+    ]
     firsts = [bound(since, job) or job.anchor for job in jobs]
     ends = [bound(until, job) or now for job in jobs]
     last = max(ends, default=now)

@@ -39,6 +39,8 @@ class PeriodState(StrEnum):
     untracked = "untracked"  # its output exists, the ledger has no row: done elsewhere
     running = "running"
     unverified = "unverified"  # succeeded in the ledger, but no evidence of its output
+    # succeeded, but an upstream period it waited for (after) ran again after it finished
+    outdated = "outdated"
     missing = "missing"
     # due and not run, waiting for upstream periods (its job's ``after``) that are not done
     blocked = "blocked"
@@ -63,12 +65,13 @@ GAP_STATES = frozenset(
         PeriodState.exhausted,
         PeriodState.stale,
         PeriodState.unverified,
+        PeriodState.outdated,
     }
 )
 # derived from a job's evidence query, never by period_state() in SQL
 EVIDENCE_STATES = frozenset({PeriodState.untracked, PeriodState.unverified})
-# derived by the scan, never by period_state() in SQL: the evidence's, and blocked (after)
-DERIVED_STATES = EVIDENCE_STATES | {PeriodState.blocked}
+# derived by the scan, never by period_state() in SQL: the evidence's, blocked and outdated
+DERIVED_STATES = EVIDENCE_STATES | {PeriodState.blocked, PeriodState.outdated}
 # what replay runs without being asked for more (exhausted only with --retry-exhausted)
 REPLAYABLE = frozenset(
     {

@@ -503,12 +503,23 @@ MUTATIONS = (
     Mutation(
         "scan-blocked",
         "a missing period waiting for upstream periods not done is reported blocked",
-        "catchup/blocked.py",
+        "catchup/chained.py",
         "            if found:\n",
         "            if False:\n",
         (
             "tests/integration/test_chains.py::"
             "test_the_scan_reports_exactly_the_day_a_failed_hour_blocks",
+        ),
+    ),
+    Mutation(
+        "scan-outdated",
+        "a downstream period that finished before an upstream period it used ran again is outdated",
+        "catchup/chained.py",
+        "        again = {t: f for t, (f, attempt) in upstream.items() if attempt > 1}\n",
+        "        again = {t: f for t, (f, attempt) in upstream.items() if attempt > 999}\n",
+        (
+            "tests/integration/test_chains.py::"
+            "test_an_upstream_rerun_makes_its_downstream_outdated_and_replay_runs_it_once",
         ),
     ),
 )

@@ -84,6 +84,7 @@ class Running(Base):
         stop_on_failure: bool = False,
         retry_exhausted: bool = False,
         unverified: bool = False,
+        outdated: bool = False,
         reason: str | None = None,
         actor: str | None = None,
         interrupted: threading.Event | None = None,
@@ -92,18 +93,21 @@ class Running(Base):
         on_done: Callable[[Outcome], None] | None = None,
     ) -> Batch:
         """Run the gaps, oldest first: what ``catchup replay`` does. ``unverified`` also runs
-        succeeded periods that left no evidence again (each reset with ``reason``, audited)."""
+        succeeded periods that left no evidence again, ``outdated`` those an upstream re-run
+        made outdated (each reset with ``reason``, audited)."""
         from ..operations import default_actor
         from ..replay import Audit, replay
         from ..window import check_window
 
         if unverified and reason is None:
             raise ConfigError("--unverified needs --reason: it runs succeeded periods again")
+        if outdated and reason is None:
+            raise ConfigError("--outdated needs --reason: it runs succeeded periods again")
         why = check_reason(reason, required=False)
         check(REPLAY_WORKERS, workers)
         chosen = self.select(jobs)
         check_window(chosen, since, until)  # before the session opens (and migrates)
-        audit = Audit(why, actor or default_actor()) if unverified and why else None
+        audit = Audit(why, actor or default_actor()) if why else None
         return replay(
             self.session,
             chosen,
@@ -114,7 +118,8 @@ class Running(Base):
             dry_run=dry_run,
             stop_on_failure=stop_on_failure,
             retry_exhausted=retry_exhausted,
-            unverified=audit,
+            unverified=audit if unverified else None,
+            outdated=audit if outdated else None,
             interrupted=interrupted,
             on_plan=on_plan,
             on_start=on_start,

@@ -149,6 +149,12 @@ def tick(
     is_flag=True,
     help="Also run again succeeded periods that left no evidence (each reset, with --reason).",
 )
+@click.option(
+    "--outdated",
+    is_flag=True,
+    help="Also run again succeeded periods an upstream re-run made outdated (each reset, "
+    "with --reason).",
+)
 @reason_option(required=False)
 @actor_option
 @json_option("Print the periods and totals as JSON.")
@@ -164,6 +170,7 @@ def replay(
     stop_on_failure: bool,
     retry_exhausted: bool,
     unverified: bool,
+    outdated: bool,
     reason: str | None,
     actor: str | None,
     as_json: bool,
@@ -175,7 +182,9 @@ def replay(
 
     Missing, failed and stale periods are run (a failed one at once, without waiting for its
     backoff); exhausted ones only with --retry-exhausted; succeeded ones without evidence of
-    their output (unverified) only with --unverified --reason R, each reset (audited) first.
+    their output (unverified) only with --unverified --reason R, and those that finished before
+    an upstream period they waited for ran again (outdated) only with --outdated --reason R,
+    each reset (audited) first.
     Untracked periods (output exists, no run in the ledger) are never run. A period another
     process is running,
     or that succeeds meanwhile, is skipped, so several replays (and ticks) on several hosts can
@@ -200,6 +209,7 @@ def replay(
             stop_on_failure=stop_on_failure,
             retry_exhausted=retry_exhausted,
             unverified=unverified,
+            outdated=outdated,
             reason=reason,
             actor=actor,
             interrupted=stop,

@@ -120,6 +120,14 @@ class Scanning(LedgerBase):
         rows = self.conn.execute(self._q("upstream_states"), params).fetchall()
         return dict(rows)
 
+    def succeeded_runs(
+        self, job_id: int, lo: datetime, hi: datetime
+    ) -> dict[datetime, tuple[datetime, int]]:
+        """Each succeeded row of ``job_id`` starting in ``[lo, hi)``: (finished_at, attempt)."""
+        params = {"job_id": job_id, "lo": lo, "hi": hi}
+        rows = self.conn.execute(self._q("succeeded_runs"), params).fetchall()
+        return {start: (finished, attempt) for start, finished, attempt in rows}
+
     def last_successes(self, job_ids: list[int]) -> dict[int, datetime | None]:
         rows = self.conn.execute(self._q("last_success"), {"job_ids": job_ids})
         return {job_id: success for job_id, success in rows}

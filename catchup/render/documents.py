@@ -130,6 +130,11 @@ METRICS = (
     ),
     ("catchup_running_periods", "Periods running with a live lease.", PeriodState.running),
     (
+        "catchup_outdated_periods",
+        "Periods that succeeded before an upstream period they waited for ran again.",
+        PeriodState.outdated,
+    ),
+    (
         "catchup_unverified_periods",
         "Periods that succeeded but left no evidence.",
         PeriodState.unverified,

@@ -246,6 +246,7 @@ JSON_STATES = (
     "unverified",
     "untracked",
     "blocked",
+    "outdated",
 )
 
 

@@ -41,6 +41,9 @@ def summary_states(jobs: Sequence[JobScan]) -> tuple[PeriodState, ...]:
     if any(job.counts.get(PeriodState.blocked) for job in jobs):
         at = states.index(PeriodState.missing) + 1
         states = (*states[:at], PeriodState.blocked, *states[at:])
+    if any(job.counts.get(PeriodState.outdated) for job in jobs):
+        at = states.index(PeriodState.succeeded) + 1
+        states = (*states[:at], PeriodState.outdated, *states[at:])
     if any(job.counts.get(PeriodState.interrupted) for job in jobs):
         at = states.index(PeriodState.stale)
         states = (*states[:at], PeriodState.interrupted, *states[at:])

@@ -30,6 +30,7 @@ STYLE = {
     "stale": "magenta",
     "untracked": "dim cyan",
     "unverified": "bold yellow",
+    "outdated": "yellow",
 }
 
 # A distinct glyph per state, so the calendar reads without colour too (pipes, NO_COLOR).
@@ -45,6 +46,7 @@ GLYPH = {
     "exhausted": "✖",
     "untracked": "▤",
     "unverified": "◇",
+    "outdated": "↻",
 }
 LEGEND = (
     "succeeded",
@@ -52,6 +54,7 @@ LEGEND = (
     "untracked",
     "running",
     "unverified",
+    "outdated",
     "missing",
     "blocked",
     "interrupted",

@@ -215,3 +215,12 @@ SELECT period_start,
 FROM {schema}.runs
 WHERE job_id = %(job_id)s AND period_start >= %(lo)s AND period_start < %(hi)s
 ORDER BY period_start;
+
+-- name: succeeded_runs
+-- One job's succeeded rows starting in [lo, hi): when each finished and at which attempt (a
+-- downstream period that finished before an upstream one ran again is outdated).
+SELECT period_start, finished_at, attempt
+FROM {schema}.runs
+WHERE job_id = %(job_id)s AND status = 'succeeded' AND period_start >= %(lo)s
+  AND period_start < %(hi)s
+ORDER BY period_start;

@@ -284,3 +284,61 @@ def test_why_of_a_period_to_come_says_when_it_is_due(project: Project, sql: Any)
     )
     bad = project.cli("-q", "why", "billing", "2026-03-01T05:00:00Z")
     assert bad.exit_code == 2 and "not a period start" in bad.output
+
+
+def test_an_upstream_rerun_makes_its_downstream_outdated_and_replay_runs_it_once(
+    project: Project, sql: Any
+) -> None:
+    project.write(
+        job_toml("export", "daily", "2026-03-01", command=["true"])
+        + job_toml("billing", "daily", "2026-03-01", command=["true"], after=["export"])
+    )
+    assert (
+        project.cli("-q", "replay", "--since", "2026-03-01", "--until", "2026-03-04").exit_code == 0
+    )
+    assert project.cli("-q", "scan", "--until", "2026-03-04").exit_code == 0
+    # the export of the 2nd is reset and run again: billing's 2nd used the old one
+    reset = project.cli("-q", "reset", "export", "2026-03-02", "--reason", "bad rates")
+    assert reset.exit_code == 0, reset.output
+    assert project.cli("-q", "run", "export", "--period", "2026-03-02").exit_code == 0
+    scanned = project.cli("-q", "scan", "--until", "2026-03-04", "--json")
+    assert scanned.exit_code == 1
+    billing = next(j for j in json.loads(scanned.stdout)["jobs"] if j["job"] == "billing")
+    assert (billing["succeeded"], billing["outdated"]) == (2, 1)
+    assert [(g["status"], g["first_label"]) for g in billing["gaps"]] == [
+        ("outdated", "2026-03-02")
+    ]
+    refused = project.cli("-q", "replay", "--since", "2026-03-01", "--outdated")
+    assert refused.exit_code == 2 and "--reason" in refused.output
+    rerun = run(
+        project,
+        "replay",
+        "--since",
+        "2026-03-01",
+        "--until",
+        "2026-03-04",
+        "--outdated",
+        "--reason",
+        "export re-run",
+    )
+    assert [(p["job"], p["label"], p["status"]) for p in rerun["periods"]] == [
+        ("billing", "2026-03-02", "succeeded")
+    ]
+    assert project.cli("-q", "scan", "--until", "2026-03-04").exit_code == 0
+    again = run(
+        project,
+        "replay",
+        "--since",
+        "2026-03-01",
+        "--until",
+        "2026-03-04",
+        "--outdated",
+        "--reason",
+        "once more",
+    )
+    assert again["periods"] == []  # runs once: it is no longer outdated
+    audited = sql(
+        "SELECT e.reason FROM {schema}.events e JOIN {schema}.jobs j ON j.id = e.job_id"
+        " WHERE j.name = 'billing' AND e.action = 'reset'"
+    )
+    assert audited == [("export re-run",)]

@@ -1,6 +1,8 @@
-"""The scan's ``blocked`` periods: due, not run, and waiting for upstream periods (the job's
-``after``) that are not done. Read from the ledger's rows of the upstream jobs over exactly the
-span the missing periods need, and carved out of ``missing``."""
+"""The scan's states of jobs that wait for others (``after``): ``blocked`` periods (due, not
+run, waiting for upstream periods that are not done), carved out of ``missing``; and
+``outdated`` ones (succeeded, but an upstream period they waited for ran again after they
+finished), out of ``succeeded``. Read from the ledger's rows of the upstream jobs over exactly
+the span the periods need."""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ from datetime import datetime
 
 from .job import Job
 from .models import JobScan, Range
-from .ranges import carve
+from .ranges import carve, group, merge
 from .schedule import Period, Timeline
 from .session import Session
 from .upstream import needed
@@ -121,3 +123,49 @@ def waiting_for(found: list[tuple[Job, Period, str]]) -> str:
         for up, state, lo, hi in runs
     ]
     return ", ".join(parts[:3]) + (f" and {len(parts) - 3} more" if len(parts) > 3 else "")
+
+
+def with_outdated(session: Session, job: Job, result: JobScan) -> JobScan:
+    """``result`` with the succeeded periods an upstream re-run made stale as ``outdated``: an
+    upstream period they need succeeded again (a later attempt) after they finished."""
+    if not job.after or result.first is None or result.until is None:
+        return result
+    if result.counts.get(PeriodState.succeeded, 0) == 0:
+        return result
+    rows = session.job_rows(write=False)
+    mine = rows.get(job.name)
+    if mine is None:
+        return result
+    done = session.ledger.succeeded_runs(mine.id, result.first, result.until)
+    if not done:
+        return result
+    timeline = job.timeline
+    first_p = timeline.period(min(done))
+    last_p = timeline.period(max(done))
+    stale: list[datetime] = []
+    for dep in job.after:
+        up = session.resolve(session.config.job(dep.job), write=False)
+        row = rows.get(up.name)
+        lo_need = needed(up.timeline, first_p, dep.periods)
+        hi_need = needed(up.timeline, last_p, dep.periods)
+        if row is None or not (lo_need or hi_need):
+            continue
+        lo, hi = (lo_need or hi_need)[0].start, (hi_need or lo_need)[-1].end
+        upstream = session.ledger.succeeded_runs(row.id, lo, hi)
+        again = {t: f for t, (f, attempt) in upstream.items() if attempt > 1}
+        if not again:
+            continue
+        for start, (finished, _) in done.items():
+            if any(
+                q.start in again and again[q.start] > finished
+                for q in needed(up.timeline, timeline.period(start), dep.periods)
+            ):
+                stale.append(start)
+    if not stale:
+        return result
+    marked = sorted(set(stale))
+    counts = dict(result.counts)
+    counts[PeriodState.succeeded] -= len(marked)
+    counts[PeriodState.outdated] = counts.get(PeriodState.outdated, 0) + len(marked)
+    ranges = merge(timeline, [*result.ranges, *group(timeline, [("outdated", t) for t in marked])])
+    return replace(result, counts=counts, ranges=tuple(ranges))
