@@ -19,7 +19,7 @@ from .job import Job
 from .models import ClaimRules, JobScan, Outcome
 from .pool import run_planned
 from .results import Batch, Planned
-from .scan import prepare, scan_jobs
+from .scan import ScanTarget, prepare, scan_jobs
 from .schedule import Period
 from .session import Session
 from .upstream import ranks
@@ -94,6 +94,7 @@ def replay(
     retry_exhausted: bool = False,
     unverified: Audit | None = None,
     outdated: Audit | None = None,
+    upstream: bool = True,
     interrupted: threading.Event | None = None,
     on_plan: Callable[[int], None] | None = None,
     on_start: Callable[[Planned], None] | None = None,
@@ -128,15 +129,20 @@ def replay(
         | ({PeriodState.outdated} if outdated else set())
     )
     live = [(t.job, r) for t, r in zip(targets, results, strict=True) if not t.paused]
+    order = DependencyOrder(session)
+    extra = plan_upstream(session, live, frozenset(states), now) if upstream else {}
     total = sum(i.periods for _, r in live for i in r.ranges if i.state in states)
+    total += sum(len(items) for items in extra.values())
     untracked = sum(
         i.periods for _, r in live for i in r.ranges if i.state == PeriodState.untracked
     )
     planned = total if limit is None else min(total, limit)
     if on_plan:
         on_plan(planned)
-    order = DependencyOrder(session)
-    items = oldest_first([order.place(gap_periods(job, r, frozenset(states))) for job, r in live])
+    streams = [order.place(gap_periods(job, r, frozenset(states))) for job, r in live]
+    streams += [order.place(iter(items)) for items in extra.values()]
+    items = oldest_first(streams)
+    told = tuple((name, len(found)) for name, found in extra.items() if found)
     if dry_run:
         plan = (item for _, item in zip(range(planned), items, strict=False))
         return Batch(
@@ -146,6 +152,7 @@ def replay(
             dry_run=True,
             plan=plan,
             untracked=untracked,
+            upstream=told,
         )
     batch = run_planned(
         session,
@@ -162,7 +169,47 @@ def replay(
         if unverified is None and outdated is None
         else functools.partial(_reopen, unverified or outdated),
     )
-    return dataclasses.replace(batch, untracked=untracked)
+    return dataclasses.replace(batch, untracked=untracked, upstream=told)
+
+
+def plan_upstream(
+    session: Session, live: list[tuple[Job, JobScan]], states: frozenset[str], now: datetime
+) -> dict[str, list[Planned]]:
+    """The gaps of jobs not asked for that the planned periods wait for (and what those wait
+    for, down the chain), each job only over the periods needed: so ``replay --job billing``
+    after an outage runs the export hours billing needs first. Paused jobs are left alone."""
+    asked = {job.name for job, _ in live}
+    wanted: dict[str, set[datetime]] = {}
+    rank = DependencyOrder(session).rank
+
+    def need(job: Job, periods: Iterator[Period]) -> None:
+        if not job.after:
+            return
+        for period in periods:
+            for up, q in session.needs(job, period):
+                if up.name not in asked:
+                    wanted.setdefault(up.name, set()).add(q.start)
+
+    for job, result in live:
+        need(job, (p.period for p in gap_periods(job, result, states)))
+    found: dict[str, list[Planned]] = {}
+    rows = session.job_rows(write=False)
+    while wanted:
+        name = max(wanted, key=lambda n: (rank.get(n, 0), n))  # downstream first
+        starts = wanted.pop(name)
+        up = session.resolve(session.config.job(name), write=False)
+        row = rows.get(name)
+        if row is None or row.paused_at is not None:
+            continue
+        lo, hi = min(starts), up.timeline.after(max(starts))
+        (result,) = scan_jobs(
+            session.ledger, [ScanTarget(up, row.id, False)], now=now, since=lo, until=hi
+        )
+        items = [p for p in gap_periods(up, result, states) if p.period.start in starts]
+        found.setdefault(name, []).extend(items)
+        asked.add(name)
+        need(up, (p.period for p in items))
+    return {name: sorted(items, key=lambda p: p.period.start) for name, items in found.items()}
 
 
 @dataclass(frozen=True)

@@ -170,6 +170,8 @@ class Batch:
     # planned periods not started because --max-time ran out (the next tick's), and the limit
     deferred: int = 0
     max_time: float | None = None
+    # upstream periods planned because the jobs asked for wait for them: (job, count), in order
+    upstream: tuple[tuple[str, int], ...] = ()
 
     @property
     def totals(self) -> dict[str, int]:

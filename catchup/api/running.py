@@ -85,6 +85,7 @@ class Running(Base):
         retry_exhausted: bool = False,
         unverified: bool = False,
         outdated: bool = False,
+        upstream: bool = True,
         reason: str | None = None,
         actor: str | None = None,
         interrupted: threading.Event | None = None,
@@ -94,7 +95,8 @@ class Running(Base):
     ) -> Batch:
         """Run the gaps, oldest first: what ``catchup replay`` does. ``unverified`` also runs
         succeeded periods that left no evidence again, ``outdated`` those an upstream re-run
-        made outdated (each reset with ``reason``, audited)."""
+        made outdated (each reset with ``reason``, audited). With ``upstream`` (the default),
+        the missing upstream periods the planned ones wait for are planned too."""
         from ..operations import default_actor
         from ..replay import Audit, replay
         from ..window import check_window
@@ -120,6 +122,7 @@ class Running(Base):
             retry_exhausted=retry_exhausted,
             unverified=audit if unverified else None,
             outdated=audit if outdated else None,
+            upstream=upstream,
             interrupted=interrupted,
             on_plan=on_plan,
             on_start=on_start,

@@ -150,6 +150,12 @@ def tick(
     help="Also run again succeeded periods that left no evidence (each reset, with --reason).",
 )
 @click.option(
+    "--no-upstream",
+    "no_upstream",
+    is_flag=True,
+    help="Do not also plan the missing upstream periods the planned ones wait for (after).",
+)
+@click.option(
     "--outdated",
     is_flag=True,
     help="Also run again succeeded periods an upstream re-run made outdated (each reset, "
@@ -171,6 +177,7 @@ def replay(
     retry_exhausted: bool,
     unverified: bool,
     outdated: bool,
+    no_upstream: bool,
     reason: str | None,
     actor: str | None,
     as_json: bool,
@@ -184,7 +191,8 @@ def replay(
     backoff); exhausted ones only with --retry-exhausted; succeeded ones without evidence of
     their output (unverified) only with --unverified --reason R, and those that finished before
     an upstream period they waited for ran again (outdated) only with --outdated --reason R,
-    each reset (audited) first.
+    each reset (audited) first. The missing upstream periods the planned ones wait for (after)
+    are planned too, upstream first (--no-upstream: not).
     Untracked periods (output exists, no run in the ledger) are never run. A period another
     process is running,
     or that succeeds meanwhile, is skipped, so several replays (and ticks) on several hosts can
@@ -210,6 +218,7 @@ def replay(
             retry_exhausted=retry_exhausted,
             unverified=unverified,
             outdated=outdated,
+            upstream=not no_upstream,
             reason=reason,
             actor=actor,
             interrupted=stop,

@@ -51,6 +51,11 @@ def batch_summary(console: Console, batch: Batch, title: str = "replay") -> None
 
 
 def left_alone(console: Console, batch: Batch) -> None:
+    for name, count in batch.upstream:
+        verb = "would also run" if batch.dry_run else "also planned"
+        console.print(
+            Text(f"{verb} {count:,} period(s) of {name} that the planned ones wait for (after)")
+        )
     if batch.untracked:
         console.print(
             Text(

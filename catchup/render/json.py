@@ -68,15 +68,19 @@ def batch_json_chunks(batch: Batch) -> Iterator[str]:
         if len(pieces) >= 1000:
             yield "".join(pieces)
             pieces.clear()
-    totals = {"planned": batch.planned} | (
-        {"untracked": batch.untracked} if batch.untracked else {}
-    )
-    yield "".join(pieces) + '], "totals": ' + dumps(totals) + "}"
+    totals = {"planned": batch.planned} | _left_alone(batch)
+    yield "".join(pieces) + '], "totals": ' + dumps(totals) + _upstream(batch) + "}"
 
 
 def _left_alone(batch: Batch) -> dict[str, int]:
     """``untracked``: periods a replay left alone because their output exists (when any)."""
     return {"untracked": batch.untracked} if batch.untracked else {}
+
+
+def _upstream(batch: Batch) -> str:
+    """``, "upstream": {"export": 48}``: the upstream periods planned because the asked-for
+    ones wait for them; nothing when there are none."""
+    return ', "upstream": ' + dumps(dict(batch.upstream)) if batch.upstream else ""
 
 
 def _batch_json(batch: Batch) -> str:
@@ -96,6 +100,7 @@ def _batch_json(batch: Batch) -> str:
             "totals": batch.totals
             | _left_alone(batch)
             | ({"deferred": batch.deferred} if batch.deferred else {}),
+            **({"upstream": dict(batch.upstream)} if batch.upstream else {}),
         }
     )
 

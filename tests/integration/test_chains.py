@@ -342,3 +342,48 @@ def test_an_upstream_rerun_makes_its_downstream_outdated_and_replay_runs_it_once
         " WHERE j.name = 'billing' AND e.action = 'reset'"
     )
     assert audited == [("export re-run",)]
+
+
+def test_replay_of_a_downstream_job_plans_the_upstream_periods_it_needs(project: Project) -> None:
+    """replay --job billing for two Berlin days also runs the 48 export hours they need (from
+    23:00 UTC the day before), first, and says so; --no-upstream leaves them blocked."""
+    project.write(CHAIN)
+    lone = run(
+        project,
+        "replay",
+        "--job",
+        "billing",
+        "--since",
+        "2026-03-10",
+        "--until",
+        "2026-03-12",
+        "--no-upstream",
+    )
+    assert [p["status"] for p in lone["periods"]] == ["blocked", "blocked"]
+    assert "upstream" not in lone
+    planned = run(
+        project, "replay", "--job", "billing", "--since", "2026-03-10", "--until", "2026-03-12"
+    )
+    assert planned["upstream"] == {"export": 48}
+    order = [(p["job"], p["start"]) for p in planned["periods"]]
+    assert order[0] == ("export", "2026-03-09T23:00:00Z")
+    assert [o for o in order if o[0] == "billing"] == [
+        ("billing", "2026-03-09T23:00:00Z"),
+        ("billing", "2026-03-10T23:00:00Z"),
+    ]
+    assert planned["totals"]["succeeded"] == 50 and planned["totals"]["blocked"] == 0
+    assert order.index(("billing", "2026-03-09T23:00:00Z")) > order.index(
+        ("export", "2026-03-10T22:00:00Z")
+    )
+    said = project.cli(
+        "-q",
+        "replay",
+        "--job",
+        "billing",
+        "--since",
+        "2026-03-12",
+        "--until",
+        "2026-03-13",
+        "--dry-run",
+    )
+    assert "would also run 24 period(s) of export that the planned ones wait for" in said.output
