@@ -29,6 +29,21 @@ class Finding:
     text: str
 
 
+def graph_findings(config: Config) -> list[Finding]:
+    """The jobs that wait for others, upstream first: ``billing ← export``."""
+    from .upstream import ranks
+
+    waiting = {name: job.after for name, job in config.jobs.items() if job.after}
+    if not waiting:
+        return []
+    rank = ranks({name: job.after for name, job in config.jobs.items()})
+    lines = [
+        f"{name} waits for " + ", ".join(str(dep) for dep in deps)
+        for name, deps in sorted(waiting.items(), key=lambda item: (rank[item[0]], item[0]))
+    ]
+    return [Finding("info", "graph", line) for line in lines]
+
+
 def clock_finding(host: datetime, database: datetime, rtt: float) -> Finding:
     """The host clock against the database clock (informational: catchup uses the latter)."""
     skew = (host - database).total_seconds()
@@ -315,6 +330,7 @@ def examine(config_path: str | None, dsn: str | None) -> list[Finding]:
         found += [Finding("serious", "config", line) for line in str(exc).splitlines()]
         config = Config(path=None)
     found += start_findings(config)
+    found += graph_findings(config)
     try:
         target = db.resolve(
             dsn, config.dsn, embedded_allowed=config.embedded, project=config.project

@@ -20,6 +20,7 @@ from .schedule import (
     transitions,
     zone,
 )
+from .upstream import needed
 
 # How far ahead explain looks for local times that a DST change skips or repeats.
 LOOKAHEAD = timedelta(days=400)
@@ -34,6 +35,7 @@ class Row:
     due: datetime
     is_due: bool
     dst: str | None  # how a DST change inside the period changes its length
+    waits: str | None = None  # the upstream periods it waits for (after), in words
 
 
 @dataclass(frozen=True)
@@ -55,6 +57,7 @@ def explain(
     timeline = job.timeline
     tz = zone(job.timezone)
     first = timeline.floor(start or now) or job.anchor
+    everyone = {other.name: other for other in others}
     rows = []
     for period in islice(timeline.periods(first, datetime.max.replace(tzinfo=first.tzinfo)), count):
         due = period.end + job.delay
@@ -86,6 +89,7 @@ def explain(
                 due,
                 due <= now,
                 dst,
+                _waits(job, period, everyone),
             )
         )
     return Explanation(
@@ -96,9 +100,27 @@ def explain(
         job.spread,
         tuple(rows),
         # DST nights from the first period shown: `--from 2027-03-27` asks about that spring
-        tuple(_warnings(job, list(others), now, first)),
+        tuple(_warnings(job, list(everyone.values()), now, first)),
         now,
     )
+
+
+def _waits(job: Job, period: Period, everyone: dict[str, Job]) -> str | None:
+    """``export 2026-03-09T23:00:00Z .. 2026-03-10T22:00:00Z (24)``, per upstream job."""
+    parts = []
+    for dep in job.after:
+        up = everyone.get(dep.job)
+        if up is None:
+            continue
+        found = needed(up.timeline, period, dep.periods)
+        if not found:
+            parts.append(f"{up.name}: none (before its start)")
+            continue
+        first, last = up.label(found[0].start), up.label(found[-1].start)
+        parts.append(
+            f"{up.name} {first}" + ("" if len(found) == 1 else f" .. {last} ({len(found)})")
+        )
+    return "; ".join(parts) or None
 
 
 def falls_due_on_the_hour(job: Job, now: datetime) -> bool:

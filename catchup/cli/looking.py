@@ -207,6 +207,6 @@ def explain(state: State, job: str, start: str | None, count: int) -> None:
 
     Example: catchup explain billing --count 5
     """
-    from ..render import tables
+    from ..render import explain as rendered
 
-    tables.explanation(console(), state.app().explain(job, start=start, count=count))
+    rendered.explanation(console(), state.app().explain(job, start=start, count=count))

@@ -12,7 +12,6 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
-from ..explain import Explanation, describe_due
 from ..models import Outcome, Pulse
 from ..results import (
     Connected,
@@ -21,7 +20,6 @@ from ..results import (
     Migrated,
     NotDue,
 )
-from ..schedule import is_utc
 from .text import STYLE, iso_utc, safe, schedule_text, seconds, span
 
 if TYPE_CHECKING:
@@ -345,45 +343,3 @@ def scheduler(console: Console, pulse: Pulse) -> None:
         )
     for warning in pulse.warnings:
         console.print(Text(f"warning: {safe(warning)}", style="yellow"), soft_wrap=True)
-
-
-def explanation(console: Console, ex: Explanation) -> None:
-    """The periods of one job, UTC (and local, for a local time zone), with when each is due."""
-    extra = f" (of which spread {span(ex.spread.total_seconds())})" if ex.spread else ""
-    console.print(
-        Text(
-            f"{ex.job}: {ex.schedule}, time zone {ex.timezone}, delay "
-            f"{span(ex.delay.total_seconds())}{extra}",
-            style="bold",
-        ),
-        soft_wrap=True,
-    )
-    local = not is_utc(ex.timezone)
-    dst = any(row.dst for row in ex.rows)
-    # the period column only when it says something the start does not (a date)
-    named = any(not row.label.startswith(iso_utc(row.period.start)) for row in ex.rows)
-    columns = (["period"] if named else []) + ["start (UTC)", "end (UTC)"]
-    columns += [f"start ({ex.timezone})", f"end ({ex.timezone})"] if local else []
-    columns += ["length", "due"] + (["DST"] if dst else [])
-    rows = []
-    for row in ex.rows:
-        cells = [row.label] if named else []
-        cells += [iso_utc(row.period.start), iso_utc(row.period.end)]
-        if local:
-            cells += [f"{t:%Y-%m-%d %H:%M %Z}" for t in (row.local_start, row.local_end)]
-        cells += [span((row.period.end - row.period.start).total_seconds())]
-        cells += [describe_due(row, ex.now)] + ([row.dst or ""] if dst else [])
-        rows.append(cells)
-    if not fits(console, columns, rows):  # too narrow: whole dates, a block per period
-        blocks(console, f"{len(rows)} period(s)", columns, rows)
-    else:
-        table = Table()
-        for column in columns:
-            table.add_column(column)
-        for row, cells in zip(ex.rows, rows, strict=True):
-            due = Text(cells[len(columns) - (2 if dst else 1)], style="green" if row.is_due else "")
-            tail = [Text(cells[-1], style="yellow")] if dst else []
-            table.add_row(*cells[: len(columns) - (2 if dst else 1)], due, *tail)
-        console.print(table)
-    for warning in ex.warnings:
-        console.print(Text(f"note: {warning}", style="yellow"), soft_wrap=True)

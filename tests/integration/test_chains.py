@@ -387,3 +387,14 @@ def test_replay_of_a_downstream_job_plans_the_upstream_periods_it_needs(project:
         "--dry-run",
     )
     assert "would also run 24 period(s) of export that the planned ones wait for" in said.output
+
+
+def test_explain_shows_what_each_period_waits_for_and_doctor_the_graph(project: Project) -> None:
+    project.write(CHAIN)
+    explained = project.cli("-q", "explain", "billing", "--from", "2026-03-29", "--count", "2")
+    assert explained.exit_code == 0, explained.output
+    flat = " ".join(explained.output.split())
+    assert "waits for export 2026-03-28T23:00:00Z .. 2026-03-29T21:00:00Z (23)" in flat
+    assert "waits for export 2026-03-29T22:00:00Z .. 2026-03-30T21:00:00Z (24)" in flat
+    doctor = project.cli("doctor")
+    assert "graph: billing waits for export" in doctor.output

@@ -20,6 +20,7 @@ from rich.console import Console
 from catchup import Catchup
 from catchup.errors import ConfigError
 from catchup.render import changes, tables
+from catchup.render import explain as render_explain
 from catchup.render import json as render_json
 from catchup.results import NotDue
 
@@ -133,7 +134,7 @@ def test_every_operation_gives_the_same_result_through_both(
     )
     # explain, checkpoint (from outside a running attempt: refused by both), migrate, doctor
     explained = app.explain("billing", start="2026-10-24", count=3)
-    assert rendered(lambda c: tables.explanation(c, explained)) == cli(
+    assert rendered(lambda c: render_explain.explanation(c, explained)) == cli(
         "explain", "billing", "--from", "2026-10-24", "--count", "3"
     )
     assert app.checkpoint("x", run_id=1, attempt=1) is False
