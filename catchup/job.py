@@ -191,6 +191,14 @@ JOB_KEYS: tuple[JobKey, ...] = (
         'periods = "previous", the latest one before it)',
     ),
     JobKey(
+        "when_outdated",
+        "choice",
+        "report or rerun",
+        "a period an upstream re-run made outdated: reported (report), or run again by tick",
+        default="report",
+        choices=("report", "rerun"),
+    ),
+    JobKey(
         "renamed_from",
         "other",
         "a job name",
@@ -252,6 +260,7 @@ class Job:
     renamed_from: str | None = None
     # the upstream jobs whose periods each period waits for (docs/how-to/chain-jobs.md)
     after: tuple[Dependency, ...] = ()
+    when_outdated: Literal["report", "rerun"] = _DEFAULT["when_outdated"]
 
     @property
     def definition(self) -> dict[str, object]:

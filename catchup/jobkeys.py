@@ -170,6 +170,7 @@ def parse_job(name: str, spec: dict[str, Any], problem: Any) -> Job | None:
         evidence_dsn=evidence_dsn,
         verify=verify,
         after=after,
+        when_outdated=values["when_outdated"],
     )
 
 

@@ -220,6 +220,10 @@ class Audit:
     actor: str
 
 
+# what a tick writes in the audit trail when it runs an outdated period again by itself
+RERUN = Audit("an upstream period it waited for ran again (when_outdated = rerun)", "catchup tick")
+
+
 def _reopen(audit: Audit | None, session: Session, item: Planned) -> None:
     """Reset an unverified period (succeeded, no evidence) or an outdated one (succeeded before
     an upstream re-run) so the claim path runs it again."""
@@ -264,12 +268,20 @@ def tick(
     ]
     scanned = scan_jobs(session.ledger, targets, now=now, since=None, until=None) if targets else []
     gaps = {result.job: result for result in scanned}
+    rerun = {t.job.name for t in targets if t.job.after and t.job.when_outdated == "rerun"}
+    if rerun:  # when_outdated = "rerun": what an upstream re-run made outdated runs again
+        from .chained import with_outdated
+
+        for target in targets:
+            if target.job.name in rerun:
+                gaps[target.job.name] = with_outdated(session, target.job, gaps[target.job.name])
     chosen_per_job: list[list[Planned]] = []
     planned = 0
     for target, latest in due:
         job = target.job
         if job.catchup == "all":
-            chosen = list(_take(gap_periods(job, gaps[job.name], REPLAYABLE), job.max_per_tick))
+            runnable = REPLAYABLE | ({PeriodState.outdated} if job.name in rerun else set())
+            chosen = list(_take(gap_periods(job, gaps[job.name], runnable), job.max_per_tick))
         elif job.catchup == "latest" or previous is None or latest.end + job.delay > previous:
             chosen = [Planned(job, latest, "due")]
         else:
@@ -294,6 +306,7 @@ def tick(
         interrupted=interrupted,
         on_done=on_done,
         max_time=max_time,
+        prepare=functools.partial(_reopen, RERUN) if rerun else None,
     )
 
 

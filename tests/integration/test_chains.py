@@ -398,3 +398,30 @@ def test_explain_shows_what_each_period_waits_for_and_doctor_the_graph(project: 
     assert "waits for export 2026-03-29T22:00:00Z .. 2026-03-30T21:00:00Z (24)" in flat
     doctor = project.cli("doctor")
     assert "graph: billing waits for export" in doctor.output
+
+
+def test_when_outdated_rerun_lets_tick_run_it_again_by_itself(project: Project, sql: Any) -> None:
+    (today,) = sql("SELECT (now() AT TIME ZONE 'UTC')::date - 3")[0]
+    start = str(today)
+    project.write(
+        job_toml("export", "daily", start, command=["true"])
+        + job_toml(
+            "billing", "daily", start, command=["true"], after=["export"], when_outdated="rerun"
+        )
+    )
+    assert project.cli("-q", "tick").exit_code == 0
+    assert project.cli("-q", "reset", "export", start, "--reason", "late data").exit_code == 0
+    ticked = run(project, "tick")  # export's first day runs again: billing's is outdated now
+    ran = [(p["job"], p["label"]) for p in ticked["periods"] if p["status"] == "succeeded"]
+    assert ran == [("export", start)]
+    # the next tick sees it and runs it again, reset first (audited)
+    again = run(project, "tick")
+    assert [(p["job"], p["label"], p["status"]) for p in again["periods"]] == [
+        ("billing", start, "succeeded")
+    ]
+    assert run(project, "tick")["periods"] == []  # once
+    audited = sql(
+        "SELECT e.actor FROM {schema}.events e JOIN {schema}.jobs j ON j.id = e.job_id"
+        " WHERE j.name = 'billing' AND e.action = 'reset'"
+    )
+    assert audited == [("catchup tick",)]
