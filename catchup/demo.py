@@ -1,6 +1,7 @@
-"""``catchup demo``: two weeks of a nightly billing run, an hourly export and daily invoices in
-a throwaway ledger, with a host outage, a failing night and a week of invoices an old cron job
-sent; scan, replay, adopt, and a clean scan. Runs against
+"""``catchup demo``: two weeks of a nightly billing run that waits for each day's hourly export,
+and daily invoices, in a throwaway ledger, with a host outage (a billing day blocked by the
+export hours it missed), a failing night and a week of invoices an old cron job sent; scan,
+replay in dependency order, adopt, and a clean scan. Runs against
 the embedded PostgreSQL (or the configured database) in a schema of its own, dropped at the
 end: nothing the user owns is touched."""
 
@@ -63,7 +64,8 @@ def _demo(session: Session, target: db.Target, schema: str, out: Console) -> Dem
     # invoices: sent by an old cron job for its first week, by catchup since (its evidence
     # table has every day; the ledger only catchup's)
     jobs = [
-        make_job("billing", "daily", start, call=billing, delay="30m"),
+        # each billing day waits for every export hour inside it
+        make_job("billing", "daily", start, call=billing, delay="30m", after=["export"]),
         make_job("export", "hourly", start, call=export, delay="5m", max_per_tick=500),
         make_job(
             "invoices",
@@ -108,7 +110,8 @@ def _demo(session: Session, target: db.Target, schema: str, out: Console) -> Dem
     out.print(Rule("catchup demo"))
     out.print(
         f"A throwaway ledger (schema {schema}) in {target.describe()}: a nightly "
-        f"billing run and an hourly export since {start:%Y-%m-%d}. The host was down "
+        f"billing run that waits for each day's hourly export (after), since "
+        f"{start:%Y-%m-%d}. The host was down "
         f"for 30 hours from {outage_from:%Y-%m-%d %H:%M} UTC, and the billing run of "
         f"{night.start:%Y-%m-%d} failed. The invoices were sent by an old cron job until "
         f"{adopted_from:%Y-%m-%d}, and their table shows it (the job's evidence query).",
@@ -118,16 +121,18 @@ def _demo(session: Session, target: db.Target, schema: str, out: Console) -> Dem
     before = scan(session, jobs, since=None, until=None, calendars=True)
     scan_report.scan_tables(out, before)
     scan_report.calendars(out, before.calendars)
-    out.print(Rule("2. catchup replay: run the gaps, oldest first, through the claim path"))
+    out.print(Rule("2. catchup replay: the gaps, oldest first, export before billing"))
 
-    shown = [0]
+    shown = [0, 0]  # outcomes, and the last one printed
 
     def done(outcome: Outcome) -> None:
+        # the first few, every billing day (each after its export hours), every failure
         shown[0] += 1
-        if shown[0] <= 6 or outcome.status != OutcomeStatus.succeeded:
+        if shown[0] <= 3 or outcome.job == "billing" or outcome.status != OutcomeStatus.succeeded:
+            if shown[1] != shown[0] - 1:
+                out.print("…")
             tables.outcome(out, outcome)
-        elif shown[0] == 7:
-            out.print("…")
+            shown[1] = shown[0]
 
     since = min(job.anchor for job in jobs)
     batch = replay(session, list(jobs), since=since, until=None, workers=2, on_done=done)
