@@ -10,7 +10,7 @@ from dataclasses import replace
 from datetime import datetime
 
 from .job import Job
-from .models import JobScan, Range
+from .models import JobRow, JobScan, Range
 from .ranges import carve, group, merge
 from .schedule import Period, Timeline
 from .session import Session
@@ -20,7 +20,27 @@ from .vocabulary import PeriodState
 DONE = frozenset({PeriodState.succeeded, PeriodState.waived})
 
 
-def with_blocked(session: Session, job: Job, result: JobScan, now: datetime) -> JobScan:
+def chained_states(
+    session: Session,
+    jobs: list[Job],
+    results: list[JobScan],
+    now: datetime,
+    rows: dict[str, JobRow],
+) -> list[JobScan]:
+    """Every job's scan with its ``blocked`` and ``outdated`` periods (jobs with ``after``)."""
+    return [
+        with_outdated(session, j, with_blocked(session, j, r, now, rows), rows)
+        for j, r in zip(jobs, results, strict=True)
+    ]
+
+
+def with_blocked(
+    session: Session,
+    job: Job,
+    result: JobScan,
+    now: datetime,
+    rows: dict[str, JobRow] | None = None,
+) -> JobScan:
     """``result`` with the missing periods that wait for upstream ones not done as
     ``blocked``, and what each blocked range waits for (``blocked_by``)."""
     missing = [r for r in result.ranges if r.state == PeriodState.missing]
@@ -37,7 +57,7 @@ def with_blocked(session: Session, job: Job, result: JobScan, now: datetime) -> 
         if not first and not last:
             continue
         lo, hi = (first or last)[0].start, (last or first)[-1].end
-        rows = session.job_rows(write=False)
+        rows = rows if rows is not None else session.job_rows(write=False)
         row = rows.get(up.name)
         states = (
             {}
@@ -125,45 +145,52 @@ def waiting_for(found: list[tuple[Job, Period, str]]) -> str:
     return ", ".join(parts[:3]) + (f" and {len(parts) - 3} more" if len(parts) > 3 else "")
 
 
-def with_outdated(session: Session, job: Job, result: JobScan) -> JobScan:
+def with_outdated(
+    session: Session, job: Job, result: JobScan, rows: dict[str, JobRow] | None = None
+) -> JobScan:
     """``result`` with the succeeded periods an upstream re-run made stale as ``outdated``: an
-    upstream period they need succeeded again (a later attempt) after they finished."""
+    upstream period they need succeeded again (a later attempt) after they finished. Reads
+    only the upstream periods that ran again (rare), and the rows of the periods they touch."""
     if not job.after or result.first is None or result.until is None:
         return result
     if result.counts.get(PeriodState.succeeded, 0) == 0:
         return result
-    rows = session.job_rows(write=False)
+    rows = rows if rows is not None else session.job_rows(write=False)
     mine = rows.get(job.name)
     if mine is None:
         return result
-    done = session.ledger.succeeded_runs(mine.id, result.first, result.until)
-    if not done:
-        return result
     timeline = job.timeline
-    first_p = timeline.period(min(done))
-    last_p = timeline.period(max(done))
-    stale: list[datetime] = []
+    lo, hi = result.first, result.until
+    stale: set[datetime] = set()
     for dep in job.after:
         up = session.resolve(session.config.job(dep.job), write=False)
         row = rows.get(up.name)
-        lo_need = needed(up.timeline, first_p, dep.periods)
-        hi_need = needed(up.timeline, last_p, dep.periods)
-        if row is None or not (lo_need or hi_need):
+        if row is None:
             continue
-        lo, hi = (lo_need or hi_need)[0].start, (hi_need or lo_need)[-1].end
-        upstream = session.ledger.succeeded_runs(row.id, lo, hi)
-        again = {t: f for t, (f, attempt) in upstream.items() if attempt > 1}
-        if not again:
-            continue
-        for start, (finished, _) in done.items():
-            if any(
-                q.start in again and again[q.start] > finished
-                for q in needed(up.timeline, timeline.period(start), dep.periods)
-            ):
-                stale.append(start)
+        # upstream periods a period in [lo, hi) can need start a period before lo at most
+        before = up.timeline.floor(lo)
+        span_lo = up.timeline.before(before) if before is not None else None
+        again = session.ledger.rerun_runs(row.id, span_lo or up.timeline.first, hi)
+        for start, end, finished in again:
+            # the downstream periods that need it: those overlapping it, or (previous) the
+            # ones it is the latest before
+            if dep.periods == "overlapping":
+                first = timeline.floor(start) or timeline.first
+                touched = list(timeline.periods(first, end))
+            else:
+                nxt = timeline.ceil(end)
+                touched = [timeline.period(nxt)] if nxt < hi else []
+            for period in touched:
+                if not lo <= period.start < hi:
+                    continue
+                if any(q.start == start for q in needed(up.timeline, period, dep.periods)):
+                    done = session.ledger.succeeded_runs(mine.id, period.start, period.end)
+                    ran = done.get(period.start)
+                    if ran is not None and ran[0] < finished:
+                        stale.add(period.start)
     if not stale:
         return result
-    marked = sorted(set(stale))
+    marked = sorted(stale)
     counts = dict(result.counts)
     counts[PeriodState.succeeded] -= len(marked)
     counts[PeriodState.outdated] = counts.get(PeriodState.outdated, 0) + len(marked)

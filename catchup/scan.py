@@ -367,7 +367,7 @@ def scan(
     with the scheduler's pulse (``pulse``) and a calendar per job (``calendars``). ``read_only``
     writes nothing at all (``catchup serve``): no job rows, no coverage, no evidence state."""
     from .calendars import calendar
-    from .chained import with_blocked, with_outdated
+    from .chained import chained_states
 
     ready = prepare(session, jobs, since, until, write=not read_only)
     now, jobs, targets = ready.now, ready.jobs, ready.targets
@@ -380,10 +380,7 @@ def scan(
         full=full,
         record=not read_only,
     )
-    results = [
-        with_outdated(session, j, with_blocked(session, j, r, now))
-        for j, r in zip(jobs, results, strict=True)
-    ]
+    results = chained_states(session, jobs, results, now, ready.rows)
     firsts = [bound(since, job) or job.anchor for job in jobs]
     ends = [bound(until, job) or now for job in jobs]
     last = max(ends, default=now)

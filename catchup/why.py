@@ -8,6 +8,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from .job import Job
+from .models import JobRow
 from .results import Why
 from .schedule import Period, iso_utc, span
 from .session import Session
@@ -19,10 +20,15 @@ MAX_SHOWN = 5  # upstream periods explained per period (the rest counted)
 
 
 def explain_period(
-    session: Session, job: Job, period: Period, now: datetime, depth: int = 0
+    session: Session,
+    job: Job,
+    period: Period,
+    now: datetime,
+    depth: int = 0,
+    rows: dict[str, JobRow] | None = None,
 ) -> Why:
     """Why ``period`` of ``job`` is where it is, on the database clock ``now``."""
-    rows = session.job_rows(write=False)
+    rows = rows if rows is not None else session.job_rows(write=False)
     row = rows.get(job.name)
     run = None if row is None else session.ledger.run_row(row.id, period.start)
     label, value = job.label(period.start), job.period_value(period.start)
@@ -76,11 +82,11 @@ def explain_period(
         wait = span(round((due - now).total_seconds()))
         said.insert(0, f"not due yet: due at {iso_utc(due)} (in {wait})")
         return Why(job.name, period, label, "not due", tuple(said))
-    waiting = _undone_upstream(session, job, period, now)
+    waiting = _undone_upstream(session, job, period, now, rows)
     if waiting:
         shown = waiting[:MAX_SHOWN]
         deeper = (
-            tuple(explain_period(session, up, p, now, depth + 1) for up, p in shown)
+            tuple(explain_period(session, up, p, now, depth + 1, rows) for up, p in shown)
             if depth < MAX_DEPTH
             else ()
         )
@@ -118,9 +124,8 @@ def _moving(
 
 
 def _undone_upstream(
-    session: Session, job: Job, period: Period, now: datetime
+    session: Session, job: Job, period: Period, now: datetime, rows: dict[str, JobRow]
 ) -> list[tuple[Job, Period]]:
-    rows = session.job_rows(write=False)
     found: list[tuple[Job, Period]] = []
     for dep in job.after:
         up = session.resolve(session.config.job(dep.job), write=False)

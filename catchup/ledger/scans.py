@@ -128,6 +128,14 @@ class Scanning(LedgerBase):
         rows = self.conn.execute(self._q("succeeded_runs"), params).fetchall()
         return {start: (finished, attempt) for start, finished, attempt in rows}
 
+    def rerun_runs(
+        self, job_id: int, lo: datetime, hi: datetime
+    ) -> list[tuple[datetime, datetime, datetime]]:
+        """The rows of ``job_id`` starting in ``[lo, hi)`` that succeeded at a later attempt:
+        (start, end, finished_at)."""
+        params = {"job_id": job_id, "lo": lo, "hi": hi}
+        return list(self.conn.execute(self._q("rerun_runs"), params).fetchall())
+
     def last_successes(self, job_ids: list[int]) -> dict[int, datetime | None]:
         rows = self.conn.execute(self._q("last_success"), {"job_ids": job_ids})
         return {job_id: success for job_id, success in rows}

@@ -224,3 +224,12 @@ FROM {schema}.runs
 WHERE job_id = %(job_id)s AND status = 'succeeded' AND period_start >= %(lo)s
   AND period_start < %(hi)s
 ORDER BY period_start;
+
+-- name: rerun_runs
+-- One job's rows starting in [lo, hi) that succeeded at a later attempt (run again after a
+-- reset or a failure): the only upstream periods that can make a downstream one outdated.
+SELECT period_start, period_end, finished_at
+FROM {schema}.runs
+WHERE job_id = %(job_id)s AND status = 'succeeded' AND attempt > 1
+  AND period_start >= %(lo)s AND period_start < %(hi)s
+ORDER BY period_start;

@@ -1,11 +1,12 @@
 """The dependency gate as a property: random graphs of up to five jobs with mixed schedules and
 zones, jobs that fail at random, several `catchup tick` processes racing (one SIGKILLed in the
 middle), and then, from the ledger alone: no attempt of a period ever started before every
-upstream period it waits for had succeeded (or been waived). A few seeded graphs here;
-``benchmarks/chains.py`` runs many more."""
+upstream period it waits for had succeeded (or been waived). Three seeded graphs in CI; more
+with ``CATCHUP_TEST_CHAIN_SEEDS=1-50 uv run pytest tests/integration/test_chains_property.py``."""
 
 from __future__ import annotations
 
+import os
 import random
 import signal
 import time
@@ -87,7 +88,16 @@ def violations(project: Project, sql: Any) -> tuple[list[str], int]:
     return wrong, checked
 
 
-@pytest.mark.parametrize("seed", [1, 2, 3])
+def seeds() -> list[int]:
+    """``CATCHUP_TEST_CHAIN_SEEDS``: ``1-50`` or ``4,9``; three seeds by default."""
+    text = os.environ.get("CATCHUP_TEST_CHAIN_SEEDS", "1-3")
+    if "-" in text:
+        lo, hi = text.split("-", 1)
+        return list(range(int(lo), int(hi) + 1))
+    return [int(n) for n in text.split(",")]
+
+
+@pytest.mark.parametrize("seed", seeds())
 def test_no_claim_ever_starts_before_its_upstream_is_done(
     project: Project, sql: Any, seed: int
 ) -> None:
