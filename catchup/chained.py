@@ -14,7 +14,7 @@ from .models import JobRow, JobScan, Range
 from .ranges import carve, group, merge
 from .schedule import Period, Timeline
 from .session import Session
-from .upstream import needed
+from .upstream import needed, ranks
 from .vocabulary import PeriodState
 
 DONE = frozenset({PeriodState.succeeded, PeriodState.waived})
@@ -27,11 +27,21 @@ def chained_states(
     now: datetime,
     rows: dict[str, JobRow],
 ) -> list[JobScan]:
-    """Every job's scan with its ``blocked`` and ``outdated`` periods (jobs with ``after``)."""
-    return [
-        with_outdated(session, j, with_blocked(session, j, r, now, rows), rows)
-        for j, r in zip(jobs, results, strict=True)
-    ]
+    """Every job's scan with its ``blocked`` and ``outdated`` periods (jobs with ``after``),
+    upstream jobs first, so a period blocked by a blocked one names the root of the chain."""
+    rank = ranks({job.name: job.after for job in session.config.jobs.values()})
+    out = list(results)
+    known: dict[str, dict[datetime, str]] = {}
+    for i in sorted(range(len(jobs)), key=lambda n: rank.get(jobs[n].name, 0)):
+        job = jobs[i]
+        found = with_blocked(session, job, results[i], now, rows, known)
+        out[i] = with_outdated(session, job, found, rows)
+        reasons = known.setdefault(job.name, {})
+        for r in found.ranges:
+            if (said := found.waits(r)) is not None:
+                for period in job.timeline.periods(r.first, job.timeline.after(r.last)):
+                    reasons[period.start] = said
+    return out
 
 
 def with_blocked(
@@ -40,9 +50,11 @@ def with_blocked(
     result: JobScan,
     now: datetime,
     rows: dict[str, JobRow] | None = None,
+    known: dict[str, dict[datetime, str]] | None = None,
 ) -> JobScan:
     """``result`` with the missing periods that wait for upstream ones not done as
-    ``blocked``, and what each blocked range waits for (``blocked_by``)."""
+    ``blocked``, and what each blocked range waits for (``blocked_by``); an upstream period
+    ``known`` to be blocked itself says by what, down to the root."""
     missing = [r for r in result.ranges if r.state == PeriodState.missing]
     if not job.after or not missing:
         return result
@@ -69,7 +81,11 @@ def with_blocked(
             if state in DONE:
                 continue
             if state is None:
-                state = "missing" if p.end + up.delay <= now else "not due"
+                deeper = (known or {}).get(up.name, {}).get(p.start)
+                if deeper is not None:
+                    state = f"blocked: waits for {deeper}"
+                else:
+                    state = "missing" if p.end + up.delay <= now else "not due"
             undone[(up.name, p.start)] = state
     if not undone:
         return result

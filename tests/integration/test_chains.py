@@ -425,3 +425,19 @@ def test_when_outdated_rerun_lets_tick_run_it_again_by_itself(project: Project, 
         " WHERE j.name = 'billing' AND e.action = 'reset'"
     )
     assert audited == [("catchup tick",)]
+
+
+def test_a_chain_of_blocks_is_reported_down_to_its_root(project: Project) -> None:
+    fails = ["sh", "-c", 'test "$0" != 2026-03-03T03:00:00Z', "{period}"]
+    project.write(
+        job_toml("export", "hourly", "2026-03-03", command=fails, max_attempts=1)
+        + job_toml("billing", "daily", "2026-03-03", command=["true"], after=["export"])
+        + job_toml("balance", "daily", "2026-03-03", command=["true"], after=["billing"])
+    )
+    project.cli("-q", "replay", "--since", "2026-03-03", "--until", "2026-03-04")
+    report = json.loads(project.cli("-q", "scan", "--until", "2026-03-04", "--json").stdout)
+    balance = next(j for j in report["jobs"] if j["job"] == "balance")
+    (gap,) = balance["gaps"]
+    assert gap["blocked_by"] == (
+        "billing 2026-03-03 (blocked: waits for export 2026-03-03T03:00:00Z (exhausted))"
+    )
