@@ -113,14 +113,24 @@ def explain_period(
 def _moving(
     job: Job, period: Period, waiting: list[tuple[Job, Period]], deeper: tuple[Why, ...]
 ) -> tuple[str, ...]:
-    """One replay that runs the chain, upstream first, up to this period; and what a replay
-    does not do by itself (an exhausted period upstream), from further down."""
-    names = [*dict.fromkeys(up.name for up, _ in waiting), job.name]
-    jobs = " ".join(f"--job {name}" for name in names)
-    since = min(p.start for _, p in waiting)
-    replay = f"catchup replay {jobs} --since {iso_utc(since)} --until {iso_utc(period.end)}"
+    """One replay of this job up to this period (it plans the upstream periods it waits for
+    by itself, upstream first), from its own earliest period the chain reaches (a previous
+    one it waits for); and what a replay does not do by itself (an exhausted period upstream),
+    from further down."""
+    starts = [period.start, *_own_starts(job.name, deeper)]
+    since = iso_utc(min(starts))
+    replay = f"catchup replay --job {job.name} --since {since} --until {iso_utc(period.end)}"
     extra = [c for w in deeper for c in w.commands if "--retry-exhausted" in c or " reset " in c]
     return tuple(dict.fromkeys([replay, *extra]))
+
+
+def _own_starts(name: str, deeper: tuple[Why, ...]) -> list[datetime]:
+    found: list[datetime] = []
+    for why in deeper:
+        if why.job == name:
+            found.append(why.period.start)
+        found += _own_starts(name, why.upstream)
+    return found
 
 
 def _undone_upstream(

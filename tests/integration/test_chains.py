@@ -264,8 +264,7 @@ def test_why_follows_a_chain_of_blocks_to_its_root(project: Project) -> None:
     )
     assert "exited with 1" in export["said"][0]
     assert why["commands"][0] == (
-        "catchup replay --job billing --job balance --since 2026-03-03T00:00:00Z"
-        " --until 2026-03-04T00:00:00Z"
+        "catchup replay --job balance --since 2026-03-03T00:00:00Z --until 2026-03-04T00:00:00Z"
     )
     assert any("--retry-exhausted" in c for c in why["commands"])
     text = project.cli("-q", "why", "balance", "2026-03-03")
