@@ -56,13 +56,16 @@ class DependencyOrder:
         self.active = any(job.after for job in jobs)
         self._memo: dict[tuple[str, datetime], datetime] = {}
 
-    def key(self, job: Job, period: Period) -> datetime:
+    def key(
+        self, job: Job, period: Period, needs: list[tuple[Job, Period]] | None = None
+    ) -> datetime:
+        """``needs``: what ``period`` waits for, when the caller has it already."""
         if not job.after:
             return period.start
         found = self._memo.get((job.name, period.start))
         if found is None:
             found = period.start
-            for up, needed in self.session.needs(job, period):
+            for up, needed in needs if needs is not None else self.session.needs(job, period):
                 found = max(found, self.key(up, needed))
             if len(self._memo) > 100_000:
                 self._memo.clear()  # a plan of millions: keys are cheap to find again
@@ -76,8 +79,9 @@ class DependencyOrder:
             return
         for item in items:
             job, period = item.job, item.period
-            needs = tuple((up.name, p.start) for up, p in self.session.needs(job, period))
-            order = (self.key(job, period), self.rank.get(job.name, 0))
+            waits = self.session.needs(job, period) if job.after else []
+            needs = tuple((up.name, p.start) for up, p in waits)
+            order = (self.key(job, period, waits), self.rank.get(job.name, 0))
             yield dataclasses.replace(item, needs=needs, order=order)
 
 

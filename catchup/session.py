@@ -45,6 +45,7 @@ class Session:
             raise DatabaseError(f"cannot prepare schema {config.schema!r}: {exc}") from None
         self._job_ids: dict[str, int] = {}
         self._timelines: dict[str, Timeline] = {}
+        self._upstream: dict[str, Job] = {}  # upstream jobs resolved, for needs()
         self._renamed = False
         self._startable: set[str] = set()  # jobs whose program or module was found
         # where leases are renewed: this session's own line, or one a pool of workers shares
@@ -86,7 +87,10 @@ class Session:
         job with the timeline the ledger records for it."""
         found: list[tuple[Job, Period]] = []
         for dep in job.after:
-            upstream = self.resolve(self.config.job(dep.job))
+            upstream = self._upstream.get(dep.job)
+            if upstream is None or upstream.timeline is not self._timelines.get(dep.job):
+                # resolved once per timeline: a plan asks for every period it holds
+                upstream = self._upstream[dep.job] = self.resolve(self.config.job(dep.job))
             found += [(upstream, p) for p in needed(upstream.timeline, period, dep.periods)]
         return found
 

@@ -48,18 +48,7 @@ def claim_surely(session: Session, request: ClaimRequest) -> Claim | Blocked | N
     def claim(reconnected: bool) -> Claim | Blocked | None:
         if reconnected and (reclaimed := session.ledger.reclaim(r.job_id, r.period.start, r.owner)):
             return reclaimed
-        if r.needs:
-            return session.ledger.claim_after(r.needs, r)
-        return session.ledger.claim(
-            r.job_id,
-            r.period,
-            owner=r.owner,
-            lease=r.lease,
-            max_attempts=r.max_attempts,
-            allow_overlap=r.allow_overlap,
-            ignore_backoff=r.ignore_backoff,
-            retry_exhausted=r.retry_exhausted,
-        )
+        return session.ledger.claim_request(r)
 
     return through_reconnects(session, claim)
 

@@ -472,9 +472,9 @@ MUTATIONS = (
     Mutation(
         "upstream-gate",
         "a period whose upstream periods are not done is never claimed",
-        "catchup/surely.py",
-        "        if r.needs:\n",
-        "        if False:\n",
+        "catchup/ledger/claims.py",
+        "        if not r.needs:\n",
+        "        if True:\n",
         (
             "tests/integration/test_chains.py::"
             "test_a_berlin_day_waits_for_every_export_hour_inside_it",
@@ -525,9 +525,9 @@ MUTATIONS = (
     Mutation(
         "upstream-gate-random-graphs",
         "on random graphs with racing, killed ticks, no attempt starts before its upstream is done",
-        "catchup/surely.py",
-        "        if r.needs:\n",
-        "        if False:\n",
+        "catchup/ledger/claims.py",
+        "        if not r.needs:\n",
+        "        if True:\n",
         (
             "tests/integration/test_chains_property.py::"
             "test_no_claim_ever_starts_before_its_upstream_is_done",

@@ -3,7 +3,6 @@ heartbeat, finish and lose, each fenced by the attempt; and the rows that explai
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import NotRequired, TypedDict, Unpack
@@ -93,20 +92,13 @@ class ClaimPath(LedgerBase):
         with self.conn.cursor(row_factory=class_row(Claim)) as cur:
             return cur.execute(self._q("claim"), params).fetchone()
 
-    def claim_after(
-        self, needs: Sequence[tuple[int, datetime]], request: ClaimRequest
-    ) -> Claim | Blocked | None:
-        """:meth:`claim` of a period that waits for upstream periods (``needs``: job id and
-        start): :class:`Blocked` when any is not done, checked in the claim's own
-        transaction, with the upstream rows locked until it commits."""
+    def claim_request(self, request: ClaimRequest) -> Claim | Blocked | None:
+        """:meth:`claim` of ``request``. A period that waits for upstream periods
+        (``request.needs``: job id and start) is :class:`Blocked` when any is not done, checked
+        in the claim's own transaction, with the upstream rows locked until it commits."""
         r = request
-        with self.conn.transaction():
-            rows = self.conn.execute(
-                self._q("upstream_not_done"),
-                {"job_ids": [j for j, _ in needs], "starts": [t for _, t in needs]},
-            ).fetchall()
-            if rows:
-                return Blocked(tuple(Waiting(*row) for row in rows))
+
+        def claim() -> Claim | None:
             return self.claim(
                 r.job_id,
                 r.period,
@@ -117,6 +109,17 @@ class ClaimPath(LedgerBase):
                 ignore_backoff=r.ignore_backoff,
                 retry_exhausted=r.retry_exhausted,
             )
+
+        if not r.needs:
+            return claim()
+        with self.conn.transaction():
+            rows = self.conn.execute(
+                self._q("upstream_not_done"),
+                {"job_ids": [j for j, _ in r.needs], "starts": [t for _, t in r.needs]},
+            ).fetchall()
+            if rows:
+                return Blocked(tuple(Waiting(*row) for row in rows))
+            return claim()
 
     def reclaim(self, job_id: int, period_start: datetime, owner: str) -> Claim | None:
         with self.conn.cursor(row_factory=class_row(Claim)) as cur:
