@@ -134,7 +134,9 @@ def replay(
     )
     live = [(t.job, r) for t, r in zip(targets, results, strict=True) if not t.paused]
     order = DependencyOrder(session)
-    extra = plan_upstream(session, live, frozenset(states), now) if upstream else {}
+    extra = (
+        plan_upstream(session, live, frozenset(states), now, record=not dry_run) if upstream else {}
+    )
     total = sum(i.periods for _, r in live for i in r.ranges if i.state in states)
     total += sum(len(items) for items in extra.values())
     untracked = sum(
@@ -177,7 +179,11 @@ def replay(
 
 
 def plan_upstream(
-    session: Session, live: list[tuple[Job, JobScan]], states: frozenset[str], now: datetime
+    session: Session,
+    live: list[tuple[Job, JobScan]],
+    states: frozenset[str],
+    now: datetime,
+    record: bool = True,
 ) -> dict[str, list[Planned]]:
     """The gaps of jobs not asked for that the planned periods wait for (and what those wait
     for, down the chain), each job only over the periods needed: so ``replay --job billing``
@@ -203,12 +209,14 @@ def plan_upstream(
         starts = wanted.pop(name)
         up = session.resolve(session.config.job(name), write=False)
         row = rows.get(name)
-        if row is None or row.paused_at is not None:
+        if row is not None and row.paused_at is not None:
             continue
+        # a job the ledger has no row for yet (a dry run on a new ledger): every period missing
+        job_id = row.id if row is not None else -1 - len(found)
         lo, hi = min(starts), up.timeline.after(max(starts))
-        (result,) = scan_jobs(
-            session.ledger, [ScanTarget(up, row.id, False)], now=now, since=lo, until=hi
-        )
+        target = ScanTarget(up, job_id, False)
+        keep = record and row is not None  # a dry run writes nothing
+        (result,) = scan_jobs(session.ledger, [target], now=now, since=lo, until=hi, record=keep)
         items = [p for p in gap_periods(up, result, states) if p.period.start in starts]
         found.setdefault(name, []).extend(items)
         asked.add(name)

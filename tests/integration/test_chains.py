@@ -347,6 +347,20 @@ def test_replay_of_a_downstream_job_plans_the_upstream_periods_it_needs(project:
     """replay --job billing for two Berlin days also runs the 48 export hours they need (from
     23:00 UTC the day before), first, and says so; --no-upstream leaves them blocked."""
     project.write(CHAIN)
+    # a dry run on a ledger that has never seen the jobs plans their upstream periods too
+    fresh = project.cli(
+        "-q",
+        "replay",
+        "--job",
+        "billing",
+        "--since",
+        "2026-03-10",
+        "--until",
+        "2026-03-12",
+        "--dry-run",
+        "--json",
+    )
+    assert json.loads(fresh.stdout)["upstream"] == {"export": 48}
     lone = run(
         project,
         "replay",
