@@ -15,12 +15,9 @@ from typing import Any
 
 import pytest
 
-# Under a moved clock (.ci/run preloads libfaketime), every process of the run shares the
-# semaphore and shared memory libfaketime made for pytest (FAKETIME_SHARED, inherited): a process
-# killed while it holds that semaphore (tests kill jobs, ticks and process groups) would leave
-# every later process of the run waiting on it for ever. Without the variable each process that
-# catchup or a test starts makes its own, so a kill can stop only the process tree it belongs
-# to. The offset (FAKETIME=+Nd) needs nothing shared between processes.
+# Under a moved clock with a default libfaketime build (.ci/run builds a stateless one, see
+# .ci/faketime), every process would share the semaphore libfaketime made for pytest
+# (FAKETIME_SHARED, inherited), and one killed while holding it would stop every later one.
 os.environ.pop("FAKETIME_SHARED", None)
 
 
