@@ -13,7 +13,12 @@ Builds ledgers in throwaway schemas on the embedded PostgreSQL (or CATCHUP_DSN):
       a later scan, and the plain detector (`scan --full`, the listed starts LEFT JOIN the ledger);
   (f) evidence: the ledger of (a) with an evidence table of the same size (a row in every
       succeeded period, indexed) and every job's `evidence` query on it: a later scan with
-      evidence against a later scan of the same jobs without (target <= 2x).
+      evidence against a later scan of the same jobs without (target <= 2x);
+  (g) dependencies: 10 jobs in a chain (each `after` the one before), hourly and daily in turn,
+      3 years each, every period succeeded but the last two days (missing) and one failed hour
+      a week in the first job: the later scan with `after` against the same jobs without it
+      (target <= 1.5x), and `catchup why` of the last job's newest period, blocked down the
+      chain (target <= 0.1 s).
 The reference is the plain query (sql/queries/tools.sql: plain_gaps): one generate_series LEFT JOIN
 the ledger per job, listing every period that is not succeeded. For (a)-(c) the first scan
 (nothing verified yet: what a new install or a new job pays) is timed once, then the later scan
@@ -43,8 +48,10 @@ from psycopg import sql
 from catchup import db
 from catchup.config import Config, Job
 from catchup.scan import scan
-from catchup.schedule import Timeline, parse_schedule
+from catchup.schedule import Period, Timeline, parse_schedule
 from catchup.session import Session
+from catchup.upstream import Dependency
+from catchup.why import explain_period
 from catchup.window import window
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -268,6 +275,22 @@ def main() -> None:
             flush=True,
         )
         ratios.append(f"f={ratio:.2f}")
+    if "g" not in args.skip:
+        days = max(30, int(3 * 365 * args.scale))
+        started = time.perf_counter()
+        chained = build_chain(target, "bench_g", days)
+        built = time.perf_counter() - started
+        without, with_after, why, state = measure_chain(target, chained, args.repeat)
+        ratio = with_after / without
+        print(
+            f"(g) {JOBS} jobs in a chain x {days} days (hourly and daily in turn): later scan "
+            f"without after {without:.3f}s, with {with_after:.3f}s, ratio {ratio:.2f} "
+            f"({'met' if ratio <= 1.5 else 'MISSED'} target <= 1.5); why of the last job's "
+            f"newest period ({state}) {why:.3f}s ({'met' if why <= 0.1 else 'MISSED'} target "
+            f"<= 0.1 s); built in {built:.0f}s",
+            flush=True,
+        )
+        ratios.append(f"g={ratio:.2f} why={why:.3f}s")
     print("ratios: " + " ".join(ratios))
 
 
@@ -356,6 +379,84 @@ def measure_wall(target: db.Target, config: Config, repeat: int) -> tuple[float,
     full = median_seconds(lambda: scan(session, jobs, since=None, until=None, full=True), repeat)
     session.close()
     return first, later, full
+
+
+def build_chain(target: db.Target, schema: str, days: int) -> Config:
+    """The chain's ledger and its jobs, each `after` the one before."""
+    session = Session(Config(path=None, schema=schema), target)
+    conn = session.conn
+    conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
+    session.ledger.migrate()
+    now = session.now().replace(hour=0, minute=0, second=0, microsecond=0)
+    anchor = now - timedelta(days=days)
+    names = [f"job{i}" for i in range(JOBS)]
+    ids = session.ledger.register_jobs(names)
+    jobs: dict[str, Job] = {}
+    for i, name in enumerate(names):
+        text, step, count = (
+            ("hourly", "1 hour", days * 24) if i % 2 == 0 else ("daily", "1 day", days)
+        )
+        schedule = parse_schedule(text)
+        keep = count - (48 if text == "hourly" else 2)
+        status = (
+            "CASE WHEN k %% 168 = 3 THEN 'failed' ELSE 'succeeded' END" if i == 0 else "'succeeded'"
+        )
+        conn.execute(
+            sql.SQL(
+                "INSERT INTO {runs} (job_id, period_start, period_end, status, attempt, failures,"
+                " finished_at)"
+                " SELECT %(job_id)s, %(anchor)s::timestamptz + k * %(step)s::interval,"
+                " %(anchor)s::timestamptz + (k + 1) * %(step)s::interval, " + status + ", 1, 0,"
+                " %(anchor)s::timestamptz + (k + 1) * %(step)s::interval + interval '1 minute'"
+                " * %(i)s FROM generate_series(0, %(keep)s - 1) AS k"
+            ).format(runs=sql.Identifier(schema, "runs")),
+            {"job_id": ids[name].id, "anchor": anchor, "step": step, "keep": keep, "i": i},
+        )
+        jobs[name] = Job(
+            name=name,
+            schedule=schedule,
+            start=anchor,
+            timeline=Timeline.single(schedule, anchor),
+            command=("true",),
+            max_attempts=1,
+            after=(Dependency(names[i - 1]),) if i else (),
+        )
+    conn.execute(sql.SQL("VACUUM (ANALYZE) {}").format(sql.Identifier(schema, "runs")))
+    session.close()
+    return Config(path=None, jobs=jobs, schema=schema)
+
+
+def measure_chain(
+    target: db.Target, chained: Config, repeat: int
+) -> tuple[float, float, float, str]:
+    """The later scan of the chain without `after` and with it, and `why` of the last job's
+    newest due period (and the state it gives)."""
+    alone = dataclasses.replace(
+        chained,
+        jobs={n: dataclasses.replace(j, after=()) for n, j in chained.jobs.items()},
+    )
+    figures: dict[str, float] = {}
+    state = "?"
+    for label, config in (("without", alone), ("with", chained)):
+        session = Session(config, target)
+        jobs = list(config.jobs.values())
+
+        def scanned(s: Session = session, j: list[Job] = jobs) -> object:
+            return scan(s, j, since=None, until=None)
+
+        figures[label] = median_seconds(scanned, repeat)
+        if label == "with":
+            last = session.resolve(config.job(f"job{JOBS - 1}"), write=False)
+            period = last.timeline.latest_due(last.delay, session.now())
+            assert period is not None
+            state = explain_period(session, last, period, session.now()).state
+
+            def why(s: Session = session, p: Period = period, j: Job = last) -> object:
+                return explain_period(s, j, p, s.now())
+
+            figures["why"] = median_seconds(why, repeat)
+        session.close()
+    return figures["without"], figures["with"], figures["why"], state
 
 
 if __name__ == "__main__":

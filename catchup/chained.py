@@ -1,23 +1,38 @@
 """The scan's states of jobs that wait for others (``after``): ``blocked`` periods (due, not
-run, waiting for upstream periods that are not done), carved out of ``missing``; and
-``outdated`` ones (succeeded, but an upstream period they waited for ran again after they
-finished), out of ``succeeded``. Read from the ledger's rows of the upstream jobs over exactly
-the span the periods need."""
+run, waiting for upstream periods that are not done), carved out of ``missing``, each blocked
+range named by the upstream ranges that block it, down a chain to its root; and ``outdated``
+ones (:mod:`catchup.outdated`). Every job's upstream rows are read in one statement, over just
+the spans its missing ranges need."""
 
 from __future__ import annotations
 
-from dataclasses import replace
+from bisect import bisect_left, bisect_right
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from datetime import datetime
+from typing import Any
 
 from .job import Job
 from .models import JobRow, JobScan, Range
-from .ranges import carve, group, merge
+from .outdated import outdated_states
+from .ranges import carve
 from .schedule import Period, Timeline
 from .session import Session
-from .upstream import needed, ranks
+from .upstream import Dependency, needed, ranks
 from .vocabulary import PeriodState
 
 DONE = frozenset({PeriodState.succeeded, PeriodState.waived})
+
+
+@dataclass(frozen=True)
+class _Read:
+    """One span of an upstream job's rows a downstream job's periods need."""
+
+    job: int  # index of the downstream job
+    dep: Dependency
+    up: Job
+    lo: datetime
+    hi: datetime
 
 
 def chained_states(
@@ -28,29 +43,101 @@ def chained_states(
     rows: dict[str, JobRow],
 ) -> list[JobScan]:
     """Every job's scan with its ``blocked`` and ``outdated`` periods (jobs with ``after``),
-    upstream jobs first, so a period blocked by a blocked one names the root of the chain."""
+    upstream jobs first, so a period blocked by a blocked one names the root of the chain. An
+    upstream period the scan found ``unverified`` (its job's evidence) is not done either."""
+    if not any(job.after for job in jobs):
+        return results
     rank = ranks({job.name: job.after for job in session.config.jobs.values()})
-    out = list(results)
-    known: dict[str, dict[datetime, str]] = {}
+    uppers = {
+        dep.job: session.resolve(session.config.job(dep.job), write=False)
+        for job in jobs
+        for dep in job.after
+    }
+    reads = [
+        read
+        for i, job in enumerate(jobs)
+        for read in _blocking_reads(i, job, results[i], uppers)
+        if read.up.name in rows
+    ]
+    states = session.ledger.upstream_states(
+        [(rows[r.up.name].id, r.lo, r.hi, r.up.max_attempts) for r in reads], now
+    )
+    read_states: dict[int, list[tuple[_Read, dict[datetime, str]]]] = {}
+    for read, read_state in zip(reads, states, strict=True):
+        read_states.setdefault(read.job, []).append((read, read_state))
+    unverified = {
+        r.job: {
+            p.start
+            for range_ in r.ranges
+            if range_.state == PeriodState.unverified
+            for p in _periods(uppers[r.job].timeline, range_)
+        }
+        for r in results
+        if r.job in uppers and r.counts.get(PeriodState.unverified, 0)
+    }
+    out = outdated_states(session, jobs, results, rows)
+    known: dict[str, _Known] = {}
     for i in sorted(range(len(jobs)), key=lambda n: rank.get(jobs[n].name, 0)):
         job = jobs[i]
-        found = with_blocked(session, job, results[i], now, rows, known)
-        out[i] = with_outdated(session, job, found, rows)
-        reasons = known.setdefault(job.name, {})
-        for r in found.ranges:
-            if (said := found.waits(r)) is not None:
-                for period in job.timeline.periods(r.first, job.timeline.after(r.last)):
-                    reasons[period.start] = said
+        found = with_blocked(job, out[i], now, uppers, read_states.get(i, []), known, unverified)
+        out[i] = found
+        if job.name in uppers:  # a job scanned here waits for it
+            said = dict(found.blocked_by)
+            blocked = [r for r in found.ranges if r.state == PeriodState.blocked]
+            firsts, lasts = [r.first for r in blocked], [r.last for r in blocked]
+            known[job.name] = _Known(firsts, lasts, [said[t] for t in firsts])
     return out
 
 
+@dataclass(frozen=True)
+class _Known:
+    """One upstream job's blocked ranges, and what each waits for, found earlier in the scan."""
+
+    firsts: list[datetime]
+    lasts: list[datetime]
+    said: list[str]
+
+    def get(self, start: datetime) -> str | None:
+        i = bisect_right(self.firsts, start) - 1
+        return self.said[i] if i >= 0 and start <= self.lasts[i] else None
+
+
+def _periods(timeline: Timeline, r: Range) -> list[Period]:
+    return list(timeline.periods(r.first, timeline.after(r.last)))
+
+
+def _blocking_reads(i: int, job: Job, result: JobScan, uppers: dict[str, Job]) -> list[_Read]:
+    """The spans of each upstream job's rows that ``job``'s missing ranges need (one per
+    range, those that meet joined): years between two gaps are never read."""
+    missing = [r for r in result.ranges if r.state == PeriodState.missing]
+    if not job.after or not missing:
+        return []
+    reads: list[_Read] = []
+    for dep in job.after:
+        up = uppers[dep.job]
+        spans: list[tuple[datetime, datetime]] = []
+        for r in missing:
+            first = needed(up.timeline, job.timeline.period(r.first), dep.periods)
+            last = needed(up.timeline, job.timeline.period(r.last), dep.periods)
+            if not first and not last:
+                continue
+            lo, hi = (first or last)[0].start, (last or first)[-1].end
+            if spans and lo <= spans[-1][1]:
+                spans[-1] = (spans[-1][0], max(hi, spans[-1][1]))
+            else:
+                spans.append((lo, hi))
+        reads += [_Read(i, dep, up, lo, hi) for lo, hi in spans]
+    return reads
+
+
 def with_blocked(
-    session: Session,
     job: Job,
     result: JobScan,
     now: datetime,
-    rows: dict[str, JobRow] | None = None,
-    known: dict[str, dict[datetime, str]] | None = None,
+    uppers: dict[str, Job],
+    reads: Sequence[tuple[_Read, dict[datetime, str]]],
+    known: dict[str, _Known],
+    unverified: dict[str, set[datetime]],
 ) -> JobScan:
     """``result`` with the missing periods that wait for upstream ones not done as
     ``blocked``, and what each blocked range waits for (``blocked_by``); an upstream period
@@ -58,70 +145,209 @@ def with_blocked(
     missing = [r for r in result.ranges if r.state == PeriodState.missing]
     if not job.after or not missing:
         return result
-    timeline = job.timeline
+    own_dep = any(dep.job == job.name for dep in job.after)
+    missing_starts = (
+        {p.start for r in missing for p in _periods(job.timeline, r)} if own_dep else set()
+    )
     undone: dict[tuple[str, datetime], str] = {}  # upstream (job, start) -> its state
-    uppers: dict[str, Job] = {}
-    for dep in job.after:
-        up = session.resolve(session.config.job(dep.job), write=False)
-        uppers[up.name] = up
-        first = needed(up.timeline, timeline.period(missing[0].first), dep.periods)
-        last = needed(up.timeline, timeline.period(missing[-1].last), dep.periods)
-        if not first and not last:
-            continue
-        lo, hi = (first or last)[0].start, (last or first)[-1].end
-        rows = rows if rows is not None else session.job_rows(write=False)
-        row = rows.get(up.name)
-        states = (
-            {}
-            if row is None
-            else session.ledger.upstream_states(row.id, lo, hi, up.max_attempts, now)
-        )
-        for p in up.timeline.periods(lo, hi):
+    ends: dict[tuple[str, datetime], datetime] = {}
+    for read, states in reads:
+        up = read.up
+        theirs = known.get(up.name, _Known([], [], []))
+        checked = unverified.get(up.name, set())
+        for p in up.timeline.periods(read.lo, read.hi):
             state = states.get(p.start)
             if state in DONE:
-                continue
-            if state is None:
-                deeper = (known or {}).get(up.name, {}).get(p.start)
+                if p.start not in checked:
+                    continue
+                state = PeriodState.unverified
+            elif state is None:
+                deeper = theirs.get(p.start)
                 if deeper is not None:
                     state = f"blocked: waits for {deeper}"
+                elif up.name == job.name and p.start in missing_starts:
+                    continue  # its own previous period, blocked or missing: found below
                 else:
                     state = "missing" if p.end + up.delay <= now else "not due"
             undone[(up.name, p.start)] = state
-    if not undone:
-        return result
-    starts: list[datetime] = []
-    waits: dict[datetime, list[tuple[Job, Period, str]]] = {}
+            ends[(up.name, p.start)] = p.end
+    runs = _runs(undone, ends, uppers)
+    if not own_dep:  # range by range: no period is looked at one by one
+        return _carved(job, result, runs, uppers)
+    firsts = {name: [r.first for r in rs] for name, rs in runs.items()}
+    run_ends = {name: [r.end for r in rs] for name, rs in runs.items()}
+    # per blocked period, the runs of undone upstream periods it waits for: a range is cut
+    # where they change, so it names the upstream range that blocks it (export 03:00 .. 05:00)
+    waits: dict[datetime, tuple[_Run, ...]] = {}
     for range_ in missing:
-        for period in timeline.periods(range_.first, timeline.after(range_.last)):
-            found = [
-                (uppers[dep.job], q, undone[(dep.job, q.start)])
-                for dep in job.after
-                for q in needed(uppers[dep.job].timeline, period, dep.periods)
-                if (dep.job, q.start) in undone
-            ]
+        for period in _periods(job.timeline, range_):
+            found: list[_Run] = []
+            own: Period | None = None  # its own previous period, missing here too
+            for dep in job.after:
+                name, up = dep.job, uppers[dep.job]
+                if dep.periods == "overlapping":
+                    lo = bisect_right(run_ends.get(name, []), period.start)
+                    hi = bisect_left(firsts.get(name, []), period.end)
+                    found += runs.get(name, [])[lo:hi]
+                    continue
+                for q in needed(up.timeline, period, dep.periods):
+                    if (name, q.start) in undone:
+                        found.append(runs[name][bisect_right(firsts[name], q.start) - 1])
+                    elif name == job.name and q.start in missing_starts:
+                        own = q
+            if own is not None and own.start in waits:
+                # waiting for its own blocked previous period is waiting for what that one
+                # waits for: a run of them is one range naming the root, never a nested text
+                found += waits[own.start]
+            elif own is not None:
+                found.append(_Run(job, own.start, own.start, own.end, "missing"))
             if found:
-                starts.append(period.start)
-                waits[period.start] = found
+                waits[period.start] = tuple(sorted(set(found)))
+    starts = tuple(sorted(waits))
     if not starts:
         return result
-    ranges = carve(timeline, list(result.ranges), PeriodState.missing, tuple(starts), "blocked")
-    ranges = _split_by_reason(timeline, ranges, {t: waiting_for(w) for t, w in waits.items()})
+    ranges = carve(job.timeline, list(result.ranges), PeriodState.missing, starts, "blocked")
+    ranges = _split_by_reason(job.timeline, ranges, waits)
     counts = dict(result.counts)
     counts[PeriodState.missing] -= len(starts)
     counts[PeriodState.blocked] = counts.get(PeriodState.blocked, 0) + len(starts)
     blocked_by = tuple(
-        (r.first, waiting_for(waits[r.first])) for r in ranges if r.state == PeriodState.blocked
+        (r.first, _said(job, r, waits[r.first])) for r in ranges if r.state == PeriodState.blocked
     )
-    return replace(
-        result,
-        ranges=tuple(ranges),
-        counts=counts,
-        blocked_by=blocked_by,
-    )
+    return replace(result, ranges=tuple(ranges), counts=counts, blocked_by=blocked_by)
+
+
+@dataclass(frozen=True, order=True)
+class _Run:
+    """Consecutive undone periods of one upstream job, all in one state."""
+
+    up: Job = field(compare=False)
+    first: datetime  # the first period's start
+    last: datetime  # the last period's start
+    end: datetime  # the last period's end
+    state: str
+    name: str = ""  # the upstream job's (orders and tells runs apart)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "name", self.up.name)
+
+
+def _carved(
+    job: Job, result: JobScan, runs: dict[str, list[_Run]], uppers: dict[str, Job]
+) -> JobScan:
+    """``result`` with each missing range cut where the upstream runs its periods wait for
+    change; the pieces that wait for some are ``blocked``, named by them."""
+    timeline = job.timeline
+    out: list[Range] = []
+    blocked_by: list[tuple[datetime, str]] = []
+    moved = 0
+    for range_ in result.ranges:
+        if range_.state != PeriodState.missing:
+            out.append(range_)
+            continue
+        lo, hi = range_.first, timeline.after(range_.last)
+        cursor = lo
+        for a, b, active in _segments(job, lo, hi, runs, uppers):
+            if a > cursor:
+                out.append(_range(timeline, PeriodState.missing, cursor, a))
+            piece = _range(timeline, PeriodState.blocked, a, b)
+            out.append(piece)
+            blocked_by.append((a, _said(job, piece, active)))
+            moved += piece.periods
+            cursor = b
+        if cursor < hi:
+            out.append(_range(timeline, PeriodState.missing, cursor, hi))
+    if not moved:
+        return result
+    counts = dict(result.counts)
+    counts[PeriodState.missing] -= moved
+    counts[PeriodState.blocked] = counts.get(PeriodState.blocked, 0) + moved
+    return replace(result, ranges=tuple(out), counts=counts, blocked_by=tuple(blocked_by))
+
+
+def _range(timeline: Timeline, state: str, a: datetime, b: datetime) -> Range:
+    """The periods starting in ``[a, b)`` (both period starts) as one range."""
+    return Range(state, a, timeline.before(b) or a, timeline.count(a, b))
+
+
+def _segments(
+    job: Job, lo: datetime, hi: datetime, runs: dict[str, list[_Run]], uppers: dict[str, Job]
+) -> list[tuple[datetime, datetime, tuple[_Run, ...]]]:
+    """``[lo, hi)`` (period starts of ``job``) cut where the upstream runs its periods wait
+    for change: ``(a, b, runs)`` for each piece that waits for some, in order."""
+    timeline = job.timeline
+    events: list[tuple[datetime, int, _Run]] = []
+    for dep in job.after:
+        up = uppers[dep.job].timeline
+        for run in runs.get(dep.job, []):
+            if dep.periods == "overlapping":  # the periods that overlap the run
+                a = timeline.floor(run.first) or timeline.first
+                b = timeline.ceil(run.end)
+            else:  # the periods whose latest upstream period before them is in the run
+                a = timeline.ceil(up.after(run.first))
+                b = timeline.ceil(up.after(run.end))
+            a, b = max(a, lo), min(b, hi)
+            if a < b:
+                events += [(a, 1, run), (b, -1, run)]
+    events.sort(key=lambda e: e[0])
+    pieces: list[tuple[datetime, datetime, tuple[_Run, ...]]] = []
+    active: dict[_Run, int] = {}
+    i = 0
+    while i < len(events):
+        at = events[i][0]
+        while i < len(events) and events[i][0] == at:
+            _, step, run = events[i]
+            active[run] = active.get(run, 0) + step
+            if not active[run]:
+                del active[run]
+            i += 1
+        if i < len(events) and active:
+            nxt = events[i][0]
+            now = tuple(sorted(active))
+            if pieces and pieces[-1][1] == at and pieces[-1][2] == now:
+                pieces[-1] = (pieces[-1][0], nxt, now)
+            else:
+                pieces.append((at, nxt, now))
+    return pieces
+
+
+def _runs(
+    undone: dict[tuple[str, datetime], str],
+    ends: dict[tuple[str, datetime], datetime],
+    uppers: dict[str, Job],
+) -> dict[str, list[_Run]]:
+    """``undone`` periods (upstream job, start) -> state, as runs per upstream job, in order."""
+    spans: dict[str, list[list[Any]]] = {}  # name -> [first, last, end, state]
+    for key in sorted(undone):
+        name, start = key
+        state, found = undone[key], spans.setdefault(name, [])
+        if found and found[-1][3] == state and found[-1][2] == start:
+            found[-1][1], found[-1][2] = start, ends[key]
+        else:
+            found.append([start, start, ends[key], state])
+    return {name: [_Run(uppers[name], *span) for span in found] for name, found in spans.items()}
+
+
+def _said(job: Job, r: Range, runs: tuple[_Run, ...]) -> str:
+    """What blocked range ``r`` waits for: each run, cut to the periods the range can need
+    (a run that reaches past it is named as far as it concerns it)."""
+    lo, hi = r.first, job.timeline.after(r.last)
+    parts: list[str] = []
+    for run in sorted(runs, key=lambda u: (u.name, u.first)):
+        timeline = run.up.timeline
+        first = max(run.first, timeline.floor(lo) or run.first)
+        last = min(run.last, timeline.before(hi) or run.last)
+        if first > last or run.up.name == job.name:
+            first, last = run.first, run.last  # its own, or only what a previous one needs
+        when = run.up.label(first)
+        if first != last:
+            when = f"{when} .. {run.up.label(last)}"
+        parts.append(f"{run.up.name} {when} ({run.state})")
+    return ", ".join(parts[:3]) + (f" and {len(parts) - 3} more" if len(parts) > 3 else "")
 
 
 def _split_by_reason(
-    timeline: Timeline, ranges: list[Range], reasons: dict[datetime, str]
+    timeline: Timeline, ranges: list[Range], reasons: Mapping[datetime, object]
 ) -> list[Range]:
     """Blocked ranges cut where what their periods wait for changes: each range names one."""
     out: list[Range] = []
@@ -159,56 +385,3 @@ def waiting_for(found: list[tuple[Job, Period, str]]) -> str:
         for up, state, lo, hi in runs
     ]
     return ", ".join(parts[:3]) + (f" and {len(parts) - 3} more" if len(parts) > 3 else "")
-
-
-def with_outdated(
-    session: Session, job: Job, result: JobScan, rows: dict[str, JobRow] | None = None
-) -> JobScan:
-    """``result`` with the succeeded periods an upstream re-run made stale as ``outdated``: an
-    upstream period they need succeeded again (a later attempt) after they finished. Reads
-    only the upstream periods that ran again (rare), and the rows of the periods they touch."""
-    if not job.after or result.first is None or result.until is None:
-        return result
-    if result.counts.get(PeriodState.succeeded, 0) == 0:
-        return result
-    rows = rows if rows is not None else session.job_rows(write=False)
-    mine = rows.get(job.name)
-    if mine is None:
-        return result
-    timeline = job.timeline
-    lo, hi = result.first, result.until
-    stale: set[datetime] = set()
-    for dep in job.after:
-        up = session.resolve(session.config.job(dep.job), write=False)
-        row = rows.get(up.name)
-        if row is None:
-            continue
-        # upstream periods a period in [lo, hi) can need start a period before lo at most
-        before = up.timeline.floor(lo)
-        span_lo = up.timeline.before(before) if before is not None else None
-        again = session.ledger.rerun_runs(row.id, span_lo or up.timeline.first, hi)
-        for start, end, finished in again:
-            # the downstream periods that need it: those overlapping it, or (previous) the
-            # ones it is the latest before
-            if dep.periods == "overlapping":
-                first = timeline.floor(start) or timeline.first
-                touched = list(timeline.periods(first, end))
-            else:
-                nxt = timeline.ceil(end)
-                touched = [timeline.period(nxt)] if nxt < hi else []
-            for period in touched:
-                if not lo <= period.start < hi:
-                    continue
-                if any(q.start == start for q in needed(up.timeline, period, dep.periods)):
-                    done = session.ledger.succeeded_runs(mine.id, period.start, period.end)
-                    ran = done.get(period.start)
-                    if ran is not None and ran[0] < finished:
-                        stale.add(period.start)
-    if not stale:
-        return result
-    marked = sorted(stale)
-    counts = dict(result.counts)
-    counts[PeriodState.succeeded] -= len(marked)
-    counts[PeriodState.outdated] = counts.get(PeriodState.outdated, 0) + len(marked)
-    ranges = merge(timeline, [*result.ranges, *group(timeline, [("outdated", t) for t in marked])])
-    return replace(result, counts=counts, ranges=tuple(ranges))

@@ -26,7 +26,7 @@ from .models import (
     Outcome,
     Unclaimed,
 )
-from .refusal import blocked_by, why_not
+from .refusal import blocked_by, unverified_upstream, why_not
 from .runner import (
     Execution,
     JobContext,
@@ -120,7 +120,10 @@ def run_chained(
         if job.evidence is not None and not rules.ignore_evidence:
             if (refusal := _untracked(session, job, job_id, period, label)) is not None:
                 return refusal, None
-        claim = claim_surely(session, _request(session, job, period, rules))
+        if job.after and (waits := unverified_upstream(session, job, period)):
+            claim: Claim | Blocked | None = waits
+        else:
+            claim = claim_surely(session, _request(session, job, period, rules))
     else:
         claim = claimed
     if isinstance(claim, Blocked):

@@ -162,7 +162,8 @@ def parse_config(raw: bytes, path: Path, *, schema: str | None = None) -> Config
         elif job is not None:
             jobs[job_name] = replace(job, workdir=workdir, renamed_from=renamed_from)
     after = {j: () for j in table} | {j: job.after for j, job in jobs.items()}
-    for j, said in graph_problems(after).items():
+    policies = {j: job.catchup for j, job in jobs.items()}
+    for j, said in graph_problems(after, policies).items():
         problem(("jobs", j, "after"), f"jobs.{j}.after: {said}")
     alerts = _parse_alerts(data.get("alerts"), problem) if "alerts" in data else None
     if problems:  # in the order of the file, as a person reads it

@@ -8,7 +8,7 @@ import psycopg
 
 from .errors import DatabaseError
 from .job import Job
-from .models import Blocked
+from .models import Blocked, Waiting
 from .schedule import Period, iso_utc
 from .session import Session
 from .vocabulary import RunStatus
@@ -77,3 +77,24 @@ def blocked_by(session: Session, job: Job, period: Period, blocked: Blocked) -> 
         for w in blocked.waiting
     ]
     return f"waiting for {waiting_for(found)}; nothing claimed"
+
+
+def unverified_upstream(session: Session, job: Job, period: Period) -> Blocked | None:
+    """The upstream periods ``period`` waits for that succeeded without the evidence their
+    job's query looks for (``unverified``: a gap, so not done), read just before the claim;
+    an evidence query that cannot say counts as not verified. None when there are none."""
+    from . import evidence
+
+    by_job: dict[str, tuple[Job, list[Period]]] = {}
+    for up, p in session.needs(job, period):
+        if up.evidence is not None:
+            by_job.setdefault(up.name, (up, []))[1].append(p)
+    waiting: list[Waiting] = []
+    for up, periods in by_job.values():
+        up_id = session.registered_id(up.name)
+        lo, hi = periods[0].start, periods[-1].end
+        found = evidence.read(session.ledger, up, up_id, lo, hi, now=period.end)
+        # a query that cannot say verifies nothing
+        bad = {p.start for p in periods} if found.error is not None else set(found.unverified)
+        waiting += [Waiting(up_id, p.start, "unverified") for p in periods if p.start in bad]
+    return Blocked(tuple(waiting)) if waiting else None

@@ -123,7 +123,7 @@ def replay(
         record=not dry_run,
     )
     if outdated is not None:
-        from .chained import with_outdated
+        from .outdated import with_outdated
 
         results = [with_outdated(session, t.job, r) for t, r in zip(targets, results, strict=True)]
     states = (
@@ -282,7 +282,7 @@ def tick(
     gaps = {result.job: result for result in scanned}
     rerun = {t.job.name for t in targets if t.job.after and t.job.when_outdated == "rerun"}
     if rerun:  # when_outdated = "rerun": what an upstream re-run made outdated runs again
-        from .chained import with_outdated
+        from .outdated import with_outdated
 
         for target in targets:
             if target.job.name in rerun:

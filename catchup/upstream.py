@@ -69,11 +69,14 @@ def parse_after(value: object) -> tuple[tuple[Dependency, ...], str | None]:
     return tuple(found), None
 
 
-def graph_problems(after: Mapping[str, Sequence[Dependency]]) -> dict[str, str]:
-    """Per job, what is wrong with its ``after`` given every job's: an unknown job, or a cycle
-    of ``overlapping`` dependencies (named in order). A ``previous`` dependency looks back in
-    time, so a job may depend on its own previous period, and a cycle through one is no
-    deadlock."""
+def graph_problems(
+    after: Mapping[str, Sequence[Dependency]], catchup: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    """Per job, what is wrong with its ``after`` given every job's: an unknown job, a cycle
+    of ``overlapping`` dependencies (named in order), or its own ``previous`` period on a job
+    whose ``catchup`` policy (by job, default ``all``) leaves older periods unrun. A
+    ``previous`` dependency looks back in time, so a job may depend on its own previous
+    period, and a cycle through one is no deadlock."""
     problems: dict[str, str] = {}
     for name, deps in after.items():
         for dep in deps:
@@ -82,6 +85,14 @@ def graph_problems(after: Mapping[str, Sequence[Dependency]]) -> dict[str, str]:
                 break
             if dep.job == name and dep.periods == "overlapping":
                 problems[name] = f'{name} cannot wait for its own periods (periods = "previous"?)'
+                break
+            policy = (catchup or {}).get(name, "all")
+            if dep.job == name and policy != "all":
+                # tick never runs the older periods it leaves: the next would wait for ever
+                problems[name] = (
+                    f'{name} waits for its own previous period, but catchup = "{policy}" '
+                    'leaves older periods unrun, so each would wait for ever (catchup = "all")'
+                )
                 break
     edges = {
         name: [d.job for d in deps if d.periods == "overlapping" and d.job in after]

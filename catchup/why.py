@@ -1,7 +1,7 @@
 """``catchup why JOB PERIOD``: why one period is in its state, in words, and the command that
 would move it: not due yet (and when), running where, blocked by which upstream periods (down
 the chain to what blocks them), failed with which error and when the retry comes, exhausted,
-paused, done. Read-only."""
+paused, done, outdated by which upstream re-run, untracked (done elsewhere). Read-only."""
 
 from __future__ import annotations
 
@@ -26,9 +26,27 @@ def explain_period(
     now: datetime,
     depth: int = 0,
     rows: dict[str, JobRow] | None = None,
+    seen: dict[tuple[str, datetime, int], Why] | None = None,
 ) -> Why:
-    """Why ``period`` of ``job`` is where it is, on the database clock ``now``."""
-    rows = rows if rows is not None else session.job_rows(write=False)
+    """Why ``period`` of ``job`` is where it is, on the database clock ``now``. ``seen``: the
+    periods explained so far (the hours of a day waiting for one upstream day read it once)."""
+    seen = seen if seen is not None else {}
+    key = (job.name, period.start, depth)
+    if key not in seen:
+        rows = rows if rows is not None else session.job_rows(write=False)
+        seen[key] = _explain(session, job, period, now, depth, rows, seen)
+    return seen[key]
+
+
+def _explain(
+    session: Session,
+    job: Job,
+    period: Period,
+    now: datetime,
+    depth: int,
+    rows: dict[str, JobRow],
+    seen: dict[tuple[str, datetime, int], Why],
+) -> Why:
     row = rows.get(job.name)
     run = None if row is None else session.ledger.run_row(row.id, period.start)
     label, value = job.label(period.start), job.period_value(period.start)
@@ -41,8 +59,21 @@ def explain_period(
         )
     if run is not None and run.status == RunStatus.succeeded:
         when = iso_utc(run.finished_at) if run.finished_at else "?"
-        said.insert(0, f"succeeded at {when} (attempt {run.attempt})")
         reset = f'catchup reset {job.name} {value} --reason "…"'
+        stale = _ran_again(session, job, period, rows, run.finished_at)
+        if stale is not None:
+            up, q, finished = stale
+            said.insert(
+                0,
+                f"outdated: succeeded at {when} (attempt {run.attempt}), before {up.name} "
+                f"{up.label(q.start)} succeeded again at {iso_utc(finished)}",
+            )
+            rerun = (
+                f"catchup replay --job {job.name} --since {value} --until {iso_utc(period.end)} "
+                '--outdated --reason "…"'
+            )
+            return Why(job.name, period, label, "outdated", tuple(said), (rerun,))
+        said.insert(0, f"succeeded at {when} (attempt {run.attempt})")
         return Why(job.name, period, label, "succeeded", tuple(said), (reset,))
     if run is not None and run.status == RunStatus.waived:
         said.insert(0, "waived by hand (`catchup history` says who and why)")
@@ -86,7 +117,7 @@ def explain_period(
     if waiting:
         shown = waiting[:MAX_SHOWN]
         deeper = (
-            tuple(explain_period(session, up, p, now, depth + 1, rows) for up, p in shown)
+            tuple(explain_period(session, up, p, now, depth + 1, rows, seen) for up, p in shown)
             if depth < MAX_DEPTH
             else ()
         )
@@ -106,6 +137,16 @@ def explain_period(
             deeper,
             len(waiting) - len(shown),
         )
+    if run is None and job.evidence is not None and _untracked(session, job, period):
+        said.insert(
+            0,
+            "untracked: its output exists (evidence) but the ledger has no run; done "
+            "elsewhere, so not a gap",
+        )
+        adopt = (
+            f'catchup adopt {job.name} --since {value} --until {iso_utc(period.end)} --reason "…"'
+        )
+        return Why(job.name, period, label, "untracked", tuple(said), (adopt,))
     said.insert(0, f"missing: due since {iso_utc(due)}, never run")
     return Why(job.name, period, label, "missing", tuple(said), (run_it,))
 
@@ -136,19 +177,60 @@ def _own_starts(name: str, deeper: tuple[Why, ...]) -> list[datetime]:
 def _undone_upstream(
     session: Session, job: Job, period: Period, now: datetime, rows: dict[str, JobRow]
 ) -> list[tuple[Job, Period]]:
-    found: list[tuple[Job, Period]] = []
+    """The upstream periods ``period`` waits for that are not done: one statement."""
+    wanted: list[tuple[Job, list[Period]]] = []
     for dep in job.after:
         up = session.resolve(session.config.job(dep.job), write=False)
         periods = needed(up.timeline, period, dep.periods)
-        if not periods:
-            continue
-        row = rows.get(up.name)
-        states = (
-            {}
-            if row is None
-            else session.ledger.upstream_states(
-                row.id, periods[0].start, periods[-1].end, up.max_attempts, now
-            )
-        )
-        found += [(up, p) for p in periods if states.get(p.start) not in ("succeeded", "waived")]
+        if periods:
+            wanted.append((up, periods))
+    spans = [
+        (rows[up.name].id, periods[0].start, periods[-1].end, up.max_attempts)
+        for up, periods in wanted
+        if up.name in rows
+    ]
+    states = iter(session.ledger.upstream_states(spans, now))
+    found: list[tuple[Job, Period]] = []
+    for up, periods in wanted:
+        read = next(states) if up.name in rows else {}
+        found += [(up, p) for p in periods if read.get(p.start) not in ("succeeded", "waived")]
     return found
+
+
+def _ran_again(
+    session: Session,
+    job: Job,
+    period: Period,
+    rows: dict[str, JobRow],
+    finished_at: datetime | None,
+) -> tuple[Job, Period, datetime] | None:
+    """The first upstream period ``period`` needs that succeeded again (a later attempt)
+    after ``period`` finished: what makes it ``outdated``. One statement."""
+    if not job.after or finished_at is None:
+        return None
+    wanted: list[tuple[Job, list[Period]]] = []
+    for dep in job.after:
+        up = session.resolve(session.config.job(dep.job), write=False)
+        periods = needed(up.timeline, period, dep.periods)
+        if periods and up.name in rows:
+            wanted.append((up, periods))
+    spans = [(rows[up.name].id, ps[0].start, ps[-1].end) for up, ps in wanted]
+    for (up, periods), again in zip(wanted, session.ledger.rerun_runs(spans), strict=True):
+        starts = {p.start: p for p in periods}
+        for start, _, finished in again:
+            if start in starts and finished > finished_at:
+                return up, starts[start], finished
+    return None
+
+
+def _untracked(session: Session, job: Job, period: Period) -> bool:
+    """Whether ``job``'s evidence shows output for ``period`` (False when it cannot say)."""
+    import psycopg
+
+    from . import evidence
+    from .errors import CatchupError
+
+    try:
+        return evidence.present(session.ledger, job, period)
+    except (psycopg.Error, CatchupError):
+        return False

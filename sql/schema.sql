@@ -575,6 +575,10 @@ CREATE INDEX events_job ON {schema}.events USING btree (job_id, at);
 
 CREATE INDEX runs_finished ON {schema}.runs USING btree (job_id, finished_at);
 
+-- index runs_reruns
+
+CREATE INDEX runs_reruns ON {schema}.runs USING btree (job_id, period_start) INCLUDE (period_end, finished_at) WHERE ((status = 'succeeded'::text) AND (attempt > 1));
+
 -- index runs_running
 
 CREATE INDEX runs_running ON {schema}.runs USING btree (job_id, lease_expires_at) WHERE (status = 'running'::text);

@@ -504,19 +504,46 @@ MUTATIONS = (
         "scan-blocked",
         "a missing period waiting for upstream periods not done is reported blocked",
         "catchup/chained.py",
-        "            if found:\n",
-        "            if False:\n",
+        "        for a, b, active in _segments(job, lo, hi, runs, uppers):\n",
+        "        for a, b, active in []:\n",
         (
             "tests/integration/test_chains.py::"
             "test_the_scan_reports_exactly_the_day_a_failed_hour_blocks",
         ),
     ),
     Mutation(
+        "scan-blocked-by-own-previous",
+        "a missing period waiting for its own blocked previous period is blocked, by the root",
+        "catchup/chained.py",
+        "            if found:\n",
+        "            if False:\n",
+        (
+            "tests/integration/test_chains.py::"
+            "test_a_running_balance_names_the_failed_day_it_waits_for_every_day_after",
+        ),
+    ),
+    Mutation(
+        "upstream-evidence-gate",
+        "a period whose upstream period succeeded without its evidence (unverified) is not claimed",
+        "catchup/claim.py",
+        "        if job.after and (waits := unverified_upstream(session, job, period)):\n",
+        "        if False:\n",
+        ("tests/integration/test_chains.py::test_an_unverified_upstream_period_blocks_like_a_gap",),
+    ),
+    Mutation(
+        "scan-unverified-upstream",
+        "a missing period waiting for an unverified upstream period is reported blocked",
+        "catchup/chained.py",
+        "                if p.start not in checked:\n",
+        "                if True:\n",
+        ("tests/integration/test_chains.py::test_an_unverified_upstream_period_blocks_like_a_gap",),
+    ),
+    Mutation(
         "scan-outdated",
         "a downstream period that finished before an upstream period it used ran again is outdated",
-        "catchup/chained.py",
-        "                    if ran is not None and ran[0] < finished:\n",
-        "                    if ran is not None and ran[0] < finished and False:\n",
+        "catchup/outdated.py",
+        "        stale = sorted(t for t, (ran, _) in done.items() if ran < latest[t])\n",
+        "        stale = sorted(t for t, (ran, _) in done.items() if ran < latest[t] and False)\n",
         (
             "tests/integration/test_chains.py::"
             "test_an_upstream_rerun_makes_its_downstream_outdated_and_replay_runs_it_once",

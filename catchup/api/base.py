@@ -108,7 +108,9 @@ class Base:
             )
         if declared:  # a file's jobs were checked as it loaded
             after = {name: job.after for name, job in loaded.jobs.items()}
-            wrong = [f"jobs.{n}.after: {said}" for n, said in graph_problems(after).items()]
+            policies = {name: job.catchup for name, job in loaded.jobs.items()}
+            problems = graph_problems(after, policies)
+            wrong = [f"jobs.{n}.after: {said}" for n, said in problems.items()]
             if wrong:
                 raise ConfigError(wrong)
         self.config = loaded

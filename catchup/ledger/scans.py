@@ -113,28 +113,40 @@ class Scanning(LedgerBase):
         return [Range(state, first, last, count) for _, state, first, last, count in rows]
 
     def upstream_states(
-        self, job_id: int, lo: datetime, hi: datetime, max_attempts: int, now: datetime
-    ) -> dict[datetime, str]:
-        """The state of each row of ``job_id`` starting in ``[lo, hi)``, at ``now``."""
-        params = {"job_id": job_id, "lo": lo, "hi": hi, "max_attempts": max_attempts, "now": now}
-        rows = self.conn.execute(self._q("upstream_states"), params).fetchall()
-        return dict(rows)
+        self, spans: list[tuple[int, datetime, datetime, int]], now: datetime
+    ) -> list[dict[datetime, str]]:
+        """For each span (job_id, lo, hi, max_attempts): the state of each row of the job
+        starting in ``[lo, hi)`` at ``now``. One statement for all of them."""
+        found: list[dict[datetime, str]] = [{} for _ in spans]
+        if not spans:
+            return found
+        job_ids, los, his, maxes = (list(c) for c in zip(*spans, strict=True))
+        params = {"job_ids": job_ids, "los": los, "his": his, "max_attempts": maxes, "now": now}
+        for n, start, state in self.conn.execute(self._q("upstream_states"), params):
+            found[n - 1][start] = state
+        return found
 
     def succeeded_runs(
-        self, job_id: int, lo: datetime, hi: datetime
+        self, job_id: int, starts: list[datetime]
     ) -> dict[datetime, tuple[datetime, int]]:
-        """Each succeeded row of ``job_id`` starting in ``[lo, hi)``: (finished_at, attempt)."""
-        params = {"job_id": job_id, "lo": lo, "hi": hi}
+        """Each succeeded row of ``job_id`` at these period starts: (finished_at, attempt)."""
+        params = {"job_id": job_id, "starts": starts}
         rows = self.conn.execute(self._q("succeeded_runs"), params).fetchall()
         return {start: (finished, attempt) for start, finished, attempt in rows}
 
     def rerun_runs(
-        self, job_id: int, lo: datetime, hi: datetime
-    ) -> list[tuple[datetime, datetime, datetime]]:
-        """The rows of ``job_id`` starting in ``[lo, hi)`` that succeeded at a later attempt:
-        (start, end, finished_at)."""
-        params = {"job_id": job_id, "lo": lo, "hi": hi}
-        return list(self.conn.execute(self._q("rerun_runs"), params).fetchall())
+        self, spans: list[tuple[int, datetime, datetime]]
+    ) -> list[list[tuple[datetime, datetime, datetime]]]:
+        """For each span (job_id, lo, hi): the job's rows starting in ``[lo, hi)`` that
+        succeeded at a later attempt, as (start, end, finished_at). One statement."""
+        found: list[list[tuple[datetime, datetime, datetime]]] = [[] for _ in spans]
+        if not spans:
+            return found
+        job_ids, los, his = (list(c) for c in zip(*spans, strict=True))
+        params = {"job_ids": job_ids, "los": los, "his": his}
+        for n, start, end, finished in self.conn.execute(self._q("rerun_runs"), params):
+            found[n - 1].append((start, end, finished))
+        return found
 
     def last_successes(self, job_ids: list[int]) -> dict[int, datetime | None]:
         rows = self.conn.execute(self._q("last_success"), {"job_ids": job_ids})

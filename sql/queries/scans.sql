@@ -207,29 +207,35 @@ GROUP BY state, island
 ORDER BY first;
 
 -- name: upstream_states
--- The states of one upstream job's rows in [lo, hi), for the periods of a downstream job that
--- wait for them (after): what is not succeeded or waived, or has no row, is not done.
-SELECT period_start,
-       {schema}.period_state(status, failures, interrupted, lease_expires_at,
-                             %(now)s::timestamptz, %(max_attempts)s::integer)
-FROM {schema}.runs
-WHERE job_id = %(job_id)s AND period_start >= %(lo)s AND period_start < %(hi)s
-ORDER BY period_start;
+-- The states of upstream jobs' rows, one span [lo, hi) of one job each (numbered from 1), for
+-- the periods of downstream jobs that wait for them (after): what is not succeeded or waived,
+-- or has no row, is not done. One statement for every span a scan needs.
+SELECT x.n, r.period_start,
+       {schema}.period_state(r.status, r.failures, r.interrupted, r.lease_expires_at,
+                             %(now)s::timestamptz, x.max_attempts)
+FROM unnest(%(job_ids)s::bigint[], %(los)s::timestamptz[], %(his)s::timestamptz[],
+            %(max_attempts)s::integer[]) WITH ORDINALITY AS x (job_id, lo, hi, max_attempts, n)
+JOIN {schema}.runs r
+  ON r.job_id = x.job_id AND r.period_start >= x.lo AND r.period_start < x.hi
+ORDER BY x.n, r.period_start;
 
 -- name: succeeded_runs
--- One job's succeeded rows starting in [lo, hi): when each finished and at which attempt (a
+-- One job's succeeded rows at these period starts: when each finished and at which attempt (a
 -- downstream period that finished before an upstream one ran again is outdated).
 SELECT period_start, finished_at, attempt
 FROM {schema}.runs
-WHERE job_id = %(job_id)s AND status = 'succeeded' AND period_start >= %(lo)s
-  AND period_start < %(hi)s
+WHERE job_id = %(job_id)s AND status = 'succeeded'
+  AND period_start = ANY(%(starts)s::timestamptz[])
 ORDER BY period_start;
 
 -- name: rerun_runs
--- One job's rows starting in [lo, hi) that succeeded at a later attempt (run again after a
--- reset or a failure): the only upstream periods that can make a downstream one outdated.
-SELECT period_start, period_end, finished_at
-FROM {schema}.runs
-WHERE job_id = %(job_id)s AND status = 'succeeded' AND attempt > 1
-  AND period_start >= %(lo)s AND period_start < %(hi)s
-ORDER BY period_start;
+-- Upstream jobs' rows, one span [lo, hi) of one job each (numbered from 1), that succeeded at a
+-- later attempt (run again after a reset or a failure): the only upstream periods that can make
+-- a downstream one outdated. Rare, and found through their own small index (runs_reruns).
+SELECT x.n, r.period_start, r.period_end, r.finished_at
+FROM unnest(%(job_ids)s::bigint[], %(los)s::timestamptz[], %(his)s::timestamptz[])
+     WITH ORDINALITY AS x (job_id, lo, hi, n)
+JOIN {schema}.runs r
+  ON r.job_id = x.job_id AND r.period_start >= x.lo AND r.period_start < x.hi
+WHERE r.status = 'succeeded' AND r.attempt > 1
+ORDER BY x.n, r.period_start;

@@ -307,6 +307,14 @@ def test_an_upstream_rerun_makes_its_downstream_outdated_and_replay_runs_it_once
     assert [(g["status"], g["first_label"]) for g in billing["gaps"]] == [
         ("outdated", "2026-03-02")
     ]
+    why = run(project, "why", "billing", "2026-03-02")
+    assert why["state"] == "outdated"
+    assert "before export 2026-03-02 succeeded again at" in why["said"][0]
+    assert why["commands"] == [
+        "catchup replay --job billing --since 2026-03-02 --until 2026-03-03T00:00:00Z "
+        '--outdated --reason "…"'
+    ]
+    assert run(project, "why", "billing", "2026-03-01")["state"] == "succeeded"
     refused = project.cli("-q", "replay", "--since", "2026-03-01", "--outdated")
     assert refused.exit_code == 2 and "--reason" in refused.output
     rerun = run(
@@ -454,3 +462,74 @@ def test_a_chain_of_blocks_is_reported_down_to_its_root(project: Project) -> Non
     assert gap["blocked_by"] == (
         "billing 2026-03-03 (blocked: waits for export 2026-03-03T03:00:00Z (exhausted))"
     )
+
+
+def test_an_outage_blocks_one_range_that_names_the_upstream_range(project: Project) -> None:
+    """Five days of export missing: billing's five days are one blocked range, named by the
+    upstream range that blocks it (not five ranges of one day each)."""
+    project.write(
+        job_toml("export", "daily", "2026-03-01", command=["true"])
+        + job_toml("billing", "daily", "2026-03-01", command=["true"], after=["export"])
+    )
+    done = run(project, "replay", "--since", "2026-03-01", "--until", "2026-03-03")
+    assert done["totals"]["succeeded"] == 4  # two days of each, in order
+    report = json.loads(project.cli("-q", "scan", "--until", "2026-03-08", "--json").stdout)
+    by_job = {j["job"]: j for j in report["jobs"]}
+    assert [(g["status"], g["first_label"], g["periods"]) for g in by_job["billing"]["gaps"]] == [
+        ("blocked", "2026-03-03", 5)
+    ]
+    assert by_job["billing"]["gaps"][0]["blocked_by"] == "export 2026-03-03 .. 2026-03-07 (missing)"
+    assert (by_job["billing"]["blocked"], by_job["billing"]["missing"]) == (5, 0)
+
+
+def test_a_running_balance_names_the_failed_day_it_waits_for_every_day_after(
+    project: Project,
+) -> None:
+    """balance D needs billing D and balance D-1: billing fails on March 3, so balance is
+    blocked from March 3 on, one range naming that billing day (the root), never 'missing'."""
+    fails = ["sh", "-c", 'test "$0" != 2026-03-03', "{period}"]
+    project.write(
+        job_toml("billing", "daily", "2026-03-01", command=fails, max_attempts=1)
+        + job_toml(
+            "balance",
+            "daily",
+            "2026-03-01",
+            command=["true"],
+            after=["billing", {"job": "balance", "periods": "previous"}],
+        )
+    )
+    run(project, "replay", "--since", "2026-03-01", "--until", "2026-03-06")
+    report = json.loads(project.cli("-q", "scan", "--until", "2026-03-06", "--json").stdout)
+    balance = next(j for j in report["jobs"] if j["job"] == "balance")
+    assert [(g["status"], g["first_label"], g["periods"]) for g in balance["gaps"]] == [
+        ("blocked", "2026-03-03", 3)
+    ]
+    assert balance["gaps"][0]["blocked_by"] == "billing 2026-03-03 (exhausted)"
+
+
+def test_an_unverified_upstream_period_blocks_like_a_gap(project: Project, sql: Any) -> None:
+    """export has an evidence query: its March 2 succeeded in the ledger but left nothing
+    behind (unverified). billing March 2 is not claimed and says so, in run and in scan;
+    once the output is there, it runs."""
+    project.write(job_toml("none", command=["true"]))
+    assert project.cli("-q", "migrate").exit_code == 0
+    sql("CREATE TABLE {schema}.exports (at timestamptz)")
+    evidence = f"SELECT at FROM {project.schema}.exports"
+    project.write(
+        job_toml("export", "daily", "2026-03-01", command=["true"], evidence=evidence)
+        + job_toml("billing", "daily", "2026-03-01", command=["true"], after=["export"])
+    )
+    window = ("--since", "2026-03-01", "--until", "2026-03-03")
+    assert run(project, "replay", "--job", "export", *window)["totals"]["succeeded"] == 2
+    sql("INSERT INTO {schema}.exports VALUES ('2026-03-01T05:00:00Z')")  # March 2 left none
+    assert run(project, "run", "billing", "--period", "2026-03-01")["status"] == "succeeded"
+    blocked = project.cli("run", "billing", "--period", "2026-03-02")
+    assert blocked.exit_code == 1
+    assert "waiting for export 2026-03-02 (unverified)" in blocked.output
+    assert sql("SELECT count(*) FROM {schema}.runs") == [(3,)]  # two exports, one billing
+    report = json.loads(project.cli("-q", "scan", "--until", "2026-03-03", "--json").stdout)
+    billing = next(j for j in report["jobs"] if j["job"] == "billing")
+    assert [(g["status"], g["first_label"]) for g in billing["gaps"]] == [("blocked", "2026-03-02")]
+    assert billing["gaps"][0]["blocked_by"] == "export 2026-03-02 (unverified)"
+    sql("INSERT INTO {schema}.exports VALUES ('2026-03-02T05:00:00Z')")
+    assert run(project, "run", "billing", "--period", "2026-03-02")["status"] == "succeeded"

@@ -389,3 +389,22 @@ def test_adopt_without_evidence_touches_no_database(project: Project, sql: Any) 
     assert result.exit_code == 2
     assert result.stderr.strip() == "catchup: x has no evidence query: nothing shows what ran"
     assert sql("SELECT count(*) FROM pg_namespace WHERE nspname = %s", [project.schema]) == [(0,)]
+
+
+def test_why_of_an_untracked_period_says_it_was_done_elsewhere(project: Project, sql: Any) -> None:
+    """A period with output and no ledger row: why says untracked (not a gap), and that
+    adopt records it; the period next to it, with neither, is missing."""
+    ledger(project)
+    sql("CREATE TABLE {schema}.exports (at timestamptz)")
+    evidence = f"SELECT at FROM {project.schema}.exports"
+    project.write(job_toml("export", "hourly", command=["true"], evidence=evidence))
+    sql("INSERT INTO {schema}.exports VALUES ('2026-10-01T03:20:00Z')")
+    result = project.cli("why", "export", "2026-10-01T03:00:00Z", "--json")
+    why = json.loads(result.stdout)
+    assert why["state"] == "untracked"
+    assert why["commands"] == [
+        "catchup adopt export --since 2026-10-01T03:00:00Z --until 2026-10-01T04:00:00Z "
+        '--reason "…"'
+    ]
+    beside = json.loads(project.cli("why", "export", "2026-10-01T04:00:00Z", "--json").stdout)
+    assert beside["state"] == "missing"

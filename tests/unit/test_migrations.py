@@ -20,6 +20,8 @@ SHIPPED = {
     "0009_evidence_state": "faa1e418c26567a6795810bf605a86aa8366d5cd91a20d73e8abdfc9924f8792",
     "0010_alerts": "0199acfcb1f28e31148f8eee6a57f55dbd15583e004a9ead51f016edfbf0b82e",
     "0011_job_identity": "5f260e9fbe035c91e78d3fe13a9b3b12642030a46564817f78031ad8b0b596b0",
+    "0012_definitions": "311faba17fe023b5503282faec1728f4453ac316520f239a2c46683f59c27055",
+    "0013_reruns": "3bbedff4cc9f59637db62a0770e3c89dbe9ceadcba8818fd1a83ce470124efc8",
 }
 
 

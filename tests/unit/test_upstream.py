@@ -99,6 +99,19 @@ def test_the_graph_problems_name_the_job_and_the_cycle() -> None:
     assert "balance" not in problems  # its own previous day is no deadlock
 
 
+def test_its_own_previous_period_needs_a_policy_that_runs_every_period() -> None:
+    """With catchup = "latest" or "none", tick never runs the older periods it leaves, so a
+    job waiting for its own previous period would wait for ever after the first it left."""
+    own = {"balance": (Dependency("balance", "previous"),)}
+    assert graph_problems(own, {"balance": "all"}) == {}
+    for policy in ("latest", "none"):
+        said = graph_problems(own, {"balance": policy})["balance"]
+        assert said == (
+            f'balance waits for its own previous period, but catchup = "{policy}" leaves older '
+            'periods unrun, so each would wait for ever (catchup = "all")'
+        )
+
+
 def test_upstream_jobs_rank_first() -> None:
     order = ranks(
         {
@@ -139,6 +152,13 @@ after = ["export", "invoices"]
             'after = [{ job = "export", periods = "next" }]\n',
             16,
             "jobs.invoices.after: entry 1: periods must be overlapping or previous, got 'next'",
+        ),
+        (
+            '\n[jobs.invoices]\nschedule = "daily"\nstart = "2026-10-01"\ncommand = ["true"]\n'
+            'catchup = "latest"\nafter = [{ job = "invoices", periods = "previous" }]\n',
+            17,
+            "jobs.invoices.after: invoices waits for its own previous period, but catchup = "
+            '"latest" leaves older periods unrun, so each would wait for ever (catchup = "all")',
         ),
     ],
 )
