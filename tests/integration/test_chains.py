@@ -13,8 +13,12 @@ from typing import Any
 import psycopg
 import psycopg.sql
 import pytest
+from fix_db import Database
 from fix_processes import wait_for
 from fix_project import Project, job_toml
+
+from catchup import Catchup
+from catchup.render.page import status_page
 
 # export: hourly (UTC); billing: the Berlin day, after every export hour inside it
 CHAIN = job_toml("export", "hourly", "2026-03-01", command=["true"]) + job_toml(
@@ -217,9 +221,11 @@ def test_a_blocked_period_is_one_line_and_writes_nothing(project: Project, sql: 
     assert sql("SELECT count(*) FROM {schema}.runs") == [(0,)]
 
 
-def test_the_scan_reports_exactly_the_day_a_failed_hour_blocks(project: Project) -> None:
+def test_the_scan_reports_exactly_the_day_a_failed_hour_blocks(
+    project: Project, database: Database
+) -> None:
     """Hour 03:00 of March 3 fails for good: March 3 is blocked (a gap, exit 1) and says by
-    what, in the tables, JSON and OpenMetrics; March 2 and 4 are not."""
+    what, in the tables, JSON, OpenMetrics and the status page; March 2 and 4 are not."""
     fails = ["sh", "-c", 'test "$0" != 2026-03-03T03:00:00Z', "{period}"]
     project.write(
         job_toml("export", "hourly", "2026-03-02", command=fails, max_attempts=1)
@@ -238,6 +244,16 @@ def test_the_scan_reports_exactly_the_day_a_failed_hour_blocks(project: Project)
     assert "billing 2026-03-03 waits for export 2026-03-03T03:00:00Z (exhausted)" in table.output
     metrics = project.cli("-q", "scan", "--until", "2026-03-05", "--format", "openmetrics")
     assert 'catchup_blocked_periods{job="billing"} 1' in metrics.output
+    # the status page (catchup serve) draws the same report: the blocked day, what it waits
+    # for, and its glyph in the calendar
+    with Catchup(project.config, dsn=database.conninfo) as app:
+        report = app.scan(until="2026-03-05", calendars=True)
+    page = status_page(
+        report, database="db", schema=project.schema, refresh=5, error=None, scanned=None, took=None
+    )
+    flat = " ".join(page.split())
+    assert "waits for export 2026-03-03T03:00:00Z (exhausted)" in flat
+    assert "blocked" in flat and "⧖" in flat
 
 
 def test_why_follows_a_chain_of_blocks_to_its_root(project: Project) -> None:
