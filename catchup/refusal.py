@@ -4,6 +4,8 @@ not done), and whether trying again soon could help."""
 
 from __future__ import annotations
 
+from datetime import datetime
+
 import psycopg
 
 from .errors import DatabaseError
@@ -72,11 +74,31 @@ def blocked_by(session: Session, job: Job, period: Period, blocked: Blocked) -> 
     from .chained import waiting_for
 
     ups = {session.registered_id(up.name): up for up, _ in session.needs(job, period)}
+    now = session.now() if any(w.status == RunStatus.running for w in blocked.waiting) else None
     found = [
-        (ups[w.job_id], ups[w.job_id].timeline.period(w.period_start), w.status or "missing")
+        (
+            ups[w.job_id],
+            ups[w.job_id].timeline.period(w.period_start),
+            _state(w, ups[w.job_id], now),
+        )
         for w in blocked.waiting
     ]
     return f"waiting for {waiting_for(found)}; nothing claimed"
+
+
+def _state(w: Waiting, up: Job, now: datetime | None) -> str:
+    """An upstream period's state as the scan names it (exhausted, not failed, when it has no
+    attempts left), from the row the claim's check read."""
+    if w.status is None:
+        return "missing"
+    if w.status == RunStatus.running:
+        live = w.lease_expires_at is not None and now is not None and w.lease_expires_at > now
+        return "running" if live else "stale"
+    if w.status == RunStatus.failed:
+        if w.failures >= up.max_attempts:
+            return "exhausted"
+        return "interrupted" if w.interrupted else "failed"
+    return w.status
 
 
 def unverified_upstream(session: Session, job: Job, period: Period) -> Blocked | None:

@@ -18,10 +18,10 @@ SELECT * FROM {schema}.claim_period(
 -- read are locked FOR SHARE until it ends, so a reset of an upstream period cannot commit
 -- between this check and the claim (it waits for the claim, or the check waits for it and
 -- reads what it wrote).
-SELECT n.job_id, n.period_start, r.status
+SELECT n.job_id, n.period_start, r.status, r.failures, r.interrupted, r.lease_expires_at
 FROM unnest(%(job_ids)s::bigint[], %(starts)s::timestamptz[]) AS n (job_id, period_start)
 LEFT JOIN LATERAL (
-    SELECT u.status FROM {schema}.runs u
+    SELECT u.status, u.failures, u.interrupted, u.lease_expires_at FROM {schema}.runs u
     WHERE u.job_id = n.job_id AND u.period_start = n.period_start
     FOR SHARE
 ) r ON true

@@ -79,7 +79,7 @@ def test_a_failed_upstream_hour_blocks_its_day_and_only_that(project: Project) -
     ]
     assert replayed["totals"]["blocked"] == 3
     detail = next(p["detail"] for p in replayed["periods"] if p["job"] == "billing")
-    assert "waiting for export 2026-03-02T03:00:00Z (failed)" in detail
+    assert "waiting for export 2026-03-02T03:00:00Z (exhausted)" in detail
 
 
 def test_a_replay_runs_upstream_before_downstream_on_the_ledger_clock(
