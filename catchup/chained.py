@@ -6,8 +6,8 @@ the spans its missing ranges need."""
 
 from __future__ import annotations
 
-from bisect import bisect_left, bisect_right
-from collections.abc import Mapping, Sequence
+from bisect import bisect_right
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
@@ -15,7 +15,6 @@ from typing import Any
 from .job import Job
 from .models import JobRow, JobScan, Range
 from .outdated import outdated_states
-from .ranges import carve
 from .schedule import Period, Timeline
 from .session import Session
 from .upstream import Dependency, needed, ranks
@@ -146,9 +145,12 @@ def with_blocked(
     if not job.after or not missing:
         return result
     own_dep = any(dep.job == job.name for dep in job.after)
-    missing_starts = (
-        {p.start for r in missing for p in _periods(job.timeline, r)} if own_dep else set()
-    )
+    firsts, lasts = [r.first for r in missing], [r.last for r in missing]
+
+    def in_missing(t: datetime) -> bool:
+        i = bisect_right(firsts, t) - 1
+        return i >= 0 and t <= lasts[i]
+
     undone: dict[tuple[str, datetime], str] = {}  # upstream (job, start) -> its state
     ends: dict[tuple[str, datetime], datetime] = {}
     for read, states in reads:
@@ -165,56 +167,13 @@ def with_blocked(
                 deeper = theirs.get(p.start)
                 if deeper is not None:
                     state = f"blocked: waits for {deeper}"
-                elif up.name == job.name and p.start in missing_starts:
-                    continue  # its own previous period, blocked or missing: found below
+                elif up.name == job.name and in_missing(p.start):
+                    continue  # its own previous period, in this scan's gap: carried below
                 else:
                     state = "missing" if p.end + up.delay <= now else "not due"
             undone[(up.name, p.start)] = state
             ends[(up.name, p.start)] = p.end
-    runs = _runs(undone, ends, uppers)
-    if not own_dep:  # range by range: no period is looked at one by one
-        return _carved(job, result, runs, uppers)
-    firsts = {name: [r.first for r in rs] for name, rs in runs.items()}
-    run_ends = {name: [r.end for r in rs] for name, rs in runs.items()}
-    # per blocked period, the runs of undone upstream periods it waits for: a range is cut
-    # where they change, so it names the upstream range that blocks it (export 03:00 .. 05:00)
-    waits: dict[datetime, tuple[_Run, ...]] = {}
-    for range_ in missing:
-        for period in _periods(job.timeline, range_):
-            found: list[_Run] = []
-            own: Period | None = None  # its own previous period, missing here too
-            for dep in job.after:
-                name, up = dep.job, uppers[dep.job]
-                if dep.periods == "overlapping":
-                    lo = bisect_right(run_ends.get(name, []), period.start)
-                    hi = bisect_left(firsts.get(name, []), period.end)
-                    found += runs.get(name, [])[lo:hi]
-                    continue
-                for q in needed(up.timeline, period, dep.periods):
-                    if (name, q.start) in undone:
-                        found.append(runs[name][bisect_right(firsts[name], q.start) - 1])
-                    elif name == job.name and q.start in missing_starts:
-                        own = q
-            if own is not None and own.start in waits:
-                # waiting for its own blocked previous period is waiting for what that one
-                # waits for: a run of them is one range naming the root, never a nested text
-                found += waits[own.start]
-            elif own is not None:
-                found.append(_Run(job, own.start, own.start, own.end, "missing"))
-            if found:
-                waits[period.start] = tuple(sorted(set(found)))
-    starts = tuple(sorted(waits))
-    if not starts:
-        return result
-    ranges = carve(job.timeline, list(result.ranges), PeriodState.missing, starts, "blocked")
-    ranges = _split_by_reason(job.timeline, ranges, waits)
-    counts = dict(result.counts)
-    counts[PeriodState.missing] -= len(starts)
-    counts[PeriodState.blocked] = counts.get(PeriodState.blocked, 0) + len(starts)
-    blocked_by = tuple(
-        (r.first, _said(job, r, waits[r.first])) for r in ranges if r.state == PeriodState.blocked
-    )
-    return replace(result, ranges=tuple(ranges), counts=counts, blocked_by=blocked_by)
+    return _carved(job, result, _runs(undone, ends, uppers), uppers, own_dep)
 
 
 @dataclass(frozen=True, order=True)
@@ -233,10 +192,11 @@ class _Run:
 
 
 def _carved(
-    job: Job, result: JobScan, runs: dict[str, list[_Run]], uppers: dict[str, Job]
+    job: Job, result: JobScan, runs: dict[str, list[_Run]], uppers: dict[str, Job], own: bool
 ) -> JobScan:
     """``result`` with each missing range cut where the upstream runs its periods wait for
-    change; the pieces that wait for some are ``blocked``, named by them."""
+    change; the pieces that wait for some are ``blocked``, named by them. Range by range: no
+    period is looked at one by one. ``own``: the job waits for its own previous period."""
     timeline = job.timeline
     out: list[Range] = []
     blocked_by: list[tuple[datetime, str]] = []
@@ -247,7 +207,8 @@ def _carved(
             continue
         lo, hi = range_.first, timeline.after(range_.last)
         cursor = lo
-        for a, b, active in _segments(job, lo, hi, runs, uppers):
+        pieces = _segments(job, lo, hi, runs, uppers)
+        for a, b, active in _carried(job, lo, hi, pieces) if own else pieces:
             if a > cursor:
                 out.append(_range(timeline, PeriodState.missing, cursor, a))
             piece = _range(timeline, PeriodState.blocked, a, b)
@@ -311,6 +272,38 @@ def _segments(
     return pieces
 
 
+def _carried(
+    job: Job, lo: datetime, hi: datetime, pieces: list[tuple[datetime, datetime, tuple[_Run, ...]]]
+) -> list[tuple[datetime, datetime, tuple[_Run, ...]]]:
+    """``pieces`` of the missing range ``[lo, hi)`` of a job that waits for its own previous
+    period: each period after the first waits for the one before it, so for everything that
+    one waits for. From the first blocked period on (or the second, which waits for a first
+    that waits for nothing) the rest of the range is blocked, by what each period and those
+    before it wait for: a run of them is one range naming the root, never a nested text."""
+    carried: tuple[_Run, ...] = ()
+    cursor = lo
+    if not pieces or pieces[0][0] > lo:
+        cursor = job.timeline.after(lo)
+        carried = (_Run(job, lo, lo, cursor, "missing"),)
+    out: list[tuple[datetime, datetime, tuple[_Run, ...]]] = []
+    for a, b, active in [*pieces, (hi, hi, ())]:
+        if b <= cursor and a < hi:
+            continue
+        if cursor < a:  # waits for nothing itself: for what the one before it waits for
+            out.append((cursor, a, carried))
+        if a < b:
+            carried = tuple(sorted({*carried, *active}))
+            out.append((max(a, cursor), b, carried))
+        cursor = max(cursor, b)
+    merged: list[tuple[datetime, datetime, tuple[_Run, ...]]] = []
+    for a, b, runs in out:
+        if merged and merged[-1][1] == a and merged[-1][2] == runs:
+            merged[-1] = (merged[-1][0], b, runs)
+        else:
+            merged.append((a, b, runs))
+    return merged
+
+
 def _runs(
     undone: dict[tuple[str, datetime], str],
     ends: dict[tuple[str, datetime], datetime],
@@ -344,25 +337,6 @@ def _said(job: Job, r: Range, runs: tuple[_Run, ...]) -> str:
             when = f"{when} .. {run.up.label(last)}"
         parts.append(f"{run.up.name} {when} ({run.state})")
     return ", ".join(parts[:3]) + (f" and {len(parts) - 3} more" if len(parts) > 3 else "")
-
-
-def _split_by_reason(
-    timeline: Timeline, ranges: list[Range], reasons: Mapping[datetime, object]
-) -> list[Range]:
-    """Blocked ranges cut where what their periods wait for changes: each range names one."""
-    out: list[Range] = []
-    for r in ranges:
-        if r.state != PeriodState.blocked:
-            out.append(r)
-            continue
-        first, said, n = r.first, reasons[r.first], 0
-        for period in timeline.periods(r.first, timeline.after(r.last)):
-            if reasons[period.start] != said:
-                out.append(Range(r.state, first, timeline.before(period.start) or first, n))
-                first, said, n = period.start, reasons[period.start], 0
-            n += 1
-        out.append(Range(r.state, first, r.last, n))
-    return out
 
 
 def waiting_for(found: list[tuple[Job, Period, str]]) -> str:

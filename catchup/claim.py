@@ -239,7 +239,10 @@ def release(session: Session, job: Job, period: Period, claim: Claim) -> Outcome
 
 
 def _request(session: Session, job: Job, period: Period, rules: ClaimRules) -> ClaimRequest:
-    needs = tuple((session.registered_id(up.name), p.start) for up, p in session.needs(job, period))
+    needs = tuple(
+        (session.registered_id(up.name), p.start, up.max_attempts)
+        for up, p in session.needs(job, period)
+    )
     return ClaimRequest(
         job_id=session.registered_id(job.name),
         needs=needs,

@@ -108,15 +108,13 @@ class Blocker:
 
 @dataclass(frozen=True)
 class Waiting:
-    """An upstream period a claim waits for that is not done: its status, None with no row
-    (and what tells a failed row's state: exhausted, interrupted, running or stale)."""
+    """An upstream period a claim waits for that is not done: its status (None with no row),
+    and its state as a scan names it (missing, failed, exhausted, running, …)."""
 
     job_id: int
     period_start: datetime
     status: str | None
-    failures: int = 0
-    interrupted: bool = False
-    lease_expires_at: datetime | None = None
+    state: str = "missing"
 
 
 @dataclass(frozen=True)

@@ -4,8 +4,6 @@ not done), and whether trying again soon could help."""
 
 from __future__ import annotations
 
-from datetime import datetime
-
 import psycopg
 
 from .errors import DatabaseError
@@ -74,31 +72,11 @@ def blocked_by(session: Session, job: Job, period: Period, blocked: Blocked) -> 
     from .chained import waiting_for
 
     ups = {session.registered_id(up.name): up for up, _ in session.needs(job, period)}
-    now = session.now() if any(w.status == RunStatus.running for w in blocked.waiting) else None
     found = [
-        (
-            ups[w.job_id],
-            ups[w.job_id].timeline.period(w.period_start),
-            _state(w, ups[w.job_id], now),
-        )
+        (ups[w.job_id], ups[w.job_id].timeline.period(w.period_start), w.state)
         for w in blocked.waiting
     ]
     return f"waiting for {waiting_for(found)}; nothing claimed"
-
-
-def _state(w: Waiting, up: Job, now: datetime | None) -> str:
-    """An upstream period's state as the scan names it (exhausted, not failed, when it has no
-    attempts left), from the row the claim's check read."""
-    if w.status is None:
-        return "missing"
-    if w.status == RunStatus.running:
-        live = w.lease_expires_at is not None and now is not None and w.lease_expires_at > now
-        return "running" if live else "stale"
-    if w.status == RunStatus.failed:
-        if w.failures >= up.max_attempts:
-            return "exhausted"
-        return "interrupted" if w.interrupted else "failed"
-    return w.status
 
 
 def unverified_upstream(session: Session, job: Job, period: Period) -> Blocked | None:
@@ -118,5 +96,7 @@ def unverified_upstream(session: Session, job: Job, period: Period) -> Blocked |
         found = evidence.read(session.ledger, up, up_id, lo, hi, now=period.end)
         # a query that cannot say verifies nothing
         bad = {p.start for p in periods} if found.error is not None else set(found.unverified)
-        waiting += [Waiting(up_id, p.start, "unverified") for p in periods if p.start in bad]
+        waiting += [
+            Waiting(up_id, p.start, "succeeded", "unverified") for p in periods if p.start in bad
+        ]
     return Blocked(tuple(waiting)) if waiting else None

@@ -504,7 +504,7 @@ MUTATIONS = (
         "scan-blocked",
         "a missing period waiting for upstream periods not done is reported blocked",
         "catchup/chained.py",
-        "        for a, b, active in _segments(job, lo, hi, runs, uppers):\n",
+        "        for a, b, active in _carried(job, lo, hi, pieces) if own else pieces:\n",
         "        for a, b, active in []:\n",
         (
             "tests/integration/test_chains.py::"
@@ -515,8 +515,8 @@ MUTATIONS = (
         "scan-blocked-by-own-previous",
         "a missing period waiting for its own blocked previous period is blocked, by the root",
         "catchup/chained.py",
-        "            if found:\n",
-        "            if False:\n",
+        "        for a, b, active in _carried(job, lo, hi, pieces) if own else pieces:\n",
+        "        for a, b, active in pieces:\n",
         (
             "tests/integration/test_chains.py::"
             "test_a_running_balance_names_the_failed_day_it_waits_for_every_day_after",

@@ -40,7 +40,8 @@ class ClaimRequest:
     allow_overlap: bool
     ignore_backoff: bool = False
     retry_exhausted: bool = False
-    needs: tuple[tuple[int, datetime], ...] = ()  # upstream periods: (job id, start)
+    # upstream periods: (job id, start, the upstream job's max_attempts, which names its state)
+    needs: tuple[tuple[int, datetime, int], ...] = ()
 
 
 def _finish_params(
@@ -115,7 +116,11 @@ class ClaimPath(LedgerBase):
         with self.conn.transaction():
             rows = self.conn.execute(
                 self._q("upstream_not_done"),
-                {"job_ids": [j for j, _ in r.needs], "starts": [t for _, t in r.needs]},
+                {
+                    "job_ids": [j for j, _, _ in r.needs],
+                    "starts": [t for _, t, _ in r.needs],
+                    "max_attempts": [m for _, _, m in r.needs],
+                },
             ).fetchall()
             if rows:
                 return Blocked(tuple(Waiting(*row) for row in rows))

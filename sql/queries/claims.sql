@@ -14,12 +14,15 @@ SELECT * FROM {schema}.claim_period(
 
 -- name: upstream_not_done
 -- The upstream periods a claim waits for (a job's `after`) that are not done: succeeded or
--- waived is done; anything else, or no row, is not. Sent in the claim's transaction: the rows
+-- waived is done; anything else, or no row, is not, named by its state as a scan names it. Sent in the claim's transaction: the rows
 -- read are locked FOR SHARE until it ends, so a reset of an upstream period cannot commit
 -- between this check and the claim (it waits for the claim, or the check waits for it and
 -- reads what it wrote).
-SELECT n.job_id, n.period_start, r.status, r.failures, r.interrupted, r.lease_expires_at
-FROM unnest(%(job_ids)s::bigint[], %(starts)s::timestamptz[]) AS n (job_id, period_start)
+SELECT n.job_id, n.period_start, r.status,
+       {schema}.period_state(r.status, r.failures, r.interrupted, r.lease_expires_at,
+                             clock_timestamp(), n.max_attempts)
+FROM unnest(%(job_ids)s::bigint[], %(starts)s::timestamptz[], %(max_attempts)s::integer[])
+     AS n (job_id, period_start, max_attempts)
 LEFT JOIN LATERAL (
     SELECT u.status, u.failures, u.interrupted, u.lease_expires_at FROM {schema}.runs u
     WHERE u.job_id = n.job_id AND u.period_start = n.period_start

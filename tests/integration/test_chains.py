@@ -331,34 +331,15 @@ def test_an_upstream_rerun_makes_its_downstream_outdated_and_replay_runs_it_once
         '--outdated --reason "…"'
     ]
     assert run(project, "why", "billing", "2026-03-01")["state"] == "succeeded"
+    window = ("--since", "2026-03-01", "--until", "2026-03-04")
     refused = project.cli("-q", "replay", "--since", "2026-03-01", "--outdated")
     assert refused.exit_code == 2 and "--reason" in refused.output
-    rerun = run(
-        project,
-        "replay",
-        "--since",
-        "2026-03-01",
-        "--until",
-        "2026-03-04",
-        "--outdated",
-        "--reason",
-        "export re-run",
-    )
+    rerun = run(project, "replay", *window, "--outdated", "--reason", "export re-run")
     assert [(p["job"], p["label"], p["status"]) for p in rerun["periods"]] == [
         ("billing", "2026-03-02", "succeeded")
     ]
     assert project.cli("-q", "scan", "--until", "2026-03-04").exit_code == 0
-    again = run(
-        project,
-        "replay",
-        "--since",
-        "2026-03-01",
-        "--until",
-        "2026-03-04",
-        "--outdated",
-        "--reason",
-        "once more",
-    )
+    again = run(project, "replay", *window, "--outdated", "--reason", "once more")
     assert again["periods"] == []  # runs once: it is no longer outdated
     audited = sql(
         "SELECT e.reason FROM {schema}.events e JOIN {schema}.jobs j ON j.id = e.job_id"
@@ -549,3 +530,26 @@ def test_an_unverified_upstream_period_blocks_like_a_gap(project: Project, sql: 
     assert billing["gaps"][0]["blocked_by"] == "export 2026-03-02 (unverified)"
     sql("INSERT INTO {schema}.exports VALUES ('2026-03-02T05:00:00Z')")
     assert run(project, "run", "billing", "--period", "2026-03-02")["status"] == "succeeded"
+
+
+def test_a_running_balance_never_run_waits_for_its_first_day(project: Project) -> None:
+    """billing ran, balance never did: its first day waits for nothing and is missing; every
+    later day waits for the one before, so for that first day: one blocked range naming it."""
+    project.write(
+        job_toml("billing", "daily", "2026-03-01", command=["true"])
+        + job_toml(
+            "balance",
+            "daily",
+            "2026-03-01",
+            command=["true"],
+            after=["billing", {"job": "balance", "periods": "previous"}],
+        )
+    )
+    run(project, "replay", "--job", "billing", "--since", "2026-03-01", "--until", "2026-03-05")
+    report = json.loads(project.cli("-q", "scan", "--until", "2026-03-05", "--json").stdout)
+    balance = next(j for j in report["jobs"] if j["job"] == "balance")
+    assert [(g["status"], g["first_label"], g["periods"]) for g in balance["gaps"]] == [
+        ("missing", "2026-03-01", 1),
+        ("blocked", "2026-03-02", 3),
+    ]
+    assert balance["gaps"][1]["blocked_by"] == "balance 2026-03-01 (missing)"
