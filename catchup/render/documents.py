@@ -65,12 +65,20 @@ def scan_markdown(report: ScanReport, *, limit: int | None = GAP_LIMIT) -> str:
             "a GitHub job summary (1 MiB); `catchup scan --json` has them all.*"
         )
     if total:
-        lines += ["", "| job | state | first | last | periods |", "|---|---|---|---|--:|"]
         rows = gaps_oldest_first(report, limit)
+        # what blocked ranges wait for, in a column of its own when any is shown
+        waits = any(job.waits(gap) is not None for job, gap in rows)
+        extra = (" waits for |", "---|") if waits else ("", "")
+        lines += [
+            "",
+            "| job | state | first | last | periods |" + extra[0],
+            "|---|---|---|---|--:|" + extra[1],
+        ]
         shown = budget.take(
             (
                 f"| {_md(job.job)} | {gap.state} | {_md(when(job, gap.first))} "
                 f"| {_md(when(job, gap.last))} | {gap.periods} |"
+                + (f" {_md(job.waits(gap) or '')} |" if waits else "")
                 for job, gap in rows
             ),
             lines,

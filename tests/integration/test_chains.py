@@ -225,7 +225,7 @@ def test_the_scan_reports_exactly_the_day_a_failed_hour_blocks(
     project: Project, database: Database
 ) -> None:
     """Hour 03:00 of March 3 fails for good: March 3 is blocked (a gap, exit 1) and says by
-    what, in the tables, JSON, OpenMetrics and the status page; March 2 and 4 are not."""
+    what, in the tables, JSON, Markdown, OpenMetrics and the status page; March 2 and 4 are not."""
     fails = ["sh", "-c", 'test "$0" != 2026-03-03T03:00:00Z', "{period}"]
     project.write(
         job_toml("export", "hourly", "2026-03-02", command=fails, max_attempts=1)
@@ -244,6 +244,12 @@ def test_the_scan_reports_exactly_the_day_a_failed_hour_blocks(
     assert "billing 2026-03-03 waits for export 2026-03-03T03:00:00Z (exhausted)" in table.output
     metrics = project.cli("-q", "scan", "--until", "2026-03-05", "--format", "openmetrics")
     assert 'catchup_blocked_periods{job="billing"} 1' in metrics.output
+    markdown = project.cli("-q", "scan", "--until", "2026-03-05", "--format", "markdown")
+    assert "| job | state | first | last | periods | waits for |" in markdown.output
+    assert (
+        "| billing | blocked | 2026-03-03 | 2026-03-03 | 1 | "
+        "export 2026-03-03T03:00:00Z (exhausted) |" in markdown.output
+    )
     # the status page (catchup serve) draws the same report: the blocked day, what it waits
     # for, and its glyph in the calendar
     with Catchup(project.config, dsn=database.conninfo) as app:
