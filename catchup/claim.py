@@ -40,8 +40,7 @@ from .session import Session, owner_name
 from .surely import claim_surely, finish_surely, finish_then_claim_surely
 from .vocabulary import AttemptStatus, Ended, OutcomeStatus, RunStatus
 
-# Backoff doubles per failure up to this (sql/queries/claims.sql: finish); a longer
-# retry_backoff wins.
+# Backoff doubles per failure up to this (claims.sql: finish); a longer retry_backoff wins.
 BACKOFF_CAP = timedelta(hours=6)
 
 
@@ -84,7 +83,12 @@ def run_period(
     outcome, _ = run_chained(
         session, job, period, interrupted=interrupted, stream=stream, rules=rules
     )
-    return outcome
+    return keyed(outcome, job)
+
+
+def keyed(outcome: Outcome, job: Job) -> Outcome:
+    """``outcome`` naming the key of ``job``'s period, for a job with keys."""
+    return replace(outcome, key=job.key) if job.key else outcome
 
 
 def run_chained(
@@ -179,7 +183,7 @@ def _untracked(
     """The outcome that refuses ``period`` when its output exists and the ledger has no row
     (or when the evidence query cannot say); None when it may be claimed."""
     try:
-        if session.ledger.run_row(job_id, period.start) is not None:
+        if session.ledger.run_row(job_id, period.start, job.key) is not None:
             return None  # the ledger knows it: the claim decides
         if not evidence.present(session.ledger, job, period):
             return None
@@ -219,6 +223,7 @@ def release(session: Session, job: Job, period: Period, claim: Claim) -> Outcome
         session.registered_id(job.name),
         period.start,
         claim.attempt,
+        job.key,
         status=RunStatus.failed,
         history_status=AttemptStatus.interrupted,
         counts_as_failure=False,
@@ -235,6 +240,7 @@ def release(session: Session, job: Job, period: Period, claim: Claim) -> Outcome
         OutcomeStatus.interrupted,
         claim.attempt,
         detail="stopped before it started; left for a retry",
+        key=job.key,
     )
 
 
@@ -253,6 +259,9 @@ def _request(session: Session, job: Job, period: Period, rules: ClaimRules) -> C
         allow_overlap=job.overlap == "allow",
         ignore_backoff=rules.ignore_backoff,
         retry_exhausted=rules.retry_exhausted,
+        key=job.key,
+        whole_job=job.whole_job_overlap,
+        need_keys=tuple(job.key if up.keyed else "" for up, _ in session.needs(job, period)),
     )
 
 
@@ -266,7 +275,9 @@ def _execute(
     stream: bool,
 ) -> Execution:
     def renew(within: float) -> datetime | None:
-        return session.heartbeats.renew(job_id, period.start, claim.attempt, job.lease, within)
+        return session.heartbeats.renew(
+            job_id, period.start, claim.attempt, job.lease, within, job.key
+        )
 
     keeper = LeaseKeeper(renew, job.lease)  # the job's poll loop starts it if need be
     try:
@@ -290,6 +301,7 @@ def _execute(
 
         ctx = JobContext(
             job=job.name,
+            key=job.key,
             period=job.period_value(period.start),
             period_start=period.start,
             period_end=period.end,
@@ -328,7 +340,8 @@ def _record(
         try:
             if session.conn.broken or session.conn.closed:
                 session.reconnect()
-            session.ledger.lose(job_id, period.start, claim.attempt, execution.error or "lost")
+            error = execution.error or "lost"
+            session.ledger.lose(job_id, period.start, claim.attempt, error, job.key)
         except (psycopg.OperationalError, DatabaseError):
             pass  # best effort: the row's lease runs out and the next claim says so
         detail = f"{execution.error}; the job was stopped, nothing recorded"
@@ -351,10 +364,10 @@ def _record(
     )
     next_claim: HandOff = UNCLAIMED
     if next_request is None:
-        finished = finish_surely(session, job_id, period.start, claim.attempt, **fields)
+        finished = finish_surely(session, job_id, period.start, claim.attempt, job.key, **fields)
     else:
         finished, next_claim = finish_then_claim_surely(
-            session, job_id, period.start, claim.attempt, next_request, fields
+            session, job_id, period.start, claim.attempt, next_request, fields, job.key
         )
     return _described(base, job, execution, finished, succeeded, interrupted), next_claim
 

@@ -1,7 +1,5 @@
-"""A configured job and the config that holds the jobs: frozen values, no parsing here; and
-:data:`JOB_KEYS`, the one table of a ``[jobs.NAME]`` table's keys (default, what each accepts,
-what it means) that the parser, ``make_job``, the ``Job`` defaults and the configuration
-reference all read."""
+"""A configured job and the config that holds the jobs: frozen values, no parsing here. The
+table of a job's settings, :data:`JOB_KEYS`, is in :mod:`catchup.jobtable`."""
 
 from __future__ import annotations
 
@@ -10,9 +8,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from .errors import ConfigError
+from .jobtable import DEFAULT as _DEFAULT
+from .jobtable import JOB_KEY, JOB_KEYS, JobKey, default
 from .schedule import (
     Period,
     Schedule,
@@ -22,201 +22,8 @@ from .schedule import (
     period_label,
 )
 from .upstream import Dependency
-from .values import parse_duration
 
-
-@dataclass(frozen=True)
-class JobKey:
-    """One key of a ``[jobs.NAME]`` table."""
-
-    name: str
-    kind: Literal["text", "duration", "count", "choice", "flag", "other"]
-    accepts: str  # what a value is: the words of the error messages and of the reference
-    means: str  # one line, for the reference
-    default: str | int | bool | None = None  # as written in catchup.toml; None: there is none
-    required: bool = False
-    zero: bool = False  # a duration that may be 0s
-    at_least: str | None = None  # a duration's floor, as written
-    most: int | None = None  # a count's ceiling (every count is at least 1)
-    choices: tuple[str, ...] = ()
-
-
-JOB_KEYS: tuple[JobKey, ...] = (
-    JobKey(
-        "schedule",
-        "other",
-        "hourly, daily, weekly, monthly, 'every N minutes', cron or RRULE",
-        "when periods begin, on the wall clock of `timezone`",
-        required=True,
-    ),
-    JobKey(
-        "start",
-        "other",
-        'a date or time, like "2026-10-01"',
-        "the first period: the first boundary at or after this",
-        required=True,
-    ),
-    JobKey(
-        "timezone",
-        "text",
-        'an IANA name like "Europe/Berlin"',
-        "the schedule's wall clock (periods stay UTC)",
-        default="UTC",
-    ),
-    JobKey(
-        "command",
-        "other",
-        "a non-empty list of strings (argv; no shell)",
-        "what runs: placeholders {job} {period} {period_start} {period_end} {attempt}",
-    ),
-    JobKey(
-        "call",
-        "other",
-        '"module:function"',
-        "what runs instead of a command: a Python function given a JobContext",
-    ),
-    JobKey(
-        "workdir",
-        "other",
-        "a folder, relative to the config file's",
-        "where the job runs (default: the config file's folder)",
-    ),
-    JobKey(
-        "delay",
-        "duration",
-        "a duration",
-        "a period is due this long after it ends",
-        default="0s",
-        zero=True,
-    ),
-    JobKey(
-        "spread",
-        "other",
-        'true, false or a bound like "15m"',
-        "add a stable per-job delay (true: below 10m)",
-        default=False,
-    ),
-    JobKey(
-        "timeout",
-        "duration",
-        "a duration",
-        "an attempt running longer is stopped (the lease still catches dead runners)",
-    ),
-    JobKey(
-        "lease",
-        "duration",
-        "a duration",
-        "how long a claim holds without a heartbeat (renewed every third of it)",
-        default="60s",
-        at_least="1s",
-    ),
-    JobKey(
-        "kill_grace",
-        "duration",
-        "a duration",
-        "SIGTERM, then this long, then SIGKILL",
-        default="10s",
-    ),
-    JobKey(
-        "max_attempts",
-        "count",
-        "a whole number",
-        "failures before a period is exhausted",
-        default=3,
-        most=1000,
-    ),
-    JobKey(
-        "retry_backoff",
-        "duration",
-        "a duration",
-        "wait before a retry; doubles per failure, capped at 6h",
-        default="5m",
-        zero=True,
-    ),
-    JobKey(
-        "overlap",
-        "choice",
-        "forbid or allow",
-        "forbid: a period waits while an earlier one of the job runs",
-        default="forbid",
-        choices=("forbid", "allow"),
-    ),
-    JobKey(
-        "catchup",
-        "choice",
-        "all, latest or none",
-        "what `tick` does with older due periods",
-        default="all",
-        choices=("all", "latest", "none"),
-    ),
-    JobKey(
-        "catchup_window",
-        "duration",
-        "a duration",
-        "`tick` leaves older gaps to `replay`; `scan` still reports them",
-        default="30d",
-    ),
-    JobKey(
-        "max_per_tick",
-        "count",
-        "a whole number",
-        "at most this many periods of the job a tick (a flood guard)",
-        default=100,
-        most=100_000,
-    ),
-    JobKey(
-        "evidence",
-        "other",
-        "a SELECT of one date or timestamp column",
-        "what the job leaves behind: finds untracked and unverified periods",
-    ),
-    JobKey(
-        "evidence_dsn",
-        "other",
-        "a DSN",
-        "where the evidence query runs (default: the ledger's database)",
-    ),
-    JobKey(
-        "verify",
-        "flag",
-        "true or false",
-        "a run that exits 0 but leaves no evidence for its period is failed",
-        default=False,
-    ),
-    JobKey(
-        "after",
-        "other",
-        'a list like ["export", { job = "x", periods = "previous" }]',
-        "the jobs whose periods each period waits for: every one overlapping it (or, with "
-        'periods = "previous", the latest one before it)',
-    ),
-    JobKey(
-        "when_outdated",
-        "choice",
-        "report or rerun",
-        "a period an upstream re-run made outdated: reported (report), or run again by tick",
-        default="report",
-        choices=("report", "rerun"),
-    ),
-    JobKey(
-        "renamed_from",
-        "other",
-        "a job name",
-        "the ledger's old name for this job: renamed on the first write",
-    ),
-)
-JOB_KEY = {key.name: key for key in JOB_KEYS}
-
-
-def default(name: str) -> Any:
-    """The default of the job key ``name``, as a ``Job`` holds it."""
-    key = JOB_KEY[name]
-    if key.kind == "duration" and key.default is not None:
-        return parse_duration(key.default, allow_zero=key.zero)
-    return key.default
-
-
-_DEFAULT: dict[str, Any] = {key.name: default(key.name) for key in JOB_KEYS}
+__all__ = ["JOB_KEY", "JOB_KEYS", "Config", "Job", "JobKey", "default"]
 
 
 @dataclass(frozen=True)
@@ -242,7 +49,7 @@ class Job:
     kill_grace: timedelta = _DEFAULT["kill_grace"]
     max_attempts: int = _DEFAULT["max_attempts"]
     retry_backoff: timedelta = _DEFAULT["retry_backoff"]
-    overlap: Literal["forbid", "allow"] = _DEFAULT["overlap"]
+    overlap: Literal["forbid", "forbid-job", "allow"] = _DEFAULT["overlap"]
     catchup: Literal["all", "latest", "none"] = _DEFAULT["catchup"]
     catchup_window: timedelta = _DEFAULT["catchup_window"]
     max_per_tick: int = _DEFAULT["max_per_tick"]
@@ -261,6 +68,30 @@ class Job:
     # the upstream jobs whose periods each period waits for (docs/how-to/chain-jobs.md)
     after: tuple[Dependency, ...] = ()
     when_outdated: Literal["report", "rerun"] = _DEFAULT["when_outdated"]
+    # one period per key (docs/how-to/per-key-periods.md): the keys as a list, or a SELECT of a
+    # key column and an optional date column (from when the key is expected); None: unkeyed
+    keys: tuple[str, ...] | str | None = None
+    keys_dsn: str | None = None  # where the keys query runs; None: the ledger's database
+    # the key of this one series of periods ('' for an unkeyed job, or a keyed job as a whole)
+    key: str = ""
+    # the keys a command was asked about (--key); empty: every key
+    selected_keys: tuple[str, ...] = ()
+
+    @property
+    def keyed(self) -> bool:
+        """Whether the job runs one period per key."""
+        return self.keys is not None
+
+    def for_key(self, key: str) -> Job:
+        """This job's series of periods for ``key``: what the claim path runs."""
+        from dataclasses import replace
+
+        return replace(self, key=key)
+
+    @property
+    def whole_job_overlap(self) -> bool:
+        """overlap = "forbid-job": a period waits while any key's other period runs."""
+        return self.overlap == "forbid-job"
 
     @property
     def definition(self) -> dict[str, object]:

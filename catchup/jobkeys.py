@@ -19,6 +19,7 @@ from .upstream import Dependency, parse_after
 from .values import (
     SPREAD_DEFAULT,
     check_placeholders,
+    key_problem,
     parse_duration,
     parse_written,
     spread_offset,
@@ -137,6 +138,9 @@ def parse_job(name: str, spec: dict[str, Any], problem: Any) -> Job | None:
             )
 
     evidence, evidence_dsn, verify = _evidence_keys(spec, bad)
+    keys, keys_dsn = _keys_keys(spec, bad)
+    if command is not None and keys is None and any("{key" in arg for arg in command):
+        bad("command", "{key} needs keys (the job's tenants, regions or shards)")
     after: tuple[Dependency, ...] = ()
     if "after" in spec:
         after, said = parse_after(spec["after"])
@@ -171,6 +175,8 @@ def parse_job(name: str, spec: dict[str, Any], problem: Any) -> Job | None:
         verify=verify,
         after=after,
         when_outdated=values["when_outdated"],
+        keys=keys,
+        keys_dsn=keys_dsn,
     )
 
 
@@ -244,6 +250,50 @@ def _evidence_keys(
     elif verify and "evidence" not in spec:
         bad("verify", "needs evidence (the query that shows a period's output)")
     return evidence, evidence_dsn, verify
+
+
+MAX_LISTED_KEYS = 100_000
+
+
+def _keys_keys(
+    spec: dict[str, Any], bad: Callable[[str, str], None]
+) -> tuple[tuple[str, ...] | str | None, str | None]:
+    """``keys`` (a list of keys, or a SELECT of a key column and an optional date column) and
+    ``keys_dsn``, checked. A job with keys does not take evidence yet."""
+    keys = spec.get("keys")
+    result: tuple[str, ...] | str | None = None
+    if keys is not None:
+        if isinstance(keys, list):
+            problems = [(n, said) for n, k in enumerate(keys) if (said := key_problem(k))]
+            if not keys:
+                bad("keys", "is empty: give at least one key, or leave keys out")
+            elif len(keys) > MAX_LISTED_KEYS:
+                bad("keys", f"at most {MAX_LISTED_KEYS:,} in a list (a query has no limit)")
+            elif problems:
+                n, said = problems[0]
+                bad("keys", f"key {n + 1} {said}")
+            elif len(set(keys)) != len(keys):
+                twice = next(k for k in keys if keys.count(k) > 1)
+                bad("keys", f"{twice!a} is listed twice")
+            else:
+                result = tuple(keys)
+        elif isinstance(keys, str) and keys.strip():
+            if not _SELECT.match(keys) or ";" in keys.strip().rstrip(";"):
+                bad("keys", "must be a list, or one read-only SELECT (or WITH … SELECT)")
+            else:
+                result = keys.strip().rstrip(";").strip()
+        else:
+            bad("keys", f"expected a list of keys or a SELECT, got {type_name(keys)}")
+        if "evidence" in spec:
+            bad("keys", "a job with keys cannot have evidence yet (per-key evidence is to come)")
+    keys_dsn = spec.get("keys_dsn")
+    if keys_dsn is not None:
+        if not isinstance(keys, str):
+            bad("keys_dsn", "needs keys as a query (the SELECT to run there)")
+            keys_dsn = None
+        else:
+            keys_dsn = dsn_key(keys_dsn, "keys_dsn", bad)
+    return result, keys_dsn
 
 
 def suggest(key: str, known: frozenset[str] | set[str]) -> str:

@@ -101,7 +101,13 @@ class HeartbeatLine:
         self._conn: psycopg.Connection[object] | None = None
 
     def renew(
-        self, job_id: int, period_start: datetime, attempt: int, lease: timedelta, within: float
+        self,
+        job_id: int,
+        period_start: datetime,
+        attempt: int,
+        lease: timedelta,
+        within: float,
+        key: str = "",
     ) -> datetime | None:
         """Extend the lease of ``attempt`` (fenced); None when the attempt no longer owns it.
         Raises on a connection that broke (the keeper retries, and this reconnects)."""
@@ -113,7 +119,7 @@ class HeartbeatLine:
                 self._conn = None
                 conn = db.connect(self.target, application="catchup-heartbeat", within=within)
                 self._conn = conn
-            return Ledger(conn, self.schema).heartbeat(job_id, period_start, attempt, lease)
+            return Ledger(conn, self.schema).heartbeat(job_id, period_start, attempt, lease, key)
 
     def close(self) -> None:
         with self._lock:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal, NamedTuple
 
 from .schedule import Period, iso_utc, span
+from .targets import KeyRange
 from .vocabulary import (
     GAP_STATES,
     AttemptStatus,
@@ -35,6 +37,7 @@ class Outcome:
     blocked: bool = False  # skipped only because another period of the job holds the lease
     # a failed period's last lines of output, when it was not streamed (tick, replay)
     output: str = ""
+    key: str = ""  # the period's key, for a job with keys
 
 
 class _RunStatusRow:
@@ -143,6 +146,7 @@ class HistoryRow:
     error: str | None
     output_tail: str | None
     total: int = 0  # how many attempts the query matched in all (the rows stop at a limit)
+    key: str = ""  # the period's key, for a job with keys
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "status", AttemptStatus(self.status))
@@ -226,11 +230,29 @@ class JobScan:
     evidence_error: str | None = None
     # what each blocked range waits for, by its first period: "export … (failed)"
     blocked_by: tuple[tuple[datetime, str], ...] = ()
+    # a job with keys: how many keys were expected in the window, each key's ranges, and the
+    # keys of each of ``ranges`` (which then group the keys' ranges of one state and span)
+    keys: int = 0
+    key_ranges: tuple[KeyRange, ...] = ()
+    range_keys: tuple[tuple[str, ...], ...] = ()
     # the job's one name for a period (Job.label): a local date, or a UTC time
     labeler: Callable[[datetime], str] = field(default=iso_utc, compare=False, repr=False)
 
     def label(self, start: datetime) -> str:
         return self.labeler(start)
+
+    @functools.cached_property
+    def _keys_by_range(self) -> dict[tuple[str, datetime, datetime], tuple[str, ...]]:
+        return {
+            (r.state, r.first, r.last): held
+            for r, held in zip(self.ranges, self.range_keys, strict=False)
+        }
+
+    def keys_in(self, gap: Range) -> tuple[str, ...] | None:
+        """The keys a range of a job with keys groups (None for a job without keys)."""
+        if not self.keys and not self.range_keys:
+            return None
+        return self._keys_by_range.get((gap.state, gap.first, gap.last), ())
 
     def waits(self, gap: Range) -> str | None:
         """What a blocked range waits for (``export … (failed)``); None for any other."""
@@ -304,6 +326,7 @@ class EventRow:
     actor: str
     at: datetime
     total: int = 0  # how many changes the query matched in all
+    key: str = ""  # the key changed ('' for the whole job, or an unkeyed job's period)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "action", EventAction(self.action))

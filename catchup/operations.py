@@ -97,7 +97,7 @@ def mark(
     job_id = session.registered_id(job.name)
     action = action or (EventAction.skip if skip else EventAction.done)
     with session.transaction():
-        rows = ledger.lock_periods(job_id, [p.start for p in periods])
+        rows = ledger.lock_periods(job_id, [p.start for p in periods], job.key)
         _refuse_running(job, rows)
         before = {row.period_start: PeriodState(row.status) for row in rows}
         # done means done: a period that succeeded stays succeeded (and keeps its evidence)
@@ -105,7 +105,8 @@ def mark(
             p.start for p in periods if not skip and before.get(p.start) == PeriodState.succeeded
         }
         targets = [p for p in periods if p.start not in kept]
-        changed = set(ledger.mark_periods(job_id, targets, f"{action} by {actor}: {reason}"))
+        note = f"{action} by {actor}: {reason}"
+        changed = set(ledger.mark_periods(job_id, targets, note, job.key))
         if len(changed) != len(targets):
             raise ConfigError(
                 f"{job.name}: a period started running meanwhile; nothing was changed"
@@ -113,7 +114,7 @@ def mark(
         previous: list[str | None] = [before.get(p.start, PeriodState.missing) for p in targets]
         if targets:
             ledger.record_events(
-                job_id, action, [p.start for p in targets], previous, reason, actor
+                job_id, action, [p.start for p in targets], previous, reason, actor, job.key
             )
     return Changes(
         job.name,
@@ -126,6 +127,7 @@ def mark(
                 before.get(p.start, PeriodState.missing),
                 PeriodState.succeeded if p.start in kept else PeriodState.waived,
                 p.start not in kept and before.get(p.start) != PeriodState.waived,
+                key=job.key,
             )
             for p in periods
         ),
@@ -138,13 +140,12 @@ def reset(session: Session, job: Job, periods: list[Period], *, reason: str, act
     ledger = session.ledger
     job_id = session.registered_id(job.name)
     with session.transaction():
-        rows = ledger.lock_periods(job_id, [p.start for p in periods])
+        rows = ledger.lock_periods(job_id, [p.start for p in periods], job.key)
         _refuse_running(job, rows)
         before = {row.period_start: PeriodState(row.status) for row in rows}
         targets = [p for p in periods if p.start in before]
-        changed = set(
-            ledger.reset_periods(job_id, [p.start for p in targets], f"reset by {actor}: {reason}")
-        )
+        note = f"reset by {actor}: {reason}"
+        changed = set(ledger.reset_periods(job_id, [p.start for p in targets], note, job.key))
         ledger.record_events(
             job_id,
             EventAction.reset,
@@ -152,6 +153,7 @@ def reset(session: Session, job: Job, periods: list[Period], *, reason: str, act
             [before[p.start] for p in targets],
             reason,
             actor,
+            job.key,
         )
     return Changes(
         job.name,
@@ -166,6 +168,7 @@ def reset(session: Session, job: Job, periods: list[Period], *, reason: str, act
                 if p.start in changed
                 else before.get(p.start, PeriodState.missing),
                 p.start in changed,
+                key=job.key,
             )
             for p in periods
         ),

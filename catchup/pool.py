@@ -15,7 +15,7 @@ from datetime import datetime
 import psycopg
 
 from . import db
-from .claim import Handed, release, run_chained
+from .claim import Handed, keyed, release, run_chained
 from .errors import first_line
 from .job import Job
 from .lease import HeartbeatLine
@@ -26,6 +26,12 @@ from .session import Session
 from .vocabulary import OutcomeStatus
 
 LOOKAHEAD = 512
+
+
+def lane(job: Job) -> str:
+    """What two periods must not share to run at once when overlap is forbidden: the job, or
+    (overlap forbidden per key) the job's key."""
+    return job.name if not job.key or job.whole_job_overlap else f"{job.name}\0{job.key}"
 
 
 class Dispatcher:
@@ -83,11 +89,11 @@ class Dispatcher:
         """The oldest pending item no worker's item forbids, now reserved; the lock is held.
         ``recording``: the item whose finish the taker records before it claims this one."""
         for i, item in enumerate(self._pending):
-            if item.job.overlap == "forbid" and self._busy[item.job.name]:
+            if item.job.overlap != "allow" and self._busy[lane(item.job)]:
                 continue
             if any(self._unfinished[n] for n in item.needs if n != recording):
                 continue  # an upstream period of the same plan is still to run
-            self._busy[item.job.name] += 1
+            self._busy[lane(item.job)] += 1
             return self._pending.pop(i)
         return None
 
@@ -106,7 +112,7 @@ class Dispatcher:
 
     def done(self, item: Planned) -> None:
         with self._cond:
-            self._busy[item.job.name] -= 1
+            self._busy[lane(item.job)] -= 1
             self._settled(item)
 
     def handoff(self, item: Planned) -> Planned | None:
@@ -115,7 +121,7 @@ class Dispatcher:
         with self._cond:
             # its job is free; what waits for it waits on until its finish is recorded
             # (settle), which this worker does next
-            self._busy[item.job.name] -= 1
+            self._busy[lane(item.job)] -= 1
             self._cond.notify_all()
             if self._stopped or self._past_deadline():
                 return None
@@ -300,6 +306,6 @@ def _run_waiting(
             next_period=next_period,
         )
         if not outcome.blocked or stop.wait(delay):
-            return outcome, handed
+            return keyed(outcome, item.job), handed
         claimed = UNCLAIMED
         delay = min(delay * 2, 1.0)

@@ -27,7 +27,7 @@ def _reason(session: Session, job: Job, job_id: int, period: Period) -> tuple[st
     job_row = ledger.job_rows([job.name]).get(job.name)
     if job_row is not None and job_row.paused_at is not None:
         return f"{job.name} is paused (since {iso_utc(job_row.paused_at)})", False
-    row = ledger.run_row(job_id, period.start)
+    row = ledger.run_row(job_id, period.start, job.key)
     if row is not None:
         if row.status == RunStatus.succeeded:
             return f"already succeeded (attempt {row.attempt})", False
@@ -55,7 +55,7 @@ def _reason(session: Session, job: Job, job_id: int, period: Period) -> tuple[st
             and row.retry_after > row.now
         ):
             return f"failed; next retry after {iso_utc(row.retry_after)}", False
-    blocker = ledger.blocker(job_id, period.start)
+    blocker = ledger.blocker(job_id, period.start, job.key, job.whole_job_overlap)
     if blocker is not None:
         other = job.label(blocker.period_start)
         return (

@@ -19,16 +19,23 @@ from .job import Job
 from .models import ClaimRules, JobScan, Outcome
 from .pool import run_planned
 from .results import Batch, Planned
-from .scan import ScanTarget, prepare, scan_jobs
+from .scan import prepare, scan_jobs
 from .schedule import Period
 from .session import Session
+from .targets import KeyRow, ScanTarget
 from .upstream import ranks
 from .vocabulary import REPLAYABLE, PeriodState
 from .window import Moment
 
 
 def gap_periods(job: Job, result: JobScan, states: frozenset[str]) -> Iterator[Planned]:
-    """Every period of the job's gaps in ``states``, oldest first."""
+    """Every period of the job's gaps in ``states``, oldest first (of a job with keys: every
+    (key, period), then by key)."""
+    if job.keyed:
+        from .keyed import gap_items
+
+        yield from gap_items(job, result, states)
+        return
     timeline = job.timeline
     for range_ in result.ranges:
         if range_.state not in states:
@@ -295,7 +302,11 @@ def tick(
             runnable = REPLAYABLE | ({PeriodState.outdated} if job.name in rerun else set())
             chosen = list(_take(gap_periods(job, gaps[job.name], runnable), job.max_per_tick))
         elif job.catchup == "latest" or previous is None or latest.end + job.delay > previous:
-            chosen = [Planned(job, latest, "due")]
+            chosen = (
+                [Planned(job.for_key(k.key), latest, "due") for k in expected_at(target, latest)]
+                if job.keyed
+                else [Planned(job, latest, "due")]
+            )
         else:
             chosen = []
         planned += len(chosen)
@@ -322,6 +333,15 @@ def tick(
     )
 
 
+def expected_at(target: ScanTarget, period: Period) -> list[KeyRow]:
+    """The keys of a keyed job expected to have ``period``."""
+    return [
+        k
+        for k in target.keys
+        if period.end > k.expected_from and (k.gone_at is None or period.start < k.gone_at)
+    ]
+
+
 def round_robin(streams: list[Iterator[Planned]]) -> Iterator[Planned]:
     """One period of each job in turn, each job's oldest first: no job waits behind another's
     backlog. Lazy: nothing is taken from a stream before it is needed."""
@@ -335,5 +355,37 @@ def round_robin(streams: list[Iterator[Planned]]) -> Iterator[Planned]:
 
 
 def _take(items: Iterator[Planned], n: int) -> Iterator[Planned]:
-    for _, item in zip(range(n), items, strict=False):
+    """At most ``n`` of ``items`` (of a job with keys: at most ``n`` of each key)."""
+    taken: dict[str, int] = {}
+    for item in items:
+        got = taken.get(item.job.key, 0)
+        if got >= n:
+            if not item.job.key:
+                return
+            continue
+        taken[item.job.key] = got + 1
         yield item
+
+
+def run_keys(
+    session: Session,
+    job: Job,
+    period: Period,
+    workers: int,
+    rules: ClaimRules,
+    interrupted: threading.Event | None,
+) -> Batch:
+    """``catchup run`` of a job with keys: ``period`` of every key expected to have it (or of
+    those asked for), on a pool of ``workers``."""
+    ready = prepare(session, [job])
+    (target,) = ready.targets
+    keys = expected_at(target, period)
+    items = iter([Planned(ready.jobs[0].for_key(k.key), period, "due") for k in keys])
+    return run_planned(
+        session,
+        items,
+        planned=len(keys),
+        workers=max(1, min(workers, len(keys))),
+        interrupted=interrupted,
+        rules=rules,
+    )

@@ -20,6 +20,7 @@ from .models import (
     Unconfigured,
 )
 from .schedule import Period, iso_utc
+from .targets import KeyRow
 from .vocabulary import EventAction, OutcomeStatus, PeriodState
 
 
@@ -91,6 +92,17 @@ class History:
 
 
 @dataclass(frozen=True)
+class KeysReport:
+    """``catchup keys``: a job's keys, with when each was first and last seen and from when
+    (and, once gone, until when) it is expected."""
+
+    job: str
+    now: datetime
+    keys: tuple[KeyRow, ...]
+    labeler: Callable[[datetime], str] = field(default=iso_utc, compare=False, repr=False)
+
+
+@dataclass(frozen=True)
 class Change:
     """What a mark or reset did to one period."""
 
@@ -100,6 +112,7 @@ class Change:
     previous: PeriodState  # the row's status before, or missing
     now: PeriodState
     changed: bool  # a reset of a failed period changes it (its failures) though both say failed
+    key: str = ""  # the period's key, for a job with keys
 
 
 @dataclass(frozen=True)

@@ -37,6 +37,7 @@ class JobContext:
     attempt: int
     run_id: int
     checkpoint: str | None
+    key: str = ""  # the period's key, for a job with keys ('' otherwise)
     cancelled: threading.Event = field(default_factory=threading.Event)
     _saver: Callable[[str], bool] | None = None
 
@@ -61,6 +62,7 @@ class Execution:
 def placeholders(job: Job, period: Period, attempt: int) -> dict[str, Any]:
     return {
         "job": job.name,
+        "key": job.key,
         "period": job.period_value(period.start),
         "period_start": period.start,
         "period_end": period.end,
@@ -88,6 +90,9 @@ def child_env(
             "CATCHUP_RUN_ID": str(run_id),
         }
     )
+    env.pop("CATCHUP_KEY", None)
+    if job.keyed:
+        env["CATCHUP_KEY"] = job.key
     env.pop("CATCHUP_CHECKPOINT", None)
     if checkpoint is not None:
         env["CATCHUP_CHECKPOINT"] = checkpoint

@@ -15,6 +15,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from . import evidence
+from .coverage import record_coverage, signature
 from .job import Job
 from .ledger import Ledger
 from .ledger.scans import Pieces, Windows
@@ -23,27 +24,12 @@ from .pulse import read_pulse
 from .ranges import group, merge, present_ranges, uncovered
 from .schedule import Fixed, Schedule, WallStep
 from .session import Session
+from .targets import ScanTarget as ScanTarget
 from .vocabulary import PeriodState
 from .window import Moment, bound, check_window, window
 
 LISTED_BATCH = 50_000  # period starts sent per statement when Python lists them
 FIRST = operator.itemgetter(1)  # Range.first, without a Python call per range
-
-
-def signature(job: Job) -> str:
-    """What coverage is valid for: every schedule of the job and where each starts."""
-    return job.timeline.signature
-
-
-@dataclass(frozen=True)
-class ScanTarget:
-    """One job to scan: its config, its ledger id, whether it is paused, and where its window
-    starts when that is its own (a tick's ``catchup_window``) rather than the scan's."""
-
-    job: Job
-    job_id: int
-    paused: bool
-    since: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -72,7 +58,12 @@ def prepare(
     resolved = session.resolve_all(jobs, write=write)
     now = session.now()
     rows = session.job_rows(write=write)
-    return Prepared(now, resolved, rows, targets_for(resolved, rows))
+    targets = targets_for(resolved, rows)
+    if any(job.keyed for job in resolved):
+        from .keyed import with_keys
+
+        targets = with_keys(session.ledger, targets, now, write)
+    return Prepared(now, resolved, rows, targets)
 
 
 def targets_for(jobs: list[Job], rows: dict[str, JobRow]) -> list[ScanTarget]:
@@ -122,7 +113,11 @@ def scan_jobs(
     A job's window is cut where its schedule changed. Pieces with a fixed step are computed in
     SQL (``period + step``); pieces of wall-clock schedules get their period starts from the
     schedule (generated in SQL for calendar schedules by ``--full``, listed by Python
-    otherwise)."""
+    otherwise). A job with keys is scanned by :func:`catchup.keyed.scan_keyed`."""
+    if any(t.job.keyed for t in targets):
+        from .keyed import scan_with_keys
+
+        return scan_with_keys(ledger, targets, now, since, until, full, record, scan_jobs)
     windows = {t.job_id: window(t.job, now, t.since or since, until) for t in targets}
     expected = {t.job_id: t.job.timeline.count(*windows[t.job_id]) for t in targets}
     active = [t for t in targets if expected[t.job_id] > 0]
@@ -259,7 +254,7 @@ def scan_jobs(
             )
         if expected[job_id] > 0 and record:
             present = present_ranges(timeline, first, end, holes)
-            _record_coverage(
+            record_coverage(
                 ledger, job, job_id, states.get(job_id), first, end, covered[job_id], present
             )
         results.append(
@@ -322,34 +317,6 @@ def _full_query(
             "tz": schedule.timezone,
         }
     return "scan_full_listed", {**params, "starts": list(schedule.starts(lo, hi))}
-
-
-def _record_coverage(
-    ledger: Ledger,
-    job: Job,
-    job_id: int,
-    state: tuple[str, int] | None,
-    first: datetime,
-    end: datetime,
-    covered: list[tuple[datetime, datetime]],
-    present: list[tuple[datetime, datetime]],
-) -> None:
-    """Remember which periods have rows, unless rows disappeared since the scan read them."""
-    mine = signature(job)
-    clipped = [(max(a, first), b) for a, b in covered if b >= first]
-    if state is not None and state[0] == mine and clipped == present:
-        return  # nothing new learned: a steady-state scan writes nothing
-    ledger.record_coverage(
-        state,
-        {
-            "job_id": job_id,
-            "signature": mine,
-            "first": first,
-            "until": end,
-            "firsts": [a for a, _ in present],
-            "lasts": [b for _, b in present],
-        },
-    )
 
 
 def scan(

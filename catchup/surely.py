@@ -46,7 +46,9 @@ def claim_surely(session: Session, request: ClaimRequest) -> Claim | Blocked | N
     r = request
 
     def claim(reconnected: bool) -> Claim | Blocked | None:
-        if reconnected and (reclaimed := session.ledger.reclaim(r.job_id, r.period.start, r.owner)):
+        if reconnected and (
+            reclaimed := session.ledger.reclaim(r.job_id, r.period.start, r.owner, r.key)
+        ):
             return reclaimed
         return session.ledger.claim_request(r)
 
@@ -54,20 +56,25 @@ def claim_surely(session: Session, request: ClaimRequest) -> Claim | Blocked | N
 
 
 def finish_surely(
-    session: Session, job_id: int, period_start: datetime, attempt: int, **fields: Any
+    session: Session,
+    job_id: int,
+    period_start: datetime,
+    attempt: int,
+    key: str = "",
+    **fields: Any,
 ) -> Finished | None:
     """Write the finish; after a reconnect, read the row back instead of guessing whether the
     earlier commit happened."""
 
     def finish(reconnected: bool) -> Finished | None:
         if reconnected:
-            row = session.ledger.run_row(job_id, period_start)
+            row = session.ledger.run_row(job_id, period_start, key)
             if row is None or row.attempt != attempt:
                 return None
             if row.status != RunStatus.running:
                 assert row.finished_at is not None
                 return Finished(row.finished_at, row.failures, row.retry_after)
-        return session.ledger.finish(job_id, period_start, attempt, **fields)
+        return session.ledger.finish(job_id, period_start, attempt, key, **fields)
 
     return through_reconnects(session, finish)
 
@@ -79,6 +86,7 @@ def finish_then_claim_surely(
     attempt: int,
     next_request: ClaimRequest,
     fields: FinishFields,
+    key: str = "",
 ) -> tuple[Finished | None, HandOff]:
     """The finish and the next claim in one transaction; when that fails, the finish on its
     own, and the next period left unclaimed (its own claim, in its own turn, says what is
@@ -86,19 +94,22 @@ def finish_then_claim_surely(
     back as :func:`finish_surely` does, and the claim reclaimed if it committed."""
     try:
         finished, claim = session.ledger.finish_then_claim(
-            job_id, period_start, attempt, next_request, **fields
+            job_id, period_start, attempt, next_request, key, **fields
         )
     except (psycopg.OperationalError, DatabaseError):
-        finished = finish_surely(session, job_id, period_start, attempt, **fields)
+        finished = finish_surely(session, job_id, period_start, attempt, key, **fields)
         reclaimed = through_reconnects(
             session,
             lambda _: session.ledger.reclaim(
-                next_request.job_id, next_request.period.start, next_request.owner
+                next_request.job_id,
+                next_request.period.start,
+                next_request.owner,
+                next_request.key,
             ),
         )
         return finished, UNCLAIMED if reclaimed is None else reclaimed
     except psycopg.Error:  # a deadlock, a trigger: rolled back whole, nothing of it written
-        return finish_surely(session, job_id, period_start, attempt, **fields), UNCLAIMED
+        return finish_surely(session, job_id, period_start, attempt, key, **fields), UNCLAIMED
     if finished is None:  # fenced off, and so nothing claimed: the next period is its own
         return None, UNCLAIMED
     return finished, claim

@@ -21,7 +21,9 @@ from .schedule import (
 # matched whole (fullmatch: `$` would let a trailing newline through)
 JOB_NAME = re.compile(r"[^\W][\w.-]{0,63}")
 SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
-PLACEHOLDERS = frozenset({"job", "period", "period_start", "period_end", "attempt"})
+PLACEHOLDERS = frozenset({"job", "key", "period", "period_start", "period_end", "attempt"})
+# a job's key (tenant, region, shard): text of at most this many characters
+KEY_LENGTH = 200
 _DURATION = re.compile(r"(\d{1,12})\s*(ms|s|m|h|d|w)")
 # Bounds, so that nothing parsed can carry a computed time out of PostgreSQL's (or Python's)
 # range: durations up to ten years, dates from 1900 to 2199, counts to sensible sizes.
@@ -201,9 +203,27 @@ def check_placeholders(arg: str) -> str | None:
             return f"{arg!r}: unknown placeholder {{{name}}}; known: {known}"
     sample = datetime(2026, 10, 31, tzinfo=UTC)
     try:
-        arg.format(job="j", period="2026-10-31", period_start=sample, period_end=sample, attempt=1)
+        arg.format(
+            job="j", key="k", period="2026-10-31", period_start=sample, period_end=sample, attempt=1
+        )
     except (ValueError, KeyError, IndexError, AttributeError, TypeError) as exc:
         return f"{arg!r}: {exc}"
+    return None
+
+
+def key_problem(key: object) -> str | None:
+    """None when ``key`` can be a job's key: text, not empty, at most :data:`KEY_LENGTH`
+    characters, no control character (it reaches argv, environments and terminals)."""
+    if not isinstance(key, str):
+        return f"expected text, got {type_name(key)}"
+    if not key:
+        return "is empty"
+    if len(key) > KEY_LENGTH:
+        return f"{key[:40]!a}…: longer than {KEY_LENGTH} characters"
+    if any(ord(c) < 0x20 or 0x7F <= ord(c) < 0xA0 for c in key):
+        return f"{key[:60]!a} holds a control character"
+    if storable(key) != key:
+        return f"{key[:60]!a} holds a character PostgreSQL cannot store"
     return None
 
 

@@ -48,7 +48,7 @@ def _explain(
     seen: dict[tuple[str, datetime, int], Why],
 ) -> Why:
     row = rows.get(job.name)
-    run = None if row is None else session.ledger.run_row(row.id, period.start)
+    run = None if row is None else session.ledger.run_row(row.id, period.start, job.key)
     label, value = job.label(period.start), job.period_value(period.start)
     run_it = f"catchup run {job.name} --period {value}"
     said: list[str] = []

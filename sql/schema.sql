@@ -8,35 +8,42 @@
 
 CREATE SCHEMA {schema};
 
--- function claim_period(text, bigint, timestamp with time zone, timestamp with time zone, text, interval, integer, boolean, boolean, boolean)
+-- function claim_period(text, bigint, text, timestamp with time zone, timestamp with time zone, text, interval, integer, boolean, boolean, boolean, boolean)
 
-CREATE FUNCTION {schema}.claim_period(p_lock_space text, p_job_id bigint, p_period_start timestamp with time zone, p_period_end timestamp with time zone, p_owner text, p_lease interval, p_max_attempts integer, p_allow_overlap boolean, p_ignore_backoff boolean, p_retry_exhausted boolean) RETURNS TABLE(id bigint, period_start timestamp with time zone, period_end timestamp with time zone, attempt integer, lease_expires_at timestamp with time zone, checkpoint text)
+CREATE FUNCTION {schema}.claim_period(p_lock_space text, p_job_id bigint, p_key text, p_period_start timestamp with time zone, p_period_end timestamp with time zone, p_owner text, p_lease interval, p_max_attempts integer, p_allow_overlap boolean, p_whole_job boolean, p_ignore_backoff boolean, p_retry_exhausted boolean) RETURNS TABLE(id bigint, period_start timestamp with time zone, period_end timestamp with time zone, attempt integer, lease_expires_at timestamp with time zone, checkpoint text)
     LANGUAGE plpgsql
     AS $$
 #variable_conflict use_column
 BEGIN
     IF NOT p_allow_overlap THEN
-        -- Serialises claims of one job until this transaction ends. The claim below is a
-        -- statement of its own in a VOLATILE function, so its snapshot is taken after the lock
-        -- and its overlap check sees every claim committed before.
-        PERFORM pg_advisory_xact_lock(hashtext(p_lock_space), p_job_id::integer);
+        -- Serialises claims of one job (or one key of it) until this transaction ends. The
+        -- claim below is a statement of its own in a VOLATILE function, so its snapshot is
+        -- taken after the lock and its overlap check sees every claim committed before.
+        PERFORM pg_advisory_xact_lock(
+            hashtext(CASE WHEN p_key = '' OR p_whole_job THEN p_lock_space
+                          ELSE p_lock_space || '/' || p_key END),
+            p_job_id::integer);
     END IF;
     RETURN QUERY
     WITH claimed AS (
         INSERT INTO {schema}.runs AS r
-            (job_id, period_start, period_end, status, attempt, owner,
+            (job_id, key, period_start, period_end, status, attempt, owner,
              claimed_at, heartbeat_at, lease_expires_at)
-        SELECT p_job_id, p_period_start, p_period_end, 'running', 1, p_owner,
+        SELECT p_job_id, p_key, p_period_start, p_period_end, 'running', 1, p_owner,
                clock_timestamp(), clock_timestamp(), clock_timestamp() + p_lease
         WHERE NOT EXISTS (
             SELECT 1 FROM {schema}.jobs j WHERE j.id = p_job_id AND j.paused_at IS NOT NULL)
+        AND (p_key = '' OR NOT EXISTS (
+            SELECT 1 FROM {schema}.job_keys k
+            WHERE k.job_id = p_job_id AND k.key = p_key AND k.paused_at IS NOT NULL))
         AND (p_allow_overlap OR NOT EXISTS (
             SELECT 1 FROM {schema}.runs o
             WHERE o.job_id = p_job_id
+              AND (p_whole_job OR o.key = p_key)
               AND o.status = 'running'
               AND o.lease_expires_at > clock_timestamp()
-              AND o.period_start <> p_period_start))
-        ON CONFLICT (job_id, period_start) DO UPDATE SET
+              AND (o.period_start <> p_period_start OR o.key <> p_key)))
+        ON CONFLICT (job_id, key, period_start) DO UPDATE SET
             status = 'running',
             attempt = r.attempt + 1,
             failures = r.failures + (r.status = 'running')::integer,
@@ -54,27 +61,28 @@ BEGIN
            OR (r.status = 'running'
                AND r.lease_expires_at <= clock_timestamp()
                AND (r.failures + 1 < p_max_attempts OR p_retry_exhausted))
-        RETURNING r.id, r.job_id, r.period_start, r.period_end, r.attempt, r.owner,
+        RETURNING r.id, r.job_id, r.key, r.period_start, r.period_end, r.attempt, r.owner,
                   r.claimed_at, r.lease_expires_at, r.checkpoint
     ), lost AS (
         UPDATE {schema}.history h
         SET status = 'lost', finished_at = c.claimed_at,
             error = 'lease expired; taken over by attempt ' || c.attempt
         FROM claimed c
-        WHERE h.job_id = c.job_id AND h.period_start = c.period_start
+        WHERE h.job_id = c.job_id AND h.key = c.key AND h.period_start = c.period_start
           AND h.attempt = c.attempt - 1 AND h.status = 'running'
     ), opened AS (
-        INSERT INTO {schema}.history (job_id, period_start, attempt, status, owner, started_at)
-        SELECT job_id, period_start, attempt, 'running', owner, claimed_at FROM claimed
+        INSERT INTO {schema}.history (job_id, key, period_start, attempt, status, owner,
+                                      started_at)
+        SELECT job_id, key, period_start, attempt, 'running', owner, claimed_at FROM claimed
     )
     SELECT c.id, c.period_start, c.period_end, c.attempt, c.lease_expires_at, c.checkpoint
     FROM claimed c;
 END
 $$;
 
--- function finish_attempt(bigint, timestamp with time zone, integer, text, text, boolean, interval, interval, integer, text, text)
+-- function finish_attempt(bigint, text, timestamp with time zone, integer, text, text, boolean, interval, interval, integer, text, text)
 
-CREATE FUNCTION {schema}.finish_attempt(p_job_id bigint, p_period_start timestamp with time zone, p_attempt integer, p_status text, p_history_status text, p_counts_as_failure boolean, p_backoff interval, p_backoff_cap interval, p_exit_code integer, p_error text, p_output_tail text) RETURNS TABLE(finished_at timestamp with time zone, failures integer, retry_after timestamp with time zone)
+CREATE FUNCTION {schema}.finish_attempt(p_job_id bigint, p_key text, p_period_start timestamp with time zone, p_attempt integer, p_status text, p_history_status text, p_counts_as_failure boolean, p_backoff interval, p_backoff_cap interval, p_exit_code integer, p_error text, p_output_tail text) RETURNS TABLE(finished_at timestamp with time zone, failures integer, retry_after timestamp with time zone)
     LANGUAGE plpgsql
     AS $$
 #variable_conflict use_column
@@ -87,8 +95,6 @@ BEGIN
             lease_expires_at = NULL,
             failures = failures + p_counts_as_failure::integer,
             interrupted = p_status = 'failed' AND NOT p_counts_as_failure,
-            -- exponential backoff: backoff after the first failure, doubling, at most the cap
-            -- (or backoff itself when that is longer); failures here is the count before this
             retry_after = CASE
                 WHEN p_status <> 'failed' THEN NULL
                 WHEN NOT p_counts_as_failure THEN clock_timestamp()
@@ -99,23 +105,24 @@ BEGIN
             exit_code = p_exit_code,
             error = p_error,
             output_tail = p_output_tail
-        WHERE job_id = p_job_id AND period_start = p_period_start AND attempt = p_attempt
-          AND status = 'running'
-        RETURNING job_id, period_start, attempt, finished_at, failures, retry_after
+        WHERE job_id = p_job_id AND key = p_key AND period_start = p_period_start
+          AND attempt = p_attempt AND status = 'running'
+        RETURNING job_id, key, period_start, attempt, finished_at, failures, retry_after
     ), closed AS (
         UPDATE {schema}.history h
         SET status = p_history_status, finished_at = f.finished_at, exit_code = p_exit_code,
             error = p_error, output_tail = p_output_tail
         FROM finished f
-        WHERE h.job_id = f.job_id AND h.period_start = f.period_start AND h.attempt = f.attempt
+        WHERE h.job_id = f.job_id AND h.key = f.key AND h.period_start = f.period_start
+          AND h.attempt = f.attempt
     )
     SELECT f.finished_at, f.failures, f.retry_after FROM finished f;
 END
 $$;
 
--- function finish_then_claim(bigint, timestamp with time zone, integer, text, text, boolean, interval, interval, integer, text, text, text, bigint, timestamp with time zone, timestamp with time zone, text, interval, integer, boolean, boolean, boolean)
+-- function finish_then_claim(bigint, text, timestamp with time zone, integer, text, text, boolean, interval, interval, integer, text, text, text, bigint, text, timestamp with time zone, timestamp with time zone, text, interval, integer, boolean, boolean, boolean, boolean)
 
-CREATE FUNCTION {schema}.finish_then_claim(p_job_id bigint, p_period_start timestamp with time zone, p_attempt integer, p_status text, p_history_status text, p_counts_as_failure boolean, p_backoff interval, p_backoff_cap interval, p_exit_code integer, p_error text, p_output_tail text, p_lock_space text, p_next_job_id bigint, p_next_start timestamp with time zone, p_next_end timestamp with time zone, p_owner text, p_lease interval, p_max_attempts integer, p_allow_overlap boolean, p_ignore_backoff boolean, p_retry_exhausted boolean) RETURNS TABLE(finished_at timestamp with time zone, failures integer, retry_after timestamp with time zone, id bigint, period_start timestamp with time zone, period_end timestamp with time zone, attempt integer, lease_expires_at timestamp with time zone, checkpoint text)
+CREATE FUNCTION {schema}.finish_then_claim(p_job_id bigint, p_key text, p_period_start timestamp with time zone, p_attempt integer, p_status text, p_history_status text, p_counts_as_failure boolean, p_backoff interval, p_backoff_cap interval, p_exit_code integer, p_error text, p_output_tail text, p_lock_space text, p_next_job_id bigint, p_next_key text, p_next_start timestamp with time zone, p_next_end timestamp with time zone, p_owner text, p_lease interval, p_max_attempts integer, p_allow_overlap boolean, p_whole_job boolean, p_ignore_backoff boolean, p_retry_exhausted boolean) RETURNS TABLE(finished_at timestamp with time zone, failures integer, retry_after timestamp with time zone, id bigint, period_start timestamp with time zone, period_end timestamp with time zone, attempt integer, lease_expires_at timestamp with time zone, checkpoint text)
     LANGUAGE plpgsql
     AS $$
 DECLARE
@@ -123,14 +130,14 @@ DECLARE
     c record;
 BEGIN
     SELECT * INTO f FROM {schema}.finish_attempt(
-        p_job_id, p_period_start, p_attempt, p_status, p_history_status, p_counts_as_failure,
-        p_backoff, p_backoff_cap, p_exit_code, p_error, p_output_tail);
+        p_job_id, p_key, p_period_start, p_attempt, p_status, p_history_status,
+        p_counts_as_failure, p_backoff, p_backoff_cap, p_exit_code, p_error, p_output_tail);
     IF NOT FOUND THEN
         RETURN;
     END IF;
     SELECT * INTO c FROM {schema}.claim_period(
-        p_lock_space, p_next_job_id, p_next_start, p_next_end, p_owner, p_lease,
-        p_max_attempts, p_allow_overlap, p_ignore_backoff, p_retry_exhausted);
+        p_lock_space, p_next_job_id, p_next_key, p_next_start, p_next_end, p_owner, p_lease,
+        p_max_attempts, p_allow_overlap, p_whole_job, p_ignore_backoff, p_retry_exhausted);
     RETURN QUERY SELECT f.finished_at, f.failures, f.retry_after, c.id, c.period_start,
                         c.period_end, c.attempt, c.lease_expires_at, c.checkpoint;
 END
@@ -221,6 +228,7 @@ BEGIN
         DELETE FROM {schema}.scan_state s WHERE s.job_id = new_id;
         DELETE FROM {schema}.evidence_state s WHERE s.job_id = new_id;
         DELETE FROM {schema}.alert_ranges a WHERE a.job_id = new_id;
+        DELETE FROM {schema}.job_keys k WHERE k.job_id = new_id;
         DELETE FROM {schema}.jobs j WHERE j.id = new_id;
     END IF;
     UPDATE {schema}.jobs SET name = new_name, retired_at = NULL WHERE id = old_id;
@@ -326,6 +334,7 @@ CREATE TABLE {schema}.events (
     reason text,
     actor text NOT NULL,
     at timestamp with time zone DEFAULT clock_timestamp() NOT NULL,
+    key text DEFAULT ''::text NOT NULL,
     CONSTRAINT events_action_check CHECK ((action = ANY (ARRAY['done'::text, 'skip'::text, 'reset'::text, 'pause'::text, 'resume'::text, 'schedule'::text, 'start'::text, 'adopt'::text, 'rename'::text, 'retire'::text])))
 );
 
@@ -363,6 +372,7 @@ CREATE TABLE {schema}.history (
     exit_code integer,
     error text,
     output_tail text,
+    key text DEFAULT ''::text NOT NULL,
     CONSTRAINT history_status_check CHECK ((status = ANY (ARRAY['running'::text, 'succeeded'::text, 'failed'::text, 'lost'::text, 'interrupted'::text])))
 );
 
@@ -375,6 +385,19 @@ ALTER TABLE {schema}.history ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
     NO MINVALUE
     NO MAXVALUE
     CACHE 1
+);
+
+-- table job_keys
+
+CREATE TABLE {schema}.job_keys (
+    job_id bigint NOT NULL,
+    key text NOT NULL,
+    expected_from timestamp with time zone NOT NULL,
+    first_seen timestamp with time zone NOT NULL,
+    last_seen timestamp with time zone NOT NULL,
+    gone_at timestamp with time zone,
+    paused_at timestamp with time zone,
+    CONSTRAINT job_keys_key_check CHECK (((key <> ''::text) AND (length(key) <= 200)))
 );
 
 -- table jobs
@@ -422,6 +445,7 @@ CREATE TABLE {schema}.runs (
     output_tail text,
     checkpoint text,
     interrupted boolean DEFAULT false NOT NULL,
+    key text DEFAULT ''::text NOT NULL,
     CONSTRAINT runs_attempt_check CHECK ((attempt >= 0)),
     CONSTRAINT runs_check CHECK ((period_end > period_start)),
     CONSTRAINT runs_status_check CHECK ((status = ANY (ARRAY['running'::text, 'succeeded'::text, 'failed'::text, 'waived'::text])))
@@ -509,15 +533,20 @@ ALTER TABLE ONLY {schema}.events
 ALTER TABLE ONLY {schema}.evidence_state
     ADD CONSTRAINT evidence_state_pkey PRIMARY KEY (job_id);
 
--- constraint history history_job_id_period_start_attempt_key
+-- constraint history history_identity
 
 ALTER TABLE ONLY {schema}.history
-    ADD CONSTRAINT history_job_id_period_start_attempt_key UNIQUE (job_id, period_start, attempt);
+    ADD CONSTRAINT history_identity UNIQUE (job_id, key, period_start, attempt);
 
 -- constraint history history_pkey
 
 ALTER TABLE ONLY {schema}.history
     ADD CONSTRAINT history_pkey PRIMARY KEY (id);
+
+-- constraint job_keys job_keys_pkey
+
+ALTER TABLE ONLY {schema}.job_keys
+    ADD CONSTRAINT job_keys_pkey PRIMARY KEY (job_id, key);
 
 -- constraint jobs jobs_name_key
 
@@ -537,7 +566,7 @@ ALTER TABLE ONLY {schema}.runs
 -- constraint runs runs_pkey
 
 ALTER TABLE ONLY {schema}.runs
-    ADD CONSTRAINT runs_pkey PRIMARY KEY (job_id, period_start);
+    ADD CONSTRAINT runs_pkey PRIMARY KEY (job_id, key, period_start);
 
 -- constraint scan_state scan_state_pkey
 

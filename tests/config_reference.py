@@ -12,10 +12,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from catchup.job import JOB_KEYS, JobKey
+from catchup.jobtable import JOB_KEYS, JobKey
 
 PAGE = Path(__file__).resolve().parent.parent / "docs" / "reference" / "config.md"
-BEGIN = "<!-- job keys: generated from catchup/job.py by tests/config_reference.py -->"
+BEGIN = "<!-- job keys: generated from catchup/jobtable.py by tests/config_reference.py -->"
 END = "<!-- end of job keys -->"
 
 

@@ -118,11 +118,10 @@ MUTATIONS = (
     Mutation(
         "finish-fence",
         "a runner that lost its period can never overwrite the newer attempt's result",
-        "sql/migrations/0012_definitions.sql",
-        "        WHERE job_id = p_job_id AND period_start = p_period_start"
-        " AND attempt = p_attempt\n"
-        "          AND status = 'running'\n        RETURNING job_id",
-        "        WHERE job_id = p_job_id AND period_start = p_period_start\n"
+        "sql/migrations/0014_keys.sql",
+        "        WHERE job_id = p_job_id AND key = p_key AND period_start = p_period_start\n"
+        "          AND attempt = p_attempt AND status = 'running'\n        RETURNING job_id",
+        "        WHERE job_id = p_job_id AND key = p_key AND period_start = p_period_start\n"
         "          AND status = 'running'\n        RETURNING job_id",
         (
             "tests/integration/test_concurrency.py::"
@@ -135,10 +134,8 @@ MUTATIONS = (
         "heartbeat-fence",
         "an old attempt cannot keep a taken-over period's lease alive",
         "sql/queries/claims.sql",
-        "WHERE job_id = %(job_id)s AND period_start = %(period_start)s AND attempt = %(attempt)s\n"
-        "  AND status = 'running' AND lease_expires_at > clock_timestamp()\n"
+        "  AND attempt = %(attempt)s AND status = 'running' AND lease_expires_at > clock_timestamp()\n"
         "RETURNING lease_expires_at;",
-        "WHERE job_id = %(job_id)s AND period_start = %(period_start)s\n"
         "  AND status = 'running' AND lease_expires_at > clock_timestamp()\n"
         "RETURNING lease_expires_at;",
         (
@@ -149,7 +146,7 @@ MUTATIONS = (
     Mutation(
         "overlap-not-exists",
         "no two periods of an overlap-forbidden job run at once",
-        "sql/migrations/0007_claim_functions.sql",
+        "sql/migrations/0014_keys.sql",
         "        AND (p_allow_overlap OR NOT EXISTS (",
         "        AND (true OR NOT EXISTS (",
         (
@@ -160,8 +157,11 @@ MUTATIONS = (
     Mutation(
         "job-lock",
         "claims of one forbid job are serialised (the overlap check sees the other's row)",
-        "sql/migrations/0007_claim_functions.sql",
-        "        PERFORM pg_advisory_xact_lock(hashtext(p_lock_space), p_job_id::integer);",
+        "sql/migrations/0014_keys.sql",
+        "        PERFORM pg_advisory_xact_lock(\n"
+        "            hashtext(CASE WHEN p_key = '' OR p_whole_job THEN p_lock_space\n"
+        "                          ELSE p_lock_space || '/' || p_key END),\n"
+        "            p_job_id::integer);",
         "        NULL;",
         ("tests/integration/test_ledger.py::test_the_job_lock_serialises_claims_of_one_job",),
     ),
@@ -187,7 +187,7 @@ MUTATIONS = (
         "handoff-fallback",
         "a finish whose carried claim failed is recorded on its own, not lost with the claim",
         "catchup/surely.py",
-        "        return finish_surely(session, job_id, period_start, attempt, **fields), UNCLAIMED",
+        "        return finish_surely(session, job_id, period_start, attempt, key, **fields), UNCLAIMED",
         "        raise",
         (
             "tests/integration/test_handoff.py::"
@@ -326,7 +326,7 @@ MUTATIONS = (
     Mutation(
         "takeover-needs-expired-lease",
         "a running period with a live lease is never taken over",
-        "sql/migrations/0007_claim_functions.sql",
+        "sql/migrations/0014_keys.sql",
         "               AND r.lease_expires_at <= clock_timestamp()\n",
         "",
         (
@@ -337,9 +337,9 @@ MUTATIONS = (
     Mutation(
         "finish-only-running",
         "a finish is applied once: a retried finish changes nothing",
-        "sql/migrations/0012_definitions.sql",
-        "AND attempt = p_attempt\n          AND status = 'running'\n        RETURNING job_id",
-        "AND attempt = p_attempt\n        RETURNING job_id",
+        "sql/migrations/0014_keys.sql",
+        "          AND attempt = p_attempt AND status = 'running'\n        RETURNING job_id",
+        "          AND attempt = p_attempt\n        RETURNING job_id",
         ("tests/integration/test_ledger.py::test_a_finish_sent_twice_is_applied_once",),
     ),
     Mutation(
@@ -484,8 +484,8 @@ MUTATIONS = (
         "upstream-row-lock",
         "a reset of an upstream period racing a downstream claim never lets the claim through",
         "sql/queries/claims.sql",
-        "    WHERE u.job_id = n.job_id AND u.period_start = n.period_start\n    FOR SHARE\n",
-        "    WHERE u.job_id = n.job_id AND u.period_start = n.period_start\n",
+        "    WHERE u.job_id = n.job_id AND u.key = n.key AND u.period_start = n.period_start\n    FOR SHARE\n",
+        "    WHERE u.job_id = n.job_id AND u.key = n.key AND u.period_start = n.period_start\n",
         ("tests/integration/test_chains.py::test_a_reset_racing_a_claim_never_lets_it_through",),
     ),
     Mutation(

@@ -19,7 +19,7 @@ from ..job import Config, Job
 from ..results import Connected
 from ..session import Session
 from ..upstream import graph_problems
-from ..values import blank, parse_instant, project_problem
+from ..values import blank, key_problem, parse_instant, project_problem
 from ..window import Moment
 
 MAX_REASON = 1000
@@ -172,13 +172,35 @@ class Base:
         """The configured job ``name``; a :class:`ConfigError` naming the known ones if none."""
         return self.config.job(name)
 
-    def select(self, names: Iterable[str] | None) -> list[Job]:
+    def select(self, names: Iterable[str] | None, keys: Iterable[str] | None = None) -> list[Job]:
         """The jobs named (in that order), or every job when none are: the one job selection
-        every command uses."""
+        every command uses. With ``keys`` (``--key``), the jobs with keys, each cut to those
+        keys; a named job without keys is refused."""
         chosen = list(names or ())
-        if not chosen:
-            return list(self.config.jobs.values())
-        return [self.config.job(name) for name in dict.fromkeys(chosen)]
+        jobs = (
+            list(self.config.jobs.values())
+            if not chosen
+            else [self.config.job(name) for name in dict.fromkeys(chosen)]
+        )
+        wanted = tuple(dict.fromkeys(keys or ()))
+        if not wanted:
+            return jobs
+        for key in wanted:
+            if (said := key_problem(key)) is not None:
+                raise ConfigError(f"--key {said}")
+        if chosen and (plain := [j.name for j in jobs if not j.keyed]):
+            raise ConfigError(f"--key: {plain[0]} has no keys")
+        keyed = [replace(j, selected_keys=wanted) for j in jobs if j.keyed]
+        if not keyed:
+            raise ConfigError("--key: no job has keys")
+        return keyed
+
+    def one_key(self, name: str, key: str | None) -> Job:
+        """Job ``name``'s periods of ``key``: a job with keys needs one, a job without none."""
+        (job,) = self.select([name], None if key is None else [key])
+        if job.keyed and key is None:
+            raise ConfigError(f"{job.name} has keys: name the key with --key")
+        return job.for_key(key) if key is not None else job
 
     def close(self) -> None:
         if self._session is not None:

@@ -24,6 +24,7 @@ class Changing(Base):
         kind: Literal["done", "skip"],
         reason: str,
         actor: str | None = None,
+        key: str | None = None,
     ) -> Changes:
         """Waive ``periods`` (``"2026-10-03"`` or ``"2026-10-01..2026-10-07"``): done out of
         band or skipped on purpose; audited. Refused whole when any of them is running."""
@@ -33,7 +34,7 @@ class Changing(Base):
             raise ConfigError("mark needs --done or --skip")
         why = check_reason(reason, required=True)
         assert why is not None
-        spec = self.job(job)
+        spec = self.one_key(job, key)
         session = self.session
         spec = session.resolve(spec, write=False)  # bad periods are refused before any write
         chosen = operations.parse_periods(spec, texts(periods))
@@ -83,13 +84,15 @@ class Changing(Base):
         *,
         reason: str,
         actor: str | None = None,
+        key: str | None = None,
     ) -> Changes:
-        """Make succeeded, waived or exhausted periods runnable again; audited."""
+        """Make succeeded, waived or exhausted periods (of one ``key``, for a job with keys)
+        runnable again; audited."""
         from .. import operations
 
         why = check_reason(reason, required=True)
         assert why is not None
-        spec = self.job(job)
+        spec = self.one_key(job, key)
         session = self.session
         spec = session.resolve(spec, write=False)
         chosen = operations.parse_periods(spec, texts(periods))

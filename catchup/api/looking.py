@@ -12,7 +12,7 @@ from ..doctor import Finding
 from ..errors import ConfigError, DatabaseError
 from ..explain import Explanation
 from ..models import ScanReport
-from ..results import History, JobsReport, Why
+from ..results import History, JobsReport, KeysReport, Why
 from ..window import Moment
 from .base import Base, check, instant
 
@@ -26,13 +26,14 @@ class Looking(Base):
         until: Moment | None = None,
         full: bool = False,
         calendars: bool = False,
+        keys: Iterable[str] | None = None,
     ) -> ScanReport:
         """The gap detector: what ``catchup scan`` reports (with the scheduler's pulse, and a
         calendar per job when asked)."""
         from ..scan import scan
         from ..window import check_window
 
-        chosen = self.select(jobs)
+        chosen = self.select(jobs, keys)
         check_window(chosen, since, until)  # before the session opens (and migrates)
         return scan(
             self.session,
@@ -58,6 +59,20 @@ class Looking(Base):
         alerts.record(ledger, config, report, {name: row.id for name, row in rows.items()})
         return alerts.deliver(ledger, config)
 
+    def keys(self, job: str) -> KeysReport:
+        """``catchup keys JOB``: the job's keys as its keys query (or list) gives them now,
+        recorded, with when each was first and last seen and from when it is expected."""
+        from ..keyed import current_keys
+
+        spec = self.job(job)
+        if not spec.keyed:
+            raise ConfigError(f"{spec.name} has no keys (give it keys = [...] or a SELECT)")
+        session = self.session
+        job_id = session.registered_id(spec.name)
+        now = session.now()
+        rows = current_keys(session.ledger, spec, job_id, now, write=True)
+        return KeysReport(spec.name, now, tuple(rows), labeler=spec.label)
+
     def jobs(self) -> JobsReport:
         """``catchup jobs``: per job, schedule, last success, next due, done of expected."""
         from ..pulse import read_pulse
@@ -69,19 +84,25 @@ class Looking(Base):
         return JobsReport(session.target.describe(), tuple(lines), read_pulse(session), gone)
 
     def history(
-        self, job: str, *, period: Moment | None = None, limit: int = HISTORY_LIMIT.default or 1
+        self,
+        job: str,
+        *,
+        period: Moment | None = None,
+        limit: int = HISTORY_LIMIT.default or 1,
+        key: str | None = None,
     ) -> History:
-        """The attempts of ``job`` (or of one period), newest first, and the changes made to it."""
+        """The attempts of ``job`` (or of one period, of one ``key``), newest first, and the
+        changes made to it."""
         check(HISTORY_LIMIT, limit)
-        spec = self.job(job)
+        (spec,) = self.select([job], None if key is None else [key])
         start = None if period is None else instant(period, spec)
         session = self.session
         spec = session.resolve(spec, write=False)
         # by the ledger's id, read-only: a job renamed_from an old name shows that job's past
         row = session.job_rows(write=False).get(job)
         job_id = -1 if row is None else row.id  # never registered: no history yet
-        attempts, total_attempts = session.ledger.history(job_id, start, limit)
-        changes, total_changes = session.ledger.events(job_id, start, limit)
+        attempts, total_attempts = session.ledger.history(job_id, start, limit, key)
+        changes, total_changes = session.ledger.events(job_id, start, limit, key)
         return History(
             job,
             start,

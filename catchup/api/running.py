@@ -24,12 +24,14 @@ class Running(Base):
         interrupted: threading.Event | None = None,
         stream: bool = False,
         ignore_evidence: bool = False,
+        key: str | None = None,
     ) -> Outcome | NotDue:
         """Run one period (default: the latest due) through the claim path. :class:`NotDue`
         when no period is due yet; a :class:`ConfigError` for a period that is not a period
         start or not due (nothing is written then). A period whose output exists but that the
-        ledger never saw (the job's evidence) is skipped, unless ``ignore_evidence``."""
-        spec = self.job(job)
+        ledger never saw (the job's evidence) is skipped, unless ``ignore_evidence``. A job with
+        keys runs the period of one ``key`` here, of every key in :meth:`run_keys`."""
+        (spec,) = self.select([job], None if key is None else [key])
         start = None if period is None else instant(period, spec)
         session = self.session
         spec = session.resolve(spec, write=False)  # a bad period is refused before any write
@@ -37,6 +39,14 @@ class Running(Base):
         if chosen is None:
             first = spec.timeline.period(spec.anchor)
             return NotDue(spec.name, first, spec.label(first.start), first.end + spec.delay)
+        if spec.keyed:
+            if len(spec.selected_keys) != 1:
+                raise ConfigError(f"{spec.name} has keys: run one with a key, or use run_keys")
+            from ..keyed import current_keys
+
+            job_id = session.registered_id(spec.name)  # the key history is recorded
+            current_keys(session.ledger, spec, job_id, session.now(), write=True)
+            spec = spec.for_key(spec.selected_keys[0])
         return run_period(
             session,
             spec,
@@ -46,6 +56,34 @@ class Running(Base):
             rules=ClaimRules(ignore_evidence=ignore_evidence),
         )
 
+    def run_keys(
+        self,
+        job: str,
+        period: Moment | None = None,
+        *,
+        keys: Iterable[str] | None = None,
+        workers: int = REPLAY_WORKERS.default or 1,
+        interrupted: threading.Event | None = None,
+        ignore_evidence: bool = False,
+    ) -> Batch | NotDue:
+        """:meth:`run` of a job with keys: the period (default: the latest due) of every key
+        expected to have it, or of ``keys``, on a pool of ``workers``."""
+        from ..replay import run_keys
+
+        check(REPLAY_WORKERS, workers)
+        (spec,) = self.select([job], keys)
+        if not spec.keyed:
+            raise ConfigError(f"{spec.name} has no keys: run it with run()")
+        start = None if period is None else instant(period, spec)
+        session = self.session
+        spec = session.resolve(spec, write=False)
+        chosen = choose_period(spec, session.now(), start)
+        if chosen is None:
+            first = spec.timeline.period(spec.anchor)
+            return NotDue(spec.name, first, spec.label(first.start), first.end + spec.delay)
+        rules = ClaimRules(ignore_evidence=ignore_evidence)
+        return run_keys(session, spec, chosen, workers, rules, interrupted)
+
     def tick(
         self,
         *,
@@ -54,6 +92,7 @@ class Running(Base):
         interrupted: threading.Event | None = None,
         on_done: Callable[[Outcome], None] | None = None,
         max_time: float | None = None,
+        keys: Iterable[str] | None = None,
     ) -> Batch:
         """Run what each job's catch-up policy allows, on a pool of ``workers``: what
         ``catchup tick`` does. After ``max_time`` seconds nothing new starts."""
@@ -62,7 +101,7 @@ class Running(Base):
         check(TICK_WORKERS, workers)
         if max_time is not None:
             check(MAX_TIME, max_time)
-        chosen = self.select(jobs)
+        chosen = self.select(jobs, keys)
         return tick(
             self.session,
             chosen,
@@ -92,6 +131,7 @@ class Running(Base):
         on_plan: Callable[[int], None] | None = None,
         on_start: Callable[[Planned], None] | None = None,
         on_done: Callable[[Outcome], None] | None = None,
+        keys: Iterable[str] | None = None,
     ) -> Batch:
         """Run the gaps, oldest first: what ``catchup replay`` does. ``unverified`` also runs
         succeeded periods that left no evidence again, ``outdated`` those an upstream re-run
@@ -107,7 +147,7 @@ class Running(Base):
             raise ConfigError("--outdated needs --reason: it runs succeeded periods again")
         why = check_reason(reason, required=False)
         check(REPLAY_WORKERS, workers)
-        chosen = self.select(jobs)
+        chosen = self.select(jobs, keys)
         check_window(chosen, since, until)  # before the session opens (and migrates)
         audit = Audit(why, actor or default_actor()) if why else None
         return replay(

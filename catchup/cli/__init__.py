@@ -14,7 +14,7 @@ from .. import __version__
 from .admin import demo, deploy, doctor, serve, server
 from .base import CatchupGroup, State
 from .changing import adopt, checkpoint, mark, migrate, pause, rename, reset, resume, retire
-from .looking import explain, history, jobs, scan, why
+from .looking import explain, history, jobs, keys, scan, why
 from .options import EXIT_CODES
 from .running import replay, run, tick
 
@@ -53,6 +53,7 @@ for command in (
     replay,
     jobs,
     history,
+    keys,
     why,
     mark,
     reset,

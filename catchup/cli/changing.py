@@ -18,6 +18,7 @@ from .options import EXIT_CODES, actor_option, reason_option, window_options
 @click.argument("periods", nargs=-1, required=True, metavar="PERIOD...")
 @click.option("--done", "kind", flag_value="done", help="It was done out of band.")
 @click.option("--skip", "kind", flag_value="skip", help="It is deliberately not to be run.")
+@click.option("--key", help="The key whose periods these are (a job with keys needs one).")
 @reason_option(required=True)
 @actor_option
 @pass_state
@@ -26,6 +27,7 @@ def mark(
     job: str,
     periods: tuple[str, ...],
     kind: str | None,
+    key: str | None,
     reason: str,
     actor: str | None,
 ) -> None:
@@ -44,7 +46,12 @@ def mark(
     if kind not in ("done", "skip"):
         raise ConfigError("mark needs --done or --skip")
     result = state.app().mark(
-        job, periods, kind="skip" if kind == "skip" else "done", reason=reason, actor=actor
+        job,
+        periods,
+        kind="skip" if kind == "skip" else "done",
+        reason=reason,
+        actor=actor,
+        key=key,
     )
     changes.changes(console(), result)
 
@@ -81,10 +88,18 @@ def adopt(
 @click.command(epilog=EXIT_CODES)
 @click.argument("job")
 @click.argument("periods", nargs=-1, required=True, metavar="PERIOD...")
+@click.option("--key", help="The key whose periods these are (a job with keys needs one).")
 @reason_option(required=True)
 @actor_option
 @pass_state
-def reset(state: State, job: str, periods: tuple[str, ...], reason: str, actor: str | None) -> None:
+def reset(
+    state: State,
+    job: str,
+    periods: tuple[str, ...],
+    key: str | None,
+    reason: str,
+    actor: str | None,
+) -> None:
     """Make succeeded, waived or exhausted periods runnable again.
 
     They become failed with no failures counted and no backoff, so the next tick or replay runs
@@ -95,7 +110,8 @@ def reset(state: State, job: str, periods: tuple[str, ...], reason: str, actor: 
     """
     from ..render import changes
 
-    changes.changes(console(), state.app().reset(job, periods, reason=reason, actor=actor))
+    result = state.app().reset(job, periods, reason=reason, actor=actor, key=key)
+    changes.changes(console(), result)
 
 
 @click.command(epilog=EXIT_CODES)

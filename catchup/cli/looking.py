@@ -17,6 +17,7 @@ from .options import (
     When,
     jobs_option,
     json_option,
+    keys_option,
     limit_options,
     window_options,
 )
@@ -52,10 +53,12 @@ from .options import (
     is_flag=True,
     help="Post new, grown and closed gap ranges to the [alerts] webhooks (each told once).",
 )
+@keys_option
 @pass_state
 def scan(
     state: State,
     job_names: tuple[str, ...],
+    keys: tuple[str, ...],
     since: str | None,
     until: str | None,
     fmt: str,
@@ -94,7 +97,9 @@ def scan(
     app = state.app()
     if notify and app.config.alerts is None:
         raise ConfigError("--notify needs an [alerts] section with a webhook in catchup.toml")
-    result = app.scan(jobs=job_names, since=since, until=until, full=full, calendars=with_calendars)
+    result = app.scan(
+        jobs=job_names, since=since, until=until, full=full, calendars=with_calendars, keys=keys
+    )
     if notify:
         for line in app.notify(result):
             click.echo(f"catchup: {line} (tried again later)", err=True)
@@ -152,9 +157,12 @@ def jobs(state: State, as_json: bool) -> None:
     show_default=True,
     help="Show at most this many attempts and changes (the report says how many there are).",
 )
+@click.option("--key", help="Only this key of a job with keys.")
 @json_option("Print JSON instead of a table.")
 @pass_state
-def history(state: State, job: str, period: str | None, limit: int, as_json: bool) -> None:
+def history(
+    state: State, job: str, period: str | None, limit: int, key: str | None, as_json: bool
+) -> None:
     """Show the attempts of JOB, newest first, or of one period with --period, and the changes
     made to it (marks, resets, pauses, schedule and start changes).
 
@@ -162,8 +170,25 @@ def history(state: State, job: str, period: str | None, limit: int, as_json: boo
     """
     from ..render import json, tables
 
-    result = state.app().history(job, period=period, limit=limit)
+    result = state.app().history(job, period=period, limit=limit, key=key)
     show(result, as_json, json.history_json, tables.history)
+
+
+@click.command(epilog=EXIT_CODES)
+@click.argument("job")
+@json_option("Print JSON instead of a table.")
+@pass_state
+def keys(state: State, job: str, as_json: bool) -> None:
+    """List the keys of JOB (a job with keys): from when each is expected, when it was first
+    and last seen, and when it was gone. Reads the job's keys query (or list) and records what
+    it returns, as tick, scan and replay do.
+
+    Example: catchup keys invoice
+    """
+    from ..render import json, tables
+
+    result = state.app().keys(job)
+    show(result, as_json, json.keys_json, tables.keys)
 
 
 @click.command(epilog=EXIT_CODES)

@@ -106,6 +106,17 @@ def jobs_option[F: Callable[..., Any]](f: F) -> F:
     )(f)
 
 
+def keys_option[F: Callable[..., Any]](f: F) -> F:
+    """``--key K`` (repeatable): only these keys of jobs with keys."""
+    return click.option(
+        "--key",
+        "keys",
+        multiple=True,
+        metavar="KEY",
+        help="Only this key of a job with keys (repeatable; default: every key).",
+    )(f)
+
+
 def window_options(*, since_required: bool = False) -> Callable[[F], F]:
     """``--since`` and ``--until``: which period starts, in each job's own zone."""
 

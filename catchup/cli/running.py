@@ -25,6 +25,7 @@ from .options import (
     actor_option,
     jobs_option,
     json_option,
+    keys_option,
     limit_options,
     reason_option,
     window_options,
@@ -47,24 +48,62 @@ if TYPE_CHECKING:
     is_flag=True,
     help="Run the period even when the job's evidence shows its output already exists.",
 )
+@keys_option
+@workers_option(REPLAY_WORKERS, what="Keys run at once, for a job with keys")
 @json_option("Print the outcome as JSON.")
 @pass_state
-def run(state: State, job: str, period: str | None, ignore_evidence: bool, as_json: bool) -> None:
+def run(
+    state: State,
+    job: str,
+    period: str | None,
+    ignore_evidence: bool,
+    keys: tuple[str, ...],
+    workers: int,
+    as_json: bool,
+) -> None:
     """Run one period of JOB through the claim path.
 
     Without --period, runs the latest due period. Exits 0 when the period succeeded, was already
     done, another replica has it, its output already exists (untracked: the job's evidence
     shows it and the ledger has no run), or nothing is due yet; 1 when the job failed.
 
+    A job with keys runs the period of every key expected to have it (or of each --key), on
+    a pool of --workers, and exits as tick does.
+
     Example: catchup run billing --period 2026-10-31
     """
-    from ..render import json, tables
+    from ..render import batches, json, tables
     from ..results import NotDue
 
     app = state.app()
+    if app.job(job).keyed and len(keys) != 1:
+        out = console()
+        with stop_signals() as stop:
+            batch = app.run_keys(
+                job,
+                period,
+                keys=keys,
+                workers=workers,
+                interrupted=stop,
+                ignore_evidence=ignore_evidence,
+            )
+        if isinstance(batch, NotDue):
+            show(batch, as_json, lambda r: json.dumps(json.not_due_json(r)), tables.not_due)
+            return
+        if not as_json:
+            for outcome in batch.outcomes:
+                tables.outcome(out, outcome)
+        show(batch, as_json, json.batch_json, batches.tick_summary, out)
+        exit_for_batch(batch)
+        return
     with stop_signals() as stop:
         result = app.run(
-            job, period, interrupted=stop, stream=not as_json, ignore_evidence=ignore_evidence
+            job,
+            period,
+            interrupted=stop,
+            stream=not as_json,
+            ignore_evidence=ignore_evidence,
+            key=keys[0] if keys else None,
         )
     if isinstance(result, NotDue):
         show(result, as_json, lambda r: json.dumps(json.not_due_json(r)), tables.not_due)
@@ -75,6 +114,7 @@ def run(state: State, job: str, period: str | None, ignore_evidence: bool, as_js
 
 @click.command(epilog=EXIT_CODES)
 @jobs_option
+@keys_option
 @workers_option(TICK_WORKERS, what="Periods run at once, the jobs taking turns")
 @json_option("Print the periods and totals as JSON.")
 @click.option("-v", "--verbose", is_flag=True, help="Also print the periods that were skipped.")
@@ -89,6 +129,7 @@ def run(state: State, job: str, period: str | None, ignore_evidence: bool, as_js
 def tick(
     state: State,
     job_names: tuple[str, ...],
+    keys: tuple[str, ...],
     workers: int,
     as_json: bool,
     verbose: bool,
@@ -123,6 +164,7 @@ def tick(
             interrupted=stop,
             on_done=None if as_json else done,
             max_time=max_time,
+            keys=keys,
         )
     show(result, as_json, json.batch_json, batches.tick_summary, out)
     exit_for_batch(result)
@@ -131,6 +173,7 @@ def tick(
 @click.command(epilog=EXIT_CODES)
 @window_options(since_required=True)
 @jobs_option
+@keys_option
 @click.option("--max", "limit", type=click.IntRange(min=1), help="Run at most this many periods.")
 @workers_option(REPLAY_WORKERS, what="Periods run at once in this process")
 @click.option(
@@ -170,6 +213,7 @@ def replay(
     since: str,
     until: str | None,
     job_names: tuple[str, ...],
+    keys: tuple[str, ...],
     limit: int | None,
     workers: int,
     dry_run: bool,
@@ -211,6 +255,7 @@ def replay(
             since=since,
             until=until,
             jobs=job_names,
+            keys=keys,
             limit=limit,
             workers=workers,
             dry_run=dry_run,

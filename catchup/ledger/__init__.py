@@ -8,6 +8,7 @@ from .base import LedgerBase
 from .changes import Changing
 from .claims import ClaimPath, ClaimRequest, FinishFields
 from .evidence import EvidenceCheck, EvidenceQuery
+from .keys import Keys, read_keys
 from .scans import Scanning
 from .tools import Tools
 
@@ -17,8 +18,9 @@ __all__ = [
     "FinishFields",
     "Ledger",
     "LedgerBase",
+    "read_keys",
 ]
 
 
-class Ledger(ClaimPath, Changing, EvidenceCheck, Alerting, Scanning, Tools):
+class Ledger(ClaimPath, Changing, EvidenceCheck, Keys, Alerting, Scanning, Tools):
     """The ledger in ``schema``, through one autocommit connection."""

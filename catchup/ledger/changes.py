@@ -15,14 +15,17 @@ from .base import LedgerBase
 
 class Changing(LedgerBase):
     def history(
-        self, job_id: int, period_start: datetime | None = None, limit: int = 50
+        self,
+        job_id: int,
+        period_start: datetime | None = None,
+        limit: int = 50,
+        key: str | None = None,
     ) -> tuple[list[HistoryRow], int]:
-        """The newest ``limit`` attempts, and how many there are in all."""
+        """The newest ``limit`` attempts (of ``key``; None: of every key), and how many there
+        are in all."""
+        params = {"job_id": job_id, "period_start": period_start, "limit": limit, "key": key}
         with self.conn.cursor(row_factory=class_row(HistoryRow)) as cur:
-            rows = cur.execute(
-                self._q("history"),
-                {"job_id": job_id, "period_start": period_start, "limit": limit},
-            ).fetchall()
+            rows = cur.execute(self._q("history"), params).fetchall()
         return rows, rows[0].total if rows else 0
 
     def rename_job(self, old: str, new: str, reason: str, actor: str) -> str | None:
@@ -63,18 +66,21 @@ class Changing(LedgerBase):
 
     # -- reconciliation, pausing, the scheduler's pulse ---------------------------------------
 
-    def lock_periods(self, job_id: int, starts: list[datetime]) -> list[LockedRow]:
-        """The rows of ``starts`` that exist, locked until the transaction ends."""
+    def lock_periods(self, job_id: int, starts: list[datetime], key: str = "") -> list[LockedRow]:
+        """The rows of ``starts`` (of ``key``) that exist, locked until the transaction ends."""
         with self.conn.cursor(row_factory=class_row(LockedRow)) as cur:
             return cur.execute(
-                self._q("lock_periods"), {"job_id": job_id, "starts": starts}
+                self._q("lock_periods"), {"job_id": job_id, "starts": starts, "key": key}
             ).fetchall()
 
-    def mark_periods(self, job_id: int, periods: list[Period], note: str) -> list[datetime]:
+    def mark_periods(
+        self, job_id: int, periods: list[Period], note: str, key: str = ""
+    ) -> list[datetime]:
         rows = self.conn.execute(
             self._q("mark_periods"),
             {
                 "job_id": job_id,
+                "key": key,
                 "starts": [p.start for p in periods],
                 "ends": [p.end for p in periods],
                 "note": note,
@@ -82,10 +88,11 @@ class Changing(LedgerBase):
         ).fetchall()
         return [row[0] for row in rows]
 
-    def reset_periods(self, job_id: int, starts: list[datetime], note: str) -> list[datetime]:
-        rows = self.conn.execute(
-            self._q("reset_periods"), {"job_id": job_id, "starts": starts, "note": note}
-        ).fetchall()
+    def reset_periods(
+        self, job_id: int, starts: list[datetime], note: str, key: str = ""
+    ) -> list[datetime]:
+        params = {"job_id": job_id, "starts": starts, "note": note, "key": key}
+        rows = self.conn.execute(self._q("reset_periods"), params).fetchall()
         return [row[0] for row in rows]
 
     def record_events(
@@ -96,11 +103,13 @@ class Changing(LedgerBase):
         previous: list[str | None],
         reason: str | None,
         actor: str,
+        key: str = "",
     ) -> None:
         self.conn.execute(
             self._q("record_events"),
             {
                 "job_id": job_id,
+                "key": key,
                 "action": action,
                 "starts": starts,
                 "previous": previous,
@@ -118,14 +127,13 @@ class Changing(LedgerBase):
         return self.conn.execute(self._q("resume_job"), {"job_id": job_id}).fetchone() is not None
 
     def events(
-        self, job_id: int, period_start: datetime | None, limit: int
+        self, job_id: int, period_start: datetime | None, limit: int, key: str | None = None
     ) -> tuple[list[EventRow], int]:
-        """The newest ``limit`` changes, and how many there are in all."""
+        """The newest ``limit`` changes (of ``key`` and of the whole job; None: of every
+        key), and how many there are in all."""
+        params = {"job_id": job_id, "period_start": period_start, "limit": limit, "key": key}
         with self.conn.cursor(row_factory=class_row(EventRow)) as cur:
-            rows = cur.execute(
-                self._q("events"),
-                {"job_id": job_id, "period_start": period_start, "limit": limit},
-            ).fetchall()
+            rows = cur.execute(self._q("events"), params).fetchall()
         return rows, rows[0].total if rows else 0
 
     def recent_ticks(self, limit: int = 50) -> list[tuple[str, datetime]]:

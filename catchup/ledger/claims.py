@@ -42,10 +42,14 @@ class ClaimRequest:
     retry_exhausted: bool = False
     # upstream periods: (job id, start, the upstream job's max_attempts, which names its state)
     needs: tuple[tuple[int, datetime, int], ...] = ()
+    key: str = ""  # the period's key ('' for an unkeyed job)
+    whole_job: bool = False  # overlap = "forbid-job": forbidden across the job's keys
+    # the key of each of ``needs`` ('' for an unkeyed upstream job; default: all '')
+    need_keys: tuple[str, ...] = ()
 
 
 def _finish_params(
-    job_id: int, period_start: datetime, attempt: int, fields: FinishFields
+    job_id: int, key: str, period_start: datetime, attempt: int, fields: FinishFields
 ) -> dict[str, object]:
     # what a job wrote is stored whatever it holds (a NUL, a lone surrogate): a finish that
     # cannot be written would leave the period running
@@ -56,6 +60,7 @@ def _finish_params(
     }
     return {
         "job_id": job_id,
+        "key": key,
         "period_start": period_start,
         "attempt": attempt,
         "backoff_cap": timedelta(hours=6),
@@ -76,11 +81,16 @@ class ClaimPath(LedgerBase):
         allow_overlap: bool,
         ignore_backoff: bool = False,
         retry_exhausted: bool = False,
+        key: str = "",
+        whole_job: bool = False,
     ) -> Claim | None:
-        """The one atomic claim; None when another process has it or nothing is left to do."""
+        """The one atomic claim of (job, key, period); None when another process has it or
+        nothing is left to do."""
         params = {
             "schema": self.schema,
             "job_id": job_id,
+            "key": key,
+            "whole_job": whole_job,
             "period_start": period.start,
             "period_end": period.end,
             "owner": owner,
@@ -109,6 +119,8 @@ class ClaimPath(LedgerBase):
                 allow_overlap=r.allow_overlap,
                 ignore_backoff=r.ignore_backoff,
                 retry_exhausted=r.retry_exhausted,
+                key=r.key,
+                whole_job=r.whole_job,
             )
 
         if not r.needs:
@@ -118,6 +130,7 @@ class ClaimPath(LedgerBase):
                 self._q("upstream_not_done"),
                 {
                     "job_ids": [j for j, _, _ in r.needs],
+                    "keys": list(r.need_keys) or [""] * len(r.needs),
                     "starts": [t for _, t, _ in r.needs],
                     "max_attempts": [m for _, _, m in r.needs],
                 },
@@ -126,28 +139,41 @@ class ClaimPath(LedgerBase):
                 return Blocked(tuple(Waiting(*row) for row in rows))
             return claim()
 
-    def reclaim(self, job_id: int, period_start: datetime, owner: str) -> Claim | None:
+    def reclaim(
+        self, job_id: int, period_start: datetime, owner: str, key: str = ""
+    ) -> Claim | None:
         with self.conn.cursor(row_factory=class_row(Claim)) as cur:
             return cur.execute(
                 self._q("reclaim"),
-                {"job_id": job_id, "period_start": period_start, "owner": owner},
+                {"job_id": job_id, "key": key, "period_start": period_start, "owner": owner},
             ).fetchone()
 
     def heartbeat(
-        self, job_id: int, period_start: datetime, attempt: int, lease: timedelta
+        self, job_id: int, period_start: datetime, attempt: int, lease: timedelta, key: str = ""
     ) -> datetime | None:
         """Extend the lease; None when this attempt no longer holds it."""
         row = self.conn.execute(
             self._q("heartbeat"),
-            {"job_id": job_id, "period_start": period_start, "attempt": attempt, "lease": lease},
+            {
+                "job_id": job_id,
+                "key": key,
+                "period_start": period_start,
+                "attempt": attempt,
+                "lease": lease,
+            },
         ).fetchone()
         return row[0] if row else None
 
     def finish(
-        self, job_id: int, period_start: datetime, attempt: int, **fields: Unpack[FinishFields]
+        self,
+        job_id: int,
+        period_start: datetime,
+        attempt: int,
+        key: str = "",
+        **fields: Unpack[FinishFields],
     ) -> Finished | None:
         """Record the outcome, fenced by ``attempt``; None when the period was taken over."""
-        params = _finish_params(job_id, period_start, attempt, fields)
+        params = _finish_params(job_id, key, period_start, attempt, fields)
         with self.conn.cursor(row_factory=class_row(Finished)) as cur:
             return cur.execute(self._q("finish"), params).fetchone()
 
@@ -157,14 +183,17 @@ class ClaimPath(LedgerBase):
         period_start: datetime,
         attempt: int,
         then: ClaimRequest,
+        key: str = "",
         **fields: Unpack[FinishFields],
     ) -> tuple[Finished | None, Claim | None]:
         """:meth:`finish`, then :meth:`claim` of ``then``, in one transaction (one round trip,
         one commit). (None, None) when the finish was fenced off: nothing was claimed either."""
         params = {
-            **_finish_params(job_id, period_start, attempt, fields),
+            **_finish_params(job_id, key, period_start, attempt, fields),
             "schema": self.schema,
             "next_job_id": then.job_id,
+            "next_key": then.key,
+            "whole_job": then.whole_job,
             "next_start": then.period.start,
             "next_end": then.period.end,
             "owner": then.owner,
@@ -183,27 +212,33 @@ class ClaimPath(LedgerBase):
             return finished, None
         return finished, Claim(run_id, start, end, attempt_, expires, checkpoint)
 
-    def lose(self, job_id: int, period_start: datetime, attempt: int, error: str) -> None:
+    def lose(
+        self, job_id: int, period_start: datetime, attempt: int, error: str, key: str = ""
+    ) -> None:
         self.conn.execute(
             self._q("lose"),
             {
                 "job_id": job_id,
+                "key": key,
                 "period_start": period_start,
                 "attempt": attempt,
                 "error": storable(error),
             },
         )
 
-    def run_row(self, job_id: int, period_start: datetime) -> RunRow | None:
+    def run_row(self, job_id: int, period_start: datetime, key: str = "") -> RunRow | None:
         with self.conn.cursor(row_factory=class_row(RunRow)) as cur:
             return cur.execute(
-                self._q("run_row"), {"job_id": job_id, "period_start": period_start}
+                self._q("run_row"), {"job_id": job_id, "key": key, "period_start": period_start}
             ).fetchone()
 
-    def blocker(self, job_id: int, period_start: datetime) -> Blocker | None:
+    def blocker(
+        self, job_id: int, period_start: datetime, key: str = "", whole_job: bool = False
+    ) -> Blocker | None:
+        params = {"job_id": job_id, "period_start": period_start, "key": key}
         with self.conn.cursor(row_factory=class_row(Blocker)) as cur:
             return cur.execute(
-                self._q("running_other"), {"job_id": job_id, "period_start": period_start}
+                self._q("running_other"), {**params, "whole_job": whole_job}
             ).fetchone()
 
     def save_checkpoint(self, run_id: int, attempt: int, checkpoint: str) -> bool:

@@ -54,7 +54,9 @@ def changes(console: Console, result: Changes) -> None:
             groups.append([key, row, row, 1])
     for _, first, last, count in groups:
         label = first.label if count == 1 else f"{first.label} .. {last.label}"
-        line = Text(safe(f"{first.job} {label}: "))
+        line = Text(
+            safe(f"{first.job} {first.key} {label}: " if first.key else f"{first.job} {label}: ")
+        )
         now = f"{first.now} (runnable)" if result.action == EventAction.reset else str(first.now)
         if not first.changed:
             line.append(f"unchanged (already {first.now})", style="dim")

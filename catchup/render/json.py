@@ -9,7 +9,7 @@ from datetime import datetime
 from typing import Any
 
 from ..models import JobScan, Outcome, Pulse, Range, ScanReport
-from ..results import Batch, History, JobsReport, NotDue, Why
+from ..results import Batch, History, JobsReport, KeysReport, NotDue, Why
 from .text import iso_utc
 
 
@@ -25,6 +25,7 @@ def period_json(start: datetime, end: datetime, label: str) -> dict[str, str]:
 def outcome_json(result: Outcome) -> dict[str, Any]:
     return {
         "job": result.job,
+        **({"key": result.key} if result.key else {}),
         **period_json(result.period.start, result.period.end, result.label),
         "attempt": result.attempt,
         "status": result.status,
@@ -32,6 +33,30 @@ def outcome_json(result: Outcome) -> dict[str, Any]:
         "exit_code": result.exit_code,
         "seconds": None if result.seconds is None else round(result.seconds, 3),
     }
+
+
+def keys_json(report: KeysReport) -> str:
+    """``{"job", "keys": [{"key", "expected_from", "first_seen", "last_seen", "gone_at"}]}``."""
+
+    def at(value: datetime | None) -> str | None:
+        return None if value is None else iso_utc(value)
+
+    return dumps(
+        {
+            "job": report.job,
+            "keys": [
+                {
+                    "key": k.key,
+                    "expected_from": at(k.expected_from),
+                    "first_seen": at(k.first_seen),
+                    "last_seen": at(k.last_seen),
+                    "gone_at": at(k.gone_at),
+                    "paused_at": at(k.paused_at),
+                }
+                for k in report.keys
+            ],
+        }
+    )
 
 
 def not_due_json(result: NotDue) -> dict[str, Any]:
@@ -138,6 +163,7 @@ def history_json(history: History) -> str:
         {
             "attempts": [
                 {
+                    **({"key": row.key} if row.key else {}),
                     "period": iso_utc(row.period_start),
                     "label": history.label(row.period_start),
                     "attempt": row.attempt,
@@ -153,6 +179,7 @@ def history_json(history: History) -> str:
             "total_attempts": history.total_attempts,
             "changes": [
                 {
+                    **({"key": e.key} if e.key else {}),
                     "period": iso_utc(e.period_start) if e.period_start else None,
                     "label": history.label(e.period_start) if e.period_start else None,
                     "action": e.action,
@@ -180,6 +207,8 @@ def _gap_json(job: JobScan, gap: Range) -> dict[str, object]:
     }
     if (waits := job.waits(gap)) is not None:
         found["blocked_by"] = waits
+    if (keys := job.keys_in(gap)) is not None:
+        found["keys"] = list(keys)
     return found
 
 
@@ -207,6 +236,7 @@ def scan_json_chunks(report: ScanReport) -> Iterator[str]:
                 "schedule": job.schedule,
                 "timezone": job.timezone,
                 "expected": job.expected,
+                **({"keys": job.keys} if job.keys or job.range_keys else {}),
                 **{str(state): count for state, count in _counts(job)},
                 "paused": job.paused,
                 **({"error": job.evidence_error} if job.evidence_error else {}),

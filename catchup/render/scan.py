@@ -68,6 +68,15 @@ def gaps_oldest_first(report: ScanReport, limit: int | None = None) -> list[tupl
     return sorted(pairs, key=key) if limit is None else heapq.nsmallest(limit, pairs, key=key)
 
 
+def keys_said(job: JobScan, gap: Range, shown: int = 3) -> str | None:
+    """``120 of 10,000 keys (acme, globex, initech, … +117)``; None for a job without keys."""
+    held = job.keys_in(gap)
+    if held is None:
+        return None
+    names = ", ".join(held[:shown]) + (f", … +{len(held) - shown:,}" if len(held) > shown else "")
+    return f"{len(held):,} of {job.keys:,} keys ({names})"
+
+
 def gap_count(report: ScanReport) -> int:
     return sum(len(job.gaps) for job in report.jobs)
 
@@ -103,9 +112,16 @@ def scan_tables(console: Console, report: ScanReport, *, limit: int | None = GAP
     rows = gaps_oldest_first(report, limit)
     gap_cells = [
         [job.job, gap.state, when(job, gap.first), when(job, gap.last), str(gap.periods)]
+        + (
+            [safe(keys_said(job, gap) or "")]
+            if any(j.keys_in(g) is not None for j, g in rows)
+            else []
+        )
         for job, gap in rows
     ]
     heading = ["job", "state", "first", "last", "periods"]
+    if gap_cells and len(gap_cells[0]) > len(heading):
+        heading.append("keys")
     if fits(console, heading, gap_cells):
         table = Table(title="gaps, oldest first", title_justify="left")
         for name in heading:
@@ -120,6 +136,8 @@ def scan_tables(console: Console, report: ScanReport, *, limit: int | None = GAP
             line.append(gap.state, style=STYLE.get(gap.state, ""))
             span = row[2] if row[2] == row[3] else f"{row[2]} .. {row[3]}"
             line.append(f" {span} ({row[4]} period{'s' if row[4] != '1' else ''})")
+            if len(row) > 5 and row[5]:
+                line.append(f": {row[5]}")
             console.print(line)
     for job, gap in rows:
         if (waits := job.waits(gap)) is not None:

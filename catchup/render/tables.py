@@ -17,6 +17,7 @@ from ..results import (
     Connected,
     History,
     JobsReport,
+    KeysReport,
     Migrated,
     NotDue,
 )
@@ -28,7 +29,12 @@ if TYPE_CHECKING:
 
 def outcome(console: Console, result: Outcome) -> None:
     text = Text()
-    text.append(safe(f"{result.job} {result.label}"), style="bold")
+    named = (
+        f"{result.job} {result.key} {result.label}"
+        if result.key
+        else f"{result.job} {result.label}"
+    )
+    text.append(safe(named), style="bold")
     if result.attempt is not None:
         text.append(f" attempt {result.attempt}")
     text.append(": ")
@@ -40,6 +46,33 @@ def outcome(console: Console, result: Outcome) -> None:
     console.print(text, soft_wrap=True)
     for line in result.output.splitlines():
         console.print(Text(f"  │ {safe(line)}", style="dim"), soft_wrap=True)
+
+
+def keys(console: Console, report: KeysReport) -> None:
+    """``catchup keys``: a line per key, its first and last seen and from when expected."""
+    headers = ("key", "expected from", "first seen", "last seen", "gone")
+    rows = [
+        [
+            safe(k.key),
+            iso_utc(k.expected_from),
+            iso_utc(k.first_seen) if k.first_seen else "",
+            iso_utc(k.last_seen) if k.last_seen else "",
+            iso_utc(k.gone_at) if k.gone_at else "",
+        ]
+        for k in report.keys
+    ]
+    title = f"keys of {safe(report.job)}"
+    if fits(console, headers, rows):
+        table = Table(title=title, title_justify="left")
+        for column in headers:
+            table.add_column(column)
+        for cells in rows:
+            table.add_row(*cells)
+        console.print(table)
+    else:
+        blocks(console, title, headers, rows)
+    gone = sum(1 for k in report.keys if k.gone_at is not None)
+    console.print(f"{len(report.keys) - gone:,} keys expected, {gone:,} gone")
 
 
 JOBS_COLUMNS = (
@@ -173,7 +206,7 @@ def history(console: Console, result: History) -> None:
     headers = ("period", "attempt", "status", "owner", "started", "took", "exit", "error")
     rows = [
         [
-            safe(result.label(row.period_start)),
+            safe(f"{row.key} {result.label(row.period_start)}".strip()),
             str(row.attempt),
             str(row.status),
             safe(row.owner or ""),
@@ -208,7 +241,9 @@ def history(console: Console, result: History) -> None:
         [
             iso_utc(event.at),
             str(event.action),
-            safe(result.label(event.period_start)) if event.period_start else "(job)",
+            safe(f"{event.key} {result.label(event.period_start)}".strip())
+            if event.period_start
+            else "(job)",
             safe(event.previous or ""),
             safe(event.actor),
             safe(event.reason or ""),

@@ -5,12 +5,14 @@
 
 -- name: history
 -- total: how many attempts match in all, so a report cut at the limit can say so
+-- key: one key's attempts (NULL: every key's)
 SELECT h.period_start, h.attempt, h.status, h.owner, h.started_at, h.finished_at,
-       h.exit_code, h.error, h.output_tail, count(*) OVER () AS total
+       h.exit_code, h.error, h.output_tail, count(*) OVER () AS total, h.key
 FROM {schema}.history h
 WHERE h.job_id = %(job_id)s
   AND (%(period_start)s::timestamptz IS NULL OR h.period_start = %(period_start)s)
-ORDER BY h.period_start DESC, h.attempt DESC
+  AND (%(key)s::text IS NULL OR h.key = %(key)s)
+ORDER BY h.period_start DESC, h.key, h.attempt DESC
 LIMIT %(limit)s;
 
 -- name: record_tick
@@ -27,18 +29,18 @@ SELECT at FROM previous;
 SELECT period_start, status, attempt, failures,
        status = 'running' AND lease_expires_at > clock_timestamp() AS live
 FROM {schema}.runs
-WHERE job_id = %(job_id)s AND period_start = ANY(%(starts)s::timestamptz[])
+WHERE job_id = %(job_id)s AND key = %(key)s AND period_start = ANY(%(starts)s::timestamptz[])
 ORDER BY period_start
 FOR UPDATE;
 
 -- name: mark_periods
 -- Waive periods (done out of band, or skipped on purpose). A period that started running
 -- meanwhile is left alone and not returned, so the caller can refuse the whole change.
-INSERT INTO {schema}.runs AS r (job_id, period_start, period_end, status, attempt, finished_at,
-                                error)
-SELECT %(job_id)s, s, e, 'waived', 0, clock_timestamp(), %(note)s
+INSERT INTO {schema}.runs AS r (job_id, key, period_start, period_end, status, attempt,
+                                finished_at, error)
+SELECT %(job_id)s, %(key)s, s, e, 'waived', 0, clock_timestamp(), %(note)s
 FROM unnest(%(starts)s::timestamptz[], %(ends)s::timestamptz[]) AS u (s, e)
-ON CONFLICT (job_id, period_start) DO UPDATE SET
+ON CONFLICT (job_id, key, period_start) DO UPDATE SET
     status = 'waived', finished_at = clock_timestamp(), lease_expires_at = NULL,
     retry_after = NULL, error = excluded.error
 WHERE r.status <> 'running'
@@ -50,13 +52,13 @@ RETURNING period_start;
 UPDATE {schema}.runs
 SET status = 'failed', failures = 0, interrupted = false, retry_after = clock_timestamp(),
     lease_expires_at = NULL, error = %(note)s
-WHERE job_id = %(job_id)s AND period_start = ANY(%(starts)s::timestamptz[])
+WHERE job_id = %(job_id)s AND key = %(key)s AND period_start = ANY(%(starts)s::timestamptz[])
   AND status IN ('succeeded', 'waived', 'failed')
 RETURNING period_start;
 
 -- name: record_events
-INSERT INTO {schema}.events (job_id, period_start, action, previous, reason, actor)
-SELECT %(job_id)s, s, %(action)s, p, %(reason)s, %(actor)s
+INSERT INTO {schema}.events (job_id, key, period_start, action, previous, reason, actor)
+SELECT %(job_id)s, %(key)s, s, %(action)s, p, %(reason)s, %(actor)s
 FROM unnest(%(starts)s::timestamptz[], %(previous)s::text[]) AS u (s, p);
 
 -- name: pause_job
@@ -70,11 +72,14 @@ UPDATE {schema}.jobs SET paused_at = NULL WHERE id = %(job_id)s AND paused_at IS
 RETURNING id;
 
 -- name: events
-SELECT e.period_start, e.action, e.previous, e.reason, e.actor, e.at, count(*) OVER () AS total
+-- key: one key's changes and the whole job's (NULL: every key's)
+SELECT e.period_start, e.action, e.previous, e.reason, e.actor, e.at, count(*) OVER () AS total,
+       e.key
 FROM {schema}.events e
 WHERE e.job_id = %(job_id)s
   AND (%(period_start)s::timestamptz IS NULL OR e.period_start = %(period_start)s
        OR e.period_start IS NULL)
+  AND (%(key)s::text IS NULL OR e.key = %(key)s OR e.key = '')
 ORDER BY e.at DESC
 LIMIT %(limit)s;
 

@@ -4,13 +4,13 @@
 -- Statements of catchup/ledger/claims.py, one per "-- name:" header (names unique across files).
 
 -- name: claim
--- The one claim path, one round trip: {schema}.claim_period() (sql/migrations/0007) takes the
--- job's lock when overlap is forbidden, then claims; see its comments for the rules.
--- lock_space is the schema's name: the lock is per ledger and per job.
+-- The one claim path, one round trip: {schema}.claim_period() (sql/migrations/0014) takes the
+-- job's (or the key's) lock when overlap is forbidden, then claims (job, key, period); see its
+-- comments for the rules. lock_space is the schema's name: the lock is per ledger and per job.
 SELECT * FROM {schema}.claim_period(
-    %(schema)s, %(job_id)s::bigint, %(period_start)s, %(period_end)s, %(owner)s,
-    %(lease)s::interval, %(max_attempts)s::integer, %(allow_overlap)s, %(ignore_backoff)s,
-    %(retry_exhausted)s);
+    %(schema)s, %(job_id)s::bigint, %(key)s::text, %(period_start)s, %(period_end)s,
+    %(owner)s, %(lease)s::interval, %(max_attempts)s::integer, %(allow_overlap)s,
+    %(whole_job)s, %(ignore_backoff)s, %(retry_exhausted)s);
 
 -- name: upstream_not_done
 -- The upstream periods a claim waits for (a job's `after`) that are not done: succeeded or
@@ -21,11 +21,12 @@ SELECT * FROM {schema}.claim_period(
 SELECT n.job_id, n.period_start, r.status,
        {schema}.period_state(r.status, r.failures, r.interrupted, r.lease_expires_at,
                              clock_timestamp(), n.max_attempts)
-FROM unnest(%(job_ids)s::bigint[], %(starts)s::timestamptz[], %(max_attempts)s::integer[])
-     AS n (job_id, period_start, max_attempts)
+FROM unnest(%(job_ids)s::bigint[], %(keys)s::text[], %(starts)s::timestamptz[],
+            %(max_attempts)s::integer[])
+     AS n (job_id, key, period_start, max_attempts)
 LEFT JOIN LATERAL (
     SELECT u.status, u.failures, u.interrupted, u.lease_expires_at FROM {schema}.runs u
-    WHERE u.job_id = n.job_id AND u.period_start = n.period_start
+    WHERE u.job_id = n.job_id AND u.key = n.key AND u.period_start = n.period_start
     FOR SHARE
 ) r ON true
 WHERE r.status IS NULL OR r.status NOT IN ('succeeded', 'waived')
@@ -36,36 +37,36 @@ ORDER BY n.period_start, n.job_id;
 -- even if nobody has taken the period over yet.
 UPDATE {schema}.runs
 SET heartbeat_at = clock_timestamp(), lease_expires_at = clock_timestamp() + %(lease)s
-WHERE job_id = %(job_id)s AND period_start = %(period_start)s AND attempt = %(attempt)s
-  AND status = 'running' AND lease_expires_at > clock_timestamp()
+WHERE job_id = %(job_id)s AND key = %(key)s AND period_start = %(period_start)s
+  AND attempt = %(attempt)s AND status = 'running' AND lease_expires_at > clock_timestamp()
 RETURNING lease_expires_at;
 
 -- name: finish
--- Fenced by the attempt: {schema}.finish_attempt() (sql/migrations/0007) writes nothing for a
+-- Fenced by the attempt: {schema}.finish_attempt() (sql/migrations/0014) writes nothing for a
 -- runner whose period was taken over, and a finish sent twice is applied once.
 SELECT * FROM {schema}.finish_attempt(
-    %(job_id)s::bigint, %(period_start)s, %(attempt)s::integer, %(status)s::text,
+    %(job_id)s::bigint, %(key)s::text, %(period_start)s, %(attempt)s::integer, %(status)s::text,
     %(history_status)s::text, %(counts_as_failure)s, %(backoff)s::interval,
     %(backoff_cap)s::interval, %(exit_code)s::integer, %(error)s::text, %(output_tail)s::text);
 
 -- name: finish_then_claim
 -- One period's finish and the next period's claim in one transaction:
--- {schema}.finish_then_claim() (sql/migrations/0007). No row: the finish was fenced off and
+-- {schema}.finish_then_claim() (sql/migrations/0014). No row: the finish was fenced off and
 -- nothing was claimed; a row whose id is null: finished, and the next period not claimable.
 SELECT * FROM {schema}.finish_then_claim(
-    %(job_id)s::bigint, %(period_start)s, %(attempt)s::integer, %(status)s::text,
+    %(job_id)s::bigint, %(key)s::text, %(period_start)s, %(attempt)s::integer, %(status)s::text,
     %(history_status)s::text, %(counts_as_failure)s, %(backoff)s::interval,
     %(backoff_cap)s::interval, %(exit_code)s::integer, %(error)s::text, %(output_tail)s::text,
-    %(schema)s, %(next_job_id)s::bigint, %(next_start)s, %(next_end)s, %(owner)s,
-    %(lease)s::interval, %(max_attempts)s::integer, %(allow_overlap)s, %(ignore_backoff)s,
-    %(retry_exhausted)s);
+    %(schema)s, %(next_job_id)s::bigint, %(next_key)s::text, %(next_start)s, %(next_end)s,
+    %(owner)s, %(lease)s::interval, %(max_attempts)s::integer, %(allow_overlap)s,
+    %(whole_job)s, %(ignore_backoff)s, %(retry_exhausted)s);
 
 -- name: lose
 -- A runner that lost its lease says so in the history of its own attempt, if still open.
 UPDATE {schema}.history
 SET status = 'lost', finished_at = clock_timestamp(), error = %(error)s
-WHERE job_id = %(job_id)s AND period_start = %(period_start)s AND attempt = %(attempt)s
-  AND status = 'running';
+WHERE job_id = %(job_id)s AND key = %(key)s AND period_start = %(period_start)s
+  AND attempt = %(attempt)s AND status = 'running';
 
 -- name: run_row
 -- One period's row, read back after a claim found nothing to do or a commit's outcome was lost.
@@ -74,14 +75,15 @@ SELECT r.period_start, r.period_end, r.status, r.attempt, r.failures, r.owner,
        r.lease_expires_at > clock_timestamp() AS lease_live,
        clock_timestamp() AS now
 FROM {schema}.runs r
-WHERE r.job_id = %(job_id)s AND r.period_start = %(period_start)s;
+WHERE r.job_id = %(job_id)s AND r.key = %(key)s AND r.period_start = %(period_start)s;
 
 -- name: running_other
--- The live run that blocks a job whose overlap is forbidden.
+-- The live run that blocks a job (or, per key, one key of it) whose overlap is forbidden.
 SELECT period_start, owner, lease_expires_at
 FROM {schema}.runs
-WHERE job_id = %(job_id)s AND status = 'running' AND lease_expires_at > clock_timestamp()
-  AND period_start <> %(period_start)s
+WHERE job_id = %(job_id)s AND (%(whole_job)s OR key = %(key)s)
+  AND status = 'running' AND lease_expires_at > clock_timestamp()
+  AND (period_start <> %(period_start)s OR key <> %(key)s)
 ORDER BY period_start
 LIMIT 1;
 
@@ -94,5 +96,5 @@ RETURNING id;
 -- After a lost connection: the claim this owner made, if its commit went through after all.
 SELECT id, period_start, period_end, attempt, lease_expires_at, checkpoint
 FROM {schema}.runs
-WHERE job_id = %(job_id)s AND period_start = %(period_start)s AND status = 'running'
-  AND owner = %(owner)s AND lease_expires_at > clock_timestamp();
+WHERE job_id = %(job_id)s AND key = %(key)s AND period_start = %(period_start)s
+  AND status = 'running' AND owner = %(owner)s AND lease_expires_at > clock_timestamp();

@@ -52,7 +52,7 @@ INSERT INTO {schema}.runs AS r (job_id, period_start, period_end, status, attemp
                                 owner, finished_at, retry_after, exit_code, error)
 VALUES (%(job_id)s, %(start)s, %(end)s, 'failed', 1, 1, 'demo-host:1', %(end)s, %(end)s, 1,
         %(error)s)
-ON CONFLICT (job_id, period_start) DO UPDATE
+ON CONFLICT (job_id, key, period_start) DO UPDATE
 SET status = 'failed', failures = 1, retry_after = excluded.retry_after,
     exit_code = 1, error = excluded.error;
 

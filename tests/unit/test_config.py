@@ -27,7 +27,7 @@ MISTAKES = [
     (GOOD + "max_attempts = 0\n", 5, "at least 1"),
     (GOOD + 'max_attempts = "3"\n', 5, "whole number"),
     (GOOD + "max_attempts = true\n", 5, "whole number"),
-    (GOOD + 'overlap = "sometimes"\n', 5, "forbid, allow"),
+    (GOOD + 'overlap = "sometimes"\n', 5, "forbid, forbid-job, allow"),
     (GOOD + 'retry_backof = "5m"\n', 5, "did you mean 'retry_backoff'"),
     (GOOD.replace('"daily"', '"fortnightly"'), 2, "unknown schedule"),
     (GOOD.replace('"daily"', "7"), 2, "expected a string"),

@@ -46,7 +46,7 @@ def test_the_job_keys_table_is_generated_from_the_one_table_of_keys() -> None:
 
     text = PAGE.read_text()
     assert rewrite(text) == text, (
-        "docs/reference/config.md's job keys drifted from catchup/job.py: run "
+        "docs/reference/config.md's job keys drifted from catchup/jobtable.py: run "
         "uv run python tests/config_reference.py"
     )
 

@@ -1,0 +1,216 @@
+"""Per-key periods: a job with ``keys`` runs one period per key (tenant, region, shard), each
+(job, key, period) claimed, fenced and recorded on its own. Here: the keys read and their
+history recorded, a keyed job's scan (each key's ranges, and the ranges grouped across keys),
+and the (key, period) items a replay or a tick runs."""
+
+from __future__ import annotations
+
+import bisect
+import heapq
+from collections.abc import Callable, Iterator
+from dataclasses import replace
+from datetime import datetime
+
+import psycopg
+
+from . import db
+from .errors import CatchupError, ConfigError, first_line
+from .job import Job
+from .ledger import Ledger, read_keys
+from .models import COUNTED_STATES, JobScan, Range
+from .results import Planned
+from .targets import KeyRange, KeyRow, ScanTarget
+from .values import key_problem
+from .vocabulary import PeriodState
+from .window import Moment, window
+
+
+def source_keys(ledger: Ledger, job: Job) -> tuple[list[tuple[str, datetime | None]], bool]:
+    """The job's keys as its config gives them now: its list, or its query's rows (on the
+    ledger's database or ``keys_dsn``), each checked; and whether they come with a date."""
+    if isinstance(job.keys, tuple):
+        return [(k, None) for k in job.keys], False
+    assert isinstance(job.keys, str)
+    where = f"jobs.{job.name}.keys"
+    try:
+        if job.keys_dsn is None:
+            rows, dated = read_keys(ledger.conn, job.keys, job.timezone, ledger.schema)
+        else:
+            target = db.Target(conninfo=job.keys_dsn, source=f"jobs.{job.name}.keys_dsn")
+            with db.connect(target, application="catchup-keys") as conn:
+                rows, dated = read_keys(conn, job.keys, job.timezone, ledger.schema)
+    except psycopg.Error as exc:
+        if isinstance(exc, psycopg.OperationalError) and ledger.conn.broken:
+            raise
+        said = db.scrub(first_line(exc), job.keys_dsn or "")
+        raise CatchupError(f"{where}: the keys query failed: {said}") from None
+    except ConfigError as exc:
+        raise ConfigError(f"{where}: the keys query {exc}") from None
+    seen: set[str] = set()
+    for n, (key, _) in enumerate(rows, start=1):
+        if (problem := key_problem(key)) is not None:
+            raise ConfigError(f"{where}: row {n}: the key {problem}")
+        if key in seen:
+            raise ConfigError(f"{where}: the key {key!a} is returned twice")
+        seen.add(key)
+    return rows, dated
+
+
+def current_keys(ledger: Ledger, job: Job, job_id: int, now: datetime, write: bool) -> list[KeyRow]:
+    """The job's keys with their history: read from its source, recorded (with ``write``), and
+    merged with what the ledger knew. Without ``write`` nothing is written, and the keys are
+    what recording them would give."""
+    seen, dated = source_keys(ledger, job)
+    if write and job_id > 0:
+        ledger.record_keys(job_id, seen, start=job.anchor, dated=dated)
+        return ledger.key_history(job_id)
+    known = {row.key: row for row in ledger.key_history(job_id)} if job_id > 0 else {}
+    merged = {key: replace(row, gone_at=row.gone_at or now) for key, row in known.items()}
+    for key, since in seen:
+        row = known.get(key)
+        if row is None:
+            expected = since or (job.anchor if not known else now)
+            merged[key] = KeyRow(key, expected, now, now)
+        else:
+            merged[key] = replace(
+                row, gone_at=None, last_seen=now, expected_from=since or row.expected_from
+            )
+    return [merged[k] for k in sorted(merged)]
+
+
+def selected(job: Job, keys: list[KeyRow]) -> list[KeyRow]:
+    """``keys`` cut to the job's ``--key`` selection; a ConfigError names a key it lacks."""
+    if not job.selected_keys:
+        return keys
+    by_key = {row.key: row for row in keys}
+    unknown = [k for k in job.selected_keys if k not in by_key]
+    if unknown:
+        known = ", ".join(list(by_key)[:5]) + (", …" if len(by_key) > 5 else "")
+        raise ConfigError(f"{job.name} has no key {unknown[0]!a} (its keys: {known or 'none'})")
+    return [by_key[k] for k in job.selected_keys]
+
+
+def expected_count(keys: list[KeyRow], starts: list[datetime], ends: list[datetime]) -> int:
+    """How many (key, period) pairs are expected: a key's periods end after it is expected and
+    start before it is gone."""
+    total = 0
+    for row in keys:
+        lo = bisect.bisect_right(ends, row.expected_from)
+        hi = len(starts) if row.gone_at is None else bisect.bisect_left(starts, row.gone_at)
+        total += max(0, hi - lo)
+    return total
+
+
+def scan_keyed(
+    ledger: Ledger,
+    job: Job,
+    job_id: int,
+    keys: list[KeyRow],
+    *,
+    now: datetime,
+    since: Moment | None,
+    until: Moment | None,
+    paused: bool,
+    last_success: datetime | None = None,
+) -> JobScan:
+    """A keyed job's scan: its (key, period) pairs in the window, by state; each key's ranges;
+    and those ranges grouped, one per state and span, with the keys each holds."""
+    first, end = window(job, now, since, until)
+    periods = [(p.start, p.end) for p in job.timeline.periods(first, end)]
+    starts, ends = [s for s, _ in periods], [e for _, e in periods]
+    expected = expected_count(keys, starts, ends)
+    found = ledger.scan_keys(job_id, keys, periods, now=now, max_attempts=job.max_attempts)
+    counts: dict[str, int] = dict.fromkeys(COUNTED_STATES, 0)
+    groups: dict[tuple[str, datetime, datetime], list[KeyRange]] = {}
+    for r in found:
+        counts[r.state] += r.periods
+        groups.setdefault((r.state, r.first, r.last), []).append(r)
+    counts[PeriodState.succeeded] = expected - sum(
+        v for k, v in counts.items() if k != PeriodState.succeeded
+    )
+    grouped = sorted(groups.items(), key=lambda item: (item[0][1], item[0][0]))
+    return JobScan(
+        job=job.name,
+        schedule=job.schedule.text,
+        timezone=job.timezone,
+        daily_or_longer=job.schedule.daily_or_longer,
+        paused=paused,
+        first=first if expected else None,
+        until=end if expected else None,
+        expected=expected,
+        counts=counts,
+        ranges=tuple(
+            Range(state, a, b, sum(r.periods for r in held)) for (state, a, b), held in grouped
+        ),
+        last_success=last_success,
+        labeler=job.label,
+        keys=len(keys),
+        key_ranges=tuple(found),
+        range_keys=tuple(tuple(r.key for r in held) for _, held in grouped),
+    )
+
+
+def gap_items(job: Job, result: JobScan, states: frozenset[str]) -> Iterator[Planned]:
+    """Every (key, period) of a keyed job's gaps in ``states``, oldest first, then by key."""
+    timeline = job.timeline
+
+    def of(r: KeyRange) -> Iterator[tuple[datetime, str, Planned]]:
+        keyed = job.for_key(r.key)
+        state = PeriodState(r.state)
+        for period in timeline.periods(r.first, timeline.after(r.last)):
+            yield period.start, r.key, Planned(keyed, period, state)
+
+    streams = [of(r) for r in result.key_ranges if r.state in states]
+    for _, _, item in heapq.merge(*streams, key=lambda t: (t[0], t[1])):
+        yield item
+
+
+def with_keys(
+    ledger: Ledger, targets: list[ScanTarget], now: datetime, write: bool
+) -> list[ScanTarget]:
+    """``targets`` with each keyed job's keys (read, recorded with ``write``, cut to those
+    asked for)."""
+    out = []
+    for t in targets:
+        if t.job.keyed:
+            keys = selected(t.job, current_keys(ledger, t.job, t.job_id, now, write))
+            t = replace(t, keys=tuple(keys))
+        out.append(t)
+    return out
+
+
+def scan_with_keys(
+    ledger: Ledger,
+    targets: list[ScanTarget],
+    now: datetime,
+    since: Moment | None,
+    until: Moment | None,
+    full: bool,
+    record: bool,
+    plain: Callable[..., list[JobScan]],
+) -> list[JobScan]:
+    """:func:`catchup.scan.scan_jobs` of ``targets``: the keyed ones here, the rest by
+    ``plain``, in their order."""
+    others = [t for t in targets if not t.job.keyed]
+    done = iter(plain(ledger, others, now=now, since=since, until=until, full=full, record=record))
+    keyed = [t for t in targets if t.job.keyed]
+    successes = ledger.last_successes([t.job_id for t in keyed])
+    results = []
+    for t in targets:
+        if not t.job.keyed:
+            results.append(next(done))
+            continue
+        results.append(
+            scan_keyed(
+                ledger,
+                t.job,
+                t.job_id,
+                list(t.keys),
+                now=now,
+                since=t.since or since,
+                until=until,
+                paused=t.paused,
+                last_success=successes.get(t.job_id),
+            )
+        )
+    return results

@@ -1,0 +1,45 @@
+"""What a scan is asked to look at: a job's :class:`ScanTarget`, and a keyed job's keys
+(:class:`KeyRow`) and ranges of one key (:class:`KeyRange`). Plain values, no I/O."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import NamedTuple
+
+from .job import Job
+
+
+class KeyRange(NamedTuple):
+    """Consecutive periods of one key of a job in one state (``first``, ``last``: starts)."""
+
+    key: str
+    state: str
+    first: datetime
+    last: datetime
+    periods: int
+
+
+@dataclass(frozen=True)
+class KeyRow:
+    """One key of a job as the ledger knows it: expected from ``expected_from`` (and, when
+    ``gone_at`` is set, no longer from then on), first and last seen by a read of its keys."""
+
+    key: str
+    expected_from: datetime
+    first_seen: datetime | None = None
+    last_seen: datetime | None = None
+    gone_at: datetime | None = None
+    paused_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class ScanTarget:
+    """One job to scan: its config, its ledger id, whether it is paused, and where its window
+    starts when that is its own (a tick's ``catchup_window``) rather than the scan's."""
+
+    job: Job
+    job_id: int
+    paused: bool
+    since: datetime | None = None
+    keys: tuple[KeyRow, ...] = ()  # a keyed job's keys (those asked for), with their history

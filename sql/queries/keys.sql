@@ -1,0 +1,99 @@
+-- A keyed job's keys: the user's keys query (read-only, bounded in time, as evidence is), the
+-- key history the ledger keeps (job_keys, sql/migrations/0014), and the scan of (key, period).
+-- {schema} is replaced by the quoted schema identifier through psycopg.sql; values are always
+-- %(name)s parameters. Statements of catchup/ledger/keys.py (names unique across files).
+
+-- name: keys_probe
+-- The keys query's columns, without running it.
+SELECT * FROM ({keys}) AS k LIMIT 0;
+
+-- name: keys_read
+-- The keys query's rows: the key as text, and from when it is expected (a date is that day's
+-- local midnight in the job's zone, a timestamp without a zone a UTC time). At most
+-- %(limit)s rows are read, so a query that returns too many is refused, not loaded.
+SELECT k.key::text, {since} FROM ({keys}) AS k {names} LIMIT %(limit)s;
+
+-- name: keys_since_none
+NULL::timestamptz
+
+-- name: keys_since_date
+(k.since::timestamp AT TIME ZONE %(zone)s)
+
+-- name: keys_since_timestamp
+(k.since AT TIME ZONE 'UTC')
+
+-- name: keys_since_timestamptz
+k.since
+
+-- name: key_history
+-- A job's keys as the ledger knows them, with when each was first and last seen.
+SELECT key, expected_from, first_seen, last_seen, gone_at, paused_at
+FROM {schema}.job_keys
+WHERE job_id = %(job_id)s
+ORDER BY key;
+
+-- name: record_keys
+-- What one read of the keys saw: new keys are recorded (expected from the read's date, else the
+-- job's start when the ledger had no key of the job yet, else now), keys seen again are seen
+-- again (and no longer gone), and keys the read did not return are gone from now on. Under the
+-- job's row lock (lock_job_row), so two reads at once record one history.
+WITH first_read AS (
+    SELECT NOT EXISTS (SELECT 1 FROM {schema}.job_keys WHERE job_id = %(job_id)s) AS yes
+), seen AS (
+    SELECT * FROM unnest(%(keys)s::text[], %(froms)s::timestamptz[]) AS s (key, since)
+), upserted AS (
+    INSERT INTO {schema}.job_keys AS k (job_id, key, expected_from, first_seen, last_seen)
+    SELECT %(job_id)s, s.key,
+           coalesce(s.since, CASE WHEN f.yes THEN %(start)s::timestamptz
+                                  ELSE clock_timestamp() END),
+           clock_timestamp(), clock_timestamp()
+    FROM seen s CROSS JOIN first_read f
+    ON CONFLICT (job_id, key) DO UPDATE SET
+        last_seen = excluded.last_seen,
+        gone_at = NULL,
+        expected_from = CASE WHEN %(dated)s THEN excluded.expected_from
+                             ELSE k.expected_from END
+    RETURNING k.key
+), gone AS (
+    UPDATE {schema}.job_keys k SET gone_at = clock_timestamp()
+    WHERE k.job_id = %(job_id)s AND k.gone_at IS NULL AND NOT k.key = ANY(%(keys)s::text[])
+    RETURNING k.key
+)
+SELECT (SELECT count(*) FROM upserted), (SELECT count(*) FROM gone);
+
+-- name: pause_key
+UPDATE {schema}.job_keys SET paused_at = coalesce(paused_at, clock_timestamp())
+WHERE job_id = %(job_id)s AND key = %(key)s
+RETURNING paused_at;
+
+-- name: resume_key
+UPDATE {schema}.job_keys SET paused_at = NULL
+WHERE job_id = %(job_id)s AND key = %(key)s AND paused_at IS NOT NULL
+RETURNING key;
+
+-- name: scan_keys
+-- Each key's expected periods (those that end after it is expected and start before it is
+-- gone) against the ledger, every one that has not succeeded classified as a scan classifies a
+-- period, collapsed into ranges of one key and one state (gaps and islands over the periods'
+-- ordinal numbers). Succeeded periods are not returned: they are what is left of the expected.
+WITH k AS (
+    SELECT * FROM unnest(%(keys)s::text[], %(froms)s::timestamptz[], %(gones)s::timestamptz[])
+         AS k (key, expected_from, gone_at)
+), p AS (
+    SELECT * FROM unnest(%(starts)s::timestamptz[], %(ends)s::timestamptz[]) WITH ORDINALITY
+         AS p (s, e, i)
+), j AS (
+    SELECT k.key, p.i, p.s,
+           {schema}.period_state(r.status, r.failures, r.interrupted, r.lease_expires_at,
+                                 %(now)s, %(max_attempts)s) AS state
+    FROM k
+    JOIN p ON p.e > k.expected_from AND (k.gone_at IS NULL OR p.s < k.gone_at)
+    LEFT JOIN {schema}.runs r
+           ON r.job_id = %(job_id)s AND r.key = k.key AND r.period_start = p.s
+    WHERE r.status IS DISTINCT FROM 'succeeded'
+)
+SELECT key, state, min(s) AS first, max(s) AS last, count(*) AS periods
+FROM (SELECT j.*, j.i - row_number() OVER (PARTITION BY j.key, j.state ORDER BY j.i) AS g
+      FROM j) AS islands
+GROUP BY key, state, g
+ORDER BY first, key;
