@@ -134,7 +134,8 @@ MUTATIONS = (
         "heartbeat-fence",
         "an old attempt cannot keep a taken-over period's lease alive",
         "sql/queries/claims.sql",
-        "  AND attempt = %(attempt)s AND status = 'running' AND lease_expires_at > clock_timestamp()\n"
+        "  AND attempt = %(attempt)s AND status = 'running'"
+        " AND lease_expires_at > clock_timestamp()\n"
         "RETURNING lease_expires_at;",
         "  AND status = 'running' AND lease_expires_at > clock_timestamp()\n"
         "RETURNING lease_expires_at;",
@@ -187,7 +188,8 @@ MUTATIONS = (
         "handoff-fallback",
         "a finish whose carried claim failed is recorded on its own, not lost with the claim",
         "catchup/surely.py",
-        "        return finish_surely(session, job_id, period_start, attempt, key, **fields), UNCLAIMED",
+        "        return finish_surely(session, job_id, period_start, attempt, key, **fields),"
+        " UNCLAIMED",
         "        raise",
         (
             "tests/integration/test_handoff.py::"
@@ -484,7 +486,8 @@ MUTATIONS = (
         "upstream-row-lock",
         "a reset of an upstream period racing a downstream claim never lets the claim through",
         "sql/queries/claims.sql",
-        "    WHERE u.job_id = n.job_id AND u.key = n.key AND u.period_start = n.period_start\n    FOR SHARE\n",
+        "    WHERE u.job_id = n.job_id AND u.key = n.key AND u.period_start = n.period_start\n"
+        "    FOR SHARE\n",
         "    WHERE u.job_id = n.job_id AND u.key = n.key AND u.period_start = n.period_start\n",
         ("tests/integration/test_chains.py::test_a_reset_racing_a_claim_never_lets_it_through",),
     ),
