@@ -60,9 +60,9 @@ def current_keys(ledger: Ledger, job: Job, job_id: int, now: datetime, write: bo
     """The job's keys with their history: read from its source, recorded (with ``write``), and
     merged with what the ledger knew. Without ``write`` nothing is written, and the keys are
     what recording them would give."""
-    seen, dated = source_keys(ledger, job)
+    seen, _ = source_keys(ledger, job)
     if write and job_id > 0:
-        ledger.record_keys(job_id, seen, start=job.anchor, dated=dated)
+        ledger.record_keys(job_id, seen, start=job.anchor)
         return ledger.key_history(job_id)
     known = {row.key: row for row in ledger.key_history(job_id)} if job_id > 0 else {}
     merged = {key: replace(row, gone_at=row.gone_at or now) for key, row in known.items()}

@@ -47,6 +47,48 @@ class Mutation:
 
 MUTATIONS = (
     Mutation(
+        "key-in-claim",
+        "the same period of two keys is two runs: the key is part of the claim's identity",
+        "sql/migrations/0014_keys.sql",
+        "        SELECT p_job_id, p_key, p_period_start, p_period_end, 'running', 1, p_owner,",
+        "        SELECT p_job_id, '', p_period_start, p_period_end, 'running', 1, p_owner,",
+        (
+            "tests/integration/test_keys.py::test_the_same_period_of_two_keys_is_two_claims",
+            "tests/integration/test_keys.py::"
+            "test_every_key_runs_its_own_period_and_one_failing_key_re_runs_alone",
+        ),
+    ),
+    Mutation(
+        "key-in-fence",
+        "a finish is fenced to its own key: it never records another key's running period",
+        "sql/migrations/0014_keys.sql",
+        "        WHERE job_id = p_job_id AND key = p_key AND period_start = p_period_start\n"
+        "          AND attempt = p_attempt AND status = 'running'\n        RETURNING job_id",
+        "        WHERE job_id = p_job_id AND period_start = p_period_start\n"
+        "          AND attempt = p_attempt AND status = 'running'\n        RETURNING job_id",
+        ("tests/integration/test_keys.py::test_a_finish_is_fenced_to_its_own_key",),
+    ),
+    Mutation(
+        "key-in-overlap-guard",
+        "overlap is forbidden per key: one key's running period never holds another key back",
+        "sql/migrations/0014_keys.sql",
+        "              AND (p_whole_job OR o.key = p_key)\n",
+        "",
+        ("tests/integration/test_keys.py::test_overlap_is_forbidden_per_key_unless_forbid_job",),
+    ),
+    Mutation(
+        "key-history-first-read",
+        "a tenant added later has no gaps before it was first seen",
+        "sql/queries/keys.sql",
+        "                    CASE WHEN f.yes THEN %(start)s::timestamptz"
+        " ELSE clock_timestamp() END),",
+        "                    %(start)s::timestamptz),",
+        (
+            "tests/integration/test_keys.py::"
+            "test_a_tenant_added_mid_window_has_no_earlier_gaps_and_a_removed_one_stops",
+        ),
+    ),
+    Mutation(
         "markdown-budget",
         "a Markdown report always fits a GitHub job summary (under 1 MiB)",
         "catchup/render/documents.py",

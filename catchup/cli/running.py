@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import sys
 from typing import TYPE_CHECKING
 
 import click
 
 from ..bounds import MAX_TIME, REPLAY_WORKERS, TICK_WORKERS
+from ..errors import EXIT_FAILED
 from ..vocabulary import OutcomeStatus
 from .base import (
     State,
@@ -95,6 +97,8 @@ def run(
                 tables.outcome(out, outcome)
         show(batch, as_json, json.batch_json, batches.tick_summary, out)
         exit_for_batch(batch)
+        if any(o.status == OutcomeStatus.blocked for o in batch.outcomes):
+            sys.exit(EXIT_FAILED)  # as run of one period: it waits for upstream periods
         return
     with stop_signals() as stop:
         result = app.run(

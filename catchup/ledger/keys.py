@@ -76,7 +76,6 @@ class Keys(LedgerBase):
         seen: Sequence[tuple[str, datetime | None]],
         *,
         start: datetime,
-        dated: bool,
     ) -> None:
         """Record one read of the job's keys, under the job's row lock."""
         with self.conn.transaction():
@@ -88,7 +87,6 @@ class Keys(LedgerBase):
                     "keys": [k for k, _ in seen],
                     "froms": [f for _, f in seen],
                     "start": start,
-                    "dated": dated,
                 },
             )
 

@@ -85,6 +85,7 @@ def batch_json_chunks(batch: Batch) -> Iterator[str]:
     for n, p in enumerate(batch.plan):
         period = {
             "job": p.job.name,
+            **({"key": p.job.key} if p.job.key else {}),
             **period_json(p.period.start, p.period.end, p.job.label(p.period.start)),
             "attempt": None,
             "status": p.state,
@@ -115,6 +116,7 @@ def _batch_json(batch: Batch) -> str:
             "periods": [
                 {
                     "job": o.job,
+                    **({"key": o.key} if o.key else {}),
                     **period_json(o.period.start, o.period.end, o.label),
                     "attempt": o.attempt,
                     "status": o.status,

@@ -35,7 +35,7 @@ ORDER BY key;
 -- name: record_keys
 -- What one read of the keys saw: new keys are recorded (expected from the read's date, else the
 -- job's start when the ledger had no key of the job yet, else now), keys seen again are seen
--- again (and no longer gone), and keys the read did not return are gone from now on. Under the
+-- again (and no longer gone; a date read now moves when they are expected from), and keys the read did not return are gone from now on. Under the
 -- job's row lock (lock_job_row), so two reads at once record one history.
 WITH first_read AS (
     SELECT NOT EXISTS (SELECT 1 FROM {schema}.job_keys WHERE job_id = %(job_id)s) AS yes
@@ -44,15 +44,15 @@ WITH first_read AS (
 ), upserted AS (
     INSERT INTO {schema}.job_keys AS k (job_id, key, expected_from, first_seen, last_seen)
     SELECT %(job_id)s, s.key,
-           coalesce(s.since, CASE WHEN f.yes THEN %(start)s::timestamptz
-                                  ELSE clock_timestamp() END),
+           coalesce(s.since, e.expected_from,
+                    CASE WHEN f.yes THEN %(start)s::timestamptz ELSE clock_timestamp() END),
            clock_timestamp(), clock_timestamp()
     FROM seen s CROSS JOIN first_read f
+    LEFT JOIN {schema}.job_keys e ON e.job_id = %(job_id)s AND e.key = s.key
     ON CONFLICT (job_id, key) DO UPDATE SET
         last_seen = excluded.last_seen,
         gone_at = NULL,
-        expected_from = CASE WHEN %(dated)s THEN excluded.expected_from
-                             ELSE k.expected_from END
+        expected_from = excluded.expected_from
     RETURNING k.key
 ), gone AS (
     UPDATE {schema}.job_keys k SET gone_at = clock_timestamp()
