@@ -46,6 +46,16 @@ MISTAKES = [
     ("[project]\nname = 7\n" + GOOD, 2, "project.name: expected a string"),
     ('[project]\nnmae = "x"\n' + GOOD, 2, "did you mean 'name'"),
     ('project = "x"\n' + GOOD, 1, "[project] must be a table"),
+    (GOOD + "keys = []\n", 5, "jobs.billing.keys: is empty"),
+    (GOOD + 'keys = ["eu", "eu"]\n', 5, "'eu' is listed twice"),
+    (GOOD + 'keys = ["eu", ""]\n', 5, "key 2 is empty"),
+    (GOOD + 'keys = ["e\\u001bu"]\n', 5, "key 1 'e\\x1bu' holds a control character"),
+    (GOOD + f'keys = ["{'x' * 201}"]\n', 5, "longer than 200 characters"),
+    (GOOD + "keys = 7\n", 5, "expected a list of keys or a SELECT"),
+    (GOOD + 'keys = "DELETE FROM tenants"\n', 5, "one read-only SELECT"),
+    (GOOD + 'keys = ["eu"]\nkeys_dsn = "postgresql://ro@db/app"\n', 6, "needs keys as a query"),
+    (GOOD + 'keys = ["eu"]\nevidence = "SELECT day FROM t"\n', 5, "cannot have evidence yet"),
+    (GOOD.replace('"{period}"', '"{key}"'), 4, "{key} needs keys"),
     (GOOD + "command = [\n", 5, "invalid TOML"),
     ("[jobs.billing\n", 1, "invalid TOML"),
 ]
@@ -142,3 +152,21 @@ def test_a_bad_zone_does_not_hide_a_bad_schedule(tmp_path: Path) -> None:
         "jobs.billing.schedule",
         "jobs.billing.timezone",
     ]
+
+
+def test_keys_are_read_as_a_list_or_a_query(tmp_path: Path) -> None:
+    """``keys`` as a list (kept in order) or a SELECT (trimmed of its semicolon), ``{key}``
+    accepted in the command of a job with keys, and ``keys_dsn`` beside a query."""
+    config = tmp_path / "catchup.toml"
+    config.write_text(
+        GOOD.replace('"{period}"', '"{key}"')
+        + 'keys = ["eu", "us", "apac"]\noverlap = "forbid-job"\n'
+        + '\n[jobs.export]\nschedule = "daily"\nstart = "2026-10-01"\ncommand = ["true"]\n'
+        + 'keys = "SELECT id FROM tenants;"\nkeys_dsn = "postgresql://ro@app-db/app"\n'
+    )
+    jobs = load_config(config).jobs
+    assert jobs["billing"].keys == ("eu", "us", "apac") and jobs["billing"].keyed
+    assert jobs["billing"].whole_job_overlap and jobs["billing"].key == ""
+    assert jobs["export"].keys == "SELECT id FROM tenants"
+    assert jobs["export"].keys_dsn == "postgresql://ro@app-db/app"
+    assert jobs["billing"].for_key("eu").key == "eu"
