@@ -1,5 +1,5 @@
 """``catchup demo``: two weeks of a nightly billing run that waits for each day's hourly export,
-and daily invoices, in a throwaway ledger, with a host outage (a billing day blocked by the
+daily invoices, and daily statements for three tenants (per-key periods), in a throwaway ledger, with a host outage (a billing day blocked by the
 export hours it missed), a failing night and a week of invoices an old cron job sent; scan,
 replay in dependency order, adopt, and a clean scan. Runs against
 the embedded PostgreSQL (or the configured database) in a schema of its own, dropped at the
@@ -27,6 +27,9 @@ from .runner import JobContext
 from .scan import scan
 from .session import Session
 from .vocabulary import OutcomeStatus
+
+
+TENANTS = ("acme", "globex", "initech")
 
 
 def billing(ctx: JobContext) -> None:
@@ -75,6 +78,8 @@ def _demo(session: Session, target: db.Target, schema: str, out: Console) -> Dem
             delay="1h",
             evidence=f'SELECT day FROM "{schema}".invoices_sent',
         ),
+        # one statement per tenant a day: one tenant's night failed, and it runs alone
+        make_job("statements", "daily", start, call=billing, delay="1h", keys=list(TENANTS)),
     ]
     config = Config(path=None, jobs={job.name: job for job in jobs}, schema=schema)
     session.config = config
@@ -91,8 +96,9 @@ def _demo(session: Session, target: db.Target, schema: str, out: Console) -> Dem
                 "first": adopted_from if job.name == "invoices" else job.anchor,
                 "last": latest.start,
                 "step": job.schedule.step_sql,
-                "gap_from": outage_from if job.name != "invoices" else now,
-                "gap_to": outage_to if job.name != "invoices" else now,
+                "gap_from": outage_from if job.name in ("billing", "export") else now,
+                "gap_to": outage_to if job.name in ("billing", "export") else now,
+                "keys": list(TENANTS) if job.name == "statements" else [""],
             },
         )
         if job.name == "invoices":
@@ -103,7 +109,17 @@ def _demo(session: Session, target: db.Target, schema: str, out: Console) -> Dem
             "job_id": ids["billing"].id,
             "start": night.start,
             "end": night.end,
+            "key": "",
             "error": "exited with 1: payment gateway timed out",
+        },
+    )
+    session.ledger.demo_fail(
+        {
+            "job_id": ids["statements"].id,
+            "start": night.start - timedelta(days=2),
+            "end": night.end - timedelta(days=2),
+            "key": "globex",
+            "error": "exited with 1: globex's address is missing",
         },
     )
 
@@ -114,7 +130,9 @@ def _demo(session: Session, target: db.Target, schema: str, out: Console) -> Dem
         f"{start:%Y-%m-%d}. The host was down "
         f"for 30 hours from {outage_from:%Y-%m-%d %H:%M} UTC, and the billing run of "
         f"{night.start:%Y-%m-%d} failed. The invoices were sent by an old cron job until "
-        f"{adopted_from:%Y-%m-%d}, and their table shows it (the job's evidence query).",
+        f"{adopted_from:%Y-%m-%d}, and their table shows it (the job's evidence query). "
+        f"The statements go to three tenants each day (keys), and globex's of "
+        f"{night.start - timedelta(days=2):%Y-%m-%d} failed.",
         highlight=False,
     )
     out.print(Rule("1. catchup scan --calendar: what is missing?"))
@@ -128,7 +146,11 @@ def _demo(session: Session, target: db.Target, schema: str, out: Console) -> Dem
     def done(outcome: Outcome) -> None:
         # the first few, every billing day (each after its export hours), every failure
         shown[0] += 1
-        if shown[0] <= 3 or outcome.job == "billing" or outcome.status != OutcomeStatus.succeeded:
+        if (
+            shown[0] <= 3
+            or outcome.job in ("billing", "statements")
+            or outcome.status != OutcomeStatus.succeeded
+        ):
             if shown[1] != shown[0] - 1:
                 out.print("…")
             tables.outcome(out, outcome)

@@ -38,20 +38,22 @@ WHERE r.status IS DISTINCT FROM 'succeeded'
 ORDER BY e.period_start;
 
 -- name: demo_fill
--- The demo's history: every period of a job succeeded, except those in [gap_from, gap_to).
-INSERT INTO {schema}.runs (job_id, period_start, period_end, status, attempt, owner,
+-- The demo's history: every period of a job (of each of its keys) succeeded, except those in
+-- [gap_from, gap_to).
+INSERT INTO {schema}.runs (job_id, key, period_start, period_end, status, attempt, owner,
                            claimed_at, finished_at, exit_code)
-SELECT %(job_id)s, p, p + %(step)s::interval, 'succeeded', 1, 'demo-host:1',
+SELECT %(job_id)s, k, p, p + %(step)s::interval, 'succeeded', 1, 'demo-host:1',
        p + %(step)s::interval, p + %(step)s::interval + interval '42 seconds', 0
 FROM generate_series(%(first)s::timestamptz, %(last)s::timestamptz, %(step)s::interval) AS p
+CROSS JOIN unnest(%(keys)s::text[]) AS k
 WHERE NOT (p >= %(gap_from)s AND p < %(gap_to)s);
 
 -- name: demo_fail
 -- The demo's failing night: one period failed once, with attempts left.
-INSERT INTO {schema}.runs AS r (job_id, period_start, period_end, status, attempt, failures,
-                                owner, finished_at, retry_after, exit_code, error)
-VALUES (%(job_id)s, %(start)s, %(end)s, 'failed', 1, 1, 'demo-host:1', %(end)s, %(end)s, 1,
-        %(error)s)
+INSERT INTO {schema}.runs AS r (job_id, key, period_start, period_end, status, attempt,
+                                failures, owner, finished_at, retry_after, exit_code, error)
+VALUES (%(job_id)s, %(key)s, %(start)s, %(end)s, 'failed', 1, 1, 'demo-host:1', %(end)s, %(end)s,
+        1, %(error)s)
 ON CONFLICT (job_id, key, period_start) DO UPDATE
 SET status = 'failed', failures = 1, retry_after = excluded.retry_after,
     exit_code = 1, error = excluded.error;

@@ -1,0 +1,218 @@
+"""Per-key periods at scale: a keyed job's scan against the plain query, its memory and its
+report formats, and the rate of a replay of one day for every key.
+
+    uv run python benchmarks/keys.py [--keys 10000] [--days 365] [--repeat 3]
+
+On the embedded PostgreSQL (or CATCHUP_DSN), in a throwaway schema, in one run:
+  build   one daily job with --keys keys (its keys a query: generate_series of names) and
+          --days days, every (key, day) in the ledger but 2% missing in key x week blocks and
+          1% failed scattered;
+  plain   the floor: generate_series of the days x the keys LEFT JOIN the ledger, listing every
+          (key, day) that has not succeeded (the plain detector, by hand);
+  scan    the library's scan of the job (its keys read and recorded, then one statement over
+          (key, period), ranges per key grouped across keys): the first (nothing recorded yet)
+          and a later one, each against the floor (targets: first <= 1x, later <= 0.3x);
+  rss     the peak memory of `catchup scan --json` (target < 200 MB);
+  formats `catchup scan` (table, piped) and `--format markdown` against `--json` (<= 1.5x each);
+  replay  a replay of one day of every key of a no-op `call` job (operator:truth), 4 workers,
+          in periods/s, against the bare claim and finish statements on one connection.
+Every figure but the first scan is the median of --repeat runs. The last line holds the ratios.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from datetime import timedelta
+from pathlib import Path
+from typing import cast
+
+from psycopg import sql
+
+from catchup import db
+from catchup.config import Config, Job
+from catchup.replay import replay
+from catchup.scan import scan
+from catchup.schedule import Timeline, parse_schedule
+from catchup.session import Session
+
+DAILY = parse_schedule("daily")
+SCHEMA = "bench_keys"
+
+
+def keys_query(n: int) -> str:
+    return f"SELECT 't' || lpad(i::text, 6, '0') FROM generate_series(0, {n - 1}) AS i"
+
+
+def median_seconds(action: Callable[[], object], repeat: int) -> float:
+    times = []
+    for _ in range(repeat):
+        started = time.perf_counter()
+        action()
+        times.append(time.perf_counter() - started)
+    return statistics.median(times)
+
+
+def build(target: db.Target, keys: int, days: int, **what: object) -> tuple[Config, Job]:
+    """A ledger of one keyed daily job whose last period is yesterday; every (key, day) has
+    a row but 2% missing (key x week blocks) and 1% failed."""
+    session = Session(Config(path=None, schema=SCHEMA), target, prepare=False)
+    conn = session.conn
+    conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(SCHEMA)))
+    session.ledger.migrate()
+    today = session.now().replace(hour=0, minute=0, second=0, microsecond=0)
+    anchor = today - timedelta(days=days)
+    job = Job(
+        name="invoice",
+        schedule=DAILY,
+        start=anchor,
+        timeline=Timeline.single(DAILY, anchor),
+        keys=keys_query(keys),
+        **({"command": ("true", "{key}")} | what),  # type: ignore[arg-type]
+    )
+    job_id = session.ledger.register_jobs([job.name])[job.name].id
+    runs = sql.Identifier(SCHEMA, "runs")
+    status = "CASE WHEN abs(hashint8(i * 7919 + d)) %% 100 = 0 THEN 'failed' ELSE 'succeeded' END"
+    conn.execute(
+        sql.SQL(
+            "INSERT INTO {runs} (job_id, key, period_start, period_end, status, attempt, failures,"
+            " finished_at, retry_after)"
+            " SELECT %(job_id)s, 't' || lpad(i::text, 6, '0'),"
+            " %(anchor)s::timestamptz + d * interval '1 day',"
+            " %(anchor)s::timestamptz + (d + 1) * interval '1 day', " + status + ", 1,"
+            " CASE WHEN " + status + " = 'failed' THEN 1 ELSE 0 END,"
+            " %(anchor)s::timestamptz + (d + 1) * interval '1 day', now()"
+            " FROM generate_series(0, %(keys)s - 1) AS i, generate_series(0, %(days)s - 1) AS d"
+            " WHERE abs(hashint8(i * 104729 + d / 7)) %% 50 <> 0"
+        ).format(runs=runs),
+        {"job_id": job_id, "anchor": anchor, "keys": keys, "days": days},
+    )
+    conn.execute(sql.SQL("VACUUM (ANALYZE) {}").format(runs))
+    session.close()
+    return Config(path=None, jobs={job.name: job}, schema=SCHEMA), job
+
+
+def plain(session: Session, job: Job, keys: int, days: int) -> int:
+    """The floor: every (key, day) that has not succeeded, by generate_series x keys LEFT
+    JOIN the ledger."""
+    query = sql.SQL(
+        "SELECT count(*) FROM generate_series(0, %(keys)s - 1) AS i"
+        " CROSS JOIN generate_series(%(first)s::timestamptz, %(last)s::timestamptz,"
+        " interval '1 day') AS p"
+        " LEFT JOIN {runs} r ON r.job_id = %(job_id)s AND r.key = 't' || lpad(i::text, 6, '0')"
+        " AND r.period_start = p WHERE r.status IS DISTINCT FROM 'succeeded'"
+    ).format(runs=sql.Identifier(SCHEMA, "runs"))
+    params: dict[str, object] = {
+        "keys": keys,
+        "first": job.anchor,
+        "last": job.anchor + timedelta(days=days - 1),
+        "job_id": session.registered_id(job.name),
+    }
+    row = session.conn.execute(query, params).fetchone()
+    assert row is not None
+    (count,) = cast(tuple[int], row)
+    return count
+
+
+def write_config(job: Job, folder: Path, keys: int) -> Path:
+    start = job.anchor.strftime("%Y-%m-%d")
+    path = folder / "catchup.toml"
+    path.write_text(
+        f'[project]\nname = "python"\n[database]\nschema = "{SCHEMA}"\n'
+        f'[jobs.invoice]\nschedule = "daily"\n'
+        f'start = "{start}"\ncommand = ["true", "{{key}}"]\nkeys = "{keys_query(keys)}"\n'
+    )
+    return path
+
+
+def cli_seconds(config: Path, args: list[str], env: dict[str, str], repeat: int) -> float:
+    argv = [sys.executable, "-m", "catchup", "-q", "--config", str(config), "scan", *args]
+
+    def once() -> object:
+        return subprocess.run(argv, env=env, stdout=subprocess.DEVNULL, check=False)
+
+    return median_seconds(once, repeat)
+
+
+def peak_memory_mb(config: Path, env: dict[str, str]) -> float:
+    argv = [sys.executable, "-m", "catchup", "-q", "--config", str(config), "scan", "--json"]
+    subprocess.run(argv, env=env, stdout=subprocess.DEVNULL, check=False)
+    return resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+
+
+def replay_rate(target: db.Target, keys: int, workers: int, repeat: int) -> float:
+    """A replay of one day for every key of a no-op call job, in periods/s."""
+
+    def once() -> float:
+        config, job = build(target, keys, 1, call="operator:truth")
+        session = Session(config, target)
+        session.conn.execute(sql.SQL("DELETE FROM {}").format(sql.Identifier(SCHEMA, "runs")))
+        started = time.perf_counter()
+        result = replay(session, [job], since=job.anchor, until=None, workers=workers)
+        elapsed = time.perf_counter() - started
+        session.close()
+        assert result.totals["succeeded"] == keys, result.totals
+        return keys / elapsed
+
+    return statistics.median(once() for _ in range(repeat))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--keys", type=int, default=10_000)
+    parser.add_argument("--days", type=int, default=365)
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+    target = db.resolve(None, None)
+    keys, days, repeat = args.keys, args.days, args.repeat
+    started = time.perf_counter()
+    config, job = build(target, keys, days)
+    built = time.perf_counter() - started
+    print(f"build: {keys:,} keys x {days} days = {keys * days:,} periods in {built:.1f}s")
+    session = Session(config, target)
+    gaps = plain(session, job, keys, days)
+    floor = median_seconds(lambda: plain(session, job, keys, days), repeat)
+    print(f"plain: {gaps:,} (key, day) not succeeded, {floor:.3f}s")
+    started = time.perf_counter()
+    report = scan(session, [job], since=None, until=None)
+    first = time.perf_counter() - started
+    found = sum(report.jobs[0].counts[s] for s in report.jobs[0].counts if s != "succeeded")
+    assert found == gaps, (found, gaps)
+    later = median_seconds(lambda: scan(session, [job], since=None, until=None), repeat)
+    session.close()
+    first_r, later_r = first / floor, later / floor
+    print(
+        f"scan: first {first:.3f}s ({first_r:.2f}x plain; target <= 1), later {later:.3f}s "
+        f"({later_r:.2f}x plain; target <= 0.3), {len(report.jobs[0].key_ranges):,} key ranges "
+        f"in {len(report.jobs[0].ranges):,} grouped ranges"
+    )
+    folder = Path(tempfile.mkdtemp(prefix="catchup-bench-keys-"))
+    path = write_config(job, folder, keys)
+    env = dict(os.environ)
+    rss = peak_memory_mb(path, env)
+    json_s = cli_seconds(path, ["--json"], env, repeat)
+    table_s = cli_seconds(path, [], env, repeat)
+    markdown_s = cli_seconds(path, ["--format", "markdown"], env, repeat)
+    table_r, markdown_r = table_s / json_s, markdown_s / json_s
+    print(
+        f"rss: scan --json peak {rss:.0f} MB (target < 200); scan --json {json_s:.2f}s, "
+        f"table {table_s:.2f}s ({table_r:.2f}x), markdown {markdown_s:.2f}s ({markdown_r:.2f}x; "
+        "targets <= 1.5x)"
+    )
+    rate = replay_rate(target, keys, 4, repeat)
+    print(f"replay: one day of {keys:,} keys, no-op call job, 4 workers: {rate:.0f} periods/s")
+    print(
+        f"ratios: first/plain={first_r:.2f} later/plain={later_r:.2f} rss_mb={rss:.0f} "
+        f"table/json={table_r:.2f} markdown/json={markdown_r:.2f} replay_per_s={rate:.0f}"
+    )
+
+
+if __name__ == "__main__":
+    main()
