@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from ..models import ScanReport
 from ..vocabulary import PeriodState
 from .limits import GAP_LIMIT
-from .scan import gap_count, gaps_oldest_first, summary_states, when
+from .scan import gap_count, gaps_oldest_first, keys_said, summary_states, when
 from .text import iso_utc, schedule_text
 
 # GitHub keeps a job summary up to 1 MiB; stay under it with room for the closing note
@@ -68,17 +68,20 @@ def scan_markdown(report: ScanReport, *, limit: int | None = GAP_LIMIT) -> str:
         rows = gaps_oldest_first(report, limit)
         # what blocked ranges wait for, in a column of its own when any is shown
         waits = any(job.waits(gap) is not None for job, gap in rows)
-        extra = (" waits for |", "---|") if waits else ("", "")
+        # and the keys of a job with keys (how many, the first few)
+        keyed = any(job.keys_in(gap) is not None for job, gap in rows)
+        extra = (" waits for |" if waits else "") + (" keys |" if keyed else "")
         lines += [
             "",
-            "| job | state | first | last | periods |" + extra[0],
-            "|---|---|---|---|--:|" + extra[1],
+            "| job | state | first | last | periods |" + extra,
+            "|---|---|---|---|--:|" + "---|" * ((" waits for |" in extra) + keyed),
         ]
         shown = budget.take(
             (
                 f"| {_md(job.job)} | {gap.state} | {_md(when(job, gap.first))} "
                 f"| {_md(when(job, gap.last))} | {gap.periods} |"
                 + (f" {_md(job.waits(gap) or '')} |" if waits else "")
+                + (f" {_md(keys_said(job, gap) or '')} |" if keyed else "")
                 for job, gap in rows
             ),
             lines,

@@ -90,6 +90,10 @@ def test_every_key_runs_its_own_period_and_one_failing_key_re_runs_alone(
     scanned = run(project, "scan", "--until", "2026-03-03")["jobs"][0]
     assert (scanned["expected"], scanned["keys"], scanned["failed"]) == (6, 3, 2)
     assert [(g["status"], g["keys"]) for g in scanned["gaps"]] == [("failed", ["globex"])]
+    markdown = project.cli("-q", "scan", "--until", "2026-03-03", "--format", "markdown")
+    assert "| invoice | failed | 2026-03-01 | 2026-03-02 | 2 | 1 of 3 keys (globex) |" in (
+        markdown.stdout
+    )
 
     broken.unlink()
     log.write_text("")
