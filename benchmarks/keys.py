@@ -75,7 +75,7 @@ def build(target: db.Target, keys: int, days: int, **what: object) -> tuple[Conf
         start=anchor,
         timeline=Timeline.single(DAILY, anchor),
         keys=keys_query(keys),
-        **({"command": ("true", "{key}")} | what),  # type: ignore[arg-type]
+        **(what or {"command": ("true", "{key}")}),  # type: ignore[arg-type]
     )
     job_id = session.ledger.register_jobs([job.name])[job.name].id
     runs = sql.Identifier(SCHEMA, "runs")

@@ -163,7 +163,8 @@ def parse_config(raw: bytes, path: Path, *, schema: str | None = None) -> Config
             jobs[job_name] = replace(job, workdir=workdir, renamed_from=renamed_from)
     after = {j: () for j in table} | {j: job.after for j, job in jobs.items()}
     policies = {j: job.catchup for j, job in jobs.items()}
-    for j, said in graph_problems(after, policies).items():
+    keys = {j: job.keys for j, job in jobs.items()}
+    for j, said in graph_problems(after, policies, keys).items():
         problem(("jobs", j, "after"), f"jobs.{j}.after: {said}")
     alerts = _parse_alerts(data.get("alerts"), problem) if "alerts" in data else None
     if problems:  # in the order of the file, as a person reads it

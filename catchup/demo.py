@@ -1,9 +1,10 @@
 """``catchup demo``: two weeks of a nightly billing run that waits for each day's hourly export,
-daily invoices, and daily statements for three tenants (per-key periods), in a throwaway ledger, with a host outage (a billing day blocked by the
-export hours it missed), a failing night and a week of invoices an old cron job sent; scan,
-replay in dependency order, adopt, and a clean scan. Runs against
-the embedded PostgreSQL (or the configured database) in a schema of its own, dropped at the
-end: nothing the user owns is touched."""
+daily invoices, and daily statements for three tenants (per-key periods), in a throwaway
+ledger, with a host outage (a billing day blocked by the export hours it missed), a failing
+night, one tenant's failed statement and a week of invoices an old cron job sent; scan, replay
+in dependency order (the tenant alone), adopt, and a clean scan. Runs against the embedded
+PostgreSQL (or the configured database) in a schema of its own, dropped at the end: nothing
+the user owns is touched."""
 
 from __future__ import annotations
 
@@ -27,7 +28,6 @@ from .runner import JobContext
 from .scan import scan
 from .session import Session
 from .vocabulary import OutcomeStatus
-
 
 TENANTS = ("acme", "globex", "initech")
 

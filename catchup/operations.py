@@ -176,20 +176,46 @@ def reset(session: Session, job: Job, periods: list[Period], *, reason: str, act
 
 
 def pause(session: Session, job: Job, *, reason: str | None, actor: str) -> datetime:
+    """Pause ``job`` (of a keyed job's ``job.key``, that key alone); since when it is paused."""
     job_id = session.registered_id(job.name)
+    if job.key:
+        _known_key(session, job, job_id)
     with session.transaction():
-        since = session.ledger.pause_job(job_id)
-        session.ledger.record_events(job_id, EventAction.pause, [None], [None], reason, actor)
+        since = (
+            session.ledger.pause_key(job_id, job.key)
+            if job.key
+            else session.ledger.pause_job(job_id)
+        )
+        assert since is not None
+        session.ledger.record_events(
+            job_id, EventAction.pause, [None], [None], reason, actor, job.key
+        )
     return since
+
+
+def _known_key(session: Session, job: Job, job_id: int) -> None:
+    """Record the job's keys as its source gives them now; a ConfigError when ``job.key`` is
+    not one of them."""
+    from .keyed import current_keys, selected
+
+    keys = current_keys(session.ledger, job, job_id, session.now(), write=True)
+    selected(replace(job, selected_keys=(job.key,)), keys)
 
 
 def resume(session: Session, job: Job, *, reason: str | None, actor: str) -> bool:
     """Resume ``job``; False (and nothing recorded) when it was not paused."""
     job_id = session.registered_id(job.name)
+    if job.key:
+        _known_key(session, job, job_id)
     with session.transaction():
-        if not session.ledger.resume_job(job_id):
+        if job.key:
+            if not session.ledger.resume_key(job_id, job.key):
+                return False
+        elif not session.ledger.resume_job(job_id):
             return False
-        session.ledger.record_events(job_id, EventAction.resume, [None], [None], reason, actor)
+        session.ledger.record_events(
+            job_id, EventAction.resume, [None], [None], reason, actor, job.key
+        )
     return True
 
 

@@ -27,6 +27,8 @@ def _reason(session: Session, job: Job, job_id: int, period: Period) -> tuple[st
     job_row = ledger.job_rows([job.name]).get(job.name)
     if job_row is not None and job_row.paused_at is not None:
         return f"{job.name} is paused (since {iso_utc(job_row.paused_at)})", False
+    if job.key and (since := ledger.key_paused(job_id, job.key)) is not None:
+        return f"{job.name} {job.key} is paused (since {iso_utc(since)})", False
     row = ledger.run_row(job_id, period.start, job.key)
     if row is not None:
         if row.status == RunStatus.succeeded:

@@ -132,6 +132,7 @@ class Changes:
 class Paused:
     job: str
     since: datetime
+    key: str = ""  # one key of a job with keys, paused alone
 
 
 @dataclass(frozen=True)
@@ -143,6 +144,7 @@ class Resumed:
     catchup: Literal["all", "latest", "none"]
     catchup_window: timedelta
     max_per_tick: int
+    key: str = ""  # one key of a job with keys, resumed alone
 
 
 @dataclass(frozen=True)

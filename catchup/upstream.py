@@ -70,13 +70,16 @@ def parse_after(value: object) -> tuple[tuple[Dependency, ...], str | None]:
 
 
 def graph_problems(
-    after: Mapping[str, Sequence[Dependency]], catchup: Mapping[str, str] | None = None
+    after: Mapping[str, Sequence[Dependency]],
+    catchup: Mapping[str, str] | None = None,
+    keys: Mapping[str, object] | None = None,
 ) -> dict[str, str]:
     """Per job, what is wrong with its ``after`` given every job's: an unknown job, a cycle
     of ``overlapping`` dependencies (named in order), or its own ``previous`` period on a job
     whose ``catchup`` policy (by job, default ``all``) leaves older periods unrun. A
     ``previous`` dependency looks back in time, so a job may depend on its own previous
-    period, and a cycle through one is no deadlock."""
+    period, and a cycle through one is no deadlock. A job with ``keys`` (by job: the list or
+    query) is waited for key by key, so only by a job with the same keys."""
     problems: dict[str, str] = {}
     for name, deps in after.items():
         for dep in deps:
@@ -85,6 +88,13 @@ def graph_problems(
                 break
             if dep.job == name and dep.periods == "overlapping":
                 problems[name] = f'{name} cannot wait for its own periods (periods = "previous"?)'
+                break
+            theirs, ours = (keys or {}).get(dep.job), (keys or {}).get(name)
+            if theirs is not None and theirs != ours:
+                # a keyed upstream gates key by key: the downstream job needs the same keys
+                problems[name] = (
+                    f"{dep.job} has keys: only a job with the same keys can wait for it"
+                )
                 break
             policy = (catchup or {}).get(name, "all")
             if dep.job == name and policy != "all":

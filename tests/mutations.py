@@ -47,6 +47,17 @@ class Mutation:
 
 MUTATIONS = (
     Mutation(
+        "key-pause",
+        "a paused key is never claimed, while its job's other keys run",
+        "sql/migrations/0014_keys.sql",
+        "        AND (p_key = '' OR NOT EXISTS (\n",
+        "        AND (true OR NOT EXISTS (\n",
+        (
+            "tests/integration/test_keys.py::"
+            "test_one_key_paused_is_left_alone_and_why_says_so",
+        ),
+    ),
+    Mutation(
         "key-in-claim",
         "the same period of two keys is two runs: the key is part of the claim's identity",
         "sql/migrations/0014_keys.sql",

@@ -109,7 +109,8 @@ class Base:
         if declared:  # a file's jobs were checked as it loaded
             after = {name: job.after for name, job in loaded.jobs.items()}
             policies = {name: job.catchup for name, job in loaded.jobs.items()}
-            problems = graph_problems(after, policies)
+            keys = {name: job.keys for name, job in loaded.jobs.items()}
+            problems = graph_problems(after, policies, keys)
             wrong = [f"jobs.{n}.after: {said}" for n, said in problems.items()]
             if wrong:
                 raise ConfigError(wrong)

@@ -122,27 +122,47 @@ class Changing(Base):
         retire(self.session, job, reason=why, actor=actor or default_actor())
         return Retired(job)
 
-    def pause(self, job: str, *, reason: str | None = None, actor: str | None = None) -> Paused:
-        """Suspend ``job``: nothing claims its periods until it is resumed."""
+    def pause(
+        self,
+        job: str,
+        *,
+        reason: str | None = None,
+        actor: str | None = None,
+        key: str | None = None,
+    ) -> Paused:
+        """Suspend ``job`` (or one ``key`` of it): nothing claims its periods until it is
+        resumed."""
         from .. import operations
 
         why = check_reason(reason, required=False)
-        spec = self.job(job)
+        (spec,) = self.select([job], None if key is None else [key])
+        spec = spec.for_key(key) if key is not None else spec
         since = operations.pause(
             self.session, spec, reason=why, actor=actor or operations.default_actor()
         )
-        return Paused(spec.name, since)
+        return Paused(spec.name, since, spec.key)
 
-    def resume(self, job: str, *, reason: str | None = None, actor: str | None = None) -> Resumed:
-        """Resume ``job``; the next tick follows its catch-up policy (no flood)."""
+    def resume(
+        self,
+        job: str,
+        *,
+        reason: str | None = None,
+        actor: str | None = None,
+        key: str | None = None,
+    ) -> Resumed:
+        """Resume ``job`` (or one ``key`` of it); the next tick follows its catch-up policy (no
+        flood)."""
         from .. import operations
 
         why = check_reason(reason, required=False)
-        spec = self.job(job)
+        (spec,) = self.select([job], None if key is None else [key])
+        spec = spec.for_key(key) if key is not None else spec
         resumed = operations.resume(
             self.session, spec, reason=why, actor=actor or operations.default_actor()
         )
-        return Resumed(spec.name, resumed, spec.catchup, spec.catchup_window, spec.max_per_tick)
+        return Resumed(
+            spec.name, resumed, spec.catchup, spec.catchup_window, spec.max_per_tick, spec.key
+        )
 
     def checkpoint(
         self, value: str, *, run_id: int | None = None, attempt: int | None = None

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 
 from .. import db, sqlfiles
 from ..bounds import EXPLAIN_COUNT, HISTORY_LIMIT
@@ -129,17 +130,33 @@ class Looking(Base):
         spec = session.resolve(spec, write=False)
         return explain(spec, everyone, now=session.now(), start=start_at, count=count)
 
-    def why(self, job: str, period: Moment) -> Why:
+    def why(self, job: str, period: Moment, *, key: str | None = None) -> Why:
         """Why one period of ``job`` is in its state (not due, running, blocked by which
         upstream periods down the chain, failed and when it retries, exhausted, paused, done),
         and the command that would move it. Read-only."""
         from ..why import explain_period
 
-        spec = self.job(job)
+        spec = self.one_key(job, key)
         start = instant(period, spec)
         session = self.session
         spec = session.resolve(spec, write=False)
-        return explain_period(session, spec, spec.period_starting(start), session.now())
+        said = explain_period(session, spec, spec.period_starting(start), session.now())
+        if not spec.key:
+            return said
+        # one key's period: named by its key, and every command that would move it too
+        row = session.job_rows(write=False).get(spec.name)
+        paused = None if row is None else session.ledger.key_paused(row.id, spec.key)
+        first = (
+            ()
+            if paused is None
+            else (f"{spec.name} {spec.key} is paused since {paused:%Y-%m-%dT%H:%M:%SZ}",)
+        )
+        return replace(
+            said,
+            label=f"{spec.key} {said.label}",
+            said=(*first, *said.said),
+            commands=tuple(f"{c} --key {spec.key}" for c in said.commands),
+        )
 
     @staticmethod
     def doctor(config: str | None = None, dsn: str | None = None) -> list[Finding]:

@@ -116,25 +116,27 @@ def reset(
 
 @click.command(epilog=EXIT_CODES)
 @click.argument("job")
+@click.option("--key", help="Only this key of a job with keys.")
 @reason_option(required=False)
 @actor_option
 @pass_state
-def pause(state: State, job: str, reason: str | None, actor: str | None) -> None:
+def pause(state: State, job: str, key: str | None, reason: str | None, actor: str | None) -> None:
     """Suspend JOB: nothing claims its periods until it is resumed (running ones finish).
 
     Example: catchup pause billing --reason "gateway maintenance"
     """
     from ..render import changes
 
-    changes.paused(console(), state.app().pause(job, reason=reason, actor=actor))
+    changes.paused(console(), state.app().pause(job, reason=reason, actor=actor, key=key))
 
 
 @click.command(epilog=EXIT_CODES)
 @click.argument("job")
+@click.option("--key", help="Only this key of a job with keys.")
 @reason_option(required=False)
 @actor_option
 @pass_state
-def resume(state: State, job: str, reason: str | None, actor: str | None) -> None:
+def resume(state: State, job: str, key: str | None, reason: str | None, actor: str | None) -> None:
     """Resume JOB. The next tick follows its catch-up policy: no flood of missed periods unless
     the policy (catchup = all, within catchup_window, at most max_per_tick) says so.
 
@@ -142,7 +144,7 @@ def resume(state: State, job: str, reason: str | None, actor: str | None) -> Non
     """
     from ..render import changes
 
-    changes.resumed(console(), state.app().resume(job, reason=reason, actor=actor))
+    changes.resumed(console(), state.app().resume(job, reason=reason, actor=actor, key=key))
 
 
 @click.command(epilog=EXIT_CODES)

@@ -194,9 +194,10 @@ def keys(state: State, job: str, as_json: bool) -> None:
 @click.command(epilog=EXIT_CODES)
 @click.argument("job")
 @click.argument("period", type=When())
+@click.option("--key", help="The key whose period it is (a job with keys needs one).")
 @json_option("Print JSON instead of text.")
 @pass_state
-def why(state: State, job: str, period: str, as_json: bool) -> None:
+def why(state: State, job: str, period: str, key: str | None, as_json: bool) -> None:
     """Say why PERIOD of JOB is in its state: not due yet (and when), running where, blocked
     by which upstream periods (down the chain to what blocks them), failed with which error
     and when it retries, exhausted, paused, or done; with the command that would move it.
@@ -205,7 +206,7 @@ def why(state: State, job: str, period: str, as_json: bool) -> None:
     """
     from ..render import json, why
 
-    result = state.app().why(job, period)
+    result = state.app().why(job, period, key=key)
     show(result, as_json, json.why_json, why.why_text)
 
 

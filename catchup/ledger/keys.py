@@ -94,6 +94,11 @@ class Keys(LedgerBase):
         row = self.conn.execute(self._q("pause_key"), {"job_id": job_id, "key": key}).fetchone()
         return None if row is None else row[0]
 
+    def key_paused(self, job_id: int, key: str) -> datetime | None:
+        """Since when one key of a job is paused; None when it is not."""
+        row = self.conn.execute(self._q("key_paused"), {"job_id": job_id, "key": key}).fetchone()
+        return None if row is None else row[0]
+
     def resume_key(self, job_id: int, key: str) -> bool:
         row = self.conn.execute(self._q("resume_key"), {"job_id": job_id, "key": key}).fetchone()
         return row is not None

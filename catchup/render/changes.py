@@ -69,12 +69,14 @@ def changes(console: Console, result: Changes) -> None:
 
 
 def paused(console: Console, result: Paused) -> None:
-    console.print(Text(f"{result.job}: paused since {iso_utc(result.since)}"))
+    name = f"{result.job} {result.key}" if result.key else result.job
+    console.print(Text(safe(f"{name}: paused since {iso_utc(result.since)}")))
 
 
 def resumed(console: Console, result: Resumed) -> None:
+    name = safe(f"{result.job} {result.key}" if result.key else result.job)
     if not result.resumed:
-        console.print(Text(f"{result.job}: not paused; nothing to resume"))
+        console.print(Text(f"{name}: not paused; nothing to resume"))
         return
     policy = {
         "all": f"every gap of the last {span(result.catchup_window)}, at most "
@@ -83,7 +85,7 @@ def resumed(console: Console, result: Resumed) -> None:
         "none": "only periods that become due from now on",
     }[result.catchup]
     console.print(
-        Text(f"{result.job}: resumed; the next tick runs {policy} (catchup = {result.catchup!r})"),
+        Text(f"{name}: resumed; the next tick runs {policy} (catchup = {result.catchup!r})"),
         soft_wrap=True,
     )
 

@@ -66,6 +66,10 @@ UPDATE {schema}.job_keys SET paused_at = coalesce(paused_at, clock_timestamp())
 WHERE job_id = %(job_id)s AND key = %(key)s
 RETURNING paused_at;
 
+-- name: key_paused
+SELECT paused_at FROM {schema}.job_keys
+WHERE job_id = %(job_id)s AND key = %(key)s AND paused_at IS NOT NULL;
+
 -- name: resume_key
 UPDATE {schema}.job_keys SET paused_at = NULL
 WHERE job_id = %(job_id)s AND key = %(key)s AND paused_at IS NOT NULL

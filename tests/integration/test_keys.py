@@ -382,3 +382,56 @@ def test_a_ledger_from_before_keys_migrates_with_its_runs_and_answers_alike(
     }
     again = run(project, "replay", "--since", "2026-03-01", "--until", "2026-03-09")
     assert [p["label"] for p in again["periods"]] == ["2026-03-05", "2026-03-07", "2026-03-08"]
+
+
+def test_a_keyed_upstream_gates_key_by_key(project: Project, sql: Any) -> None:
+    project.write(
+        job_toml("export", "daily", "2026-03-01", keys=TENANTS, command=["true", "{key}"])
+        + job_toml(
+            "invoice",
+            "daily",
+            "2026-03-01",
+            keys=TENANTS,
+            after=["export"],
+            command=["true", "{key}"],
+        )
+    )
+    assert (
+        project.cli("-q", "run", "export", "--period", "2026-03-01", "--key", "acme").exit_code == 0
+    )
+    ran = run(project, "run", "invoice", "--period", "2026-03-01")
+    assert ran["code"] == 1
+    assert sorted((p["key"], p["status"]) for p in ran["periods"]) == [
+        ("acme", "succeeded"),
+        ("globex", "blocked"),
+        ("initech", "blocked"),
+    ]
+    assert sql(
+        "SELECT key FROM {schema}.runs r JOIN {schema}.jobs j ON j.id = r.job_id "
+        "WHERE j.name = 'invoice'"
+    ) == [("acme",)]
+
+
+def test_one_key_paused_is_left_alone_and_why_says_so(project: Project, sql: Any) -> None:
+    log = invoice(project)
+    paused = project.cli("pause", "invoice", "--key", "initech", "--reason", "moving banks")
+    assert paused.exit_code == 0 and "invoice initech: paused since" in paused.output
+    ran = run(project, "run", "invoice", "--period", "2026-03-01")
+    assert sorted((p["key"], p["status"]) for p in ran["periods"]) == [
+        ("acme", "succeeded"),
+        ("globex", "succeeded"),
+        ("initech", "skipped"),
+    ]
+    assert sorted(logged(log)) == [("acme", "2026-03-01"), ("globex", "2026-03-01")]
+    why = project.cli("-q", "why", "invoice", "2026-03-01", "--key", "initech")
+    assert "invoice initech is paused since" in why.output
+    assert "catchup run invoice --period 2026-03-01 --key initech" in why.output
+    resumed = project.cli("resume", "invoice", "--key", "initech")
+    assert resumed.exit_code == 0 and "invoice initech: resumed" in resumed.output
+    again = run(project, "run", "invoice", "--period", "2026-03-01", "--key", "initech")
+    assert (again["key"], again["status"]) == ("initech", "succeeded")
+    changes = run(project, "history", "invoice", "--key", "initech")["changes"]
+    assert [(c["key"], c["action"]) for c in changes] == [
+        ("initech", "resume"),
+        ("initech", "pause"),
+    ]

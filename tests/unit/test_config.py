@@ -50,12 +50,18 @@ MISTAKES = [
     (GOOD + 'keys = ["eu", "eu"]\n', 5, "'eu' is listed twice"),
     (GOOD + 'keys = ["eu", ""]\n', 5, "key 2 is empty"),
     (GOOD + 'keys = ["e\\u001bu"]\n', 5, "key 1 'e\\x1bu' holds a control character"),
-    (GOOD + f'keys = ["{'x' * 201}"]\n', 5, "longer than 200 characters"),
+    (GOOD + f'keys = ["{"x" * 201}"]\n', 5, "longer than 200 characters"),
     (GOOD + "keys = 7\n", 5, "expected a list of keys or a SELECT"),
     (GOOD + 'keys = "DELETE FROM tenants"\n', 5, "one read-only SELECT"),
     (GOOD + 'keys = ["eu"]\nkeys_dsn = "postgresql://ro@db/app"\n', 6, "needs keys as a query"),
     (GOOD + 'keys = ["eu"]\nevidence = "SELECT day FROM t"\n', 5, "cannot have evidence yet"),
     (GOOD.replace('"{period}"', '"{key}"'), 4, "{key} needs keys"),
+    (
+        GOOD + 'keys = ["eu"]\n[jobs.report]\nschedule = "daily"\nstart = "2026-10-01"\n'
+        'command = ["true"]\nafter = ["billing"]\n',
+        10,
+        "billing has keys: only a job with the same keys can wait for it",
+    ),
     (GOOD + "command = [\n", 5, "invalid TOML"),
     ("[jobs.billing\n", 1, "invalid TOML"),
 ]
