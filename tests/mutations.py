@@ -52,10 +52,7 @@ MUTATIONS = (
         "sql/migrations/0014_keys.sql",
         "        AND (p_key = '' OR NOT EXISTS (\n",
         "        AND (true OR NOT EXISTS (\n",
-        (
-            "tests/integration/test_keys.py::"
-            "test_one_key_paused_is_left_alone_and_why_says_so",
-        ),
+        ("tests/integration/test_keys.py::test_one_key_paused_is_left_alone_and_why_says_so",),
     ),
     Mutation(
         "key-in-claim",
