@@ -43,9 +43,19 @@ def chained_states(
 ) -> list[JobScan]:
     """Every job's scan with its ``blocked`` and ``outdated`` periods (jobs with ``after``),
     upstream jobs first, so a period blocked by a blocked one names the root of the chain. An
-    upstream period the scan found ``unverified`` (its job's evidence) is not done either."""
+    upstream period the scan found ``unverified`` (its job's evidence) is not done either. A
+    job with keys is left as scanned (its claims wait key by key; its scan does not say so)."""
     if not any(job.after for job in jobs):
         return results
+    if any(job.keyed for job in jobs):
+        plain = [i for i, job in enumerate(jobs) if not job.keyed]
+        done = chained_states(
+            session, [jobs[i] for i in plain], [results[i] for i in plain], now, rows
+        )
+        out = list(results)
+        for i, result in zip(plain, done, strict=True):
+            out[i] = result
+        return out
     rank = ranks({job.name: job.after for job in session.config.jobs.values()})
     uppers = {
         dep.job: session.resolve(session.config.job(dep.job), write=False)

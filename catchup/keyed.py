@@ -14,6 +14,7 @@ from datetime import datetime
 import psycopg
 
 from . import db
+from .coverage import signature
 from .errors import CatchupError, ConfigError, first_line
 from .job import Job
 from .ledger import Ledger, read_keys
@@ -21,6 +22,7 @@ from .models import COUNTED_STATES, JobScan, Range
 from .results import Planned
 from .targets import KeyRange, KeyRow, ScanTarget
 from .values import key_problem
+from .verified import unverified, verified_now
 from .vocabulary import PeriodState
 from .window import Moment, window
 
@@ -72,8 +74,10 @@ def current_keys(ledger: Ledger, job: Job, job_id: int, now: datetime, write: bo
             expected = since or (job.anchor if not known else now)
             merged[key] = KeyRow(key, expected, now, now)
         else:
+            expected = since or row.expected_from
+            verified = None if expected < row.expected_from else row.verified
             merged[key] = replace(
-                row, gone_at=None, last_seen=now, expected_from=since or row.expected_from
+                row, gone_at=None, last_seen=now, expected_from=expected, verified=verified
             )
     return [merged[k] for k in sorted(merged)]
 
@@ -112,14 +116,27 @@ def scan_keyed(
     until: Moment | None,
     paused: bool,
     last_success: datetime | None = None,
+    record: bool = True,
 ) -> JobScan:
     """A keyed job's scan: its (key, period) pairs in the window, by state; each key's ranges;
-    and those ranges grouped, one per state and span, with the keys each holds."""
+    and those ranges grouped, one per state and span, with the keys each holds. Holes (no row)
+    are looked for only after what earlier scans verified of each key, and (with ``record``)
+    what this one verified is recorded."""
     first, end = window(job, now, since, until)
     periods = [(p.start, p.end) for p in job.timeline.periods(first, end)]
     starts, ends = [s for s, _ in periods], [e for _, e in periods]
     expected = expected_count(keys, starts, ends)
-    found = ledger.scan_keys(job_id, keys, periods, now=now, max_attempts=job.max_attempts)
+    with ledger.scan_snapshot():  # the generation and the rows it vouches for, together
+        state = ledger.scan_states([job_id]).get(job_id) if job_id > 0 else None
+        valid = state is not None and state[0] == signature(job)
+        checked = unverified(keys, starts, ends, valid)
+        found = ledger.scan_keys(
+            job_id, keys, periods, checked, now=now, max_attempts=job.max_attempts
+        )
+    if record and job_id > 0 and checked:
+        grown = verified_now(keys, valid, checked, found, starts, end)
+        if grown or not valid:
+            ledger.record_verified(job_id, signature(job), state, grown)
     counts: dict[str, int] = dict.fromkeys(COUNTED_STATES, 0)
     groups: dict[tuple[str, datetime, datetime], list[KeyRange]] = {}
     for r in found:
@@ -193,8 +210,6 @@ def scan_with_keys(
     ``plain``, in their order."""
     others = [t for t in targets if not t.job.keyed]
     done = iter(plain(ledger, others, now=now, since=since, until=until, full=full, record=record))
-    keyed = [t for t in targets if t.job.keyed]
-    successes = ledger.last_successes([t.job_id for t in keyed])
     results = []
     for t in targets:
         if not t.job.keyed:
@@ -210,7 +225,10 @@ def scan_with_keys(
                 since=t.since or since,
                 until=until,
                 paused=t.paused,
-                last_success=successes.get(t.job_id),
+                last_success=ledger.last_success_of_keys(t.job_id, [k.key for k in t.keys])
+                if t.job_id > 0
+                else None,
+                record=record,
             )
         )
     return results

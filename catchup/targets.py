@@ -31,6 +31,8 @@ class KeyRow:
     last_seen: datetime | None = None
     gone_at: datetime | None = None
     paused_at: datetime | None = None
+    # ranges [lo, hi) of period starts a scan found to have a row each (catchup/verified.py)
+    verified: tuple[tuple[datetime, datetime], ...] | None = None
 
 
 @dataclass(frozen=True)

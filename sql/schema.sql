@@ -154,6 +154,8 @@ BEGIN
     ON CONFLICT (job_id) DO UPDATE SET generation = s.generation + 1;
     DELETE FROM {schema}.coverage c
     WHERE c.job_id = OLD.job_id AND c.first <= OLD.period_start AND c.last >= OLD.period_start;
+    UPDATE {schema}.job_keys k SET verified = NULL
+    WHERE k.job_id = OLD.job_id AND k.key = OLD.key;
     RETURN NULL;
 END;
 $$;
@@ -250,6 +252,9 @@ BEGIN
     DELETE FROM {schema}.coverage c
     USING removed g
     WHERE c.job_id = g.job_id AND c.first <= g.period_start AND c.last >= g.period_start;
+    UPDATE {schema}.job_keys k SET verified = NULL
+    FROM (SELECT DISTINCT job_id, key FROM removed) g
+    WHERE k.job_id = g.job_id AND k.key = g.key AND k.verified IS NOT NULL;
     RETURN NULL;
 END;
 $$;
@@ -262,6 +267,7 @@ CREATE FUNCTION {schema}.runs_emptied() RETURNS trigger
 BEGIN
     DELETE FROM {schema}.coverage;
     UPDATE {schema}.scan_state SET generation = generation + 1;
+    UPDATE {schema}.job_keys SET verified = NULL;
     RETURN NULL;
 END;
 $$;
@@ -397,6 +403,7 @@ CREATE TABLE {schema}.job_keys (
     last_seen timestamp with time zone NOT NULL,
     gone_at timestamp with time zone,
     paused_at timestamp with time zone,
+    verified tstzmultirange,
     CONSTRAINT job_keys_key_check CHECK (((key <> ''::text) AND (length(key) <= 200)))
 );
 
@@ -614,7 +621,7 @@ CREATE INDEX runs_running ON {schema}.runs USING btree (job_id, lease_expires_at
 
 -- index runs_unfinished
 
-CREATE INDEX runs_unfinished ON {schema}.runs USING btree (job_id, period_start) INCLUDE (status, failures, lease_expires_at) WHERE (status <> 'succeeded'::text);
+CREATE INDEX runs_unfinished ON {schema}.runs USING btree (job_id, key, period_start) INCLUDE (status, failures, interrupted, lease_expires_at) WHERE (status <> 'succeeded'::text);
 
 -- index ticks_at
 
@@ -626,7 +633,7 @@ CREATE TRIGGER runs_deleted AFTER DELETE ON {schema}.runs REFERENCING OLD TABLE 
 
 -- trigger runs runs_rekeyed
 
-CREATE TRIGGER runs_rekeyed AFTER UPDATE ON {schema}.runs FOR EACH ROW WHEN (((old.job_id IS DISTINCT FROM new.job_id) OR (old.period_start IS DISTINCT FROM new.period_start))) EXECUTE FUNCTION {schema}.key_rewritten();
+CREATE TRIGGER runs_rekeyed AFTER UPDATE ON {schema}.runs FOR EACH ROW WHEN (((old.job_id IS DISTINCT FROM new.job_id) OR (old.period_start IS DISTINCT FROM new.period_start) OR (old.key IS DISTINCT FROM new.key))) EXECUTE FUNCTION {schema}.key_rewritten();
 
 -- trigger runs runs_truncated
 

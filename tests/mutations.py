@@ -47,6 +47,31 @@ class Mutation:
 
 MUTATIONS = (
     Mutation(
+        "key-verified-forgotten",
+        "a row of a key removed by hand is missing again in the next scan (what was verified of"
+        " the key is forgotten)",
+        "sql/migrations/0014_keys.sql",
+        "    UPDATE {schema}.job_keys k SET verified = NULL\n"
+        "    FROM (SELECT DISTINCT job_id, key FROM removed) g\n",
+        "    UPDATE {schema}.job_keys k SET verified = verified\n"
+        "    FROM (SELECT DISTINCT job_id, key FROM removed) g\n",
+        (
+            "tests/integration/test_keys.py::"
+            "test_what_a_scan_verified_of_each_key_is_kept_and_forgotten_when_a_row_goes",
+        ),
+    ),
+    Mutation(
+        "key-verified-stops-at-a-hole",
+        "what a scan verifies of a key leaves out its holes, so a later scan still finds them",
+        "catchup/verified.py",
+        "        for a, b in sorted(holes.get(key, ())):",
+        "        for a, b in ():",
+        (
+            "tests/integration/test_keys.py::"
+            "test_what_a_scan_verified_of_each_key_is_kept_and_forgotten_when_a_row_goes",
+        ),
+    ),
+    Mutation(
         "key-pause",
         "a paused key is never claimed, while its job's other keys run",
         "sql/migrations/0014_keys.sql",

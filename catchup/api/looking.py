@@ -102,6 +102,7 @@ class Looking(Base):
         # by the ledger's id, read-only: a job renamed_from an old name shows that job's past
         row = session.job_rows(write=False).get(job)
         job_id = -1 if row is None else row.id  # never registered: no history yet
+        key = key if spec.keyed else ""  # a job with keys: every key's, unless one is named
         attempts, total_attempts = session.ledger.history(job_id, start, limit, key)
         changes, total_changes = session.ledger.events(job_id, start, limit, key)
         return History(

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
@@ -63,12 +64,19 @@ def read_keys(
     return [(key, since) for key, since in rows], kind is not None
 
 
+def _spans(ranges: Any) -> tuple[tuple[datetime, datetime], ...] | None:
+    """A tstzmultirange, as psycopg reads it, as (lower, upper) pairs."""
+    return None if ranges is None else tuple((r.lower, r.upper) for r in ranges)
+
+
 class Keys(LedgerBase):
     """The ledger's side of keys: their history, and the scan of (key, period)."""
 
     def key_history(self, job_id: int) -> list[KeyRow]:
         with self.conn.cursor(row_factory=class_row(KeyRow)) as cur:
-            return cur.execute(self._q("key_history"), {"job_id": job_id}).fetchall()
+            rows = cur.execute(self._q("key_history"), {"job_id": job_id}).fetchall()
+        # verified comes as a multirange: its ranges as (lower, upper) pairs
+        return [replace(row, verified=_spans(row.verified)) for row in rows]
 
     def record_keys(
         self,
@@ -90,6 +98,44 @@ class Keys(LedgerBase):
                 },
             )
 
+    def record_verified(
+        self,
+        job_id: int,
+        signature: str,
+        state: tuple[str, int] | None,
+        verified: Sequence[tuple[str, Sequence[tuple[datetime, datetime]]]],
+    ) -> bool:
+        """Record what scans verified of each key (all its ranges of period starts with a row
+        each), unless rows were removed since this scan's snapshot (the job's generation
+        moved); for other schedules than those recorded, the old ranges are forgotten first.
+        False when nothing was recorded."""
+        params: dict[str, object] = {"job_id": job_id, "signature": signature}
+        try:
+            with self.conn.transaction():
+                if state is None:
+                    if self.conn.execute(self._q("open_scan_state"), params).fetchone() is None:
+                        return False  # created meanwhile, perhaps by a deletion
+                else:
+                    current = self.conn.execute(self._q("lock_scan_state"), params).fetchone()
+                    if current is None or current[1] != state[1]:
+                        return False  # rows were removed since the scan's snapshot
+                    if current[0] != signature:
+                        self.conn.execute(self._q("forget_verified"), params)
+                spans = [(key, lo, hi) for key, ranges in verified for lo, hi in ranges]
+                if spans:
+                    self.conn.execute(
+                        self._q("record_verified"),
+                        {
+                            **params,
+                            "keys": [key for key, _, _ in spans],
+                            "los": [lo for _, lo, _ in spans],
+                            "his": [hi for _, _, hi in spans],
+                        },
+                    )
+        except psycopg.errors.InsufficientPrivilege:
+            return False
+        return True
+
     def pause_key(self, job_id: int, key: str) -> datetime | None:
         row = self.conn.execute(self._q("pause_key"), {"job_id": job_id, "key": key}).fetchone()
         return None if row is None else row[0]
@@ -108,11 +154,14 @@ class Keys(LedgerBase):
         job_id: int,
         keys: Sequence[KeyRow],
         periods: Sequence[tuple[datetime, datetime]],
+        stretches: Sequence[tuple[str, int, int]],
         *,
         now: datetime,
         max_attempts: int,
     ) -> list[KeyRange]:
-        """Each key's ranges of periods that have not succeeded, oldest first."""
+        """Each key's ranges of periods that have not succeeded, oldest first; holes (no row)
+        are looked for only in ``stretches`` (a key, and ``[i0, i1)`` of 0-based indexes of
+        ``periods``)."""
         if not keys or not periods:
             return []
         params = {
@@ -120,6 +169,11 @@ class Keys(LedgerBase):
             "keys": [k.key for k in keys],
             "froms": [k.expected_from for k in keys],
             "gones": [k.gone_at for k in keys],
+            "ukeys": [key for key, _, _ in stretches],
+            "i0s": [i0 + 1 for _, i0, _ in stretches],  # WITH ORDINALITY counts from 1
+            "i1s": [i1 + 1 for _, _, i1 in stretches],
+            "first": periods[0][0],
+            "until": periods[-1][1],
             "starts": [s for s, _ in periods],
             "ends": [e for _, e in periods],
             "now": now,

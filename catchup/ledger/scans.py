@@ -148,6 +148,13 @@ class Scanning(LedgerBase):
             found[n - 1].append((start, end, finished))
         return found
 
+    def last_success_of_keys(self, job_id: int, keys: list[str]) -> datetime | None:
+        """The newest succeeded period of a job with keys (of any of ``keys``)."""
+        row = self.conn.execute(
+            self._q("last_success_keys"), {"job_id": job_id, "keys": keys}
+        ).fetchone()
+        return None if row is None else row[0]
+
     def last_successes(self, job_ids: list[int]) -> dict[int, datetime | None]:
         rows = self.conn.execute(self._q("last_success"), {"job_ids": job_ids})
         return {job_id: success for job_id, success in rows}

@@ -18,6 +18,13 @@ ALTER TABLE {schema}.history DROP CONSTRAINT IF EXISTS history_identity;
 ALTER TABLE {schema}.history ADD CONSTRAINT history_identity
     UNIQUE (job_id, key, period_start, attempt);
 
+-- The rows a scan classifies one by one (0002), by key too: a job's rows of one key in
+-- period order, readable without touching the heap.
+DROP INDEX IF EXISTS {schema}.runs_unfinished;
+CREATE INDEX runs_unfinished ON {schema}.runs (job_id, key, period_start)
+    INCLUDE (status, failures, interrupted, lease_expires_at)
+    WHERE status <> 'succeeded';
+
 -- The keys of a keyed job as its keys query (or list) gave them over time: expected from
 -- expected_from (the query's second column, or the job's start for the keys of its first read,
 -- or when first seen), no longer expected from gone_at (it was missing from a read) on.
@@ -29,8 +36,58 @@ CREATE TABLE IF NOT EXISTS {schema}.job_keys (
     last_seen timestamptz NOT NULL,
     gone_at timestamptz,
     paused_at timestamptz,
+    -- the period starts of the key a scan found to have a row each (valid for the job's
+    -- scan_state signature, and forgotten when a person removes a row of the key): later scans
+    -- look for holes only outside them
+    verified tstzmultirange,
     PRIMARY KEY (job_id, key)
 );
+
+-- A row of a key removed, moved or the table emptied by hand: what scans verified of that key
+-- is forgotten, as coverage is for a job without keys (0002).
+CREATE OR REPLACE FUNCTION {schema}.rows_removed() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO {schema}.scan_state AS s (job_id, signature, generation)
+    SELECT DISTINCT job_id, '', 1 FROM removed
+    ON CONFLICT (job_id) DO UPDATE SET generation = s.generation + 1;
+    DELETE FROM {schema}.coverage c
+    USING removed g
+    WHERE c.job_id = g.job_id AND c.first <= g.period_start AND c.last >= g.period_start;
+    UPDATE {schema}.job_keys k SET verified = NULL
+    FROM (SELECT DISTINCT job_id, key FROM removed) g
+    WHERE k.job_id = g.job_id AND k.key = g.key AND k.verified IS NOT NULL;
+    RETURN NULL;
+END;
+$$;
+
+CREATE OR REPLACE FUNCTION {schema}.key_rewritten() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO {schema}.scan_state AS s (job_id, signature, generation)
+    VALUES (OLD.job_id, '', 1)
+    ON CONFLICT (job_id) DO UPDATE SET generation = s.generation + 1;
+    DELETE FROM {schema}.coverage c
+    WHERE c.job_id = OLD.job_id AND c.first <= OLD.period_start AND c.last >= OLD.period_start;
+    UPDATE {schema}.job_keys k SET verified = NULL
+    WHERE k.job_id = OLD.job_id AND k.key = OLD.key;
+    RETURN NULL;
+END;
+$$;
+
+CREATE OR REPLACE FUNCTION {schema}.runs_emptied() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    DELETE FROM {schema}.coverage;
+    UPDATE {schema}.scan_state SET generation = generation + 1;
+    UPDATE {schema}.job_keys SET verified = NULL;
+    RETURN NULL;
+END;
+$$;
+
+DROP TRIGGER IF EXISTS runs_rekeyed ON {schema}.runs;
+CREATE TRIGGER runs_rekeyed AFTER UPDATE ON {schema}.runs
+    FOR EACH ROW
+    WHEN (OLD.job_id IS DISTINCT FROM NEW.job_id OR OLD.period_start IS DISTINCT FROM NEW.period_start
+          OR OLD.key IS DISTINCT FROM NEW.key)
+    EXECUTE FUNCTION {schema}.key_rewritten();
 
 DROP FUNCTION IF EXISTS {schema}.finish_then_claim(
     bigint, timestamptz, integer, text, text, boolean, interval, interval, integer, text, text,

@@ -59,7 +59,8 @@ marks AS (
     SELECT r.period_start AS t, 0 AS kind, r.period_end AS e
     FROM ranges x
     JOIN {schema}.runs r
-      ON r.job_id = %(job_id)s AND r.period_start >= x.lo AND r.period_start < x.hi
+      ON r.job_id = %(job_id)s AND r.key = '' AND r.period_start >= x.lo
+     AND r.period_start < x.hi
     UNION ALL
     SELECT v, 1, NULL FROM ev
 ), walked AS (
@@ -78,7 +79,7 @@ UNION ALL
 SELECT 'unverified', r.period_start
 FROM ranges x
 JOIN {schema}.runs r
-  ON r.job_id = %(job_id)s AND r.period_start >= x.lo AND r.period_start < x.hi
+  ON r.job_id = %(job_id)s AND r.key = '' AND r.period_start >= x.lo AND r.period_start < x.hi
 WHERE r.status = 'succeeded'
   AND NOT EXISTS (SELECT 1 FROM verified v WHERE v.row_start = r.period_start)
 ORDER BY 2;
@@ -91,7 +92,7 @@ FROM {schema}.evidence_state WHERE job_id = ANY(%(job_ids)s::bigint[]);
 -- name: evidence_changed
 -- A job's rows in [lo, hi) that changed since its evidence was verified (or are running).
 SELECT period_start, period_end FROM {schema}.runs
-WHERE job_id = %(job_id)s AND period_start >= %(lo)s AND period_start < %(hi)s
+WHERE job_id = %(job_id)s AND key = '' AND period_start >= %(lo)s AND period_start < %(hi)s
   AND (finished_at IS NULL OR finished_at > %(verified_at)s)
 ORDER BY period_start;
 

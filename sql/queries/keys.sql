@@ -27,7 +27,7 @@ k.since
 
 -- name: key_history
 -- A job's keys as the ledger knows them, with when each was first and last seen.
-SELECT key, expected_from, first_seen, last_seen, gone_at, paused_at
+SELECT key, expected_from, first_seen, last_seen, gone_at, paused_at, verified
 FROM {schema}.job_keys
 WHERE job_id = %(job_id)s
 ORDER BY key;
@@ -52,7 +52,11 @@ WITH first_read AS (
     ON CONFLICT (job_id, key) DO UPDATE SET
         last_seen = excluded.last_seen,
         gone_at = NULL,
-        expected_from = excluded.expected_from
+        expected_from = excluded.expected_from,
+        -- expected from earlier now: what was verified says nothing of the periods before
+        -- (those not expected while it was gone were never verified)
+        verified = CASE WHEN excluded.expected_from < k.expected_from THEN NULL
+                        ELSE k.verified END
     RETURNING k.key
 ), gone AS (
     UPDATE {schema}.job_keys k SET gone_at = clock_timestamp()
@@ -76,28 +80,62 @@ WHERE job_id = %(job_id)s AND key = %(key)s AND paused_at IS NOT NULL
 RETURNING key;
 
 -- name: scan_keys
--- Each key's expected periods (those that end after it is expected and start before it is
--- gone) against the ledger, every one that has not succeeded classified as a scan classifies a
+-- Each key's expected periods that have not succeeded, classified as a scan classifies a
 -- period, collapsed into ranges of one key and one state (gaps and islands over the periods'
--- ordinal numbers). Succeeded periods are not returned: they are what is left of the expected.
+-- ordinal numbers). Two parts: the rows that are not succeeded (the small partial index
+-- runs_unfinished), and the periods with no row at all, looked for only in each key's
+-- stretches of ordinals [i0, i1) that earlier scans did not verify (job_keys.verified; all of
+-- them the first time). Succeeded periods are not returned.
 WITH k AS (
     SELECT * FROM unnest(%(keys)s::text[], %(froms)s::timestamptz[], %(gones)s::timestamptz[])
          AS k (key, expected_from, gone_at)
 ), p AS (
     SELECT * FROM unnest(%(starts)s::timestamptz[], %(ends)s::timestamptz[]) WITH ORDINALITY
          AS p (s, e, i)
+), u AS (
+    SELECT u.key, g.i
+    FROM unnest(%(ukeys)s::text[], %(i0s)s::bigint[], %(i1s)s::bigint[]) AS u (key, i0, i1)
+    CROSS JOIN LATERAL generate_series(u.i0, u.i1 - 1) AS g (i)
 ), j AS (
     SELECT k.key, p.i, p.s,
            {schema}.period_state(r.status, r.failures, r.interrupted, r.lease_expires_at,
                                  %(now)s, %(max_attempts)s) AS state
-    FROM k
-    JOIN p ON p.e > k.expected_from AND (k.gone_at IS NULL OR p.s < k.gone_at)
-    LEFT JOIN {schema}.runs r
-           ON r.job_id = %(job_id)s AND r.key = k.key AND r.period_start = p.s
-    WHERE r.status IS DISTINCT FROM 'succeeded'
+    FROM {schema}.runs r
+    JOIN k ON k.key = r.key
+    JOIN p ON p.s = r.period_start
+    WHERE r.job_id = %(job_id)s AND r.status <> 'succeeded'
+      AND r.period_start >= %(first)s AND r.period_start < %(until)s
+      AND p.e > k.expected_from AND (k.gone_at IS NULL OR p.s < k.gone_at)
+    UNION ALL
+    SELECT u.key, p.i, p.s, 'missing'
+    FROM u JOIN p ON p.i = u.i
+    WHERE NOT EXISTS (
+        SELECT 1 FROM {schema}.runs r
+        WHERE r.job_id = %(job_id)s AND r.key = u.key AND r.period_start = p.s)
 )
 SELECT key, state, min(s) AS first, max(s) AS last, count(*) AS periods
 FROM (SELECT j.*, j.i - row_number() OVER (PARTITION BY j.key, j.state ORDER BY j.i) AS g
       FROM j) AS islands
 GROUP BY key, state, g
 ORDER BY first, key;
+
+-- name: record_verified
+-- What scans verified of each key (its ranges of period starts that have a row each), after
+-- lock_scan_state found no row removed since this scan's snapshot (the job's generation) and
+-- the schedules it scanned (its signature).
+UPDATE {schema}.job_keys k SET verified = v.ranges
+FROM (
+    SELECT key, range_agg(tstzrange(lo, hi)) AS ranges
+    FROM unnest(%(keys)s::text[], %(los)s::timestamptz[], %(his)s::timestamptz[])
+         AS v (key, lo, hi)
+    GROUP BY key
+) v
+WHERE k.job_id = %(job_id)s AND k.key = v.key;
+
+-- name: forget_verified
+-- The job's schedules changed: what scans verified under the old ones says nothing now.
+WITH forgotten AS (
+    UPDATE {schema}.job_keys SET verified = NULL
+    WHERE job_id = %(job_id)s AND verified IS NOT NULL
+)
+UPDATE {schema}.scan_state SET signature = %(signature)s WHERE job_id = %(job_id)s;

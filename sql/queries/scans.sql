@@ -2,6 +2,8 @@
 -- {schema} is replaced by the quoted schema identifier through psycopg.sql; values are always
 -- %(name)s parameters. Time comes from clock_timestamp() on the server, never from the host.
 -- Statements of catchup/ledger/scans.py, one per "-- name:" header (names unique across files).
+-- These read jobs without keys: every row they read has key '' (which keeps the primary key,
+-- (job_id, key, period_start), in period order for them).
 
 -- name: scan_snapshot
 -- A scan reads coverage and the rows it vouches for from one snapshot, and writes nothing.
@@ -61,7 +63,7 @@ WITH w AS (
                                   r.lease_expires_at, %(now)s, w.max_attempts) AS state
     FROM w
     JOIN {schema}.runs r
-      ON r.job_id = w.job_id AND r.status <> 'succeeded'
+      ON r.job_id = w.job_id AND r.key = '' AND r.status <> 'succeeded'
      AND r.period_start >= w.first AND r.period_start < w.until
 ), grouped AS (
     -- consecutive periods of one state share period_start - n * step
@@ -90,7 +92,8 @@ CROSS JOIN LATERAL (
     FROM (
         SELECT r.period_start, lag(r.period_start) OVER (ORDER BY r.period_start) AS previous
         FROM {schema}.runs r
-        WHERE r.job_id = u.job_id AND r.period_start >= u.lo AND r.period_start < u.hi
+        WHERE r.job_id = u.job_id AND r.key = '' AND r.period_start >= u.lo
+          AND r.period_start < u.hi
     ) p
     WHERE p.period_start > coalesce(p.previous + u.step, u.lo)
     UNION ALL
@@ -99,7 +102,8 @@ CROSS JOIN LATERAL (
     FROM (
         SELECT max(r.period_start) AS last_row
         FROM {schema}.runs r
-        WHERE r.job_id = u.job_id AND r.period_start >= u.lo AND r.period_start < u.hi
+        WHERE r.job_id = u.job_id AND r.key = '' AND r.period_start >= u.lo
+          AND r.period_start < u.hi
     ) m
     WHERE coalesce(m.last_row + u.step, u.lo) <= u.last
 ) h
@@ -114,7 +118,8 @@ WITH classified AS (
                                   r.lease_expires_at, %(now)s, %(max_attempts)s) AS state
     FROM generate_series(%(first)s::timestamptz, %(last)s::timestamptz,
                          %(step)s::interval) AS e (period_start)
-    LEFT JOIN {schema}.runs r ON r.job_id = %(job_id)s AND r.period_start = e.period_start
+    LEFT JOIN {schema}.runs r
+           ON r.job_id = %(job_id)s AND r.key = '' AND r.period_start = e.period_start
 ), grouped AS (
     SELECT period_start, state,
            period_start - row_number() OVER (PARTITION BY state ORDER BY period_start)
@@ -128,12 +133,24 @@ GROUP BY state, island
 ORDER BY first;
 
 -- name: last_success
+-- The newest succeeded period of each job without keys (key '': the primary key's order).
 SELECT w.job_id,
        (SELECT r.period_start FROM {schema}.runs r
-        WHERE r.job_id = w.job_id AND r.status = 'succeeded'
+        WHERE r.job_id = w.job_id AND r.key = '' AND r.status = 'succeeded'
         ORDER BY r.period_start DESC
         LIMIT 1) AS last_success
 FROM unnest(%(job_ids)s::bigint[]) AS w (job_id);
+
+-- name: last_success_keys
+-- The newest succeeded period of a job with keys: each key's newest, by the primary key.
+SELECT max(l.period_start)
+FROM unnest(%(keys)s::text[]) AS k (key)
+CROSS JOIN LATERAL (
+    SELECT r.period_start FROM {schema}.runs r
+    WHERE r.job_id = %(job_id)s AND r.key = k.key AND r.status = 'succeeded'
+    ORDER BY r.period_start DESC
+    LIMIT 1
+) l;
 
 -- name: local_series
 -- The SQL generator of a wall-clock schedule's boundaries (tests compare it with Python's).
@@ -151,7 +168,7 @@ SELECT w.job_id,
 FROM unnest(%(job_ids)s::bigint[], %(firsts)s::timestamptz[], %(untils)s::timestamptz[],
             %(max_attempts)s::integer[]) AS w (job_id, first, until, max_attempts)
 JOIN {schema}.runs r
-  ON r.job_id = w.job_id AND r.status <> 'succeeded'
+  ON r.job_id = w.job_id AND r.key = '' AND r.status <> 'succeeded'
  AND r.period_start >= w.first AND r.period_start < w.until
 ORDER BY w.job_id, r.period_start;
 
@@ -165,7 +182,8 @@ WITH listed AS (
     SELECT l.*, l.i - row_number() OVER (PARTITION BY l.job_id, l.piece ORDER BY l.i) AS island
     FROM listed l
     WHERE NOT EXISTS (SELECT 1 FROM {schema}.runs r
-                      WHERE r.job_id = l.job_id AND r.period_start = l.period_start)
+                      WHERE r.job_id = l.job_id AND r.key = ''
+                        AND r.period_start = l.period_start)
 )
 SELECT job_id, min(period_start) AS first, max(period_start) AS last, count(*) AS periods
 FROM missing
@@ -181,7 +199,8 @@ WITH classified AS (
                                   r.lease_expires_at, %(now)s, %(max_attempts)s) AS state
     FROM {schema}.local_series(%(origin)s::timestamp, %(step)s::interval, %(k0)s, %(n)s,
                                %(tz)s) AS e
-    LEFT JOIN {schema}.runs r ON r.job_id = %(job_id)s AND r.period_start = e.period_start
+    LEFT JOIN {schema}.runs r
+           ON r.job_id = %(job_id)s AND r.key = '' AND r.period_start = e.period_start
 )
 SELECT %(job_id)s::bigint AS job_id, state, min(period_start) AS first,
        max(period_start) AS last, count(*) AS periods
@@ -197,7 +216,8 @@ WITH classified AS (
            {schema}.period_state(r.status, r.failures, r.interrupted,
                                   r.lease_expires_at, %(now)s, %(max_attempts)s) AS state
     FROM unnest(%(starts)b::timestamptz[]) WITH ORDINALITY AS e (period_start, i)
-    LEFT JOIN {schema}.runs r ON r.job_id = %(job_id)s AND r.period_start = e.period_start
+    LEFT JOIN {schema}.runs r
+           ON r.job_id = %(job_id)s AND r.key = '' AND r.period_start = e.period_start
 )
 SELECT %(job_id)s::bigint AS job_id, state, min(period_start) AS first,
        max(period_start) AS last, count(*) AS periods
@@ -216,7 +236,7 @@ SELECT x.n, r.period_start,
 FROM unnest(%(job_ids)s::bigint[], %(los)s::timestamptz[], %(his)s::timestamptz[],
             %(max_attempts)s::integer[]) WITH ORDINALITY AS x (job_id, lo, hi, max_attempts, n)
 JOIN {schema}.runs r
-  ON r.job_id = x.job_id AND r.period_start >= x.lo AND r.period_start < x.hi
+  ON r.job_id = x.job_id AND r.key = '' AND r.period_start >= x.lo AND r.period_start < x.hi
 ORDER BY x.n, r.period_start;
 
 -- name: succeeded_runs
@@ -224,7 +244,7 @@ ORDER BY x.n, r.period_start;
 -- downstream period that finished before an upstream one ran again is outdated).
 SELECT period_start, finished_at, attempt
 FROM {schema}.runs
-WHERE job_id = %(job_id)s AND status = 'succeeded'
+WHERE job_id = %(job_id)s AND key = '' AND status = 'succeeded'
   AND period_start = ANY(%(starts)s::timestamptz[])
 ORDER BY period_start;
 
@@ -236,6 +256,6 @@ SELECT x.n, r.period_start, r.period_end, r.finished_at
 FROM unnest(%(job_ids)s::bigint[], %(los)s::timestamptz[], %(his)s::timestamptz[])
      WITH ORDINALITY AS x (job_id, lo, hi, n)
 JOIN {schema}.runs r
-  ON r.job_id = x.job_id AND r.period_start >= x.lo AND r.period_start < x.hi
+  ON r.job_id = x.job_id AND r.key = '' AND r.period_start >= x.lo AND r.period_start < x.hi
 WHERE r.status = 'succeeded' AND r.attempt > 1
 ORDER BY x.n, r.period_start;

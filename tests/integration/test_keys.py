@@ -12,6 +12,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import psycopg
+import psycopg.sql
 import pytest
 from fix_db import Database
 from fix_project import Project, job_toml
@@ -336,52 +337,71 @@ def test_overlap_is_forbidden_per_key_unless_forbid_job(ledger: Ledger) -> None:
 
 
 def test_a_ledger_from_before_keys_migrates_with_its_runs_and_answers_alike(
-    project: Project, sql: Any, schema: str
+    project: Project, sql: Any, schema: str, database: Database, monkeypatch: Any
 ) -> None:
-    """A ledger made by the migrations before 0014 (runs, history, coverage, a change by hand)
-    reaches the keyed schema with every row kept as the unkeyed job's (key ''), and its scan
-    gives the same answer before and after."""
-    project.write(job_toml("billing", "daily", "2026-03-01", command=["true"]))
-    assert (
-        project.cli("-q", "replay", "--since", "2026-03-01", "--until", "2026-03-05").exit_code == 0
-    )
-    assert (
-        project.cli("-q", "mark", "billing", "2026-03-06", "--skip", "--reason", "closed").exit_code
-        == 0
-    )
-    before = run(project, "scan", "--until", "2026-03-09")
-    counts = sql(
-        "SELECT (SELECT count(*) FROM {schema}.runs), (SELECT count(*) FROM {schema}.history), "
-        "(SELECT count(*) FROM {schema}.events), (SELECT count(*) FROM {schema}.coverage)"
-    )
-    # back to the schema of 0013: what a ledger migrated yesterday had
-    sql("DROP TABLE {schema}.job_keys")
-    sql("ALTER TABLE {schema}.runs DROP CONSTRAINT runs_pkey")
-    sql("ALTER TABLE {schema}.runs ADD PRIMARY KEY (job_id, period_start)")
-    sql("ALTER TABLE {schema}.history DROP CONSTRAINT history_identity")
+    """A ledger made by the migrations of the day before keys (through 0013), holding runs,
+    history, a change by hand and coverage, reaches the schema a fresh ledger has, every row
+    kept as the unkeyed job's (key ''), and the scan reads it as those rows say."""
+    from test_schema import catalog
+
+    from catchup import sqlfiles
+
+    shipped = sqlfiles.migrations()
+    monkeypatch.setattr(sqlfiles, "migrations", lambda: [m for m in shipped if m[0] <= 13])
+    with psycopg.connect(database.conninfo, autocommit=True) as conn:
+        old = Ledger(conn, schema)
+        assert old.migrate()[-1] == "0013_reruns"
+        job_id = old.register_jobs(["billing"])["billing"].id
+    monkeypatch.setattr(sqlfiles, "migrations", lambda: shipped)
+    # what the catchup of that day wrote: 4 days succeeded, one failed, one waived by hand
     sql(
-        "ALTER TABLE {schema}.history ADD CONSTRAINT history_job_id_period_start_attempt_key "
-        "UNIQUE (job_id, period_start, attempt)"
+        "INSERT INTO {schema}.runs (job_id, period_start, period_end, status, attempt, failures,"
+        " finished_at) SELECT %s, d, d + interval '1 day',"
+        " CASE WHEN d = '2026-03-05' THEN 'failed' WHEN d = '2026-03-06' THEN 'waived'"
+        " ELSE 'succeeded' END, 1, (d = '2026-03-05')::int, d + interval '1 day'"
+        " FROM generate_series('2026-03-01'::timestamptz, '2026-03-06', interval '1 day') d",
+        [job_id],
     )
-    for table in ("runs", "history", "events"):
-        sql(f"ALTER TABLE {{schema}}.{table} DROP COLUMN key")
-    sql("DELETE FROM {schema}.schema_version WHERE version >= 14")
-    migrated = project.cli("migrate")
-    assert migrated.exit_code == 0 and "0014_keys" in migrated.output
-    assert (
-        sql(
-            "SELECT (SELECT count(*) FROM {schema}.runs), (SELECT count(*) FROM {schema}.history), "
-            "(SELECT count(*) FROM {schema}.events), (SELECT count(*) FROM {schema}.coverage)"
-        )
-        == counts
+    sql(
+        "INSERT INTO {schema}.history (job_id, period_start, attempt, status, started_at)"
+        " SELECT job_id, period_start, 1, CASE WHEN status = 'failed' THEN 'failed'"
+        " ELSE 'succeeded' END, period_start FROM {schema}.runs WHERE status <> 'waived'"
     )
-    assert sql("SELECT DISTINCT key FROM {schema}.runs") == [("",)]
-    after = run(project, "scan", "--until", "2026-03-09")
-    assert {k: v for k, v in after.items() if k != "generated_at"} == {
-        k: v for k, v in before.items() if k != "generated_at"
-    }
+    sql(
+        "INSERT INTO {schema}.events (job_id, period_start, action, previous, reason, actor)"
+        " VALUES (%s, '2026-03-06', 'skip', 'missing', 'closed', 'ana')",
+        [job_id],
+    )
+    sql("INSERT INTO {schema}.coverage VALUES (%s, '2026-03-01', '2026-03-06')", [job_id])
+    project.write(job_toml("billing", "daily", "2026-03-01", command=["true"]))
+    scanned = run(project, "scan", "--until", "2026-03-09")  # it migrates, then reads
+    job = scanned["jobs"][0]
+    assert (job["succeeded"], job["failed"], job["waived"], job["missing"]) == (4, 1, 1, 2)
+    assert [(g["status"], g["first"][:10], g["last"][:10]) for g in job["gaps"]] == [
+        ("failed", "2026-03-05", "2026-03-05"),
+        ("missing", "2026-03-07", "2026-03-08"),
+    ]
+    assert sql(
+        "SELECT (SELECT count(*) FROM {schema}.runs WHERE key = ''),"
+        " (SELECT count(*) FROM {schema}.history WHERE key = ''),"
+        " (SELECT count(*) FROM {schema}.events WHERE key = '' AND action = 'skip')"
+    ) == [(6, 5, 1)]
+    history = run(project, "history", "billing", "--period", "2026-03-05")
+    assert [(a["attempt"], a["status"]) for a in history["attempts"]] == [(1, "failed")]
     again = run(project, "replay", "--since", "2026-03-01", "--until", "2026-03-09")
     assert [p["label"] for p in again["periods"]] == ["2026-03-05", "2026-03-07", "2026-03-08"]
+    assert [p["attempt"] for p in again["periods"]] == [2, 1, 1]
+    # and its schema is the one a fresh ledger has
+    fresh = f"{schema}_fresh"
+    with psycopg.connect(database.conninfo, autocommit=True) as conn:
+        Ledger(conn, fresh).migrate()
+        try:
+            mine, theirs = catalog(conn, schema), catalog(conn, fresh)
+        finally:
+            conn.execute(
+                psycopg.sql.SQL("DROP SCHEMA {} CASCADE").format(psycopg.sql.Identifier(fresh))
+            )
+    assert mine == theirs
 
 
 def test_a_keyed_upstream_gates_key_by_key(project: Project, sql: Any) -> None:
@@ -435,3 +455,42 @@ def test_one_key_paused_is_left_alone_and_why_says_so(project: Project, sql: Any
         ("initech", "resume"),
         ("initech", "pause"),
     ]
+
+
+def test_what_a_scan_verified_of_each_key_is_kept_and_forgotten_when_a_row_goes(
+    project: Project, sql: Any
+) -> None:
+    """A scan records, per key, how far every expected period has a row, so later scans look
+    for holes only after it; a row a person removes is missing again in the next scan."""
+    base = today(sql)
+    start = base - timedelta(days=6)
+    project.write(
+        job_toml("invoice", "daily", day(start), keys=["a", "b"], command=["true", "{key}"])
+    )
+    third = start + timedelta(days=2)
+    assert project.cli("-q", "run", "invoice", "--period", day(start)).exit_code == 0
+    assert (
+        project.cli("-q", "run", "invoice", "--period", day(start + timedelta(days=1))).exit_code
+        == 0
+    )
+    first = run(project, "scan")["jobs"][0]
+    assert (first["missing"], first["succeeded"]) == (8, 4)
+    spans = (
+        "SELECT key, lower(r), upper(r) FROM {schema}.job_keys, unnest(verified) r ORDER BY 1, 2"
+    )
+    assert sql(spans) == [("a", start, third), ("b", start, third)]  # up to each key's hole
+    assert run(project, "replay", "--since", day(start))["code"] == 0
+    clean = run(project, "scan")["jobs"][0]
+    assert (clean["missing"], clean["succeeded"]) == (0, 12)
+    assert sql(spans) == [("a", start, base), ("b", start, base)]
+    again = run(project, "scan")["jobs"][0]  # holes looked for only after what was verified
+    assert again["succeeded"] == 12
+    sql("DELETE FROM {schema}.runs WHERE key = 'a' AND period_start = %s", [third])
+    after = run(project, "scan")["jobs"][0]
+    hole = [("missing", third.strftime("%Y-%m-%dT%H:%M:%SZ"), ["a"])]
+    assert [(g["status"], g["first"], g["keys"]) for g in after["gaps"]] == hole
+    # the hole stays outside what is verified, so every later scan looks at it again
+    fourth = third + timedelta(days=1)
+    assert sql(spans) == [("a", start, third), ("a", fourth, base), ("b", start, base)]
+    later = run(project, "scan")["jobs"][0]
+    assert [(g["status"], g["first"], g["keys"]) for g in later["gaps"]] == hole
