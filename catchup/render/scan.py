@@ -131,11 +131,14 @@ def scan_tables(console: Console, report: ScanReport, *, limit: int | None = GAP
         console.print(table)
     else:
         console.print(Text("gaps, oldest first", style="bold"))
-        for (_, gap), row in zip(rows, gap_cells, strict=True):
+        for (job, gap), row in zip(rows, gap_cells, strict=True):
             line = Text(f"{row[0]} ")
             line.append(gap.state, style=STYLE.get(gap.state, ""))
             span = row[2] if row[2] == row[3] else f"{row[2]} .. {row[3]}"
-            line.append(f" {span} ({row[4]} period{'s' if row[4] != '1' else ''})")
+            held = job.keys_in(gap)
+            each = gap.periods // len(held) if held else gap.periods  # a key's own periods
+            line.append(f" {span} ({each:,} period{'s' if each != 1 else ''}")
+            line.append(" each)" if held and len(held) > 1 else ")")
             if len(row) > 5 and row[5]:
                 line.append(f": {row[5]}")
             console.print(line)
