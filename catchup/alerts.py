@@ -11,7 +11,7 @@ import json
 import urllib.error
 import urllib.request
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, Literal
 
@@ -37,11 +37,13 @@ class GapEvent:
     periods: int
     first_label: str
     last_label: str
+    keys: int = 0  # a job with keys: how many keys the range holds
 
     def as_json(self) -> dict[str, Any]:
         return {
             "event": self.event,
             "job": self.job,
+            **({"keys": self.keys} if self.keys else {}),
             "status": self.state,
             "first": iso_utc(self.first),
             "last": iso_utc(self.last),
@@ -55,7 +57,8 @@ class GapEvent:
         if self.last != self.first:
             span += f" .. {self.last_label}"
         what = {"opened": "new gap", "grown": "gap grew", "closed": "gap closed"}[self.event]
-        return f"{self.job}: {what}: {self.periods} {self.state} period(s), {span}"
+        of = f" of {self.keys:,} key(s)" if self.keys else ""
+        return f"{self.job}: {what}: {self.periods} {self.state} period(s){of}, {span}"
 
 
 Action = tuple[str, tuple[Any, ...]]
@@ -116,6 +119,40 @@ def _event(
     return GapEvent(kind, job.job, state, first, last, periods, job.label(first), job.label(last))
 
 
+def per_state(job: JobScan) -> list[Range]:
+    """The ranges alerts tell of a job: its gaps; of a job with keys (whose ranges group its
+    keys by span), one range per state from its first gap to its last, so 10,000 tenants
+    missing a night are one event that says how many keys, not one per span or per key."""
+    if not _keyed(job):
+        return list(job.gaps)
+    states: dict[str, list[Range]] = {}
+    for gap in job.gaps:
+        states.setdefault(gap.state, []).append(gap)
+    merged = [
+        Range(
+            state,
+            min(g.first for g in held),
+            max(g.last for g in held),
+            sum(g.periods for g in held),
+        )
+        for state, held in states.items()
+    ]
+    return sorted(merged, key=lambda r: r.first)
+
+
+def _keyed(job: JobScan) -> bool:
+    return bool(job.keys or job.range_keys)
+
+
+def _with_keys(event: GapEvent, report: ScanReport) -> GapEvent:
+    """``event`` saying how many keys hold its state now, for a job with keys."""
+    job = next((j for j in report.jobs if j.job == event.job), None)
+    if job is None or event.event == "closed" or not _keyed(job):
+        return event
+    keys = {k for gap in job.gaps if gap.state == event.state for k in job.keys_in(gap) or ()}
+    return replace(event, keys=len(keys))
+
+
 def body(webhook: Webhook, events: Sequence[GapEvent]) -> dict[str, Any]:
     """A post: the generic JSON (every event), or Slack's ``text`` (a line per event)."""
     if webhook.format == "slack":
@@ -130,10 +167,11 @@ def record(ledger: Ledger, alerts: Alerts, report: ScanReport, ids: dict[str, in
     """Compare ``report``'s gap ranges with those told, under the ledger's lock, and enqueue
     one post per webhook for what changed; the number of events."""
     jobs = {ids[job.job]: job for job in report.jobs if ids.get(job.job, -1) > 0}
-    current = {job_id: list(job.gaps) for job_id, job in jobs.items()}
+    current = {job_id: per_state(job) for job_id, job in jobs.items()}
     with ledger.transaction():
         ledger.lock_alerts()
         actions, events = diff(ledger.open_alert_ranges(), current, jobs)
+        events = [_with_keys(event, report) for event in events]
         for kind, args in actions:
             if kind == "add":
                 ledger.add_alert_range(*args)

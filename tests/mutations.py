@@ -47,6 +47,17 @@ class Mutation:
 
 MUTATIONS = (
     Mutation(
+        "alerts-per-state-for-keys",
+        "a job with keys is told once per state, with how many keys, not once per span of keys",
+        "catchup/alerts.py",
+        "    if not _keyed(job):\n        return list(job.gaps)",
+        "    if True:\n        return list(job.gaps)",
+        (
+            "tests/integration/test_alerts.py::"
+            "test_a_job_with_keys_is_told_once_per_state_with_how_many_keys",
+        ),
+    ),
+    Mutation(
         "key-verified-forgotten",
         "a row of a key removed by hand is missing again in the next scan (what was verified of"
         " the key is forgotten)",

@@ -326,3 +326,28 @@ def test_posts_beyond_the_rate_wait_their_turn(
     sql("UPDATE {schema}.alert_outbox SET delivered_at = delivered_at - interval '1 minute'")
     assert project.run("-q", "scan", "--until", "2026-10-06", "--notify").returncode == 1
     assert [e[0] for e in receiver.events()] == ["opened", "grown"]
+
+
+def test_a_job_with_keys_is_told_once_per_state_with_how_many_keys(
+    project: Project, receiver: Receiver
+) -> None:
+    """Tenants whose gaps differ in span are one event per state, naming how many keys, not an
+    event per span (or per key)."""
+    keys = [f"t{n:02}" for n in range(12)]
+    project.write(
+        job_toml("invoice", "daily", "2026-10-01", keys=keys, command=["true", "{key}"])
+        + f'[alerts]\nmax_per_minute = 30\n[alerts.webhooks.ops]\nurl = "{receiver.url}"\n'
+        + 'format = "slack"\n'
+    )
+    # t00..t05 ran the first day: their gaps start a day later than the others'
+    for key in keys[:6]:
+        assert (
+            project.cli("-q", "run", "invoice", "--period", "2026-10-01", "--key", key).exit_code
+            == 0
+        )
+    assert project.run("-q", "scan", "--until", "2026-10-04", "--notify").returncode == 1
+    (body,) = receiver.bodies
+    assert body["text"].splitlines() == [
+        "catchup:",
+        "invoice: new gap: 30 missing period(s) of 12 key(s), 2026-10-01 .. 2026-10-03",
+    ]
