@@ -99,7 +99,7 @@ def plan(
     Streamed: the plan is read once and never held whole."""
     if each:
         for item in batch.plan:
-            line = Text(safe(f"would run {item.job.name} {item.job.label(item.period.start)} "))
+            line = Text(safe(f"would run {named(item.job)} {item.job.label(item.period.start)} "))
             line.append(f"({item.state})", style=STYLE.get(item.state, ""))
             console.print(line, soft_wrap=True)
         console.print(f"{batch.planned:,} period(s) would run; nothing was written")
@@ -118,7 +118,7 @@ def plan(
         names = run.job.label(run.first)
         if run.periods > 1:
             names += f" .. {run.job.label(run.last)}"
-        line = Text(safe(f"  {run.job.name} {names} "))
+        line = Text(safe(f"  {named(run.job)} {names} "))
         line.append(f"({run.periods:,} {run.state})", style=STYLE.get(run.state, ""))
         console.print(line)
     if runs > len(oldest):
@@ -131,6 +131,11 @@ def plan(
         )
     console.print(f"{batch.planned:,} period(s) would run; nothing was written")
     left_alone(console, batch)
+
+
+def named(job: Job) -> str:
+    """A job's name, and its key for one key's periods of a job with keys."""
+    return f"{job.name} {job.key}" if job.key else job.name
 
 
 @dataclass
@@ -162,7 +167,7 @@ def plan_summary(
     """Per job totals, the oldest ``limit`` runs (every run with ``None``), and how many runs
     there are: memory follows the jobs and ``limit``, not the periods."""
     jobs: dict[str, PlannedJob] = {}
-    open_runs: dict[str, PlannedRun] = {}
+    open_runs: dict[tuple[str, str], PlannedRun] = {}
     # the oldest runs so far, as a max-heap on (start, order): its top is the one to drop
     kept: list[tuple[float, int, PlannedRun]] = []
     runs = 0
@@ -184,13 +189,14 @@ def plan_summary(
         job.periods += 1
         job.states[item.state] = job.states.get(item.state, 0) + 1
         job.last = start
-        run = open_runs.get(name)
+        series = (name, item.job.key)  # a job's runs, per key for a job with keys
+        run = open_runs.get(series)
         if run is not None and run.state == item.state and run.end == start:
             run.last, run.end, run.periods = start, end, run.periods + 1
             continue
         if run is not None:
             close(run)
-        open_runs[name] = PlannedRun(item.job, item.state, start, start, 1, end)
+        open_runs[series] = PlannedRun(item.job, item.state, start, start, 1, end)
     for run in open_runs.values():
         close(run)
     return jobs, [run for _, _, run in sorted(kept, reverse=True)], runs
@@ -243,7 +249,7 @@ class Progress:
 
     def start(self, item: Planned) -> None:
         if self.bar is not None and self.task is not None:
-            label = safe(f"{item.job.name} {item.job.label(item.period.start)}")
+            label = safe(f"{named(item.job)} {item.job.label(item.period.start)}")
             self.bar.update(self.task, description=label)
 
     def done(self, result: Outcome) -> None:

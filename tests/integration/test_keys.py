@@ -96,6 +96,10 @@ def test_every_key_runs_its_own_period_and_one_failing_key_re_runs_alone(
         markdown.stdout
     )
 
+    plan = project.cli(
+        "-q", "replay", "--since", "2026-03-01", "--until", "2026-03-03", "--dry-run"
+    )
+    assert "  invoice globex 2026-03-01 .. 2026-03-02 (2 failed)" in plan.output
     broken.unlink()
     log.write_text("")
     again = run(project, "replay", "--since", "2026-03-01", "--until", "2026-03-03")
