@@ -21,11 +21,17 @@ def test_demo_ends_with_a_clean_scan_and_drops_its_schema(database: Database) ->
     assert re.search(r"billing\s+│\s+failed", out)  # the failing night was found
     assert "2. catchup replay" in out and "4. catchup scan: clean" in out
     # the old cron job's week: untracked (never replayed), adopted, then waived
-    rows = re.findall(r"│ invoices\s+│ daily\s+│\s+14 │((?:\s+\d+ │){9,10})", out)
-    counts = [[int(n) for n in re.findall(r"\d+", row)] for row in rows]
-    # succeeded, waived, missing, (blocked: only while some job has such a period,) failed,
-    # exhausted, stale, running, unverified, untracked
-    assert counts == [[7, 0, 0, 0, 0, 0, 0, 0, 0, 7], [7, 7, 0, 0, 0, 0, 0, 0, 0]]
+    # (14 days expected, or 13 in the hour after midnight UTC: the invoices are due an hour
+    # after their day ends, so today's newest day is not due yet then)
+    rows = re.findall(r"│ invoices\s+│ daily\s+│\s+(1[34]) │((?:\s+\d+ │){9,10})", out)
+    counts = [[int(e), *(int(n) for n in re.findall(r"\d+", row))] for e, row in rows]
+    # expected, succeeded, waived, missing, (blocked: only while some job has such a period,)
+    # failed, exhausted, stale, running, unverified, untracked
+    days = counts[0][0] if counts else 14
+    assert counts == [
+        [days, days - 7, 0, 0, 0, 0, 0, 0, 0, 0, 7],
+        [days, days - 7, 7, 0, 0, 0, 0, 0, 0, 0],
+    ]
     # the billing day the outage's export hours block, and the replay in that order
     assert re.search(r"billing\s+│\s+blocked", out)
     assert re.search(r"billing \S+ waits for export \S+ \.\. \S+\s+\(missing\)", out)
