@@ -15,7 +15,9 @@ On the embedded PostgreSQL (or CATCHUP_DSN), in a throwaway schema, in one run:
   rss     the peak memory of `catchup scan --json` (target < 200 MB);
   formats `catchup scan` (table, piped) and `--format markdown` against `--json` (<= 1.5x each);
   replay  a replay of one day of every key of a no-op `call` job (operator:truth), 4 workers,
-          in periods/s, against the bare claim and finish statements on one connection.
+          in periods/s: each period in its own round trips (batch_size=1) and claimed in
+          batches (catchup.batch; target: >= 5x the first), each against the bare claim and
+          finish statements on one connection (period by period, and in batches).
 Every figure but the first scan is the median of --repeat runs. The last line holds the ratios.
 """
 
@@ -37,7 +39,9 @@ from typing import cast
 from psycopg import sql
 
 from catchup import db
+from catchup.batch import BATCH_MAX
 from catchup.config import Config, Job
+from catchup.ledger import FinishFields, Many
 from catchup.replay import replay
 from catchup.scan import scan
 from catchup.schedule import Timeline, parse_schedule
@@ -147,18 +151,80 @@ def peak_memory_mb(config: Path, env: dict[str, str]) -> float:
     return resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
 
 
-def replay_rate(target: db.Target, keys: int, workers: int, repeat: int) -> float:
-    """A replay of one day for every key of a no-op call job, in periods/s."""
+def replay_rate(target: db.Target, keys: int, workers: int, repeat: int, batch: int) -> float:
+    """A replay of one day for every key of a no-op call job, in periods/s (``batch``: the
+    most periods claimed in one round trip; 1 is the per-period path)."""
 
     def once() -> float:
         config, job = build(target, keys, 1, call="operator:truth")
         session = Session(config, target)
         session.conn.execute(sql.SQL("DELETE FROM {}").format(sql.Identifier(SCHEMA, "runs")))
         started = time.perf_counter()
-        result = replay(session, [job], since=job.anchor, until=None, workers=workers)
+        result = replay(
+            session, [job], since=job.anchor, until=None, workers=workers, batch_size=batch
+        )
         elapsed = time.perf_counter() - started
         session.close()
         assert result.totals["succeeded"] == keys, result.totals
+        return keys / elapsed
+
+    return statistics.median(once() for _ in range(repeat))
+
+
+DONE: FinishFields = dict(
+    status="succeeded",
+    history_status="succeeded",
+    counts_as_failure=False,
+    backoff=timedelta(seconds=1),
+    exit_code=0,
+    error=None,
+    output_tail=None,
+)
+
+
+def bare_rate(target: db.Target, keys: int, repeat: int, batch: int) -> float:
+    """The floor: the claim and finish statements alone for one day of every key, on one
+    connection, ``batch`` periods per statement (1: claim then finish, period by period)."""
+
+    def once() -> float:
+        config, job = build(target, keys, 1, call="operator:truth")
+        session = Session(config, target)
+        ledger = session.ledger
+        session.conn.execute(sql.SQL("DELETE FROM {}").format(sql.Identifier(SCHEMA, "runs")))
+        job_id = session.registered_id(job.name)
+        period = job.timeline.period(job.anchor)
+        names = [f"t{i:06}" for i in range(keys)]
+        started = time.perf_counter()
+        for at in range(0, keys, batch):
+            part = names[at : at + batch]
+            if batch == 1:
+                claim = ledger.claim(
+                    job_id,
+                    period,
+                    owner="bench",
+                    lease=job.lease,
+                    max_attempts=3,
+                    allow_overlap=False,
+                    key=part[0],
+                )
+                assert claim is not None
+                ledger.finish(job_id, period.start, claim.attempt, part[0], **DONE)
+                continue
+            many = Many(
+                job_id,
+                part,
+                [period.start] * len(part),
+                [period.end] * len(part),
+                "bench",
+                job.lease,
+                3,
+                False,
+            )
+            claims = ledger.claim_many(many)
+            done = [(k, period.start, claims[n].attempt, DONE) for n, k in enumerate(part)]
+            ledger.finish_many(job_id, done, timedelta(seconds=1), timedelta(hours=6))
+        elapsed = time.perf_counter() - started
+        session.close()
         return keys / elapsed
 
     return statistics.median(once() for _ in range(repeat))
@@ -206,11 +272,24 @@ def main() -> None:
         f"table {table_s:.2f}s ({table_r:.2f}x), markdown {markdown_s:.2f}s ({markdown_r:.2f}x; "
         "targets <= 1.5x)"
     )
-    rate = replay_rate(target, keys, 4, repeat)
-    print(f"replay: one day of {keys:,} keys, no-op call job, 4 workers: {rate:.0f} periods/s")
+    single = replay_rate(target, keys, 4, repeat, 1)
+    batched = replay_rate(target, keys, 4, repeat, BATCH_MAX)
+    bare_single = bare_rate(target, keys, repeat, 1)
+    bare_batched = bare_rate(target, keys, repeat, BATCH_MAX)
+    speedup = batched / single
+    print(
+        f"replay: one day of {keys:,} keys, no-op call job, 4 workers: per period "
+        f"{single:.0f}/s, batched {batched:.0f}/s ({speedup:.2f}x; target >= 5)"
+    )
+    print(
+        f"bare statements, one connection: claim + finish per period {bare_single:.0f}/s, "
+        f"in batches of {BATCH_MAX} {bare_batched:.0f}/s; the batched replay is "
+        f"{batched / bare_batched:.2f}x its floor, the per-period one {single / bare_single:.2f}x"
+    )
     print(
         f"ratios: first/plain={first_r:.2f} later/plain={later_r:.2f} rss_mb={rss:.0f} "
-        f"table/json={table_r:.2f} markdown/json={markdown_r:.2f} replay_per_s={rate:.0f}"
+        f"table/json={table_r:.2f} markdown/json={markdown_r:.2f} "
+        f"batched/single={speedup:.2f} batched/floor={batched / bare_batched:.2f}"
     )
 
 

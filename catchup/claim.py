@@ -11,9 +11,10 @@ from datetime import datetime, timedelta
 import psycopg
 
 from . import evidence
+from .callthread import CallThread
 from .errors import CatchupError, ConfigError, DatabaseError
+from .execute import execute
 from .job import Job
-from .lease import LeaseKeeper
 from .ledger import ClaimRequest, FinishFields
 from .models import (
     ORDINARY,
@@ -27,14 +28,7 @@ from .models import (
     Unclaimed,
 )
 from .refusal import blocked_by, unverified_upstream, why_not
-from .runner import (
-    Execution,
-    JobContext,
-    child_env,
-    placeholders,
-    run_callable,
-    run_command,
-)
+from .runner import Execution
 from .schedule import Period, iso_utc
 from .session import Session, owner_name
 from .surely import claim_surely, finish_surely, finish_then_claim_surely
@@ -101,6 +95,7 @@ def run_chained(
     rules: ClaimRules = ORDINARY,
     claimed: HandOff = UNCLAIMED,
     next_period: Callable[[], tuple[Job, Period] | None] | None = None,
+    calls: CallThread | None = None,
 ) -> tuple[Outcome, Handed | None]:
     """:func:`run_period` for a worker with a backlog. ``claimed`` is the claim handed over by
     the previous period, if any. When the period succeeds, ``next_period()`` names the worker's next
@@ -140,7 +135,7 @@ def run_chained(
         )
         return outcome, None
     interrupted = interrupted or threading.Event()
-    execution = _execute(session, job, job_id, period, claim, interrupted, stream)
+    execution = execute(session, job, job_id, period, claim, interrupted, stream, calls=calls)
     if job.verify and execution.ended == Ended.exited and execution.error is None:
         execution = _verified(session, job, period, label, execution)
     chained = None
@@ -265,56 +260,6 @@ def _request(session: Session, job: Job, period: Period, rules: ClaimRules) -> C
     )
 
 
-def _execute(
-    session: Session,
-    job: Job,
-    job_id: int,
-    period: Period,
-    claim: Claim,
-    interrupted: threading.Event,
-    stream: bool,
-) -> Execution:
-    def renew(within: float) -> datetime | None:
-        return session.heartbeats.renew(
-            job_id, period.start, claim.attempt, job.lease, within, job.key
-        )
-
-    keeper = LeaseKeeper(renew, job.lease)  # the job's poll loop starts it if need be
-    try:
-        if job.command is not None:
-            values = placeholders(job, period, claim.attempt)
-            argv = [arg.format(**values) for arg in job.command]
-            # What `catchup checkpoint` inside the job needs to find this ledger again; a DSN
-            # given on our command line travels in the environment, never in an argv.
-            extra = {"CATCHUP_SCHEMA": session.config.schema}
-            if session.config.path is not None:
-                extra["CATCHUP_CONFIG"] = str(session.config.path.resolve())
-            if session.target.source == "--dsn":
-                extra["CATCHUP_DSN"] = session.target.conninfo
-            env = child_env(job, period, claim.attempt, claim.id, claim.checkpoint, extra)
-            return run_command(job, argv, env, keeper, interrupted, stream=stream)
-        lock = threading.Lock()
-
-        def save(value: str) -> bool:
-            with lock:
-                return session.ledger.save_checkpoint(claim.id, claim.attempt, value)
-
-        ctx = JobContext(
-            job=job.name,
-            key=job.key,
-            period=job.period_value(period.start),
-            period_start=period.start,
-            period_end=period.end,
-            attempt=claim.attempt,
-            run_id=claim.id,
-            checkpoint=claim.checkpoint,
-            _saver=save,
-        )
-        return run_callable(job, ctx, keeper, interrupted, stream=stream)
-    finally:
-        keeper.stop()
-
-
 def _record(
     session: Session,
     job: Job,
@@ -348,7 +293,22 @@ def _record(
         return replace(base, status=OutcomeStatus.lost, detail=detail), None
     succeeded = execution.ended == Ended.exited and execution.error is None
     interrupted = execution.ended == Ended.interrupted
-    fields: FinishFields = dict(
+    fields = finish_fields(job, execution)
+    next_claim: HandOff = UNCLAIMED
+    if next_request is None:
+        finished = finish_surely(session, job_id, period.start, claim.attempt, job.key, **fields)
+    else:
+        finished, next_claim = finish_then_claim_surely(
+            session, job_id, period.start, claim.attempt, next_request, fields, job.key
+        )
+    return described(base, job, execution, finished, succeeded, interrupted), next_claim
+
+
+def finish_fields(job: Job, execution: Execution) -> FinishFields:
+    """What the ledger records of ``execution`` (it did not lose its lease)."""
+    succeeded = execution.ended == Ended.exited and execution.error is None
+    interrupted = execution.ended == Ended.interrupted
+    return dict(
         status=RunStatus.succeeded if succeeded else RunStatus.failed,
         history_status=AttemptStatus.succeeded
         if succeeded
@@ -362,17 +322,9 @@ def _record(
         error=execution.error,
         output_tail=execution.output_tail or None,
     )
-    next_claim: HandOff = UNCLAIMED
-    if next_request is None:
-        finished = finish_surely(session, job_id, period.start, claim.attempt, job.key, **fields)
-    else:
-        finished, next_claim = finish_then_claim_surely(
-            session, job_id, period.start, claim.attempt, next_request, fields, job.key
-        )
-    return _described(base, job, execution, finished, succeeded, interrupted), next_claim
 
 
-def _described(
+def described(
     base: Outcome,
     job: Job,
     execution: Execution,

@@ -3,6 +3,7 @@ table of a job's settings, :data:`JOB_KEYS`, is in :mod:`catchup.jobtable`."""
 
 from __future__ import annotations
 
+import copy
 import difflib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -83,10 +84,11 @@ class Job:
         return self.keys is not None
 
     def for_key(self, key: str) -> Job:
-        """This job's series of periods for ``key``: what the claim path runs."""
-        from dataclasses import replace
-
-        return replace(self, key=key)
+        """This job's series of periods for ``key``: what the claim path runs (a copy with the
+        key set: thousands of keys copy one job, and nothing of it depends on its key)."""
+        keyed = copy.copy(self)
+        object.__setattr__(keyed, "key", key)
+        return keyed
 
     @property
     def whole_job_overlap(self) -> bool:

@@ -168,16 +168,25 @@ def scan_keyed(
 
 
 def gap_items(job: Job, result: JobScan, states: frozenset[str]) -> Iterator[Planned]:
-    """Every (key, period) of a keyed job's gaps in ``states``, oldest first, then by key."""
+    """Every (key, period) of a keyed job's gaps in ``states``, oldest first, then by key: the
+    ranges grouped across keys merged (a few streams, not one per key), one job per key."""
     timeline = job.timeline
+    jobs: dict[str, Job] = {}
 
-    def of(r: KeyRange) -> Iterator[tuple[datetime, str, Planned]]:
-        keyed = job.for_key(r.key)
+    def of(r: Range | KeyRange, keys: tuple[str, ...]) -> Iterator[tuple[datetime, str, Planned]]:
         state = PeriodState(r.state)
+        ordered = sorted(keys)
         for period in timeline.periods(r.first, timeline.after(r.last)):
-            yield period.start, r.key, Planned(keyed, period, state)
+            for key in ordered:
+                if (keyed := jobs.get(key)) is None:
+                    keyed = jobs[key] = job.for_key(key)
+                yield period.start, key, Planned(keyed, period, state)
 
-    streams = [of(r) for r in result.key_ranges if r.state in states]
+    if len(result.range_keys) == len(result.ranges):
+        grouped = zip(result.ranges, result.range_keys, strict=True)
+        streams = [of(r, keys) for r, keys in grouped if r.state in states]
+    else:
+        streams = [of(r, (r.key,)) for r in result.key_ranges if r.state in states]
     for _, _, item in heapq.merge(*streams, key=lambda t: (t[0], t[1])):
         yield item
 

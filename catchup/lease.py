@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 
 import psycopg
@@ -40,12 +40,20 @@ class LeaseKeeper(threading.Thread):
     renewal is retried at once (a cut connection is the usual cause, and a new one is a round
     trip away), then with a short backoff, never waiting past the lease it protects."""
 
-    def __init__(self, renew: Callable[[float], datetime | None], lease: timedelta) -> None:
+    def __init__(
+        self,
+        renew: Callable[[float], datetime | None],
+        lease: timedelta,
+        granted: float | None = None,
+    ) -> None:
+        """``granted``: the time.monotonic() before the lease was last given or renewed (a
+        period claimed with others, before it starts); by default now, just after its claim."""
         super().__init__(name="catchup-heartbeat", daemon=True)
         self.renew = renew
         self.lease = lease.total_seconds()
         self.armed = time.monotonic()
-        self.deadline = self.armed + self.lease  # conservative: measured after the claim
+        # conservative: measured after the claim (or before the batch's claim or renewal)
+        self.deadline = (self.armed if granted is None else granted) + self.lease
         self.lost: str | None = None
         self.failures = 0  # renewals that failed in a row
         self._stop = threading.Event()
@@ -112,14 +120,32 @@ class HeartbeatLine:
         """Extend the lease of ``attempt`` (fenced); None when the attempt no longer owns it.
         Raises on a connection that broke (the keeper retries, and this reconnects)."""
         with self._lock:
-            conn = self._conn
-            if conn is None or conn.closed or conn.broken:
-                if conn is not None:
-                    conn.close()
-                self._conn = None
-                conn = db.connect(self.target, application="catchup-heartbeat", within=within)
-                self._conn = conn
-            return Ledger(conn, self.schema).heartbeat(job_id, period_start, attempt, lease, key)
+            ledger = self._ledger(within)
+            return ledger.heartbeat(job_id, period_start, attempt, lease, key)
+
+    def renew_many(
+        self,
+        job_id: int,
+        held: Sequence[tuple[str, datetime, int]],
+        lease: timedelta,
+        within: float,
+    ) -> dict[tuple[str, datetime], datetime]:
+        """:meth:`renew` of many attempts of one job in one statement (a batch's running
+        period and those claimed with it): the new expiry of each still held."""
+        with self._lock:
+            return self._ledger(within).renew_many(job_id, held, lease)
+
+    def _ledger(self, within: float) -> Ledger:
+        """The line's ledger; the lock is held. A broken connection is replaced, within
+        ``within`` seconds."""
+        conn = self._conn
+        if conn is None or conn.closed or conn.broken:
+            if conn is not None:
+                conn.close()
+            self._conn = None
+            conn = db.connect(self.target, application="catchup-heartbeat", within=within)
+            self._conn = conn
+        return Ledger(conn, self.schema)
 
     def close(self) -> None:
         with self._lock:

@@ -7,15 +7,16 @@ from __future__ import annotations
 
 import threading
 import time
-from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from datetime import datetime
 
 import psycopg
 
 from . import db
+from .batch import BATCH_MAX, Sizes, batchable, run_batch
+from .callthread import CallThread
 from .claim import Handed, keyed, release, run_chained
+from .dispatch import Dispatcher
 from .errors import first_line
 from .job import Job
 from .lease import HeartbeatLine
@@ -24,114 +25,6 @@ from .results import Batch, Planned
 from .schedule import Period
 from .session import Session
 from .vocabulary import OutcomeStatus
-
-LOOKAHEAD = 512
-
-
-def lane(job: Job) -> str:
-    """What two periods must not share to run at once when overlap is forbidden: the job, or
-    (overlap forbidden per key) the job's key."""
-    return job.name if not job.key or job.whole_job_overlap else f"{job.name}\0{job.key}"
-
-
-class Dispatcher:
-    """Hands out planned periods oldest-first to worker threads, never two periods of a job
-    whose overlap is forbidden at once (the claim would refuse the second anyway)."""
-
-    def __init__(
-        self, items: Iterator[Planned], limit: int | None, deadline: float | None = None
-    ) -> None:
-        self._items = items
-        self._left = limit
-        self._pending: list[Planned] = []
-        self._busy: Counter[str] = Counter()
-        # planned periods taken in but not yet done: what a period that waits for them sees
-        self._unfinished: Counter[tuple[str, datetime]] = Counter()
-        self._cond = threading.Condition()
-        self._stopped = False
-        # time.monotonic() after which nothing new is handed out (tick --max-time)
-        self._deadline = deadline
-        self.expired = False
-
-    def _past_deadline(self) -> bool:
-        if self._deadline is not None and time.monotonic() >= self._deadline:
-            self.expired = True
-        return self.expired
-
-    def _wait(self) -> None:
-        if self._deadline is None:
-            self._cond.wait()
-        else:
-            self._cond.wait(max(0.0, self._deadline - time.monotonic()))
-
-    def _fill(self) -> None:
-        while len(self._pending) < LOOKAHEAD and (self._left is None or self._left > 0):
-            item = next(self._items, None)
-            if item is None:
-                break
-            self._pending.append(item)
-            self._unfinished[(item.job.name, item.period.start)] += 1
-            if self._left is not None:
-                self._left -= 1
-
-    def take(self) -> Planned | None:
-        with self._cond:
-            while not self._stopped and not self._past_deadline():
-                self._fill()
-                if not self._pending:
-                    return None
-                if (item := self._free()) is not None:
-                    return item
-                self._wait()
-            return None
-
-    def _free(self, recording: tuple[str, datetime] | None = None) -> Planned | None:
-        """The oldest pending item no worker's item forbids, now reserved; the lock is held.
-        ``recording``: the item whose finish the taker records before it claims this one."""
-        for i, item in enumerate(self._pending):
-            if item.job.overlap != "allow" and self._busy[lane(item.job)]:
-                continue
-            if any(self._unfinished[n] for n in item.needs if n != recording):
-                continue  # an upstream period of the same plan is still to run
-            self._busy[lane(item.job)] += 1
-            return self._pending.pop(i)
-        return None
-
-    def _settled(self, item: Planned) -> None:
-        """``item``'s outcome is recorded: periods that wait for it may start."""
-        key = (item.job.name, item.period.start)
-        self._unfinished[key] -= 1
-        if self._unfinished[key] <= 0:
-            del self._unfinished[key]
-        self._cond.notify_all()
-
-    def settle(self, item: Planned) -> None:
-        """After :meth:`handoff`: ``item``'s finish is recorded now."""
-        with self._cond:
-            self._settled(item)
-
-    def done(self, item: Planned) -> None:
-        with self._cond:
-            self._busy[lane(item.job)] -= 1
-            self._settled(item)
-
-    def handoff(self, item: Planned) -> Planned | None:
-        """``item`` is done; the next item the same worker may take at once, if any (then it
-        claims it in the transaction that records ``item``). Never waits."""
-        with self._cond:
-            # its job is free; what waits for it waits on until its finish is recorded
-            # (settle), which this worker does next
-            self._busy[lane(item.job)] -= 1
-            self._cond.notify_all()
-            if self._stopped or self._past_deadline():
-                return None
-            self._fill()
-            return self._free(recording=(item.job.name, item.period.start))
-
-    def stop(self) -> None:
-        with self._cond:
-            self._stopped = True
-            self._cond.notify_all()
 
 
 def run_planned(
@@ -148,10 +41,14 @@ def run_planned(
     on_done: Callable[[Outcome], None] | None = None,
     prepare: Callable[[Session, Planned], None] | None = None,
     max_time: float | None = None,
+    batch: int = BATCH_MAX,
 ) -> Batch:
     """Run ``items`` on ``workers`` threads, each with a connection of its own (the first
     worker uses ``session``'s), and one more connection that all of them renew leases on: a pool
-    of N keeps N + 1 connections, whatever the number of jobs and periods."""
+    of N keeps N + 1 connections, whatever the number of jobs and periods.
+
+    A keyed job's short periods are claimed up to ``batch`` at a time (:mod:`catchup.batch`;
+    1: each period in its own round trip)."""
     stop = interrupted or threading.Event()
     deadline = None if max_time is None else time.monotonic() + max_time
     dispatcher = Dispatcher(items, limit, deadline)
@@ -184,7 +81,14 @@ def run_planned(
         if stop_on_failure and outcome.status.is_failure:
             dispatcher.stop()
 
+    sizes = Sizes(batch if prepare is None else 1)  # a period reset first goes alone
+
+    def batched(item: Planned) -> int:
+        """How many periods to claim with ``item`` (1: alone)."""
+        return sizes.size(item.job) if batchable(item) and not item.needs else 1
+
     def work(n: int) -> None:
+        calls = CallThread(f"catchup-call-{n}")
         try:
             with worker_session(n) as session:
                 item = dispatcher.take()
@@ -195,21 +99,67 @@ def run_planned(
                             record(release(session, item.job, item.period, claimed))
                         dispatcher.done(item)
                         return
-                    item, claimed = run_one(session, item, claimed)
+                    if not isinstance(claimed, Claim) and (size := batched(item)) > 1:
+                        more = dispatcher.take_more(item, size - 1, batchable)
+                        if more:
+                            run_group(session, [item, *more], calls)
+                            item, claimed = dispatcher.take(), UNCLAIMED
+                            continue
+                    item, claimed = run_one(session, item, claimed, calls)
         except BaseException as exc:  # reported by the caller's thread
             errors.append(exc)
             dispatcher.stop()
+        finally:
+            calls.close()
+
+    def run_group(session: Session, group: list[Planned], calls: CallThread) -> None:
+        """``group`` claimed in one round trip; what another period of its key blocked runs
+        alone after, waiting its turn."""
+        settled: set[int] = set()
+
+        def report(item: Planned, outcome: Outcome) -> None:
+            settled.add(id(item))
+            sizes.note(item.job, outcome.seconds)
+            dispatcher.done(item)
+            record(outcome)
+
+        try:
+            alone = run_batch(
+                session,
+                group,
+                rules=rules,
+                stop=stop,
+                halted=lambda: stop.is_set() or dispatcher.stopped,
+                calls=calls,
+                report=report,
+                on_start=on_start,
+            )
+        except psycopg.Error as exc:
+            if isinstance(exc, psycopg.OperationalError):
+                raise
+            for item in group:
+                if id(item) not in settled:
+                    report(item, _database_error(item, exc, target.conninfo))
+            return
+        for item in alone:
+            run_one(session, item, UNCLAIMED, calls, then=False)
 
     def run_one(
-        session: Session, item: Planned, claimed: HandOff
+        session: Session,
+        item: Planned,
+        claimed: HandOff,
+        calls: CallThread,
+        then: bool = True,
     ) -> tuple[Planned | None, HandOff]:
-        """Run ``item``; the worker's next item, and its claim if it came with this finish."""
+        """Run ``item``; the worker's next item, and its claim if it came with this finish
+        (``then`` False: none, the caller takes its own next item)."""
         following: list[Planned] = []
         released: list[bool] = []  # handoff() has freed the item's job (once: never again)
 
         def next_period() -> tuple[Job, Period] | None:
-            # this item is done with (it succeeded); the next one is claimed with its finish
-            if released:
+            # this item is done with (it succeeded); the next one is claimed with its finish,
+            # unless its job's periods are claimed in batches now
+            if released or not then or batched(item) > 1:
                 return None
             released.append(True)
             if (nxt := dispatcher.handoff(item)) is None:
@@ -223,19 +173,13 @@ def run_planned(
                 on_start(item)
             if prepare is not None:
                 prepare(session, item)
-            outcome, handed = _run_waiting(session, item, stop, rules, claimed, next_period)
+            outcome, handed = _run_waiting(session, item, stop, rules, claimed, next_period, calls)
+            sizes.note(item.job, outcome.seconds)
         except psycopg.Error as exc:
             if isinstance(exc, psycopg.OperationalError):
                 raise  # the connection or the server: nothing else would run
             # one period's database error: reported, the others still run
-            first = first_line(exc)
-            outcome = Outcome(
-                item.job.name,
-                item.period,
-                item.job.label(item.period.start),
-                OutcomeStatus.error,
-                detail=f"database error: {db.scrub(first, target.conninfo)}",
-            )
+            outcome = _database_error(item, exc, target.conninfo)
         finally:
             if released:  # handoff() freed its job; its finish is recorded now
                 dispatcher.settle(item)
@@ -254,7 +198,7 @@ def run_planned(
             raise
         if following:
             return following[0], nxt
-        return dispatcher.take(), UNCLAIMED
+        return (dispatcher.take() if then else None), UNCLAIMED
 
     threads = [
         threading.Thread(target=work, args=(n,), name=f"catchup-worker-{n}", daemon=True)
@@ -283,6 +227,18 @@ def run_planned(
     )
 
 
+def _database_error(item: Planned, exc: psycopg.Error, conninfo: str) -> Outcome:
+    """One period's database error, reported without a password: the others still run."""
+    return Outcome(
+        item.job.name,
+        item.period,
+        item.job.label(item.period.start),
+        OutcomeStatus.error,
+        detail=f"database error: {db.scrub(first_line(exc), conninfo)}",
+        key=item.job.key,
+    )
+
+
 def _run_waiting(
     session: Session,
     item: Planned,
@@ -290,6 +246,7 @@ def _run_waiting(
     rules: ClaimRules,
     claimed: HandOff,
     next_period: Callable[[], tuple[Job, Period] | None],
+    calls: CallThread | None = None,
 ) -> tuple[Outcome, Handed | None]:
     """Run ``item``; while another period of its job runs elsewhere (overlap forbidden), wait
     for it rather than skip, so a shared backlog is finished, one period at a time."""
@@ -304,6 +261,7 @@ def _run_waiting(
             rules=rules,
             claimed=claimed,
             next_period=next_period,
+            calls=calls,
         )
         if not outcome.blocked or stop.wait(delay):
             return keyed(outcome, item.job), handed

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 
+from .batch import BATCH_MAX
 from .bounds import TICK_WORKERS
 from .job import Job
 from .models import ClaimRules, JobScan, Outcome
@@ -110,8 +111,10 @@ def replay(
     on_plan: Callable[[int], None] | None = None,
     on_start: Callable[[Planned], None] | None = None,
     on_done: Callable[[Outcome], None] | None = None,
+    batch_size: int = BATCH_MAX,
 ) -> Batch:
-    """Run the gaps the scan finds in ``[since, until)``, oldest first, through the claim path.
+    """Run the gaps the scan finds in ``[since, until)``, oldest first, through the claim path
+    (a keyed job's short periods claimed up to ``batch_size`` at a time: :mod:`catchup.batch`).
 
     Missing, failed (at once, ignoring the backoff: a person asked) and stale periods; with
     ``retry_exhausted`` also those with no attempts left; with ``unverified`` (the reason and
@@ -178,6 +181,7 @@ def replay(
         rules=ClaimRules(ignore_backoff=True, retry_exhausted=retry_exhausted),
         on_start=on_start,
         on_done=on_done,
+        batch=batch_size,
         prepare=None
         if unverified is None and outdated is None
         else functools.partial(_reopen, unverified or outdated),

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from .callthread import CallThread
 from .errors import describe
 from .job import Job
 from .lease import POLL_SECONDS, LeaseKeeper
@@ -192,7 +193,7 @@ def run_command(
     ended, error = Ended.exited, None
     exited = _ExitWaiter(proc)
     while proc.poll() is None:
-        reason = _stop_reason(interrupted, keeper, started, timeout)
+        reason = stop_reason(interrupted, keeper, started, timeout)
         if reason is None:
             exited.wait(POLL_SECONDS)
             continue
@@ -246,9 +247,11 @@ def run_callable(
     keeper: LeaseKeeper,
     interrupted: threading.Event,
     stream: bool = True,
+    calls: CallThread | None = None,
 ) -> Execution:
-    """Run a Python ``call`` in a thread; on timeout, loss or interrupt, ``ctx.cancelled`` is set
-    and the outcome recorded without waiting (a callable cannot be killed, only asked)."""
+    """Run a Python ``call`` in a thread (of ``calls``, when given); on timeout, loss or
+    interrupt, ``ctx.cancelled`` is set and the outcome recorded without waiting (a callable
+    cannot be killed, only asked)."""
     started = time.monotonic()
     assert job.call is not None
     try:
@@ -275,25 +278,30 @@ def run_callable(
             result["error"] = None
         except BaseException as exc:  # report everything the job raised
             result["error"] = describe(exc)
-            result["tail"] = _traceback(exc)
+            result["tail"] = traceback_text(exc)
         finally:
             forget_thread()
 
-    thread = threading.Thread(target=work, name=f"catchup-call-{job.name}", daemon=True)
-    thread.start()
+    if calls is None:
+        thread = threading.Thread(target=work, name=f"catchup-call-{job.name}", daemon=True)
+        thread.start()
+        running: Callable[[float], bool] = _joiner(thread)
+    else:
+        running = calls.submit(work)
     timeout = job.timeout.total_seconds() if job.timeout else None
     ended, error = Ended.exited, None
-    while thread.is_alive():
-        reason = _stop_reason(interrupted, keeper, started, timeout)
+    while not running(0.0):
+        reason = stop_reason(interrupted, keeper, started, timeout)
         if reason is None:
-            thread.join(POLL_SECONDS)
+            running(POLL_SECONDS)
             continue
         ended, error = reason
         ctx.cancelled.set()
-        thread.join(job.kill_grace.total_seconds())
+        if not running(job.kill_grace.total_seconds()) and calls is not None:
+            calls.abandon()  # still running: the next call gets a thread of its own
         break
     capture.close()  # a call still running (timed out, asked to stop) prints through from now
-    _reopen_standard_streams()
+    reopen_standard_streams()
     if ended == Ended.exited:
         error = result.get("error")
     # text a job raised is data: whatever it holds, it is stored and printed (cleaned like
@@ -309,7 +317,15 @@ def run_callable(
     )
 
 
-def _reopen_standard_streams() -> None:
+def _joiner(thread: threading.Thread) -> Callable[[float], bool]:
+    def joined(seconds: float) -> bool:
+        thread.join(seconds)
+        return not thread.is_alive()
+
+    return joined
+
+
+def reopen_standard_streams() -> None:
     """A callable that closed fd 1 or 2 (it runs in this process) gets /dev/null put there at
     once, before anything this process opens next (a connection) could take that number."""
     for fd in (1, 2):
@@ -322,14 +338,14 @@ def _reopen_standard_streams() -> None:
                 os.close(devnull)
 
 
-def _traceback(exc: BaseException) -> str:
+def traceback_text(exc: BaseException) -> str:
     try:
         return "".join(traceback.format_exception(exc))[-TAIL_BYTES:]
     except BaseException:
         return f"{describe(exc)} (its traceback could not be rendered)\n"
 
 
-def _stop_reason(
+def stop_reason(
     interrupted: threading.Event, keeper: LeaseKeeper, started: float, timeout: float | None
 ) -> tuple[Ended, str] | None:
     """Why a running job must stop now, if it must: asked to, lease lost, or out of time."""

@@ -4,14 +4,14 @@ reconnects for a bounded time, and read back when the answer to a commit was los
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-from datetime import datetime
+from collections.abc import Callable, Sequence
+from datetime import datetime, timedelta
 from typing import Any
 
 import psycopg
 
 from .errors import DatabaseError
-from .ledger import ClaimRequest, FinishFields
+from .ledger import ClaimRequest, FinishFields, Many
 from .models import UNCLAIMED, Blocked, Claim, Finished, HandOff
 from .session import Session
 from .vocabulary import RunStatus
@@ -113,3 +113,51 @@ def finish_then_claim_surely(
     if finished is None:  # fenced off, and so nothing claimed: the next period is its own
         return None, UNCLAIMED
     return finished, claim
+
+
+def claim_many_surely(session: Session, many: Many) -> dict[int, Claim]:
+    """:meth:`Ledger.claim_many` through reconnects: after a lost answer, the claims that
+    committed after all (the rows ours and running) are taken back; none: claimed again."""
+
+    def claim(reconnected: bool) -> dict[int, Claim]:
+        if reconnected:
+            back = session.ledger.reclaim_many(many.job_id, many.keys, many.starts, many.owner)
+            if back:
+                return back  # the batch commits whole: the rest were refused
+        return session.ledger.claim_many(many)
+
+    return through_reconnects(session, claim)
+
+
+def finish_many_surely(
+    session: Session,
+    job_id: int,
+    done: Sequence[tuple[str, datetime, int, FinishFields]],
+    backoff: timedelta,
+    backoff_cap: timedelta,
+) -> dict[int, Finished]:
+    """:meth:`Ledger.finish_many` through reconnects: after a lost answer, each row is read
+    back (finished by this attempt already, taken over, or still to record)."""
+
+    def finish(reconnected: bool) -> dict[int, Finished]:
+        if not reconnected:
+            return session.ledger.finish_many(job_id, done, backoff, backoff_cap)
+        found: dict[int, Finished] = {}
+        left: list[int] = []
+        for i, (key, start, attempt, _) in enumerate(done):
+            row = session.ledger.run_row(job_id, start, key)
+            if row is None or row.attempt != attempt:
+                continue
+            if row.status != RunStatus.running:
+                assert row.finished_at is not None
+                found[i] = Finished(row.finished_at, row.failures, row.retry_after)
+            else:
+                left.append(i)
+        if left:
+            again = session.ledger.finish_many(
+                job_id, [done[i] for i in left], backoff, backoff_cap
+            )
+            found.update({left[n]: f for n, f in again.items()})
+        return found
+
+    return through_reconnects(session, finish)

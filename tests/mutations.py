@@ -47,6 +47,72 @@ class Mutation:
 
 MUTATIONS = (
     Mutation(
+        "batch-claim-takeover",
+        "a batch takes a running period over only when its lease ran out, as one claim does",
+        "sql/migrations/0015_batches.sql",
+        "               AND r.lease_expires_at <= clock_timestamp()\n",
+        "",
+        (
+            "tests/integration/test_batches.py::"
+            "test_a_batch_claims_each_period_as_its_own_claim_would",
+        ),
+    ),
+    Mutation(
+        "batch-key-pause",
+        "a batch never claims a paused key's period",
+        "sql/migrations/0015_batches.sql",
+        "        AND (w.k = '' OR NOT EXISTS (\n",
+        "        AND (true OR NOT EXISTS (\n",
+        (
+            "tests/integration/test_batches.py::"
+            "test_a_batch_claims_each_period_as_its_own_claim_would",
+        ),
+    ),
+    Mutation(
+        "batch-overlap-guard",
+        "a batch claims a key's period only while no other period of the key runs",
+        "sql/migrations/0015_batches.sql",
+        "              AND (p_whole_job OR o.key = w.k)\n",
+        "",
+        (
+            "tests/integration/test_batches.py::"
+            "test_a_batch_claims_each_period_as_its_own_claim_would",
+        ),
+    ),
+    Mutation(
+        "batch-one-period-per-key",
+        "with overlap forbidden, a batch claims one period of a key, not two at once",
+        "sql/migrations/0015_batches.sql",
+        "                            CASE WHEN p_allow_overlap THEN u.s END)\n",
+        "                            u.s)\n",
+        (
+            "tests/integration/test_batches.py::"
+            "test_a_batch_claims_one_period_of_a_key_at_a_time_when_overlap_is_forbidden",
+        ),
+    ),
+    Mutation(
+        "batch-finish-fence",
+        "a batch's finish never records an attempt that was taken over",
+        "sql/migrations/0015_batches.sql",
+        "          AND r.attempt = g.a AND r.status = 'running'\n",
+        "          AND r.status = 'running'\n",
+        (
+            "tests/integration/test_batches.py::"
+            "test_a_batch_finish_is_fenced_per_attempt_and_applied_once",
+        ),
+    ),
+    Mutation(
+        "batch-waiting-leases",
+        "the periods waiting in a batch are renewed with the one that runs, never taken over",
+        "catchup/batch.py",
+        "            return self.renew([n, *behind], within).get(n)",
+        "            return self.renew([n], within).get(n)",
+        (
+            "tests/integration/test_batches.py::"
+            "test_periods_waiting_in_a_batch_keep_their_leases_while_a_slow_one_runs",
+        ),
+    ),
+    Mutation(
         "alerts-per-state-for-keys",
         "a job with keys is told once per state, with how many keys, not once per span of keys",
         "catchup/alerts.py",
@@ -581,7 +647,7 @@ MUTATIONS = (
         "pool-waits-for-upstream",
         "a worker pool starts a downstream period only once its upstream periods in the plan"
         " are done",
-        "catchup/pool.py",
+        "catchup/dispatch.py",
         "            if any(self._unfinished[n] for n in item.needs if n != recording):\n",
         "            if False:\n",
         (

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from .alerts import Alerting
 from .base import LedgerBase
+from .batches import Batches, Many
 from .changes import Changing
 from .claims import ClaimPath, ClaimRequest, FinishFields
 from .evidence import EvidenceCheck, EvidenceQuery
@@ -18,9 +19,10 @@ __all__ = [
     "FinishFields",
     "Ledger",
     "LedgerBase",
+    "Many",
     "read_keys",
 ]
 
 
-class Ledger(ClaimPath, Changing, EvidenceCheck, Keys, Alerting, Scanning, Tools):
+class Ledger(ClaimPath, Batches, Changing, EvidenceCheck, Keys, Alerting, Scanning, Tools):
     """The ledger in ``schema``, through one autocommit connection."""

@@ -1,0 +1,349 @@
+"""Batched claims: a worker's next periods of one keyed job (one per key, most often one day
+of every tenant) claimed in one round trip, run one after another, and recorded in another.
+
+Each period is still its own row, lease, attempt and fence, claimed by the one claim path
+(``claim_periods()`` calls ``claim_period()`` for each). What a batch changes is when: the
+periods claimed with the one running wait with their leases held, renewed with the running
+period's (one statement for all), and their outcomes are recorded together. So a batch is only
+as big as its job's periods run in about :data:`BATCH_SECONDS` (from how long they took so
+far, and never more than a quarter of the lease), and is recorded early when one fails or
+the batch runs long: a process killed mid-batch leaves at most that much run and unrecorded,
+which the leases give back as attempt + 1, as they give back a killed single period."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from datetime import datetime
+
+import psycopg
+
+from .callthread import CallThread
+from .claim import BACKOFF_CAP, described, finish_fields, last_lines
+from .errors import DatabaseError
+from .execute import call_context, execute
+from .job import Job
+from .lease import LeaseKeeper
+from .ledger import FinishFields, Many
+from .models import Claim, ClaimRules, Finished, Outcome
+from .refusal import why_not
+from .results import Planned
+from .runner import Execution
+from .sequence import Begun, CallSequence
+from .session import Session, owner_name
+from .surely import claim_many_surely, finish_many_surely
+from .vocabulary import AttemptStatus, Ended, OutcomeStatus, RunStatus
+
+BATCH_MAX = 256  # periods claimed in one round trip, at most
+BATCH_SECONDS = 0.5  # a batch is sized to run in about this long
+
+# what releasing a claimed period that never started records: an interrupted attempt,
+# claimable again at once, no failure counted
+_RELEASED = "interrupted before it started: catchup was asked to stop"
+_EXPIRED = "its lease ran out before it started (claimed with others)"
+
+
+def batchable(item: Planned) -> bool:
+    """Whether ``item`` may be claimed with other periods of its job: a keyed job's period
+    that waits for nothing and needs no evidence read before its claim or after its run."""
+    job = item.job
+    return bool(job.key) and job.evidence is None and not job.after and not job.verify
+
+
+class Sizes:
+    """How many periods of each job a worker claims at once: 1 until one of its periods has
+    run, then as many as run in about BATCH_SECONDS (a moving average of their times), at
+    most ``most`` and at most a quarter of the lease's worth."""
+
+    def __init__(self, most: int = BATCH_MAX) -> None:
+        self.most = most
+        self._seconds: dict[str, float] = {}
+
+    def note(self, job: Job, seconds: float | None) -> None:
+        if seconds is None:
+            return
+        seen = self._seconds.get(job.name)
+        self._seconds[job.name] = seconds if seen is None else 0.8 * seen + 0.2 * seconds
+
+    def size(self, job: Job) -> int:
+        seconds = self._seconds.get(job.name)
+        if seconds is None or self.most <= 1:
+            return 1
+        budget = min(BATCH_SECONDS, job.lease.total_seconds() / 4)
+        return max(1, min(self.most, int(budget / max(seconds, 1e-4))))
+
+
+def run_batch(
+    session: Session,
+    items: list[Planned],
+    *,
+    rules: ClaimRules,
+    stop: threading.Event,
+    halted: Callable[[], bool],
+    calls: CallThread,
+    report: Callable[[Planned, Outcome], None],
+    on_start: Callable[[Planned], None] | None = None,
+) -> list[Planned]:
+    """Claim ``items`` (periods of one job, distinct keys) in one round trip, run those claimed
+    in order and ``report`` each outcome once recorded. Returns the items whose claim was
+    refused only because another period of their key runs (overlap forbidden): the caller runs
+    those one by one, waiting."""
+    job = items[0].job
+    job_id = session.registered_id(job.name)
+    if (why := session.cannot_start(job)) is not None:
+        for item in items:  # nothing claimed, no attempt counted
+            detail = f"{why}; not claimed, no attempt counted"
+            report(item, _outcome(item, OutcomeStatus.unstartable, detail=detail))
+        return []
+    many = Many(
+        job_id,
+        [i.job.key for i in items],
+        [i.period.start for i in items],
+        [i.period.end for i in items],
+        owner_name(),
+        job.lease,
+        job.max_attempts,
+        job.overlap == "allow",
+        rules.ignore_backoff,
+        rules.retry_exhausted,
+        job.whole_job_overlap,
+    )
+    granted = time.monotonic()
+    claims = claim_many_surely(session, many)
+    batch = _Batch(session, job_id, items, claims, granted, report, halted, on_start)
+    if job.call is not None:
+        batch.run_calls(stop, calls)
+    else:
+        batch.run_commands(stop)
+    batch.flush()
+    blocked: list[Planned] = []
+    for item in (items[n] for n in range(len(items)) if n not in claims):
+        detail, waits = why_not(session, item.job, job_id, item.period)
+        if waits:
+            blocked.append(item)
+        else:
+            report(item, _outcome(item, OutcomeStatus.skipped, detail=detail))
+    return blocked
+
+
+class _Batch:
+    """The claimed periods of one batch: their leases (renewed together), each one's start
+    (or release), and their outcomes, recorded together."""
+
+    def __init__(
+        self,
+        session: Session,
+        job_id: int,
+        items: list[Planned],
+        claims: dict[int, Claim],
+        granted: float,
+        report: Callable[[Planned, Outcome], None],
+        halted: Callable[[], bool],
+        on_start: Callable[[Planned], None] | None,
+    ) -> None:
+        self.session, self.job_id, self.items, self.claims = session, job_id, items, claims
+        self.job = items[0].job
+        self.lease = self.job.lease.total_seconds()
+        self.report, self.halted, self.on_start = report, halted, on_start
+        # when each claimed period's lease was last given (0: it is gone)
+        self.given = {n: granted for n in claims}
+        self.waiting = sorted(claims)  # claimed, not started yet
+        # run (or released unrun: why), not recorded yet
+        self.ran: list[tuple[int, Execution | str]] = []
+        self.first_ran = 0.0
+
+    def held(self, ns: list[int]) -> list[tuple[str, datetime, int]]:
+        items, claims = self.items, self.claims
+        return [(items[n].job.key, items[n].period.start, claims[n].attempt) for n in ns]
+
+    def renew(self, ns: list[int], within: float) -> dict[int, datetime]:
+        """Renew the leases of ``ns`` in one statement; the expiry of those still held."""
+        sent = time.monotonic()
+        heartbeats = self.session.heartbeats
+        kept = heartbeats.renew_many(self.job_id, self.held(ns), self.job.lease, within)
+        got = {}
+        for n in ns:
+            at = kept.get((self.items[n].job.key, self.items[n].period.start))
+            self.given[n] = 0.0 if at is None else sent
+            if at is not None:
+                got[n] = at
+        return got
+
+    def begin(self, n: int) -> tuple[Callable[[float], datetime | None], float] | str:
+        """Whether ``n`` may start now: the renewal for its keeper (its own lease with those
+        still waiting behind it) and when its lease was given; or why not."""
+        self.waiting.remove(n)
+        if self.halted():
+            return _RELEASED
+        age = time.monotonic() - self.given[n]
+        if self.given[n] and self.lease / 3 < age < self.lease:
+            # the periods before it ran long: renew what still waits
+            self.renew([n, *self.waiting], self.lease - age)
+            age = time.monotonic() - self.given[n]
+        if not self.given[n] or age >= self.lease:
+            return _EXPIRED  # fenced: if taken over already, its release writes nothing
+        if self.on_start:
+            self.on_start(self.items[n])
+        behind = list(self.waiting)
+
+        def renew_running(within: float) -> datetime | None:
+            return self.renew([n, *behind], within).get(n)
+
+        return renew_running, self.given[n]
+
+    def add(self, n: int, ended: Execution | str) -> None:
+        item = self.items[n]
+        if isinstance(ended, Execution) and ended.ended == Ended.lost:
+            _lose(self.session, self.job_id, item, self.claims[n].attempt, ended)
+            self.report(item, _described(item, self.claims[n].attempt, ended, None))
+            return
+        if not self.ran:
+            self.first_ran = time.monotonic()
+        self.ran.append((n, ended))
+
+    def due(self, failed: bool) -> bool:
+        """Whether what ran is recorded now: a failure (told at once: stop_on_failure stops
+        before the next starts), or the oldest unrecorded ran BATCH_SECONDS ago."""
+        return bool(self.ran) and (failed or time.monotonic() - self.first_ran > BATCH_SECONDS)
+
+    def flush(self) -> None:
+        if not self.ran:
+            return
+        ran, self.ran = self.ran, []
+        done: list[tuple[str, datetime, int, FinishFields]] = [
+            (*self.held([n])[0], _fields(self.job, ended)) for n, ended in ran
+        ]
+        finished = finish_many_surely(
+            self.session, self.job_id, done, self.job.retry_backoff, BACKOFF_CAP
+        )
+        for place, (n, ended) in enumerate(ran):
+            outcome = _described(self.items[n], self.claims[n].attempt, ended, finished.get(place))
+            self.report(self.items[n], outcome)
+
+    def run_commands(self, stop: threading.Event) -> None:
+        """Each claimed period's command, one after another."""
+        for n in list(self.waiting):
+            begun = self.begin(n)
+            if isinstance(begun, str):
+                self.add(n, begun)
+                continue
+            if self.due(False):
+                self.flush()
+            renew, granted = begun
+            item = self.items[n]
+            execution = execute(
+                self.session,
+                item.job,
+                self.job_id,
+                item.period,
+                self.claims[n],
+                stop,
+                False,
+                renew=renew,
+                granted=granted,
+            )
+            self.add(n, execution)
+            if self.due(_failed(execution)):
+                self.flush()
+
+    def run_calls(self, stop: threading.Event, calls: CallThread) -> None:
+        """Each claimed period's call, back to back on the worker's call thread
+        (:class:`CallSequence`), watched and recorded from here."""
+
+        def begin(n: int) -> Begun:
+            begun = self.begin(n)
+            if isinstance(begun, str):
+                return begun
+            renew, granted = begun
+            item = self.items[n]
+            ctx = call_context(self.session, item.job, item.period, self.claims[n])
+            return ctx, LeaseKeeper(renew, self.job.lease, granted)
+
+        sequence = CallSequence(self.job, calls, stop, begin, list(self.waiting))
+        for ended in sequence.results():
+            for n, what in ended:
+                self.add(n, what)
+            if self.due(any(isinstance(e, Execution) and _failed(e) for _, e in ended)):
+                self.flush()
+            sequence.go_on()
+        for n in list(self.waiting):  # never begun: the sequence ended before them
+            self.waiting.remove(n)
+            self.add(n, _RELEASED)
+
+
+def _failed(execution: Execution) -> bool:
+    return execution.ended != Ended.exited or execution.error is not None
+
+
+def _fields(job: Job, execution: Execution | str) -> FinishFields:
+    if isinstance(execution, Execution):
+        return finish_fields(job, execution)
+    return dict(
+        status=RunStatus.failed,
+        history_status=AttemptStatus.interrupted,
+        counts_as_failure=False,
+        backoff=job.retry_backoff,
+        backoff_cap=BACKOFF_CAP,
+        exit_code=None,
+        error=execution,
+        output_tail=None,
+    )
+
+
+def _outcome(
+    item: Planned,
+    status: OutcomeStatus,
+    *,
+    attempt: int | None = None,
+    detail: str = "",
+    exit_code: int | None = None,
+    seconds: float | None = None,
+) -> Outcome:
+    job, period = item.job, item.period
+    label = job.label(period.start)
+    return Outcome(
+        job.name, period, label, status, attempt, detail, exit_code, seconds, key=job.key
+    )
+
+
+def _described(
+    item: Planned, attempt: int, execution: Execution | str, finished: Finished | None
+) -> Outcome:
+    if not isinstance(execution, Execution):
+        why = "stopped" if execution == _RELEASED else "its lease ran out"
+        return _outcome(
+            item,
+            OutcomeStatus.interrupted,
+            attempt=attempt,
+            detail=f"{why} before it started; left for a retry",
+        )
+    base = _outcome(
+        item,
+        OutcomeStatus.succeeded,
+        attempt=attempt,
+        exit_code=execution.exit_code,
+        seconds=execution.seconds,
+    )
+    if execution.ended == Ended.lost:
+        detail = f"{execution.error}; the job was stopped, nothing recorded"
+        outcome = replace(base, status=OutcomeStatus.lost, detail=detail)
+    else:
+        succeeded = execution.ended == Ended.exited and execution.error is None
+        interrupted = execution.ended == Ended.interrupted
+        outcome = described(base, item.job, execution, finished, succeeded, interrupted)
+    if outcome.status in (OutcomeStatus.failed, OutcomeStatus.lost) and execution.output_tail:
+        outcome = replace(outcome, output=last_lines(execution.output_tail))
+    return outcome
+
+
+def _lose(session: Session, job_id: int, item: Planned, attempt: int, execution: Execution) -> None:
+    """Best effort, as the single path does: the attempt's history says it lost its lease."""
+    try:
+        if session.conn.broken or session.conn.closed:
+            session.reconnect()
+        error = execution.error or "lost"
+        session.ledger.lose(job_id, item.period.start, attempt, error, item.job.key)
+    except (psycopg.OperationalError, DatabaseError):
+        pass  # the row's lease runs out and the next claim says so

@@ -1,0 +1,313 @@
+"""Batched claims on a real ledger: ``claim_periods()`` gives each period the answer its own
+claim would (every state a row can be in, under every rule a claim takes), ``finish_periods()``
+is fenced per attempt, a replay of a keyed job claims its keys in batches and runs each
+(key, period) once, and the periods waiting in a batch keep their leases while a slow one runs
+(another replica cannot take them over)."""
+
+from __future__ import annotations
+
+import itertools
+import time
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import psycopg
+import pytest
+from fix_db import Database
+from fix_project import Project, job_toml
+
+from catchup.ledger import FinishFields, Ledger, Many
+from catchup.schedule import Timeline, parse_schedule
+
+DAY = Timeline.single(parse_schedule("daily"), datetime(2026, 10, 1, tzinfo=UTC))
+LEASE = timedelta(seconds=30)
+SUCCEEDED: FinishFields = dict(
+    status="succeeded",
+    history_status="succeeded",
+    counts_as_failure=False,
+    backoff=timedelta(seconds=1),
+    exit_code=0,
+    error=None,
+    output_tail=None,
+)
+
+
+@pytest.fixture
+def ledger(database: Database, schema: str) -> Any:
+    conn = psycopg.connect(database.conninfo, autocommit=True)
+    ledger = Ledger(conn, schema)
+    ledger.migrate()
+    yield ledger
+    conn.close()
+
+
+# a row's state before the claim: (status, attempt, failures, lease from now, retry from now),
+# with None for no row at all
+STATES: dict[str, tuple[str, int, int, int | None, int | None] | None] = {
+    "no row": None,
+    "succeeded": ("succeeded", 1, 0, None, None),
+    "waived": ("waived", 1, 0, None, None),
+    "failed, backing off": ("failed", 1, 1, None, 600),
+    "failed, backoff over": ("failed", 1, 1, None, -5),
+    "failed, no attempts left": ("failed", 3, 3, None, -5),
+    "running, live lease": ("running", 1, 0, 600, None),
+    "running, lease expired": ("running", 1, 0, -5, None),
+    "running, expired, last attempt": ("running", 3, 2, -5, None),
+}
+# what else holds the job back: another period of the same key running, another key's
+# period running, the job paused, the key paused
+AROUND = ("nothing", "same key runs another period", "another key runs", "job paused", "key paused")
+RULES = list(itertools.product((False, True), repeat=4))  # overlap, whole job, backoff, exhausted
+
+
+def _put(sql: Any, job_id: int, key: str, day: int, state: tuple[Any, ...]) -> None:
+    status, attempt, failures, lease, retry = state
+    start = DAY.first + timedelta(days=day)
+    sql(
+        "INSERT INTO {schema}.runs (job_id, key, period_start, period_end, status, attempt,"
+        " failures, owner, claimed_at, lease_expires_at, retry_after, finished_at)"
+        " VALUES (%s, %s, %s, %s, %s, %s, %s, 'before', clock_timestamp(),"
+        " clock_timestamp() + make_interval(secs => %s),"
+        " clock_timestamp() + make_interval(secs => %s),"
+        " CASE WHEN %s <> 'running' THEN clock_timestamp() END)",
+        (
+            job_id,
+            key,
+            start,
+            start + timedelta(days=1),
+            status,
+            attempt,
+            failures,
+            lease,
+            retry,
+            status,
+        ),
+    )
+    if status == "waived":
+        return  # waived by hand: no attempt
+    sql(
+        "INSERT INTO {schema}.history (job_id, key, period_start, attempt, status, owner,"
+        " started_at) VALUES (%s, %s, %s, %s, %s, 'before', clock_timestamp())",
+        (job_id, key, start, attempt, "running" if status == "running" else status),
+    )
+
+
+def _arrange(sql: Any, job_id: int, state: Any, around: str) -> None:
+    if state is not None:
+        _put(sql, job_id, "k", 0, state)
+    live = ("running", 1, 0, 600, None)
+    if around == "same key runs another period":
+        _put(sql, job_id, "k", 1, live)
+    elif around == "another key runs":
+        _put(sql, job_id, "other", 0, live)
+    elif around == "job paused":
+        sql("UPDATE {schema}.jobs SET paused_at = clock_timestamp() WHERE id = %s", (job_id,))
+    elif around == "key paused":
+        sql(
+            "INSERT INTO {schema}.job_keys (job_id, key, expected_from, first_seen, last_seen,"
+            " paused_at) VALUES (%s, 'k', %s, %s, %s, clock_timestamp())",
+            (job_id, DAY.first, DAY.first, DAY.first),
+        )
+
+
+def _after(sql: Any, job_id: int) -> list[tuple[Any, ...]]:
+    runs = sql(
+        "SELECT key, period_start, status, attempt, failures, owner FROM {schema}.runs"
+        " WHERE job_id = %s ORDER BY 1, 2",
+        (job_id,),
+    )
+    history = sql(
+        "SELECT key, period_start, attempt, status, owner FROM {schema}.history"
+        " WHERE job_id = %s ORDER BY 1, 2, 3",
+        (job_id,),
+    )
+    return list(runs) + list(history)
+
+
+def test_a_batch_claims_each_period_as_its_own_claim_would(ledger: Ledger, sql: Any) -> None:
+    """Every state a row can be in, beside everything that can hold a claim back, under every
+    combination of a claim's rules: claim_periods() of that period (with another key's new
+    period beside it in the batch) claims it exactly when claim_period() does, as the same
+    attempt, leaving the same rows behind."""
+    period = DAY.period(DAY.first)
+    compared = 0
+    for n, (state_name, around) in enumerate(itertools.product(STATES, AROUND)):
+        for m, (overlap, whole, backoff, exhausted) in enumerate(RULES):
+            one, many = (f"j{n}-{m}-one", f"j{n}-{m}-many")
+            ids = ledger.register_jobs([one, many])
+            for name in (one, many):
+                _arrange(sql, ids[name].id, STATES[state_name], around)
+            rules: dict[str, Any] = dict(
+                owner="me",
+                lease=LEASE,
+                max_attempts=3,
+                allow_overlap=overlap,
+                ignore_backoff=backoff,
+                retry_exhausted=exhausted,
+                whole_job=whole,
+            )
+            single = ledger.claim(ids[one].id, period, key="k", **rules)
+            batch = ledger.claim_many(
+                Many(
+                    ids[many].id,
+                    ["k"],
+                    [period.start],
+                    [period.end],
+                    **rules,
+                )
+            )
+            case = (state_name, around, overlap, whole, backoff, exhausted)
+            assert (single is not None) == (0 in batch), case
+            if single is not None:
+                assert single.attempt == batch[0].attempt, case
+            assert _after(sql, ids[one].id) == _after(sql, ids[many].id), case
+            compared += 1
+    assert compared == len(STATES) * len(AROUND) * len(RULES)
+
+
+def test_a_batch_claims_one_period_of_a_key_at_a_time_when_overlap_is_forbidden(
+    ledger: Ledger,
+) -> None:
+    """Two periods of one key in one batch: with overlap forbidden only the older is claimed
+    (neither's overlap check would see the other); of two keys, both; forbid-job: one only."""
+    job_id = ledger.register_jobs(["invoice"])["invoice"].id
+    first, second = DAY.first, DAY.first + timedelta(days=1)
+
+    def batch(keys: list[str], starts: list[datetime], **rules: Any) -> list[int]:
+        many = Many(
+            job_id,
+            keys,
+            starts,
+            [s + timedelta(days=1) for s in starts],
+            "me",
+            LEASE,
+            3,
+            rules.pop("allow_overlap", False),
+            **rules,
+        )
+        return sorted(ledger.claim_many(many))
+
+    assert batch(["a", "a"], [second, first]) == [1]  # the older one
+    assert batch(["b", "c"], [first, first]) == [0, 1]
+    assert batch(["d", "d"], [first, second], allow_overlap=True) == [0, 1]
+    assert batch(["e", "f"], [first, first], whole_job=True) == []  # a, b, c, d run
+
+
+def test_a_batch_finish_is_fenced_per_attempt_and_applied_once(ledger: Ledger, sql: Any) -> None:
+    job_id = ledger.register_jobs(["invoice"])["invoice"].id
+    start = DAY.first
+    keys = ["a", "b", "c"]
+    claims = ledger.claim_many(
+        Many(job_id, keys, [start] * 3, [start + timedelta(days=1)] * 3, "me", LEASE, 3, False)
+    )
+    assert sorted(claims) == [0, 1, 2]
+    # b's lease ran out and another runner took it over as attempt 2
+    sql(
+        "UPDATE {schema}.runs SET lease_expires_at = clock_timestamp() - interval '1 s'"
+        " WHERE key = 'b'"
+    )
+    taken = ledger.claim(
+        job_id,
+        DAY.period(start),
+        owner="other",
+        lease=LEASE,
+        max_attempts=3,
+        allow_overlap=False,
+        key="b",
+    )
+    assert taken is not None and taken.attempt == 2
+    done = [(k, start, claims[n].attempt, SUCCEEDED) for n, k in enumerate(keys)]
+    recorded = ledger.finish_many(job_id, done, timedelta(seconds=1), timedelta(hours=6))
+    assert sorted(recorded) == [0, 2]  # b's attempt 1 was fenced off
+    again = ledger.finish_many(job_id, done, timedelta(seconds=1), timedelta(hours=6))
+    assert again == {}  # a finish sent twice is applied once
+    rows = sql("SELECT key, status, attempt, owner FROM {schema}.runs ORDER BY key")
+    assert rows == [
+        ("a", "succeeded", 1, "me"),
+        ("b", "running", 2, "other"),
+        ("c", "succeeded", 1, "me"),
+    ]
+
+
+def _tenants(project: Project, keys: int, body: str, **extra: object) -> None:
+    (project.path / "tenant_job.py").write_text("import os, time\n\n\ndef run(ctx):\n" + body)
+    project.write(
+        job_toml(
+            "invoice",
+            "daily",
+            "2026-10-01",
+            keys=[f"t{n:03}" for n in range(keys)],
+            call="tenant_job:run",
+            **extra,
+        )
+    )
+
+
+def test_a_replay_of_every_key_claims_in_batches_and_runs_each_once(
+    project: Project, sql: Any
+) -> None:
+    """300 keys x 2 days of a no-op call job: claimed a batch at a time (the history shows far
+    fewer claim instants than periods), each (key, period) run once, as attempt 1."""
+    log = project.path / "ran"
+    _tenants(
+        project,
+        300,
+        f"    fd = os.open({str(log)!r}, os.O_WRONLY | os.O_APPEND | os.O_CREAT)\n"
+        "    os.write(fd, f'{ctx.key} {ctx.period}\\n'.encode())\n"
+        "    os.close(fd)\n",
+    )
+    result = project.cli("-q", "replay", "--since", "2026-10-01", "--until", "2026-10-03")
+    assert result.exit_code == 0, result.output
+    lines = log.read_text().splitlines()
+    assert len(lines) == 600 and len(set(lines)) == 600
+    rows = sql("SELECT status, attempt, count(*) FROM {schema}.runs GROUP BY 1, 2")
+    assert rows == [("succeeded", 1, 600)]
+    # a batch's claims are one statement: they share its transaction's start
+    ((claims,),) = sql("SELECT count(DISTINCT xmin::text) FROM {schema}.history WHERE attempt = 1")
+    assert claims < 60, claims
+
+
+def test_periods_waiting_in_a_batch_keep_their_leases_while_a_slow_one_runs(
+    project: Project, sql: Any, ledger: Ledger
+) -> None:
+    """A batch whose third key runs past the lease: the keys waiting behind it are renewed with
+    it, so another replica's claims of them are refused the whole time, and the batch runs each
+    as attempt 1."""
+    _tenants(
+        project,
+        10,
+        "    time.sleep(3.5 if ctx.key == 't004' else 0.02)\n",
+        lease="2s",
+    )
+    replay = project.spawn("-q", "replay", "--since", "2026-10-01", "--until", "2026-10-02")
+    period = DAY.period(DAY.first)
+    deadline = time.monotonic() + 30
+    while not sql("SELECT 1 FROM {schema}.runs WHERE key = 't004' AND status = 'running'"):
+        assert time.monotonic() < deadline and replay.poll() is None, "t004 never ran"
+        time.sleep(0.05)
+    behind = [
+        k for (k,) in sql("SELECT key FROM {schema}.runs WHERE status = 'running' AND key > 't004'")
+    ]
+    assert behind, "nothing was claimed with t004"
+    job_id = ledger.job_rows(["invoice"])["invoice"].id
+    taken = []
+    while replay.poll() is None:
+        for key in behind:
+            status = sql("SELECT status FROM {schema}.runs WHERE key = %s", (key,))
+            if status == [("running",)]:
+                claim = ledger.claim(
+                    job_id,
+                    period,
+                    owner="other",
+                    lease=LEASE,
+                    max_attempts=3,
+                    allow_overlap=False,
+                    key=key,
+                )
+                if claim is not None:
+                    taken.append(key)
+        time.sleep(0.1)
+    assert replay.returncode == 0
+    assert taken == []
+    rows = sql("SELECT status, attempt, count(*) FROM {schema}.runs GROUP BY 1, 2")
+    assert rows == [("succeeded", 1, 10)]
