@@ -6,9 +6,11 @@ Each period is still its own row, lease, attempt and fence, claimed by the one c
 periods claimed with the one running wait with their leases held, renewed with the running
 period's (one statement for all), and their outcomes are recorded together. So a batch is only
 as big as its job's periods run in about :data:`BATCH_SECONDS` (from how long they took so
-far, and never more than a quarter of the lease), and is recorded early when one fails or
-the batch runs long: a process killed mid-batch leaves at most that much run and unrecorded,
-which the leases give back as attempt + 1, as they give back a killed single period."""
+far, and never more than a quarter of the lease), and what ran is recorded at once when one
+fails and otherwise every :data:`FLUSH_SECONDS`: a process killed mid-batch leaves at most that
+much run and unrecorded, and its claimed periods that never started running until their leases
+run out; the next claims take them over as attempt + 1, as they take over a killed single
+period (each counted as a failed attempt, like that one)."""
 
 from __future__ import annotations
 
@@ -38,6 +40,9 @@ from .vocabulary import AttemptStatus, Ended, OutcomeStatus, RunStatus
 
 BATCH_MAX = 256  # periods claimed in one round trip, at most
 BATCH_SECONDS = 0.5  # a batch is sized to run in about this long
+# what ran is recorded at least this often: a process killed mid-batch leaves at most this
+# much of what ran unrecorded (to run again as attempt 2), where one period leaves its finish
+FLUSH_SECONDS = 0.05
 
 # what releasing a claimed period that never started records: an interrupted attempt,
 # claimable again at once, no failure counted
@@ -153,6 +158,22 @@ class _Batch:
         # run (or released unrun: why), not recorded yet
         self.ran: list[tuple[int, Execution | str]] = []
         self.first_ran = 0.0
+        self.labels: dict[datetime, str] = {}
+        self.values: dict[datetime, str] = {}
+
+    def label(self, item: Planned) -> str:
+        """The period's label, found once for all the keys that share the period."""
+        start = item.period.start
+        if (found := self.labels.get(start)) is None:
+            found = self.labels[start] = self.job.label(start)
+        return found
+
+    def value(self, item: Planned) -> str:
+        """``{period}`` of the period, found once for all the keys that share it."""
+        start = item.period.start
+        if (found := self.values.get(start)) is None:
+            found = self.values[start] = self.job.period_value(start)
+        return found
 
     def held(self, ns: list[int]) -> list[tuple[str, datetime, int]]:
         items, claims = self.items, self.claims
@@ -205,8 +226,8 @@ class _Batch:
 
     def due(self, failed: bool) -> bool:
         """Whether what ran is recorded now: a failure (told at once: stop_on_failure stops
-        before the next starts), or the oldest unrecorded ran BATCH_SECONDS ago."""
-        return bool(self.ran) and (failed or time.monotonic() - self.first_ran > BATCH_SECONDS)
+        before the next starts), or the oldest unrecorded ended FLUSH_SECONDS ago."""
+        return bool(self.ran) and (failed or time.monotonic() - self.first_ran >= FLUSH_SECONDS)
 
     def flush(self) -> None:
         if not self.ran:
@@ -219,8 +240,10 @@ class _Batch:
             self.session, self.job_id, done, self.job.retry_backoff, BACKOFF_CAP
         )
         for place, (n, ended) in enumerate(ran):
-            outcome = _described(self.items[n], self.claims[n].attempt, ended, finished.get(place))
-            self.report(self.items[n], outcome)
+            item = self.items[n]
+            label = self.label(item)
+            outcome = _described(item, self.claims[n].attempt, ended, finished.get(place), label)
+            self.report(item, outcome)
 
     def run_commands(self, stop: threading.Event) -> None:
         """Each claimed period's command, one after another."""
@@ -258,7 +281,9 @@ class _Batch:
                 return begun
             renew, granted = begun
             item = self.items[n]
-            ctx = call_context(self.session, item.job, item.period, self.claims[n])
+            ctx = call_context(
+                self.session, item.job, item.period, self.claims[n], self.value(item)
+            )
             return ctx, LeaseKeeper(renew, self.job.lease, granted)
 
         sequence = CallSequence(self.job, calls, stop, begin, list(self.waiting))
@@ -300,16 +325,21 @@ def _outcome(
     detail: str = "",
     exit_code: int | None = None,
     seconds: float | None = None,
+    label: str | None = None,
 ) -> Outcome:
     job, period = item.job, item.period
-    label = job.label(period.start)
+    label = label or job.label(period.start)
     return Outcome(
         job.name, period, label, status, attempt, detail, exit_code, seconds, key=job.key
     )
 
 
 def _described(
-    item: Planned, attempt: int, execution: Execution | str, finished: Finished | None
+    item: Planned,
+    attempt: int,
+    execution: Execution | str,
+    finished: Finished | None,
+    label: str | None = None,
 ) -> Outcome:
     if not isinstance(execution, Execution):
         why = "stopped" if execution == _RELEASED else "its lease ran out"
@@ -318,6 +348,7 @@ def _described(
             OutcomeStatus.interrupted,
             attempt=attempt,
             detail=f"{why} before it started; left for a retry",
+            label=label,
         )
     base = _outcome(
         item,
@@ -325,6 +356,7 @@ def _described(
         attempt=attempt,
         exit_code=execution.exit_code,
         seconds=execution.seconds,
+        label=label,
     )
     if execution.ended == Ended.lost:
         detail = f"{execution.error}; the job was stopped, nothing recorded"

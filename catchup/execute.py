@@ -67,9 +67,11 @@ def execute(
         keeper.stop()
 
 
-def call_context(session: Session, job: Job, period: Period, claim: Claim) -> JobContext:
-    """What a Python ``call`` of ``period`` receives; its checkpoints are saved fenced by the
-    claim's attempt."""
+def call_context(
+    session: Session, job: Job, period: Period, claim: Claim, value: str | None = None
+) -> JobContext:
+    """What a Python ``call`` of ``period`` receives (``value``: its ``{period}``, when known);
+    its checkpoints are saved fenced by the claim's attempt."""
     lock = threading.Lock()
 
     def save(value: str) -> bool:
@@ -79,7 +81,7 @@ def call_context(session: Session, job: Job, period: Period, claim: Claim) -> Jo
     return JobContext(
         job=job.name,
         key=job.key,
-        period=job.period_value(period.start),
+        period=value if value is not None else job.period_value(period.start),
         period_start=period.start,
         period_end=period.end,
         attempt=claim.attempt,

@@ -1,7 +1,8 @@
 -- Batched claims: many periods of one job claimed, renewed, recorded and reclaimed in one
 -- round trip each (sql/migrations/0015). {schema} is replaced by the quoted schema identifier
--- through psycopg.sql; values are always %(name)s parameters. Time comes from
--- clock_timestamp() on the server, never from the host.
+-- through psycopg.sql; values are always %(name)s parameters (arrays as %(name)b: sent in
+-- binary, five times cheaper to encode than as text). Time comes from clock_timestamp() on
+-- the server, never from the host.
 -- Statements of catchup/ledger/batches.py, one per "-- name:" header (names unique across files).
 
 -- name: claim_many
@@ -9,18 +10,18 @@
 -- (sql/migrations/0015) claims each through claim_period(), the one claim path; a row per
 -- period claimed, by its place (1-based) in the arrays.
 SELECT * FROM {schema}.claim_periods(
-    %(schema)s, %(job_id)s::bigint, %(keys)s::text[], %(starts)s::timestamptz[],
-    %(ends)s::timestamptz[], %(owner)s, %(lease)s::interval, %(max_attempts)s::integer,
+    %(schema)s, %(job_id)s::bigint, %(keys)b::text[], %(starts)b::timestamptz[],
+    %(ends)b::timestamptz[], %(owner)s, %(lease)s::interval, %(max_attempts)s::integer,
     %(allow_overlap)s, %(whole_job)s, %(ignore_backoff)s, %(retry_exhausted)s);
 
 -- name: finish_many
 -- Many attempts of one job recorded in one round trip, each fenced by its attempt:
 -- {schema}.finish_periods() (sql/migrations/0015); a row per attempt recorded, by its place.
 SELECT * FROM {schema}.finish_periods(
-    %(job_id)s::bigint, %(keys)s::text[], %(starts)s::timestamptz[], %(attempts)s::integer[],
-    %(statuses)s::text[], %(history_statuses)s::text[], %(counts_as_failure)s::boolean[],
-    %(backoff)s::interval, %(backoff_cap)s::interval, %(exit_codes)s::integer[],
-    %(errors)s::text[], %(output_tails)s::text[]);
+    %(job_id)s::bigint, %(keys)b::text[], %(starts)b::timestamptz[], %(attempts)b::integer[],
+    %(statuses)b::text[], %(history_statuses)b::text[], %(counts_as_failure)b::boolean[],
+    %(backoff)s::interval, %(backoff_cap)s::interval, %(exit_codes)b::integer[],
+    %(errors)b::text[], %(output_tails)b::text[]);
 
 -- name: heartbeat_many
 -- The leases of many attempts of one job extended at once (a batch's running period and those
@@ -29,7 +30,7 @@ SELECT * FROM {schema}.finish_periods(
 WITH mine AS (
     SELECT r.job_id, r.key, r.period_start
     FROM {schema}.runs r
-    JOIN unnest(%(keys)s::text[], %(starts)s::timestamptz[], %(attempts)s::integer[])
+    JOIN unnest(%(keys)b::text[], %(starts)b::timestamptz[], %(attempts)b::integer[])
          AS n (key, period_start, attempt)
       ON r.key = n.key AND r.period_start = n.period_start AND r.attempt = n.attempt
     WHERE r.job_id = %(job_id)s AND r.status = 'running'
@@ -48,7 +49,7 @@ RETURNING u.key, u.period_start, u.lease_expires_at;
 -- commit went through after all (reclaim, for a batch); by place in the arrays.
 SELECT n.ord::integer, r.id, r.period_start, r.period_end, r.attempt, r.lease_expires_at,
        r.checkpoint
-FROM unnest(%(keys)s::text[], %(starts)s::timestamptz[]) WITH ORDINALITY AS n (key, period_start, ord)
+FROM unnest(%(keys)b::text[], %(starts)b::timestamptz[]) WITH ORDINALITY AS n (key, period_start, ord)
 JOIN {schema}.runs r
   ON r.job_id = %(job_id)s AND r.key = n.key AND r.period_start = n.period_start
 WHERE r.status = 'running' AND r.owner = %(owner)s AND r.lease_expires_at > clock_timestamp();

@@ -7,7 +7,10 @@ is fenced per attempt, a replay of a keyed job claims its keys in batches and ru
 from __future__ import annotations
 
 import itertools
+import signal
 import time
+import zlib
+from collections import Counter
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -230,14 +233,17 @@ def test_a_batch_finish_is_fenced_per_attempt_and_applied_once(ledger: Ledger, s
 
 
 def _tenants(project: Project, keys: int, body: str, **extra: object) -> None:
-    (project.path / "tenant_job.py").write_text("import os, time\n\n\ndef run(ctx):\n" + body)
+    """A daily job of ``keys`` keys whose call is ``body``, in a module named for this test
+    (a replay run in this process imports it: another test's module must not answer)."""
+    module = f"tenants_{zlib.crc32(str(project.path).encode()):08x}"
+    (project.path / f"{module}.py").write_text("import os, time\n\n\ndef run(ctx):\n" + body)
     project.write(
         job_toml(
             "invoice",
             "daily",
             "2026-10-01",
             keys=[f"t{n:03}" for n in range(keys)],
-            call="tenant_job:run",
+            call=f"{module}:run",
             **extra,
         )
     )
@@ -311,3 +317,85 @@ def test_periods_waiting_in_a_batch_keep_their_leases_while_a_slow_one_runs(
     assert taken == []
     rows = sql("SELECT status, attempt, count(*) FROM {schema}.runs GROUP BY 1, 2")
     assert rows == [("succeeded", 1, 10)]
+
+
+def _running_batch(project: Project, sql: Any, keys: int, seconds: float) -> Any:
+    """A replay of one day of ``keys`` keys whose calls take ``seconds`` each, started and
+    waited on until some have succeeded and a batch is claimed beyond them."""
+    log = project.path / "ran"
+    _tenants(
+        project,
+        keys,
+        f"    time.sleep({seconds})\n"
+        f"    fd = os.open({str(log)!r}, os.O_WRONLY | os.O_APPEND | os.O_CREAT)\n"
+        "    os.write(fd, f'{ctx.key}\\n'.encode())\n"
+        "    os.close(fd)\n",
+        lease="3s",
+    )
+    replay = project.spawn("-q", "replay", "--since", "2026-10-01", "--until", "2026-10-02")
+    deadline = time.monotonic() + 60
+    while True:
+        ((done, running),) = sql(
+            "SELECT count(*) FILTER (WHERE status = 'succeeded'),"
+            " count(*) FILTER (WHERE status = 'running') FROM {schema}.runs"
+        )
+        if done >= 3 and running >= 3:
+            return replay
+        assert time.monotonic() < deadline and replay.poll() is None, (done, running)
+        time.sleep(0.02)
+
+
+def _replay_again(project: Project) -> None:
+    """The replay after, in a process of its own."""
+    again = project.spawn("-q", "replay", "--since", "2026-10-01", "--until", "2026-10-02")
+    out, err = again.communicate(timeout=120)
+    assert again.returncode == 0, out + err
+
+
+def test_sigterm_mid_batch_gives_the_unstarted_periods_back(
+    project: Project, sql: Any, ledger: Ledger
+) -> None:
+    """SIGTERM while a batch runs: the running call is asked to stop, the periods claimed with
+    it that never started are given back at once (an interrupted attempt, no failure counted,
+    claimable now), and nothing is left running."""
+    replay = _running_batch(project, sql, 40, 0.1)
+    replay.send_signal(signal.SIGTERM)
+    replay.communicate(timeout=60)
+    assert replay.returncode != 0
+    rows = sql(
+        "SELECT status, interrupted, failures, count(*) FROM {schema}.runs GROUP BY 1, 2, 3"
+        " ORDER BY 1"
+    )
+    states = {(status, interrupted, failures) for status, interrupted, failures, _ in rows}
+    assert states <= {("succeeded", False, 0), ("failed", True, 0)}, rows
+    assert ("failed", True, 0) in states, rows  # some were given back unstarted
+    _replay_again(project)
+    assert sql("SELECT status, count(*) FROM {schema}.runs GROUP BY 1") == [("succeeded", 40)]
+
+
+@pytest.mark.faults
+def test_sigkill_mid_batch_leaves_periods_the_next_replay_takes_over(
+    project: Project, sql: Any, ledger: Ledger
+) -> None:
+    """SIGKILL while a batch runs: what it claimed and did not record waits for its leases to
+    run out, then the next replay takes each over as attempt 2; every period ends succeeded,
+    and a period ran twice only if it ran in the last moments before the kill."""
+    replay = _running_batch(project, sql, 40, 0.05)
+    replay.kill()
+    replay.communicate(timeout=30)
+    ((left,),) = sql("SELECT count(*) FROM {schema}.runs WHERE status = 'running'")
+    assert left > 0  # claimed with the batch, not recorded
+    deadline = time.monotonic() + 30
+    while sql(
+        "SELECT 1 FROM {schema}.runs WHERE status = 'running'"
+        " AND lease_expires_at > clock_timestamp()"
+    ):
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    _replay_again(project)
+    assert sql("SELECT status, count(*) FROM {schema}.runs GROUP BY 1") == [("succeeded", 40)]
+    ran = Counter((project.path / "ran").read_text().split())
+    assert set(ran) == {f"t{n:03}" for n in range(40)}
+    twice = [key for key, n in ran.items() if n > 1]
+    # at most what ended in the last FLUSH_SECONDS before the kill (and the one running)
+    assert len(twice) <= 10, twice
