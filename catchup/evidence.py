@@ -118,14 +118,61 @@ def present(ledger: Ledger, job: Job, period: Period) -> bool:
     CatchupError when the query cannot say."""
     assert job.evidence is not None
     if job.evidence_dsn is None:
-        query = EvidenceQuery(ledger.conn, job.evidence, job.timezone, ledger.schema)
+        query = EvidenceQuery(ledger.conn, job.evidence, job.timezone, ledger.schema, job.keyed)
         with query.read_only():
-            return query.present(query.kind(), period.start, period.end)
+            return query.present(query.kind(), period.start, period.end, job.key)
     target = db.Target(conninfo=job.evidence_dsn, source=f"jobs.{job.name}.evidence_dsn")
     with db.connect(target, application="catchup-evidence") as conn:
-        query = EvidenceQuery(conn, job.evidence, job.timezone, ledger.schema)
+        query = EvidenceQuery(conn, job.evidence, job.timezone, ledger.schema, job.keyed)
         with query.read_only():
-            return query.present(query.kind(), period.start, period.end)
+            return query.present(query.kind(), period.start, period.end, job.key)
+
+
+@dataclass(frozen=True)
+class FoundKeys:
+    """A keyed job's evidence in a window: (key, period start) untracked and unverified; or
+    why it could not be read."""
+
+    untracked: tuple[tuple[str, datetime], ...] = ()
+    unverified: tuple[tuple[str, datetime], ...] = ()
+    error: str | None = None
+
+
+def read_keys(
+    ledger: Ledger, job: Job, job_id: int, lo: datetime, hi: datetime, keys: Sequence[str]
+) -> FoundKeys:
+    """Check a keyed job's evidence (its query's rows: the key, the date) for the periods of
+    ``keys`` in ``[lo, hi)`` against the ledger, key by key. Read whole each scan: what was
+    verified of a keyed job's evidence is not kept."""
+    assert job.evidence is not None
+    try:
+        if job.evidence_dsn is None:
+            query = EvidenceQuery(ledger.conn, job.evidence, job.timezone, ledger.schema, True)
+            with query.read_only():
+                rows = ledger.evidence_check_keys(
+                    job_id, lo, hi, keys, query=query, kind=query.kind()
+                )
+        else:
+            where = f"jobs.{job.name}.evidence_dsn"
+            target = db.Target(conninfo=job.evidence_dsn, source=where)
+            with db.connect(target, application="catchup-evidence") as conn:
+                query = EvidenceQuery(conn, job.evidence, job.timezone, ledger.schema, True)
+                with query.read_only():
+                    pairs = query.pairs(query.kind(), lo, hi)
+            with ledger.transaction():
+                rows = ledger.evidence_check_keys(job_id, lo, hi, keys, pairs=pairs)
+    except (psycopg.Error, CatchupError) as exc:
+        if isinstance(exc, psycopg.OperationalError) and ledger.conn.broken:
+            raise
+        return FoundKeys(error=failure(exc, job))
+    untracked: set[tuple[str, datetime]] = set()
+    unverified: list[tuple[str, datetime]] = []
+    for state_name, key, t in rows:
+        if state_name == PeriodState.unverified:
+            unverified.append((key, t))
+        elif (period := job.timeline.containing(t)) is not None and lo <= period.start < hi:
+            untracked.add((key, period.start))
+    return FoundKeys(tuple(sorted(untracked)), tuple(unverified))
 
 
 def failure(exc: psycopg.Error | CatchupError, job: Job) -> str:

@@ -259,7 +259,7 @@ def _keys_keys(
     spec: dict[str, Any], bad: Callable[[str, str], None]
 ) -> tuple[tuple[str, ...] | str | None, str | None]:
     """``keys`` (a list of keys, or a SELECT of a key column and an optional date column) and
-    ``keys_dsn``, checked. A job with keys does not take evidence yet."""
+    ``keys_dsn``, checked."""
     keys = spec.get("keys")
     result: tuple[str, ...] | str | None = None
     if keys is not None:
@@ -284,8 +284,6 @@ def _keys_keys(
                 result = keys.strip().rstrip(";").strip()
         else:
             bad("keys", f"expected a list of keys or a SELECT, got {type_name(keys)}")
-        if "evidence" in spec:
-            bad("keys", "a job with keys cannot have evidence yet (per-key evidence is to come)")
     keys_dsn = spec.get("keys_dsn")
     if keys_dsn is not None:
         if not isinstance(keys, str):

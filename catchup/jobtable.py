@@ -154,7 +154,7 @@ JOB_KEYS: tuple[JobKey, ...] = (
     JobKey(
         "evidence",
         "other",
-        "a SELECT of one date or timestamp column",
+        "a SELECT of one date or timestamp column (with keys: the key, then the date)",
         "what the job leaves behind: finds untracked and unverified periods",
     ),
     JobKey(

@@ -13,10 +13,11 @@ from datetime import datetime
 
 import psycopg
 
-from . import db
+from . import db, evidence
 from .coverage import signature
 from .errors import CatchupError, ConfigError, first_line
 from .job import Job
+from .keyevidence import with_evidence
 from .ledger import Ledger, read_keys
 from .models import COUNTED_STATES, JobScan, Range
 from .results import Planned
@@ -137,6 +138,12 @@ def scan_keyed(
         grown = verified_now(keys, valid, checked, found, starts, end)
         if grown or not valid:
             ledger.record_verified(job_id, signature(job), state, grown)
+    evidence_error = None
+    if job.evidence is not None and expected and job_id > 0:
+        seen = evidence.read_keys(ledger, job, job_id, first, end, [k.key for k in keys])
+        evidence_error = seen.error
+        if seen.error is None:
+            found = with_evidence(job.timeline, keys, found, seen.untracked, seen.unverified)
     counts: dict[str, int] = dict.fromkeys(COUNTED_STATES, 0)
     groups: dict[tuple[str, datetime, datetime], list[KeyRange]] = {}
     for r in found:
@@ -162,6 +169,8 @@ def scan_keyed(
         last_success=last_success,
         labeler=job.label,
         keys=len(keys),
+        evidence=job.evidence is not None,
+        evidence_error=evidence_error,
         key_ranges=tuple(found),
         range_keys=tuple(tuple(r.key for r in held) for _, held in grouped),
     )

@@ -47,6 +47,29 @@ class Mutation:
 
 MUTATIONS = (
     Mutation(
+        "key-evidence-per-key",
+        "a key's evidence verifies that key's periods only, never another key's",
+        "sql/queries/evidence.sql",
+        "    WINDOW w AS (PARTITION BY k ORDER BY t, kind ROWS UNBOUNDED PRECEDING)\n",
+        "    WINDOW w AS (ORDER BY t, kind ROWS UNBOUNDED PRECEDING)\n",
+        (
+            "tests/integration/test_key_evidence.py::"
+            "test_a_keyed_jobs_evidence_is_checked_key_by_key",
+        ),
+    ),
+    Mutation(
+        "key-evidence-before-claim",
+        "a key's period whose own evidence exists is never run; another key's evidence does"
+        " not count",
+        "sql/queries/evidence.sql",
+        "    SELECT 1 FROM ({source}) AS s WHERE s.k = %(key)s AND s.v >= %(lo)s",
+        "    SELECT 1 FROM ({source}) AS s WHERE s.v >= %(lo)s",
+        (
+            "tests/integration/test_key_evidence.py::"
+            "test_a_replay_never_runs_a_keys_untracked_period",
+        ),
+    ),
+    Mutation(
         "batch-claim-takeover",
         "a batch takes a running period over only when its lease ran out, as one claim does",
         "sql/migrations/0015_batches.sql",

@@ -67,6 +67,12 @@ class Changing(Base):
         for job in chosen:  # before the session opens: bad input touches no database
             if job.evidence is None:
                 raise ConfigError(f"{job.name} has no evidence query: nothing shows what ran")
+            if job.keyed:
+                raise ConfigError(
+                    f"{job.name} has keys: adopt does not take a keyed job yet; "
+                    f"`catchup mark {job.name} PERIOD --key K --done --reason …` records "
+                    "one key's periods"
+                )
         check_window(chosen, since, until)
         return operations.adopt(
             self.session,

@@ -36,12 +36,21 @@ class EvidenceQuery:
     """One job's evidence query on ``conn`` (the ledger's connection, or one to its
     ``evidence_dsn``)."""
 
-    def __init__(self, conn: psycopg.Connection[Any], text: str, zone: str, schema: str) -> None:
+    def __init__(
+        self,
+        conn: psycopg.Connection[Any],
+        text: str,
+        zone: str,
+        schema: str,
+        keyed: bool = False,
+    ) -> None:
         self.conn = conn
         # the user's text is SQL, not a value: braces are literal, and % is not a placeholder
         self.evidence = sql.SQL(text.replace("%", "%%"))
         self.zone = zone
         self.schema = schema
+        # a keyed job's evidence: two columns, the key and the date (or timestamp)
+        self.keyed = keyed
 
     @contextmanager
     def read_only(self) -> Iterator[None]:
@@ -57,17 +66,20 @@ class EvidenceQuery:
         probe = sqlfiles.query_naming("evidence_probe", self.schema, evidence=self.evidence)
         cur = self.conn.execute(probe)
         columns = cur.description or []
-        if len(columns) != 1:
-            raise ConfigError(f"returns {len(columns)} columns; evidence needs exactly one")
-        info = psycopg.adapters.types.get(columns[0].type_code)
-        name = info.name if info is not None else f"type {columns[0].type_code}"
+        wanted = 2 if self.keyed else 1
+        if len(columns) != wanted:
+            needs = "two (the key, then a date)" if self.keyed else "exactly one"
+            raise ConfigError(f"returns {len(columns)} columns; evidence needs {needs}")
+        info = psycopg.adapters.types.get(columns[-1].type_code)
+        name = info.name if info is not None else f"type {columns[-1].type_code}"
         if name not in KINDS:
-            raise ConfigError(f"returns {name}; evidence needs a date or timestamptz column")
+            which = "its second column" if self.keyed else "evidence needs"
+            raise ConfigError(f"returns {name}; {which} a date or timestamptz column")
         return name
 
     def _source(self, kind: str, lo: sql.Composable, hi: sql.Composable) -> sql.Composed:
         return sqlfiles.query_naming(
-            "evidence_source",
+            "evidence_source_keys" if self.keyed else "evidence_source",
             self.schema,
             evidence=self.evidence,
             value=sqlfiles.query(KINDS[kind], self.schema),
@@ -107,14 +119,29 @@ class EvidenceQuery:
         query = sqlfiles.query_naming("evidence_values", self.schema, ranged=ranged)
         return [row[0] for row in self.conn.execute(query, params)]
 
-    def present(self, kind: str, lo: datetime, hi: datetime) -> bool:
-        """Whether any evidence falls in ``[lo, hi)``."""
+    def present(self, kind: str, lo: datetime, hi: datetime, key: str = "") -> bool:
+        """Whether any evidence (of ``key``, for a keyed job's) falls in ``[lo, hi)``."""
         source = self._source(kind, sql.Placeholder("elo"), sql.Placeholder("ehi"))
-        query = sqlfiles.query_naming("evidence_present", self.schema, source=source)
+        name = "evidence_present_key" if self.keyed else "evidence_present"
+        query = sqlfiles.query_naming(name, self.schema, source=source)
         elo, ehi = self.bounds(kind, lo, hi)
-        params = {"zone": self.zone, "elo": elo, "ehi": ehi, "lo": lo, "hi": hi}
+        params = {"zone": self.zone, "elo": elo, "ehi": ehi, "lo": lo, "hi": hi, "key": key}
         row = self.conn.execute(query, params).fetchone()
         return bool(row and row[0])
+
+    def window(self, kind: str, lo: datetime, hi: datetime) -> tuple[sql.Composed, dict[str, Any]]:
+        """A keyed job's evidence in ``[lo, hi)`` as a subquery of (k, v), and its parameters."""
+        source = self._source(kind, sql.Placeholder("elo"), sql.Placeholder("ehi"))
+        query = sqlfiles.query_naming("evidence_window", self.schema, source=source)
+        elo, ehi = self.bounds(kind, lo, hi)
+        return query, {"zone": self.zone, "elo": elo, "ehi": ehi, "lo": lo, "hi": hi}
+
+    def pairs(self, kind: str, lo: datetime, hi: datetime) -> list[tuple[str, datetime]]:
+        """A keyed job's (key, instant) pairs of evidence in ``[lo, hi)`` (to be checked on
+        another database's ledger)."""
+        window, params = self.window(kind, lo, hi)
+        query = sqlfiles.query_naming("evidence_pairs", self.schema, window=window)
+        return [(k, v) for k, v in self.conn.execute(query, params)]
 
 
 class EvidenceCheck(LedgerBase):
@@ -148,6 +175,31 @@ class EvidenceCheck(LedgerBase):
             params["values"] = values or []
         statement = sqlfiles.query_naming("evidence_check", self.schema, source=source)
         return [(state, t) for state, t in self.conn.execute(statement, params)]
+
+    def evidence_check_keys(
+        self,
+        job_id: int,
+        lo: datetime,
+        hi: datetime,
+        keys: Sequence[str],
+        *,
+        query: EvidenceQuery | None = None,
+        kind: str = "timestamptz",
+        pairs: list[tuple[str, datetime]] | None = None,
+    ) -> list[tuple[str, str, datetime]]:
+        """:meth:`evidence_check` of a keyed job, key by key, over ``[lo, hi)``: (state, key,
+        instant) of ``keys`` only, by key and time. The evidence is ``query`` run here or the
+        ``pairs`` read elsewhere."""
+        params: dict[str, Any] = {"job_id": job_id, "lo": lo, "hi": hi, "keys": list(keys)}
+        if query is not None:
+            source, extra = query.window(kind, lo, hi)
+            params |= extra
+        else:
+            source = self._q("evidence_listed_keys")
+            params["ks"] = [k for k, _ in pairs or []]
+            params["vs"] = [v for _, v in pairs or []]
+        statement = sqlfiles.query_naming("evidence_check_keys", self.schema, source=source)
+        return [(state, k, t) for state, k, t in self.conn.execute(statement, params)]
 
     def evidence_states(self, job_ids: list[int]) -> dict[int, EvidenceState]:
         with self.conn.cursor(row_factory=class_row(EvidenceState)) as cur:

@@ -107,3 +107,58 @@ SET signature = excluded.signature, verified_until = excluded.verified_until,
 -- Whether the evidence shows output for one period [lo, hi): before a claim (an untracked
 -- period is never run) and after a run with verify = true.
 SELECT EXISTS (SELECT 1 FROM ({source}) AS s WHERE s.v >= %(lo)s AND s.v < %(hi)s);
+
+-- name: evidence_source_keys
+-- A keyed job's evidence query (the key, then a date or timestamp) as a subquery, bounded in
+-- its second column's own type, its keys as text and its values as instants.
+SELECT e.k::text AS k, {value} AS v FROM ({evidence}) AS e(k, v)
+WHERE e.v >= {elo} AND e.v < {ehi}
+
+-- name: evidence_present_key
+-- Whether a keyed job's evidence shows output for one key's period [lo, hi).
+SELECT EXISTS (
+    SELECT 1 FROM ({source}) AS s WHERE s.k = %(key)s AND s.v >= %(lo)s AND s.v < %(hi)s);
+
+-- name: evidence_window
+-- A keyed job's evidence in [lo, hi): (k, v) pairs.
+SELECT s.k, s.v FROM ({source}) AS s WHERE s.v >= %(lo)s AND s.v < %(hi)s
+
+-- name: evidence_pairs
+-- A keyed job's evidence pairs, run on its evidence_dsn, to be checked on the ledger.
+SELECT DISTINCT k, v FROM ({window}) AS w ORDER BY k, v;
+
+-- name: evidence_listed_keys
+SELECT unnest(%(ks)s::text[]) AS k, unnest(%(vs)s::timestamptz[]) AS v
+
+-- name: evidence_check_keys
+-- evidence_check for a keyed job, key by key over one window [lo, hi) of period starts: a
+-- value no row of its key holds is untracked; a succeeded row no value of its key verifies is
+-- unverified. Only the keys asked for (those expected) are looked at.
+WITH ev AS ({source}),
+marks AS (
+    SELECT r.key AS k, r.period_start AS t, 0 AS kind, r.period_end AS e
+    FROM {schema}.runs r
+    WHERE r.job_id = %(job_id)s AND r.key = ANY(%(keys)s::text[])
+      AND r.period_start >= %(lo)s AND r.period_start < %(hi)s
+    UNION ALL
+    SELECT ev.k, ev.v, 1, NULL FROM ev WHERE ev.k = ANY(%(keys)s::text[])
+), walked AS (
+    -- a key's rows do not overlap: the latest row of the key so far holds t when it ends after t
+    SELECT k, t, kind,
+           max(e) OVER w AS held_until,
+           max(t) FILTER (WHERE kind = 0) OVER w AS row_start
+    FROM marks
+    WINDOW w AS (PARTITION BY k ORDER BY t, kind ROWS UNBOUNDED PRECEDING)
+), verified AS (
+    SELECT DISTINCT k, row_start FROM walked WHERE kind = 1 AND held_until > t
+)
+SELECT 'untracked', k, t FROM walked
+WHERE kind = 1 AND (held_until IS NULL OR held_until <= t)
+UNION ALL
+SELECT 'unverified', r.key, r.period_start
+FROM {schema}.runs r
+WHERE r.job_id = %(job_id)s AND r.key = ANY(%(keys)s::text[])
+  AND r.period_start >= %(lo)s AND r.period_start < %(hi)s AND r.status = 'succeeded'
+  AND NOT EXISTS (
+      SELECT 1 FROM verified v WHERE v.k = r.key AND v.row_start = r.period_start)
+ORDER BY 2, 3;

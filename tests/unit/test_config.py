@@ -54,7 +54,6 @@ MISTAKES = [
     (GOOD + "keys = 7\n", 5, "expected a list of keys or a SELECT"),
     (GOOD + 'keys = "DELETE FROM tenants"\n', 5, "one read-only SELECT"),
     (GOOD + 'keys = ["eu"]\nkeys_dsn = "postgresql://ro@db/app"\n', 6, "needs keys as a query"),
-    (GOOD + 'keys = ["eu"]\nevidence = "SELECT day FROM t"\n', 5, "cannot have evidence yet"),
     (GOOD.replace('"{period}"', '"{key}"'), 4, "{key} needs keys"),
     (
         GOOD + 'keys = ["eu"]\n[jobs.report]\nschedule = "daily"\nstart = "2026-10-01"\n'
