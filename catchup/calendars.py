@@ -1,11 +1,13 @@
 """A scan result as a heat map for people: one cell per local day (rows are months) or per
-local hour (rows are days), each holding the worst state of the periods it touches."""
+local hour (rows are days), each holding the worst state of the periods it touches (and, for a
+job with keys, how many of its keys have a gap there)."""
 
 from __future__ import annotations
 
 import bisect
 import calendar as calendar_module
 from datetime import datetime, time, timedelta
+from typing import Literal
 
 from .job import Job
 from .models import Calendar, JobScan
@@ -44,8 +46,10 @@ def calendar(job: Job, result: JobScan) -> Calendar:
 
     last_day = datetime.combine(to_wall(end - timedelta(seconds=1), tz).date(), time(0))
     first_day = datetime.combine(to_wall(first, tz).date(), time(0))
-    rows: list[tuple[str, tuple[str | None, ...]]] = []
+    # each row's cells as local intervals [lo, hi)
+    grid: list[tuple[str, list[tuple[datetime, datetime]]]] = []
     if job.schedule.daily_or_longer:
+        unit: Literal["day", "hour"] = "day"
         month = last_day.replace(day=1)
         months = []
         while month >= first_day.replace(day=1):
@@ -53,19 +57,54 @@ def calendar(job: Job, result: JobScan) -> Calendar:
             month = (month - timedelta(days=1)).replace(day=1)
         truncated = len(months) > CALENDAR_MONTHS
         for month in reversed(months[:CALENDAR_MONTHS]):
-            cells = []
-            for offset in range(calendar_module.monthrange(month.year, month.month)[1]):
-                lo = month + timedelta(days=offset)
-                cells.append(cell(lo, lo + timedelta(days=1)))
-            rows.append((month.strftime("%Y-%m"), tuple(cells)))
-        return Calendar(job.name, "day", tuple(rows), truncated, job.timezone)
-    days = (last_day - first_day).days + 1
-    shown = min(days, CALENDAR_DAYS)
-    for d in range(shown - 1, -1, -1):
-        day = last_day - timedelta(days=d)
-        cells = [cell(day + timedelta(hours=h), day + timedelta(hours=h + 1)) for h in range(24)]
-        rows.append((day.strftime("%Y-%m-%d"), tuple(cells)))
-    return Calendar(job.name, "hour", tuple(rows), days > shown, job.timezone)
+            days_in = calendar_module.monthrange(month.year, month.month)[1]
+            spans = [
+                (month + timedelta(days=d), month + timedelta(days=d + 1)) for d in range(days_in)
+            ]
+            grid.append((month.strftime("%Y-%m"), spans))
+    else:
+        unit = "hour"
+        days = (last_day - first_day).days + 1
+        shown = min(days, CALENDAR_DAYS)
+        truncated = days > shown
+        for d in range(shown - 1, -1, -1):
+            day = last_day - timedelta(days=d)
+            spans = [(day + timedelta(hours=h), day + timedelta(hours=h + 1)) for h in range(24)]
+            grid.append((day.strftime("%Y-%m-%d"), spans))
+    rows = tuple((label, tuple(cell(lo, hi) for lo, hi in spans)) for label, spans in grid)
+    if not result.keys:
+        return Calendar(job.name, unit, rows, truncated, job.timezone)
+    return Calendar(
+        job.name, unit, rows, truncated, job.timezone, result.keys, _key_gaps(job, result, grid)
+    )
+
+
+def _key_gaps(
+    job: Job, result: JobScan, grid: list[tuple[str, list[tuple[datetime, datetime]]]]
+) -> tuple[tuple[int, ...], ...]:
+    """How many keys have a period in a gap in each cell of ``grid`` (a keyed job's)."""
+    tz = zone(job.timezone)
+    timeline = job.timeline
+    cells = [(to_utc(lo, tz), to_utc(hi, tz)) for _, spans in grid for lo, hi in spans]
+    if not cells:
+        return ()
+    los = [lo for lo, _ in cells]
+    held: list[set[str]] = [set() for _ in cells]
+    shown_lo, shown_hi = cells[0][0], cells[-1][1]
+    for r in result.key_ranges:
+        if not PeriodState(r.state).is_gap or r.last < shown_lo or r.first >= shown_hi:
+            continue
+        lo, hi = max(r.first, shown_lo), min(timeline.after(r.last), shown_hi)
+        for start in timeline.starts(lo, hi):
+            n = bisect.bisect_right(los, start) - 1
+            if n >= 0 and start < cells[n][1]:
+                held[n].add(r.key)
+    out: list[tuple[int, ...]] = []
+    at = 0
+    for _, spans in grid:
+        out.append(tuple(len(held[at + i]) for i in range(len(spans))))
+        at += len(spans)
+    return tuple(out)
 
 
 def _bisect(starts: list[datetime], t: datetime) -> int:

@@ -313,6 +313,9 @@ class Calendar:
     rows: tuple[tuple[str, tuple[str | None, ...]], ...]
     truncated: bool
     timezone: str = "UTC"  # the zone whose local days and hours the grid shows
+    # a keyed job's: how many of its keys have a period in a gap in each cell, row by row
+    keys: int = 0
+    key_gaps: tuple[tuple[int, ...], ...] = ()
 
 
 @dataclass(frozen=True)

@@ -95,7 +95,7 @@ def run(
         if not as_json:
             for outcome in batch.outcomes:
                 tables.outcome(out, outcome)
-        show(batch, as_json, json.batch_json, batches.tick_summary, out)
+        show(batch, as_json, json.batch_json, batches.run_summary, out)
         exit_for_batch(batch)
         if any(o.status == OutcomeStatus.blocked for o in batch.outcomes):
             sys.exit(EXIT_FAILED)  # as run of one period: it waits for upstream periods

@@ -68,10 +68,19 @@ def left_alone(console: Console, batch: Batch) -> None:
 
 def tick_summary(console: Console, batch: Batch) -> None:
     """One line: what a tick did (the line a cron or systemd log keeps)."""
+    _totals_line(console, batch, "tick")
+
+
+def run_summary(console: Console, batch: Batch) -> None:
+    """One line: what ``catchup run`` of every key of a job did."""
+    _totals_line(console, batch, "run")
+
+
+def _totals_line(console: Console, batch: Batch, word: str) -> None:
     totals = batch.totals
     errors, unstartable = totals[OutcomeStatus.error], totals[OutcomeStatus.unstartable]
     console.print(
-        f"tick: {totals[OutcomeStatus.succeeded]} succeeded, "
+        f"{word}: {totals[OutcomeStatus.succeeded]} succeeded, "
         f"{totals[OutcomeStatus.failed]} failed, {totals[OutcomeStatus.skipped]} skipped, "
         f"{totals[OutcomeStatus.lost]} lost"
         + (

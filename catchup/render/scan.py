@@ -203,7 +203,7 @@ def calendars(console: Console, found: Sequence[Calendar]) -> None:
         console.print(Text(f"{grid.job} · {header}", style="bold"))
         if not grid.rows:
             console.print(Text("  nothing due yet", style="dim"))
-        for label, cells in grid.rows:
+        for n, (label, cells) in enumerate(grid.rows):
             line = Text(f"  {label:<10} ")
             for state in cells:
                 if state is None:
@@ -211,6 +211,8 @@ def calendars(console: Console, found: Sequence[Calendar]) -> None:
                 else:
                     line.append(GLYPH[state] + " ", style=STYLE.get(state, ""))
             console.print(line, soft_wrap=True)
+            if grid.key_gaps and any(grid.key_gaps[n]):
+                console.print(_key_gap_line(grid, n), style="dim")
         if grid.truncated:
             console.print(Text("  (older periods not shown: see the gap table)", style="dim"))
     legend = Text("legend: ")
@@ -220,6 +222,28 @@ def calendars(console: Console, found: Sequence[Calendar]) -> None:
     legend.append("· ", style="dim")
     legend.append("not expected")
     console.print(legend)
+
+
+def _key_gap_line(grid: Calendar, n: int) -> Text:
+    """Under a row of a keyed job's calendar: how many of its keys have a gap in each cell
+    that has one (``3rd: 120 of 10,000 keys``)."""
+
+    def name(i: int) -> str:
+        return str(i + 1) if grid.unit == "day" else f"{i:02}:00"
+
+    said = []
+    counts = grid.key_gaps[n]
+    i = 0
+    while i < len(counts):
+        j = i
+        while j + 1 < len(counts) and counts[j + 1] == counts[i]:
+            j += 1  # cells in a row with the same count are said once
+        if counts[i]:
+            cells = name(i) if i == j else f"{name(i)}..{name(j)}"
+            said.append(f"{cells}: {counts[i]:,}")
+        i = j + 1
+    what = "days" if grid.unit == "day" else "hours"
+    return Text(f"  {'':<10} keys with a gap ({what}), of {grid.keys:,}: " + ", ".join(said))
 
 
 def recorder(sink: TextIO) -> Console:

@@ -95,6 +95,13 @@ def test_every_key_runs_its_own_period_and_one_failing_key_re_runs_alone(
     assert "| invoice | failed | 2026-03-01 | 2026-03-02 | 2 | 1 of 3 keys (globex) |" in (
         markdown.stdout
     )
+    # the calendar counts keys per cell: under March, its days 1 and 2 have one key's gap each
+    calendar = project.cli("-q", "scan", "--until", "2026-03-04", "--calendar")
+    lines = calendar.output.splitlines()
+    march = next(n for n, line in enumerate(lines) if line.strip().startswith("2026-03 "))
+    assert lines[march + 1].split() == [*"keys with a gap (days), of 3: 1..2: 1, 3: 3".split()], (
+        calendar.output
+    )
 
     plan = project.cli(
         "-q", "replay", "--since", "2026-03-01", "--until", "2026-03-03", "--dry-run"
@@ -456,6 +463,8 @@ def test_one_key_paused_is_left_alone_and_why_says_so(project: Project, sql: Any
         ("initech", "skipped"),
     ]
     assert sorted(logged(log)) == [("acme", "2026-03-01"), ("globex", "2026-03-01")]
+    table = project.cli("-q", "run", "invoice", "--period", "2026-03-02")
+    assert table.output.strip().splitlines()[-1].startswith("run: 2 succeeded"), table.output
     why = project.cli("-q", "why", "invoice", "2026-03-01", "--key", "initech")
     assert "invoice initech is paused since" in why.output
     assert "catchup run invoice --period 2026-03-01 --key initech" in why.output
