@@ -1,7 +1,7 @@
 """Per-key periods at scale: a keyed job's scan against the plain query, its memory and its
 report formats, and the rate of a replay of one day for every key.
 
-    uv run python benchmarks/keys.py [--keys 10000] [--days 365] [--repeat 3]
+    uv run python benchmarks/keys.py [--keys 10000] [--days 365] [--repeat 3] [--workers 4]
 
 On the embedded PostgreSQL (or CATCHUP_DSN), in a throwaway schema, in one run:
   build   one daily job with --keys keys (its keys a query: generate_series of names) and
@@ -14,7 +14,7 @@ On the embedded PostgreSQL (or CATCHUP_DSN), in a throwaway schema, in one run:
           and a later one, each against the floor (targets: first <= 1x, later <= 0.3x);
   rss     the peak memory of `catchup scan --json` (target < 200 MB);
   formats `catchup scan` (table, piped) and `--format markdown` against `--json` (<= 1.5x each);
-  replay  a replay of one day of every key of a no-op `call` job (operator:truth), 4 workers,
+  replay  a replay of one day of every key of a no-op `call` job (operator:truth), --workers,
           in periods/s: each period in its own round trips (batch_size=1) and claimed in
           batches (catchup.batch; target: >= 5x the first), each against the bare claim and
           finish statements on one connection (period by period, and in batches).
@@ -235,6 +235,7 @@ def main() -> None:
     parser.add_argument("--keys", type=int, default=10_000)
     parser.add_argument("--days", type=int, default=365)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--workers", type=int, default=4, help="the replay's workers")
     args = parser.parse_args()
     target = db.resolve(None, None)
     keys, days, repeat = args.keys, args.days, args.repeat
@@ -272,13 +273,14 @@ def main() -> None:
         f"table {table_s:.2f}s ({table_r:.2f}x), markdown {markdown_s:.2f}s ({markdown_r:.2f}x; "
         "targets <= 1.5x)"
     )
-    single = replay_rate(target, keys, 4, repeat, 1)
-    batched = replay_rate(target, keys, 4, repeat, BATCH_MAX)
+    workers = args.workers
+    single = replay_rate(target, keys, workers, repeat, 1)
+    batched = replay_rate(target, keys, workers, repeat, BATCH_MAX)
     bare_single = bare_rate(target, keys, repeat, 1)
     bare_batched = bare_rate(target, keys, repeat, BATCH_MAX)
     speedup = batched / single
     print(
-        f"replay: one day of {keys:,} keys, no-op call job, 4 workers: per period "
+        f"replay: one day of {keys:,} keys, no-op call job, {workers} workers: per period "
         f"{single:.0f}/s, batched {batched:.0f}/s ({speedup:.2f}x; target >= 5)"
     )
     print(

@@ -116,7 +116,6 @@ def scan_keyed(
     since: Moment | None,
     until: Moment | None,
     paused: bool,
-    last_success: datetime | None = None,
     record: bool = True,
 ) -> JobScan:
     """A keyed job's scan: its (key, period) pairs in the window, by state; each key's ranges;
@@ -138,6 +137,10 @@ def scan_keyed(
         grown = verified_now(keys, valid, checked, found, starts, end)
         if grown or not valid:
             ledger.record_verified(job_id, signature(job), state, grown)
+    # up to now, the window's newest periods are the job's newest: its scan may know
+    last_success = newest_success(keys, found, periods) if until is None else None
+    if last_success is None and job_id > 0:  # not among those: the ledger says
+        last_success = ledger.last_success_of_keys(job_id, [k.key for k in keys])
     evidence_error = None
     if job.evidence is not None and expected and job_id > 0:
         seen = evidence.read_keys(ledger, job, job_id, first, end, [k.key for k in keys])
@@ -174,6 +177,28 @@ def scan_keyed(
         key_ranges=tuple(found),
         range_keys=tuple(tuple(r.key for r in held) for _, held in grouped),
     )
+
+
+def newest_success(
+    keys: list[KeyRow],
+    found: list[KeyRange],
+    periods: list[tuple[datetime, datetime]],
+    look: int = 3,
+) -> datetime | None:
+    """The newest of the window's last ``look`` periods that some key succeeded in, from the
+    scan's own ranges (a key expected there that no range of it holds has a succeeded row:
+    what scans verified has a row each, and every row not succeeded is in ``found``); None
+    when none of them has (the ledger then says)."""
+    for start, end in reversed(periods[-look:]):
+        expected = {
+            k.key
+            for k in keys
+            if end > k.expected_from and (k.gone_at is None or start < k.gone_at)
+        }
+        held = {r.key for r in found if r.first <= start <= r.last}
+        if expected - held:
+            return start
+    return None
 
 
 def gap_items(job: Job, result: JobScan, states: frozenset[str]) -> Iterator[Planned]:
@@ -243,9 +268,6 @@ def scan_with_keys(
                 since=t.since or since,
                 until=until,
                 paused=t.paused,
-                last_success=ledger.last_success_of_keys(t.job_id, [k.key for k in t.keys])
-                if t.job_id > 0
-                else None,
                 record=record,
             )
         )

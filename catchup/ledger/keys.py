@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
@@ -64,20 +63,27 @@ def read_keys(
     return [(key, since) for key, since in rows], kind is not None
 
 
-def _spans(ranges: Any) -> tuple[tuple[datetime, datetime], ...] | None:
-    """A tstzmultirange, as psycopg reads it, as (lower, upper) pairs."""
-    return None if ranges is None else tuple((r.lower, r.upper) for r in ranges)
+def _spans(
+    lowers: list[datetime] | None, uppers: list[datetime] | None
+) -> tuple[tuple[datetime, datetime], ...] | None:
+    """What scans verified of a key (its multirange's bounds) as (lower, upper) pairs."""
+    if lowers is None or uppers is None:
+        return None
+    return tuple(zip(lowers, uppers, strict=True))
 
 
 class Keys(LedgerBase):
     """The ledger's side of keys: their history, and the scan of (key, period)."""
 
     def key_history(self, job_id: int) -> list[KeyRow]:
-        # binary: a multirange per key reads three times faster than as text
-        with self.conn.cursor(row_factory=class_row(KeyRow), binary=True) as cur:
+        # binary: the bounds' arrays read several times faster than as text
+        with self.conn.cursor(binary=True) as cur:
             rows = cur.execute(self._q("key_history"), {"job_id": job_id}).fetchall()
-        # verified comes as a multirange: its ranges as (lower, upper) pairs
-        return [replace(row, verified=_spans(row.verified)) for row in rows]
+        # verified comes as its ranges' lower and upper bounds: (lower, upper) pairs
+        return [
+            KeyRow(key, since, first, last, gone, paused, _spans(lowers, uppers))
+            for key, since, first, last, gone, paused, lowers, uppers in rows
+        ]
 
     def record_keys(
         self,

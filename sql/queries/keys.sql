@@ -26,8 +26,14 @@ NULL::timestamptz
 k.since
 
 -- name: key_history
--- A job's keys as the ledger knows them, with when each was first and last seen.
-SELECT key, expected_from, first_seen, last_seen, gone_at, paused_at, verified
+-- A job's keys as the ledger knows them, with when each was first and last seen; what scans
+-- verified of each as two arrays, the ranges' lower and upper bounds (read in binary, twice as
+-- fast as the multirange itself).
+SELECT key, expected_from, first_seen, last_seen, gone_at, paused_at,
+       CASE WHEN verified IS NOT NULL
+            THEN ARRAY(SELECT lower(r) FROM unnest(verified) AS r) END,
+       CASE WHEN verified IS NOT NULL
+            THEN ARRAY(SELECT upper(r) FROM unnest(verified) AS r) END
 FROM {schema}.job_keys
 WHERE job_id = %(job_id)s
 ORDER BY key;
@@ -40,7 +46,7 @@ ORDER BY key;
 WITH first_read AS (
     SELECT NOT EXISTS (SELECT 1 FROM {schema}.job_keys WHERE job_id = %(job_id)s) AS yes
 ), seen AS (
-    SELECT * FROM unnest(%(keys)s::text[], %(froms)s::timestamptz[]) AS s (key, since)
+    SELECT * FROM unnest(%(keys)b::text[], %(froms)b::timestamptz[]) AS s (key, since)
 ), upserted AS (
     INSERT INTO {schema}.job_keys AS k (job_id, key, expected_from, first_seen, last_seen)
     SELECT %(job_id)s, s.key,
@@ -60,7 +66,7 @@ WITH first_read AS (
     RETURNING k.key
 ), gone AS (
     UPDATE {schema}.job_keys k SET gone_at = clock_timestamp()
-    WHERE k.job_id = %(job_id)s AND k.gone_at IS NULL AND NOT k.key = ANY(%(keys)s::text[])
+    WHERE k.job_id = %(job_id)s AND k.gone_at IS NULL AND NOT k.key = ANY(%(keys)b::text[])
     RETURNING k.key
 )
 SELECT (SELECT count(*) FROM upserted), (SELECT count(*) FROM gone);
@@ -87,14 +93,14 @@ RETURNING key;
 -- stretches of ordinals [i0, i1) that earlier scans did not verify (job_keys.verified; all of
 -- them the first time). Succeeded periods are not returned.
 WITH k AS (
-    SELECT * FROM unnest(%(keys)s::text[], %(froms)s::timestamptz[], %(gones)s::timestamptz[])
+    SELECT * FROM unnest(%(keys)b::text[], %(froms)b::timestamptz[], %(gones)b::timestamptz[])
          AS k (key, expected_from, gone_at)
 ), p AS (
-    SELECT * FROM unnest(%(starts)s::timestamptz[], %(ends)s::timestamptz[]) WITH ORDINALITY
+    SELECT * FROM unnest(%(starts)b::timestamptz[], %(ends)b::timestamptz[]) WITH ORDINALITY
          AS p (s, e, i)
 ), u AS (
     SELECT u.key, g.i
-    FROM unnest(%(ukeys)s::text[], %(i0s)s::bigint[], %(i1s)s::bigint[]) AS u (key, i0, i1)
+    FROM unnest(%(ukeys)b::text[], %(i0s)b::bigint[], %(i1s)b::bigint[]) AS u (key, i0, i1)
     CROSS JOIN LATERAL generate_series(u.i0, u.i1 - 1) AS g (i)
 ), j AS (
     SELECT k.key, p.i, p.s,
@@ -126,7 +132,7 @@ ORDER BY first, key;
 UPDATE {schema}.job_keys k SET verified = v.ranges
 FROM (
     SELECT key, range_agg(tstzrange(lo, hi)) AS ranges
-    FROM unnest(%(keys)s::text[], %(los)s::timestamptz[], %(his)s::timestamptz[])
+    FROM unnest(%(keys)b::text[], %(los)b::timestamptz[], %(his)b::timestamptz[])
          AS v (key, lo, hi)
     GROUP BY key
 ) v

@@ -516,3 +516,27 @@ def test_what_a_scan_verified_of_each_key_is_kept_and_forgotten_when_a_row_goes(
     assert sql(spans) == [("a", start, third), ("a", fourth, base), ("b", start, base)]
     later = run(project, "scan")["jobs"][0]
     assert [(g["status"], g["first"], g["keys"]) for g in later["gaps"]] == hole
+
+
+def test_the_last_success_of_a_keyed_job_is_its_newest_succeeded_period_of_any_key(
+    project: Project, sql: Any
+) -> None:
+    """acme ran all of the last five days, globex only the first: the job's last success is
+    yesterday (found by the scan itself), globex's alone the first day (the newest periods have
+    none: the ledger says), and a window that ends before yesterday still names yesterday."""
+    base = today(sql)
+    first = base - timedelta(days=5)
+    project.write(
+        job_toml("invoice", "daily", day(first), keys=["acme", "globex"], command=["true"])
+    )
+    assert run(project, "replay", "--key", "acme", "--since", day(first))["code"] == 0
+    one = run(project, "run", "invoice", "--key", "globex", "--period", day(first))
+    assert one["code"] == 0
+
+    def last_success(*args: str) -> str:
+        shown = project.cli("-q", "scan", *args, env={"COLUMNS": "80"}).output
+        return shown.split("last success ", 1)[1].split()[0]
+
+    assert last_success() == day(base - timedelta(days=1))
+    assert last_success("--key", "globex") == day(first)
+    assert last_success("--until", day(base - timedelta(days=3))) == day(base - timedelta(days=1))
