@@ -152,6 +152,7 @@ def replay(
     untracked = sum(
         i.periods for _, r in live for i in r.ranges if i.state == PeriodState.untracked
     )
+    untracked_keys = any(j.keyed and r.counts.get(PeriodState.untracked, 0) for j, r in live)
     planned = total if limit is None else min(total, limit)
     if on_plan:
         on_plan(planned)
@@ -168,6 +169,7 @@ def replay(
             dry_run=True,
             plan=plan,
             untracked=untracked,
+            untracked_keys=untracked_keys,
             upstream=told,
         )
     batch = run_planned(
@@ -186,7 +188,9 @@ def replay(
         if unverified is None and outdated is None
         else functools.partial(_reopen, unverified or outdated),
     )
-    return dataclasses.replace(batch, untracked=untracked, upstream=told)
+    return dataclasses.replace(
+        batch, untracked=untracked, untracked_keys=untracked_keys, upstream=told
+    )
 
 
 def plan_upstream(

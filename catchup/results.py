@@ -182,6 +182,7 @@ class Batch:
     plan: Iterable[Planned] = ()
     # periods left alone because their output exists and the ledger has no run (evidence)
     untracked: int = 0
+    untracked_keys: bool = False  # some of them are a keyed job's (adopt does not take those)
     # planned periods not started because --max-time ran out (the next tick's), and the limit
     deferred: int = 0
     max_time: float | None = None

@@ -60,7 +60,12 @@ def left_alone(console: Console, batch: Batch) -> None:
         console.print(
             Text(
                 f"{batch.untracked:,} untracked period(s) left alone: their output exists but "
-                "the ledger has no run (catchup adopt records them)",
+                "the ledger has no run (catchup adopt records them"
+                + (
+                    "; a keyed job's: catchup mark JOB PERIOD --key K --done)"
+                    if batch.untracked_keys
+                    else ")"
+                ),
                 style=STYLE["untracked"],
             )
         )

@@ -93,6 +93,9 @@ def test_a_replay_never_runs_a_keys_untracked_period(project: Project, sql: Any)
     )
     assert ran.exit_code == 0, ran.output
     assert sorted(log.read_text().split("\n")[:-1]) == ["initech 2026-10-01", "initech 2026-10-03"]
+    said = " ".join(ran.output.split())
+    assert "1 untracked period(s) left alone" in said, ran.output
+    assert "a keyed job's: catchup mark JOB PERIOD --key K --done" in said, ran.output
     # and a run of that period by name says why it does not run it
     one = project.cli("-q", "run", "invoice", "--key", "initech", "--period", "2026-10-02")
     assert "untracked" in one.output, one.output
