@@ -286,14 +286,17 @@ class _Batch:
             )
             return ctx, LeaseKeeper(renew, self.job.lease, granted)
 
-        sequence = CallSequence(self.job, calls, stop, begin, list(self.waiting))
-        for ended in sequence.results():
-            for n, what in ended:
-                self.add(n, what)
-            if self.due(any(isinstance(e, Execution) and _failed(e) for _, e in ended)):
-                self.flush()
-            sequence.go_on()
-        for n in list(self.waiting):  # never begun: the sequence ended before them
+        # a call given up on (timed out, its lease lost) ends its sequence, and the periods
+        # still waiting go on in a new one (on a new thread: that call may still run)
+        while self.waiting and not self.halted():
+            sequence = CallSequence(self.job, calls, stop, begin, list(self.waiting))
+            for ended in sequence.results():
+                for n, what in ended:
+                    self.add(n, what)
+                if self.due(any(isinstance(e, Execution) and _failed(e) for _, e in ended)):
+                    self.flush()
+                sequence.go_on()
+        for n in list(self.waiting):  # never begun: asked to stop before them
             self.waiting.remove(n)
             self.add(n, _RELEASED)
 

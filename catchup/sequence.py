@@ -133,8 +133,8 @@ class CallSequence:
                 over, running = self._over or self._given_up, self._running
             if running is not None and not over:
                 reason = stop_reason(self.interrupted, running.keeper, running.started, timeout_at)
-                if reason is not None:
-                    ended.extend(self._stop(running, *reason))
+                if reason is not None and (stopped := self._stop(running, *reason)) is not None:
+                    ended.extend(stopped)
                     over = True
             yield ended
             if over:
@@ -142,11 +142,14 @@ class CallSequence:
 
     def _stop(
         self, running: _Running, ended: Ended, error: str
-    ) -> list[tuple[int, Execution | str]]:
-        """Ask the running call to stop; the outcome, recorded without waiting past the grace."""
-        running.ctx.cancelled.set()
+    ) -> list[tuple[int, Execution | str]] | None:
+        """Ask the running call to stop; the outcome, recorded without waiting past the grace.
+        None when it had ended already (the next may be running: it is watched in turn)."""
         deadline = time.monotonic() + self.job.kill_grace.total_seconds()
         with self._cond:
+            if self._running is not running:
+                return None
+            running.ctx.cancelled.set()
             self._given_up = True  # whatever happens now, nothing more starts
             self._cond.notify_all()
             while self._running is running and time.monotonic() < deadline:

@@ -47,6 +47,17 @@ class Mutation:
 
 MUTATIONS = (
     Mutation(
+        "batch-goes-on-after-a-timeout",
+        "a call that times out in a batch fails alone: the keys claimed after it still run",
+        "catchup/batch.py",
+        "        while self.waiting and not self.halted():\n",
+        "        for _ in range(1 if self.waiting and not self.halted() else 0):\n",
+        (
+            "tests/integration/test_batches.py::"
+            "test_a_call_that_times_out_in_a_batch_fails_alone",
+        ),
+    ),
+    Mutation(
         "key-evidence-per-key",
         "a key's evidence verifies that key's periods only, never another key's",
         "sql/queries/evidence.sql",

@@ -399,3 +399,30 @@ def test_sigkill_mid_batch_leaves_periods_the_next_replay_takes_over(
     twice = [key for key, n in ran.items() if n > 1]
     # at most what ended in the last FLUSH_SECONDS before the kill (and the one running)
     assert len(twice) <= 10, twice
+
+
+def test_a_call_that_times_out_in_a_batch_fails_alone(
+    project: Project, sql: Any, ledger: Ledger
+) -> None:
+    """One key's call outlives its timeout and ignores being asked to stop: it fails as timed
+    out, the run moves on without waiting for it, and the keys claimed with it after it still
+    run in the same replay, each once."""
+    _tenants(
+        project,
+        12,
+        "    time.sleep(4 if ctx.key == 't006' else 0.01)\n",
+        timeout="1s",
+        kill_grace="1s",
+    )
+    _replay_again_expecting(project, 1)
+    rows = sql("SELECT key, status, attempt FROM {schema}.runs ORDER BY key")
+    assert [r for r in rows if r[1] != "succeeded"] == [("t006", "failed", 1)]
+    assert len(rows) == 12 and {r[2] for r in rows} == {1}
+    (error,) = sql("SELECT error FROM {schema}.runs WHERE key = 't006'")[0]
+    assert error == "timed out after 1s"
+
+
+def _replay_again_expecting(project: Project, code: int) -> None:
+    again = project.spawn("-q", "replay", "--since", "2026-10-01", "--until", "2026-10-02")
+    out, err = again.communicate(timeout=120)
+    assert again.returncode == code, out + err
