@@ -17,37 +17,29 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import replace
 from datetime import datetime
 
-import psycopg
-
+from .batchrecord import EXPIRED, RELEASED, failed, fields, lose, outcome_of, told
 from .callthread import CallThread
-from .claim import BACKOFF_CAP, described, finish_fields, last_lines
-from .errors import DatabaseError
+from .claim import BACKOFF_CAP
 from .execute import call_context, execute
 from .job import Job
 from .lease import LeaseKeeper
 from .ledger import FinishFields, Many
-from .models import Claim, ClaimRules, Finished, Outcome
+from .models import Claim, ClaimRules, Outcome
 from .refusal import why_not
 from .results import Planned
 from .runner import Execution
 from .sequence import Begun, CallSequence
 from .session import Session, owner_name
 from .surely import claim_many_surely, finish_many_surely
-from .vocabulary import AttemptStatus, Ended, OutcomeStatus, RunStatus
+from .vocabulary import Ended, OutcomeStatus
 
 BATCH_MAX = 256  # periods claimed in one round trip, at most
 BATCH_SECONDS = 0.5  # a batch is sized to run in about this long
 # what ran is recorded at least this often: a process killed mid-batch leaves at most this
 # much of what ran unrecorded (to run again as attempt 2), where one period leaves its finish
 FLUSH_SECONDS = 0.05
-
-# what releasing a claimed period that never started records: an interrupted attempt,
-# claimable again at once, no failure counted
-_RELEASED = "interrupted before it started: catchup was asked to stop"
-_EXPIRED = "its lease ran out before it started (claimed with others)"
 
 
 def batchable(item: Planned) -> bool:
@@ -100,7 +92,7 @@ def run_batch(
     if (why := session.cannot_start(job)) is not None:
         for item in items:  # nothing claimed, no attempt counted
             detail = f"{why}; not claimed, no attempt counted"
-            report(item, _outcome(item, OutcomeStatus.unstartable, detail=detail))
+            report(item, outcome_of(item, OutcomeStatus.unstartable, detail=detail))
         return []
     many = Many(
         job_id,
@@ -118,18 +110,22 @@ def run_batch(
     granted = time.monotonic()
     claims = claim_many_surely(session, many)
     batch = _Batch(session, job_id, items, claims, granted, report, halted, on_start)
-    if job.call is not None:
-        batch.run_calls(stop, calls)
-    else:
-        batch.run_commands(stop)
-    batch.flush()
+    try:
+        if job.call is not None:
+            batch.run_calls(stop, calls)
+        else:
+            batch.run_commands(stop)
+        batch.flush()
+    except BaseException:
+        batch.give_back()  # the caller failed (its output went away, say): nothing stranded
+        raise
     blocked: list[Planned] = []
     for item in (items[n] for n in range(len(items)) if n not in claims):
         detail, waits = why_not(session, item.job, job_id, item.period)
         if waits:
             blocked.append(item)
         else:
-            report(item, _outcome(item, OutcomeStatus.skipped, detail=detail))
+            report(item, outcome_of(item, OutcomeStatus.skipped, detail=detail))
     return blocked
 
 
@@ -160,6 +156,7 @@ class _Batch:
         self.first_ran = 0.0
         self.labels: dict[datetime, str] = {}
         self.values: dict[datetime, str] = {}
+        self.sequence: CallSequence | None = None  # the calls running now, if any
 
     def label(self, item: Planned) -> str:
         """The period's label, found once for all the keys that share the period."""
@@ -197,14 +194,14 @@ class _Batch:
         still waiting behind it) and when its lease was given; or why not."""
         self.waiting.remove(n)
         if self.halted():
-            return _RELEASED
+            return RELEASED
         age = time.monotonic() - self.given[n]
         if self.given[n] and self.lease / 3 < age < self.lease:
             # the periods before it ran long: renew what still waits
             self.renew([n, *self.waiting], self.lease - age)
             age = time.monotonic() - self.given[n]
         if not self.given[n] or age >= self.lease:
-            return _EXPIRED  # fenced: if taken over already, its release writes nothing
+            return EXPIRED  # fenced: if taken over already, its release writes nothing
         if self.on_start:
             self.on_start(self.items[n])
         behind = list(self.waiting)
@@ -214,11 +211,26 @@ class _Batch:
 
         return renew_running, self.given[n]
 
+    def give_back(self) -> None:
+        """Something failed above the batch: what ran is recorded (told to no one), what was
+        claimed and not started is given back at once; best effort, the leases cover the rest."""
+        self.report = lambda item, outcome: None
+        try:
+            if self.sequence is not None:
+                for n, what in self.sequence.halt():
+                    self.add(n, what)
+            for n in list(self.waiting):
+                self.waiting.remove(n)
+                self.add(n, RELEASED)
+            self.flush()
+        except Exception:
+            pass
+
     def add(self, n: int, ended: Execution | str) -> None:
         item = self.items[n]
         if isinstance(ended, Execution) and ended.ended == Ended.lost:
-            _lose(self.session, self.job_id, item, self.claims[n].attempt, ended)
-            self.report(item, _described(item, self.claims[n].attempt, ended, None))
+            lose(self.session, self.job_id, item, self.claims[n].attempt, ended)
+            self.report(item, told(item, self.claims[n].attempt, ended, None))
             return
         if not self.ran:
             self.first_ran = time.monotonic()
@@ -234,7 +246,7 @@ class _Batch:
             return
         ran, self.ran = self.ran, []
         done: list[tuple[str, datetime, int, FinishFields]] = [
-            (*self.held([n])[0], _fields(self.job, ended)) for n, ended in ran
+            (*self.held([n])[0], fields(self.job, ended)) for n, ended in ran
         ]
         finished = finish_many_surely(
             self.session, self.job_id, done, self.job.retry_backoff, BACKOFF_CAP
@@ -242,7 +254,7 @@ class _Batch:
         for place, (n, ended) in enumerate(ran):
             item = self.items[n]
             label = self.label(item)
-            outcome = _described(item, self.claims[n].attempt, ended, finished.get(place), label)
+            outcome = told(item, self.claims[n].attempt, ended, finished.get(place), label)
             self.report(item, outcome)
 
     def run_commands(self, stop: threading.Event) -> None:
@@ -268,7 +280,7 @@ class _Batch:
                 granted=granted,
             )
             self.add(n, execution)
-            if self.due(_failed(execution)):
+            if self.due(failed(execution)):
                 self.flush()
 
     def run_calls(self, stop: threading.Event, calls: CallThread) -> None:
@@ -289,96 +301,15 @@ class _Batch:
         # a call given up on (timed out, its lease lost) ends its sequence, and the periods
         # still waiting go on in a new one (on a new thread: that call may still run)
         while self.waiting and not self.halted():
-            sequence = CallSequence(self.job, calls, stop, begin, list(self.waiting))
+            sequence = self.sequence = CallSequence(
+                self.job, calls, stop, begin, list(self.waiting)
+            )
             for ended in sequence.results():
                 for n, what in ended:
                     self.add(n, what)
-                if self.due(any(isinstance(e, Execution) and _failed(e) for _, e in ended)):
+                if self.due(any(isinstance(e, Execution) and failed(e) for _, e in ended)):
                     self.flush()
                 sequence.go_on()
         for n in list(self.waiting):  # never begun: asked to stop before them
             self.waiting.remove(n)
-            self.add(n, _RELEASED)
-
-
-def _failed(execution: Execution) -> bool:
-    return execution.ended != Ended.exited or execution.error is not None
-
-
-def _fields(job: Job, execution: Execution | str) -> FinishFields:
-    if isinstance(execution, Execution):
-        return finish_fields(job, execution)
-    return dict(
-        status=RunStatus.failed,
-        history_status=AttemptStatus.interrupted,
-        counts_as_failure=False,
-        backoff=job.retry_backoff,
-        backoff_cap=BACKOFF_CAP,
-        exit_code=None,
-        error=execution,
-        output_tail=None,
-    )
-
-
-def _outcome(
-    item: Planned,
-    status: OutcomeStatus,
-    *,
-    attempt: int | None = None,
-    detail: str = "",
-    exit_code: int | None = None,
-    seconds: float | None = None,
-    label: str | None = None,
-) -> Outcome:
-    job, period = item.job, item.period
-    label = label or job.label(period.start)
-    return Outcome(
-        job.name, period, label, status, attempt, detail, exit_code, seconds, key=job.key
-    )
-
-
-def _described(
-    item: Planned,
-    attempt: int,
-    execution: Execution | str,
-    finished: Finished | None,
-    label: str | None = None,
-) -> Outcome:
-    if not isinstance(execution, Execution):
-        why = "stopped" if execution == _RELEASED else "its lease ran out"
-        return _outcome(
-            item,
-            OutcomeStatus.interrupted,
-            attempt=attempt,
-            detail=f"{why} before it started; left for a retry",
-            label=label,
-        )
-    base = _outcome(
-        item,
-        OutcomeStatus.succeeded,
-        attempt=attempt,
-        exit_code=execution.exit_code,
-        seconds=execution.seconds,
-        label=label,
-    )
-    if execution.ended == Ended.lost:
-        detail = f"{execution.error}; the job was stopped, nothing recorded"
-        outcome = replace(base, status=OutcomeStatus.lost, detail=detail)
-    else:
-        succeeded = execution.ended == Ended.exited and execution.error is None
-        interrupted = execution.ended == Ended.interrupted
-        outcome = described(base, item.job, execution, finished, succeeded, interrupted)
-    if outcome.status in (OutcomeStatus.failed, OutcomeStatus.lost) and execution.output_tail:
-        outcome = replace(outcome, output=last_lines(execution.output_tail))
-    return outcome
-
-
-def _lose(session: Session, job_id: int, item: Planned, attempt: int, execution: Execution) -> None:
-    """Best effort, as the single path does: the attempt's history says it lost its lease."""
-    try:
-        if session.conn.broken or session.conn.closed:
-            session.reconnect()
-        error = execution.error or "lost"
-        session.ledger.lose(job_id, item.period.start, attempt, error, item.job.key)
-    except (psycopg.OperationalError, DatabaseError):
-        pass  # the row's lease runs out and the next claim says so
+            self.add(n, RELEASED)

@@ -71,9 +71,22 @@ class CallSequence:
         self._over = False  # the call thread is done with the sequence
         self._held = False  # a call failed: the next waits until the worker has told it
         self._given_up = False  # the worker recorded a call without it: start nothing more
+        self._seen_held = False  # the worker has taken the failure that holds the next call
+        self._error: BaseException | None = None  # what broke the call thread's own work
 
     def _serve(self) -> None:
-        """On the call thread: each step, begun and called, one after another."""
+        """On the call thread: each step, begun and called, one after another; whatever
+        breaks it (a renewal, a callback) ends the sequence and is raised to the worker."""
+        try:
+            self._steps()
+        except BaseException as exc:
+            self._error = exc
+        finally:
+            with self._cond:
+                self._over = True
+                self._cond.notify_all()
+
+    def _steps(self) -> None:
         try:
             target = load_call(self.job.call, self.job.workdir)  # type: ignore[arg-type]
         except Exception as exc:
@@ -103,9 +116,6 @@ class CallSequence:
                     return  # the worker gave up on it and recorded it: the sequence is over
                 self._running = None
             self._end(n, _execution(failed, tail, started))
-        with self._cond:
-            self._over = True
-            self._cond.notify_all()
 
     def _end(self, n: int, ended: Execution | str) -> None:
         with self._cond:
@@ -114,11 +124,27 @@ class CallSequence:
                 self._held = True  # told at once: stop_on_failure stops before the next
                 self._cond.notify_all()
 
-    def go_on(self) -> None:
-        """The worker has told a failure: the next call may start."""
+    def halt(self) -> list[tuple[int, Execution | str]]:
+        """The worker cannot go on (its caller failed): start nothing more, wait for the call
+        running (up to the kill grace); what ended meanwhile, not taken yet."""
+        deadline = time.monotonic() + self.job.kill_grace.total_seconds()
         with self._cond:
-            self._held = False
+            self._given_up = True
             self._cond.notify_all()
+            while self._running is not None and not self._over:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                self._cond.wait(min(POLL_SECONDS, left))
+            ended, self._ended = self._ended, []
+        return ended
+
+    def go_on(self) -> None:
+        """The worker has told what it took: after a failure, the next call may start."""
+        with self._cond:
+            if self._seen_held:
+                self._held = self._seen_held = False
+                self._cond.notify_all()
 
     def results(self) -> Iterator[list[tuple[int, Execution | str]]]:
         """What ended since the last look, every POLL_SECONDS (at once after a failure),
@@ -130,7 +156,10 @@ class CallSequence:
                 if not (self._ended or self._over or self._held):
                     self._cond.wait(POLL_SECONDS)
                 ended, self._ended = self._ended, []
+                self._seen_held = self._held  # a failure holds the next call: it is in ended
                 over, running = self._over or self._given_up, self._running
+                if self._over and self._error is not None:
+                    raise self._error
             if running is not None and not over:
                 reason = stop_reason(self.interrupted, running.keeper, running.started, timeout_at)
                 if reason is not None and (stopped := self._stop(running, *reason)) is not None:

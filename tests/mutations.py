@@ -47,15 +47,20 @@ class Mutation:
 
 MUTATIONS = (
     Mutation(
+        "batch-give-back",
+        "a caller that fails mid-batch strands nothing: what ran is recorded, the rest given back",
+        "catchup/batch.py",
+        "        batch.give_back()  # the caller failed",
+        "        pass  # the caller failed",
+        ("tests/integration/test_batches.py::test_a_caller_that_fails_mid_batch_strands_nothing",),
+    ),
+    Mutation(
         "batch-goes-on-after-a-timeout",
         "a call that times out in a batch fails alone: the keys claimed after it still run",
         "catchup/batch.py",
         "        while self.waiting and not self.halted():\n",
         "        for _ in range(1 if self.waiting and not self.halted() else 0):\n",
-        (
-            "tests/integration/test_batches.py::"
-            "test_a_call_that_times_out_in_a_batch_fails_alone",
-        ),
+        ("tests/integration/test_batches.py::test_a_call_that_times_out_in_a_batch_fails_alone",),
     ),
     Mutation(
         "key-evidence-per-key",

@@ -19,8 +19,14 @@ import pytest
 from fix_db import Database
 from fix_project import Project, job_toml
 
+from catchup import db
+from catchup.config import Config, make_job
 from catchup.ledger import FinishFields, Ledger, Many
+from catchup.pool import run_planned
+from catchup.results import Planned
 from catchup.schedule import Timeline, parse_schedule
+from catchup.session import Session
+from catchup.vocabulary import PeriodState
 
 DAY = Timeline.single(parse_schedule("daily"), datetime(2026, 10, 1, tzinfo=UTC))
 LEASE = timedelta(seconds=30)
@@ -426,3 +432,32 @@ def _replay_again_expecting(project: Project, code: int) -> None:
     again = project.spawn("-q", "replay", "--since", "2026-10-01", "--until", "2026-10-02")
     out, err = again.communicate(timeout=120)
     assert again.returncode == code, out + err
+
+
+def test_a_caller_that_fails_mid_batch_strands_nothing(
+    database: Database, schema: str, sql: Any
+) -> None:
+    """The callback told of each outcome fails (its output went away, say) while a batch of
+    keys runs: the failure reaches the caller, and nothing is left running: what ran is
+    recorded, what was claimed and not started is given back (no failure counted)."""
+    keys = [f"t{n:03}" for n in range(40)]
+    job = make_job("invoice", "daily", "2026-10-01", call=lambda ctx: time.sleep(0.005), keys=keys)
+    target = db.resolve(database.conninfo, None, embedded_allowed=False)
+    period = job.timeline.period(DAY.first)
+    items = [Planned(job.for_key(k), period, PeriodState.missing) for k in keys]
+    told: list[str] = []
+
+    def tell(outcome: Any) -> None:
+        told.append(outcome.key)
+        if len(told) == 8:
+            raise BrokenPipeError("the output went away")
+
+    with Session(Config(path=None, jobs={job.name: job}, schema=schema), target) as session:
+        with pytest.raises(BrokenPipeError):
+            run_planned(session, iter(items), planned=40, workers=1, on_done=tell)
+    rows = sql(
+        "SELECT status, interrupted, failures, count(*) FROM {schema}.runs GROUP BY 1, 2, 3"
+        " ORDER BY 1"
+    )
+    assert {(s, i, f) for s, i, f, _ in rows} <= {("succeeded", False, 0), ("failed", True, 0)}
+    assert ("failed", True, 0) in {(s, i, f) for s, i, f, _ in rows}, rows
