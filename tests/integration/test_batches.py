@@ -441,7 +441,13 @@ def test_a_caller_that_fails_mid_batch_strands_nothing(
     keys runs: the failure reaches the caller, and nothing is left running: what ran is
     recorded, what was claimed and not started is given back (no failure counted)."""
     keys = [f"t{n:03}" for n in range(40)]
-    job = make_job("invoice", "daily", "2026-10-01", call=lambda ctx: time.sleep(0.005), keys=keys)
+
+    def call(ctx: Any) -> None:
+        # the first keys are quick (so the rest are claimed in a batch), the rest slow enough
+        # that the caller fails while most of that batch waits, whatever this machine's load
+        time.sleep(0.2 if ctx.key >= "t010" else 0.001)
+
+    job = make_job("invoice", "daily", "2026-10-01", call=call, keys=keys)
     target = db.resolve(database.conninfo, None, embedded_allowed=False)
     period = job.timeline.period(DAY.first)
     items = [Planned(job.for_key(k), period, PeriodState.missing) for k in keys]
