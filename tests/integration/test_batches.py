@@ -303,7 +303,9 @@ def test_periods_waiting_in_a_batch_keep_their_leases_while_a_slow_one_runs(
     assert behind, "nothing was claimed with t004"
     job_id = ledger.job_rows(["invoice"])["invoice"].id
     taken = []
+    deadline = time.monotonic() + 60
     while replay.poll() is None:
+        assert time.monotonic() < deadline, "the replay did not end"
         for key in behind:
             status = sql("SELECT status FROM {schema}.runs WHERE key = %s", (key,))
             if status == [("running",)]:
