@@ -230,7 +230,8 @@ def _evidence_keys(
     evidence = spec.get("evidence")
     if evidence is not None:
         if not isinstance(evidence, str) or not evidence.strip():
-            bad("evidence", f"expected a SELECT of one column, got {type_name(evidence)}")
+            what = "of the date; with keys, of the key and the date"
+            bad("evidence", f"expected a SELECT ({what}), got {type_name(evidence)}")
             evidence = None
         elif not _SELECT.match(evidence) or ";" in evidence.strip().rstrip(";"):
             bad("evidence", "must be one read-only SELECT (or WITH … SELECT) of one column")
