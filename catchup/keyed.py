@@ -21,6 +21,7 @@ from .keyevidence import with_evidence
 from .ledger import Ledger, read_keys
 from .models import COUNTED_STATES, JobScan, Range
 from .results import Planned
+from .session import Session
 from .targets import KeyRange, KeyRow, ScanTarget
 from .values import key_problem
 from .verified import unverified, verified_now
@@ -93,6 +94,17 @@ def selected(job: Job, keys: list[KeyRow]) -> list[KeyRow]:
         known = ", ".join(list(by_key)[:5]) + (", …" if len(by_key) > 5 else "")
         raise ConfigError(f"{job.name} has no key {unknown[0]!a} (its keys: {known or 'none'})")
     return [by_key[k] for k in job.selected_keys]
+
+
+def check_selected(session: Session, jobs: list[Job]) -> None:
+    """Refuse (a ConfigError, from :func:`selected`) a ``--key`` that one of ``jobs`` has
+    neither in its keys' source nor in its key history. Nothing is written: the command that
+    asked has not started, and a refusal must leave the ledger as it was."""
+    rows = session.job_rows(write=False)
+    now = session.now()
+    for job in jobs:
+        row = rows.get(job.name)
+        selected(job, current_keys(session.ledger, job, row.id if row else 0, now, write=False))
 
 
 def expected_count(keys: list[KeyRow], starts: list[datetime], ends: list[datetime]) -> int:

@@ -47,6 +47,17 @@ class Mutation:
 
 MUTATIONS = (
     Mutation(
+        "key-refused-before-writes",
+        "a --key the job lacks is refused before anything is written (nor run, marked or reset)",
+        "catchup/api/base.py",
+        "        check_selected(self.session, keyed)  # a key the job lacks",
+        "        pass  # a key the job lacks",
+        (
+            "tests/integration/test_keys.py::"
+            "test_a_key_the_job_lacks_is_refused_before_anything_is_written",
+        ),
+    ),
+    Mutation(
         "batch-give-back",
         "a caller that fails mid-batch strands nothing: what ran is recorded, the rest given back",
         "catchup/batch.py",

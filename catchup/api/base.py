@@ -194,6 +194,9 @@ class Base:
         keyed = [replace(j, selected_keys=wanted) for j in jobs if j.keyed]
         if not keyed:
             raise ConfigError("--key: no job has keys")
+        from ..keyed import check_selected
+
+        check_selected(self.session, keyed)  # a key the job lacks: refused before any write
         return keyed
 
     def one_key(self, name: str, key: str | None) -> Job:

@@ -540,3 +540,47 @@ def test_the_last_success_of_a_keyed_job_is_its_newest_succeeded_period_of_any_k
     assert last_success() == day(base - timedelta(days=1))
     assert last_success("--key", "globex") == day(first)
     assert last_success("--until", day(base - timedelta(days=3))) == day(base - timedelta(days=1))
+
+
+def ledger_contents(sql: Any, schema: str) -> dict[str, str]:
+    """Every table of the test's schema as one digest each: what a refusal must leave alone."""
+    tables = sql("SELECT tablename FROM pg_tables WHERE schemaname = %s ORDER BY 1", [schema])
+    assert len(tables) > 5
+    out = {}
+    for (table,) in tables:
+        name = psycopg.sql.Identifier(schema, table).as_string(None)
+        ((digest,),) = sql(
+            f"SELECT md5(coalesce(string_agg(t::text, ',' ORDER BY t::text), '')) FROM {name} t"
+        )
+        out[table] = digest
+    return out
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("scan", "--key", "nobody"),
+        ("replay", "--since", "2026-03-01", "--until", "2026-03-02", "--key", "nobody"),
+        ("run", "invoice", "--period", "2026-03-01", "--key", "nobody"),
+        ("mark", "invoice", "2026-03-01", "--key", "nobody", "--skip", "--reason", "x"),
+        ("reset", "invoice", "2026-03-01", "--key", "nobody", "--reason", "x"),
+        ("history", "invoice", "--key", "nobody"),
+        ("why", "invoice", "2026-03-01", "--key", "nobody"),
+        ("pause", "invoice", "--key", "nobody", "--reason", "x"),
+        ("resume", "invoice", "--key", "nobody"),
+    ],
+    ids=lambda args: args[0],
+)
+def test_a_key_the_job_lacks_is_refused_before_anything_is_written(
+    project: Project, sql: Any, args: tuple[str, ...]
+) -> None:
+    invoice(project)
+    assert project.cli("-q", "keys", "invoice").exit_code == 0  # the ledger, as a team's is
+    invoice(project, keys=[*TENANTS, "hooli"])  # one the ledger has not seen: recording it writes
+    before = ledger_contents(sql, project.schema)
+    refused = project.cli("-q", *args)
+    assert (refused.exit_code, refused.output.strip().splitlines()) == (
+        2,
+        ["catchup: invoice has no key 'nobody' (its keys: acme, globex, hooli, initech)"],
+    )
+    assert ledger_contents(sql, project.schema) == before
