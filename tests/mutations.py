@@ -47,6 +47,14 @@ class Mutation:
 
 MUTATIONS = (
     Mutation(
+        "key-holes-probed-per-key",
+        "a later scan's index probe for a hole looks at that key's rows only, as the merge does",
+        "sql/queries/keys.sql",
+        "          AND r.period_start = (%(starts)b::timestamptz[])[u.i]\n        LIMIT 1",
+        "          OR r.period_start = (%(starts)b::timestamptz[])[u.i]\n        LIMIT 1",
+        ("tests/integration/test_keys.py::test_a_scan_finds_the_same_holes_by_probe_and_by_merge",),
+    ),
+    Mutation(
         "key-refused-before-writes",
         "a --key the job lacks is refused before anything is written (nor run, marked or reset)",
         "catchup/api/base.py",

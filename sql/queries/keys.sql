@@ -89,9 +89,10 @@ RETURNING key;
 -- Each key's expected periods that have not succeeded, classified as a scan classifies a
 -- period, collapsed into ranges of one key and one state (gaps and islands over the periods'
 -- ordinal numbers). Two parts: the rows that are not succeeded (the small partial index
--- runs_unfinished), and the periods with no row at all, looked for only in each key's
--- stretches of ordinals [i0, i1) that earlier scans did not verify (job_keys.verified; all of
--- them the first time). Succeeded periods are not returned.
+-- runs_unfinished), and the periods with no row at all (the holes: scan_holes_merged or
+-- scan_holes_probed), looked for only in each key's stretches of ordinals [i0, i1) that
+-- earlier scans did not verify (job_keys.verified; all of them the first time). Succeeded
+-- periods are not returned.
 WITH k AS (
     SELECT * FROM unnest(%(keys)b::text[], %(froms)b::timestamptz[], %(gones)b::timestamptz[])
          AS k (key, expected_from, gone_at)
@@ -113,17 +114,36 @@ WITH k AS (
       AND r.period_start >= %(first)s AND r.period_start < %(until)s
       AND p.e > k.expected_from AND (k.gone_at IS NULL OR p.s < k.gone_at)
     UNION ALL
-    SELECT u.key, p.i, p.s, 'missing'
-    FROM u JOIN p ON p.i = u.i
-    WHERE NOT EXISTS (
-        SELECT 1 FROM {schema}.runs r
-        WHERE r.job_id = %(job_id)s AND r.key = u.key AND r.period_start = p.s)
+    {holes}
 )
 SELECT key, state, min(s) AS first, max(s) AS last, count(*) AS periods
 FROM (SELECT j.*, j.i - row_number() OVER (PARTITION BY j.key, j.state ORDER BY j.i) AS g
       FROM j) AS islands
 GROUP BY key, state, g
 ORDER BY first, key;
+
+-- name: scan_holes_merged
+-- The holes when many periods are unverified (a first scan): one pass over the job's rows in
+-- key order against the stretches' periods, sorted (a merge anti-join).
+SELECT u.key, p.i, p.s, 'missing'
+    FROM u JOIN p ON p.i = u.i
+    WHERE NOT EXISTS (
+        SELECT 1 FROM {schema}.runs r
+        WHERE r.job_id = %(job_id)s AND r.key = u.key AND r.period_start = p.s)
+
+-- name: scan_holes_probed
+-- The holes when few periods are unverified (a later scan: the holes found before, and the
+-- newest periods): one index probe per (key, period), forced by LATERAL ... LIMIT 1, where the
+-- merge would read every row of the job (the planner cannot tell how many periods the
+-- stretches hold, and guesses a thousand each). The start is read from the array by ordinal.
+SELECT u.key, u.i, (%(starts)b::timestamptz[])[u.i], 'missing'
+    FROM u
+    LEFT JOIN LATERAL (
+        SELECT true AS had FROM {schema}.runs r
+        WHERE r.job_id = %(job_id)s AND r.key = u.key
+          AND r.period_start = (%(starts)b::timestamptz[])[u.i]
+        LIMIT 1) AS h ON true
+    WHERE h.had IS NULL
 
 -- name: record_verified
 -- What scans verified of each key (its ranges of period starts that have a row each), after

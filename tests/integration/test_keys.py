@@ -584,3 +584,41 @@ def test_a_key_the_job_lacks_is_refused_before_anything_is_written(
         ["catchup: invoice has no key 'nobody' (its keys: acme, globex, hooli, initech)"],
     )
     assert ledger_contents(sql, project.schema) == before
+
+
+def test_a_scan_finds_the_same_holes_by_probe_and_by_merge(
+    project: Project, sql: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The holes (periods with no row) are found by one index probe each when few periods are
+    unverified, and by one pass over the job's rows when many are: both give every answer."""
+    from catchup.ledger import keys as ledger_keys
+
+    invoice(project, keys=["acme", "globex", "hooli", "initech", "umbrella"])
+    window = ("--since", "2026-03-01", "--until", "2026-03-21")
+    assert project.cli("-q", "replay", *window).exit_code == 0
+    sql(
+        "DELETE FROM {schema}.runs WHERE key = 'globex' AND period_start BETWEEN %s AND %s",
+        [datetime(2026, 3, 4, tzinfo=UTC), datetime(2026, 3, 9, tzinfo=UTC)],
+    )
+    sql(
+        "DELETE FROM {schema}.runs WHERE key = 'hooli' AND period_start >= %s",
+        [datetime(2026, 3, 19, tzinfo=UTC)],
+    )
+    sql(
+        "UPDATE {schema}.runs SET status = 'failed', failures = 1"
+        " WHERE key = 'umbrella' AND period_start = %s",
+        [datetime(2026, 3, 10, tzinfo=UTC)],
+    )
+    answers = []
+    for cost in (0, 10**9, 0, 10**9):  # 0: probe every hole; 10**9: merge every time
+        monkeypatch.setattr(ledger_keys, "HOLE_PROBE_COST", cost)
+        scanned = run(project, "scan", *window)["jobs"][0]
+        answers.append(scanned)
+    assert sorted(
+        (g["status"], g["first"][:10], g["last"][:10], tuple(g["keys"])) for g in answers[0]["gaps"]
+    ) == [
+        ("failed", "2026-03-10", "2026-03-10", ("umbrella",)),
+        ("missing", "2026-03-04", "2026-03-09", ("globex",)),
+        ("missing", "2026-03-19", "2026-03-20", ("hooli",)),
+    ]
+    assert all(a == answers[0] for a in answers[1:])
