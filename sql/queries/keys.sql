@@ -125,11 +125,11 @@ ORDER BY first, key;
 -- name: scan_holes_merged
 -- The holes when many periods are unverified (a first scan): one pass over the job's rows in
 -- key order against the stretches' periods, sorted (a merge anti-join).
-SELECT u.key, p.i, p.s, 'missing'
-    FROM u JOIN p ON p.i = u.i
+SELECT u.key, u.i, u.s, 'missing'
+    FROM (SELECT u.key, u.i, (%(starts)b::timestamptz[])[u.i] AS s FROM u) AS u
     WHERE NOT EXISTS (
         SELECT 1 FROM {schema}.runs r
-        WHERE r.job_id = %(job_id)s AND r.key = u.key AND r.period_start = p.s)
+        WHERE r.job_id = %(job_id)s AND r.key = u.key AND r.period_start = u.s)
 
 -- name: scan_holes_probed
 -- The holes when few periods are unverified (a later scan: the holes found before, and the
