@@ -8,11 +8,12 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Any
 
+from .carving import UpstreamRun, runs_of, said_of, segments
 from .job import Job
+from .keychain import gated_by_unkeyed
 from .models import JobRow, JobScan, Range
 from .outdated import outdated_states
 from .schedule import Period, Timeline
@@ -44,18 +45,22 @@ def chained_states(
     """Every job's scan with its ``blocked`` and ``outdated`` periods (jobs with ``after``),
     upstream jobs first, so a period blocked by a blocked one names the root of the chain. An
     upstream period the scan found ``unverified`` (its job's evidence) is not done either. A
-    job with keys is left as scanned (its claims wait key by key; its scan does not say so)."""
+    job with keys that waits for jobs without keys has each key's periods blocked by them
+    (:mod:`catchup.keychain`); one that waits for a job with keys, or for itself, is left as
+    scanned (its claims wait key by key; its scan does not say so), and none is outdated."""
     if not any(job.after for job in jobs):
         return results
+    config = session.config
     if any(job.keyed for job in jobs):
-        plain = [i for i, job in enumerate(jobs) if not job.keyed]
-        done = chained_states(
-            session, [jobs[i] for i in plain], [results[i] for i in plain], now, rows
-        )
-        out = list(results)
-        for i, result in zip(plain, done, strict=True):
-            out[i] = result
-        return out
+        taken = [i for i, job in enumerate(jobs) if not job.keyed or gated_by_unkeyed(job, config)]
+        if len(taken) < len(jobs):
+            done = chained_states(
+                session, [jobs[i] for i in taken], [results[i] for i in taken], now, rows
+            )
+            out = list(results)
+            for i, result in zip(taken, done, strict=True):
+                out[i] = result
+            return out
     rank = ranks({job.name: job.after for job in session.config.jobs.values()})
     uppers = {
         dep.job: session.resolve(session.config.job(dep.job), write=False)
@@ -84,13 +89,20 @@ def chained_states(
         for r in results
         if r.job in uppers and r.counts.get(PeriodState.unverified, 0)
     }
-    out = outdated_states(session, jobs, results, rows)
+    plain = [i for i, job in enumerate(jobs) if not job.keyed]
+    out = list(results)
+    for i, found in zip(
+        plain,
+        outdated_states(session, [jobs[i] for i in plain], [results[i] for i in plain], rows),
+        strict=True,
+    ):
+        out[i] = found
     known: dict[str, _Known] = {}
     for i in sorted(range(len(jobs)), key=lambda n: rank.get(jobs[n].name, 0)):
         job = jobs[i]
         found = with_blocked(job, out[i], now, uppers, read_states.get(i, []), known, unverified)
         out[i] = found
-        if job.name in uppers:  # a job scanned here waits for it
+        if job.name in uppers and not job.keyed:  # a job scanned here waits for it
             said = dict(found.blocked_by)
             blocked = [r for r in found.ranges if r.state == PeriodState.blocked]
             firsts, lasts = [r.first for r in blocked], [r.last for r in blocked]
@@ -154,7 +166,26 @@ def with_blocked(
     missing = [r for r in result.ranges if r.state == PeriodState.missing]
     if not job.after or not missing:
         return result
+    runs = blocking_runs(job, missing, now, uppers, reads, known, unverified)
+    if job.keyed:
+        from .keychain import carved_keys
+
+        return carved_keys(job, result, runs, uppers)
     own_dep = any(dep.job == job.name for dep in job.after)
+    return _carved(job, result, runs, uppers, own_dep)
+
+
+def blocking_runs(
+    job: Job,
+    missing: list[Range],
+    now: datetime,
+    uppers: dict[str, Job],
+    reads: Sequence[tuple[_Read, dict[datetime, str]]],
+    known: dict[str, _Known],
+    unverified: dict[str, set[datetime]],
+) -> dict[str, list[UpstreamRun]]:
+    """The runs of upstream periods not done that the ``missing`` ranges of ``job`` can wait
+    for, per upstream job, each in one state."""
     firsts, lasts = [r.first for r in missing], [r.last for r in missing]
 
     def in_missing(t: datetime) -> bool:
@@ -183,26 +214,11 @@ def with_blocked(
                     state = "missing" if p.end + up.delay <= now else "not due"
             undone[(up.name, p.start)] = state
             ends[(up.name, p.start)] = p.end
-    return _carved(job, result, _runs(undone, ends, uppers), uppers, own_dep)
-
-
-@dataclass(frozen=True, order=True)
-class _Run:
-    """Consecutive undone periods of one upstream job, all in one state."""
-
-    up: Job = field(compare=False)
-    first: datetime  # the first period's start
-    last: datetime  # the last period's start
-    end: datetime  # the last period's end
-    state: str
-    name: str = ""  # the upstream job's (orders and tells runs apart)
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "name", self.up.name)
+    return runs_of(undone, ends, uppers)
 
 
 def _carved(
-    job: Job, result: JobScan, runs: dict[str, list[_Run]], uppers: dict[str, Job], own: bool
+    job: Job, result: JobScan, runs: dict[str, list[UpstreamRun]], uppers: dict[str, Job], own: bool
 ) -> JobScan:
     """``result`` with each missing range cut where the upstream runs its periods wait for
     change; the pieces that wait for some are ``blocked``, named by them. Range by range: no
@@ -217,13 +233,13 @@ def _carved(
             continue
         lo, hi = range_.first, timeline.after(range_.last)
         cursor = lo
-        pieces = _segments(job, lo, hi, runs, uppers)
+        pieces = segments(job, lo, hi, runs, uppers)
         for a, b, active in _carried(job, lo, hi, pieces) if own else pieces:
             if a > cursor:
                 out.append(_range(timeline, PeriodState.missing, cursor, a))
             piece = _range(timeline, PeriodState.blocked, a, b)
             out.append(piece)
-            blocked_by.append((a, _said(job, piece, active)))
+            blocked_by.append((a, said_of(job, piece, active)))
             moved += piece.periods
             cursor = b
         if cursor < hi:
@@ -241,61 +257,23 @@ def _range(timeline: Timeline, state: str, a: datetime, b: datetime) -> Range:
     return Range(state, a, timeline.before(b) or a, timeline.count(a, b))
 
 
-def _segments(
-    job: Job, lo: datetime, hi: datetime, runs: dict[str, list[_Run]], uppers: dict[str, Job]
-) -> list[tuple[datetime, datetime, tuple[_Run, ...]]]:
-    """``[lo, hi)`` (period starts of ``job``) cut where the upstream runs its periods wait
-    for change: ``(a, b, runs)`` for each piece that waits for some, in order."""
-    timeline = job.timeline
-    events: list[tuple[datetime, int, _Run]] = []
-    for dep in job.after:
-        up = uppers[dep.job].timeline
-        for run in runs.get(dep.job, []):
-            if dep.periods == "overlapping":  # the periods that overlap the run
-                a = timeline.floor(run.first) or timeline.first
-                b = timeline.ceil(run.end)
-            else:  # the periods whose latest upstream period before them is in the run
-                a = timeline.ceil(up.after(run.first))
-                b = timeline.ceil(up.after(run.end))
-            a, b = max(a, lo), min(b, hi)
-            if a < b:
-                events += [(a, 1, run), (b, -1, run)]
-    events.sort(key=lambda e: e[0])
-    pieces: list[tuple[datetime, datetime, tuple[_Run, ...]]] = []
-    active: dict[_Run, int] = {}
-    i = 0
-    while i < len(events):
-        at = events[i][0]
-        while i < len(events) and events[i][0] == at:
-            _, step, run = events[i]
-            active[run] = active.get(run, 0) + step
-            if not active[run]:
-                del active[run]
-            i += 1
-        if i < len(events) and active:
-            nxt = events[i][0]
-            now = tuple(sorted(active))
-            if pieces and pieces[-1][1] == at and pieces[-1][2] == now:
-                pieces[-1] = (pieces[-1][0], nxt, now)
-            else:
-                pieces.append((at, nxt, now))
-    return pieces
-
-
 def _carried(
-    job: Job, lo: datetime, hi: datetime, pieces: list[tuple[datetime, datetime, tuple[_Run, ...]]]
-) -> list[tuple[datetime, datetime, tuple[_Run, ...]]]:
+    job: Job,
+    lo: datetime,
+    hi: datetime,
+    pieces: list[tuple[datetime, datetime, tuple[UpstreamRun, ...]]],
+) -> list[tuple[datetime, datetime, tuple[UpstreamRun, ...]]]:
     """``pieces`` of the missing range ``[lo, hi)`` of a job that waits for its own previous
     period: each period after the first waits for the one before it, so for everything that
     one waits for. From the first blocked period on (or the second, which waits for a first
     that waits for nothing) the rest of the range is blocked, by what each period and those
     before it wait for: a run of them is one range naming the root, never a nested text."""
-    carried: tuple[_Run, ...] = ()
+    carried: tuple[UpstreamRun, ...] = ()
     cursor = lo
     if not pieces or pieces[0][0] > lo:
         cursor = job.timeline.after(lo)
-        carried = (_Run(job, lo, lo, cursor, "missing"),)
-    out: list[tuple[datetime, datetime, tuple[_Run, ...]]] = []
+        carried = (UpstreamRun(job, lo, lo, cursor, "missing"),)
+    out: list[tuple[datetime, datetime, tuple[UpstreamRun, ...]]] = []
     for a, b, active in [*pieces, (hi, hi, ())]:
         if b <= cursor and a < hi:
             continue
@@ -305,67 +283,10 @@ def _carried(
             carried = tuple(sorted({*carried, *active}))
             out.append((max(a, cursor), b, carried))
         cursor = max(cursor, b)
-    merged: list[tuple[datetime, datetime, tuple[_Run, ...]]] = []
+    merged: list[tuple[datetime, datetime, tuple[UpstreamRun, ...]]] = []
     for a, b, runs in out:
         if merged and merged[-1][1] == a and merged[-1][2] == runs:
             merged[-1] = (merged[-1][0], b, runs)
         else:
             merged.append((a, b, runs))
     return merged
-
-
-def _runs(
-    undone: dict[tuple[str, datetime], str],
-    ends: dict[tuple[str, datetime], datetime],
-    uppers: dict[str, Job],
-) -> dict[str, list[_Run]]:
-    """``undone`` periods (upstream job, start) -> state, as runs per upstream job, in order."""
-    spans: dict[str, list[list[Any]]] = {}  # name -> [first, last, end, state]
-    for key in sorted(undone):
-        name, start = key
-        state, found = undone[key], spans.setdefault(name, [])
-        if found and found[-1][3] == state and found[-1][2] == start:
-            found[-1][1], found[-1][2] = start, ends[key]
-        else:
-            found.append([start, start, ends[key], state])
-    return {name: [_Run(uppers[name], *span) for span in found] for name, found in spans.items()}
-
-
-def _said(job: Job, r: Range, runs: tuple[_Run, ...]) -> str:
-    """What blocked range ``r`` waits for: each run, cut to the periods the range can need
-    (a run that reaches past it is named as far as it concerns it)."""
-    lo, hi = r.first, job.timeline.after(r.last)
-    parts: list[str] = []
-    for run in sorted(runs, key=lambda u: (u.name, u.first)):
-        timeline = run.up.timeline
-        first = max(run.first, timeline.floor(lo) or run.first)
-        last = min(run.last, timeline.before(hi) or run.last)
-        if first > last or run.up.name == job.name:
-            first, last = run.first, run.last  # its own, or only what a previous one needs
-        when = run.up.label(first)
-        if first != last:
-            when = f"{when} .. {run.up.label(last)}"
-        parts.append(f"{run.up.name} {when} ({run.state})")
-    return ", ".join(parts[:3]) + (f" and {len(parts) - 3} more" if len(parts) > 3 else "")
-
-
-def waiting_for(found: list[tuple[Job, Period, str]]) -> str:
-    """``export 2026-11-25T03:00:00Z .. 2026-11-25T05:00:00Z (failed)``: what the first period
-    of a blocked range waits for, as ranges of one upstream job and state."""
-    runs: list[tuple[Job, str, datetime, datetime]] = []
-    for up, period, state in sorted(found, key=lambda f: (f[0].name, f[1].start)):
-        last = runs[-1] if runs else None
-        if (
-            last
-            and last[0].name == up.name
-            and last[1] == state
-            and up.timeline.after(last[3]) == period.start
-        ):
-            runs[-1] = (up, state, last[2], period.start)
-        else:
-            runs.append((up, state, period.start, period.start))
-    parts = [
-        f"{up.name} {up.label(lo) if lo == hi else f'{up.label(lo)} .. {up.label(hi)}'} ({state})"
-        for up, state, lo, hi in runs
-    ]
-    return ", ".join(parts[:3]) + (f" and {len(parts) - 3} more" if len(parts) > 3 else "")

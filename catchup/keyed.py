@@ -17,6 +17,7 @@ from . import db, evidence
 from .coverage import signature
 from .errors import CatchupError, ConfigError, first_line
 from .job import Job
+from .keychain import grouped
 from .keyevidence import with_evidence
 from .ledger import Ledger, read_keys
 from .models import COUNTED_STATES, JobScan, Range
@@ -160,14 +161,12 @@ def scan_keyed(
         if seen.error is None:
             found = with_evidence(job.timeline, keys, found, seen.untracked, seen.unverified)
     counts: dict[str, int] = dict.fromkeys(COUNTED_STATES, 0)
-    groups: dict[tuple[str, datetime, datetime], list[KeyRange]] = {}
     for r in found:
         counts[r.state] += r.periods
-        groups.setdefault((r.state, r.first, r.last), []).append(r)
     counts[PeriodState.succeeded] = expected - sum(
         v for k, v in counts.items() if k != PeriodState.succeeded
     )
-    grouped = sorted(groups.items(), key=lambda item: (item[0][1], item[0][0]))
+    ranges, range_keys = grouped(found)
     return JobScan(
         job=job.name,
         schedule=job.schedule.text,
@@ -178,16 +177,14 @@ def scan_keyed(
         until=end if expected else None,
         expected=expected,
         counts=counts,
-        ranges=tuple(
-            Range(state, a, b, sum(r.periods for r in held)) for (state, a, b), held in grouped
-        ),
+        ranges=ranges,
         last_success=last_success,
         labeler=job.label,
         keys=len(keys),
         evidence=job.evidence is not None,
         evidence_error=evidence_error,
         key_ranges=tuple(found),
-        range_keys=tuple(tuple(r.key for r in held) for _, held in grouped),
+        range_keys=range_keys,
     )
 
 

@@ -4,6 +4,8 @@ not done), and whether trying again soon could help."""
 
 from __future__ import annotations
 
+from datetime import datetime
+
 import psycopg
 
 from .errors import DatabaseError
@@ -71,8 +73,6 @@ def _reason(session: Session, job: Job, job_id: int, period: Period) -> tuple[st
 def blocked_by(session: Session, job: Job, period: Period, blocked: Blocked) -> str:
     """``waiting for export 2026-11-25T03:00:00Z .. 2026-11-25T05:00:00Z (failed), …``: the
     upstream periods not done, as ranges of one job and state."""
-    from .chained import waiting_for
-
     ups = {session.registered_id(up.name): up for up, _ in session.needs(job, period)}
     found = [
         (ups[w.job_id], ups[w.job_id].timeline.period(w.period_start), w.state)
@@ -102,3 +102,25 @@ def unverified_upstream(session: Session, job: Job, period: Period) -> Blocked |
             Waiting(up_id, p.start, "succeeded", "unverified") for p in periods if p.start in bad
         ]
     return Blocked(tuple(waiting)) if waiting else None
+
+
+def waiting_for(found: list[tuple[Job, Period, str]]) -> str:
+    """``export 2026-11-25T03:00:00Z .. 2026-11-25T05:00:00Z (failed)``: what the first period
+    of a blocked range waits for, as ranges of one upstream job and state."""
+    runs: list[tuple[Job, str, datetime, datetime]] = []
+    for up, period, state in sorted(found, key=lambda f: (f[0].name, f[1].start)):
+        last = runs[-1] if runs else None
+        if (
+            last
+            and last[0].name == up.name
+            and last[1] == state
+            and up.timeline.after(last[3]) == period.start
+        ):
+            runs[-1] = (up, state, last[2], period.start)
+        else:
+            runs.append((up, state, period.start, period.start))
+    parts = [
+        f"{up.name} {up.label(lo) if lo == hi else f'{up.label(lo)} .. {up.label(hi)}'} ({state})"
+        for up, state, lo, hi in runs
+    ]
+    return ", ".join(parts[:3]) + (f" and {len(parts) - 3} more" if len(parts) > 3 else "")

@@ -47,6 +47,17 @@ class Mutation:
 
 MUTATIONS = (
     Mutation(
+        "scan-blocked-keys",
+        "a keyed job's missing periods an unkeyed upstream's undone periods hold are blocked",
+        "catchup/chained.py",
+        "        return carved_keys(job, result, runs, uppers)",
+        "        return result",
+        (
+            "tests/integration/test_keys.py::"
+            "test_a_scan_says_which_keys_periods_an_unkeyed_upstream_blocks",
+        ),
+    ),
+    Mutation(
         "key-holes-probed-per-key",
         "a later scan's index probe for a hole looks at that key's rows only, as the merge does",
         "sql/queries/keys.sql",

@@ -622,3 +622,50 @@ def test_a_scan_finds_the_same_holes_by_probe_and_by_merge(
         ("missing", "2026-03-19", "2026-03-20", ("hooli",)),
     ]
     assert all(a == answers[0] for a in answers[1:])
+
+
+def test_a_scan_says_which_keys_periods_an_unkeyed_upstream_blocks(project: Project) -> None:
+    """A keyed job after an unkeyed one: each key's missing periods whose upstream period is
+    not done are blocked, named by it, in the scan, as the claim refuses them; the rest stay
+    missing (and a key's failed period stays failed)."""
+    project.write(
+        job_toml("export", "daily", "2026-03-01", command=["true"])
+        + job_toml(
+            "invoice",
+            "daily",
+            "2026-03-01",
+            keys=TENANTS,
+            after=["export"],
+            command=["sh", "-c", 'test "$0" != initech', "{key}"],
+        )
+    )
+    window = ("--since", "2026-03-01", "--until", "2026-03-07")
+    # export ran on the 1st to 3rd; invoice ran every key on the 1st
+    assert (
+        project.cli(
+            "-q", "replay", "--job", "export", "--since", "2026-03-01", "--until", "2026-03-04"
+        ).exit_code
+        == 0
+    )
+    assert project.cli("-q", "run", "invoice", "--period", "2026-03-01").exit_code == 1
+    scanned = run(project, "scan", *window)["jobs"]
+    invoice = next(j for j in scanned if j["job"] == "invoice")
+    gaps = [
+        (g["status"], g["first"][:10], g["last"][:10], tuple(g["keys"]), g.get("blocked_by"))
+        for g in invoice["gaps"]
+    ]
+    assert gaps == [
+        ("failed", "2026-03-01", "2026-03-01", ("initech",), None),
+        ("missing", "2026-03-02", "2026-03-03", tuple(TENANTS), None),
+        (
+            "blocked",
+            "2026-03-04",
+            "2026-03-06",
+            tuple(TENANTS),
+            "export 2026-03-04 .. 2026-03-06 (missing)",
+        ),
+    ]
+    assert (invoice["missing"], invoice["blocked"], invoice["failed"]) == (6, 9, 1)
+    # one key of it, as the claim sees it: its own periods only
+    one = run(project, "scan", *window, "--key", "acme")["jobs"][0]
+    assert (one["missing"], one["blocked"]) == (2, 3)
