@@ -6,6 +6,7 @@ slow or unreachable database makes the page say so and ``catchup_up`` 0, never a
     /          the status page (HTML, refreshes itself, no JavaScript)
     /metrics   Prometheus exposition: the classic text format, or OpenMetrics when asked
     /api/scan  the ``scan --json`` document
+    /keys/JOB  a keyed job's keys, as ``catchup keys JOB`` lists them (/api/keys/JOB: its JSON)
     /healthz   the process answers and its watcher thread runs (503 otherwise)
     /readyz    the newest scan succeeded recently (503 otherwise)
 """
@@ -17,7 +18,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -28,7 +29,8 @@ from .errors import CatchupError, first_line
 from .models import ScanReport
 from .render import json as json_render
 from .render.metrics import Served, exposition
-from .render.page import status_page
+from .render.page import keys_page, keys_path, status_page
+from .results import KeysReport
 
 # a scan is "recent" for /readyz within this many refresh intervals (plus its own duration)
 READY_INTERVALS = 3
@@ -46,6 +48,8 @@ class View:
     error: str | None = None  # the newest attempt's, if it failed
     page: bytes = b""
     document: bytes = b"{}"
+    # each keyed job's keys page and document, by their paths (/keys/NAME, /api/keys/NAME)
+    keyed: dict[str, tuple[bytes, str]] = field(default_factory=dict)
 
 
 class Watcher:
@@ -57,13 +61,14 @@ class Watcher:
         reset: Callable[[], None],
         *,
         after: Callable[[ScanReport], list[str]] | None = None,
+        keys: Callable[[], list[KeysReport]] | None = None,
         scrub: Callable[[str], str],
         refresh: float,
         database: str,
         schema: str,
     ) -> None:
         self._scan, self._reset, self._scrub = scan, reset, scrub
-        self._after = after
+        self._after, self._keys = after, keys
         self.refresh = refresh
         self.database, self.schema = database, schema
         self._lock = threading.Lock()
@@ -91,6 +96,7 @@ class Watcher:
         started = time.monotonic()
         try:
             report = self._scan()
+            keyed = self._keys() if self._keys is not None else []
         except (psycopg.Error, CatchupError) as exc:
             text = first_line(exc) if isinstance(exc, psycopg.Error) else str(exc)
             self._reset()  # the next scan starts from a new connection
@@ -106,6 +112,7 @@ class Watcher:
             finished=time.monotonic(),
             took=took,
             document="".join(json_render.scan_json_chunks(report)).encode(),
+            keyed=self._keyed(keyed),
         )
         view = replace(view, page=self._page(view))
         with self._lock:
@@ -119,6 +126,16 @@ class Watcher:
                 problems = [f"alerts: {self._scrub(text)}"]
             for line in problems:
                 print(f"catchup serve: {line}", file=sys.stderr, flush=True)
+
+    def _keyed(self, reports: list[KeysReport]) -> dict[str, tuple[bytes, str]]:
+        refresh = max(1, round(self.refresh))
+        out: dict[str, tuple[bytes, str]] = {}
+        for report in reports:
+            page = keys_page(report, refresh=refresh).encode()
+            out[keys_path(report.job)] = (page, "text/html; charset=utf-8")
+            document = (json_render.keys_json(report) + "\n").encode()
+            out[keys_path(report.job, api=True)] = (document, "application/json")
+        return out
 
     def _loop(self) -> None:
         while not self.stop.is_set():
@@ -186,6 +203,8 @@ def handler_for(watcher: Watcher) -> type[BaseHTTPRequestHandler]:
                 else:
                     body = b"not ready: " + (watcher.view.error or "no recent scan").encode()
                     self._send(HTTPStatus.SERVICE_UNAVAILABLE, body + b"\n", "text/plain")
+            elif (keyed := watcher.view.keyed.get(path)) is not None:
+                self._send(HTTPStatus.OK, *keyed)
             else:
                 self._send(HTTPStatus.NOT_FOUND, b"not found\n", "text/plain; charset=utf-8")
 

@@ -199,6 +199,33 @@ class Looking(Base):
                 session, jobs, since=None, until=None, calendars=True, pulse=True, read_only=True
             )
 
+        def keys_now() -> list[KeysReport]:
+            # each keyed job's keys as its source gives them, merged with the history, unwritten
+            from ..keyed import current_keys
+
+            keyed = [job for job in jobs if job.keyed]
+            if not keyed:
+                return []
+            session = self._open(prepare=False, start_embedded=False)  # as scan_now's
+            rows, now = session.job_rows(write=False), session.now()
+            return [
+                KeysReport(
+                    job.name,
+                    now,
+                    tuple(
+                        current_keys(
+                            session.ledger,
+                            job,
+                            rows[job.name].id if job.name in rows else 0,
+                            now,
+                            write=False,
+                        )
+                    ),
+                    labeler=job.label,
+                )
+                for job in keyed
+            ]
+
         def after(report: ScanReport) -> list[str]:
             return self.notify(report) if self.config.alerts is not None else []
 
@@ -206,6 +233,7 @@ class Looking(Base):
             scan_now,
             self.close,
             after=after,
+            keys=keys_now,
             scrub=lambda text: db.scrub(text, target.conninfo),
             refresh=refresh,
             database=target.describe(),

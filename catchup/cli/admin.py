@@ -59,8 +59,9 @@ def serve(state: State, listen: tuple[str, int], refresh: float) -> None:
     it scans on its own timer, so a scrape or a page load never costs a scan, and an
     unreachable database makes the page say so and catchup_up 0. /metrics is Prometheus's
     text format, or OpenMetrics when the scraper asks for it; /api/scan is the scan --json
-    document; /readyz answers 503 unless the newest scan succeeded recently. Stops on
-    SIGINT, SIGTERM or SIGHUP (exit 0).
+    document; /keys/JOB lists a keyed job's keys (/api/keys/JOB: their JSON); /readyz
+    answers 503 unless the newest scan succeeded recently. Stops on SIGINT, SIGTERM or
+    SIGHUP (exit 0).
 
     Example: catchup serve --listen 127.0.0.1:9187 --refresh 30s
     """

@@ -48,8 +48,9 @@ def outcome(console: Console, result: Outcome) -> None:
         console.print(Text(f"  │ {safe(line)}", style="dim"), soft_wrap=True)
 
 
-def keys(console: Console, report: KeysReport) -> None:
-    """``catchup keys``: a line per key, its first and last seen and from when expected."""
+def keys(console: Console, report: KeysReport, limit: int | None = None) -> None:
+    """``catchup keys``: a line per key (the first ``limit``), its first and last seen and
+    from when expected; then how many are expected and gone, of them all."""
     headers = ("key", "expected from", "first seen", "last seen", "gone")
     rows = [
         [
@@ -59,7 +60,7 @@ def keys(console: Console, report: KeysReport) -> None:
             iso_utc(k.last_seen) if k.last_seen else "",
             iso_utc(k.gone_at) if k.gone_at else "",
         ]
-        for k in report.keys
+        for k in report.keys[:limit]
     ]
     title = f"keys of {safe(report.job)}"
     if fits(console, headers, rows):

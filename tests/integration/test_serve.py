@@ -263,3 +263,33 @@ def _scan_age(base: str) -> float:
             if sample.name == "catchup_scan_age_seconds":
                 return float(sample.value)
     return 0.0
+
+
+def test_the_page_links_to_a_keyed_jobs_keys(project: Project, sql: Any) -> None:
+    """A keyed job's line on the status page links to its keys (/keys/NAME, as `catchup keys`
+    lists them, escaped) and their JSON (/api/keys/NAME); serve records none of them."""
+    project.write(
+        job_toml("invoice", "daily", "2026-10-01", keys=["acme", "<b>hooli</b>"], command=["true"])
+    )
+    assert project.cli("-q", "migrate").exit_code == 0  # serve only reads a ledger
+    port = free_port()
+    proc = project.spawn("serve", "--listen", f"127.0.0.1:{port}", "--refresh", "1s")
+    base = f"http://127.0.0.1:{port}"
+    try:
+        wait_for(lambda: _answers(base), timeout=60, what="serve to answer")
+        wait_for(lambda: "/keys/invoice" in get(base + "/")[2], timeout=30, what="the link")
+        page = get(base + "/")[2]
+        assert '<a href="/keys/invoice"' in page and "keys of invoice: 2" in page
+        status, headers, listed = get(base + "/keys/invoice")
+        assert status == 200 and headers["Content-Type"] == "text/html; charset=utf-8"
+        assert "<title>catchup keys: invoice</title>" in listed and '<a href="/"' in listed
+        assert "acme" in listed and "&lt;b&gt;hooli&lt;/b&gt;" in listed
+        assert "<b>" not in listed and "2 keys expected, 0 gone" in listed
+        status, headers, body = get(base + "/api/keys/invoice")
+        assert status == 200 and headers["Content-Type"] == "application/json"
+        assert [k["key"] for k in json.loads(body)["keys"]] == ["<b>hooli</b>", "acme"]
+        assert get(base + "/keys/nobody")[0] == 404
+        assert sql("SELECT count(*) FROM {schema}.job_keys") == [(0,)]  # serve only reads
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
