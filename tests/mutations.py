@@ -47,6 +47,26 @@ class Mutation:
 
 MUTATIONS = (
     Mutation(
+        "batch-claim-read-back",
+        "a batch claim whose answer was lost is read back and adopted, not claimed again",
+        "catchup/surely.py",
+        "            if back:\n                return back  # the batch commits whole",
+        "            if False:\n                return back  # the batch commits whole",
+        ("tests/faults/test_faults.py::test_a_batch_whose_answer_is_lost_runs_every_key_once",),
+    ),
+    Mutation(
+        "batch-finish-read-back",
+        "a batch finish whose answer was lost is read back: what it recorded stays recorded",
+        "catchup/surely.py",
+        "            if row.status != RunStatus.running:\n"
+        "                assert row.finished_at is not None\n"
+        "                found[i] = Finished(row.finished_at, row.failures, row.retry_after)\n"
+        "            else:\n"
+        "                left.append(i)",
+        "            left.append(i)",
+        ("tests/faults/test_faults.py::test_a_batch_whose_answer_is_lost_runs_every_key_once",),
+    ),
+    Mutation(
         "scan-blocked-keys",
         "a keyed job's missing periods an unkeyed upstream's undone periods hold are blocked",
         "catchup/chained.py",

@@ -339,6 +339,48 @@ def test_a_claim_whose_commit_answer_is_lost_is_reclaimed(
         proxy.close()
 
 
+@pytest.mark.parametrize(
+    "statement",
+    [b".claim_periods(", b".finish_periods("],
+    ids=["claim", "finish"],
+)
+def test_a_batch_whose_answer_is_lost_runs_every_key_once(
+    project: Project, sql: Any, database: Database, statement: bytes
+) -> None:
+    """A batch's claim (or finish) of many keys commits, but its answer never reaches the
+    runner: after reconnecting it reads back what the statement did (its claims, adopted; its
+    finishes, recorded) and no key runs twice, none is left running, each is attempt 1. The
+    first key runs alone (a worker claims one until one has run); the claim cut is of the 39
+    others, the finish cut the first batch's first flush."""
+    proxy = CutAfter(database.conninfo, arm=statement)
+    try:
+        log = project.path / "log"
+        keys = [f"t{n:02}" for n in range(40)]
+        project.write(
+            job_toml(
+                "invoice",
+                "daily",
+                "2026-01-01",
+                keys=keys,
+                command=["sh", "-c", f'echo "$0 $CATCHUP_ATTEMPT" >> {log}', "{key}"],
+            )
+        )
+        assert project.cli("migrate").exit_code == 0
+        dsn = proxy.dsn(database.conninfo)
+        window = ("--since", "2026-01-05", "--until", "2026-01-06")
+        result = project.run("--dsn", dsn, "replay", *window, "--workers", "1")
+        assert proxy.cut.is_set(), f"the proxy never saw {statement!r}: {result}"
+        assert result.returncode == 0, result.stderr
+        ran = [tuple(line.split()) for line in log.read_text().splitlines()]
+        assert sorted(ran) == [(k, "1") for k in keys]  # each key once, as attempt 1
+        rows = sql("SELECT status, attempt, count(*) FROM {schema}.runs GROUP BY 1, 2")
+        assert rows == [("succeeded", 1, len(keys))]
+        history = sql("SELECT attempt, status, count(*) FROM {schema}.history GROUP BY 1, 2")
+        assert history == [(1, "succeeded", len(keys))]
+    finally:
+        proxy.close()
+
+
 def test_postgres_restarted_as_a_finish_is_sent(
     project: Project, sql: Any, private_server: str
 ) -> None:
