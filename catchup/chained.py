@@ -13,7 +13,7 @@ from datetime import datetime
 
 from .carving import UpstreamRun, runs_of, said_of, segments
 from .job import Job
-from .keychain import gated_by_unkeyed
+from .keychain import carved_keys, chain_scanned, key_runs
 from .models import JobRow, JobScan, Range
 from .outdated import outdated_states
 from .schedule import Period, Timeline
@@ -41,21 +41,22 @@ def chained_states(
     results: list[JobScan],
     now: datetime,
     rows: dict[str, JobRow],
+    upstream: dict[str, JobScan] | None = None,
 ) -> list[JobScan]:
     """Every job's scan with its ``blocked`` and ``outdated`` periods (jobs with ``after``),
     upstream jobs first, so a period blocked by a blocked one names the root of the chain. An
     upstream period the scan found ``unverified`` (its job's evidence) is not done either. A
-    job with keys that waits for jobs without keys has each key's periods blocked by them
-    (:mod:`catchup.keychain`); one that waits for a job with keys, or for itself, is left as
-    scanned (its claims wait key by key; its scan does not say so), and none is outdated."""
+    job with keys has each key's periods blocked by what they wait for (:mod:`catchup.keychain`):
+    an unkeyed upstream's periods, and a keyed upstream's periods of the same key (from its
+    scan here, or in ``upstream`` when it is not among ``jobs``). One that waits for itself is
+    left as scanned (its claims wait key by key; its scan does not say so); none is outdated."""
     if not any(job.after for job in jobs):
         return results
-    config = session.config
     if any(job.keyed for job in jobs):
-        taken = [i for i, job in enumerate(jobs) if not job.keyed or gated_by_unkeyed(job, config)]
+        taken = [i for i, job in enumerate(jobs) if chain_scanned(job)]
         if len(taken) < len(jobs):
             done = chained_states(
-                session, [jobs[i] for i in taken], [results[i] for i in taken], now, rows
+                session, [jobs[i] for i in taken], [results[i] for i in taken], now, rows, upstream
             )
             out = list(results)
             for i, result in zip(taken, done, strict=True):
@@ -98,9 +99,18 @@ def chained_states(
     ):
         out[i] = found
     known: dict[str, _Known] = {}
+    scanned = {job.name: i for i, job in enumerate(jobs)}
     for i in sorted(range(len(jobs)), key=lambda n: rank.get(jobs[n].name, 0)):
         job = jobs[i]
-        found = with_blocked(job, out[i], now, uppers, read_states.get(i, []), known, unverified)
+        by_key = {
+            dep.job: key_runs(uppers[dep.job], theirs)
+            for dep in job.after
+            if job.keyed and uppers[dep.job].keyed
+            if (theirs := _scan_of(dep.job, scanned, out, upstream)) is not None
+        }
+        found = with_blocked(
+            job, out[i], now, uppers, read_states.get(i, []), known, unverified, by_key
+        )
         out[i] = found
         if job.name in uppers and not job.keyed:  # a job scanned here waits for it
             said = dict(found.blocked_by)
@@ -123,6 +133,15 @@ class _Known:
         return self.said[i] if i >= 0 and start <= self.lasts[i] else None
 
 
+def _scan_of(
+    name: str, scanned: dict[str, int], out: list[JobScan], upstream: dict[str, JobScan] | None
+) -> JobScan | None:
+    """Job ``name``'s scan: as carved here when it is scanned here, else as given."""
+    if name in scanned:
+        return out[scanned[name]]
+    return (upstream or {}).get(name)
+
+
 def _periods(timeline: Timeline, r: Range) -> list[Period]:
     return list(timeline.periods(r.first, timeline.after(r.last)))
 
@@ -136,6 +155,8 @@ def _blocking_reads(i: int, job: Job, result: JobScan, uppers: dict[str, Job]) -
     reads: list[_Read] = []
     for dep in job.after:
         up = uppers[dep.job]
+        if job.keyed and up.keyed:
+            continue  # key by key, from its scan (keychain.key_runs)
         spans: list[tuple[datetime, datetime]] = []
         for r in missing:
             first = needed(up.timeline, job.timeline.period(r.first), dep.periods)
@@ -159,18 +180,18 @@ def with_blocked(
     reads: Sequence[tuple[_Read, dict[datetime, str]]],
     known: dict[str, _Known],
     unverified: dict[str, set[datetime]],
+    by_key: dict[str, dict[str, list[UpstreamRun]]] | None = None,
 ) -> JobScan:
     """``result`` with the missing periods that wait for upstream ones not done as
     ``blocked``, and what each blocked range waits for (``blocked_by``); an upstream period
-    ``known`` to be blocked itself says by what, down to the root."""
+    ``known`` to be blocked itself says by what, down to the root. ``by_key``: a keyed job's
+    keyed upstream jobs' runs, per key."""
     missing = [r for r in result.ranges if r.state == PeriodState.missing]
     if not job.after or not missing:
         return result
     runs = blocking_runs(job, missing, now, uppers, reads, known, unverified)
     if job.keyed:
-        from .keychain import carved_keys
-
-        return carved_keys(job, result, runs, uppers)
+        return carved_keys(job, result, runs, uppers, by_key or {})
     own_dep = any(dep.job == job.name for dep in job.after)
     return _carved(job, result, runs, uppers, own_dep)
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from dataclasses import replace
 from datetime import datetime
-from typing import TYPE_CHECKING
 
 from .carving import UpstreamRun, said_of, segments
 from .job import Job
@@ -15,22 +14,28 @@ from .models import JobScan, Range
 from .targets import KeyRange
 from .vocabulary import PeriodState
 
-if TYPE_CHECKING:
-    from .config import Config
+DONE = frozenset({PeriodState.succeeded, PeriodState.waived})
 
 Piece = tuple[
     str, datetime, datetime, tuple[UpstreamRun, ...]
 ]  # state, first start, end, waits for
 
 
-def gated_by_unkeyed(job: Job, config: Config) -> bool:
-    """``job`` has keys and waits only for jobs without keys (not for itself): the scan can
-    say which of its periods are blocked (a keyed upstream gates key by key at the claim)."""
-    return (
-        job.keyed
-        and bool(job.after)
-        and all(dep.job != job.name and not config.job(dep.job).keyed for dep in job.after)
-    )
+def chain_scanned(job: Job) -> bool:
+    """The scan can say which of ``job``'s periods are blocked: it has no keys, or it waits
+    for other jobs only (not for its own previous period, key by key)."""
+    return not job.keyed or all(dep.job != job.name for dep in job.after)
+
+
+def key_runs(up: Job, scan: JobScan) -> dict[str, list[UpstreamRun]]:
+    """A keyed upstream job's periods not done, per key, as runs: its scan's key ranges (all
+    but succeeded and waived ones; a period before its scan's window counts as done)."""
+    out: dict[str, list[UpstreamRun]] = {}
+    for r in scan.key_ranges:
+        if r.state not in DONE:
+            run = UpstreamRun(up, r.first, r.last, up.timeline.after(r.last), r.state)
+            out.setdefault(r.key, []).append(run)
+    return out
 
 
 def grouped(
@@ -49,11 +54,17 @@ def grouped(
 
 
 def carved_keys(
-    job: Job, result: JobScan, runs: dict[str, list[UpstreamRun]], uppers: dict[str, Job]
+    job: Job,
+    result: JobScan,
+    runs: dict[str, list[UpstreamRun]],
+    uppers: dict[str, Job],
+    by_key: dict[str, dict[str, list[UpstreamRun]]],
 ) -> JobScan:
     """``result`` (a keyed job's scan) with each key's missing periods that wait for the
-    upstream ``runs`` as ``blocked``; a span many keys share is cut once."""
-    if not runs:
+    upstream ``runs`` (of unkeyed jobs, the same for every key) or for a keyed upstream's
+    runs of the same key (``by_key``: upstream job -> key -> runs) as ``blocked``; a span
+    many keys share is cut once when no keyed upstream has runs of the key."""
+    if not runs and not any(by_key.values()):
         return result
     timeline = job.timeline
     cuts: dict[tuple[datetime, datetime], list[Piece]] = {}
@@ -64,9 +75,14 @@ def carved_keys(
         if r.state != PeriodState.missing:
             found.append(r)
             continue
-        pieces = cuts.get((r.first, r.last))
-        if pieces is None:
-            pieces = cuts[(r.first, r.last)] = _pieces(job, r.first, r.last, runs, uppers)
+        own = {name: keys[r.key] for name, keys in by_key.items() if r.key in keys}
+        if own:
+            pieces = _pieces(job, r.first, r.last, {**runs, **own}, uppers)
+        else:
+            shared = cuts.get((r.first, r.last))
+            if shared is None:
+                shared = cuts[(r.first, r.last)] = _pieces(job, r.first, r.last, runs, uppers)
+            pieces = shared
         for state, a, b, active in pieces:
             last = timeline.before(b) or a
             piece = KeyRange(r.key, state, a, last, timeline.count(a, b))

@@ -347,7 +347,8 @@ def scan(
         full=full,
         record=not read_only,
     )
-    results = chained_states(session, jobs, results, now, ready.rows)
+    upstream = _keyed_upstream(session, jobs, now, since, until)
+    results = chained_states(session, jobs, results, now, ready.rows, upstream)
     firsts = [bound(since, job) or job.anchor for job in jobs]
     ends = [bound(until, job) or now for job in jobs]
     last = max(ends, default=now)
@@ -362,3 +363,27 @@ def scan(
         if calendars
         else (),
     )
+
+
+def _keyed_upstream(
+    session: Session, jobs: list[Job], now: datetime, since: Moment | None, until: Moment | None
+) -> dict[str, JobScan]:
+    """The scans, read-only, of the keyed jobs that keyed ``jobs`` wait for and that are not
+    among them: a key's period is blocked by the upstream period of its own key."""
+    names = {job.name for job in jobs}
+    wanted = sorted(
+        {
+            dep.job
+            for job in jobs
+            if job.keyed
+            for dep in job.after
+            if dep.job not in names and session.config.job(dep.job).keyed
+        }
+    )
+    if not wanted:
+        return {}
+    ready = prepare(session, [session.config.job(n) for n in wanted], since, until, write=False)
+    found = scan_jobs(
+        session.ledger, ready.targets, now=now, since=since, until=until, full=False, record=False
+    )
+    return {r.job: r for r in found}

@@ -47,6 +47,17 @@ class Mutation:
 
 MUTATIONS = (
     Mutation(
+        "scan-blocked-by-own-key",
+        "a keyed job's period is blocked by the undone period of its own key in a keyed upstream",
+        "catchup/keychain.py",
+        "        own = {name: keys[r.key] for name, keys in by_key.items() if r.key in keys}",
+        "        own: dict[str, list[UpstreamRun]] = {}",
+        (
+            "tests/integration/test_keys.py::"
+            "test_a_scan_blocks_each_keys_periods_by_its_own_upstream_key",
+        ),
+    ),
+    Mutation(
         "batch-claim-read-back",
         "a batch claim whose answer was lost is read back and adopted, not claimed again",
         "catchup/surely.py",
@@ -70,7 +81,7 @@ MUTATIONS = (
         "scan-blocked-keys",
         "a keyed job's missing periods an unkeyed upstream's undone periods hold are blocked",
         "catchup/chained.py",
-        "        return carved_keys(job, result, runs, uppers)",
+        "        return carved_keys(job, result, runs, uppers, by_key or {})",
         "        return result",
         (
             "tests/integration/test_keys.py::"

@@ -669,3 +669,45 @@ def test_a_scan_says_which_keys_periods_an_unkeyed_upstream_blocks(project: Proj
     # one key of it, as the claim sees it: its own periods only
     one = run(project, "scan", *window, "--key", "acme")["jobs"][0]
     assert (one["missing"], one["blocked"]) == (2, 3)
+
+
+def test_a_scan_blocks_each_keys_periods_by_its_own_upstream_key(project: Project) -> None:
+    """A keyed job after a keyed one: a key's missing period is blocked while the upstream
+    period of the same key is not done, whether the upstream job is scanned too or not."""
+    project.write(
+        job_toml("export", "daily", "2026-03-01", keys=TENANTS, command=["true", "{key}"])
+        + job_toml(
+            "invoice",
+            "daily",
+            "2026-03-01",
+            keys=TENANTS,
+            after=["export"],
+            command=["true", "{key}"],
+        )
+    )
+    export = ("replay", "--job", "export", "--since", "2026-03-01")
+    assert project.cli("-q", *export, "--until", "2026-03-04", "--key", "acme").exit_code == 0
+    assert project.cli("-q", *export, "--until", "2026-03-02", "--key", "globex").exit_code == 0
+    window = ("--since", "2026-03-01", "--until", "2026-03-04")
+    expected = [
+        ("blocked", "2026-03-01", "2026-03-03", ("initech",)),
+        ("missing", "2026-03-01", "2026-03-03", ("acme",)),
+        ("missing", "2026-03-01", "2026-03-01", ("globex",)),
+        ("blocked", "2026-03-02", "2026-03-03", ("globex",)),
+    ]
+    for only in ((), ("--job", "invoice")):
+        jobs = run(project, "scan", *window, *only)["jobs"]
+        invoice = next(j for j in jobs if j["job"] == "invoice")
+        gaps = [
+            (g["status"], g["first"][:10], g["last"][:10], tuple(g["keys"]))
+            for g in invoice["gaps"]
+        ]
+        assert sorted(gaps, key=lambda g: (g[1], g[3])) == sorted(
+            expected, key=lambda g: (g[1], g[3])
+        ), only
+        assert (invoice["missing"], invoice["blocked"]) == (4, 5)
+        blocked = [g for g in invoice["gaps"] if g["status"] == "blocked"]
+        assert all(g["blocked_by"].startswith("export 2026-03-0") for g in blocked)
+    # the claims agree: a replay of invoice runs what the scan said was missing, no more
+    replayed = run(project, "replay", "--job", "invoice", *window)
+    assert replayed["totals"]["succeeded"] == 4, replayed
