@@ -6,91 +6,25 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import heapq
 import socket
 import threading
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from datetime import datetime
 
 from .batch import BATCH_MAX
 from .bounds import TICK_WORKERS
 from .job import Job
-from .models import ClaimRules, JobScan, Outcome
+from .models import ClaimRules, Outcome
+from .planning import DependencyOrder, gap_periods, oldest_first, plan_upstream
 from .pool import run_planned
 from .results import Batch, Planned
 from .scan import prepare, scan_jobs
 from .schedule import Period
 from .session import Session
 from .targets import KeyRow, ScanTarget
-from .upstream import ranks
 from .vocabulary import REPLAYABLE, PeriodState
 from .window import Moment
-
-
-def gap_periods(job: Job, result: JobScan, states: frozenset[str]) -> Iterator[Planned]:
-    """Every period of the job's gaps in ``states``, oldest first (of a job with keys: every
-    (key, period), then by key)."""
-    if job.keyed:
-        from .keyed import gap_items
-
-        yield from gap_items(job, result, states)
-        return
-    timeline = job.timeline
-    for range_ in result.ranges:
-        if range_.state not in states:
-            continue
-        state = PeriodState(range_.state)
-        for period in timeline.periods(range_.first, timeline.after(range_.last)):
-            yield Planned(job, period, state)
-
-
-def oldest_first(streams: list[Iterator[Planned]]) -> Iterator[Planned]:
-    """Merge per-job streams by period start (for a job with upstream jobs, by what it waits
-    for: :class:`DependencyOrder`), then job name, without materialising them."""
-    return heapq.merge(*streams, key=lambda p: (p.order or (p.period.start, 0), p.job.name))
-
-
-class DependencyOrder:
-    """Where a period goes in a plan when jobs wait for each other: no earlier than the
-    upstream periods it needs (recursively), upstream jobs first among equals, so export(D)
-    runs before billing(D) for every D, and D ascends. A job's periods keep their order."""
-
-    def __init__(self, session: Session) -> None:
-        self.session = session
-        jobs = session.config.jobs.values()
-        self.rank = ranks({job.name: job.after for job in jobs})
-        self.active = any(job.after for job in jobs)
-        self._memo: dict[tuple[str, datetime], datetime] = {}
-
-    def key(
-        self, job: Job, period: Period, needs: list[tuple[Job, Period]] | None = None
-    ) -> datetime:
-        """``needs``: what ``period`` waits for, when the caller has it already."""
-        if not job.after:
-            return period.start
-        found = self._memo.get((job.name, period.start))
-        if found is None:
-            found = period.start
-            for up, needed in needs if needs is not None else self.session.needs(job, period):
-                found = max(found, self.key(up, needed))
-            if len(self._memo) > 100_000:
-                self._memo.clear()  # a plan of millions: keys are cheap to find again
-            self._memo[(job.name, period.start)] = found
-        return found
-
-    def place(self, items: Iterator[Planned]) -> Iterator[Planned]:
-        """``items`` (one job's, oldest first) with what each waits for and its place."""
-        if not self.active:
-            yield from items
-            return
-        for item in items:
-            job, period = item.job, item.period
-            waits = self.session.needs(job, period) if job.after else []
-            needs = tuple((up.name, p.start) for up, p in waits)
-            order = (self.key(job, period, waits), self.rank.get(job.name, 0))
-            yield dataclasses.replace(item, needs=needs, order=order)
 
 
 def replay(
@@ -191,52 +125,6 @@ def replay(
     return dataclasses.replace(
         batch, untracked=untracked, untracked_keys=untracked_keys, upstream=told
     )
-
-
-def plan_upstream(
-    session: Session,
-    live: list[tuple[Job, JobScan]],
-    states: frozenset[str],
-    now: datetime,
-    record: bool = True,
-) -> dict[str, list[Planned]]:
-    """The gaps of jobs not asked for that the planned periods wait for (and what those wait
-    for, down the chain), each job only over the periods needed: so ``replay --job billing``
-    after an outage runs the export hours billing needs first. Paused jobs are left alone."""
-    asked = {job.name for job, _ in live}
-    wanted: dict[str, set[datetime]] = {}
-    rank = DependencyOrder(session).rank
-
-    def need(job: Job, periods: Iterator[Period]) -> None:
-        if not job.after:
-            return
-        for period in periods:
-            for up, q in session.needs(job, period):
-                if up.name not in asked:
-                    wanted.setdefault(up.name, set()).add(q.start)
-
-    for job, result in live:
-        need(job, (p.period for p in gap_periods(job, result, states)))
-    found: dict[str, list[Planned]] = {}
-    rows = session.job_rows(write=False)
-    while wanted:
-        name = max(wanted, key=lambda n: (rank.get(n, 0), n))  # downstream first
-        starts = wanted.pop(name)
-        up = session.resolve(session.config.job(name), write=False)
-        row = rows.get(name)
-        if row is not None and row.paused_at is not None:
-            continue
-        # a job the ledger has no row for yet (a dry run on a new ledger): every period missing
-        job_id = row.id if row is not None else -1 - len(found)
-        lo, hi = min(starts), up.timeline.after(max(starts))
-        target = ScanTarget(up, job_id, False)
-        keep = record and row is not None  # a dry run writes nothing
-        (result,) = scan_jobs(session.ledger, [target], now=now, since=lo, until=hi, record=keep)
-        items = [p for p in gap_periods(up, result, states) if p.period.start in starts]
-        found.setdefault(name, []).extend(items)
-        asked.add(name)
-        need(up, (p.period for p in items))
-    return {name: sorted(items, key=lambda p: p.period.start) for name, items in found.items()}
 
 
 @dataclass(frozen=True)

@@ -47,6 +47,17 @@ class Mutation:
 
 MUTATIONS = (
     Mutation(
+        "replay-plans-keyed-upstream",
+        "a replay of one job runs the keyed upstream periods of its own keys that it waits for",
+        "catchup/planning.py",
+        '                    key = item.job.key if up.keyed else ""',
+        '                    key = ""',
+        (
+            "tests/integration/test_keys.py::"
+            "test_a_replay_of_one_job_runs_the_keyed_upstream_periods_it_needs",
+        ),
+    ),
+    Mutation(
         "scan-blocked-by-own-key",
         "a keyed job's period is blocked by the undone period of its own key in a keyed upstream",
         "catchup/keychain.py",

@@ -708,6 +708,39 @@ def test_a_scan_blocks_each_keys_periods_by_its_own_upstream_key(project: Projec
         assert (invoice["missing"], invoice["blocked"]) == (4, 5)
         blocked = [g for g in invoice["gaps"] if g["status"] == "blocked"]
         assert all(g["blocked_by"].startswith("export 2026-03-0") for g in blocked)
-    # the claims agree: a replay of invoice runs what the scan said was missing, no more
+    # the claims agree: a replay of invoice runs the 5 export periods it waits for, then its 9
     replayed = run(project, "replay", "--job", "invoice", *window)
-    assert replayed["totals"]["succeeded"] == 4, replayed
+    ran = Counter((p["job"], p["status"]) for p in replayed["periods"])
+    assert ran == {("export", "succeeded"): 5, ("invoice", "succeeded"): 9}, replayed
+
+
+def test_a_replay_of_one_job_runs_the_keyed_upstream_periods_it_needs(project: Project) -> None:
+    """``replay --job invoice`` of a job after a keyed one runs the upstream periods of the
+    keys it replays first (each key's own), and no other key's."""
+    log = project.path / "ran"
+    command = ["sh", "-c", f'echo "$0 $1 $2" >> {log}', "{key}", "{period}"]
+    project.write(
+        job_toml("export", "daily", "2026-03-01", keys=TENANTS, command=[*command, "export"])
+        + job_toml(
+            "invoice",
+            "daily",
+            "2026-03-01",
+            keys=TENANTS,
+            after=["export"],
+            command=[*command, "invoice"],
+        )
+    )
+    window = ("--since", "2026-03-01", "--until", "2026-03-03")
+    done = run(project, "replay", "--job", "invoice", *window, "--key", "acme", "--key", "globex")
+    assert done["code"] == 0, done
+    ran = [tuple(line.split()) for line in log.read_text().splitlines()]
+    assert sorted(ran) == sorted(
+        (k, d, job)
+        for k in ("acme", "globex")
+        for d in ("2026-03-01", "2026-03-02")
+        for job in ("export", "invoice")
+    )
+    # each invoice ran after its own key's export of that day
+    for key in ("acme", "globex"):
+        for d in ("2026-03-01", "2026-03-02"):
+            assert ran.index((key, d, "export")) < ran.index((key, d, "invoice"))
