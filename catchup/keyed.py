@@ -61,11 +61,28 @@ def source_keys(ledger: Ledger, job: Job) -> tuple[list[tuple[str, datetime | No
     return rows, dated
 
 
-def current_keys(ledger: Ledger, job: Job, job_id: int, now: datetime, write: bool) -> list[KeyRow]:
-    """The job's keys with their history: read from its source, recorded (with ``write``), and
-    merged with what the ledger knew. Without ``write`` nothing is written, and the keys are
-    what recording them would give."""
-    seen, _ = source_keys(ledger, job)
+Source = list[tuple[str, datetime | None]]  # what a job's keys source gave: key, expected from
+
+
+def read_sources(ledger: Ledger, jobs: list[Job]) -> dict[str, Source]:
+    """Each keyed job's keys as its source gives them now, read before anything is written:
+    a keys query that fails, or returns what it must not, leaves the ledger as it was."""
+    return {job.name: source_keys(ledger, job)[0] for job in jobs if job.keyed}
+
+
+def current_keys(
+    ledger: Ledger,
+    job: Job,
+    job_id: int,
+    now: datetime,
+    write: bool,
+    source: Source | None = None,
+) -> list[KeyRow]:
+    """The job's keys with their history: read from its source (unless given, as
+    :func:`read_sources` read them), recorded (with ``write``), and merged with what the
+    ledger knew. Without ``write`` nothing is written, and the keys are what recording them
+    would give."""
+    seen = source if source is not None else source_keys(ledger, job)[0]
     if write and job_id > 0:
         ledger.record_keys(job_id, seen, start=job.anchor)
         return ledger.key_history(job_id)
@@ -235,14 +252,19 @@ def gap_items(job: Job, result: JobScan, states: frozenset[str]) -> Iterator[Pla
 
 
 def with_keys(
-    ledger: Ledger, targets: list[ScanTarget], now: datetime, write: bool
+    ledger: Ledger,
+    targets: list[ScanTarget],
+    now: datetime,
+    write: bool,
+    sources: dict[str, Source] | None = None,
 ) -> list[ScanTarget]:
-    """``targets`` with each keyed job's keys (read, recorded with ``write``, cut to those
-    asked for)."""
+    """``targets`` with each keyed job's keys (read unless in ``sources``, recorded with
+    ``write``, cut to those asked for)."""
     out = []
     for t in targets:
         if t.job.keyed:
-            keys = selected(t.job, current_keys(ledger, t.job, t.job_id, now, write))
+            source = (sources or {}).get(t.job.name)
+            keys = selected(t.job, current_keys(ledger, t.job, t.job_id, now, write, source))
             t = replace(t, keys=tuple(keys))
         out.append(t)
     return out

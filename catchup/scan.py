@@ -55,14 +55,19 @@ def prepare(
     """Check the window, resolve and register ``jobs`` (nothing is written without
     ``write``), and say what to scan of each, on the database clock."""
     check_window(jobs, since, until)
+    sources = {}
+    if any(job.keyed for job in jobs):
+        from .keyed import read_sources
+
+        sources = read_sources(session.ledger, jobs)  # before anything is written
     resolved = session.resolve_all(jobs, write=write)
     now = session.now()
     rows = session.job_rows(write=write)
     targets = targets_for(resolved, rows)
-    if any(job.keyed for job in resolved):
+    if sources:
         from .keyed import with_keys
 
-        targets = with_keys(session.ledger, targets, now, write)
+        targets = with_keys(session.ledger, targets, now, write, sources)
     return Prepared(now, resolved, rows, targets)
 
 

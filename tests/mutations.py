@@ -47,6 +47,14 @@ class Mutation:
 
 MUTATIONS = (
     Mutation(
+        "keys-read-before-writes",
+        "a keys query that fails leaves the ledger as it was: its keys are read before any write",
+        "catchup/scan.py",
+        "        sources = read_sources(session.ledger, jobs)  # before anything is written",
+        "        sources = {j.name: None for j in jobs if j.keyed}",
+        ("tests/integration/test_keys.py::test_a_keys_query_that_fails_writes_nothing",),
+    ),
+    Mutation(
         "replay-plans-keyed-upstream",
         "a replay of one job runs the keyed upstream periods of its own keys that it waits for",
         "catchup/planning.py",

@@ -63,15 +63,16 @@ class Looking(Base):
     def keys(self, job: str) -> KeysReport:
         """``catchup keys JOB``: the job's keys as its keys query (or list) gives them now,
         recorded, with when each was first and last seen and from when it is expected."""
-        from ..keyed import current_keys
+        from ..keyed import current_keys, read_sources
 
         spec = self.job(job)
         if not spec.keyed:
             raise ConfigError(f"{spec.name} has no keys (give it keys = [...] or a SELECT)")
         session = self.session
+        source = read_sources(session.ledger, [spec])[spec.name]  # before anything is written
         job_id = session.registered_id(spec.name)
         now = session.now()
-        rows = current_keys(session.ledger, spec, job_id, now, write=True)
+        rows = current_keys(session.ledger, spec, job_id, now, write=True, source=source)
         return KeysReport(spec.name, now, tuple(rows), labeler=spec.label)
 
     def jobs(self) -> JobsReport:

@@ -744,3 +744,24 @@ def test_a_replay_of_one_job_runs_the_keyed_upstream_periods_it_needs(project: P
     for key in ("acme", "globex"):
         for d in ("2026-03-01", "2026-03-02"):
             assert ran.index((key, d, "export")) < ran.index((key, d, "invoice"))
+
+
+@pytest.mark.parametrize(
+    "args",
+    [("scan",), ("keys", "invoice"), ("replay", "--since", "2026-03-01"), ("tick",)],
+    ids=lambda args: args[0],
+)
+def test_a_keys_query_that_fails_writes_nothing(
+    project: Project, sql: Any, args: tuple[str, ...]
+) -> None:
+    """A keys query that fails (here: a table that does not exist) is one line naming the
+    job's keys, and the ledger is left as it was: not even the job's row is written."""
+    invoice(project, keys="SELECT id FROM no_such_tenants")
+    assert project.cli("-q", "migrate").exit_code == 0
+    before = ledger_contents(sql, project.schema)
+    failed = project.cli("-q", *args)
+    lines = failed.output.strip().splitlines()
+    assert failed.exit_code != 0 and len(lines) == 1, failed.output
+    assert lines[0].startswith("catchup: jobs.invoice.keys: the keys query failed: ")
+    assert "no_such_tenants" in lines[0]
+    assert ledger_contents(sql, project.schema) == before
