@@ -90,14 +90,7 @@ def chained_states(
         for r in results
         if r.job in uppers and r.counts.get(PeriodState.unverified, 0)
     }
-    plain = [i for i, job in enumerate(jobs) if not job.keyed]
-    out = list(results)
-    for i, found in zip(
-        plain,
-        outdated_states(session, [jobs[i] for i in plain], [results[i] for i in plain], rows),
-        strict=True,
-    ):
-        out[i] = found
+    out = outdated_states(session, jobs, results, rows)
     known: dict[str, _Known] = {}
     scanned = {job.name: i for i, job in enumerate(jobs)}
     for i in sorted(range(len(jobs)), key=lambda n: rank.get(jobs[n].name, 0)):

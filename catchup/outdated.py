@@ -50,11 +50,12 @@ def outdated_states(
             spans.append((rows[up.name].id, span_lo or up.timeline.first, result.until))
     if not spans:
         return list(results)
-    touched: dict[int, dict[datetime, datetime]] = {}  # job -> period start -> latest re-run
+    # job -> (key, period start) -> latest re-run; key "" for every key (an unkeyed upstream)
+    touched: dict[int, dict[tuple[str, datetime], datetime]] = {}
     for (i, dep, up), again in zip(asks, session.ledger.rerun_runs(spans), strict=True):
         timeline, lo, hi = jobs[i].timeline, results[i].first, results[i].until
         assert lo is not None and hi is not None
-        for start, end, finished in again:
+        for start, end, finished, key in again:
             # the downstream periods that need it: those overlapping it, or (previous) the
             # ones it is the latest before
             if dep.periods == "overlapping":
@@ -68,14 +69,57 @@ def outdated_states(
                     q.start == start for q in needed(up.timeline, period, dep.periods)
                 ):
                     mine = touched.setdefault(i, {})
-                    mine[period.start] = max(finished, mine.get(period.start, finished))
+                    at = (key, period.start)
+                    mine[at] = max(finished, mine.get(at, finished))
     out = list(results)
     for i, latest in touched.items():
-        done = session.ledger.succeeded_runs(rows[jobs[i].name].id, sorted(latest))
-        stale = sorted(t for t, (ran, _) in done.items() if ran < latest[t])
+        job_id = rows[jobs[i].name].id
+        if jobs[i].keyed:
+            out[i] = _outdated_keys(session, jobs[i], job_id, out[i], latest)
+            continue
+        starts = sorted(t for _, t in latest)
+        done = session.ledger.succeeded_runs(job_id, starts)
+        stale = sorted(t for t, (ran, _) in done.items() if ran < latest[("", t)])
         if stale:
             out[i] = _outdated(jobs[i].timeline, out[i], stale)
     return out
+
+
+def _outdated_keys(
+    session: Session,
+    job: Job,
+    job_id: int,
+    result: JobScan,
+    latest: dict[tuple[str, datetime], datetime],
+) -> JobScan:
+    """A keyed job's scan with each key's succeeded periods that finished before an upstream
+    period they need ran again (an unkeyed upstream's: every key; a keyed one's: its own key)
+    as ``outdated``."""
+    from .keychain import grouped
+    from .targets import KeyRange
+
+    starts = sorted({t for _, t in latest})
+    keys = list(job.selected_keys) or None
+    stale: dict[str, list[datetime]] = {}
+    for key, start, ran in session.ledger.succeeded_key_runs(job_id, starts, keys):
+        again = max(latest.get(("", start), ran), latest.get((key, start), ran))
+        if ran < again:
+            stale.setdefault(key, []).append(start)
+    if not stale:
+        return result
+    found = list(result.key_ranges)
+    for key, marked in stale.items():
+        for r in group(job.timeline, [(PeriodState.outdated, t) for t in marked]):
+            found.append(KeyRange(key, r.state, r.first, r.last, r.periods))
+    found.sort(key=lambda r: (r.first, r.key))
+    moved = sum(len(marked) for marked in stale.values())
+    counts = dict(result.counts)
+    counts[PeriodState.succeeded] -= moved
+    counts[PeriodState.outdated] = counts.get(PeriodState.outdated, 0) + moved
+    ranges, range_keys = grouped(found)
+    return replace(
+        result, counts=counts, ranges=ranges, key_ranges=tuple(found), range_keys=range_keys
+    )
 
 
 def _outdated(timeline: Timeline, result: JobScan, marked: list[datetime]) -> JobScan:

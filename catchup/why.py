@@ -217,7 +217,9 @@ def _ran_again(
     spans = [(rows[up.name].id, ps[0].start, ps[-1].end) for up, ps in wanted]
     for (up, periods), again in zip(wanted, session.ledger.rerun_runs(spans), strict=True):
         starts = {p.start: p for p in periods}
-        for start, _, finished in again:
+        for start, _, finished, key in again:
+            if key not in ("", job.key or ""):
+                continue  # another key's re-run of a keyed upstream
             if start in starts and finished > finished_at:
                 return up, starts[start], finished
     return None

@@ -47,6 +47,16 @@ class Mutation:
 
 MUTATIONS = (
     Mutation(
+        "scan-outdated-per-key",
+        "a keyed upstream's re-run of one key makes that key's downstream periods outdated",
+        "catchup/outdated.py",
+        '        again = max(latest.get(("", start), ran), latest.get((key, start), ran))',
+        '        again = latest.get(("", start), ran)',
+        (
+            "tests/integration/test_keys.py::test_an_upstream_rerun_makes_the_keys_that_used_it_outdated",
+        ),
+    ),
+    Mutation(
         "keys-read-before-writes",
         "a keys query that fails leaves the ledger as it was: its keys are read before any write",
         "catchup/scan.py",
@@ -816,8 +826,8 @@ MUTATIONS = (
         "scan-outdated",
         "a downstream period that finished before an upstream period it used ran again is outdated",
         "catchup/outdated.py",
-        "        stale = sorted(t for t, (ran, _) in done.items() if ran < latest[t])\n",
-        "        stale = sorted(t for t, (ran, _) in done.items() if ran < latest[t] and False)\n",
+        '        stale = sorted(t for t, (ran, _) in done.items() if ran < latest[("", t)])\n',
+        "        stale = sorted(t for t, (ran, _) in done.items() if 0)\n",
         (
             "tests/integration/test_chains.py::"
             "test_an_upstream_rerun_makes_its_downstream_outdated_and_replay_runs_it_once",

@@ -134,18 +134,27 @@ class Scanning(LedgerBase):
         rows = self.conn.execute(self._q("succeeded_runs"), params).fetchall()
         return {start: (finished, attempt) for start, finished, attempt in rows}
 
+    def succeeded_key_runs(
+        self, job_id: int, starts: list[datetime], keys: list[str] | None
+    ) -> list[tuple[str, datetime, datetime]]:
+        """A keyed job's succeeded rows at these period starts (of ``keys``, or of every key),
+        as (key, start, finished_at)."""
+        params = {"job_id": job_id, "starts": starts, "keys": keys}
+        rows = self.conn.execute(self._q("succeeded_key_runs"), params).fetchall()
+        return [(key, start, finished) for key, start, finished in rows]
+
     def rerun_runs(
         self, spans: list[tuple[int, datetime, datetime]]
-    ) -> list[list[tuple[datetime, datetime, datetime]]]:
+    ) -> list[list[tuple[datetime, datetime, datetime, str]]]:
         """For each span (job_id, lo, hi): the job's rows starting in ``[lo, hi)`` that
-        succeeded at a later attempt, as (start, end, finished_at). One statement."""
-        found: list[list[tuple[datetime, datetime, datetime]]] = [[] for _ in spans]
+        succeeded at a later attempt, as (start, end, finished_at, key). One statement."""
+        found: list[list[tuple[datetime, datetime, datetime, str]]] = [[] for _ in spans]
         if not spans:
             return found
         job_ids, los, his = (list(c) for c in zip(*spans, strict=True))
         params = {"job_ids": job_ids, "los": los, "his": his}
-        for n, start, end, finished in self.conn.execute(self._q("rerun_runs"), params):
-            found[n - 1].append((start, end, finished))
+        for n, start, end, finished, key in self.conn.execute(self._q("rerun_runs"), params):
+            found[n - 1].append((start, end, finished, key))
         return found
 
     def last_success_of_keys(self, job_id: int, keys: list[str]) -> datetime | None:

@@ -248,14 +248,25 @@ WHERE job_id = %(job_id)s AND key = '' AND status = 'succeeded'
   AND period_start = ANY(%(starts)s::timestamptz[])
 ORDER BY period_start;
 
+-- name: succeeded_key_runs
+-- A keyed job's succeeded rows at these period starts, of every key (or of %(keys)s when
+-- given): when each finished (a downstream period that finished before an upstream one ran
+-- again is outdated).
+SELECT key, period_start, finished_at
+FROM {schema}.runs
+WHERE job_id = %(job_id)s AND status = 'succeeded'
+  AND period_start = ANY(%(starts)s::timestamptz[])
+  AND (%(keys)s::text[] IS NULL OR key = ANY(%(keys)s::text[]))
+ORDER BY key, period_start;
+
 -- name: rerun_runs
 -- Upstream jobs' rows, one span [lo, hi) of one job each (numbered from 1), that succeeded at a
 -- later attempt (run again after a reset or a failure): the only upstream periods that can make
 -- a downstream one outdated. Rare, and found through their own small index (runs_reruns).
-SELECT x.n, r.period_start, r.period_end, r.finished_at
+SELECT x.n, r.period_start, r.period_end, r.finished_at, r.key
 FROM unnest(%(job_ids)s::bigint[], %(los)s::timestamptz[], %(his)s::timestamptz[])
      WITH ORDINALITY AS x (job_id, lo, hi, n)
 JOIN {schema}.runs r
-  ON r.job_id = x.job_id AND r.key = '' AND r.period_start >= x.lo AND r.period_start < x.hi
+  ON r.job_id = x.job_id AND r.period_start >= x.lo AND r.period_start < x.hi
 WHERE r.status = 'succeeded' AND r.attempt > 1
-ORDER BY x.n, r.period_start;
+ORDER BY x.n, r.period_start, r.key;

@@ -765,3 +765,54 @@ def test_a_keys_query_that_fails_writes_nothing(
     assert lines[0].startswith("catchup: jobs.invoice.keys: the keys query failed: ")
     assert "no_such_tenants" in lines[0]
     assert ledger_contents(sql, project.schema) == before
+
+
+def test_an_upstream_rerun_makes_the_keys_that_used_it_outdated(project: Project) -> None:
+    """A keyed job after an unkeyed one and a keyed one: the unkeyed upstream's re-run makes
+    every key's period that used it outdated; the keyed upstream's re-run of one key only that
+    key's. `replay --outdated` runs each of them again, once."""
+    project.write(
+        job_toml("rates", "daily", "2026-03-01", command=["true"])
+        + job_toml("export", "daily", "2026-03-01", keys=TENANTS, command=["true", "{key}"])
+        + job_toml(
+            "invoice",
+            "daily",
+            "2026-03-01",
+            keys=TENANTS,
+            after=["rates", "export"],
+            command=["true", "{key}"],
+        )
+    )
+    window = ("--since", "2026-03-01", "--until", "2026-03-03")
+    assert project.cli("-q", "replay", *window).exit_code == 0
+
+    def invoice_gaps() -> list[tuple[str, str, str, tuple[str, ...]]]:
+        jobs = run(project, "scan", *window)["jobs"]
+        found = next(j for j in jobs if j["job"] == "invoice")
+        return [
+            (g["status"], g["first_label"], g["last_label"], tuple(g["keys"]))
+            for g in found["gaps"]
+        ]
+
+    assert invoice_gaps() == []
+    reset = ("reset", "export", "2026-03-02", "--key", "globex", "--reason", "bad export")
+    assert project.cli("-q", *reset).exit_code == 0
+    assert (
+        project.cli("-q", "run", "export", "--period", "2026-03-02", "--key", "globex").exit_code
+        == 0
+    )
+    assert invoice_gaps() == [("outdated", "2026-03-02", "2026-03-02", ("globex",))]
+    assert project.cli("-q", "reset", "rates", "2026-03-01", "--reason", "bad rates").exit_code == 0
+    assert project.cli("-q", "run", "rates", "--period", "2026-03-01").exit_code == 0
+    assert sorted(invoice_gaps()) == [
+        ("outdated", "2026-03-01", "2026-03-01", ("acme", "initech")),
+        ("outdated", "2026-03-01", "2026-03-02", ("globex",)),
+    ]
+    rerun = run(project, "replay", *window, "--outdated", "--reason", "upstream re-ran")
+    assert sorted((p["job"], p["key"], p["label"]) for p in rerun["periods"]) == [
+        ("invoice", "acme", "2026-03-01"),
+        ("invoice", "globex", "2026-03-01"),
+        ("invoice", "globex", "2026-03-02"),
+        ("invoice", "initech", "2026-03-01"),
+    ]
+    assert invoice_gaps() == []
