@@ -1,6 +1,7 @@
 """The pieces a missing range is cut into by the upstream periods it waits for: runs of
 undone upstream periods (``UpstreamRun``, ``runs_of``), the pieces of a range each run holds
-(``segments``), and what a blocked piece waits for in words (``said_of``). Shared by the scan
+(``segments``), those pieces carried on by a job that waits for its own previous period
+(``carried``), and what a blocked piece waits for in words (``said_of``). Shared by the scan
 of jobs without keys (:mod:`catchup.chained`) and with keys (:mod:`catchup.keychain`)."""
 
 from __future__ import annotations
@@ -104,3 +105,38 @@ def said_of(job: Job, r: Range, runs: tuple[UpstreamRun, ...]) -> str:
             when = f"{when} .. {run.up.label(last)}"
         parts.append(f"{run.up.name} {when} ({run.state})")
     return ", ".join(parts[:3]) + (f" and {len(parts) - 3} more" if len(parts) > 3 else "")
+
+
+def carried(
+    job: Job,
+    lo: datetime,
+    hi: datetime,
+    pieces: list[tuple[datetime, datetime, tuple[UpstreamRun, ...]]],
+) -> list[tuple[datetime, datetime, tuple[UpstreamRun, ...]]]:
+    """``pieces`` of the missing range ``[lo, hi)`` of a job that waits for its own previous
+    period: each period after the first waits for the one before it, so for everything that
+    one waits for. From the first blocked period on (or the second, which waits for a first
+    that waits for nothing) the rest of the range is blocked, by what each period and those
+    before it wait for: a run of them is one range naming the root, never a nested text."""
+    carried: tuple[UpstreamRun, ...] = ()
+    cursor = lo
+    if not pieces or pieces[0][0] > lo:
+        cursor = job.timeline.after(lo)
+        carried = (UpstreamRun(job, lo, lo, cursor, "missing"),)
+    out: list[tuple[datetime, datetime, tuple[UpstreamRun, ...]]] = []
+    for a, b, active in [*pieces, (hi, hi, ())]:
+        if b <= cursor and a < hi:
+            continue
+        if cursor < a:  # waits for nothing itself: for what the one before it waits for
+            out.append((cursor, a, carried))
+        if a < b:
+            carried = tuple(sorted({*carried, *active}))
+            out.append((max(a, cursor), b, carried))
+        cursor = max(cursor, b)
+    merged: list[tuple[datetime, datetime, tuple[UpstreamRun, ...]]] = []
+    for a, b, runs in out:
+        if merged and merged[-1][1] == a and merged[-1][2] == runs:
+            merged[-1] = (merged[-1][0], b, runs)
+        else:
+            merged.append((a, b, runs))
+    return merged

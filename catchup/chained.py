@@ -11,9 +11,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 
-from .carving import UpstreamRun, runs_of, said_of, segments
+from .carving import UpstreamRun, carried, runs_of, said_of, segments
 from .job import Job
-from .keychain import carved_keys, chain_scanned, key_runs
+from .keychain import carved_keys, key_runs
 from .models import JobRow, JobScan, Range
 from .outdated import outdated_states
 from .schedule import Period, Timeline
@@ -48,20 +48,10 @@ def chained_states(
     upstream period the scan found ``unverified`` (its job's evidence) is not done either. A
     job with keys has each key's periods blocked by what they wait for (:mod:`catchup.keychain`):
     an unkeyed upstream's periods, and a keyed upstream's periods of the same key (from its
-    scan here, or in ``upstream`` when it is not among ``jobs``). One that waits for itself is
-    left as scanned (its claims wait key by key; its scan does not say so); none is outdated."""
+    scan here, or in ``upstream`` when it is not among ``jobs``), its own previous period's
+    (of the same key) when it waits for itself; and its outdated periods key by key."""
     if not any(job.after for job in jobs):
         return results
-    if any(job.keyed for job in jobs):
-        taken = [i for i, job in enumerate(jobs) if chain_scanned(job)]
-        if len(taken) < len(jobs):
-            done = chained_states(
-                session, [jobs[i] for i in taken], [results[i] for i in taken], now, rows, upstream
-            )
-            out = list(results)
-            for i, result in zip(taken, done, strict=True):
-                out[i] = result
-            return out
     rank = ranks({job.name: job.after for job in session.config.jobs.values()})
     uppers = {
         dep.job: session.resolve(session.config.job(dep.job), write=False)
@@ -96,7 +86,7 @@ def chained_states(
     for i in sorted(range(len(jobs)), key=lambda n: rank.get(jobs[n].name, 0)):
         job = jobs[i]
         by_key = {
-            dep.job: key_runs(uppers[dep.job], theirs)
+            dep.job: key_runs(uppers[dep.job], theirs, own=dep.job == job.name)
             for dep in job.after
             if job.keyed and uppers[dep.job].keyed
             if (theirs := _scan_of(dep.job, scanned, out, upstream)) is not None
@@ -183,9 +173,9 @@ def with_blocked(
     if not job.after or not missing:
         return result
     runs = blocking_runs(job, missing, now, uppers, reads, known, unverified)
-    if job.keyed:
-        return carved_keys(job, result, runs, uppers, by_key or {})
     own_dep = any(dep.job == job.name for dep in job.after)
+    if job.keyed:
+        return carved_keys(job, result, runs, uppers, by_key or {}, own_dep)
     return _carved(job, result, runs, uppers, own_dep)
 
 
@@ -248,7 +238,7 @@ def _carved(
         lo, hi = range_.first, timeline.after(range_.last)
         cursor = lo
         pieces = segments(job, lo, hi, runs, uppers)
-        for a, b, active in _carried(job, lo, hi, pieces) if own else pieces:
+        for a, b, active in carried(job, lo, hi, pieces) if own else pieces:
             if a > cursor:
                 out.append(_range(timeline, PeriodState.missing, cursor, a))
             piece = _range(timeline, PeriodState.blocked, a, b)
@@ -269,38 +259,3 @@ def _carved(
 def _range(timeline: Timeline, state: str, a: datetime, b: datetime) -> Range:
     """The periods starting in ``[a, b)`` (both period starts) as one range."""
     return Range(state, a, timeline.before(b) or a, timeline.count(a, b))
-
-
-def _carried(
-    job: Job,
-    lo: datetime,
-    hi: datetime,
-    pieces: list[tuple[datetime, datetime, tuple[UpstreamRun, ...]]],
-) -> list[tuple[datetime, datetime, tuple[UpstreamRun, ...]]]:
-    """``pieces`` of the missing range ``[lo, hi)`` of a job that waits for its own previous
-    period: each period after the first waits for the one before it, so for everything that
-    one waits for. From the first blocked period on (or the second, which waits for a first
-    that waits for nothing) the rest of the range is blocked, by what each period and those
-    before it wait for: a run of them is one range naming the root, never a nested text."""
-    carried: tuple[UpstreamRun, ...] = ()
-    cursor = lo
-    if not pieces or pieces[0][0] > lo:
-        cursor = job.timeline.after(lo)
-        carried = (UpstreamRun(job, lo, lo, cursor, "missing"),)
-    out: list[tuple[datetime, datetime, tuple[UpstreamRun, ...]]] = []
-    for a, b, active in [*pieces, (hi, hi, ())]:
-        if b <= cursor and a < hi:
-            continue
-        if cursor < a:  # waits for nothing itself: for what the one before it waits for
-            out.append((cursor, a, carried))
-        if a < b:
-            carried = tuple(sorted({*carried, *active}))
-            out.append((max(a, cursor), b, carried))
-        cursor = max(cursor, b)
-    merged: list[tuple[datetime, datetime, tuple[UpstreamRun, ...]]] = []
-    for a, b, runs in out:
-        if merged and merged[-1][1] == a and merged[-1][2] == runs:
-            merged[-1] = (merged[-1][0], b, runs)
-        else:
-            merged.append((a, b, runs))
-    return merged

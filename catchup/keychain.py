@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import datetime
 
-from .carving import UpstreamRun, said_of, segments
+from .carving import UpstreamRun, carried, said_of, segments
 from .job import Job
 from .models import JobScan, Range
 from .targets import KeyRange
@@ -21,18 +21,14 @@ Piece = tuple[
 ]  # state, first start, end, waits for
 
 
-def chain_scanned(job: Job) -> bool:
-    """The scan can say which of ``job``'s periods are blocked: it has no keys, or it waits
-    for other jobs only (not for its own previous period, key by key)."""
-    return not job.keyed or all(dep.job != job.name for dep in job.after)
-
-
-def key_runs(up: Job, scan: JobScan) -> dict[str, list[UpstreamRun]]:
+def key_runs(up: Job, scan: JobScan, own: bool = False) -> dict[str, list[UpstreamRun]]:
     """A keyed upstream job's periods not done, per key, as runs: its scan's key ranges (all
-    but succeeded and waived ones; a period before its scan's window counts as done)."""
+    but succeeded and waived ones; a period before its scan's window counts as done). With
+    ``own`` (the job waits for its own previous period) its missing ranges are left out: the
+    carving carries a missing range's first period on through the rest."""
     out: dict[str, list[UpstreamRun]] = {}
     for r in scan.key_ranges:
-        if r.state not in DONE:
+        if r.state not in DONE and not (own and r.state == PeriodState.missing):
             run = UpstreamRun(up, r.first, r.last, up.timeline.after(r.last), r.state)
             out.setdefault(r.key, []).append(run)
     return out
@@ -59,12 +55,15 @@ def carved_keys(
     runs: dict[str, list[UpstreamRun]],
     uppers: dict[str, Job],
     by_key: dict[str, dict[str, list[UpstreamRun]]],
+    own_dep: bool = False,
 ) -> JobScan:
     """``result`` (a keyed job's scan) with each key's missing periods that wait for the
     upstream ``runs`` (of unkeyed jobs, the same for every key) or for a keyed upstream's
     runs of the same key (``by_key``: upstream job -> key -> runs) as ``blocked``; a span
-    many keys share is cut once when no keyed upstream has runs of the key."""
-    if not runs and not any(by_key.values()):
+    many keys share is cut once when no keyed upstream has runs of the key. ``own_dep``: the
+    job waits for its own previous period (of the same key), so a missing range's first period
+    blocks the rest of it."""
+    if not runs and not any(by_key.values()) and not own_dep:
         return result
     timeline = job.timeline
     cuts: dict[tuple[datetime, datetime], list[Piece]] = {}
@@ -77,11 +76,12 @@ def carved_keys(
             continue
         own = {name: keys[r.key] for name, keys in by_key.items() if r.key in keys}
         if own:
-            pieces = _pieces(job, r.first, r.last, {**runs, **own}, uppers)
+            pieces = _pieces(job, r.first, r.last, {**runs, **own}, uppers, own_dep)
         else:
             shared = cuts.get((r.first, r.last))
             if shared is None:
-                shared = cuts[(r.first, r.last)] = _pieces(job, r.first, r.last, runs, uppers)
+                shared = _pieces(job, r.first, r.last, runs, uppers, own_dep)
+                cuts[(r.first, r.last)] = shared
             pieces = shared
         for state, a, b, active in pieces:
             last = timeline.before(b) or a
@@ -117,13 +117,15 @@ def _pieces(
     last: datetime,
     runs: dict[str, list[UpstreamRun]],
     uppers: dict[str, Job],
+    own: bool = False,
 ) -> list[Piece]:
     """The missing range ``[first, last]`` (period starts) cut into missing and blocked
     pieces, in order, each with the upstream runs it waits for."""
     lo, hi = first, job.timeline.after(last)
     out: list[Piece] = []
     cursor = lo
-    for a, b, active in segments(job, lo, hi, runs, uppers):
+    pieces = segments(job, lo, hi, runs, uppers)
+    for a, b, active in carried(job, lo, hi, pieces) if own else pieces:
         if a > cursor:
             out.append((PeriodState.missing, cursor, a, ()))
         out.append((PeriodState.blocked, a, b, active))

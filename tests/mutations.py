@@ -47,6 +47,17 @@ class Mutation:
 
 MUTATIONS = (
     Mutation(
+        "scan-blocked-by-own-previous-key",
+        "a keyed job after its own previous period: a key's missing day blocks its later ones",
+        "catchup/keychain.py",
+        "    for a, b, active in carried(job, lo, hi, pieces) if own else pieces:",
+        "    for a, b, active in pieces:",
+        (
+            "tests/integration/test_keys.py::"
+            "test_a_keyed_running_balance_is_blocked_key_by_key_after_its_own_failed_day",
+        ),
+    ),
+    Mutation(
         "scan-outdated-per-key",
         "a keyed upstream's re-run of one key makes that key's downstream periods outdated",
         "catchup/outdated.py",
@@ -110,7 +121,7 @@ MUTATIONS = (
         "scan-blocked-keys",
         "a keyed job's missing periods an unkeyed upstream's undone periods hold are blocked",
         "catchup/chained.py",
-        "        return carved_keys(job, result, runs, uppers, by_key or {})",
+        "        return carved_keys(job, result, runs, uppers, by_key or {}, own_dep)",
         "        return result",
         (
             "tests/integration/test_keys.py::"
@@ -788,7 +799,7 @@ MUTATIONS = (
         "scan-blocked",
         "a missing period waiting for upstream periods not done is reported blocked",
         "catchup/chained.py",
-        "        for a, b, active in _carried(job, lo, hi, pieces) if own else pieces:\n",
+        "        for a, b, active in carried(job, lo, hi, pieces) if own else pieces:\n",
         "        for a, b, active in []:\n",
         (
             "tests/integration/test_chains.py::"
@@ -799,7 +810,7 @@ MUTATIONS = (
         "scan-blocked-by-own-previous",
         "a missing period waiting for its own blocked previous period is blocked, by the root",
         "catchup/chained.py",
-        "        for a, b, active in _carried(job, lo, hi, pieces) if own else pieces:\n",
+        "        for a, b, active in carried(job, lo, hi, pieces) if own else pieces:\n",
         "        for a, b, active in pieces:\n",
         (
             "tests/integration/test_chains.py::"

@@ -816,3 +816,51 @@ def test_an_upstream_rerun_makes_the_keys_that_used_it_outdated(project: Project
         ("invoice", "initech", "2026-03-01"),
     ]
     assert invoice_gaps() == []
+
+
+def test_a_keyed_running_balance_is_blocked_key_by_key_after_its_own_failed_day(
+    project: Project,
+) -> None:
+    """balance waits for its own previous day, key by key: globex's failed March 2 blocks
+    globex's later days (named by that day), while acme's and initech's days are missing only
+    where nothing before them is undone: the first missing day of a range is missing, the ones
+    after it wait for it."""
+    fails = ["sh", "-c", 'test "$0 $1" != "globex 2026-03-02"', "{key}", "{period}"]
+    project.write(
+        job_toml(
+            "balance",
+            "daily",
+            "2026-03-01",
+            keys=TENANTS,
+            command=fails,
+            max_attempts=1,
+            after=[{"job": "balance", "periods": "previous"}],
+        )
+    )
+    assert (
+        project.cli("-q", "replay", "--since", "2026-03-01", "--until", "2026-03-03").exit_code == 1
+    )
+    found = run(project, "scan", "--since", "2026-03-01", "--until", "2026-03-06")["jobs"][0]
+    gaps = sorted(
+        (g["status"], g["first_label"], g["last_label"], tuple(g["keys"]), g.get("blocked_by"))
+        for g in found["gaps"]
+    )
+    assert gaps == [
+        ("blocked", "2026-03-03", "2026-03-05", ("globex",), "balance 2026-03-02 (exhausted)"),
+        (
+            "blocked",
+            "2026-03-04",
+            "2026-03-05",
+            ("acme", "initech"),
+            "balance 2026-03-03 (missing)",
+        ),
+        ("exhausted", "2026-03-02", "2026-03-02", ("globex",), None),
+        ("missing", "2026-03-03", "2026-03-03", ("acme", "initech"), None),
+    ]
+    # the claims agree: only acme's and initech's March 3 can run now
+    ran = run(project, "replay", "--since", "2026-03-03", "--until", "2026-03-04")
+    assert sorted((p["key"], p["status"]) for p in ran["periods"]) == [
+        ("acme", "succeeded"),
+        ("globex", "blocked"),
+        ("initech", "succeeded"),
+    ]
