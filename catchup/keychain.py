@@ -1,7 +1,9 @@
-"""The scan's ``blocked`` periods of a job with keys that waits for jobs without keys (``after
-= ["export"]``): every key's missing range is cut where the upstream periods it waits for are
-not done, as :mod:`catchup.chained` cuts an unkeyed job's, and the pieces that wait are
-blocked, named by what they wait for. The keys' ranges are grouped again across keys."""
+"""The scan's ``blocked`` periods of a job with keys: every key's missing range is cut where
+the upstream periods it waits for are not done, as :mod:`catchup.chained` cuts an unkeyed
+job's: an unkeyed upstream's periods (the same for every key), a keyed upstream's of the same
+key (``key_runs``), and its own previous period of the same key. The pieces that wait are
+blocked, named by what they wait for, and the keys' ranges are grouped again across keys
+(``grouped``, which the scan of a keyed job uses too)."""
 
 from __future__ import annotations
 
@@ -16,9 +18,8 @@ from .vocabulary import PeriodState
 
 DONE = frozenset({PeriodState.succeeded, PeriodState.waived})
 
-Piece = tuple[
-    str, datetime, datetime, tuple[UpstreamRun, ...]
-]  # state, first start, end, waits for
+# a piece of a missing range: its state, its first period's start, its end, what it waits for
+Piece = tuple[str, datetime, datetime, tuple[UpstreamRun, ...]]
 
 
 def key_runs(up: Job, scan: JobScan, own: bool = False) -> dict[str, list[UpstreamRun]]:
