@@ -69,7 +69,7 @@ def carved_keys(
     timeline = job.timeline
     cuts: dict[tuple[datetime, datetime], list[Piece]] = {}
     found: list[KeyRange] = []
-    waits: dict[tuple[datetime, datetime], str] = {}
+    actives: dict[tuple[str, datetime, datetime], tuple[UpstreamRun, ...]] = {}
     moved = 0
     for r in result.key_ranges:
         if r.state != PeriodState.missing:
@@ -90,8 +90,7 @@ def carved_keys(
             found.append(piece)
             if state == PeriodState.blocked:
                 moved += piece.periods
-                if (a, last) not in waits:
-                    waits[(a, last)] = said_of(job, Range(state, a, last, piece.periods), active)
+                actives[(r.key, a, last)] = active
     if not moved:
         return result
     found.sort(key=lambda k: (k.first, k.key))
@@ -100,7 +99,9 @@ def carved_keys(
     counts[PeriodState.missing] -= moved
     counts[PeriodState.blocked] = counts.get(PeriodState.blocked, 0) + moved
     blocked_by = tuple(
-        (r.first, waits[(r.first, r.last)]) for r in ranges if r.state == PeriodState.blocked
+        (r.first, _waits(job, r, held, actives))
+        for r, held in zip(ranges, keys, strict=True)
+        if r.state == PeriodState.blocked
     )
     return replace(
         result,
@@ -110,6 +111,31 @@ def carved_keys(
         key_ranges=tuple(found),
         range_keys=keys,
     )
+
+
+def _waits(
+    job: Job,
+    r: Range,
+    held: tuple[str, ...],
+    actives: dict[tuple[str, datetime, datetime], tuple[UpstreamRun, ...]],
+) -> str:
+    """What the keys ``held`` of blocked range ``r`` wait for: what they all wait for, then
+    what some wait for besides, naming them (``rates 2026-03-04 (missing); globex also
+    balance 2026-03-02 (exhausted)``)."""
+    sets = [frozenset(actives[(key, r.first, r.last)]) for key in held]
+    common = frozenset.intersection(*sets)
+    parts = [said_of(job, r, tuple(sorted(common)))] if common else []
+    besides: dict[frozenset[UpstreamRun], list[str]] = {}
+    for key, runs in zip(held, sets, strict=True):
+        if runs - common:
+            besides.setdefault(runs - common, []).append(key)
+    for n, (runs, named) in enumerate(besides.items()):
+        if n == 3:
+            parts.append(f"and {len(besides) - 3} more")
+            break
+        who = ", ".join(named[:3]) + (f" +{len(named) - 3}" if len(named) > 3 else "")
+        parts.append(f"{who}{' also' if common else ''}: {said_of(job, r, tuple(sorted(runs)))}")
+    return "; ".join(parts)
 
 
 def _pieces(

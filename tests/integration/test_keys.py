@@ -864,3 +864,38 @@ def test_a_keyed_running_balance_is_blocked_key_by_key_after_its_own_failed_day(
         ("globex", "blocked"),
         ("initech", "succeeded"),
     ]
+
+
+def test_what_a_group_of_blocked_keys_waits_for_names_the_keys_it_holds_for(
+    project: Project,
+) -> None:
+    """Keys grouped in one blocked range can wait for different things: what they all wait
+    for is said plainly, what only some wait for names them."""
+    fails = ["sh", "-c", 'test "$0 $1" != "globex 2026-03-02"', "{key}", "{period}"]
+    project.write(
+        job_toml("rates", "daily", "2026-03-01", command=["true"])
+        + job_toml(
+            "balance",
+            "daily",
+            "2026-03-01",
+            keys=TENANTS,
+            command=fails,
+            max_attempts=1,
+            after=["rates", {"job": "balance", "periods": "previous"}],
+        )
+    )
+    window = ("--since", "2026-03-01", "--until", "2026-03-04")
+    assert project.cli("-q", "replay", *window).exit_code == 1
+    jobs = run(project, "scan", "--since", "2026-03-01", "--until", "2026-03-06")["jobs"]
+    balance = next(j for j in jobs if j["job"] == "balance")
+    said = {
+        (g["first_label"], tuple(g["keys"])): g["blocked_by"]
+        for g in balance["gaps"]
+        if g["status"] == "blocked"
+    }
+    assert said == {
+        ("2026-03-03", ("globex",)): "balance 2026-03-02 (exhausted)",
+        ("2026-03-04", tuple(TENANTS)): (
+            "rates 2026-03-04 .. 2026-03-05 (missing); globex also: balance 2026-03-02 (exhausted)"
+        ),
+    }
