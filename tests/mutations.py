@@ -47,6 +47,15 @@ class Mutation:
 
 MUTATIONS = (
     Mutation(
+        "keys-locked-in-order",
+        "a read of the keys locks their rows in key order first: two ticks never deadlock",
+        "catchup/ledger/keys.py",
+        '            self.conn.execute(self._q("lock_key_rows"), {"job_id": job_id, "keys": None})'
+        "\n",
+        "",
+        ("tests/integration/test_keys.py::test_recording_keys_locks_their_rows_in_key_order",),
+    ),
+    Mutation(
         "scan-blocked-by-own-previous-key",
         "a keyed job after its own previous period: a key's missing day blocks its later ones",
         "catchup/keychain.py",

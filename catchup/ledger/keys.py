@@ -96,9 +96,11 @@ class Keys(LedgerBase):
         *,
         start: datetime,
     ) -> None:
-        """Record one read of the job's keys, under the job's row lock."""
+        """Record one read of the job's keys, under the job's row lock, its key rows locked in
+        key order first (as :meth:`record_verified` locks those it updates)."""
         with self.conn.transaction():
             self.conn.execute(self._q("lock_job_row"), {"job_id": job_id})
+            self.conn.execute(self._q("lock_key_rows"), {"job_id": job_id, "keys": None})
             self.conn.execute(
                 self._q("record_keys"),
                 {
@@ -130,10 +132,13 @@ class Keys(LedgerBase):
                     current = self.conn.execute(self._q("lock_scan_state"), params).fetchone()
                     if current is None or current[1] != state[1]:
                         return False  # rows were removed since the scan's snapshot
-                    if current[0] != signature:
+                    if current[0] != signature:  # every key row: locked in key order first
+                        self.conn.execute(self._q("lock_key_rows"), {**params, "keys": None})
                         self.conn.execute(self._q("forget_verified"), params)
                 spans = [(key, lo, hi) for key, ranges in verified for lo, hi in ranges]
                 if spans:
+                    keys = sorted({key for key, _, _ in spans})  # in key order, as record_keys
+                    self.conn.execute(self._q("lock_key_rows"), {"job_id": job_id, "keys": keys})
                     self.conn.execute(
                         self._q("record_verified"),
                         {

@@ -38,6 +38,15 @@ FROM {schema}.job_keys
 WHERE job_id = %(job_id)s
 ORDER BY key;
 
+-- name: lock_key_rows
+-- A job's key rows (of %(keys)s, or all of them), locked in key order before they are updated:
+-- record_keys and record_verified update many of them, each in its own order, and two ticks
+-- doing one each would deadlock without it.
+SELECT key FROM {schema}.job_keys
+WHERE job_id = %(job_id)s AND (%(keys)s::text[] IS NULL OR key = ANY(%(keys)s::text[]))
+ORDER BY key
+FOR UPDATE;
+
 -- name: record_keys
 -- What one read of the keys saw: new keys are recorded (expected from the read's date, else the
 -- job's start when the ledger had no key of the job yet, else now), keys seen again are seen

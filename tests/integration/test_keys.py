@@ -899,3 +899,49 @@ def test_what_a_group_of_blocked_keys_waits_for_names_the_keys_it_holds_for(
             "rates 2026-03-04 .. 2026-03-05 (missing); globex also: balance 2026-03-02 (exhausted)"
         ),
     }
+
+
+def test_recording_keys_locks_their_rows_in_key_order(
+    ledger: Ledger, database: Database, schema: str
+) -> None:
+    """A read of the keys returned in any order locks the job's key rows in key order before
+    it updates them, as a scan recording what it verified does: two ticks doing one each
+    never deadlock. Here a transaction holds the first key's row; the read waits for it
+    holding no other key's row (another connection can lock each at once)."""
+    import threading
+
+    from fix_processes import wait_for
+
+    job_id = ledger.register_jobs(["invoice"])["invoice"].id
+    names = ["acme", "globex", "initech"]
+    ledger.record_keys(job_id, [(k, None) for k in names], start=DAY.first)
+    rows = psycopg.sql.Identifier(schema, "job_keys")
+    lock = psycopg.sql.SQL("SELECT key FROM {} WHERE job_id = %s AND key = %s FOR UPDATE")
+    with psycopg.connect(database.conninfo) as holder, psycopg.connect(database.conninfo) as other:
+        holder.execute(lock.format(rows), [job_id, "acme"])  # the first in key order
+        reader = Ledger(psycopg.connect(database.conninfo, autocommit=True), schema)
+        pid = reader.conn.info.backend_pid
+        done = threading.Event()
+
+        def read() -> None:
+            reader.record_keys(job_id, [(k, None) for k in reversed(names)], start=DAY.first)
+            done.set()
+
+        thread = threading.Thread(target=read, daemon=True)
+        thread.start()
+
+        def waiting() -> bool:
+            found = other.execute(
+                "SELECT wait_event_type FROM pg_stat_activity WHERE pid = %s", [pid]
+            ).fetchone()
+            other.rollback()
+            return found is not None and found[0] == "Lock"
+
+        wait_for(waiting, timeout=30, what="the read to wait for the held row")
+        for key in ("globex", "initech"):  # not held by the waiting read
+            other.execute(lock.format(rows) + psycopg.sql.SQL(" NOWAIT"), [job_id, key])
+            other.rollback()
+        holder.rollback()
+        thread.join(timeout=30)
+        assert done.is_set()
+        reader.conn.close()
