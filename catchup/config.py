@@ -8,7 +8,7 @@ import os
 import tomllib
 from collections.abc import Callable
 from dataclasses import replace
-from datetime import date, datetime
+from datetime import date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -85,7 +85,7 @@ def parse_config(raw: bytes, path: Path, *, schema: str | None = None) -> Config
         line = lines.find(where)
         problems.append((line, f"{name}:{line}: {message}"))
 
-    sections = {"project", "database", "jobs", "alerts"}
+    sections = {"project", "database", "jobs", "alerts", "ledger"}
     for key in data:
         if key not in sections:
             problem((key,), f"unknown section or key {key!r}{suggest(key, sections)}")
@@ -124,6 +124,7 @@ def parse_config(raw: bytes, path: Path, *, schema: str | None = None) -> Config
                 problem(where, f"database.schema: {said}")
 
     project_name = _parse_project(data.get("project"), problem) if "project" in data else None
+    keep_detail = _parse_ledger(data.get("ledger"), problem) if "ledger" in data else None
 
     jobs: dict[str, Job] = {}
     table = data.get("jobs", {})
@@ -177,6 +178,7 @@ def parse_config(raw: bytes, path: Path, *, schema: str | None = None) -> Config
         embedded=embedded,
         alerts=alerts,
         project_name=project_name,
+        keep_detail=keep_detail,
         schema_given=schema is not None or "schema" in database,
     )
 
@@ -203,6 +205,34 @@ def _parse_project(value: object, problem: Callable[[tuple[str, ...], str], None
         problem(("project", "name"), f"project.name: {said}")
         return None
     return name
+
+
+LEDGER_KEYS = frozenset({"keep_detail"})
+KEEP_DETAIL_LEAST = timedelta(days=1)
+
+
+def _parse_ledger(
+    value: object, problem: Callable[[tuple[str, ...], str], None]
+) -> timedelta | None:
+    """``[ledger] keep_detail``: how long a settled run's attempts, output tail and checkpoint
+    are kept (at least a day: they are what a person reads when something went wrong)."""
+    if not isinstance(value, dict):
+        problem(("ledger",), '[ledger] must be a table, like [ledger] keep_detail = "90d"')
+        return None
+    for key in value:
+        if key not in LEDGER_KEYS:
+            problem(("ledger", key), f"ledger.{key}: unknown key{suggest(key, LEDGER_KEYS)}")
+    if "keep_detail" not in value:
+        return None
+    try:
+        kept = parse_duration(value["keep_detail"])
+    except ValueError as exc:
+        problem(("ledger", "keep_detail"), f"ledger.keep_detail: {exc}")
+        return None
+    if kept < KEEP_DETAIL_LEAST:
+        problem(("ledger", "keep_detail"), "ledger.keep_detail: at least 1d")
+        return None
+    return kept
 
 
 def _parse_alerts(raw: object, problem: Callable[[tuple[str, ...], str], None]) -> Alerts | None:

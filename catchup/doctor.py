@@ -4,29 +4,20 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import datetime
-from typing import Literal
 
 import psycopg
 
 from . import db, evidence, sqlfiles
 from .config import find_config, load_config
 from .errors import CatchupError, first_line
+from .findings import Finding
 from .job import Config
 from .ledger import Ledger
 from .pulse import read_pulse
 from .session import Session
 
-Level = Literal["ok", "info", "warning", "serious"]
 CLOCK_TOLERANCE = 2.0  # seconds
-
-
-@dataclass(frozen=True)
-class Finding:
-    level: Level
-    topic: str
-    text: str
 
 
 def graph_findings(config: Config) -> list[Finding]:
@@ -371,6 +362,10 @@ def examine(config_path: str | None, dsn: str | None) -> list[Finding]:
         # one probe's database error is its finding; the others are still reported
         found += _guarded("time zones", lambda: zone_agreement(session, config, db_now))
         found += _guarded("evidence", lambda: evidence_findings(session, config, db_now))
+        if version == latest:
+            from .compaction import ledger_findings
+
+            found += _guarded("ledger", lambda: ledger_findings(session, db_now))
         pulse = read_pulse(session) if version == latest else None
         if pulse is None:
             pass

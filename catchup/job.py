@@ -189,6 +189,8 @@ class Config:
     origin: Path | None = None
     # ``[project] name`` (or ``project=`` in code): what the ledger records as this project
     project_name: str | None = None
+    # ``[ledger] keep_detail``: a settled run's detail older than this is compacted (None: kept)
+    keep_detail: timedelta | None = None
 
     @property
     def registrant(self) -> str:

@@ -19,6 +19,7 @@ from .models import (
     Pulse,
     Unconfigured,
 )
+from .retention import CompactedRun
 from .schedule import Period, iso_utc
 from .targets import KeyRow
 from .vocabulary import EventAction, OutcomeStatus, PeriodState
@@ -86,6 +87,10 @@ class History:
     changes: tuple[EventRow, ...]
     total_changes: int
     labeler: Callable[[datetime], str] = field(default=iso_utc, compare=False, repr=False)
+    # the period's compact record, when its detail was compacted (with --period)
+    compacted: CompactedRun | None = None
+    compacted_periods: int = 0  # how many of the job's periods were compacted in all
+    compacted_at: datetime | None = None  # when the last of them was
 
     def label(self, start: datetime) -> str:
         return self.labeler(start)

@@ -31,6 +31,7 @@ from .render import json as json_render
 from .render.metrics import Served, exposition
 from .render.page import keys_page, keys_path, status_page
 from .results import KeysReport
+from .retention import LedgerSize
 
 # a scan is "recent" for /readyz within this many refresh intervals (plus its own duration)
 READY_INTERVALS = 3
@@ -50,6 +51,7 @@ class View:
     document: bytes = b"{}"
     # each keyed job's keys page and document, by their paths (/keys/NAME, /api/keys/NAME)
     keyed: dict[str, tuple[bytes, str]] = field(default_factory=dict)
+    size: LedgerSize | None = None  # the ledger's tables and compaction, read with the scan
 
 
 class Watcher:
@@ -62,13 +64,14 @@ class Watcher:
         *,
         after: Callable[[ScanReport], list[str]] | None = None,
         keys: Callable[[], list[KeysReport]] | None = None,
+        size: Callable[[], LedgerSize] | None = None,
         scrub: Callable[[str], str],
         refresh: float,
         database: str,
         schema: str,
     ) -> None:
         self._scan, self._reset, self._scrub = scan, reset, scrub
-        self._after, self._keys = after, keys
+        self._after, self._keys, self._size = after, keys, size
         self.refresh = refresh
         self.database, self.schema = database, schema
         self._lock = threading.Lock()
@@ -97,6 +100,7 @@ class Watcher:
         try:
             report = self._scan()
             keyed = self._keys() if self._keys is not None else []
+            size = self._size() if self._size is not None else None
         except (psycopg.Error, CatchupError) as exc:
             text = first_line(exc) if isinstance(exc, psycopg.Error) else str(exc)
             self._reset()  # the next scan starts from a new connection
@@ -113,6 +117,7 @@ class Watcher:
             took=took,
             document="".join(json_render.scan_json_chunks(report)).encode(),
             keyed=self._keyed(keyed),
+            size=size,
         )
         view = replace(view, page=self._page(view))
         with self._lock:
@@ -170,7 +175,8 @@ class Watcher:
     def served(self) -> Served:
         view = self.view
         age = None if view.finished is None else time.monotonic() - view.finished
-        return Served(view.report, view.error is None and view.report is not None, view.took, age)
+        up = view.error is None and view.report is not None
+        return Served(view.report, up, view.took, age, view.size)
 
 
 def handler_for(watcher: Watcher) -> type[BaseHTTPRequestHandler]:

@@ -375,6 +375,7 @@ BEGIN
         DELETE FROM {schema}.evidence_state s WHERE s.job_id = new_id;
         DELETE FROM {schema}.alert_ranges a WHERE a.job_id = new_id;
         DELETE FROM {schema}.job_keys k WHERE k.job_id = new_id;
+        DELETE FROM {schema}.compaction c WHERE c.job_id = new_id;
         DELETE FROM {schema}.jobs j WHERE j.id = new_id;
     END IF;
     UPDATE {schema}.jobs SET name = new_name, retired_at = NULL WHERE id = old_id;
@@ -462,6 +463,17 @@ ALTER TABLE {schema}.alert_ranges ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTI
     NO MINVALUE
     NO MAXVALUE
     CACHE 1
+);
+
+-- table compaction
+
+CREATE TABLE {schema}.compaction (
+    job_id bigint NOT NULL,
+    through_at timestamp with time zone NOT NULL,
+    through_id bigint NOT NULL,
+    periods bigint DEFAULT 0 NOT NULL,
+    attempts bigint DEFAULT 0 NOT NULL,
+    at timestamp with time zone DEFAULT clock_timestamp() NOT NULL
 );
 
 -- table coverage
@@ -597,6 +609,7 @@ CREATE TABLE {schema}.runs (
     checkpoint text,
     interrupted boolean DEFAULT false NOT NULL,
     key text DEFAULT ''::text NOT NULL,
+    compacted_at timestamp with time zone,
     CONSTRAINT runs_attempt_check CHECK ((attempt >= 0)),
     CONSTRAINT runs_check CHECK ((period_end > period_start)),
     CONSTRAINT runs_status_check CHECK ((status = ANY (ARRAY['running'::text, 'succeeded'::text, 'failed'::text, 'waived'::text])))
@@ -669,6 +682,11 @@ ALTER TABLE ONLY {schema}.alert_outbox
 ALTER TABLE ONLY {schema}.alert_ranges
     ADD CONSTRAINT alert_ranges_pkey PRIMARY KEY (id);
 
+-- constraint compaction compaction_pkey
+
+ALTER TABLE ONLY {schema}.compaction
+    ADD CONSTRAINT compaction_pkey PRIMARY KEY (job_id);
+
 -- constraint coverage coverage_pkey
 
 ALTER TABLE ONLY {schema}.coverage
@@ -708,6 +726,11 @@ ALTER TABLE ONLY {schema}.jobs
 
 ALTER TABLE ONLY {schema}.jobs
     ADD CONSTRAINT jobs_pkey PRIMARY KEY (id);
+
+-- check constraint runs runs_compacted_settled
+
+ALTER TABLE {schema}.runs
+    ADD CONSTRAINT runs_compacted_settled CHECK (((compacted_at IS NULL) OR (status = ANY (ARRAY['succeeded'::text, 'waived'::text])))) NOT VALID;
 
 -- constraint runs runs_id_key
 
@@ -787,6 +810,11 @@ CREATE TRIGGER runs_truncated AFTER TRUNCATE ON {schema}.runs FOR EACH STATEMENT
 
 ALTER TABLE ONLY {schema}.alert_ranges
     ADD CONSTRAINT alert_ranges_job_id_fkey FOREIGN KEY (job_id) REFERENCES {schema}.jobs(id);
+
+-- fk constraint compaction compaction_job_id_fkey
+
+ALTER TABLE ONLY {schema}.compaction
+    ADD CONSTRAINT compaction_job_id_fkey FOREIGN KEY (job_id) REFERENCES {schema}.jobs(id);
 
 -- fk constraint coverage coverage_job_id_fkey
 

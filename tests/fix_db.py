@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
+import psycopg.sql
 import pytest
 from paths import ROOT
 
@@ -191,3 +192,17 @@ def pytest_report_header(config: pytest.Config) -> str:
 
     bins = embedded.bin_dir()
     return f"catchup: embedded PostgreSQL {embedded.major_version(bins)} from {bins}"
+
+
+def ledger_contents(sql: Any, schema: str) -> dict[str, str]:
+    """Every table of the test's schema as one digest each: what a refusal must leave alone."""
+    tables = sql("SELECT tablename FROM pg_tables WHERE schemaname = %s ORDER BY 1", [schema])
+    assert len(tables) > 5
+    out = {}
+    for (table,) in tables:
+        name = psycopg.sql.Identifier(schema, table).as_string(None)
+        ((digest,),) = sql(
+            f"SELECT md5(coalesce(string_agg(t::text, ',' ORDER BY t::text), '')) FROM {name} t"
+        )
+        out[table] = digest
+    return out

@@ -47,6 +47,66 @@ class Mutation:
 
 MUTATIONS = (
     Mutation(
+        "compaction-deletes-the-fact",
+        "compaction keeps a settled period's row: it never looks missing, never runs again",
+        "sql/queries/compaction.sql",
+        """    UPDATE {schema}.runs r
+    SET compacted_at = clock_timestamp(),
+        claimed_at = coalesce(f.first, r.claimed_at),
+        owner = NULL, heartbeat_at = NULL, exit_code = NULL, output_tail = NULL,
+        checkpoint = NULL,
+        error = CASE WHEN r.status = 'waived' THEN r.error END
+    FROM chosen c
+    LEFT JOIN firsts f ON f.key = c.key AND f.period_start = c.period_start
+    WHERE r.id = c.id
+""",
+        """    DELETE FROM {schema}.runs r
+    USING chosen c
+    WHERE r.id = c.id
+""",
+        (
+            "tests/integration/test_compaction.py::"
+            "test_compaction_keeps_each_periods_fact_and_drops_its_detail",
+            "tests/integration/test_compaction.py::"
+            "test_compaction_never_changes_the_scan_nor_makes_a_period_claimable",
+        ),
+    ),
+    Mutation(
+        "compacted-periods-claimable",
+        "only a settled period is compacted: a compacted one is never claimable again",
+        "sql/queries/compaction.sql",
+        "    WHERE r.status IN ('succeeded', 'waived') AND r.compacted_at IS NULL\n"
+        "      AND r.finished_at < %(before)s\n    FOR UPDATE OF r",
+        "    WHERE r.compacted_at IS NULL\n      AND r.finished_at < %(before)s\n"
+        "    FOR UPDATE OF r",
+        (
+            "tests/integration/test_compaction.py::"
+            "test_compaction_never_changes_the_scan_nor_makes_a_period_claimable",
+        ),
+    ),
+    Mutation(
+        "compaction-cursor-skips",
+        "the compaction cursor moves to the last run a batch looked at, not past the rest",
+        "sql/queries/compaction.sql",
+        "           CASE WHEN l.n < %(limit)s THEN %(before)s ELSE l.last_at END,",
+        "           %(before)s,",
+        (
+            "tests/integration/test_compaction.py::"
+            "test_compaction_never_changes_the_scan_nor_makes_a_period_claimable",
+        ),
+    ),
+    Mutation(
+        "reset-of-compacted",
+        "a reset makes a compacted period an ordinary one again (and runnable)",
+        "sql/queries/changes.sql",
+        ", compacted_at = NULL\n",
+        "\n",
+        (
+            "tests/integration/test_compaction.py::"
+            "test_a_reset_after_compaction_runs_the_period_again",
+        ),
+    ),
+    Mutation(
         "keys-locked-in-order",
         "a read of the keys locks their rows in key order first: two ticks never deadlock",
         "catchup/ledger/keys.py",

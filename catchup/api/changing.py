@@ -11,6 +11,7 @@ from typing import Literal
 
 from ..errors import ConfigError
 from ..results import Changes, Migrated, Paused, Renamed, Resumed, Retired
+from ..retention import Compacted
 from ..window import Moment
 from .base import Base, check_reason, texts
 
@@ -186,6 +187,26 @@ class Changing(Base):
                     "are not set"
                 ) from None
         return self.session.ledger.save_checkpoint(run_id, attempt, value)
+
+    def compact(
+        self,
+        *,
+        jobs: Iterable[str] | None = None,
+        before: Moment | None = None,
+        dry_run: bool = False,
+    ) -> Compacted:
+        """Drop the detail of settled runs that ended before ``before`` (UTC; default: now
+        minus ``[ledger] keep_detail``), keeping each period's fact: what ``catchup compact``
+        does. ``dry_run``: only count what would go."""
+        from ..compaction import compact
+        from ..values import parse_instant
+
+        try:
+            cut = None if before is None else parse_instant(before)
+        except ValueError as exc:
+            raise ConfigError(f"--before: {exc}") from None
+        chosen = self.select(jobs)
+        return compact(self.session, chosen, before=cut, dry_run=dry_run)
 
     def migrate(self) -> Migrated:
         """Create or upgrade the ledger schema."""

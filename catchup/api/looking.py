@@ -9,11 +9,12 @@ from dataclasses import replace
 
 from .. import db, sqlfiles
 from ..bounds import EXPLAIN_COUNT, HISTORY_LIMIT
-from ..doctor import Finding
 from ..errors import ConfigError, DatabaseError
 from ..explain import Explanation
+from ..findings import Finding
 from ..models import ScanReport
 from ..results import History, JobsReport, KeysReport, Why
+from ..retention import LedgerSize
 from ..window import Moment
 from .base import Base, check, instant
 
@@ -106,6 +107,12 @@ class Looking(Base):
         key = key if spec.keyed else ""  # a job with keys: every key's, unless one is named
         attempts, total_attempts = session.ledger.history(job_id, start, limit, key)
         changes, total_changes = session.ledger.events(job_id, start, limit, key)
+        record = (
+            session.ledger.compacted_run(job_id, key, start)
+            if start is not None and key is not None
+            else None
+        )
+        compacted, compacted_at = session.ledger.compaction_totals(job_id)
         return History(
             job,
             start,
@@ -115,6 +122,9 @@ class Looking(Base):
             tuple(changes),
             total_changes,
             labeler=spec.label,
+            compacted=record,
+            compacted_periods=compacted,
+            compacted_at=compacted_at,
         )
 
     def explain(
@@ -227,6 +237,12 @@ class Looking(Base):
                 for job in keyed
             ]
 
+        def size_now() -> LedgerSize:
+            from ..compaction import measure
+
+            session = self._open(prepare=False, start_embedded=False)  # as scan_now's
+            return measure(session, jobs, session.now())
+
         def after(report: ScanReport) -> list[str]:
             return self.notify(report) if self.config.alerts is not None else []
 
@@ -235,6 +251,7 @@ class Looking(Base):
             self.close,
             after=after,
             keys=keys_now,
+            size=size_now,
             scrub=lambda text: db.scrub(text, target.conninfo),
             refresh=refresh,
             database=target.describe(),

@@ -102,7 +102,7 @@ class Running(Base):
         if max_time is not None:
             check(MAX_TIME, max_time)
         chosen = self.select(jobs, keys)
-        return tick(
+        ran = tick(
             self.session,
             chosen,
             workers=workers,
@@ -110,6 +110,13 @@ class Running(Base):
             on_done=on_done,
             max_time=max_time,
         )
+        if self.config.keep_detail is not None and not ran.interrupted:
+            # after what was due, a bounded slice of compaction: a tick stays quick
+            from ..compaction import compact
+            from ..retention import TICK_SLICE
+
+            compact(self.session, chosen, max_periods=TICK_SLICE, max_time=1.0)
+        return ran
 
     def replay(
         self,

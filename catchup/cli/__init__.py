@@ -13,7 +13,18 @@ import click
 from .. import __version__
 from .admin import demo, deploy, doctor, serve, server
 from .base import CatchupGroup, State
-from .changing import adopt, checkpoint, mark, migrate, pause, rename, reset, resume, retire
+from .changing import (
+    adopt,
+    checkpoint,
+    compact,
+    mark,
+    migrate,
+    pause,
+    rename,
+    reset,
+    resume,
+    retire,
+)
 from .looking import explain, history, jobs, keys, scan, why
 from .options import EXIT_CODES
 from .running import replay, run, tick
@@ -64,6 +75,7 @@ for command in (
     resume,
     explain,
     checkpoint,
+    compact,
     migrate,
     doctor,
     serve,

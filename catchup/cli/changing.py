@@ -9,8 +9,16 @@ import sys
 import click
 
 from ..errors import EXIT_FAILED
-from .base import State, console, pass_state
-from .options import EXIT_CODES, actor_option, reason_option, window_options
+from .base import State, console, pass_state, show
+from .options import (
+    EXIT_CODES,
+    When,
+    actor_option,
+    jobs_option,
+    json_option,
+    reason_option,
+    window_options,
+)
 
 
 @click.command(epilog=EXIT_CODES)
@@ -203,6 +211,32 @@ def checkpoint(state: State, value: str) -> None:
             err=True,
         )
         sys.exit(EXIT_FAILED)
+
+
+@click.command(epilog=EXIT_CODES)
+@jobs_option
+@click.option(
+    "--before",
+    type=When(),
+    help="Compact runs that ended before this (UTC; default: now minus [ledger] keep_detail).",
+)
+@click.option("--dry-run", is_flag=True, help="Only count what would go; change nothing.")
+@json_option("Print JSON instead of a table.")
+@pass_state
+def compact(
+    state: State, job_names: tuple[str, ...], before: str | None, dry_run: bool, as_json: bool
+) -> None:
+    """Drop the detail of settled periods whose run ended long ago (their attempts' history,
+    output tails, checkpoints) and keep each one's fact: status, attempts, first claim, finish,
+    a waiver's note. A compacted period is never claimed again; scan still counts it; a reset
+    makes it runnable again. In batches, safe beside running ticks; resumes where it stopped.
+
+    Example: catchup compact --before 2026-09-01 --dry-run
+    """
+    from ..render import compaction
+
+    result = state.app().compact(jobs=job_names or None, before=before, dry_run=dry_run)
+    show(result, as_json, compaction.compacted_json, compaction.compacted)
 
 
 @click.command(epilog=EXIT_CODES)

@@ -8,6 +8,7 @@ from .base import LedgerBase
 from .batches import Batches, Many
 from .changes import Changing
 from .claims import ClaimPath, ClaimRequest, FinishFields
+from .compaction import Compaction
 from .evidence import EvidenceCheck, EvidenceQuery
 from .keys import Keys, read_keys
 from .scans import Scanning
@@ -24,5 +25,7 @@ __all__ = [
 ]
 
 
-class Ledger(ClaimPath, Batches, Changing, EvidenceCheck, Keys, Alerting, Scanning, Tools):
+class Ledger(
+    ClaimPath, Batches, Changing, EvidenceCheck, Keys, Alerting, Scanning, Compaction, Tools
+):
     """The ledger in ``schema``, through one autocommit connection."""

@@ -179,6 +179,17 @@ def history_json(history: History) -> str:
                 for row in history.attempts
             ],
             "total_attempts": history.total_attempts,
+            "compacted": None
+            if (kept := history.compacted) is None
+            else {
+                "status": kept.status,
+                "attempts": kept.attempt,
+                "failures": kept.failures,
+                "first_claimed_at": iso_utc(kept.claimed_at) if kept.claimed_at else None,
+                "finished_at": iso_utc(kept.finished_at) if kept.finished_at else None,
+                "compacted_at": iso_utc(kept.compacted_at),
+            },
+            "compacted_periods": history.compacted_periods,
             "changes": [
                 {
                     **({"key": e.key} if e.key else {}),

@@ -12,6 +12,7 @@ from prometheus_client.exposition import choose_encoder
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from ..models import ScanReport
+from ..retention import LedgerSize
 from .documents import METRICS
 
 
@@ -24,6 +25,7 @@ class Served:
     up: bool
     duration: float | None
     age: float | None
+    size: LedgerSize | None = None
 
 
 def families(served: Served) -> Iterator[Metric]:
@@ -86,6 +88,41 @@ def families(served: Served) -> Iterator[Metric]:
     )
     scanned.add_metric([], report.generated_at.timestamp())
     yield scanned
+    if served.size is not None:
+        yield from ledger_families(served.size, [job.job for job in report.jobs])
+
+
+def ledger_families(size: LedgerSize, jobs: list[str]) -> Iterator[Metric]:
+    """The ledger's size per table, its oldest detail, and how far compaction is behind."""
+    by_table = GaugeMetricFamily(
+        "catchup_ledger_bytes", "The table's size with indexes and TOAST.", labels=["table"]
+    )
+    rows = GaugeMetricFamily(
+        "catchup_ledger_rows", "The table's rows (the planner's estimate).", labels=["table"]
+    )
+    for table in size.tables:
+        by_table.add_metric([table.name], table.bytes)
+        rows.add_metric([table.name], table.rows)
+    yield by_table
+    yield rows
+    if size.oldest_detail is not None:
+        oldest = GaugeMetricFamily(
+            "catchup_ledger_oldest_detail_timestamp_seconds",
+            "When the oldest attempt the history keeps started.",
+            unit="seconds",
+        )
+        oldest.add_metric([], size.oldest_detail.timestamp())
+        yield oldest
+    if size.cutoff is not None:
+        behind = GaugeMetricFamily(
+            "catchup_compaction_behind_seconds",
+            "How long before keep_detail's cutoff the oldest run not compacted yet ended.",
+            labels=["job"],
+            unit="seconds",
+        )
+        for job in jobs:
+            behind.add_metric([job], size.behind_seconds(job))
+        yield behind
 
 
 class _Collector(Collector):

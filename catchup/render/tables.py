@@ -24,7 +24,7 @@ from ..results import (
 from .text import STYLE, iso_utc, safe, schedule_text, seconds, span
 
 if TYPE_CHECKING:
-    from ..doctor import Finding
+    from ..findings import Finding
 
 
 def outcome(console: Console, result: Outcome) -> None:
@@ -221,7 +221,9 @@ def history(console: Console, result: History) -> None:
         for row in result.attempts
     ]
     title = f"history of {safe(result.job)}"
-    if fits(console, headers[:-1], [r[:-1] for r in rows]) or not rows:
+    if not rows and result.compacted is not None:
+        console.print(Text(title, style="bold"), soft_wrap=True)  # its attempts went: no table
+    elif fits(console, headers[:-1], [r[:-1] for r in rows]) or not rows:
         table = Table(title=title, title_justify="left")
         for column in headers:
             table.add_column(column)
@@ -231,6 +233,18 @@ def history(console: Console, result: History) -> None:
     else:  # too narrow: whole dates and names, a block per attempt
         blocks(console, title, headers, rows)
     _shown(console, "attempts", len(result.attempts), result.total_attempts, result.limit)
+    if (kept := result.compacted) is not None:
+        first = "" if kept.claimed_at is None else f", claimed {iso_utc(kept.claimed_at)}"
+        done = "" if kept.finished_at is None else f", finished {iso_utc(kept.finished_at)}"
+        console.print(
+            f"detail compacted on {iso_utc(kept.compacted_at)[:10]}: {kept.status} at attempt"
+            f" {kept.attempt}{first}{done}"
+        )
+    elif result.compacted_at is not None and result.period is None:
+        console.print(
+            f"{result.compacted_periods:,} older periods' detail compacted (last on"
+            f" {iso_utc(result.compacted_at)[:10]}): each keeps its outcome, see --period"
+        )
     attempts = result.attempts
     if result.period is not None and attempts and attempts[0].output_tail:
         console.rule(f"output of attempt {attempts[0].attempt} (tail)")

@@ -48,10 +48,11 @@ RETURNING period_start;
 
 -- name: reset_periods
 -- Make finished periods runnable again: failed with no failures counted, due for a retry now.
--- The attempt number stays, so the next attempt is still a new fencing token.
+-- The attempt number stays, so the next attempt is still a new fencing token. A compacted
+-- period becomes an ordinary one again (its detail stays gone; its reset is in events).
 UPDATE {schema}.runs
 SET status = 'failed', failures = 0, interrupted = false, retry_after = clock_timestamp(),
-    lease_expires_at = NULL, error = %(note)s
+    lease_expires_at = NULL, error = %(note)s, compacted_at = NULL
 WHERE job_id = %(job_id)s AND key = %(key)s AND period_start = ANY(%(starts)s::timestamptz[])
   AND status IN ('succeeded', 'waived', 'failed')
 RETURNING period_start;

@@ -14,7 +14,7 @@ from typing import Any
 import psycopg
 import psycopg.sql
 import pytest
-from fix_db import Database
+from fix_db import Database, ledger_contents
 from fix_project import Project, job_toml
 
 from catchup.ledger import Ledger
@@ -540,20 +540,6 @@ def test_the_last_success_of_a_keyed_job_is_its_newest_succeeded_period_of_any_k
     assert last_success() == day(base - timedelta(days=1))
     assert last_success("--key", "globex") == day(first)
     assert last_success("--until", day(base - timedelta(days=3))) == day(base - timedelta(days=1))
-
-
-def ledger_contents(sql: Any, schema: str) -> dict[str, str]:
-    """Every table of the test's schema as one digest each: what a refusal must leave alone."""
-    tables = sql("SELECT tablename FROM pg_tables WHERE schemaname = %s ORDER BY 1", [schema])
-    assert len(tables) > 5
-    out = {}
-    for (table,) in tables:
-        name = psycopg.sql.Identifier(schema, table).as_string(None)
-        ((digest,),) = sql(
-            f"SELECT md5(coalesce(string_agg(t::text, ',' ORDER BY t::text), '')) FROM {name} t"
-        )
-        out[table] = digest
-    return out
 
 
 @pytest.mark.parametrize(

@@ -96,6 +96,13 @@ def test_api_scan_and_metrics_match_scan_json(
     for job in document["jobs"]:
         for state in ("missing", "failed", "exhausted", "stale", "running"):
             assert values[(f"catchup_{state}_periods", job["job"])] == job[state]
+    sizes = {
+        sample.labels["table"]: sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if sample.name == "catchup_ledger_bytes"
+    }
+    assert sizes["runs"] > 0 and sizes["history"] > 0  # the ledger's size, table by table
 
     status, headers, text = get(base + "/metrics", "application/openmetrics-text; version=1.0.0")
     assert headers["Content-Type"].startswith("application/openmetrics-text")

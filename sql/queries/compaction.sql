@@ -1,0 +1,165 @@
+-- Compaction (sql/migrations/0016): a settled period's detail dropped, its fact kept; and what
+-- the doctor and /metrics say of the ledger's size.
+-- {schema} is replaced by the quoted schema identifier through psycopg.sql; values are always
+-- %(name)s parameters. Time comes from clock_timestamp() on the server, never from the host.
+-- Statements of catchup/ledger/compaction.py, one per "-- name:" header (names unique across files).
+
+-- name: compaction_turn
+-- One compactor per job at a time, across hosts: false when another holds the job now. Held
+-- until the batch's transaction ends; claims take other locks and never wait on it.
+SELECT pg_try_advisory_xact_lock(hashtext('catchup compaction ' || %(schema)s),
+                                 %(job_id)s::integer);
+
+-- name: compact_batch
+-- One batch of one job, in its caller's transaction: the next runs (at most limit) finished
+-- before the cutoff, from the job's cursor on in the order of the runs_finished index. Those
+-- settled (succeeded or waived) and not compacted yet lose their attempts' history rows and
+-- their bulky columns and keep the fact: status, attempt, failures, claimed_at (now the first
+-- attempt's start), finished_at, a waiver's note (its error). A failed or running run is only
+-- passed over: it settles later with a new finished_at, beyond the cursor. The rows are
+-- locked FOR UPDATE, so a mark or reset that meanwhile changed one is seen (and the row
+-- skipped when it is no longer settled or no longer old). The cursor moves to the last run
+-- looked at, or to the cutoff when none are left before it, and never back.
+WITH cursor AS (
+    SELECT coalesce(max(c.through_at), '-infinity'::timestamptz) AS at,
+           coalesce(max(c.through_id), 0) AS id
+    FROM {schema}.compaction c
+    WHERE c.job_id = %(job_id)s
+), scanned AS (
+    SELECT r.id, r.finished_at
+    FROM {schema}.runs r, cursor c
+    WHERE r.job_id = %(job_id)s
+      AND r.finished_at >= c.at AND (r.finished_at, r.id) > (c.at, c.id)
+      AND r.finished_at < %(before)s
+    ORDER BY r.finished_at, r.id
+    LIMIT %(limit)s
+), chosen AS (
+    SELECT r.id, r.key, r.period_start
+    FROM {schema}.runs r JOIN scanned s ON s.id = r.id
+    WHERE r.status IN ('succeeded', 'waived') AND r.compacted_at IS NULL
+      AND r.finished_at < %(before)s
+    FOR UPDATE OF r
+), dropped AS (
+    DELETE FROM {schema}.history h
+    USING chosen c
+    WHERE h.job_id = %(job_id)s AND h.key = c.key AND h.period_start = c.period_start
+    RETURNING h.key, h.period_start, h.started_at
+), firsts AS (
+    SELECT d.key, d.period_start, min(d.started_at) AS first
+    FROM dropped d
+    GROUP BY d.key, d.period_start
+), compacted AS (
+    UPDATE {schema}.runs r
+    SET compacted_at = clock_timestamp(),
+        claimed_at = coalesce(f.first, r.claimed_at),
+        owner = NULL, heartbeat_at = NULL, exit_code = NULL, output_tail = NULL,
+        checkpoint = NULL,
+        error = CASE WHEN r.status = 'waived' THEN r.error END
+    FROM chosen c
+    LEFT JOIN firsts f ON f.key = c.key AND f.period_start = c.period_start
+    WHERE r.id = c.id
+    RETURNING r.id
+), looked AS (
+    SELECT count(*) AS n,
+           (array_agg(s.finished_at ORDER BY s.finished_at DESC, s.id DESC))[1] AS last_at,
+           (array_agg(s.id ORDER BY s.finished_at DESC, s.id DESC))[1] AS last_id
+    FROM scanned s
+), done AS (
+    SELECT (SELECT count(*) FROM compacted) AS periods, (SELECT count(*) FROM dropped) AS attempts
+), moved AS (
+    INSERT INTO {schema}.compaction AS m (job_id, through_at, through_id, periods, attempts)
+    SELECT %(job_id)s,
+           CASE WHEN l.n < %(limit)s THEN %(before)s ELSE l.last_at END,
+           CASE WHEN l.n < %(limit)s THEN 0 ELSE l.last_id END,
+           d.periods, d.attempts
+    FROM looked l, done d
+    ON CONFLICT (job_id) DO UPDATE SET
+        through_at = CASE WHEN (excluded.through_at, excluded.through_id)
+                               > (m.through_at, m.through_id)
+                          THEN excluded.through_at ELSE m.through_at END,
+        through_id = CASE WHEN (excluded.through_at, excluded.through_id)
+                               > (m.through_at, m.through_id)
+                          THEN excluded.through_id ELSE m.through_id END,
+        periods = m.periods + excluded.periods,
+        attempts = m.attempts + excluded.attempts,
+        at = clock_timestamp()
+    RETURNING m.through_at
+)
+SELECT d.periods, d.attempts, l.n AS looked, (SELECT through_at FROM moved) AS through
+FROM looked l, done d;
+
+-- name: compaction_plan
+-- What a compaction before the cutoff would drop of one job, changing nothing (--dry-run):
+-- the settled runs not compacted yet, their attempts and the bytes of their detail.
+WITH cursor AS (
+    SELECT coalesce(max(c.through_at), '-infinity'::timestamptz) AS at,
+           coalesce(max(c.through_id), 0) AS id
+    FROM {schema}.compaction c
+    WHERE c.job_id = %(job_id)s
+), candidates AS (
+    SELECT r.key, r.period_start,
+           coalesce(pg_column_size(r.output_tail), 0) + coalesce(pg_column_size(r.checkpoint), 0)
+           + coalesce(pg_column_size(r.owner), 0) AS bytes
+    FROM {schema}.runs r, cursor c
+    WHERE r.job_id = %(job_id)s
+      AND r.finished_at >= c.at AND (r.finished_at, r.id) > (c.at, c.id)
+      AND r.finished_at < %(before)s
+      AND r.status IN ('succeeded', 'waived') AND r.compacted_at IS NULL
+), attempts AS (
+    SELECT count(*) AS n, coalesce(sum(pg_column_size(h.*)), 0) AS bytes
+    FROM {schema}.history h
+    JOIN candidates c ON c.key = h.key AND c.period_start = h.period_start
+    WHERE h.job_id = %(job_id)s
+)
+SELECT (SELECT count(*) FROM candidates) AS periods, a.n AS attempts,
+       a.bytes + (SELECT coalesce(sum(c.bytes), 0) FROM candidates c) AS bytes
+FROM attempts a;
+
+-- name: compaction_behind
+-- The oldest settled run of one job finished before the cutoff and not compacted yet (NULL:
+-- none), read from the job's cursor on; and what the job's compaction has done so far.
+WITH cursor AS (
+    SELECT coalesce(max(c.through_at), '-infinity'::timestamptz) AS at,
+           coalesce(max(c.through_id), 0) AS id,
+           coalesce(max(c.periods), 0) AS periods, max(c.at) AS at_last
+    FROM {schema}.compaction c
+    WHERE c.job_id = %(job_id)s
+)
+SELECT (SELECT r.finished_at
+        FROM {schema}.runs r
+        WHERE r.job_id = %(job_id)s
+          AND r.finished_at >= c.at AND (r.finished_at, r.id) > (c.at, c.id)
+          AND r.finished_at < %(before)s
+          AND r.status IN ('succeeded', 'waived') AND r.compacted_at IS NULL
+        ORDER BY r.finished_at, r.id
+        LIMIT 1) AS oldest,
+       c.periods, c.at_last AS compacted_at
+FROM cursor c;
+
+-- name: compacted_run
+-- One period's compact record, when its detail was compacted (for history and why).
+SELECT r.period_start, r.key, r.status, r.attempt, r.failures, r.claimed_at, r.finished_at,
+       r.compacted_at, r.error
+FROM {schema}.runs r
+WHERE r.job_id = %(job_id)s AND r.key = %(key)s AND r.period_start = %(period_start)s
+  AND r.compacted_at IS NOT NULL;
+
+-- name: compaction_totals
+-- How many of one job's periods were compacted, and when last (NULL: never).
+SELECT coalesce(max(c.periods), 0) AS periods, max(c.at) AS at
+FROM {schema}.compaction c
+WHERE c.job_id = %(job_id)s AND c.periods > 0;
+
+-- name: ledger_tables
+-- Each of the ledger's tables: its rows (the planner's estimate, kept by autovacuum and
+-- ANALYZE; -1 before the first) and its bytes with indexes and TOAST.
+SELECT c.relname AS name, greatest(c.reltuples, 0)::bigint AS rows,
+       pg_total_relation_size(c.oid) AS bytes
+FROM pg_class c
+JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE n.nspname = %(schema)s AND c.relkind IN ('r', 'p')
+ORDER BY c.relname;
+
+-- name: oldest_detail
+-- The start of the oldest attempt the history keeps (ids grow with time): NULL when none.
+SELECT h.started_at FROM {schema}.history h ORDER BY h.id LIMIT 1;
