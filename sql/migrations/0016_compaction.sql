@@ -6,12 +6,13 @@
 -- Nothing here rewrites or scans a table under a lock a claim waits on: the column has no
 -- default (a catalog change only), the check is NOT VALID (it holds for every row written from
 -- now on, and trivially for the rows before, whose compacted_at is NULL), and the cursor table
--- is new.
+-- is new. Like 0012 and 0014 it can run again over a ledger that has it.
 
-ALTER TABLE {schema}.runs ADD COLUMN compacted_at timestamptz;
+ALTER TABLE {schema}.runs ADD COLUMN IF NOT EXISTS compacted_at timestamptz;
 
 -- Only a settled period is ever compacted, and nothing makes a compacted one claimable again
 -- without saying so: a reset clears compacted_at in the same statement.
+ALTER TABLE {schema}.runs DROP CONSTRAINT IF EXISTS runs_compacted_settled;
 ALTER TABLE {schema}.runs ADD CONSTRAINT runs_compacted_settled
     CHECK (compacted_at IS NULL OR status IN ('succeeded', 'waived')) NOT VALID;
 
@@ -19,7 +20,7 @@ ALTER TABLE {schema}.runs ADD CONSTRAINT runs_compacted_settled
 -- in the order of the runs_finished index, has been looked at. A run settles with its
 -- finished_at set to the time it settles (a finish, a mark), so one settled later always
 -- lies beyond the cursor.
-CREATE TABLE {schema}.compaction (
+CREATE TABLE IF NOT EXISTS {schema}.compaction (
     job_id bigint PRIMARY KEY REFERENCES {schema}.jobs (id),
     through_at timestamptz NOT NULL,
     through_id bigint NOT NULL,
