@@ -193,6 +193,8 @@ class Batch:
     max_time: float | None = None
     # upstream periods planned because the jobs asked for wait for them: (job, count), in order
     upstream: tuple[tuple[str, int], ...] = ()
+    # a tick's slice of compaction ([ledger] keep_detail): the periods whose detail it dropped
+    compacted: int = 0
 
     @property
     def totals(self) -> dict[str, int]:

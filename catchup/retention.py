@@ -66,7 +66,7 @@ class Behind:
 @dataclass(frozen=True)
 class TableSize:
     name: str
-    rows: int  # the planner's estimate
+    rows: int  # live rows as the statistics system counts them (close, not exact)
     bytes: int  # with indexes and TOAST
 
 
@@ -142,7 +142,9 @@ class LedgerSize:
 def size_lines(size: LedgerSize, keep_detail: timedelta | None) -> list[tuple[Level, str]]:
     """The doctor's lines on the ledger's size, as (level, text)."""
     biggest = sorted(size.tables, key=lambda t: t.bytes, reverse=True)[:3]
-    parts = ", ".join(f"{t.name} {t.rows:,} rows {_bytes(t.bytes)}" for t in biggest)
+    parts = ", ".join(
+        f"{t.name} {t.rows:,} row{'' if t.rows == 1 else 's'} {_bytes(t.bytes)}" for t in biggest
+    )
     lines: list[tuple[Level, str]] = [("info", f"{_bytes(size.bytes)} in all ({parts})")]
     if size.oldest_detail is not None:
         lines.append(("info", f"the oldest attempt kept started {iso_utc(size.oldest_detail)}"))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 
 from ..bounds import MAX_TIME, REPLAY_WORKERS, TICK_WORKERS
 from ..claim import choose_period, run_period
@@ -115,7 +116,9 @@ class Running(Base):
             from ..compaction import compact
             from ..retention import TICK_SLICE
 
-            compact(self.session, chosen, max_periods=TICK_SLICE, max_time=1.0)
+            sliced = compact(self.session, chosen, max_periods=TICK_SLICE, max_time=1.0)
+            if sliced.periods:
+                return replace(ran, compacted=sliced.periods)
         return ran
 
     def replay(

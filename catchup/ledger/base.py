@@ -68,15 +68,16 @@ class LedgerBase:
         """One transaction around several of these calls (a mark, a reset, a pause)."""
         return self.conn.transaction()
 
-    def migrate(self) -> list[str]:
-        """Apply pending migrations in one transaction, serialised across processes."""
+    def migrate(self, through: int | None = None) -> list[str]:
+        """Apply pending migrations (up to ``through``: a ledger as an older catchup left it,
+        for tests and benchmarks) in one transaction, serialised across processes."""
         applied = []
         with self.conn.transaction():
             self.conn.execute(self._q("lock_migrations"), {"schema": self.schema})
             self.conn.execute(self._q("create_schema"))
             current = self.version()
             for version, name, text in sqlfiles.migrations():
-                if version <= current:
+                if version <= current or (through is not None and version > through):
                     continue
                 self.conn.execute(sqlfiles.migration(text, self.schema))
                 self.conn.execute(self._q("record_migration"), {"version": version, "name": name})

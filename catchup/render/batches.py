@@ -99,7 +99,8 @@ def _totals_line(console: Console, batch: Batch, word: str) -> None:
             f"; {batch.deferred} left for the next tick (--max-time {span(batch.max_time)})"
             if batch.deferred and batch.max_time is not None
             else ""
-        ),
+        )
+        + (f"; compacted {batch.compacted:,} old period(s)" if batch.compacted else ""),
         highlight=False,
     )
 

@@ -126,7 +126,8 @@ def _batch_json(batch: Batch) -> str:
             ],
             "totals": batch.totals
             | _left_alone(batch)
-            | ({"deferred": batch.deferred} if batch.deferred else {}),
+            | ({"deferred": batch.deferred} if batch.deferred else {})
+            | ({"compacted": batch.compacted} if batch.compacted else {}),
             **({"upstream": dict(batch.upstream)} if batch.upstream else {}),
         }
     )

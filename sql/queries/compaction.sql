@@ -151,9 +151,12 @@ FROM {schema}.compaction c
 WHERE c.job_id = %(job_id)s AND c.periods > 0;
 
 -- name: ledger_tables
--- Each of the ledger's tables: its rows (the planner's estimate, kept by autovacuum and
--- ANALYZE; -1 before the first) and its bytes with indexes and TOAST.
-SELECT c.relname AS name, greatest(c.reltuples, 0)::bigint AS rows,
+-- Each of the ledger's tables: its rows (the live rows the statistics system counts as rows
+-- are written and deleted; the planner's estimate when it has none, after a crash or a reset
+-- of the statistics) and its bytes with indexes and TOAST.
+SELECT c.relname AS name,
+       CASE WHEN pg_stat_get_live_tuples(c.oid) > 0 OR c.reltuples <= 0
+            THEN pg_stat_get_live_tuples(c.oid) ELSE c.reltuples::bigint END AS rows,
        pg_total_relation_size(c.oid) AS bytes
 FROM pg_class c
 JOIN pg_namespace n ON n.oid = c.relnamespace

@@ -10,9 +10,14 @@ import random
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import psycopg
 import pytest
-from fix_db import ledger_contents
+from fix_catalog import CATALOG, catalog
+from fix_db import Database, drop_schema, ledger_contents
+from fix_ledger import fill_settled
 from fix_project import Project, job_toml
+
+from catchup.ledger import Ledger
 
 BILLING = job_toml(
     "billing",
@@ -167,12 +172,20 @@ def test_tick_compacts_a_slice_when_keep_detail_is_set(project: Project, sql: An
         " JOIN {schema}.jobs j ON j.id = r.job_id GROUP BY 1 ORDER BY 1"
     )
     assert compacted == [("billing", 0), ("broken", 0)]  # only the jobs it ticked
-    assert project.cli("-q", "tick", "--job", "billing").exit_code in (0, 1)
+    ticked = project.cli("-q", "tick", "--job", "billing")
+    assert ticked.exit_code in (0, 1)
     ((n,),) = sql(
         "SELECT count(*) FROM {schema}.runs r JOIN {schema}.jobs j ON j.id = r.job_id"
         " WHERE j.name = 'billing' AND r.compacted_at IS NOT NULL"
     )
     assert n == 11
+    assert ticked.stdout.rstrip().endswith("; compacted 11 old period(s)")  # its summary says
+    assert (
+        json.loads(project.cli("-q", "tick", "--json", "--job", "billing").stdout)["totals"].get(
+            "compacted"
+        )
+        is None
+    )  # nothing left: nothing said
 
 
 @pytest.mark.parametrize(
@@ -332,3 +345,28 @@ def test_doctor_says_how_big_the_ledger_is_and_how_far_compaction_is_behind(
     compact(project)
     said = project.cli("doctor").stdout
     assert "compaction keeps up" in said and "days past keep_detail" not in said, said
+
+
+def test_a_ledger_of_the_last_release_migrates_with_its_runs_and_compacts(
+    project: Project, sql: Any, database: Database
+) -> None:
+    """A ledger as the release before compaction left it (migration 15), runs in it, reaches
+    the schema of a fresh one, and its old runs compact."""
+    project.write(job_toml("export", schedule="hourly", start="2024-01-01", command=["true"]))
+    conn = psycopg.connect(database.conninfo, autocommit=True)
+    try:
+        old = Ledger(conn, project.schema)
+        assert old.migrate(through=15)[-1].startswith("0015")
+        ((job_id,),) = [(row.id,) for row in old.register_jobs(["export"]).values()]
+        written = fill_settled(sql, job_id, datetime(2024, 1, 1, tzinfo=UTC), 2_000)
+        assert [name[:4] for name in old.migrate()] == ["0016"]
+        fresh = f"{project.schema}_fresh"
+        Ledger(conn, fresh).migrate()
+        try:
+            got, want = catalog(conn, project.schema), catalog(conn, fresh)
+            assert all(got[what] == want[what] for what in CATALOG)
+        finally:
+            drop_schema(database.conninfo, fresh)
+    finally:
+        conn.close()
+    assert compact(project, "--before", db_now(sql).isoformat())["periods"] == written

@@ -362,7 +362,7 @@ def test_a_ledger_from_before_keys_migrates_with_its_runs_and_answers_alike(
     """A ledger made by the migrations of the day before keys (through 0013), holding runs,
     history, a change by hand and coverage, reaches the schema a fresh ledger has, every row
     kept as the unkeyed job's (key ''), and the scan reads it as those rows say."""
-    from test_schema import catalog
+    from fix_catalog import catalog
 
     from catchup import sqlfiles
 

@@ -1,0 +1,375 @@
+"""The ledger as years pile up: the everyday costs against the ledger's size, and what
+compaction leaves of it.
+
+    uv run python benchmarks/ledger.py [--jobs 100] [--sizes 100000,1000000,8760000]
+                                       [--claims 350] [--repeat 7] [--migrate 1000000] [--keep]
+
+On the embedded PostgreSQL (or CATCHUP_DSN), in a throwaway schema, in one run. One ledger of
+--jobs hourly jobs grows in place through --sizes periods in all (each job's hours filled
+backwards from a few days ahead: the last size of the default is 100 jobs x 10 years), every
+period succeeded, 5% of them at their third attempt (three history rows, the failures' output
+tails), the others at their first (one history row). At each size:
+  claim   claim + finish of new periods of one job, the ledger's own statements on one
+          connection, in periods/s;
+  done    `run` of a period already done (the facade, in process): it is refused;
+  tick    a `tick` of every job with nothing due;
+  scan    a later `scan` of the last 30 days of every job;
+each the median of --repeat and printed as a ratio to the first size's (target: flat, the
+claim rate within 10%). Then, at the last size:
+  compact `catchup compact` of everything before now, with a claimer on another connection
+          claiming and finishing new periods throughout: the longest claim + finish it saw,
+          against its longest in as many periods before compaction;
+  bytes   runs and history, with their indexes and TOAST, per period: before compaction,
+          after it (dead space reusable, the files not shrunk) and after VACUUM FULL (what a
+          compacted ledger costs; target <= 120);
+  full    a `scan --full` of every job's whole history against the plain query (generate_series
+          of each job's hours LEFT JOIN the ledger).
+And first, a ledger of --migrate periods as the release before compaction left it (migration
+15), migrated to the latest while a claimer claims and finishes beside it: how long the
+migration took and the claimer's longest claim + finish during it.
+The last line holds the ratios.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import cast
+
+from psycopg import sql
+
+from catchup import Catchup, db
+from catchup.config import Config
+from catchup.ledger import FinishFields
+from catchup.models import Outcome
+from catchup.schedule import Period
+from catchup.session import Session
+
+SCHEMA = "bench_ledger"
+HOUR = timedelta(hours=1)
+AHEAD = timedelta(days=3)  # filled past now, so a tick finds nothing due all run long
+DONE: FinishFields = dict(
+    status="succeeded",
+    history_status="succeeded",
+    counts_as_failure=False,
+    backoff=timedelta(seconds=1),
+    exit_code=0,
+    error=None,
+    output_tail=None,
+)
+
+
+def median_seconds(action: Callable[[], object], repeat: int) -> float:
+    times = []
+    for _ in range(repeat):
+        started = time.perf_counter()
+        action()
+        times.append(time.perf_counter() - started)
+    return statistics.median(times)
+
+
+def write_config(folder: Path, jobs: int, start: datetime) -> Path:
+    path = folder / "catchup.toml"
+    lines = ['[project]\nname = "bench-ledger"\n', f'[database]\nschema = "{SCHEMA}"\n']
+    for j in range(jobs):
+        lines.append(
+            f'[jobs.j{j:03}]\nschedule = "hourly"\nstart = "{start:%Y-%m-%d}"\ncommand = ["true"]\n'
+        )
+    path.write_text("".join(lines))
+    return path
+
+
+def fill(
+    session: Session, ids: list[int], end: datetime, first: int, last: int, schema: str = SCHEMA
+) -> None:
+    """Each job's hours ``first`` to ``last`` (counted back from ``end``), succeeded, finished
+    an hour after they ended or an hour ago for those ahead of now; 5% at attempt 3."""
+    runs = sql.Identifier(schema, "runs")
+    history = sql.Identifier(schema, "history")
+    for job_id in ids:
+        session.conn.execute(
+            sql.SQL(
+                "WITH made AS ("
+                " INSERT INTO {runs} (job_id, period_start, period_end, status, attempt, failures,"
+                "   owner, claimed_at, finished_at, exit_code, output_tail)"
+                " SELECT %(job)s, s, s + interval '1 hour', 'succeeded', a, a - 1, 'host-a:42',"
+                "   least(s + interval '1 hour', now() - interval '1 hour'),"
+                "   least(s + interval '1 hour', now() - interval '1 hour') + interval '30 s', 0,"
+                "   'exported ' || i || ' rows'"
+                " FROM generate_series(%(first)s::integer, %(last)s::integer) AS i,"
+                "   LATERAL (SELECT %(end)s::timestamptz - (i + 1) * interval '1 hour' AS s,"
+                "     CASE WHEN abs(hashint8(i * 7919 + %(job)s)) %% 20 = 0 THEN 3 ELSE 1 END"
+                "     AS a) p"
+                " RETURNING period_start, attempt, claimed_at, finished_at)"
+                " INSERT INTO {history} (job_id, period_start, attempt, status, owner, started_at,"
+                "   finished_at, exit_code, error, output_tail)"
+                " SELECT %(job)s, m.period_start, n, CASE WHEN n = m.attempt THEN 'succeeded'"
+                "   ELSE 'failed' END, 'host-a:42', m.claimed_at + (n - 1) * interval '1 min',"
+                "   m.finished_at, CASE WHEN n = m.attempt THEN 0 ELSE 1 END,"
+                "   CASE WHEN n < m.attempt THEN 'exited with 1' END,"
+                "   CASE WHEN n < m.attempt THEN repeat('connection refused; retrying ', 8)"
+                "   ELSE 'exported rows' END"
+                " FROM made m, generate_series(1, m.attempt) AS n"
+            ).format(runs=runs, history=history),
+            {"job": job_id, "first": first, "last": last, "end": end},
+        )
+    for table in (runs, history):
+        session.conn.execute(sql.SQL("VACUUM (ANALYZE) {}").format(table))
+
+
+def migration(
+    target: db.Target, periods: int, end: datetime
+) -> tuple[float, list[float], list[float]]:
+    """A ledger as the last release left it (before migration 16), ``periods`` in it, migrated
+    to the latest while a claimer on another connection claims and finishes new periods: the
+    migration's seconds, and the claimer's times before and during it."""
+    schema = SCHEMA + "_migrated"
+    config = Config(path=None, schema=schema)
+    session = Session(config, target, prepare=False)
+    session.conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
+    session.ledger.migrate(through=15)
+    ids = [job.id for job in session.ledger.register_jobs([f"m{j}" for j in range(10)]).values()]
+    fill(session, ids, end, 0, periods // 10 - 1, schema)
+    beside = Session(config, target, prepare=False)
+    claimer = Claimer(beside, ids[0], end + 24 * HOUR)
+    quiet = [claimer.one() for _ in range(200)]
+    stop = threading.Event()
+    busy: list[float] = []
+
+    def claiming() -> None:
+        while not stop.is_set():
+            busy.append(claimer.one())
+
+    thread = threading.Thread(target=claiming)
+    thread.start()
+    while len(busy) < 50:  # it is going
+        time.sleep(0.01)
+    started = time.perf_counter()
+    applied = session.ledger.migrate()
+    took = time.perf_counter() - started
+    mark = len(busy)
+    while len(busy) < mark + 50:  # and goes on after
+        time.sleep(0.01)
+    stop.set()
+    thread.join()
+    assert applied and applied[-1].startswith("0016"), applied
+    beside.close()
+    session.conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))
+    session.close()
+    return took, quiet, busy
+
+
+def ledger_bytes(session: Session) -> int:
+    row = session.conn.execute(
+        "SELECT pg_total_relation_size(%s::regclass) + pg_total_relation_size(%s::regclass)",
+        [f"{SCHEMA}.runs", f"{SCHEMA}.history"],
+    ).fetchone()
+    assert row is not None
+    return int(cast(tuple[int], row)[0])
+
+
+@dataclass
+class Claimer:
+    """Claims and finishes new periods of one job, one after another, timing each."""
+
+    session: Session
+    job_id: int
+    start: datetime
+    made: int = 0
+
+    def one(self) -> float:
+        at = self.start + self.made * HOUR
+        self.made += 1
+        period = Period(at, at + HOUR)
+        started = time.perf_counter()
+        ledger = self.session.ledger
+        claim = ledger.claim(
+            self.job_id,
+            period,
+            owner="bench",
+            lease=timedelta(minutes=5),
+            max_attempts=3,
+            allow_overlap=False,
+        )
+        assert claim is not None, at
+        assert ledger.finish(self.job_id, at, claim.attempt, **DONE) is not None
+        return time.perf_counter() - started
+
+
+@dataclass
+class Figures:
+    periods: int
+    claims: float  # claim + finish per second
+    done: float  # seconds: run of a done period
+    tick: float  # seconds: tick, nothing due
+    scan: float  # seconds: later scan of 30 days
+
+
+def measure(
+    cu: Catchup, claimer: Claimer, periods: int, claims: int, repeat: int, done_at: datetime
+) -> Figures:
+    rates = []
+    for _ in range(repeat):
+        seconds = sum(claimer.one() for _ in range(claims // repeat))
+        rates.append((claims // repeat) / seconds)
+    done = median_seconds(lambda: cu.run("j001", done_at), repeat)
+    outcome = cu.run("j001", done_at)
+    assert isinstance(outcome, Outcome) and outcome.status == "skipped", outcome
+    ran = cu.tick()
+    assert not ran.outcomes, ran.outcomes  # nothing due
+    tick = median_seconds(cu.tick, repeat)
+    now = cu.session.now()
+    since = (now - timedelta(days=30)).replace(minute=0, second=0, microsecond=0)
+    cu.scan(since=since, until=now)
+    scan = median_seconds(lambda: cu.scan(since=since, until=now), repeat)
+    return Figures(periods, statistics.median(rates), done, tick, scan)
+
+
+def plain_full(session: Session, first: datetime, end: datetime) -> int:
+    """The floor of a full scan: each job's hours LEFT JOIN the ledger, counting the hours not
+    succeeded."""
+    row = session.conn.execute(
+        sql.SQL(
+            "SELECT count(*) FROM {jobs} j CROSS JOIN generate_series(%(first)s::timestamptz,"
+            " %(last)s::timestamptz, interval '1 hour') AS p"
+            " LEFT JOIN {runs} r ON r.job_id = j.id AND r.key = '' AND r.period_start = p"
+            " WHERE j.name LIKE 'j%%' AND r.status IS DISTINCT FROM 'succeeded'"
+        ).format(jobs=sql.Identifier(SCHEMA, "jobs"), runs=sql.Identifier(SCHEMA, "runs")),
+        {"first": first, "last": end - HOUR},
+    ).fetchone()
+    assert row is not None
+    return int(cast(tuple[int], row)[0])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--jobs", type=int, default=100)
+    parser.add_argument("--sizes", default="100000,1000000,8760000")
+    parser.add_argument("--claims", type=int, default=350, help="claims timed at each size")
+    parser.add_argument("--repeat", type=int, default=7)
+    parser.add_argument("--keep", action="store_true", help="leave the schema behind")
+    parser.add_argument(
+        "--migrate", type=int, default=1_000_000, help="periods in the ledger migrated (0: none)"
+    )
+    args = parser.parse_args()
+    sizes = [int(s) for s in args.sizes.split(",")]
+    jobs, repeat = args.jobs, args.repeat
+    target = db.resolve(None, None)
+    boot = Session(Config(path=None, schema=SCHEMA), target, prepare=False)
+    boot.conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(SCHEMA)))
+    boot.close()
+    now = Session(Config(path=None, schema=SCHEMA), target, prepare=False)
+    hour = now.now().replace(minute=0, second=0, microsecond=0)
+    now.close()
+    end = hour + AHEAD
+    first = end - (sizes[-1] // jobs) * HOUR
+    folder = Path(tempfile.mkdtemp(prefix="catchup-bench-ledger-"))
+    cu = Catchup(write_config(folder, jobs, first))
+    session = cu.session
+    names = [f"j{j:03}" for j in range(jobs)]
+    ids = [session.registered_id(name) for name in names]
+    # the claimed periods lie beyond the filled ones: new rows in the same tables and indexes
+    claimer = Claimer(session, ids[0], end + 24 * HOUR)
+    done_at = hour - 24 * HOUR  # filled at every size, and due
+    if args.migrate:
+        took, quiet, beside = migration(target, args.migrate, end)
+        print(
+            f"migrate: a ledger of {args.migrate:,} periods from migration 15 to the latest in"
+            f" {took * 1e3:.0f}ms; a claimer beside it: longest claim+finish"
+            f" {max(beside) * 1e3:.1f}ms (alone: {max(quiet) * 1e3:.1f}ms)"
+        )
+    print(f"ledger: {jobs} hourly jobs, filled back from {end:%Y-%m-%dT%H}Z, sizes {sizes}")
+    figures: list[Figures] = []
+    filled = 0
+    for size in sizes:
+        per_job = size // jobs
+        started = time.perf_counter()
+        fill(session, ids, end, filled, per_job - 1)
+        built = time.perf_counter() - started
+        filled = per_job
+        figure = measure(cu, claimer, size, args.claims, repeat, done_at)
+        figures.append(figure)
+        base = figures[0]
+        print(
+            f"{size:>11,} periods (+{built:.0f}s to build, {ledger_bytes(session) / 1e9:.2f} GB):"
+            f" claim+finish {figure.claims:.0f}/s ({figure.claims / base.claims:.2f}x),"
+            f" done-run {figure.done * 1e3:.1f}ms ({figure.done / base.done:.2f}x),"
+            f" tick {figure.tick * 1e3:.0f}ms ({figure.tick / base.tick:.2f}x),"
+            f" scan 30d {figure.scan * 1e3:.0f}ms ({figure.scan / base.scan:.2f}x)"
+        )
+    periods = filled * jobs
+    before_bytes = ledger_bytes(session)
+    # a claimer on its own connection, the same number of periods without and with compaction
+    other = Catchup(cu.config)
+    rival = Claimer(other.session, ids[1], end + 24 * HOUR)
+    quiet = [rival.one() for _ in range(args.claims)]
+    stop = threading.Event()
+    busy: list[float] = []
+
+    def claiming() -> None:
+        while not stop.is_set():
+            busy.append(rival.one())
+
+    thread = threading.Thread(target=claiming)
+    started = time.perf_counter()
+    thread.start()
+    compacted = cu.compact(before=cu.session.now())
+    took = time.perf_counter() - started
+    stop.set()
+    thread.join()
+    assert compacted.periods >= periods, (compacted.periods, periods)
+    session.conn.execute(sql.SQL("VACUUM (ANALYZE) {}").format(sql.Identifier(SCHEMA, "runs")))
+    session.conn.execute(sql.SQL("VACUUM (ANALYZE) {}").format(sql.Identifier(SCHEMA, "history")))
+    after_bytes = ledger_bytes(session)
+    session.conn.execute(
+        sql.SQL("VACUUM (FULL, ANALYZE) {}").format(sql.Identifier(SCHEMA, "runs"))
+    )
+    session.conn.execute(
+        sql.SQL("VACUUM (FULL, ANALYZE) {}").format(sql.Identifier(SCHEMA, "history"))
+    )
+    full_bytes = ledger_bytes(session)
+    rows = periods + claimer.made + rival.made
+    print(
+        f"compact: {compacted.periods:,} periods in {took:.0f}s ({compacted.periods / took:.0f}/s);"
+        f" a claimer beside it: {len(busy):,} claim+finish, longest {max(busy) * 1e3:.1f}ms,"
+        f" p99 {statistics.quantiles(busy, n=100)[98] * 1e3:.1f}ms (without compaction: longest"
+        f" {max(quiet) * 1e3:.1f}ms, p99 {statistics.quantiles(quiet, n=100)[98] * 1e3:.1f}ms)"
+    )
+    print(
+        f"bytes per period (runs + history, indexes, TOAST): {before_bytes / rows:.0f} before,"
+        f" {after_bytes / rows:.0f} compacted, {full_bytes / rows:.0f} after VACUUM FULL"
+        " (target <= 120)"
+    )
+    gaps = plain_full(session, first, end)
+    floor = median_seconds(lambda: plain_full(session, first, end), 3)
+    cu.scan(full=True)
+    full = median_seconds(lambda: cu.scan(full=True), 3)
+    print(
+        f"scan --full: {full:.2f}s, plain query {floor:.2f}s ({full / floor:.2f}x),"
+        f" {gaps:,} hours not succeeded"
+    )
+    last = figures[-1]
+    base = figures[0]
+    print(
+        f"ratios: claims={last.claims / base.claims:.2f} done={last.done / base.done:.2f}"
+        f" tick={last.tick / base.tick:.2f} scan30d={last.scan / base.scan:.2f}"
+        f" bytes_per_period={full_bytes / rows:.0f} compact_longest_ms={max(busy) * 1e3:.1f}"
+        f" quiet_longest_ms={max(quiet) * 1e3:.1f} full/plain={full / floor:.2f}"
+    )
+    other.close()
+    if not args.keep:
+        session.conn.execute(
+            sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(SCHEMA))
+        )
+    cu.close()
+
+
+if __name__ == "__main__":
+    main()
