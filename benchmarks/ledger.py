@@ -8,7 +8,8 @@ On the embedded PostgreSQL (or CATCHUP_DSN), in a throwaway schema, in one run. 
 --jobs hourly jobs grows in place through --sizes periods in all (each job's hours filled
 backwards from a few days ahead: the last size of the default is 100 jobs x 10 years), every
 period succeeded, 5% of them at their third attempt (three history rows, the failures' output
-tails), the others at their first (one history row). At each size:
+tails), the others at their first (one history row), then VACUUM ANALYZE and a CHECKPOINT (so
+the writes are not flushed in the middle of the figures). At each size:
   claim   claim + finish of new periods of one job, the ledger's own statements on one
           connection, in periods/s;
   done    `run` of a period already done (the facade, in process): it is refused;
@@ -17,8 +18,11 @@ tails), the others at their first (one history row). At each size:
 each the median of --repeat and printed as a ratio to the first size's (target: flat, the
 claim rate within 10%). Then, at the last size:
   compact `catchup compact` of everything before now, with a claimer on another connection
-          claiming and finishing new periods throughout: the longest claim + finish it saw,
-          against its longest in as many periods before compaction;
+          claiming and finishing new periods throughout (the longest claim + finish it saw,
+          against its longest in as many periods before compaction) and a third claiming the
+          old periods just past the cursor of the job being compacted, the rows its open
+          batch holds (each claim refused: how long it waited); both with lock_timeout 100ms,
+          counting the claims that waited longer for a lock;
   bytes   runs and history, with their indexes and TOAST, per period: before compaction,
           after it (dead space reusable, the files not shrunk) and after VACUUM FULL (what a
           compacted ledger costs; target <= 120);
@@ -43,6 +47,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import cast
 
+import psycopg
 from psycopg import sql
 
 from catchup import Catchup, db
@@ -122,6 +127,8 @@ def fill(
         )
     for table in (runs, history):
         session.conn.execute(sql.SQL("VACUUM (ANALYZE) {}").format(table))
+    # the writes flushed now, not by a checkpoint in the middle of the figures that follow
+    session.conn.execute("CHECKPOINT")
 
 
 def migration(
@@ -216,6 +223,7 @@ def measure(
     cu: Catchup, claimer: Claimer, periods: int, claims: int, repeat: int, done_at: datetime
 ) -> Figures:
     rates = []
+    claimer.one()  # warm
     for _ in range(repeat):
         seconds = sum(claimer.one() for _ in range(claims // repeat))
         rates.append((claims // repeat) / seconds)
@@ -230,6 +238,50 @@ def measure(
     cu.scan(since=since, until=now)
     scan = median_seconds(lambda: cu.scan(since=since, until=now), repeat)
     return Figures(periods, statistics.median(rates), done, tick, scan)
+
+
+LOCK_TIMEOUT = "100ms"
+
+
+def waiting_for_locks(session: Session) -> None:
+    """A claim that waits more than LOCK_TIMEOUT for a lock fails (and is counted)."""
+    session.conn.execute(sql.SQL("SET lock_timeout = {}").format(sql.Literal(LOCK_TIMEOUT)))
+
+
+def claim_where_compaction_works(
+    session: Session, stop: threading.Event, times: list[float], timeouts: list[int]
+) -> None:
+    """Claim, again and again, an old period just past the cursor of the job compaction works
+    on: the rows its open batch holds. Each claim is refused (the period is done); how long it
+    took is how long it waited."""
+    ledger = session.ledger
+    query = sql.SQL(
+        "SELECT r.job_id, r.period_start FROM (SELECT job_id, through_at FROM {compaction}"
+        " ORDER BY at DESC LIMIT 1) c, LATERAL (SELECT job_id, period_start FROM {runs} r"
+        " WHERE r.job_id = c.job_id AND r.finished_at > c.through_at ORDER BY r.finished_at"
+        " OFFSET 100 LIMIT 1) r"
+    ).format(compaction=sql.Identifier(SCHEMA, "compaction"), runs=sql.Identifier(SCHEMA, "runs"))
+    while not stop.is_set():
+        row = session.conn.execute(query).fetchone()
+        if row is None:
+            time.sleep(0.001)
+            continue
+        job_id, at = cast(tuple[int, datetime], row)
+        started = time.perf_counter()
+        try:
+            claim = ledger.claim(
+                job_id,
+                Period(at, at + HOUR),
+                owner="bench",
+                lease=timedelta(minutes=5),
+                max_attempts=3,
+                allow_overlap=False,
+            )
+        except psycopg.errors.LockNotAvailable:
+            timeouts[0] += 1
+            continue
+        assert claim is None, (job_id, at)
+        times.append(time.perf_counter() - started)
 
 
 def plain_full(session: Session, first: datetime, end: datetime) -> int:
@@ -312,18 +364,36 @@ def main() -> None:
     quiet = [rival.one() for _ in range(args.claims)]
     stop = threading.Event()
     busy: list[float] = []
+    timeouts = [0, 0]  # claims that waited more than LOCK_TIMEOUT: new periods, old ones
+    waiting_for_locks(other.session)
 
     def claiming() -> None:
         while not stop.is_set():
-            busy.append(rival.one())
+            try:
+                busy.append(rival.one())
+            except psycopg.errors.LockNotAvailable:
+                timeouts[0] += 1
 
-    thread = threading.Thread(target=claiming)
+    third = Catchup(cu.config)
+    waiting_for_locks(third.session)
+    old: list[float] = []
+    old_timeouts = [0]
+    threads = [
+        threading.Thread(target=claiming),
+        threading.Thread(
+            target=claim_where_compaction_works, args=(third.session, stop, old, old_timeouts)
+        ),
+    ]
     started = time.perf_counter()
-    thread.start()
+    for thread in threads:
+        thread.start()
     compacted = cu.compact(before=cu.session.now())
     took = time.perf_counter() - started
     stop.set()
-    thread.join()
+    for thread in threads:
+        thread.join()
+    third.close()
+    timeouts[1] = old_timeouts[0]
     assert compacted.periods >= periods, (compacted.periods, periods)
     session.conn.execute(sql.SQL("VACUUM (ANALYZE) {}").format(sql.Identifier(SCHEMA, "runs")))
     session.conn.execute(sql.SQL("VACUUM (ANALYZE) {}").format(sql.Identifier(SCHEMA, "history")))
@@ -341,6 +411,12 @@ def main() -> None:
         f" a claimer beside it: {len(busy):,} claim+finish, longest {max(busy) * 1e3:.1f}ms,"
         f" p99 {statistics.quantiles(busy, n=100)[98] * 1e3:.1f}ms (without compaction: longest"
         f" {max(quiet) * 1e3:.1f}ms, p99 {statistics.quantiles(quiet, n=100)[98] * 1e3:.1f}ms)"
+    )
+    print(
+        f"compact: claims of the old periods its open batch holds: {len(old):,} refused,"
+        f" longest {max(old, default=0) * 1e3:.1f}ms, p99"
+        f" {statistics.quantiles(old, n=100)[98] * 1e3 if len(old) > 1 else 0:.1f}ms;"
+        f" claims that waited over {LOCK_TIMEOUT} for a lock: {timeouts[0]} new, {timeouts[1]} old"
     )
     print(
         f"bytes per period (runs + history, indexes, TOAST): {before_bytes / rows:.0f} before,"
@@ -361,6 +437,8 @@ def main() -> None:
         f"ratios: claims={last.claims / base.claims:.2f} done={last.done / base.done:.2f}"
         f" tick={last.tick / base.tick:.2f} scan30d={last.scan / base.scan:.2f}"
         f" bytes_per_period={full_bytes / rows:.0f} compact_longest_ms={max(busy) * 1e3:.1f}"
+        f" old_claim_longest_ms={max(old, default=0) * 1e3:.1f}"
+        f" lock_waits_over_{LOCK_TIMEOUT}={sum(timeouts)}"
         f" quiet_longest_ms={max(quiet) * 1e3:.1f} full/plain={full / floor:.2f}"
     )
     other.close()

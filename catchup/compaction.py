@@ -1,7 +1,7 @@
 """``catchup compact`` and a tick's slice of it: each job's settled runs finished before the
 cutoff lose their detail and keep their fact, batch by batch (``Ledger.compact_batch``, one
 transaction each, so a kill loses at most the batch that was open and the next run goes on from
-the job's cursor)."""
+the job's cursor; sized so a batch holds its rows for about 50 ms at most)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,15 @@ from datetime import datetime
 
 from .findings import Finding
 from .job import Job
-from .retention import BATCH_PERIODS, Compacted, JobCompaction, LedgerSize, cutoff, size_lines
+from .retention import (
+    BATCH_PERIODS,
+    Compacted,
+    JobCompaction,
+    LedgerSize,
+    cutoff,
+    next_batch,
+    size_lines,
+)
 from .session import Session
 
 
@@ -34,6 +42,7 @@ def compact(
     started = time.monotonic()
     budget = max_periods
     done: list[JobCompaction] = []
+    size = BATCH_PERIODS  # shrunk while batches take longer than BATCH_SECONDS
     for job in jobs:
         row = rows.get(job.name)
         if row is None:  # never registered: nothing recorded, nothing to compact
@@ -55,8 +64,10 @@ def compact(
             ):
                 left = True
                 break
-            limit = BATCH_PERIODS if budget is None else min(BATCH_PERIODS, budget)
+            limit = size if budget is None else min(size, budget)
+            took = time.monotonic()
             batch = session.ledger.compact_batch(row.id, until, limit)
+            size = next_batch(limit, time.monotonic() - took)
             if batch.through is None:
                 busy = True
                 break

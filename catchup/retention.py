@@ -11,8 +11,21 @@ from .findings import Level
 from .schedule import iso_utc
 from .vocabulary import RunStatus
 
-BATCH_PERIODS = 500  # a batch's runs: its locks last a few milliseconds, never ~100 ms
+BATCH_PERIODS = 500  # the most runs in a batch: its rows stay locked until it commits
+BATCH_MIN = 50  # the fewest, on a server too slow for more
+BATCH_SECONDS = 0.05  # what a batch should take at most (a claim of one of its rows waits)
 TICK_SLICE = 2_000  # what a tick compacts at most, after what it ran
+
+
+def next_batch(limit: int, seconds: float) -> int:
+    """The next batch's size after one of ``limit`` runs took ``seconds``: halved when it held
+    its rows longer than BATCH_SECONDS, doubled (up to BATCH_PERIODS) when it took under a
+    third of that, else the same."""
+    if seconds > BATCH_SECONDS:
+        return max(BATCH_MIN, limit // 2)
+    if seconds < BATCH_SECONDS / 3:
+        return min(BATCH_PERIODS, limit * 2)
+    return limit
 
 
 @dataclass(frozen=True)

@@ -47,6 +47,14 @@ class Mutation:
 
 MUTATIONS = (
     Mutation(
+        "slow-batches-keep-their-size",
+        "a compaction batch that held its rows too long makes the next one smaller",
+        "catchup/retention.py",
+        "        return max(BATCH_MIN, limit // 2)",
+        "        return limit",
+        ("tests/unit/test_retention.py::test_a_slow_batch_halves_the_next_down_to_the_floor",),
+    ),
+    Mutation(
         "compaction-deletes-the-fact",
         "compaction keeps a settled period's row: it never looks missing, never runs again",
         "sql/queries/compaction.sql",

@@ -91,17 +91,25 @@ def test_a_compaction_killed_mid_batch_resumes_and_loses_nothing(
         " (SELECT periods FROM {schema}.compaction WHERE job_id = %s)",
         [job_id],
     )
-    assert compacted == counted == 1_500  # three batches committed, the fourth rolled back
+    # the batches before the held run committed (three of 500, or more smaller ones on a
+    # slow server), the one that waited on it rolled back: a prefix, counted once
+    assert compacted == counted and 0 < compacted <= 1_700
+    prefix = sql(
+        "SELECT count(*) FROM (SELECT compacted_at FROM {schema}.runs ORDER BY finished_at, id"
+        " LIMIT %s) p WHERE compacted_at IS NOT NULL",
+        [compacted],
+    )
+    assert prefix == [(compacted,)]
     consistent(sql)
     assert sql("SELECT count(*) FROM {schema}.runs")[0][0] == written
     report = json.loads(project.cli("-q", "compact", "--json", "--before", before).stdout)
-    assert report["periods"] == written - 1_500  # it went on from the cursor
-    ((compacted, counted),) = sql(
+    assert report["periods"] == written - compacted  # it went on from the cursor
+    ((done, counted),) = sql(
         "SELECT (SELECT count(*) FROM {schema}.runs WHERE compacted_at IS NOT NULL),"
         " (SELECT periods FROM {schema}.compaction WHERE job_id = %s)",
         [job_id],
     )
-    assert compacted == counted == written
+    assert done == counted == written
     consistent(sql)
 
 
