@@ -24,6 +24,7 @@ SHIPPED = {
     "0013_reruns": "3bbedff4cc9f59637db62a0770e3c89dbe9ceadcba8818fd1a83ce470124efc8",
     "0014_keys": "b2426108ea5bce63613771a9e07bc06a832b15df74785efcd30125434c71be7f",
     "0015_batches": "f0ebcc8f2bddebcb313c2472031928e72b89d0030af10cf2466a53789031e52c",
+    "0016_compaction": "6df70b7d970c345a37ac048ca09d65344dabecfde9175b8940d3c9531be94701",
 }
 
 
