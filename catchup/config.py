@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ConfigError
-from .job import Alerts, Config, Job, Webhook
+from .job import Alerts, Config, Job, Serve, Webhook
 from .jobkeys import parse_job, suggest, workdir_of
 from .tomllines import KeyLines, toml_error
 from .upstream import graph_problems
@@ -85,7 +85,7 @@ def parse_config(raw: bytes, path: Path, *, schema: str | None = None) -> Config
         line = lines.find(where)
         problems.append((line, f"{name}:{line}: {message}"))
 
-    sections = {"project", "database", "jobs", "alerts", "ledger"}
+    sections = {"project", "database", "jobs", "alerts", "ledger", "serve"}
     for key in data:
         if key not in sections:
             problem((key,), f"unknown section or key {key!r}{suggest(key, sections)}")
@@ -125,6 +125,7 @@ def parse_config(raw: bytes, path: Path, *, schema: str | None = None) -> Config
 
     project_name = _parse_project(data.get("project"), problem) if "project" in data else None
     keep_detail = _parse_ledger(data.get("ledger"), problem) if "ledger" in data else None
+    serve = _parse_serve(data.get("serve"), problem) if "serve" in data else Serve()
 
     jobs: dict[str, Job] = {}
     table = data.get("jobs", {})
@@ -179,6 +180,7 @@ def parse_config(raw: bytes, path: Path, *, schema: str | None = None) -> Config
         alerts=alerts,
         project_name=project_name,
         keep_detail=keep_detail,
+        serve=serve,
         schema_given=schema is not None or "schema" in database,
     )
 
@@ -233,6 +235,34 @@ def _parse_ledger(
         problem(("ledger", "keep_detail"), "ledger.keep_detail: at least 1d")
         return None
     return kept
+
+
+SERVE_KEYS = frozenset({"title", "public_url"})
+TITLE_LONGEST = 80
+
+
+def _parse_serve(value: object, problem: Callable[[tuple[str, ...], str], None]) -> Serve:
+    """``[serve] title`` (what the page and alerts call the deployment) and ``public_url``
+    (where its page is reached, for the links alerts carry)."""
+    if not isinstance(value, dict):
+        problem(("serve",), '[serve] must be a table, like [serve] title = "billing, eu-west"')
+        return Serve()
+    found: dict[str, str] = {}
+    for key, given in value.items():
+        where = ("serve", key)
+        if key not in SERVE_KEYS:
+            problem(where, f"serve.{key}: unknown key{suggest(key, SERVE_KEYS)}")
+        elif not isinstance(given, str):
+            problem(where, f"serve.{key}: expected a string, got {type_name(given)}")
+        elif key == "title" and not (0 < len(given.strip()) and len(given) <= TITLE_LONGEST):
+            problem(where, f"serve.title: expected 1 to {TITLE_LONGEST} characters")
+        elif key == "title" and not given.isprintable():
+            problem(where, "serve.title: one line of printable text (no tab or control character)")
+        elif key == "public_url" and (said := url_problem(given)) is not None:
+            problem(where, f"serve.public_url: {said}")
+        else:
+            found[key] = given.rstrip("/") if key == "public_url" else given
+    return Serve(title=found.get("title"), public_url=found.get("public_url"))
 
 
 def _parse_alerts(raw: object, problem: Callable[[tuple[str, ...], str], None]) -> Alerts | None:

@@ -176,6 +176,15 @@ class Alerts:
 
 
 @dataclass(frozen=True)
+class Serve:
+    """``[serve]``: what the status page and the alerts call this deployment (never its
+    database), and where its page is reached from outside, for links in alerts."""
+
+    title: str | None = None  # None: the config's folder name
+    public_url: str | None = None  # e.g. https://catchup.example.com (no trailing slash)
+
+
+@dataclass(frozen=True)
 class Config:
     path: Path | None
     jobs: Mapping[str, Job] = field(default_factory=dict)
@@ -191,6 +200,17 @@ class Config:
     project_name: str | None = None
     # ``[ledger] keep_detail``: a settled run's detail older than this is compacted (None: kept)
     keep_detail: timedelta | None = None
+    serve: Serve = field(default_factory=Serve)
+
+    @property
+    def title(self) -> str:
+        """What pages and alerts call this deployment: ``[serve] title``, else the config's
+        folder name (``project.name``, then "catchup", without a config file)."""
+        if self.serve.title is not None:
+            return self.serve.title
+        if self.path is not None:
+            return self.path.resolve().parent.name or "catchup"
+        return self.project_name or "catchup"
 
     @property
     def registrant(self) -> str:

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Literal
 
+from .explain import Explanation
 from .job import Job
 from .models import (
     STATUSES,
@@ -232,3 +233,67 @@ class Why:
     commands: tuple[str, ...] = ()
     upstream: tuple[Why, ...] = ()
     more: int = 0  # upstream periods not done beyond those explained
+
+
+@dataclass(frozen=True)
+class RunningRow:
+    """A period running now (``catchup ps``, the status page): who runs it, since when, and
+    how long its lease has left, all on the database clock."""
+
+    job: str
+    key: str
+    period_start: datetime
+    period_end: datetime
+    attempt: int
+    owner: str | None  # host:pid
+    claimed_at: datetime | None
+    heartbeat_at: datetime | None
+    lease_expires_at: datetime | None
+    now: datetime
+    total: int = 0  # how many run now in all (the rows stop at a limit)
+
+    @property
+    def running_for(self) -> timedelta | None:
+        return None if self.claimed_at is None else self.now - self.claimed_at
+
+    @property
+    def lease_left(self) -> timedelta | None:
+        """Negative once the lease is past: its runner is gone or cut off."""
+        return None if self.lease_expires_at is None else self.lease_expires_at - self.now
+
+
+@dataclass(frozen=True)
+class FailureRow:
+    """A failed period that still stands, and what its last attempt said."""
+
+    job: str
+    key: str
+    period_start: datetime
+    attempt: int
+    failures: int
+    owner: str | None
+    claimed_at: datetime | None
+    finished_at: datetime | None
+    exit_code: int | None
+    error: str | None
+    output_tail: str | None  # its end only, when tail_cut
+    retry_after: datetime | None
+    tail_cut: bool = False
+
+
+@dataclass(frozen=True)
+class PageFacts:
+    """What the status page shows beside a scan, read with it: the periods running now, each
+    job's failures that still stand, when each job is next due, its periods spelled out, and
+    the jobs as the ledger resolves them (for labels and period ends)."""
+
+    now: datetime
+    running: tuple[RunningRow, ...] = ()
+    failures: dict[str, tuple[FailureRow, ...]] = field(default_factory=dict)
+    next_due: dict[str, datetime] = field(default_factory=dict)
+    explained: dict[str, Explanation] = field(default_factory=dict)
+    jobs: dict[str, Job] = field(default_factory=dict)
+
+    @property
+    def running_total(self) -> int:
+        return self.running[0].total if self.running else 0

@@ -13,7 +13,7 @@ from ..errors import ConfigError, DatabaseError
 from ..explain import Explanation
 from ..findings import Finding
 from ..models import ScanReport
-from ..results import History, JobsReport, KeysReport, Why
+from ..results import History, JobsReport, KeysReport, PageFacts, Why
 from ..retention import LedgerSize
 from ..window import Moment
 from .base import Base, check, instant
@@ -189,8 +189,9 @@ class Looking(Base):
     ) -> None:
         """``catchup serve``: scan every ``refresh`` seconds, read-only, and serve the status
         page, ``/metrics``, ``/api/scan``, ``/healthz`` and ``/readyz`` until ``stop``."""
+        from ..httpd import serve
         from ..scan import scan
-        from ..serve import Watcher, serve
+        from ..serve import Watcher
 
         target = self._target()
         jobs = list(self.config.jobs.values())
@@ -243,6 +244,12 @@ class Looking(Base):
             session = self._open(prepare=False, start_embedded=False)  # as scan_now's
             return measure(session, jobs, session.now())
 
+        def facts_now() -> PageFacts:
+            from ..pagefacts import read_facts
+
+            session = self._open(prepare=False, start_embedded=False)  # as scan_now's
+            return read_facts(session, jobs)
+
         def after(report: ScanReport) -> list[str]:
             return self.notify(report) if self.config.alerts is not None else []
 
@@ -252,9 +259,9 @@ class Looking(Base):
             after=after,
             keys=keys_now,
             size=size_now,
+            facts=facts_now,
             scrub=lambda text: db.scrub(text, target.conninfo),
             refresh=refresh,
-            database=target.describe(),
-            schema=self.config.schema,
+            title=self.config.title,
         )
         serve(watcher, host, port, stop, on_listening)

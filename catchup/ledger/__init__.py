@@ -11,6 +11,7 @@ from .claims import ClaimPath, ClaimRequest, FinishFields
 from .compaction import Compaction
 from .evidence import EvidenceCheck, EvidenceQuery
 from .keys import Keys, read_keys
+from .pages import Pages
 from .scans import Scanning
 from .tools import Tools
 
@@ -26,6 +27,15 @@ __all__ = [
 
 
 class Ledger(
-    ClaimPath, Batches, Changing, EvidenceCheck, Keys, Alerting, Scanning, Compaction, Tools
+    ClaimPath,
+    Batches,
+    Changing,
+    EvidenceCheck,
+    Keys,
+    Alerting,
+    Scanning,
+    Compaction,
+    Pages,
+    Tools,
 ):
     """The ledger in ``schema``, through one autocommit connection."""

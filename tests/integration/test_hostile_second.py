@@ -460,7 +460,8 @@ def test_the_watcher_survives_any_error_and_healthz_follows_it(
     import urllib.request
 
     from catchup import Catchup
-    from catchup.serve import Watcher, serve
+    from catchup.httpd import serve
+    from catchup.serve import Watcher
 
     project.write(job_toml("billing", command=["true"]))
     app = Catchup(str(project.config))
@@ -481,9 +482,7 @@ def test_the_watcher_survives_any_error_and_healthz_follows_it(
         except urllib.error.HTTPError as exc:
             return exc.code
 
-    watcher = Watcher(
-        scan, lambda: None, scrub=str, refresh=0.2, database="test", schema=project.schema
-    )
+    watcher = Watcher(scan, lambda: None, scrub=str, refresh=0.2, title="test")
     stop = threading.Event()
     where: list[str] = []
     thread = threading.Thread(target=serve, args=(watcher, "127.0.0.1", 0, stop, where.append))
@@ -509,8 +508,7 @@ def test_the_watcher_survives_any_error_and_healthz_follows_it(
         lambda: None,
         scrub=str,
         refresh=0.2,
-        database="test",
-        schema=project.schema,
+        title="test",
     )
     stop = threading.Event()
     where.clear()
