@@ -123,7 +123,9 @@ class Watcher:
             finished=time.monotonic(),
             took=took,
             document="".join(json_render.scan_json_chunks(report)).encode(),
-            keyed=self._keyed(keyed),
+            keyed=self._keyed(
+                keyed, Site(self.title, max(1, round(self.refresh)), report.generated_at, took)
+            ),
             size=size,
             facts=facts,
         )
@@ -138,11 +140,10 @@ class Watcher:
             for line in problems:
                 print(f"catchup serve: {line}", file=sys.stderr, flush=True)
 
-    def _keyed(self, reports: list[KeysReport]) -> dict[str, tuple[bytes, str]]:
-        refresh = max(1, round(self.refresh))
+    def _keyed(self, reports: list[KeysReport], site: Site) -> dict[str, tuple[bytes, str]]:
         out: dict[str, tuple[bytes, str]] = {}
         for report in reports:
-            page = keys_page(report, refresh=refresh).encode()
+            page = keys_page(report, site).encode()
             out[keys_path(report.job)] = (page, "text/html; charset=utf-8")
             document = (json_render.keys_json(report) + "\n").encode()
             out[keys_path(report.job, api=True)] = (document, "application/json")

@@ -88,6 +88,7 @@ def job_page(
             "last_success": when(spec, scan, scan.last_success),
             "next_due": "-" if due is None else iso_utc(due),
             "counts": counts(scan),
+            "error": scan.evidence_error,
         },
         upstream=upstream,
         downstream=downstream,

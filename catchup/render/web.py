@@ -13,7 +13,7 @@ import functools
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from urllib.parse import urlencode
+from urllib.parse import quote, urlencode
 
 import jinja2
 import markupsafe
@@ -178,6 +178,9 @@ def home(
                 "last_success": when(spec, j, j.last_success),
                 "next_due": "-" if due is None else iso_utc(due),
                 "counts": counts(j),
+                "error": j.evidence_error,
+                "key_count": j.keys,
+                "keys_href": "/keys/" + quote(j.job, safe=""),
                 "strip": strip(grids.get(j.job)),
                 "strip_said": f"the recent periods of {safe(j.job)}",
             }

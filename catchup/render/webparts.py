@@ -87,7 +87,8 @@ def replay_command(scan: JobScan, gap: Range, job: Job | None) -> str:
     else:
         verb = f"replay --job {scan.job}"
     since = job.period_value(gap.first) if job is not None else iso_utc(gap.first)
-    until = iso_utc(job.period_starting(gap.last).end) if job is not None else None
+    # the end of the range is the next period's start: named as the job names its periods
+    until = job.period_value(job.period_starting(gap.last).end) if job is not None else None
     parts = [f"catchup {verb} --since {since}"] + ([f"--until {until}"] if until else [])
     held = scan.keys_in(gap)
     if held and len(held) <= 3:
@@ -103,7 +104,8 @@ def replay_command(scan: JobScan, gap: Range, job: Job | None) -> str:
 
 def gap_row(scan: JobScan, gap: Range, job: Job | None) -> dict[str, object]:
     held = scan.keys_in(gap)
-    note = scan.waits(gap)
+    waits = scan.waits(gap)
+    note = None if waits is None else f"waits for {waits}"
     if held is not None:
         shown = ", ".join(held[:3]) + (f", … +{len(held) - 3:,}" if len(held) > 3 else "")
         note = f"{len(held):,} of {scan.keys:,} keys ({shown})"

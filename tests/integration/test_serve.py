@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import re
 import signal
 import socket
 import subprocess
@@ -129,7 +130,7 @@ def _a_period_ended_between(document: dict[str, Any], cli: dict[str, Any]) -> bo
 
 
 def test_the_page_shows_the_jobs_and_escapes_what_users_wrote(
-    served: tuple[str, subprocess.Popen[str]], database: Database, sql: Any
+    served: tuple[str, subprocess.Popen[str]], database: Database, sql: Any, project: Project
 ) -> None:
     base, _ = served
     wait_for(lambda: "hostile" in get(base + "/")[2], timeout=30, what="a scan on the page")
@@ -141,12 +142,22 @@ def test_the_page_shows_the_jobs_and_escapes_what_users_wrote(
     assert "script-src" not in headers["Content-Security-Policy"]
     assert headers["Content-Security-Policy"].startswith("default-src 'none'")
     assert '<meta http-equiv="refresh" content="1">' in page
-    for text in ("catchup status", "billing", "export", "hostile", "2026-10-01", "missing"):
+    # a verdict first, in the title too, under the deployment's name (its folder's)
+    title = page.split("<title>", 1)[1].split("</title>", 1)[0]
+    assert re.fullmatch(
+        r"\d+ gap ranges in 3 jobs · " + re.escape(project.config.parent.name), title
+    )
+    for text in ("billing", "export", "hostile", "2026-10-01", "missing", 'href="/jobs/billing"'):
         assert text in page, text
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
     assert "<script" not in page.lower()
-    password = str(conninfo_to_dict(database.conninfo).get("password") or "")
-    assert not password or password not in page
+    # nothing of the database: no DSN, user, host, socket path, database name
+    parts = conninfo_to_dict(database.conninfo)
+    for secret in ("postgresql://", parts.get("password"), parts.get("host"), parts.get("dbname")):
+        assert not secret or str(secret) not in page, secret
+    status, _, job = get(base + "/jobs/hostile")
+    assert status == 200 and "&lt;script&gt;alert(1)&lt;/script&gt;" in job
+    assert "<script" not in job.lower()
 
 
 @pytest.mark.slow
@@ -286,10 +297,11 @@ def test_the_page_links_to_a_keyed_jobs_keys(project: Project, sql: Any) -> None
         wait_for(lambda: _answers(base), timeout=60, what="serve to answer")
         wait_for(lambda: "/keys/invoice" in get(base + "/")[2], timeout=30, what="the link")
         page = get(base + "/")[2]
-        assert '<a href="/keys/invoice"' in page and "keys of invoice: 2" in page
+        assert '<a href="/keys/invoice"' in page and "keys of <bdi>invoice</bdi>: 2" in page
         status, headers, listed = get(base + "/keys/invoice")
         assert status == 200 and headers["Content-Type"] == "text/html; charset=utf-8"
-        assert "<title>catchup keys: invoice</title>" in listed and '<a href="/"' in listed
+        assert "<title>keys of invoice · " in listed and '<a href="/"' in listed
+        assert '<a href="/jobs/invoice">' in listed
         assert "acme" in listed and "&lt;b&gt;hooli&lt;/b&gt;" in listed
         assert "<b>" not in listed and "2 keys expected, 0 gone" in listed
         status, headers, body = get(base + "/api/keys/invoice")
