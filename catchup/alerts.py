@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, Literal
+from urllib.parse import quote
 
 from .job import Alerts, Webhook
 from .ledger import Ledger
@@ -153,17 +154,42 @@ def _with_keys(event: GapEvent, report: ScanReport) -> GapEvent:
     return replace(event, keys=len(keys))
 
 
-def body(webhook: Webhook, events: Sequence[GapEvent]) -> dict[str, Any]:
-    """A post: the generic JSON (every event), or Slack's ``text`` (a line per event)."""
+def body(
+    webhook: Webhook,
+    events: Sequence[GapEvent],
+    deployment: str = "catchup",
+    public_url: str | None = None,
+) -> dict[str, Any]:
+    """A post: the generic JSON (every event), or Slack's ``text`` (a line per event), named
+    by the deployment (``[serve] title``); each event links to its job's page on the status
+    page when ``[serve] public_url`` says where that is."""
+
+    def page(job: str) -> str | None:
+        return None if public_url is None else public_url + "/jobs/" + quote(job, safe="")
+
     if webhook.format == "slack":
-        lines = [event.sentence() for event in events[:SLACK_LINES]]
+        lines = []
+        for event in events[:SLACK_LINES]:
+            link = page(event.job)
+            lines.append(event.sentence() + ("" if link is None else f" <{link}|its page>"))
         if len(events) > SLACK_LINES:
             lines.append(f"… and {len(events) - SLACK_LINES} more (catchup scan)")
-        return {"text": "catchup:\n" + "\n".join(lines)}
-    return {"source": "catchup", "events": [event.as_json() for event in events]}
+        return {"text": f"catchup ({deployment}):\n" + "\n".join(lines)}
+    told = []
+    for event in events:
+        link = page(event.job)
+        told.append({**event.as_json(), **({"url": link} if link is not None else {})})
+    return {"source": "catchup", "deployment": deployment, "events": told}
 
 
-def record(ledger: Ledger, alerts: Alerts, report: ScanReport, ids: dict[str, int]) -> int:
+def record(
+    ledger: Ledger,
+    alerts: Alerts,
+    report: ScanReport,
+    ids: dict[str, int],
+    deployment: str = "catchup",
+    public_url: str | None = None,
+) -> int:
     """Compare ``report``'s gap ranges with those told, under the ledger's lock, and enqueue
     one post per webhook for what changed; the number of events."""
     jobs = {ids[job.job]: job for job in report.jobs if ids.get(job.job, -1) > 0}
@@ -181,7 +207,7 @@ def record(ledger: Ledger, alerts: Alerts, report: ScanReport, ids: dict[str, in
                 ledger.close_alert_range(*args)
         if events:
             for webhook in alerts.webhooks:
-                ledger.enqueue_alert(webhook.name, body(webhook, events))
+                ledger.enqueue_alert(webhook.name, body(webhook, events, deployment, public_url))
     return len(events)
 
 

@@ -58,7 +58,8 @@ class Looking(Base):
             raise ConfigError("--notify needs an [alerts] section with a webhook in catchup.toml")
         ledger = self.session.ledger
         rows = ledger.job_rows([job.job for job in report.jobs])
-        alerts.record(ledger, config, report, {name: row.id for name, row in rows.items()})
+        ids = {name: row.id for name, row in rows.items()}
+        alerts.record(ledger, config, report, ids, self.config.title, self.config.serve.public_url)
         return alerts.deliver(ledger, config)
 
     def keys(self, job: str) -> KeysReport:

@@ -143,6 +143,9 @@ def test_two_serve_replicas_tell_each_gap_once(project: Project, receiver: Recei
         assert [e[0] for e in receiver.events()] == ["opened", "opened"]
         assert {e[2] for e in receiver.events()} == {"2026-10-03", "2026-10-05"}
         assert len(receiver.bodies) == 1
+        (told,) = receiver.bodies
+        assert told["deployment"] == project.config.parent.name
+        assert all("url" not in event for event in told["events"])  # no [serve] public_url
         # the gap of the 3rd closes: told once more, once
         assert project.cli("-q", "run", "billing", "--period", "2026-10-03").exit_code == 0
         wait_for(lambda: len(receiver.bodies) >= 2, timeout=60, what="the closing post")
@@ -185,7 +188,9 @@ def test_a_failing_receiver_is_retried_and_nothing_is_posted_twice(
     project: Project, receiver: Receiver, sql: Any
 ) -> None:
     receiver.fail = 2
-    project.write(config(receiver, "slack"))
+    project.write(
+        config(receiver, "slack") + '[serve]\ntitle = "acme"\npublic_url = "https://ops.example/"\n'
+    )
     assert project.cli("-q", "run", "billing", "--period", "2026-10-02").exit_code == 0
     until = ("--until", "2026-10-05")
     first = project.run("-q", "scan", *until, "--notify")
@@ -207,10 +212,12 @@ def test_a_failing_receiver_is_retried_and_nothing_is_posted_twice(
         project.run("-q", "scan", *until, "--notify")
         assert len(receiver.paths) == attempt
     (body,) = receiver.bodies
-    assert body["text"].splitlines() == [
-        "catchup:",
-        "billing: new gap: 1 missing period(s), 2026-10-01",
-        "billing: new gap: 2 missing period(s), 2026-10-03 .. 2026-10-04",
+    assert body["text"].splitlines() == [  # named by [serve] title, linked to the job's page
+        "catchup (acme):",
+        "billing: new gap: 1 missing period(s), 2026-10-01"
+        " <https://ops.example/jobs/billing|its page>",
+        "billing: new gap: 2 missing period(s), 2026-10-03 .. 2026-10-04"
+        " <https://ops.example/jobs/billing|its page>",
     ]
     assert sql("SELECT attempts, delivered_at IS NOT NULL FROM {schema}.alert_outbox") == [
         (3, True)
@@ -348,6 +355,6 @@ def test_a_job_with_keys_is_told_once_per_state_with_how_many_keys(
     assert project.run("-q", "scan", "--until", "2026-10-04", "--notify").returncode == 1
     (body,) = receiver.bodies
     assert body["text"].splitlines() == [
-        "catchup:",
+        f"catchup ({project.config.parent.name}):",  # the config's folder, without [serve] title
         "invoice: new gap: 30 missing period(s) of 12 key(s), 2026-10-01 .. 2026-10-03",
     ]
