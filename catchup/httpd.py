@@ -30,6 +30,7 @@ from .serve import View, Watcher
 MAX_CONNECTIONS = 512
 IDLE_SECONDS = 15.0
 MAX_REQUEST_LINE = 8192
+DRAINED = 65_536  # the most of a refused body read (and dropped) before the answer
 COMPRESS_FROM = 1024  # bytes: smaller bodies go as they are
 CACHED_PAGES = 256  # rendered pages kept per scan (each filter of / is one)
 CSP = (
@@ -43,6 +44,7 @@ TEXT = "text/plain; charset=utf-8"
 
 class Server(ThreadingHTTPServer):
     daemon_threads = True
+    request_queue_size = 128  # the listen backlog: a burst of connections is not turned away
     block_on_close = False
 
     def __init__(self, address: tuple[str, int], watcher: Watcher) -> None:
@@ -95,6 +97,9 @@ class Handler(BaseHTTPRequestHandler):
     raw_requestline: bytes
     protocol_version = "HTTP/1.1"  # connections kept open between requests, within IDLE_SECONDS
     timeout = IDLE_SECONDS
+    # the standard library's own refusals (a malformed request line, too many headers): plain
+    error_message_format = "%(code)d %(message)s\n"
+    error_content_type = TEXT
 
     def version_string(self) -> str:
         return "catchup"
@@ -104,14 +109,19 @@ class Handler(BaseHTTPRequestHandler):
         self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
     def parse_request(self) -> bool:
+        if not super().parse_request():  # the headers read too, before any answer
+            return False
         if len(self.raw_requestline) > MAX_REQUEST_LINE:
             self.close_connection = True
-            self.send_error(HTTPStatus.REQUEST_URI_TOO_LONG)
+            self._send(HTTPStatus.REQUEST_URI_TOO_LONG, b"request line too long\n", TEXT)
             return False
-        if not super().parse_request():
-            return False
-        if self.headers.get("Transfer-Encoding") or self.headers.get("Content-Length", "0") != "0":
-            self.close_connection = True  # its body is never read: the connection ends here
+        length = self.headers.get("Content-Length", "0")
+        if self.headers.get("Transfer-Encoding") or length != "0":
+            self.close_connection = True  # the connection ends here
+            if length.isdigit() and int(length) <= DRAINED:
+                # a small body is read and dropped, so closing does not reset the connection
+                # before the client has read the answer
+                self.rfile.read(int(length))
             self._send(HTTPStatus.CONTENT_TOO_LARGE, b"no request bodies here\n", TEXT)
             return False
         return True
