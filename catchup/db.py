@@ -17,7 +17,28 @@ if TYPE_CHECKING:
     import psycopg
 
 MIN_SERVER_VERSION = 170000
-BUSY_RETRY_SECONDS = float(os.environ.get("CATCHUP_CONNECT_RETRY", "15"))
+BUSY_RETRY_SECONDS = 15.0  # the default of CATCHUP_CONNECT_RETRY
+BUSY_RETRY_MOST = 3600.0
+
+
+def busy_retry_seconds() -> float:
+    """How long a connect waits for a busy server (``CATCHUP_CONNECT_RETRY``, in seconds, 0 to
+    3600); a ConfigError that says so when the variable is not such a number."""
+    given = os.environ.get("CATCHUP_CONNECT_RETRY")
+    if given is None:
+        return BUSY_RETRY_SECONDS
+    try:
+        seconds = float(given)
+    except ValueError:
+        seconds = math.nan
+    if not 0 <= seconds <= BUSY_RETRY_MOST:
+        raise ConfigError(
+            f"CATCHUP_CONNECT_RETRY: expected seconds from 0 to {BUSY_RETRY_MOST:.0f}, "
+            f"like 15, got {given[:40]!r}"
+        )
+    return seconds
+
+
 BUSY_SIGNS = (
     "too many clients",  # 53300: max_connections exhausted
     "remaining connection slots are reserved",
@@ -245,7 +266,8 @@ def connect(
         # libpq's own message quotes a DSN that does not parse, password and all
         raise ConfigError(f"{target.source}: {problem}")
     delay = 0.1
-    patience = BUSY_RETRY_SECONDS if within is None else min(BUSY_RETRY_SECONDS, within)
+    most = busy_retry_seconds()
+    patience = most if within is None else min(most, within)
     deadline = time.monotonic() + patience
     while True:
         try:

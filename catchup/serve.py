@@ -93,7 +93,9 @@ class Watcher:
     def site(self, view: View) -> Site:
         """What every page says of where it comes from (the deployment's name, never the
         database) and how old its scan is."""
-        return Site(self.title, max(1, round(self.refresh)), view.scanned, view.took, view.error)
+        return Site(
+            self.title, max(1, round(self.refresh)), view.scanned, view.took, _public(view.error)
+        )
 
     def _page(self, view: View) -> bytes:
         return home(view.report, view.facts, self.site(view)).encode()
@@ -181,3 +183,11 @@ class Watcher:
         age = None if view.finished is None else time.monotonic() - view.finished
         up = view.error is None and view.report is not None
         return Served(view.report, up, view.took, age, view.size)
+
+
+def _public(error: str | None) -> str | None:
+    """A failed scan as the page says it: a connection's failure names no DSN, user, host or
+    socket path there (the log and /readyz, for the operator, say which)."""
+    if error is not None and error.startswith("cannot connect to "):
+        return "cannot connect to the database (the log and /readyz say more)"
+    return error

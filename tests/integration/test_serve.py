@@ -179,6 +179,14 @@ def test_readyz_follows_the_database(project: Project, private_server: str) -> N
         metrics = get(base + "/metrics")[2]
         assert "catchup_up 0.0" in metrics
         assert "the newest scan failed" in get(base + "/")[2]
+
+        def refused() -> bool:  # the first failure may be the cut connection itself
+            return "cannot connect to the database" in get(base + "/")[2]
+
+        wait_for(refused, timeout=60, what="the page to say it cannot connect")
+        page = get(base + "/")[2]
+        host = str(conninfo_to_dict(private_server).get("host") or "")
+        assert host not in page and "postgresql://" not in page  # the operator's log says
         embedded.ensure_running()
         wait_for(lambda: _ready(base), timeout=60, what="ready again")
         assert "catchup_up 1.0" in get(base + "/metrics")[2]

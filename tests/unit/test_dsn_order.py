@@ -29,3 +29,17 @@ def test_the_first_source_given_wins(monkeypatch: pytest.MonkeyPatch, first: int
         "host=from-config dbname=d" if "catchup.toml [database] dsn" in given else None,
     )
     assert target.source == SOURCES[first]
+
+
+def test_connect_retry_is_bounded_seconds(monkeypatch: pytest.MonkeyPatch) -> None:
+    from catchup.db import busy_retry_seconds
+    from catchup.errors import ConfigError
+
+    monkeypatch.delenv("CATCHUP_CONNECT_RETRY", raising=False)
+    assert busy_retry_seconds() == 15
+    monkeypatch.setenv("CATCHUP_CONNECT_RETRY", "2.5")
+    assert busy_retry_seconds() == 2.5
+    for bad in ("1s", "-1", "nan", "99999", ""):
+        monkeypatch.setenv("CATCHUP_CONNECT_RETRY", bad)
+        with pytest.raises(ConfigError, match="CATCHUP_CONNECT_RETRY: expected seconds from 0"):
+            busy_retry_seconds()
