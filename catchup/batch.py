@@ -28,7 +28,7 @@ from .lease import LeaseKeeper
 from .ledger import FinishFields, Many
 from .models import Claim, ClaimRules, Outcome
 from .refusal import why_not
-from .results import Planned
+from .results import Planned, Renewed
 from .runner import Execution
 from .sequence import Begun, CallSequence
 from .session import Session, owner_name
@@ -176,8 +176,8 @@ class _Batch:
         items, claims = self.items, self.claims
         return [(items[n].job.key, items[n].period.start, claims[n].attempt) for n in ns]
 
-    def renew(self, ns: list[int], within: float) -> dict[int, datetime]:
-        """Renew the leases of ``ns`` in one statement; the expiry of those still held."""
+    def renew(self, ns: list[int], within: float) -> dict[int, Renewed]:
+        """Renew the leases of ``ns`` in one statement; the renewal of each still held."""
         sent = time.monotonic()
         heartbeats = self.session.heartbeats
         kept = heartbeats.renew_many(self.job_id, self.held(ns), self.job.lease, within)
@@ -189,7 +189,7 @@ class _Batch:
                 got[n] = at
         return got
 
-    def begin(self, n: int) -> tuple[Callable[[float], datetime | None], float] | str:
+    def begin(self, n: int) -> tuple[Callable[[float], Renewed | None], float] | str:
         """Whether ``n`` may start now: the renewal for its keeper (its own lease with those
         still waiting behind it) and when its lease was given; or why not."""
         self.waiting.remove(n)
@@ -206,7 +206,7 @@ class _Batch:
             self.on_start(self.items[n])
         behind = list(self.waiting)
 
-        def renew_running(within: float) -> datetime | None:
+        def renew_running(within: float) -> Renewed | None:
             return self.renew([n, *behind], within).get(n)
 
         return renew_running, self.given[n]

@@ -308,14 +308,17 @@ def finish_fields(job: Job, execution: Execution) -> FinishFields:
     """What the ledger records of ``execution`` (it did not lose its lease)."""
     succeeded = execution.ended == Ended.exited and execution.error is None
     interrupted = execution.ended == Ended.interrupted
+    cancelled = execution.ended == Ended.cancelled  # by a person: no failure, runnable again
     return dict(
         status=RunStatus.succeeded if succeeded else RunStatus.failed,
         history_status=AttemptStatus.succeeded
         if succeeded
         else AttemptStatus.interrupted
         if interrupted
+        else AttemptStatus.cancelled
+        if cancelled
         else AttemptStatus.failed,
-        counts_as_failure=not (succeeded or interrupted),
+        counts_as_failure=not (succeeded or interrupted or cancelled),
         backoff=job.retry_backoff,
         backoff_cap=BACKOFF_CAP,
         exit_code=execution.exit_code,
@@ -341,6 +344,9 @@ def described(
         )
     if succeeded:
         return base
+    if execution.ended == Ended.cancelled:
+        detail = f"{execution.error}; the job was stopped, runnable again"
+        return replace(base, status=OutcomeStatus.cancelled, detail=detail)
     if interrupted:
         return replace(base, status=OutcomeStatus.interrupted, detail="stopped; left for a retry")
     if finished.failures >= job.max_attempts:

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from datetime import datetime
 
 from .callthread import CallThread
 from .job import Job
 from .lease import LeaseKeeper
 from .models import Claim
+from .results import Renewed
 from .runner import (
     Execution,
     JobContext,
@@ -32,7 +32,7 @@ def execute(
     interrupted: threading.Event,
     stream: bool,
     *,
-    renew: Callable[[float], datetime | None] | None = None,
+    renew: Callable[[float], Renewed | None] | None = None,
     granted: float | None = None,
     calls: CallThread | None = None,
 ) -> Execution:
@@ -41,7 +41,7 @@ def execute(
     periods waiting beside it too; ``granted``: when its lease was last given, before a batch's
     claim or renewal), on ``calls`` when a worker keeps a thread for its calls."""
 
-    def renew_one(within: float) -> datetime | None:
+    def renew_one(within: float) -> Renewed | None:
         return session.heartbeats.renew(
             job_id, period.start, claim.attempt, job.lease, within, job.key
         )

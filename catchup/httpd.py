@@ -15,6 +15,7 @@ import hashlib
 import socket
 import threading
 from collections.abc import Callable
+from dataclasses import replace
 from email.utils import format_datetime
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -24,12 +25,16 @@ from urllib.parse import parse_qs, unquote, urlsplit
 from .render.jobpage import job_page
 from .render.metrics import exposition
 from .render.pagejson import job_json
+from .render.periodpage import period_document, period_page
+from .render.text import safe
 from .render.web import STATE_FILTERS, home, stylesheet
 from .serve import View, Watcher
 
 MAX_CONNECTIONS = 512
 IDLE_SECONDS = 15.0
 MAX_REQUEST_LINE = 8192
+MAX_FIELDS = 4  # fields in a query string (?state=…&job=…, ?key=…)
+MAX_PERIOD = 200  # characters of a period's name or a key in a period page's address
 DRAINED = 65_536  # the most of a refused body read (and dropped) before the answer
 COMPRESS_FROM = 1024  # bytes: smaller bodies go as they are
 CACHED_PAGES = 256  # rendered pages kept per scan (each filter of / is one)
@@ -40,6 +45,10 @@ CSP = (
 HTML = "text/html; charset=utf-8"
 JSON = "application/json"
 TEXT = "text/plain; charset=utf-8"
+
+
+class _Unavailable(Exception):
+    """The ledger cannot say now (busy, or failing): a 503, not cached."""
 
 
 class Server(ThreadingHTTPServer):
@@ -94,6 +103,7 @@ class Server(ThreadingHTTPServer):
 
 class Handler(BaseHTTPRequestHandler):
     server: Server
+    query: dict[str, list[str]]
     raw_requestline: bytes
     protocol_version = "HTTP/1.1"  # connections kept open between requests, within IDLE_SECONDS
     timeout = IDLE_SECONDS
@@ -145,6 +155,12 @@ class Handler(BaseHTTPRequestHandler):
         watcher = self.server.watcher
         parts = urlsplit(self.path)
         path, view = parts.path, watcher.view
+        try:
+            self.query = parse_qs(parts.query, max_num_fields=MAX_FIELDS)
+        except ValueError:
+            body = f"at most {MAX_FIELDS} fields in a query\n".encode()
+            self._send(HTTPStatus.BAD_REQUEST, body, TEXT)
+            return
         wants_json = JSON in (self.headers.get("Accept") or "").split(";")[0].split(",")
         if (path == "/" and wants_json) or path == "/api/scan":
             if view.report is None:
@@ -152,11 +168,17 @@ class Handler(BaseHTTPRequestHandler):
             else:
                 self._send(HTTPStatus.OK, view.document, JSON, view=view)
         elif path == "/":
-            self._home(view, parts.query)
+            self._home(view)
         elif path.startswith(("/jobs/", "/api/jobs/")):
             api = path.startswith("/api/")
             rest = path.removeprefix("/api/jobs/" if api else "/jobs/")
-            self._job(view, unquote(rest) if rest and "/" not in rest else None, api or wants_json)
+            name, _, period = rest.partition("/")
+            if period:
+                keys = self.query.get("key")
+                key = keys[0] if keys else None
+                self._period(view, unquote(name), unquote(period), key, api or wants_json)
+            else:
+                self._job(view, unquote(name) if name else None, api or wants_json)
         elif path == "/static/catchup.css":
             self._send(HTTPStatus.OK, stylesheet(), "text/css; charset=utf-8", cache="max-age=3600")
         elif path == "/metrics":
@@ -179,27 +201,30 @@ class Handler(BaseHTTPRequestHandler):
         else:
             self._send(HTTPStatus.NOT_FOUND, b"not found\n", TEXT)
 
-    def _home(self, view: View, query: str) -> None:
-        asked = parse_qs(query, max_num_fields=4)
+    def _home(self, view: View) -> None:
+        asked = self.query
         state = (asked.get("state") or [""])[0] or None
         name = (asked.get("job") or [""])[0][:100] or None
         if state is not None and state not in STATE_FILTERS:
             body = f"state: expected one of {', '.join(STATE_FILTERS)}\n".encode()
             self._send(HTTPStatus.BAD_REQUEST, body, TEXT)
             return
-        if state is None and name is None:
+        auto = bool(asked.get("auto"))
+        if state is None and name is None and not auto:
             self._send(HTTPStatus.OK, view.page, HTML, view=view)
             return
         watcher = self.server.watcher
 
         def make() -> tuple[int, bytes, str]:
-            page = home(view.report, view.facts, watcher.site(view), state=state, name=name)
+            site = replace(watcher.site(view), auto=auto)
+            page = home(view.report, view.facts, site, state=state, name=name)
             return HTTPStatus.OK, page.encode(), HTML
 
-        self._send(*self.server.cached(view, f"/?{state}&{name}", make), view=view)
+        self._send(*self.server.cached(view, f"/?{state}&{name}&{auto}", make), view=view)
 
     def _job(self, view: View, name: str | None, api: bool) -> None:
         watcher = self.server.watcher
+        auto = bool(self.query.get("auto"))
 
         def make() -> tuple[int, bytes, str]:
             if name is None or view.report is None:
@@ -209,12 +234,44 @@ class Handler(BaseHTTPRequestHandler):
                 if document is None:
                     return HTTPStatus.NOT_FOUND, b'{"error": "no such job"}\n', JSON
                 return HTTPStatus.OK, document.encode(), JSON
-            page = job_page(view.report, view.facts, watcher.site(view), name)
+            site = replace(watcher.site(view), auto=auto)
+            page = job_page(view.report, view.facts, site, name)
             if page is None:
                 return HTTPStatus.NOT_FOUND, b"no such job in the newest scan\n", TEXT
             return HTTPStatus.OK, page.encode(), HTML
 
-        self._send(*self.server.cached(view, f"{api}:{name}", make), view=view)
+        self._send(*self.server.cached(view, f"{api}:{name}:{auto}", make), view=view)
+
+    def _period(self, view: View, name: str, period: str, key: str | None, api: bool) -> None:
+        """``/jobs/NAME/PERIOD``: read from the ledger when first asked for after a scan (the
+        other pages are the scan's), then cached until the next one; 503 while it cannot be
+        read (never cached)."""
+        watcher = self.server.watcher
+        if view.report is None or all(j.job != name for j in view.report.jobs):
+            self._send(HTTPStatus.NOT_FOUND, b"no such job in the newest scan\n", TEXT)
+            return
+        if "/" in period or len(period) > MAX_PERIOD or len(key or "") > MAX_PERIOD:
+            self._send(HTTPStatus.NOT_FOUND, b"not found\n", TEXT)
+            return
+
+        def make() -> tuple[int, bytes, str]:
+            read = watcher.period(name, period, key)
+            if read is None:
+                raise _Unavailable
+            if isinstance(read, str):
+                return HTTPStatus.BAD_REQUEST, (safe(read) + "\n").encode(), TEXT
+            if api:
+                return HTTPStatus.OK, period_document(read).encode(), JSON
+            return HTTPStatus.OK, period_page(read, watcher.site(view)).encode(), HTML
+
+        try:
+            answer = self.server.cached(view, f"period:{api}:{name}:{period}:{key}", make)
+        except _Unavailable:
+            body = b"the ledger cannot say now; try again\n"
+            extra = {"Retry-After": "1"}
+            self._send(HTTPStatus.SERVICE_UNAVAILABLE, body, TEXT, cache="no-store", extra=extra)
+            return
+        self._send(*answer, view=view)
 
     def _send(
         self,

@@ -19,6 +19,7 @@ import psycopg
 
 from . import db
 from .ledger import Ledger
+from .results import Renewed
 
 POLL_SECONDS = 0.05  # how often a running job's loop looks at its process and its lease
 RENEW_AFTER = 2 * POLL_SECONDS
@@ -36,13 +37,15 @@ def retry_wait(failures: int, interval: float, left: float) -> float:
 class LeaseKeeper(threading.Thread):
     """Renews the lease on its own connection; trips when the lease is lost or runs out.
 
-    ``renew(within)`` gets the seconds the lease has left, to bound a reconnect by them. A failed
+    ``renew(within)`` gets the seconds the lease has left, to bound a reconnect by them; a
+    renewal that brings a cancel request (``catchup cancel``) sets ``cancel``, which the job's
+    poll loop reads, and the renewals go on while the job stops. A failed
     renewal is retried at once (a cut connection is the usual cause, and a new one is a round
     trip away), then with a short backoff, never waiting past the lease it protects."""
 
     def __init__(
         self,
-        renew: Callable[[float], datetime | None],
+        renew: Callable[[float], Renewed | None],
         lease: timedelta,
         granted: float | None = None,
     ) -> None:
@@ -55,6 +58,7 @@ class LeaseKeeper(threading.Thread):
         # conservative: measured after the claim (or before the batch's claim or renewal)
         self.deadline = (self.armed if granted is None else granted) + self.lease
         self.lost: str | None = None
+        self.cancel: str | None = None  # who asked this attempt to stop, and why
         self.failures = 0  # renewals that failed in a row
         self._stop = threading.Event()
 
@@ -78,6 +82,7 @@ class LeaseKeeper(threading.Thread):
                 return
             self.failures = 0
             self.deadline = sent + self.lease
+            self.cancel = self.cancel or renewed.cancel
             wait = interval
 
     def watch(self) -> None:
@@ -116,7 +121,7 @@ class HeartbeatLine:
         lease: timedelta,
         within: float,
         key: str = "",
-    ) -> datetime | None:
+    ) -> Renewed | None:
         """Extend the lease of ``attempt`` (fenced); None when the attempt no longer owns it.
         Raises on a connection that broke (the keeper retries, and this reconnects)."""
         with self._lock:
@@ -129,7 +134,7 @@ class HeartbeatLine:
         held: Sequence[tuple[str, datetime, int]],
         lease: timedelta,
         within: float,
-    ) -> dict[tuple[str, datetime], datetime]:
+    ) -> dict[tuple[str, datetime], Renewed]:
         """:meth:`renew` of many attempts of one job in one statement (a batch's running
         period and those claimed with it): the new expiry of each still held."""
         with self._lock:

@@ -78,6 +78,8 @@ class RunRow(_RunStatusRow):
     error: str | None
     lease_live: bool | None
     now: datetime
+    interrupted: bool = False  # failed without a failure counted: stopped, or cancelled
+    checkpoint: str | None = None  # what the newest attempt saved (catchup checkpoint)
 
 
 @dataclass(frozen=True)

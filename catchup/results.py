@@ -18,12 +18,30 @@ from .models import (
     JobLine,
     Outcome,
     Pulse,
+    RunRow,
     Unconfigured,
 )
 from .retention import CompactedRun
 from .schedule import Period, iso_utc
 from .targets import KeyRow
 from .vocabulary import EventAction, OutcomeStatus, PeriodState
+
+
+@dataclass(frozen=True)
+class Renewed:
+    """A lease renewed by a heartbeat: its new expiry, and who asked the attempt to stop and
+    why (``catchup cancel``), when somebody did."""
+
+    expires: datetime
+    cancel_actor: str | None = None
+    cancel_reason: str | None = None
+
+    @property
+    def cancel(self) -> str | None:
+        """The attempt's error once it stops: ``cancelled by ACTOR: REASON``."""
+        if self.cancel_actor is None:
+            return None
+        return f"cancelled by {self.cancel_actor}: {self.cancel_reason}"
 
 
 @dataclass(frozen=True)
@@ -236,6 +254,17 @@ class Why:
 
 
 @dataclass(frozen=True)
+class PeriodReport:
+    """One period as its page shows it (``/jobs/NAME/PERIOD``): what ``why`` and ``history
+    --period`` say, and its ledger row (who holds it, its checkpoint), or None if it has none."""
+
+    why: Why
+    history: History
+    row: RunRow | None
+    key: str = ""  # a keyed job's period: its key
+
+
+@dataclass(frozen=True)
 class RunningRow:
     """A period running now (``catchup ps``, the status page): who runs it, since when, and
     how long its lease has left, all on the database clock."""
@@ -251,6 +280,7 @@ class RunningRow:
     lease_expires_at: datetime | None
     now: datetime
     total: int = 0  # how many run now in all (the rows stop at a limit)
+    cancelling: bool = False  # somebody asked this attempt to stop (catchup cancel)
 
     @property
     def running_for(self) -> timedelta | None:
@@ -297,3 +327,65 @@ class PageFacts:
     @property
     def running_total(self) -> int:
         return self.running[0].total if self.running else 0
+
+
+@dataclass(frozen=True)
+class Running:
+    """``catchup ps``: every period running now, on every host, on the database clock."""
+
+    now: datetime
+    rows: tuple[RunningRow, ...]
+    jobs: dict[str, Job]  # the configured jobs, for their labels
+
+    @property
+    def total(self) -> int:
+        return self.rows[0].total if self.rows else 0
+
+
+@dataclass(frozen=True)
+class CancelTarget:
+    """A period's row as ``catchup cancel`` locked it."""
+
+    status: str
+    attempt: int
+    owner: str | None
+    claimed_at: datetime | None
+    lease_expires_at: datetime | None
+    live: bool  # running, and its lease holds
+    now: datetime
+    state: str  # as a scan names it
+
+
+@dataclass(frozen=True)
+class CancelProgress:
+    """Where an attempt asked to stop stands now."""
+
+    attempt_status: str | None  # its history row's status
+    current_attempt: int
+    status: str
+    live: bool
+    lease_expires_at: datetime | None
+    now: datetime
+
+
+@dataclass(frozen=True)
+class Cancelled:
+    """What ``catchup cancel`` did: ``outcome`` is ``cancelled`` (its runner stopped it, or
+    the runner was gone and the cancel recorded it), ``requested`` (with no wait), ``running``
+    (still, when the wait ran out), or how the attempt ended first (``succeeded``, ``failed``,
+    ``lost``, ``interrupted``)."""
+
+    job: str
+    key: str
+    period: Period
+    label: str
+    attempt: int
+    owner: str | None
+    outcome: str
+    first: bool  # this request was the first for the attempt
+    gone: bool = False  # the runner's lease had run out: recorded here, not by the runner
+    seconds: float = 0.0
+
+    @property
+    def done(self) -> bool:
+        return self.outcome in ("cancelled", "requested")

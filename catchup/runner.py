@@ -348,12 +348,15 @@ def traceback_text(exc: BaseException) -> str:
 def stop_reason(
     interrupted: threading.Event, keeper: LeaseKeeper, started: float, timeout: float | None
 ) -> tuple[Ended, str] | None:
-    """Why a running job must stop now, if it must: asked to, lease lost, or out of time."""
+    """Why a running job must stop now, if it must: asked to, lease lost, cancelled by a
+    person (``catchup cancel``, seen by the heartbeat), or out of time."""
     if interrupted.is_set():
         return Ended.interrupted, "interrupted: catchup was asked to stop"
     keeper.watch()
     if (lost := keeper.expired()) is not None:
         return Ended.lost, lost
+    if keeper.cancel is not None:
+        return Ended.cancelled, keeper.cancel
     if timeout is not None and time.monotonic() - started >= timeout:
         return Ended.timeout, f"timed out after {span(timeout)}"
     return None

@@ -6,9 +6,12 @@ slow or unreachable database makes the page say so and ``catchup_up`` 0, never a
     /          the status page: a verdict, the scheduler's pulse, what runs, a row per job
                (filters: ?state=failed&job=bill); HTML that reloads itself, no JavaScript
     /jobs/JOB  a job's page: gap ranges with their commands, failures, a grid of periods
+    /jobs/JOB/PERIOD  a period's page (?key=K for a keyed job's): its state and why, every
+               attempt (host, times, exit code, error, output tail), its checkpoint, changes
     /metrics   Prometheus exposition: the classic text format, or OpenMetrics when asked
     /api/scan  the ``scan --json`` document (also ``/`` with ``Accept: application/json``)
     /api/jobs/JOB  a job's page as JSON (also /jobs/JOB with ``Accept: application/json``)
+    /api/jobs/JOB/PERIOD  a period's page as JSON: ``why --json`` and ``history --json``
     /keys/JOB  a keyed job's keys, as ``catchup keys JOB`` lists them (/api/keys/JOB: its JSON)
     /healthz   the process answers and its watcher thread runs (503 otherwise)
     /readyz    the newest scan succeeded recently (503 otherwise)
@@ -28,13 +31,13 @@ from datetime import datetime
 
 import psycopg
 
-from .errors import CatchupError, first_line
+from .errors import CatchupError, ConfigError, first_line
 from .models import ScanReport
 from .render import json as json_render
 from .render.metrics import Served
 from .render.page import keys_page, keys_path
 from .render.web import Site, home
-from .results import KeysReport, PageFacts
+from .results import KeysReport, PageFacts, PeriodReport
 from .retention import LedgerSize
 
 # a scan is "recent" for /readyz within this many refresh intervals (plus its own duration)
@@ -71,12 +74,14 @@ class Watcher:
         keys: Callable[[], list[KeysReport]] | None = None,
         size: Callable[[], LedgerSize] | None = None,
         facts: Callable[[], PageFacts] | None = None,
+        period: Callable[[str, str, str | None], PeriodReport | None] | None = None,
         scrub: Callable[[str], str],
         refresh: float,
         title: str,
     ) -> None:
         self._scan, self._reset, self._scrub = scan, reset, scrub
         self._after, self._keys, self._size, self._facts = after, keys, size, facts
+        self._period = period
         self.refresh = refresh
         self.title = title
         self._lock = threading.Lock()
@@ -165,6 +170,21 @@ class Watcher:
                     self._reset()
                 self._publish(replace(self.view, error=said))
             self.stop.wait(self.refresh)
+
+    def period(self, name: str, period: str, key: str | None) -> PeriodReport | str | None:
+        """One period's page, read now (``/jobs/NAME/PERIOD``): its report; or what is wrong
+        with what was asked, in one line; or None when the ledger cannot say now (busy, or an
+        error, logged here: the page says only that)."""
+        if self._period is None:
+            return None
+        try:
+            return self._period(name, period, key)
+        except ConfigError as exc:
+            return (str(exc).splitlines() or ["not a period of this job"])[0]
+        except (psycopg.Error, CatchupError) as exc:
+            said = self._scrub(first_line(exc) if isinstance(exc, psycopg.Error) else str(exc))
+            print(f"catchup serve: a period page: {said}", file=sys.stderr, flush=True)
+            return None
 
     def alive(self) -> bool:
         """The watcher thread still runs (``/healthz``): a dead one would serve its last scan

@@ -27,6 +27,8 @@ class AttemptStatus(StrEnum):
     failed = "failed"
     lost = "lost"
     interrupted = "interrupted"
+    # stopped on a person's request (catchup cancel): no failure counted, runnable again
+    cancelled = "cancelled"
 
 
 class PeriodState(StrEnum):
@@ -94,6 +96,7 @@ class OutcomeStatus(StrEnum):
     blocked = "blocked"
     lost = "lost"
     interrupted = "interrupted"
+    cancelled = "cancelled"  # stopped on a person's request (catchup cancel); not a failure
     error = "error"  # a database error on this one period (the batch goes on with the others)
     # the job cannot start (its program, module or folder is missing): nothing was claimed and
     # no attempt counted; a configuration error (exit 2), the batch goes on with the others
@@ -118,6 +121,7 @@ class EventAction(StrEnum):
     adopt = "adopt"  # an untracked period (its output exists) recorded as waived
     rename = "rename"  # the job's name changed; its id, and everything keyed by it, kept
     retire = "retire"  # the job is gone on purpose: no longer said to be missing from a config
+    cancel = "cancel"  # a person asked a running attempt to stop (catchup cancel)
 
 
 class Ended(StrEnum):
@@ -127,3 +131,4 @@ class Ended(StrEnum):
     timeout = "timeout"
     lost = "lost"
     interrupted = "interrupted"
+    cancelled = "cancelled"  # a person asked for it to stop (catchup cancel)

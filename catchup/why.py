@@ -106,6 +106,9 @@ def _explain(
             retry = f"; the next try after {iso_utc(run.retry_after)} (in {left})"
         else:
             retry = "; it can run again now"
+        if run.interrupted:  # stopped before its end (asked to, or cancelled): no failure
+            said.insert(0, f"interrupted (attempt {run.attempt}, no failure counted){error}{retry}")
+            return Why(job.name, period, label, "interrupted", tuple(said), (run_it,))
         said.insert(0, f"failed (attempt {run.attempt} of {job.max_attempts}){error}{retry}")
         return Why(job.name, period, label, "failed", tuple(said), (run_it,))
     due = period.end + job.delay

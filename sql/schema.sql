@@ -465,6 +465,18 @@ ALTER TABLE {schema}.alert_ranges ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTI
     CACHE 1
 );
 
+-- table cancels
+
+CREATE TABLE {schema}.cancels (
+    job_id bigint NOT NULL,
+    key text DEFAULT ''::text NOT NULL,
+    period_start timestamp with time zone NOT NULL,
+    attempt integer NOT NULL,
+    reason text NOT NULL,
+    actor text NOT NULL,
+    requested_at timestamp with time zone DEFAULT clock_timestamp() NOT NULL
+);
+
 -- table compaction
 
 CREATE TABLE {schema}.compaction (
@@ -496,8 +508,7 @@ CREATE TABLE {schema}.events (
     reason text,
     actor text NOT NULL,
     at timestamp with time zone DEFAULT clock_timestamp() NOT NULL,
-    key text DEFAULT ''::text NOT NULL,
-    CONSTRAINT events_action_check CHECK ((action = ANY (ARRAY['done'::text, 'skip'::text, 'reset'::text, 'pause'::text, 'resume'::text, 'schedule'::text, 'start'::text, 'adopt'::text, 'rename'::text, 'retire'::text])))
+    key text DEFAULT ''::text NOT NULL
 );
 
 -- sequence events_id_seq
@@ -534,8 +545,7 @@ CREATE TABLE {schema}.history (
     exit_code integer,
     error text,
     output_tail text,
-    key text DEFAULT ''::text NOT NULL,
-    CONSTRAINT history_status_check CHECK ((status = ANY (ARRAY['running'::text, 'succeeded'::text, 'failed'::text, 'lost'::text, 'interrupted'::text])))
+    key text DEFAULT ''::text NOT NULL
 );
 
 -- sequence history_id_seq
@@ -682,6 +692,11 @@ ALTER TABLE ONLY {schema}.alert_outbox
 ALTER TABLE ONLY {schema}.alert_ranges
     ADD CONSTRAINT alert_ranges_pkey PRIMARY KEY (id);
 
+-- constraint cancels cancels_pkey
+
+ALTER TABLE ONLY {schema}.cancels
+    ADD CONSTRAINT cancels_pkey PRIMARY KEY (job_id, key, period_start, attempt);
+
 -- constraint compaction compaction_pkey
 
 ALTER TABLE ONLY {schema}.compaction
@@ -691,6 +706,11 @@ ALTER TABLE ONLY {schema}.compaction
 
 ALTER TABLE ONLY {schema}.coverage
     ADD CONSTRAINT coverage_pkey PRIMARY KEY (job_id, first);
+
+-- check constraint events events_action_check
+
+ALTER TABLE {schema}.events
+    ADD CONSTRAINT events_action_check CHECK ((action = ANY (ARRAY['done'::text, 'skip'::text, 'reset'::text, 'pause'::text, 'resume'::text, 'schedule'::text, 'start'::text, 'adopt'::text, 'rename'::text, 'retire'::text, 'cancel'::text]))) NOT VALID;
 
 -- constraint events events_pkey
 
@@ -711,6 +731,11 @@ ALTER TABLE ONLY {schema}.history
 
 ALTER TABLE ONLY {schema}.history
     ADD CONSTRAINT history_pkey PRIMARY KEY (id);
+
+-- check constraint history history_status_check
+
+ALTER TABLE {schema}.history
+    ADD CONSTRAINT history_status_check CHECK ((status = ANY (ARRAY['running'::text, 'succeeded'::text, 'failed'::text, 'lost'::text, 'interrupted'::text, 'cancelled'::text]))) NOT VALID;
 
 -- constraint job_keys job_keys_pkey
 
@@ -810,6 +835,11 @@ CREATE TRIGGER runs_truncated AFTER TRUNCATE ON {schema}.runs FOR EACH STATEMENT
 
 ALTER TABLE ONLY {schema}.alert_ranges
     ADD CONSTRAINT alert_ranges_job_id_fkey FOREIGN KEY (job_id) REFERENCES {schema}.jobs(id);
+
+-- fk constraint cancels cancels_job_id_fkey
+
+ALTER TABLE ONLY {schema}.cancels
+    ADD CONSTRAINT cancels_job_id_fkey FOREIGN KEY (job_id) REFERENCES {schema}.jobs(id);
 
 -- fk constraint compaction compaction_job_id_fkey
 

@@ -500,14 +500,96 @@ MUTATIONS = (
         ),
     ),
     Mutation(
+        "cancel-reaches-the-next-attempt",
+        "a cancel stops the attempt it named, never the attempt that runs the period next",
+        "sql/queries/claims.sql",
+        "  ON c.job_id = n.job_id AND c.key = n.key AND c.period_start = n.period_start\n"
+        " AND c.attempt = n.attempt;",
+        "  ON c.job_id = n.job_id AND c.key = n.key AND c.period_start = n.period_start;",
+        (
+            "tests/integration/test_cancel.py::"
+            "test_cancel_from_another_process_stops_the_job_and_the_next_tick_runs_it",
+        ),
+    ),
+    Mutation(
+        "cancel-is-not-heard",
+        "a running job whose heartbeat saw a cancel request stops",
+        "catchup/runner.py",
+        "    if keeper.cancel is not None:\n        return Ended.cancelled, keeper.cancel\n",
+        "",
+        (
+            "tests/integration/test_cancel.py::"
+            "test_cancel_from_another_process_stops_the_job_and_the_next_tick_runs_it",
+        ),
+    ),
+    Mutation(
+        "cancel-counts-a-failure",
+        "a cancelled attempt counts no failure: no backoff, the period runnable again at once",
+        "catchup/claim.py",
+        "        counts_as_failure=not (succeeded or interrupted or cancelled),",
+        "        counts_as_failure=not (succeeded or interrupted),",
+        (
+            "tests/integration/test_cancel.py::"
+            "test_cancel_from_another_process_stops_the_job_and_the_next_tick_runs_it",
+        ),
+    ),
+    Mutation(
+        "batch-cancel-not-heard",
+        "a cancel reaches a period running in a batch, through the batch's one renewal",
+        "sql/queries/batches.sql",
+        "SELECT n.key, n.period_start, n.lease_expires_at, c.actor, c.reason\n",
+        "SELECT n.key, n.period_start, n.lease_expires_at, NULL::text, NULL::text\n",
+        ("tests/integration/test_cancel.py::test_cancel_of_a_keyed_period_in_a_batch",),
+    ),
+    Mutation(
+        "page-autoescape",
+        "what users and jobs wrote is text on the status pages, never markup or a script",
+        "catchup/render/web.py",
+        "        autoescape=True,\n",
+        "        autoescape=False,\n",
+        (
+            "tests/integration/test_serve_period.py::"
+            "test_a_period_page_says_why_and_every_attempt_escaped",
+        ),
+    ),
+    Mutation(
+        "page-control-characters",
+        "a bidirectional override or an escape sequence a job wrote is shown escaped on a page",
+        "catchup/render/web.py",
+        "    return safe(value, lines=True) if isinstance(value, str) else value\n",
+        "    return value\n",
+        (
+            "tests/integration/test_serve_period.py::"
+            "test_a_period_page_says_why_and_every_attempt_escaped",
+        ),
+    ),
+    Mutation(
+        "page-accessible",
+        "every status page passes axe-core with no serious or critical violation",
+        "catchup/render/templates/base.html.j2",
+        '<html lang="en">',
+        "<html>",
+        ("tests/integration/test_browser.py::test_the_status_page_in_a_real_browser",),
+    ),
+    Mutation(
+        "page-keyboard",
+        "the keyboard reaches every link and control of a status page",
+        "catchup/render/templates/base.html.j2",
+        '<a class="skip" href="#main">',
+        '<a class="skip" href="#main" tabindex="-1">',
+        ("tests/integration/test_browser.py::test_the_status_page_in_a_real_browser",),
+    ),
+    Mutation(
         "heartbeat-fence",
         "an old attempt cannot keep a taken-over period's lease alive",
         "sql/queries/claims.sql",
-        "  AND attempt = %(attempt)s AND status = 'running'"
+        "      AND attempt = %(attempt)s AND status = 'running'"
         " AND lease_expires_at > clock_timestamp()\n"
-        "RETURNING lease_expires_at;",
-        "  AND status = 'running' AND lease_expires_at > clock_timestamp()\n"
-        "RETURNING lease_expires_at;",
+        "    RETURNING job_id, key, period_start, attempt, lease_expires_at\n)\n"
+        "SELECT n.lease_expires_at, c.actor, c.reason",
+        "      AND status = 'running' AND lease_expires_at > clock_timestamp()\n"
+        "    RETURNING job_id, key, period_start, attempt, lease_expires_at\n)\n"
+        "SELECT n.lease_expires_at, c.actor, c.reason",
         (
             "tests/integration/test_ledger.py::"
             "test_expired_lease_is_taken_over_and_the_old_attempt_is_fenced",

@@ -10,10 +10,10 @@ from datetime import date, datetime
 from typing import Literal
 
 from ..errors import ConfigError
-from ..results import Changes, Migrated, Paused, Renamed, Resumed, Retired
+from ..results import Cancelled, Changes, Migrated, Paused, Renamed, Resumed, Retired
 from ..retention import Compacted
 from ..window import Moment
-from .base import Base, check_reason, texts
+from .base import Base, check_reason, instant, texts
 
 
 class Changing(Base):
@@ -105,6 +105,38 @@ class Changing(Base):
         chosen = operations.parse_periods(spec, texts(periods))
         return operations.reset(
             session, spec, chosen, reason=why, actor=actor or operations.default_actor()
+        )
+
+    def cancel(
+        self,
+        job: str,
+        period: Moment,
+        *,
+        reason: str,
+        actor: str | None = None,
+        key: str | None = None,
+        wait: bool = True,
+    ) -> Cancelled:
+        """Ask the runner of ``period``, on whatever host, to stop it (its heartbeat sees the
+        request within a third of the lease); audited. With ``wait``, until the attempt is
+        recorded ``cancelled`` (no failure counted, runnable again), or ended first, or its
+        lease, grace and a few seconds more have passed. Refused when it is not running."""
+        from ..cancel import cancel
+        from ..operations import default_actor
+
+        why = check_reason(reason, required=True)
+        assert why is not None
+        spec = self.one_key(job, key)
+        start = instant(period, spec)
+        session = self.session
+        spec = session.resolve(spec, write=False)
+        return cancel(
+            session,
+            spec,
+            spec.period_starting(start),
+            reason=why,
+            actor=actor or default_actor(),
+            wait=wait,
         )
 
     def rename(self, old: str, new: str, *, reason: str, actor: str | None = None) -> Renamed:

@@ -8,15 +8,18 @@ from collections.abc import Callable, Iterable
 from dataclasses import replace
 
 from .. import db, sqlfiles
-from ..bounds import EXPLAIN_COUNT, HISTORY_LIMIT
+from ..bounds import EXPLAIN_COUNT, HISTORY_LIMIT, PS_LIMIT
 from ..errors import ConfigError, DatabaseError
 from ..explain import Explanation
 from ..findings import Finding
 from ..models import ScanReport
-from ..results import History, JobsReport, KeysReport, PageFacts, Why
+from ..results import History, JobsReport, KeysReport, PageFacts, PeriodReport, Running, Why
 from ..retention import LedgerSize
 from ..window import Moment
 from .base import Base, check, instant
+
+PERIOD_WAIT = 5.0  # seconds a period page waits for the reads before it (then: 503)
+PERIOD_ATTEMPTS = 50  # the newest attempts and changes a period page shows
 
 
 class Looking(Base):
@@ -143,6 +146,14 @@ class Looking(Base):
         spec = session.resolve(spec, write=False)
         return explain(spec, everyone, now=session.now(), start=start_at, count=count)
 
+    def ps(self, *, limit: int = PS_LIMIT.default or 1) -> Running:
+        """Every period running now on every host (at most ``limit``, oldest claim first): job,
+        key, period, attempt, host:pid, since when, how long its lease has left. Read-only."""
+        from ..cancel import running
+
+        check(PS_LIMIT, limit)
+        return running(self.session, limit)
+
     def why(self, job: str, period: Moment, *, key: str | None = None) -> Why:
         """Why one period of ``job`` is in its state (not due, running, blocked by which
         upstream periods down the chain, failed and when it retries, exhausted, paused, done),
@@ -171,6 +182,30 @@ class Looking(Base):
             commands=tuple(f"{c} --key {spec.key}" for c in said.commands),
         )
 
+    def period(
+        self,
+        job: str,
+        period: Moment,
+        *,
+        key: str | None = None,
+        limit: int = HISTORY_LIMIT.default or 1,
+    ) -> PeriodReport:
+        """One period as its page shows it: what ``why`` and ``history --period`` say, and its
+        ledger row (owner, checkpoint). ``period`` may be any time inside the period (a cell of
+        a job's grid names the period its day or hour starts in). Read-only."""
+        check(HISTORY_LIMIT, limit)
+        spec = self.one_key(job, key)
+        session = self.session
+        resolved = session.resolve(spec, write=False)
+        at = instant(period, resolved)
+        found = resolved.timeline.containing(at)
+        start = resolved.period_starting(at).start if found is None else found.start
+        said = self.why(job, start, key=key)
+        history = self.history(job, period=start, key=key, limit=limit)
+        row = session.job_rows(write=False).get(job)
+        run = None if row is None else session.ledger.run_row(row.id, start, resolved.key or "")
+        return PeriodReport(said, history, run, resolved.key or "")
+
     @staticmethod
     def doctor(config: str | None = None, dsn: str | None = None) -> list[Finding]:
         """Check the config, the database, a pooler, the clocks, the schedules and the
@@ -190,6 +225,8 @@ class Looking(Base):
     ) -> None:
         """``catchup serve``: scan every ``refresh`` seconds, read-only, and serve the status
         page, ``/metrics``, ``/api/scan``, ``/healthz`` and ``/readyz`` until ``stop``."""
+        import psycopg
+
         from ..httpd import serve
         from ..scan import scan
         from ..serve import Watcher
@@ -254,6 +291,24 @@ class Looking(Base):
         def after(report: ScanReport) -> list[str]:
             return self.notify(report) if self.config.alerts is not None else []
 
+        # a period's page is read when it is asked for, on a connection of its own (the
+        # watcher's is busy scanning), one read at a time
+        reader = Looking(self.config, dsn=self._dsn)
+        reading = threading.Lock()
+
+        def period_now(name: str, period: str, key: str | None) -> PeriodReport | None:
+            if not reading.acquire(timeout=PERIOD_WAIT):
+                return None  # busy: told 503, try again
+            try:
+                reader._open(prepare=False, start_embedded=False)
+                try:
+                    return reader.period(name, period, key=key, limit=PERIOD_ATTEMPTS)
+                except psycopg.Error:
+                    reader.close()  # the next read starts from a new connection
+                    raise
+            finally:
+                reading.release()
+
         watcher = Watcher(
             scan_now,
             self.close,
@@ -261,8 +316,12 @@ class Looking(Base):
             keys=keys_now,
             size=size_now,
             facts=facts_now,
+            period=period_now,
             scrub=lambda text: db.scrub(text, target.conninfo),
             refresh=refresh,
             title=self.config.title,
         )
-        serve(watcher, host, port, stop, on_listening)
+        try:
+            serve(watcher, host, port, stop, on_listening)
+        finally:
+            reader.close()

@@ -15,6 +15,7 @@ from .admin import demo, deploy, doctor, serve, server
 from .base import CatchupGroup, State
 from .changing import (
     adopt,
+    cancel,
     checkpoint,
     compact,
     mark,
@@ -25,7 +26,7 @@ from .changing import (
     resume,
     retire,
 )
-from .looking import explain, history, jobs, keys, scan, why
+from .looking import explain, history, jobs, keys, ps, scan, why
 from .options import EXIT_CODES
 from .running import replay, run, tick
 
@@ -63,11 +64,13 @@ for command in (
     scan,
     replay,
     jobs,
+    ps,
     history,
     keys,
     why,
     mark,
     reset,
+    cancel,
     adopt,
     rename,
     retire,

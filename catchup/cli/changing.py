@@ -11,6 +11,7 @@ import click
 from ..errors import EXIT_FAILED
 from .base import State, console, pass_state, show
 from .options import (
+    CANCEL_EXIT_CODES,
     EXIT_CODES,
     When,
     actor_option,
@@ -120,6 +121,51 @@ def reset(
 
     result = state.app().reset(job, periods, reason=reason, actor=actor, key=key)
     changes.changes(console(), result)
+
+
+@click.command(epilog=CANCEL_EXIT_CODES)
+@click.argument("job")
+@click.argument("period", type=When())
+@click.option("--key", help="The key whose period this is (a job with keys needs one).")
+@reason_option(required=True)
+@actor_option
+@click.option(
+    "--wait/--no-wait",
+    default=True,
+    show_default=True,
+    help="Wait until the attempt is recorded cancelled (at most its lease, its kill_grace and "
+    "5 s more).",
+)
+@json_option("Print JSON instead of a line.")
+@pass_state
+def cancel(
+    state: State,
+    job: str,
+    period: str,
+    key: str | None,
+    reason: str,
+    actor: str | None,
+    wait: bool,
+    as_json: bool,
+) -> None:
+    """Stop a running period, on whatever host it runs.
+
+    The request goes through the ledger: the attempt's heartbeat sees it within a third of the
+    lease, and its runner stops the job (SIGTERM, then SIGKILL after kill_grace; a Python call
+    sees ctx.cancelled) and records the attempt cancelled: no failure counted, the period
+    runnable again (the next tick or replay runs it as the next attempt). A runner that is
+    gone renews nothing: once its lease has run out the cancel records it. Audited in history.
+    PERIOD is the period's start or any instant in it (a date is the job's local midnight, a
+    time with Z or an offset is absolute).
+
+    Example: catchup cancel billing 2026-11-30 --reason "wrong rates file"
+    """
+    from ..render import running
+
+    result = state.app().cancel(job, period, reason=reason, actor=actor, key=key, wait=wait)
+    show(result, as_json, running.cancel_json, running.cancelled)
+    if not result.done:
+        sys.exit(EXIT_FAILED)
 
 
 @click.command(epilog=EXIT_CODES)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from ..bounds import EXPLAIN_COUNT, HISTORY_LIMIT
+from ..bounds import EXPLAIN_COUNT, HISTORY_LIMIT, PS_LIMIT
 from ..errors import EXIT_DATABASE, EXIT_FAILED, ConfigError
 from .base import State, console, pass_state, show
 from .options import (
@@ -172,6 +172,28 @@ def history(
 
     result = state.app().history(job, period=period, limit=limit, key=key)
     show(result, as_json, json.history_json, tables.history)
+
+
+@click.command(epilog=EXIT_CODES)
+@click.option(
+    "--limit",
+    type=click.IntRange(PS_LIMIT.low, PS_LIMIT.high),
+    default=PS_LIMIT.default,
+    show_default=True,
+    help="Show at most this many (the report says how many run).",
+)
+@json_option("Print JSON instead of a table.")
+@pass_state
+def ps(state: State, limit: int, as_json: bool) -> None:
+    """List every period running now, on every host: job, key, period, attempt, host:pid, how
+    long it has run and how long its lease has left (a lease gone by is a runner that is gone;
+    the next claim takes the period over). Oldest claim first; read-only.
+
+    Example: catchup ps --json
+    """
+    from ..render import running
+
+    show(state.app().ps(limit=limit), as_json, running.ps_json, running.ps)
 
 
 @click.command(epilog=EXIT_CODES)

@@ -22,6 +22,14 @@ Exit codes:
   3    database unreachable or database error
   130  interrupted"""
 
+CANCEL_EXIT_CODES = """\b
+Exit codes:
+  0    cancelled (recorded so), or asked to stop (--no-wait)
+  1    not cancelled: the attempt ended first, or still runs when the wait is over
+  2    usage or configuration error (the period is not running: nothing written)
+  3    database unreachable or database error
+  130  interrupted"""
+
 DOCTOR_EXIT_CODES = """\b
 Exit codes:
   0    nothing serious found

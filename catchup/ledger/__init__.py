@@ -6,6 +6,7 @@ from __future__ import annotations
 from .alerts import Alerting
 from .base import LedgerBase
 from .batches import Batches, Many
+from .cancels import Cancels
 from .changes import Changing
 from .claims import ClaimPath, ClaimRequest, FinishFields
 from .compaction import Compaction
@@ -36,6 +37,7 @@ class Ledger(
     Scanning,
     Compaction,
     Pages,
+    Cancels,
     Tools,
 ):
     """The ledger in ``schema``, through one autocommit connection."""

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from ..models import Claim, Finished
+from ..results import Renewed
 from ..values import storable
 from .base import LedgerBase
 from .claims import FinishFields
@@ -71,9 +72,9 @@ class Batches(LedgerBase):
         job_id: int,
         held: Sequence[tuple[str, datetime, int]],
         lease: timedelta,
-    ) -> dict[tuple[str, datetime], datetime]:
+    ) -> dict[tuple[str, datetime], Renewed]:
         """Extend the leases of ``held`` (key, start, attempt), each fenced; the new expiry of
-        each still held, by (key, start)."""
+        each still held (and a cancel request for it), by (key, start)."""
         params = {
             "job_id": job_id,
             "keys": [k for k, _, _ in held],
@@ -82,7 +83,7 @@ class Batches(LedgerBase):
             "lease": lease,
         }
         rows = self.conn.execute(self._q("heartbeat_many"), params).fetchall()
-        return {(key, start): expires for key, start, expires in rows}
+        return {(key, start): Renewed(at, actor, why) for key, start, at, actor, why in rows}
 
     def finish_many(
         self,

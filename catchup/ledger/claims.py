@@ -10,6 +10,7 @@ from typing import NotRequired, TypedDict, Unpack
 from psycopg.rows import class_row
 
 from ..models import Blocked, Blocker, Claim, Finished, RunRow, Waiting
+from ..results import Renewed
 from ..schedule import Period
 from ..values import storable
 from .base import LedgerBase
@@ -150,8 +151,9 @@ class ClaimPath(LedgerBase):
 
     def heartbeat(
         self, job_id: int, period_start: datetime, attempt: int, lease: timedelta, key: str = ""
-    ) -> datetime | None:
-        """Extend the lease; None when this attempt no longer holds it."""
+    ) -> Renewed | None:
+        """Extend the lease; None when this attempt no longer holds it. A cancel request for
+        the attempt comes back with it."""
         row = self.conn.execute(
             self._q("heartbeat"),
             {
@@ -162,7 +164,7 @@ class ClaimPath(LedgerBase):
                 "lease": lease,
             },
         ).fetchone()
-        return row[0] if row else None
+        return Renewed(row[0], row[1], row[2]) if row else None
 
     def finish(
         self,

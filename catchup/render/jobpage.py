@@ -18,7 +18,16 @@ from .explain import explanation
 from .limits import GAP_LIMIT
 from .text import LEGEND, iso_utc
 from .web import Site, Verdict, frame, render
-from .webparts import cells, counts, failure, gap_row, job_path, plural, running_rows, when
+from .webparts import (
+    counts,
+    failure,
+    gap_row,
+    job_path,
+    linked_cells,
+    plural,
+    running_rows,
+    when,
+)
 
 
 def _explained(facts: PageFacts, name: str) -> str:
@@ -64,7 +73,13 @@ def job_page(
             "columns": [str(i + 1) for i in range(31)]
             if grid.unit == "day"
             else [f"{h:02}" for h in range(24)],
-            "rows": list(zip([label for label, _ in grid.rows], cells(grid), strict=True)),
+            "rows": list(
+                zip(
+                    [label for label, _ in grid.rows],
+                    linked_cells(grid, None if scan.keys else name),  # a keyed job: per key
+                    strict=True,
+                )
+            ),
             "truncated": grid.truncated,
         }
     everyone = facts.jobs.values()
@@ -75,7 +90,9 @@ def job_page(
         if any(d.job == name for d in other.after)
     ]
     due = facts.next_due.get(name)
-    context = frame(site, f"{name}: {said.text}", job_path(name, api=True), [(name, None)])
+    context = frame(
+        site, f"{name}: {said.text}", job_path(name, api=True), [(name, None)], job_path(name)
+    )
     gaps = scan.gaps[:GAP_LIMIT]
     context.update(
         verdict=said,

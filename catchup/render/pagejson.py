@@ -8,28 +8,10 @@ import json
 from dataclasses import replace
 
 from ..models import ScanReport
-from ..results import FailureRow, PageFacts, RunningRow
+from ..results import FailureRow, PageFacts
 from .json import period_json, scan_json
+from .running import running_json
 from .text import iso_utc
-
-
-def running_json(row: RunningRow, facts: PageFacts) -> dict[str, object]:
-    """One running period, as ``catchup ps --json`` lists it."""
-    job = facts.jobs.get(row.job)
-    label = job.label(row.period_start) if job is not None else iso_utc(row.period_start)
-    left = row.lease_left
-    return {
-        "job": row.job,
-        **({"key": row.key} if row.key else {}),
-        "period": period_json(row.period_start, row.period_end, label),
-        "attempt": row.attempt,
-        "owner": row.owner,
-        "claimed_at": None if row.claimed_at is None else iso_utc(row.claimed_at),
-        "running_seconds": None
-        if row.running_for is None
-        else round(row.running_for.total_seconds()),
-        "lease_left_seconds": None if left is None else round(left.total_seconds()),
-    }
 
 
 def failure_json(row: FailureRow, facts: PageFacts) -> dict[str, object]:
@@ -59,6 +41,6 @@ def job_json(report: ScanReport, facts: PageFacts | None, name: str) -> str | No
     if facts is not None:
         due = facts.next_due.get(name)
         document["next_due"] = None if due is None else iso_utc(due)
-        document["running"] = [running_json(r, facts) for r in facts.running if r.job == name]
+        document["running"] = [running_json(r, facts.jobs) for r in facts.running if r.job == name]
         document["failures"] = [failure_json(r, facts) for r in facts.failures.get(name, ())]
     return json.dumps(document, indent=2, ensure_ascii=False) + "\n"

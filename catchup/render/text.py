@@ -23,6 +23,7 @@ STYLE = {
     "exhausted": "bold red",
     "lost": "magenta",
     "interrupted": "yellow",
+    "cancelled": "yellow",
     "error": "bold red",
     "unstartable": "bold red",
     "blocked": "bright_black",

@@ -40,6 +40,9 @@ class Site:
     scanned: datetime | None = None
     took: float | None = None
     failed: str | None = None
+    # reload the page every ``refresh`` seconds (``?auto=1``, for a wall screen): off unless
+    # asked, as a page that reloads itself loses a reader's place (WCAG 2.2.1)
+    auto: bool = False
 
 
 @dataclass(frozen=True)
@@ -80,12 +83,24 @@ def stylesheet() -> bytes:
 
 
 def frame(
-    site: Site, page_title: str, api: str, crumbs: list[tuple[str, str | None]]
+    site: Site,
+    page_title: str,
+    api: str,
+    crumbs: list[tuple[str, str | None]],
+    here: str | None = None,
 ) -> dict[str, object]:
+    """What every page's frame shows; ``here``, the page's own address, for a page that can
+    reload itself (``?auto=1``)."""
+    auto = site.auto and here is not None
+    toggle = None
+    if here is not None:
+        toggle = here if auto else here + ("&" if "?" in here else "?") + "auto=1"
     return {
         "title": site.title,
         "page_title": f"{page_title} · {site.title}",
         "refresh": site.refresh,
+        "auto": auto,
+        "toggle": toggle,
         "scanned": None if site.scanned is None else iso_utc(site.scanned),
         "took": site.took,
         "failed": site.failed,
@@ -209,7 +224,7 @@ def home(
         0 if report is None else sum(len(j.gaps) for j in report.jobs if _matches(j, state, name))
     )
     filtered = state is not None or bool(name)
-    context = frame(site, said.text, "/api/scan", [])
+    context = frame(site, said.text, "/api/scan", [], link(state=state, job=name))
     context.update(
         verdict=said,
         pulse=pulse_line(report),

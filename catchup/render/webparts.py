@@ -31,14 +31,31 @@ def counts(job: JobScan) -> list[tuple[str, int]]:
 
 
 def cells(grid: Calendar) -> list[list[tuple[str | None, str]]]:
+    return [[(state, said) for state, said, _ in row] for row in linked_cells(grid, None)]
+
+
+def linked_cells(grid: Calendar, job: str | None) -> list[list[tuple[str | None, str, str | None]]]:
+    """The grid's cells as (state, what a screen reader says, a link): with ``job``, each
+    expected cell links to the page of the period its local day or hour starts in."""
     rows = []
     for label, cells in grid.rows:
         row = []
         for i, state in enumerate(cells):
-            at = f"{label}-{i + 1:02}" if grid.unit == "day" else f"{label} {i:02}:00"
-            row.append((state, f"{at}: {state or 'not expected'}"))
+            at = f"{label}-{i + 1:02}" if grid.unit == "day" else f"{label}T{i:02}:00"
+            shown = at.replace("T", " ")
+            href = None
+            if job is not None and state is not None:
+                href = job_path(job) + "/" + quote(at, safe="")
+            row.append((state, f"{shown}: {state or 'not expected'}", href))
         rows.append(row)
     return rows
+
+
+def period_link(job: str, start: datetime, key: str = "", api: bool = False) -> str:
+    """Where a period's page is served: ``/jobs/NAME/2026-12-02T00:00:00Z`` (``?key=K``), or
+    its JSON (``/api/jobs/…``)."""
+    path = job_path(job, api) + "/" + quote(iso_utc(start), safe="")
+    return path + ("?key=" + quote(key, safe="") if key else "")
 
 
 def strip(grid: Calendar | None) -> list[tuple[str | None, str]]:
@@ -68,6 +85,7 @@ def running_rows(rows: tuple[RunningRow, ...], facts: PageFacts) -> list[dict[st
                 "href": job_path(r.job),
                 "key": r.key,
                 "label": when(facts.jobs.get(r.job), None, r.period_start),
+                "period_href": period_link(r.job, r.period_start, r.key),
                 "attempt": r.attempt,
                 "owner": r.owner or "?",
                 "running_for": "?"
@@ -125,6 +143,7 @@ def failure(row: FailureRow, job: Job | None) -> dict[str, object]:
     return {
         "key": row.key,
         "label": when(job, None, row.period_start),
+        "href": period_link(row.job, row.period_start, row.key),
         "attempt": row.attempt,
         "exit_code": row.exit_code,
         "when": "failed " + ("at ?" if row.finished_at is None else iso_utc(row.finished_at)),

@@ -26,7 +26,8 @@ SELECT * FROM {schema}.finish_periods(
 -- name: heartbeat_many
 -- The leases of many attempts of one job extended at once (a batch's running period and those
 -- claimed with it, still to start), each as heartbeat does one: only while that attempt holds
--- a live lease. Rows locked in key and start order, as finish_periods() writes them.
+-- a live lease. Rows locked in key and start order, as finish_periods() writes them. Beside
+-- each new expiry: who asked that attempt to stop and why (catchup cancel), or nulls.
 WITH mine AS (
     SELECT r.job_id, r.key, r.period_start
     FROM {schema}.runs r
@@ -37,12 +38,18 @@ WITH mine AS (
       AND r.lease_expires_at > clock_timestamp()
     ORDER BY r.key, r.period_start
     FOR UPDATE OF r
+), renewed AS (
+    UPDATE {schema}.runs u
+    SET heartbeat_at = clock_timestamp(), lease_expires_at = clock_timestamp() + %(lease)s
+    FROM mine
+    WHERE u.job_id = mine.job_id AND u.key = mine.key AND u.period_start = mine.period_start
+    RETURNING u.job_id, u.key, u.period_start, u.attempt, u.lease_expires_at
 )
-UPDATE {schema}.runs u
-SET heartbeat_at = clock_timestamp(), lease_expires_at = clock_timestamp() + %(lease)s
-FROM mine
-WHERE u.job_id = mine.job_id AND u.key = mine.key AND u.period_start = mine.period_start
-RETURNING u.key, u.period_start, u.lease_expires_at;
+SELECT n.key, n.period_start, n.lease_expires_at, c.actor, c.reason
+FROM renewed n
+LEFT JOIN {schema}.cancels c
+  ON c.job_id = n.job_id AND c.key = n.key AND c.period_start = n.period_start
+ AND c.attempt = n.attempt;
 
 -- name: reclaim_many
 -- After a lost connection: the claims of many periods of one job this owner made, if the

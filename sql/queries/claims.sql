@@ -34,12 +34,20 @@ ORDER BY n.period_start, n.job_id;
 
 -- name: heartbeat
 -- Extends the lease only while this attempt still holds it: a lease that has run out is gone,
--- even if nobody has taken the period over yet.
-UPDATE {schema}.runs
-SET heartbeat_at = clock_timestamp(), lease_expires_at = clock_timestamp() + %(lease)s
-WHERE job_id = %(job_id)s AND key = %(key)s AND period_start = %(period_start)s
-  AND attempt = %(attempt)s AND status = 'running' AND lease_expires_at > clock_timestamp()
-RETURNING lease_expires_at;
+-- even if nobody has taken the period over yet. Beside the new expiry: who asked this attempt
+-- to stop and why (catchup cancel, sql/migrations/0017), or nulls.
+WITH renewed AS (
+    UPDATE {schema}.runs
+    SET heartbeat_at = clock_timestamp(), lease_expires_at = clock_timestamp() + %(lease)s
+    WHERE job_id = %(job_id)s AND key = %(key)s AND period_start = %(period_start)s
+      AND attempt = %(attempt)s AND status = 'running' AND lease_expires_at > clock_timestamp()
+    RETURNING job_id, key, period_start, attempt, lease_expires_at
+)
+SELECT n.lease_expires_at, c.actor, c.reason
+FROM renewed n
+LEFT JOIN {schema}.cancels c
+  ON c.job_id = n.job_id AND c.key = n.key AND c.period_start = n.period_start
+ AND c.attempt = n.attempt;
 
 -- name: finish
 -- Fenced by the attempt: {schema}.finish_attempt() (sql/migrations/0014) writes nothing for a
@@ -69,11 +77,12 @@ WHERE job_id = %(job_id)s AND key = %(key)s AND period_start = %(period_start)s
   AND attempt = %(attempt)s AND status = 'running';
 
 -- name: run_row
--- One period's row, read back after a claim found nothing to do or a commit's outcome was lost.
+-- One period's row, read back after a claim found nothing to do or a commit's outcome was lost
+-- (and shown on its page, with its checkpoint).
 SELECT r.period_start, r.period_end, r.status, r.attempt, r.failures, r.owner,
        r.lease_expires_at, r.finished_at, r.retry_after, r.exit_code, r.error,
        r.lease_expires_at > clock_timestamp() AS lease_live,
-       clock_timestamp() AS now
+       clock_timestamp() AS now, r.interrupted, r.checkpoint
 FROM {schema}.runs r
 WHERE r.job_id = %(job_id)s AND r.key = %(key)s AND r.period_start = %(period_start)s;
 

@@ -7,11 +7,15 @@
 -- name: running_periods
 -- Every period running now, on any host, oldest claim first (the runs_running index). A lease
 -- already past is a runner that is gone: the next claim of that period reclaims it.
+-- cancelling: somebody asked that attempt to stop (catchup cancel).
 SELECT j.name AS job, r.key, r.period_start, r.period_end, r.attempt, r.owner,
        r.claimed_at, r.heartbeat_at, r.lease_expires_at, clock_timestamp() AS now,
-       count(*) OVER () AS total
+       count(*) OVER () AS total, c.attempt IS NOT NULL AS cancelling
 FROM {schema}.runs r
 JOIN {schema}.jobs j ON j.id = r.job_id
+LEFT JOIN {schema}.cancels c
+  ON c.job_id = r.job_id AND c.key = r.key AND c.period_start = r.period_start
+ AND c.attempt = r.attempt
 WHERE r.status = 'running'
 ORDER BY r.claimed_at, j.name, r.key, r.period_start
 LIMIT %(limit)s;

@@ -2,14 +2,18 @@
 Selenium through Debian's chromedriver): the verdict in the title, the jobs, a job's page with
 its failure; text a user or a job wrote (a script, quotes, a right-to-left override) stays
 text and never runs; no page scrolls sideways at 1280 or 390 px; screenshots are kept as test
-artifacts (artifacts/status-*.png, or $CATCHUP_TEST_ARTIFACTS) for the docs' pictures."""
+artifacts (artifacts/status-*.png, or $CATCHUP_TEST_ARTIFACTS) for the docs' pictures; every
+page has no serious or critical accessibility violation by axe-core (the npm package, pinned
+in .ci/axe, injected into the page), and every link and control is reached by the keyboard."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
 import socket
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +25,71 @@ from paths import ROOT
 HOSTILE = "<script>document.title='pwned'</script>"
 RTL = "\u202e"  # a right-to-left override: shown escaped, never reordering the page
 WIDTHS = (1280, 390)
+AXE = ROOT / ".ci" / "axe"
+PAGES = (
+    ("home", "/"),
+    ("job", "/jobs/failing"),
+    ("hostile", "/jobs/hostile"),
+    ("period", "/jobs/failing/2026-10-03"),
+)
+
+
+def axe_source() -> str:
+    """axe-core's script, as .ci/axe pins it: installed there from the npm registry on first
+    use (as .ci/run does), through npm's lock file."""
+    script = AXE / "node_modules" / "axe-core" / "axe.min.js"
+    if not script.exists():
+        npm = shutil.which("npm")
+        if npm is None:
+            pytest.fail("needs npm for axe-core (.ci/run installs it: npm ci --prefix .ci/axe)")
+        subprocess.run(
+            [npm, "ci", "--prefix", str(AXE), "--no-audit", "--no-fund"],
+            check=True,
+            capture_output=True,
+            timeout=300,
+        )
+    return script.read_text()
+
+
+def violations(browser: Any, source: str) -> list[str]:
+    """axe-core's serious and critical violations of the page the browser shows, one line
+    each (the rule, its impact, the first element it names)."""
+    browser.execute_script(source)
+    found = browser.execute_async_script(
+        "const done = arguments[arguments.length - 1];"
+        "axe.run(document, {resultTypes: ['violations']})"
+        ".then(r => done(JSON.stringify(r.violations)), e => done(JSON.stringify(String(e))));"
+    )
+    said = json.loads(found)
+    assert isinstance(said, list), said
+    return [
+        f"{v['id']} ({v['impact']}): {v['nodes'][0]['target'] if v['nodes'] else ''} {v['help']}"
+        for v in said
+        if v["impact"] in ("serious", "critical")
+    ]
+
+
+def tab_stops(browser: Any) -> tuple[int, int]:
+    """How many elements Tab reaches before it comes round again, and how many links and
+    controls the page has: the keyboard reaches each one."""
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.keys import Keys
+
+    wanted = browser.execute_script(
+        "document.activeElement && document.activeElement.blur();"
+        "return document.querySelectorAll('a[href], input, button, summary').length"
+    )
+    reached: set[int] = set()
+    for _ in range(wanted + 5):
+        ActionChains(browser).send_keys(Keys.TAB).perform()
+        which = browser.execute_script(
+            "const e = document.activeElement;"
+            "return e === document.body ? null : [...document.querySelectorAll('*')].indexOf(e)"
+        )
+        if which is None or which in reached:
+            break
+        reached.add(which)
+    return len(reached), wanted
 
 
 @pytest.mark.slow
@@ -31,6 +100,8 @@ def test_the_status_page_in_a_real_browser(project: Project, sql: Any) -> None:
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
     from selenium.webdriver.common.by import By
+
+    source = axe_source()
 
     says = f"echo \"{HOSTILE} 'quoted' {RTL}right-to-left\"; exit 3"
     project.write(
@@ -71,12 +142,11 @@ def test_the_status_page_in_a_real_browser(project: Project, sql: Any) -> None:
         wait_for(loaded, timeout=60, what="the page with the jobs")
         for width in WIDTHS:
             browser.set_window_size(width, 1000)
-            for name, path in (
-                ("home", "/"),
-                ("job", "/jobs/failing"),
-                ("hostile", "/jobs/hostile"),
-            ):
+            for name, path in PAGES:
                 browser.get(base + path)
+                # from the top of the page as it loaded: Tab reaches every link and control
+                reached, wanted = tab_stops(browser)
+                assert reached == wanted, f"{path}: Tab reaches {reached} of {wanted} at {width}"
                 body = browser.find_element(By.TAG_NAME, "body").text
                 assert browser.execute_script("return document.scripts.length") == 0
                 title = browser.title
@@ -99,6 +169,17 @@ def test_the_status_page_in_a_real_browser(project: Project, sql: Any) -> None:
                     tail = browser.find_element(By.CSS_SELECTOR, "details pre").text
                     assert HOSTILE in tail and "'quoted'" in tail and "\\u202eright" in tail
                     assert RTL not in browser.page_source
+                elif name == "period":
+                    assert title.startswith("2026-10-03 of failing: failed")
+                    for text in ("Attempt 1", "exit code 3", "Changes by hand"):
+                        assert text in body, text
+                    tail = browser.find_element(By.CSS_SELECTOR, "details pre").text
+                    assert HOSTILE in tail and "\\u202eright" in tail
+                found = violations(browser, source)
+                assert not found, f"{path} at {width} px: " + "; ".join(found)
+                browser.execute_script(  # the picture from the top, as the page opened
+                    "document.activeElement && document.activeElement.blur(); scrollTo(0, 0)"
+                )
                 shot = folder / f"status-{name}-{width}.png"
                 assert browser.save_screenshot(str(shot))
                 assert shot.stat().st_size > 10_000

@@ -359,7 +359,7 @@ def test_a_ledger_of_the_last_release_migrates_with_its_runs_and_compacts(
         assert old.migrate(through=15)[-1].startswith("0015")
         ((job_id,),) = [(row.id,) for row in old.register_jobs(["export"]).values()]
         written = fill_settled(sql, job_id, datetime(2024, 1, 1, tzinfo=UTC), 2_000)
-        assert [name[:4] for name in old.migrate()] == ["0016"]
+        assert old.migrate()[0].startswith("0016")
         fresh = f"{project.schema}_fresh"
         Ledger(conn, fresh).migrate()
         try:

@@ -141,7 +141,11 @@ def test_the_page_shows_the_jobs_and_escapes_what_users_wrote(
     assert status == 200 and headers["Content-Type"] == "text/html; charset=utf-8"
     assert "script-src" not in headers["Content-Security-Policy"]
     assert headers["Content-Security-Policy"].startswith("default-src 'none'")
-    assert '<meta http-equiv="refresh" content="1">' in page
+    # it reloads itself only when asked (a wall screen: ?auto=1); else a reader keeps their place
+    assert 'http-equiv="refresh"' not in page and 'href="/?auto=1"' in page
+    auto = get(base + "/?auto=1")[2]
+    assert '<meta http-equiv="refresh" content="1">' in auto and 'href="/">stop</a>' in auto
+    assert '<meta http-equiv="refresh" content="1">' in get(base + "/jobs/billing?auto=1")[2]
     # a verdict first, in the title too, under the deployment's name (its folder's)
     title = page.split("<title>", 1)[1].split("</title>", 1)[0]
     assert re.fullmatch(

@@ -125,6 +125,10 @@ def test_what_the_internet_sends_is_refused(port: int) -> None:
     status, _, _ = ask(port, "GET", "/", body=b"x" * 100, headers={"Content-Length": "100"})
     assert status == 413
     assert ask(port, "GET", "/" + "a" * 9000)[0] == 414
+    # a query of many fields: one line, 400, and the server answers on
+    status, _, body = ask(port, "GET", "/?" + "&".join(f"f{i}=1" for i in range(50)))
+    assert status == 400 and body == b"at most 4 fields in a query\n"
+    assert ask(port, "GET", "/jobs/billing/2026-10-02?a=1&b=2&c=3&d=4&e=5")[0] == 400
     status = ask(port, "GET", "/", {"X-Big": "b" * 70_000})[0]
     assert status in (400, 431)  # a header line over 64 KiB
     with socket.create_connection(("127.0.0.1", port), timeout=10) as raw:

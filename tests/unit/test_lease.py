@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import itertools
-from datetime import datetime, timedelta
+from datetime import timedelta
 
 from hypothesis import given
 from hypothesis import strategies as st
 
 from catchup.lease import LeaseKeeper, retry_wait
+from catchup.results import Renewed
 
 
 def test_the_first_retry_is_immediate() -> None:
@@ -33,7 +34,7 @@ def test_retries_stop_when_the_lease_runs_out() -> None:
     the keeper gives up (lost) once the lease has run out instead of spinning on."""
     calls: list[float] = []
 
-    def renew(within: float) -> datetime | None:
+    def renew(within: float) -> Renewed | None:
         calls.append(within)
         raise OSError("server unreachable")
 
