@@ -262,6 +262,7 @@ class PeriodReport:
     history: History
     row: RunRow | None
     key: str = ""  # a keyed job's period: its key
+    value: str = ""  # the period as its commands name it (``catchup cancel JOB VALUE``)
 
 
 @dataclass(frozen=True)

@@ -3,9 +3,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
+import time
+from collections.abc import Iterator
 from contextlib import AbstractContextManager
 from dataclasses import replace
 from datetime import datetime
@@ -48,6 +51,9 @@ class Session:
         self._upstream: dict[str, Job] = {}  # upstream jobs resolved, for needs()
         self._renamed = False
         self._startable: set[str] = set()  # jobs whose program or module was found
+        self._read_rows: dict[str, JobRow] | None = None  # while reading(): rows read once
+        self._keep_rows = 0.0  # keep_rows(): how long read-only rows are kept, in seconds
+        self._kept: tuple[float, dict[str, JobRow]] | None = None
         # where leases are renewed: this session's own line, or one a pool of workers shares
         self.heartbeats = HeartbeatLine(target, config.schema)
         self._own_heartbeats = True
@@ -104,18 +110,48 @@ class Session:
             self._startable.add(job.name)
         return why
 
+    @contextlib.contextmanager
+    def reading(self) -> Iterator[None]:
+        """Within: the read-only ``job_rows`` are read once and kept (what one page reads
+        many times, where nothing is written in between)."""
+        self._read_rows = self.job_rows(write=False)
+        try:
+            yield
+        finally:
+            self._read_rows = None
+
     def job_rows(self, *, write: bool = True) -> dict[str, JobRow]:
         """Every configured job's ledger row, by its configured name: registered when
         ``write`` (after the renames ``renamed_from`` asks for); else as they would be (a job
         renamed from a name the ledger still has reads that job's row)."""
-        names = sorted(self.config.jobs)
-        rows = self.ledger.job_rows(names)
+        if not write and self._read_rows is not None:
+            return self._read_rows
+        if not write and self._keep_rows:
+            if self._kept is not None and time.monotonic() - self._kept[0] < self._keep_rows:
+                return self._kept[1]
+            self._kept = None
+            rows = self._read_job_rows()
+            self._kept = (time.monotonic(), rows)
+            return rows
+        return self._read_job_rows() if not write else self._registered_rows()
+
+    def keep_rows(self, seconds: float) -> None:
+        """For a session that only reads (serve's period pages): the jobs' rows are read at
+        most every ``seconds`` (a page of one period need not read a thousand jobs' rows)."""
+        self._keep_rows, self._kept = seconds, None
+
+    def _read_job_rows(self) -> dict[str, JobRow]:
+        rows = self.ledger.job_rows(sorted(self.config.jobs))
         olds = self.config.renames
         for old, row in self.ledger.job_rows(list(olds)).items() if olds else ():
             rows.setdefault(olds[old], replace(row, name=olds[old]))
         self._check_definitions(rows)  # before anything is written
-        if not write:
-            return rows
+        return rows
+
+    def _registered_rows(self) -> dict[str, JobRow]:
+        names = sorted(self.config.jobs)
+        rows = self._read_job_rows()
+        olds = self.config.renames
         if olds or any(n not in rows or rows[n].retired_at is not None for n in names):
             self._rename()
             rows = self.ledger.register_jobs(names)  # new names, and retired ones back

@@ -12,9 +12,11 @@ from ..bounds import EXPLAIN_COUNT, HISTORY_LIMIT, PS_LIMIT
 from ..errors import ConfigError, DatabaseError
 from ..explain import Explanation
 from ..findings import Finding
+from ..job import Job
 from ..models import ScanReport
 from ..results import History, JobsReport, KeysReport, PageFacts, PeriodReport, Running, Why
 from ..retention import LedgerSize
+from ..session import Session
 from ..window import Moment
 from .base import Base, check, instant
 
@@ -196,6 +198,12 @@ class Looking(Base):
         check(HISTORY_LIMIT, limit)
         spec = self.one_key(job, key)
         session = self.session
+        with session.reading():  # the jobs' rows read once, for all that follows
+            return self._period(session, spec, job, period, key, limit)
+
+    def _period(
+        self, session: Session, spec: Job, job: str, period: Moment, key: str | None, limit: int
+    ) -> PeriodReport:
         resolved = session.resolve(spec, write=False)
         at = instant(period, resolved)
         found = resolved.timeline.containing(at)
@@ -204,7 +212,7 @@ class Looking(Base):
         history = self.history(job, period=start, key=key, limit=limit)
         row = session.job_rows(write=False).get(job)
         run = None if row is None else session.ledger.run_row(row.id, start, resolved.key or "")
-        return PeriodReport(said, history, run, resolved.key or "")
+        return PeriodReport(said, history, run, resolved.key or "", resolved.period_value(start))
 
     @staticmethod
     def doctor(config: str | None = None, dsn: str | None = None) -> list[Finding]:
@@ -300,7 +308,8 @@ class Looking(Base):
             if not reading.acquire(timeout=PERIOD_WAIT):
                 return None  # busy: told 503, try again
             try:
-                reader._open(prepare=False, start_embedded=False)
+                # its jobs' rows read at most once a scan, not on every page
+                reader._open(prepare=False, start_embedded=False).keep_rows(refresh)
                 try:
                     return reader.period(name, period, key=key, limit=PERIOD_ATTEMPTS)
                 except psycopg.Error:

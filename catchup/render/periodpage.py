@@ -69,6 +69,7 @@ def _attempt(row: HistoryRow, now: datetime | None) -> dict[str, object]:
         "started": iso_utc(row.started_at),
         "finished": None if row.finished_at is None else iso_utc(row.finished_at),
         "took": took,
+        "running": row.status == AttemptStatus.running,
         "exit_code": row.exit_code,
         "error": row.error,
         "tail": safe(tail[-TAIL_SHOWN:], lines=True) if tail else None,
@@ -93,7 +94,7 @@ def period_page(report: PeriodReport, site: Site) -> str:
             "for": "?" if since is None else span(round((row.now - since).total_seconds())),
             "gone": left is not None and left.total_seconds() < 0,
             "lease": "?" if left is None else span(round(abs(left.total_seconds()))),
-            "cancel": f"catchup cancel {job} {iso_utc(start)}"
+            "cancel": f"catchup cancel {job} {report.value or iso_utc(start)}"
             + (f" --key {key}" if key else "")
             + ' --reason "…"',
         }

@@ -143,7 +143,7 @@ def test_a_running_periods_page_says_who_runs_it_and_how_to_stop_it(
             status, _, page = get(f"{base}/jobs/slow/{day.isoformat()}")
             assert status == 200 and "Running now" in page, page
             assert f":{runner.pid}" in page and "Attempt 1" in page
-            assert f"catchup cancel slow {day.isoformat()}T00:00:00Z --reason" in page
+            assert f"catchup cancel slow {day.isoformat()} --reason" in page
             # the home page's running row links to it
             home = get(base + "/")[2]
             assert f'href="/jobs/slow/{day.isoformat()}T00%3A00%3A00Z"' in home
@@ -176,3 +176,23 @@ def test_a_period_read_that_fails_is_503_uncached_and_the_next_reconnects(
     # the first read after the cut meets the dead connection: 503, not cached; then it reads
     assert answers[0] == (503, "1") and answers[-1] == (200, None), answers
     assert all(a in ((503, "1"), (200, None)) for a in answers), answers
+
+
+def test_the_facade_names_the_period_any_time_inside_it_falls_in(
+    served: str, project: Project
+) -> None:
+    """`Catchup.period` (what the page shows, for Python): a time inside a period names that
+    period; a keyed job needs its key."""
+    from catchup.api import Catchup
+    from catchup.errors import ConfigError
+
+    with Catchup(str(project.config), dsn=project.database.conninfo) as app:
+        report = app.period("bill", "2026-10-02T13:45:00Z")
+        assert report.why.label == "2026-10-02" and report.why.state == "succeeded"
+        assert [a.attempt for a in report.history.attempts] == [2, 1]
+        assert report.row is not None and report.row.checkpoint == "page-41"
+        assert report.value == "2026-10-02" and report.key == ""
+        keyed = app.period("invoice", "2026-10-02", key="beta")
+        assert keyed.key == "beta" and keyed.why.label == "beta 2026-10-02"
+        with pytest.raises(ConfigError, match="has keys"):
+            app.period("invoice", "2026-10-02")
