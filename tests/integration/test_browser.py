@@ -31,6 +31,7 @@ PAGES = (
     ("job", "/jobs/failing"),
     ("hostile", "/jobs/hostile"),
     ("period", "/jobs/failing/2026-10-03"),
+    ("keys", "/keys/tenants"),
 )
 
 
@@ -111,6 +112,8 @@ def test_the_status_page_in_a_real_browser(project: Project, sql: Any) -> None:
         f"evidence = '''SELECT \"{HOSTILE}\" FROM {project.schema}.jobs'''\n"
         '[jobs.failing]\nschedule = "daily"\nstart = "2026-10-01"\n'
         f"command = ['sh', '-c', '''{says}''']\n"
+        '[jobs.tenants]\nschedule = "daily"\nstart = "2026-10-01"\ncommand = ["true"]\n'
+        'keys = ["acme", "globex"]\n'
     )
     assert project.cli("-q", "run", "billing", "--period", "2026-10-02").exit_code == 0
     assert project.cli("-q", "run", "failing", "--period", "2026-10-03").exit_code == 1
@@ -157,7 +160,7 @@ def test_the_status_page_in_a_real_browser(project: Project, sql: Any) -> None:
                 )
                 assert wide[0] <= wide[1], f"{path} scrolls sideways at {width} px: {wide}"
                 if name == "home":
-                    assert title.startswith("3 gap ranges in 3 jobs") or "gap range" in title
+                    assert "gap ranges in 4 jobs" in title, title
                     for text in ("billing", "failing", "Scheduler:", "no tick recorded yet"):
                         assert text in body, text
                     assert HOSTILE in body  # shown, as text
