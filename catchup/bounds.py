@@ -34,3 +34,5 @@ MAX_TIME = Bound("--max-time", 1, 86400, unit="s", words="from 1 second to 1 day
 HISTORY_LIMIT = Bound("--limit", 1, 100_000, 50)
 EXPLAIN_COUNT = Bound("--count", 1, 1000, 10)
 PS_LIMIT = Bound("--limit", 1, 100_000, 1000)
+SCHEDULER_LEASE = Bound("--lease", 3, 600, 15, unit="s", words="from 3 seconds to 10 minutes")
+SCHEDULER_GRACE = Bound("--grace", 0, 3600, 30, unit="s", words="from 0 to 1 hour")

@@ -208,7 +208,8 @@ def _project_database(
         ledger = Ledger(conn, schema)
         if ledger.holds_jobs(list(jobs)):
             return "postgres", "the shared database postgres, which already keeps these jobs"
-        ledger.create_database(name)
+        if not ledger.create_database(name):  # another process made it a moment ago
+            return name, None
     return name, f"created database {name} for {folder}"
 
 

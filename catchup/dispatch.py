@@ -27,7 +27,11 @@ class Dispatcher:
     whose overlap is forbidden at once (the claim would refuse the second anyway)."""
 
     def __init__(
-        self, items: Iterator[Planned], limit: int | None, deadline: float | None = None
+        self,
+        items: Iterator[Planned],
+        limit: int | None,
+        deadline: float | None = None,
+        draining: threading.Event | None = None,
     ) -> None:
         self._items = items
         self._left = limit
@@ -39,10 +43,14 @@ class Dispatcher:
         self._stopped = False
         # time.monotonic() after which nothing new is handed out (tick --max-time)
         self._deadline = deadline
+        # set: nothing new is handed out either (a scheduler stopping: what runs finishes)
+        self._draining = draining
         self.expired = False
 
     def _past_deadline(self) -> bool:
         if self._deadline is not None and time.monotonic() >= self._deadline:
+            self.expired = True
+        if self._draining is not None and self._draining.is_set():
             self.expired = True
         return self.expired
 

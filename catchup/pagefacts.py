@@ -8,6 +8,7 @@ from collections import defaultdict
 
 from .explain import Explanation, explain
 from .job import Job
+from .leadership import next_due as when_due
 from .results import FailureRow, PageFacts
 from .session import Session
 
@@ -29,9 +30,7 @@ def read_facts(session: Session, jobs: list[Job]) -> PageFacts:
     next_due = {}
     explained: dict[str, Explanation] = {}
     for job in resolved:
-        latest = job.timeline.latest_due(job.delay, now)
-        until = latest.end if latest else job.anchor
-        next_due[job.name] = job.timeline.period(until).end + job.delay
+        next_due[job.name] = when_due(job, now)
         explained[job.name] = explain(job, resolved, now=now, start=None, count=EXPLAINED)
     return PageFacts(
         now=now,

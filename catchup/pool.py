@@ -42,6 +42,7 @@ def run_planned(
     prepare: Callable[[Session, Planned], None] | None = None,
     max_time: float | None = None,
     batch: int = BATCH_MAX,
+    draining: threading.Event | None = None,
 ) -> Batch:
     """Run ``items`` on ``workers`` threads, each with a connection of its own (the first
     worker uses ``session``'s), and one more connection that all of them renew leases on: a pool
@@ -51,7 +52,7 @@ def run_planned(
     1: each period in its own round trip)."""
     stop = interrupted or threading.Event()
     deadline = None if max_time is None else time.monotonic() + max_time
-    dispatcher = Dispatcher(items, limit, deadline)
+    dispatcher = Dispatcher(items, limit, deadline, draining)
     outcomes: list[Outcome] = []
     lock = threading.Lock()
     errors: list[BaseException] = []

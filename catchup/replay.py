@@ -156,6 +156,7 @@ def tick(
     interrupted: threading.Event | None = None,
     on_done: Callable[[Outcome], None] | None = None,
     max_time: float | None = None,
+    draining: threading.Event | None = None,
 ) -> Batch:
     """What the one scheduler calls every few minutes: for each job, the due periods its
     catch-up policy allows, oldest first, on a pool of ``workers`` (one job's periods in order,
@@ -226,6 +227,7 @@ def tick(
         on_done=on_done,
         max_time=max_time,
         prepare=functools.partial(_reopen, RERUN) if rerun else None,
+        draining=draining,
     )
 
 

@@ -597,6 +597,18 @@ ALTER TABLE {schema}.jobs ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
     CACHE 1
 );
 
+-- table leader
+
+CREATE TABLE {schema}.leader (
+    name text NOT NULL,
+    holder text NOT NULL,
+    term bigint NOT NULL,
+    since timestamp with time zone NOT NULL,
+    expires_at timestamp with time zone NOT NULL,
+    renewed_at timestamp with time zone NOT NULL,
+    CONSTRAINT leader_term_check CHECK ((term > 0))
+);
+
 -- table runs
 
 CREATE TABLE {schema}.runs (
@@ -751,6 +763,11 @@ ALTER TABLE ONLY {schema}.jobs
 
 ALTER TABLE ONLY {schema}.jobs
     ADD CONSTRAINT jobs_pkey PRIMARY KEY (id);
+
+-- constraint leader leader_pkey
+
+ALTER TABLE ONLY {schema}.leader
+    ADD CONSTRAINT leader_pkey PRIMARY KEY (name);
 
 -- check constraint runs runs_compacted_settled
 

@@ -580,6 +580,36 @@ MUTATIONS = (
         ("tests/integration/test_browser.py::test_the_status_page_in_a_real_browser",),
     ),
     Mutation(
+        "scheduler-term-fence",
+        "a leader whose term ended (paused, cut off, taken over) starts no tick under it",
+        "catchup/scheduler.py",
+        "            term = keeper.renew()\n            if term is None or stopping.is_set():\n",
+        "            term = keeper.term or 0\n            if stopping.is_set():\n",
+        (
+            "tests/integration/test_leader.py::"
+            "test_a_leader_whose_term_was_taken_starts_no_tick_under_it",
+        ),
+    ),
+    Mutation(
+        "leader-lease",
+        "a live lead is never taken: a standby waits for the lease to run out or be handed back",
+        "sql/queries/leader.sql",
+        "   OR l.expires_at <= clock_timestamp()\n",
+        "   OR true\n",
+        ("tests/integration/test_leader.py::test_the_lead_is_taken_kept_lost_and_handed_back",),
+    ),
+    Mutation(
+        "database-create-race",
+        "commands started together on a fresh embedded server all find the project's database",
+        "catchup/ledger/base.py",
+        "        except pg_errors.UniqueViolation as exc:\n",
+        "        except ZeroDivisionError as exc:\n",
+        (
+            "tests/integration/test_leader.py::"
+            "test_replicas_starting_at_once_create_the_project_database_once",
+        ),
+    ),
+    Mutation(
         "heartbeat-fence",
         "an old attempt cannot keep a taken-over period's lease alive",
         "sql/queries/claims.sql",

@@ -29,6 +29,7 @@ from .changing import (
 from .looking import explain, history, jobs, keys, ps, scan, why
 from .options import EXIT_CODES
 from .running import replay, run, tick
+from .scheduling import scheduler
 
 
 @click.group(cls=CatchupGroup, epilog=EXIT_CODES)
@@ -61,6 +62,7 @@ def cli(ctx: click.Context, config_path: str | None, dsn: str | None, quiet: boo
 for command in (
     run,
     tick,
+    scheduler,
     scan,
     replay,
     jobs,

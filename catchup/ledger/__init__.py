@@ -12,6 +12,7 @@ from .claims import ClaimPath, ClaimRequest, FinishFields
 from .compaction import Compaction
 from .evidence import EvidenceCheck, EvidenceQuery
 from .keys import Keys, read_keys
+from .leader import Leading
 from .pages import Pages
 from .scans import Scanning
 from .tools import Tools
@@ -38,6 +39,7 @@ class Ledger(
     Compaction,
     Pages,
     Cancels,
+    Leading,
     Tools,
 ):
     """The ledger in ``schema``, through one autocommit connection."""

@@ -45,6 +45,12 @@ class LedgerBase:
             self.conn.execute(sqlfiles.query_naming("create_database", self.schema, database=name))
         except pg_errors.DuplicateDatabase:
             return False
+        except pg_errors.UniqueViolation as exc:
+            # two processes creating it at the same moment: the loser meets the catalog's own
+            # unique index rather than the "already exists" check
+            if exc.diag.constraint_name != "pg_database_datname_index":
+                raise
+            return False
         return True
 
     # -- schema ------------------------------------------------------------------------------

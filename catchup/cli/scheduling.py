@@ -1,0 +1,69 @@
+"""``catchup scheduler``: the built-in scheduler, a long-running process for every replica."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from ..bounds import SCHEDULER_GRACE, SCHEDULER_LEASE, TICK_WORKERS
+from ..render.text import safe
+from .base import State, console, pass_state, stop_signals
+from .options import Seconds, workers_option
+
+
+@click.command(
+    epilog="Exit codes: 0 stopped on SIGINT, SIGTERM or SIGHUP (the lead handed back), "
+    "2 bad input, 3 the database cannot be reached at start."
+)
+@workers_option(TICK_WORKERS, what="Periods the leader runs at once, the jobs taking turns")
+@click.option(
+    "--lease",
+    type=Seconds(SCHEDULER_LEASE.low, SCHEDULER_LEASE.high),
+    default=f"{SCHEDULER_LEASE.default:g}s",
+    show_default=True,
+    metavar="DURATION",
+    help="How long the lead holds without renewal (renewed every third of it): a leader "
+    "that dies is replaced within this plus a second.",
+)
+@click.option(
+    "--grace",
+    type=Seconds(SCHEDULER_GRACE.low, SCHEDULER_GRACE.high),
+    default=f"{SCHEDULER_GRACE.default:g}s",
+    show_default=True,
+    metavar="DURATION",
+    help="On a stop signal, how long what runs may finish before it is stopped (recorded "
+    "interrupted, no failure counted).",
+)
+@pass_state
+def scheduler(state: State, workers: int, lease: float, grace: float) -> None:
+    """Run the built-in scheduler: run it on every replica, one of them leads.
+
+    The replicas elect a leader through the ledger (a lease on the database clock and a term
+    that fences a leader whose lease ran out). Only the leader runs what is due, as `catchup
+    tick` does (each job's catch-up policy, the same claim path), and it wakes when the next
+    period of any job falls due, not on a fixed minute; the others stand by and take over
+    within --lease plus a second when it is gone. On SIGTERM (a rolling deploy) the leader
+    hands the lead back at once, starts nothing new, lets what runs finish for up to --grace,
+    and exits 0. Outcomes go to stdout as `tick` prints them, the lead's changes to stderr.
+
+    Example: catchup scheduler --workers 4
+    """
+    from ..render import tables
+
+    out = console()
+
+    def say(line: str) -> None:
+        sys.stderr.write(f"catchup scheduler: {safe(line)}\n")
+        sys.stderr.flush()
+
+    app = state.app()
+    with stop_signals() as stop:
+        app.scheduler(
+            workers=workers,
+            lease=lease,
+            grace=grace,
+            stopping=stop,
+            say=say,
+            on_done=lambda outcome: tables.outcome(out, outcome),
+        )

@@ -1,0 +1,31 @@
+"""The scheduler's leader (``catchup scheduler``): take or keep the lead, hand it back, and
+who leads now (``sql/queries/leader.sql``, migration 0018)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from psycopg.rows import class_row
+
+from ..leadership import Lead, Leader
+from .base import LedgerBase
+
+SCOPE = "scheduler"  # the leader row's name: one scheduler per ledger schema
+
+
+class Leading(LedgerBase):
+    def lead(self, holder: str, term: int, lease: timedelta) -> Lead | None:
+        """Take the lead, or keep the ``term`` held (0: none held); the term led after it,
+        or None when another holder leads."""
+        params = {"name": SCOPE, "holder": holder, "term": term, "lease": lease}
+        with self.conn.cursor(row_factory=class_row(Lead)) as cur:
+            return cur.execute(self._q("lead"), params).fetchone()
+
+    def resign(self, holder: str, term: int) -> bool:
+        """Hand the lease of ``term`` back; whether this holder still held it."""
+        params = {"name": SCOPE, "holder": holder, "term": term}
+        return self.conn.execute(self._q("resign"), params).rowcount == 1
+
+    def leader_now(self) -> Leader | None:
+        with self.conn.cursor(row_factory=class_row(Leader)) as cur:
+            return cur.execute(self._q("leader_now"), {"name": SCOPE}).fetchone()

@@ -1,0 +1,158 @@
+"""``catchup scheduler``: the built-in scheduler, meant to run on every replica. The replicas
+elect a leader through the ledger (``leader`` row, migration 0018): a lease on the database
+clock and a term that grows with each change of hands. Only the leader plans: it wakes when
+the next period of any job falls due (not on a fixed minute) and runs what is due through the
+same claim path as ``catchup tick``, per each job's catch-up policy, on its pool of workers.
+A second leader (a paused one waking up) is made harmless by the claim path, and rare by the
+term: a leader renews its term right before each tick and starts none once it lost it.
+
+The lead is kept by :class:`Keeper`, a thread of its own on a connection of its own: it renews
+every third of the lease while the leader's tick runs its jobs, and a standby asks every
+:data:`STANDBY_POLL` seconds, so a dead leader is replaced within its lease plus that. On
+SIGINT, SIGTERM or SIGHUP the leader hands the lease back at once (a rolling deploy fails over
+at once), starts nothing new, lets what runs finish for up to ``grace`` (then stops it, recorded
+interrupted, no failure counted) and returns."""
+
+from __future__ import annotations
+
+import secrets
+import threading
+from collections.abc import Callable
+from datetime import timedelta
+
+import psycopg
+
+from . import db
+from .errors import DatabaseError, first_line
+from .leadership import Lead
+from .ledger import Ledger
+from .session import owner_name
+
+STANDBY_POLL = 1.0  # seconds between a standby's asks for the lead
+LONGEST_SLEEP = 60.0  # a leader with nothing due still looks at least this often
+LATE = 0.05  # seconds past a period's due moment it wakes (the hosts' clocks drift)
+
+
+class Keeper(threading.Thread):
+    """Takes and keeps the lead on a connection of its own; ``term`` is the term held (None
+    while another replica leads). Asked to ``stop``, it hands the lease back."""
+
+    def __init__(
+        self, target: db.Target, schema: str, holder: str, lease: float, say: Callable[[str], None]
+    ) -> None:
+        super().__init__(name="catchup-scheduler-lead", daemon=True)
+        self._target, self._schema = target, schema
+        self.holder, self.lease, self._say = holder, lease, say
+        self.term: int | None = None
+        self.lead: Lead | None = None
+        self.changed = threading.Event()  # set when the lead is taken or lost
+        self.stop = threading.Event()
+        self._lock = threading.Lock()
+        self._ledger: Ledger | None = None
+
+    def _connected(self) -> Ledger:
+        if self._ledger is None:
+            conn = db.connect(self._target, application="catchup scheduler", within=self.lease)
+            self._ledger = Ledger(conn, self._schema)
+        return self._ledger
+
+    def renew(self) -> int | None:
+        """Take or keep the lead now; the term held after it (None: another leads, or the
+        ledger cannot say: a leader that cannot renew must act as one that lost)."""
+        with self._lock:
+            held = self.term
+            try:
+                lead = self._connected().lead(self.holder, held or 0, timedelta(seconds=self.lease))
+            except (psycopg.Error, DatabaseError) as exc:
+                text = first_line(exc) if isinstance(exc, psycopg.Error) else str(exc)
+                self._drop()
+                lead = None
+                if held is not None:
+                    self._say(f"cannot renew the lead ({text}); acting as a standby")
+            self.lead = lead
+            self.term = None if lead is None else lead.term
+            if self.term != held:
+                if self.term is not None:
+                    self._say(f"leading (term {self.term})")
+                elif held is not None:
+                    self._say(f"term {held} ended: another replica leads")
+                self.changed.set()
+            return self.term
+
+    def _drop(self) -> None:
+        if self._ledger is not None:
+            try:
+                self._ledger.conn.close()
+            except Exception:
+                pass
+            self._ledger = None
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            term = self.renew()
+            self.stop.wait(self.lease / 3 if term is not None else STANDBY_POLL)
+        with self._lock:
+            if self.term is not None:
+                try:
+                    self._connected().resign(self.holder, self.term)
+                    self._say(f"handed the lead back (term {self.term})")
+                except (psycopg.Error, DatabaseError):
+                    pass  # its lease runs out on its own
+                self.term = None
+            self._drop()
+        self.changed.set()
+
+
+def schedule(
+    target: db.Target,
+    schema: str,
+    tick: Callable[[threading.Event, int], object],
+    wake_in: Callable[[], float],
+    *,
+    lease: float,
+    grace: float,
+    stopping: threading.Event,
+    say: Callable[[str], None],
+) -> None:
+    """Lead or stand by until ``stopping``; as the leader, ``tick(interrupted, term)``
+    whenever a period falls due (and once on taking the lead: what came due while nobody
+    led), then sleep ``wake_in()`` seconds (until the next period falls due), woken early if
+    the lead changes hands or a stop is asked."""
+    holder = f"{owner_name()}:{secrets.token_hex(3)}"
+    keeper = Keeper(target, schema, holder, lease, say)
+    interrupted = threading.Event()
+
+    def on_stop() -> None:
+        stopping.wait()
+        keeper.stop.set()  # the lease handed back at once: a standby takes over
+        if not interrupted.wait(grace):
+            interrupted.set()  # what still runs after the grace is stopped
+
+    threading.Thread(target=on_stop, name="catchup-scheduler-stop", daemon=True).start()
+    keeper.start()
+    try:
+        while not stopping.is_set():
+            if keeper.term is None:
+                keeper.changed.wait(STANDBY_POLL)
+                keeper.changed.clear()
+                continue
+            # the term fence: renewed right before each tick, so a leader that was paused
+            # past its lease finds its term gone and starts nothing
+            term = keeper.renew()
+            if term is None or stopping.is_set():
+                continue
+            keeper.changed.clear()
+            try:
+                tick(interrupted, term)
+                wait = wake_in()
+            except (psycopg.Error, DatabaseError) as exc:
+                # the ledger went away mid-tick: said, and tried again (the claims it made
+                # are fenced and their leases run out; the next tick takes them over)
+                say(first_line(exc) if isinstance(exc, psycopg.Error) else str(exc))
+                wait = STANDBY_POLL
+            keeper.changed.wait(wait + LATE if wait else LATE)
+    finally:
+        stopping.set()
+        interrupted.set()  # the loop is done: nothing of it runs on
+        keeper.stop.set()
+        keeper.join(timeout=lease)
