@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal, NamedTuple
 
+from .leadership import Leader
 from .schedule import Period, iso_utc, span
 from .targets import KeyRange
 from .vocabulary import (
@@ -347,6 +348,7 @@ class Pulse:
     stopped: bool
     crowded: tuple[tuple[datetime, tuple[str, ...]], ...]
     now: datetime
+    leader: Leader | None = None  # catchup scheduler's lead, if one was ever taken
 
     @property
     def warnings(self) -> list[str]:

@@ -82,7 +82,7 @@ def scan(
     Example: catchup scan --since 2026-10-01 --format markdown >> "$GITHUB_STEP_SUMMARY"
     """
     from .. import files
-    from ..render import documents, json, tables
+    from ..render import documents, json, pulse
     from ..render import scan as scan_report
 
     if output is not None and not output.endswith((".svg", ".html", ".txt")):
@@ -115,7 +115,7 @@ def scan(
         out = console()
         scan_report.scan_tables(out, result, limit=shown)
         if result.pulse is not None:
-            tables.scheduler(out, result.pulse)
+            pulse.scheduler(out, result.pulse)
         if calendar:
             scan_report.calendars(out, result.calendars)
     if output is not None:

@@ -195,6 +195,14 @@ def scan_openmetrics(report: ScanReport) -> str:
     if pulse is not None and pulse.last_tick is not None:
         family("catchup_last_tick_timestamp_seconds", "When `catchup tick` last ran.", "seconds")
         out.append(f"catchup_last_tick_timestamp_seconds {pulse.last_tick.timestamp():.0f}")
+    if pulse is not None and (lead := pulse.leader) is not None:
+        family(
+            "catchup_scheduler_leader",
+            "1 while a `catchup scheduler` leads (its holder, host:pid:token), else 0.",
+        )
+        out.append(f'catchup_scheduler_leader{{holder="{_label(lead.holder)}"}} {int(lead.live)}')
+        family("catchup_scheduler_term", "The term of the newest `catchup scheduler` lead.")
+        out.append(f"catchup_scheduler_term {lead.term}")
     family("catchup_scan_timestamp_seconds", "When the scan ran (database clock).", "seconds")
     out.append(f"catchup_scan_timestamp_seconds {report.generated_at.timestamp():.0f}")
     out.append("# EOF")

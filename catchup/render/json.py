@@ -279,6 +279,15 @@ def scheduler_json(pulse: Pulse) -> dict[str, object]:
         "interval_seconds": None if pulse.interval is None else round(pulse.interval),
         "stopped": pulse.stopped,
         "warnings": pulse.warnings,
+        "leader": None
+        if (lead := pulse.leader) is None
+        else {
+            "holder": lead.holder,
+            "term": lead.term,
+            "since": iso_utc(lead.since),
+            "expires_at": iso_utc(lead.expires_at),
+            "live": lead.live,
+        },
     }
 
 

@@ -83,6 +83,20 @@ def families(served: Served) -> Iterator[Metric]:
         )
         tick.add_metric([], pulse.last_tick.timestamp())
         yield tick
+    if pulse is not None and pulse.leader is not None:
+        lead = pulse.leader
+        leading = GaugeMetricFamily(
+            "catchup_scheduler_leader",
+            "1 while a `catchup scheduler` leads (its holder, host:pid:token), else 0.",
+            labels=["holder"],
+        )
+        leading.add_metric([lead.holder], 1 if lead.live else 0)
+        yield leading
+        term = GaugeMetricFamily(
+            "catchup_scheduler_term", "The term of the newest `catchup scheduler` lead."
+        )
+        term.add_metric([], lead.term)
+        yield term
     scanned = GaugeMetricFamily(
         "catchup_scan_timestamp_seconds", "When the scan ran (database clock).", unit="seconds"
     )

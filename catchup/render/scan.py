@@ -16,7 +16,8 @@ from rich.text import Text
 from ..models import Calendar, JobScan, Range, ScanReport
 from ..vocabulary import PeriodState
 from .limits import GAP_LIMIT
-from .tables import fits, print_pairs, scheduler
+from .pulse import scheduler
+from .tables import fits, print_pairs
 from .text import GLYPH, LEGEND, STYLE, iso_utc, safe, schedule_text
 
 # the summary's state columns: with ``expected`` they add up (every period is in one state)

@@ -12,7 +12,7 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
-from ..models import Outcome, Pulse
+from ..models import Outcome
 from ..results import (
     Connected,
     History,
@@ -21,7 +21,8 @@ from ..results import (
     Migrated,
     NotDue,
 )
-from .text import STYLE, iso_utc, safe, schedule_text, seconds, span
+from .pulse import scheduler
+from .text import STYLE, iso_utc, safe, schedule_text, seconds
 
 if TYPE_CHECKING:
     from ..findings import Finding
@@ -370,26 +371,3 @@ def findings(console: Console, found: Sequence[Finding]) -> None:
         line.append(f"{finding.topic}: ", style="bold")
         line.append(safe(finding.text))
         console.print(line, soft_wrap=True)
-
-
-def scheduler(console: Console, pulse: Pulse) -> None:
-    """One line on the scheduler's pulse, and a warning per problem."""
-    if pulse.last_tick is None:
-        console.print(
-            Text(
-                "scheduler: no tick recorded yet (is something calling `catchup tick`?)",
-                style="dim",
-            )
-        )
-    else:
-        ago = (pulse.now - pulse.last_tick).total_seconds()
-        every = f", about every {span(round(pulse.interval))}" if pulse.interval else ""
-        console.print(
-            Text(
-                f"scheduler: last tick {iso_utc(pulse.last_tick)} from "
-                f"{safe(pulse.last_host or '')} ({span(round(ago))} ago{every})",
-                style="dim",
-            )
-        )
-    for warning in pulse.warnings:
-        console.print(Text(f"warning: {safe(warning)}", style="yellow"), soft_wrap=True)

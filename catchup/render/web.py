@@ -22,6 +22,7 @@ from ..models import JobScan, ScanReport
 from ..results import PageFacts
 from ..vocabulary import GAP_STATES, PeriodState
 from .limits import GAP_LIMIT
+from .pulse import leader_text
 from .scan import gaps_oldest_first
 from .text import GLYPH, LEGEND, iso_utc, safe, span
 from .webparts import counts, gap_row, job_path, plural, running_rows, strip, when
@@ -125,6 +126,8 @@ def pulse_line(report: ScanReport | None) -> dict[str, object]:
         text = f"no tick for {ago}{every}: the scheduler that calls `catchup tick` seems gone"
         return {"level": "bad", "glyph": "✖", "text": text, "warnings": others}
     text = f"last tick {ago} ago{host}{every}"
+    if pulse.leader is not None:
+        text += f"; {leader_text(pulse)}"
     return {"level": "ok", "glyph": "✓", "text": text, "warnings": others}
 
 

@@ -7,6 +7,7 @@ its runs is counted."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -114,6 +115,13 @@ def test_one_replica_leads_and_starts_each_period_as_it_falls_due(
     try:
         pid, term = wait_for(lambda: leader(sql), timeout=30, what="a leader")
         assert term == 1 and pid in {r.proc.pid for r in replicas}
+        # who leads, where people and machines look: scan's JSON, jobs, the metrics
+        said = json.loads(project.run("scan", "--json").stdout)["scheduler"]["leader"]
+        assert said["live"] is True and said["term"] == 1 and f":{pid}:" in said["holder"]
+        assert f"led by {said['holder']} (term 1" in project.run("jobs").stdout
+        metrics = project.run("scan", "--format", "openmetrics").stdout
+        assert f'catchup_scheduler_leader{{holder="{said["holder"]}"}} 1' in metrics
+        assert "catchup_scheduler_term 1" in metrics
         # the first leader's tick: what came due while nobody led, each period once
         wait_for(lambda: len(runs(ran)) >= BACKLOG, timeout=60, what="the backlog run")
         # the next period starts as it falls due, not at the next minute's tick

@@ -1,0 +1,47 @@
+"""The scheduler's pulse for people: when `catchup tick` last ran, from where, and who leads
+the built-in scheduler (``catchup scheduler``); one line each, a warning per problem."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.text import Text
+
+from ..models import Pulse
+from .text import iso_utc, safe, span
+
+
+def scheduler(console: Console, pulse: Pulse) -> None:
+    """One line on the scheduler's pulse, and a warning per problem."""
+    if pulse.last_tick is None:
+        console.print(
+            Text(
+                "scheduler: no tick recorded yet (is something calling `catchup tick`?)",
+                style="dim",
+            )
+        )
+    else:
+        ago = (pulse.now - pulse.last_tick).total_seconds()
+        every = f", about every {span(round(pulse.interval))}" if pulse.interval else ""
+        console.print(
+            Text(
+                f"scheduler: last tick {iso_utc(pulse.last_tick)} from "
+                f"{safe(pulse.last_host or '')} ({span(round(ago))} ago{every})",
+                style="dim",
+            )
+        )
+    if pulse.leader is not None:
+        console.print(Text(f"scheduler: {safe(leader_text(pulse))}", style="dim"))
+    for warning in pulse.warnings:
+        console.print(Text(f"warning: {safe(warning)}", style="yellow"), soft_wrap=True)
+
+
+def leader_text(pulse: Pulse) -> str:
+    """Who leads ``catchup scheduler``, in words (every report that shows the pulse)."""
+    lead = pulse.leader
+    if lead is None:
+        return "catchup scheduler has never led here"
+    if lead.live:
+        since = span(round((lead.now - lead.since).total_seconds()))
+        return f"catchup scheduler led by {lead.holder} (term {lead.term}, for {since})"
+    ago = span(round((lead.now - lead.expires_at).total_seconds()))
+    return f"catchup scheduler: no leader for {ago} (the last: {lead.holder}, term {lead.term})"
