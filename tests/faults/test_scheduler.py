@@ -107,6 +107,17 @@ def leader(sql: Any) -> tuple[int, int] | None:
     return int(holder.split(":")[1]), term
 
 
+def new_leader(sql: Any, gone: int) -> tuple[int, int]:
+    """(pid, term) of the leader that took over from the replica ``gone``, waited for."""
+
+    def taken() -> tuple[int, int] | None:
+        now = leader(sql)
+        return now if now is not None and now[0] != gone else None
+
+    found: tuple[int, int] = wait_for(taken, timeout=LEASE + 10, what="a new leader")
+    return found
+
+
 def test_one_replica_leads_and_starts_each_period_as_it_falls_due(
     project: Project, sql: Any
 ) -> None:
@@ -146,12 +157,7 @@ def test_a_killed_leader_is_replaced_within_its_lease_and_nothing_runs_twice(
         killed = time.monotonic()
         os.kill(pid, signal.SIGKILL)
         replicas[pid].proc.wait(timeout=10)
-
-        def taken() -> tuple[int, int] | None:
-            now = leader(sql)
-            return now if now is not None and now[0] != pid else None
-
-        other, second = wait_for(taken, timeout=LEASE + 10, what="a new leader")
+        other, second = new_leader(sql, pid)
         took = time.monotonic() - killed
         assert second == term + 1 and other in replicas
         assert took <= LEASE + 1 + SLACK, f"the standby took {took:.2f} s"
@@ -170,11 +176,7 @@ def test_a_stopped_leader_loses_its_term_and_starts_no_tick_when_it_wakes(
         pid, term = wait_for(lambda: leader(sql), timeout=30, what="a leader")
         wait_for(lambda: len(runs(ran)) >= BACKLOG, timeout=60, what="the backlog run")
         os.kill(pid, signal.SIGSTOP)  # paused past its lease and past the next due moment
-        other, second = wait_for(
-            lambda: n if (n := leader(sql)) is not None and n[0] != pid else None,
-            timeout=LEASE + 10,
-            what="a new leader",
-        )
+        other, second = new_leader(sql, pid)
         assert second == term + 1
         now: datetime = sql("SELECT clock_timestamp()")[0][0]
         time.sleep(max(0.0, (due - now).total_seconds()) + 1)  # its wake-up time passes
@@ -206,11 +208,7 @@ def test_sigterm_hands_the_lead_back_at_once_and_exits_0(project: Project, sql: 
         replicas[pid].proc.send_signal(signal.SIGTERM)
         assert replicas[pid].proc.wait(timeout=15) == 0, replicas[pid].said()
         assert "handed the lead back" in replicas[pid].said()
-        _, second = wait_for(
-            lambda: n if (n := leader(sql)) is not None and n[0] != pid else None,
-            timeout=10,
-            what="a new leader",
-        )
+        _, second = new_leader(sql, pid)
         took = time.monotonic() - asked
         # handed back, not expired: the standby's next ask (within a second) takes it
         assert second == term + 1 and took < LEASE, f"{took:.2f} s"

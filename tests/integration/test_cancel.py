@@ -35,7 +35,10 @@ def script(pids: str, first: str, later: str = "sleep 2") -> list[str]:
 
 
 def attempts(sql: Any) -> list[tuple[Any, ...]]:
-    return sql("SELECT attempt, status, error FROM {schema}.history ORDER BY attempt")
+    rows: list[tuple[Any, ...]] = sql(
+        "SELECT attempt, status, error FROM {schema}.history ORDER BY attempt"
+    )
+    return rows
 
 
 def test_cancel_from_another_process_stops_the_job_and_the_next_tick_runs_it(

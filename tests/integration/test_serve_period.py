@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import signal
 import sys
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from typing import Any
 from urllib.parse import quote
 
@@ -21,7 +21,7 @@ HOSTILE = "<script>alert(1)</script> \"quoted\" 'single' \u202eevil\u202c"
 OUTPUT = f"printf '%s\\n' \"$1\"; {sys.executable} -m catchup checkpoint page-41; exit 3"
 
 
-def serve(project: Project) -> Iterator[str]:
+def serve(project: Project) -> Generator[str]:
     port = free_port()
     proc = project.spawn("serve", "--listen", f"127.0.0.1:{port}", "--refresh", "1s")
     base = f"http://127.0.0.1:{port}"
