@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import socket
 import time
@@ -51,7 +52,6 @@ class Session:
         self._upstream: dict[str, Job] = {}  # upstream jobs resolved, for needs()
         self._renamed = False
         self._startable: set[str] = set()  # jobs whose program or module was found
-        self._read_rows: dict[str, JobRow] | None = None  # while reading(): rows read once
         self._keep_rows = 0.0  # keep_rows(): how long read-only rows are kept, in seconds
         self._kept: tuple[float, dict[str, JobRow]] | None = None
         # where leases are renewed: this session's own line, or one a pool of workers shares
@@ -114,31 +114,32 @@ class Session:
     def reading(self) -> Iterator[None]:
         """Within: the read-only ``job_rows`` are read once and kept (what one page reads
         many times, where nothing is written in between)."""
-        self._read_rows = self.job_rows(write=False)
+        kept = self._keep_rows  # rows kept already (serve's) are used, and stay kept after
+        self._keep_rows = math.inf
         try:
             yield
         finally:
-            self._read_rows = None
+            self._keep_rows = kept
+            if not kept:
+                self._kept = None
+
+    def keep_rows(self, seconds: float) -> None:
+        """For a session that only reads (serve's period pages): the read-only ``job_rows``
+        are read at most every ``seconds`` (a page of one period need not read a thousand
+        jobs' rows); 0, as sessions start: on every call."""
+        self._keep_rows, self._kept = seconds, None
 
     def job_rows(self, *, write: bool = True) -> dict[str, JobRow]:
         """Every configured job's ledger row, by its configured name: registered when
         ``write`` (after the renames ``renamed_from`` asks for); else as they would be (a job
         renamed from a name the ledger still has reads that job's row)."""
-        if not write and self._read_rows is not None:
-            return self._read_rows
-        if not write and self._keep_rows:
-            if self._kept is not None and time.monotonic() - self._kept[0] < self._keep_rows:
-                return self._kept[1]
-            self._kept = None
-            rows = self._read_job_rows()
-            self._kept = (time.monotonic(), rows)
-            return rows
-        return self._read_job_rows() if not write else self._registered_rows()
-
-    def keep_rows(self, seconds: float) -> None:
-        """For a session that only reads (serve's period pages): the jobs' rows are read at
-        most every ``seconds`` (a page of one period need not read a thousand jobs' rows)."""
-        self._keep_rows, self._kept = seconds, None
+        if write:
+            return self._registered_rows()
+        if not self._keep_rows:
+            return self._read_job_rows()
+        if self._kept is None or time.monotonic() - self._kept[0] >= self._keep_rows:
+            self._kept = (time.monotonic(), self._read_job_rows())
+        return self._kept[1]
 
     def _read_job_rows(self) -> dict[str, JobRow]:
         rows = self.ledger.job_rows(sorted(self.config.jobs))
