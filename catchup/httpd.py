@@ -194,7 +194,8 @@ class Handler(BaseHTTPRequestHandler):
             if watcher.ready():
                 self._send(HTTPStatus.OK, b"ready\n", TEXT, cache="no-store")
             else:
-                body = b"not ready: " + (view.error or "no recent scan").encode()
+                said = watcher.notice() or view.error or "no recent scan"
+                body = b"not ready: " + said.encode()
                 self._send(HTTPStatus.SERVICE_UNAVAILABLE, body + b"\n", TEXT, cache="no-store")
         elif (keyed := view.keyed.get(path)) is not None:
             self._send(HTTPStatus.OK, *keyed, view=view)
@@ -323,14 +324,16 @@ def serve(
     port: int,
     stop: threading.Event,
     on_listening: Callable[[str], None] | None = None,
+    option: str = "--listen",
 ) -> None:
-    """Scan and serve until ``stop`` is set."""
+    """Scan and serve until ``stop`` is set (``option``: what a port that cannot be bound is
+    said to come from)."""
     try:
         server = Server((host, port), watcher)
     except OSError as exc:
         from .errors import ConfigError
 
-        raise ConfigError(f"--listen {host}:{port}: {exc.strerror}") from None
+        raise ConfigError(f"{option} {host}:{port}: {exc.strerror}") from None
     watcher.thread.start()
     thread = threading.Thread(target=server.serve_forever, name="catchup-serve-http", daemon=True)
     thread.start()

@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal, NamedTuple
 
-from .leadership import Leader
-from .schedule import Period, iso_utc, span
+from .pulsefacts import Pulse
+from .schedule import Period, iso_utc
 from .targets import KeyRange
 from .vocabulary import (
     GAP_STATES,
@@ -336,39 +336,6 @@ class EventRow:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "action", EventAction(self.action))
-
-
-@dataclass(frozen=True)
-class Pulse:
-    """Is the scheduler that calls ``catchup tick`` alive, and is there only one?"""
-
-    last_tick: datetime | None
-    last_host: str | None
-    interval: float | None  # seconds, the median gap between recent ticks
-    stopped: bool
-    crowded: tuple[tuple[datetime, tuple[str, ...]], ...]
-    now: datetime
-    leader: Leader | None = None  # catchup scheduler's lead, if one was ever taken
-
-    @property
-    def warnings(self) -> list[str]:
-        found = []
-        if self.stopped and self.last_tick is not None and self.interval is not None:
-            ago = (self.now - self.last_tick).total_seconds()
-            found.append(
-                f"no tick for {span(round(ago))} (they came every "
-                f"{span(round(self.interval))}): the "
-                "scheduler that calls `catchup tick` seems to be gone"
-            )
-        if self.crowded:
-            minute, hosts = self.crowded[0]
-            found.append(
-                f"ticks from {len(hosts)} hosts in the same minute "
-                f"({minute:%Y-%m-%dT%H:%MZ}: {', '.join(hosts)}): a scheduler runs in every "
-                "replica; keep one (the claim keeps it correct, but that is the mistake catchup "
-                "exists to end)"
-            )
-        return found
 
 
 class Unclaimed:

@@ -157,6 +157,7 @@ def tick(
     on_done: Callable[[Outcome], None] | None = None,
     max_time: float | None = None,
     draining: threading.Event | None = None,
+    term: int | None = None,
 ) -> Batch:
     """What the one scheduler calls every few minutes: for each job, the due periods its
     catch-up policy allows, oldest first, on a pool of ``workers`` (one job's periods in order,
@@ -169,7 +170,7 @@ def tick(
     tick started on schedule is never late behind the previous one's backlog."""
     ready = prepare(session, jobs)
     now = ready.now
-    previous = session.ledger.record_tick(socket.gethostname())
+    previous = session.ledger.record_tick(socket.gethostname(), term)
     due = [
         (target, latest)
         for target in ready.targets

@@ -17,10 +17,10 @@ from .models import (
     HistoryRow,
     JobLine,
     Outcome,
-    Pulse,
     RunRow,
     Unconfigured,
 )
+from .pulsefacts import Pulse
 from .retention import CompactedRun
 from .schedule import Period, iso_utc
 from .targets import KeyRow

@@ -363,7 +363,7 @@ def scan(
         since=min(min(firsts, default=now), last),
         until=last,
         jobs=tuple(results),
-        pulse=read_pulse(session) if pulse else None,
+        pulse=read_pulse(session, jobs) if pulse else None,
         calendars=tuple(calendar(job, r) for job, r in zip(jobs, results, strict=True))
         if calendars
         else (),

@@ -9,7 +9,7 @@ term: a leader renews its term right before each tick and starts none once it lo
 The lead is kept by :class:`Keeper`, a thread of its own on a connection of its own: it renews
 every third of the lease while the leader's tick runs its jobs, and a standby asks every
 :data:`STANDBY_POLL` seconds, so a dead leader is replaced within its lease plus that. On
-SIGINT, SIGTERM or SIGHUP the leader hands the lease back at once (a rolling deploy fails over
+SIGINT or SIGTERM the leader hands the lease back at once (a rolling deploy fails over
 at once), starts nothing new, lets what runs finish for up to ``grace`` (then stops it, recorded
 interrupted, no failure counted) and returns."""
 
@@ -31,6 +31,7 @@ from .session import owner_name
 STANDBY_POLL = 1.0  # seconds between a standby's asks for the lead
 LONGEST_SLEEP = 60.0  # a leader with nothing due still looks at least this often
 LATE = 0.05  # seconds past a period's due moment it wakes (the hosts' clocks drift)
+CONFIG_POLL = 2.0  # seconds between looks at the config file (and at a SIGHUP)
 
 
 class Keeper(threading.Thread):
@@ -49,10 +50,15 @@ class Keeper(threading.Thread):
         self.stop = threading.Event()
         self._lock = threading.Lock()
         self._ledger: Ledger | None = None
+        # the term held when the connection broke: asked for again on reconnecting, so a
+        # leader whose lease outlived a cut connection keeps it (and starts nothing meanwhile)
+        self._cut: int | None = None
 
     def _connected(self) -> Ledger:
         if self._ledger is None:
-            conn = db.connect(self._target, application="catchup scheduler", within=self.lease)
+            # named by its holder in pg_stat_activity: which replica's connection is the lead's
+            application = f"catchup scheduler {self.holder}"[:63]
+            conn = db.connect(self._target, application=application, within=self.lease)
             self._ledger = Ledger(conn, self._schema)
         return self._ledger
 
@@ -61,18 +67,24 @@ class Keeper(threading.Thread):
         ledger cannot say: a leader that cannot renew must act as one that lost)."""
         with self._lock:
             held = self.term
+            asked = held or self._cut or 0
             try:
-                lead = self._connected().lead(self.holder, held or 0, timedelta(seconds=self.lease))
+                lead = self._connected().lead(self.holder, asked, timedelta(seconds=self.lease))
             except (psycopg.Error, DatabaseError) as exc:
                 text = first_line(exc) if isinstance(exc, psycopg.Error) else str(exc)
                 self._drop()
                 lead = None
                 if held is not None:
+                    self._cut = held
                     self._say(f"cannot renew the lead ({text}); acting as a standby")
+            else:
+                self._cut = None
             self.lead = lead
             self.term = None if lead is None else lead.term
             if self.term != held:
-                if self.term is not None:
+                if self.term is not None and self.term == asked and held is None:
+                    self._say(f"leading again (term {self.term}, its lease outlived the cut)")
+                elif self.term is not None:
                     self._say(f"leading (term {self.term})")
                 elif held is not None:
                     self._say(f"term {held} ended: another replica leads")
@@ -113,14 +125,24 @@ def schedule(
     grace: float,
     stopping: threading.Event,
     say: Callable[[str], None],
+    pending: Callable[[], bool] = lambda: False,
+    reload: Callable[[], None] = lambda: None,
 ) -> None:
     """Lead or stand by until ``stopping``; as the leader, ``tick(interrupted, term)``
     whenever a period falls due (and once on taking the lead: what came due while nobody
     led), then sleep ``wake_in()`` seconds (until the next period falls due), woken early if
-    the lead changes hands or a stop is asked."""
+    the lead changes hands, a stop is asked, or ``pending()`` says the config must be read
+    again: ``reload()`` then, between ticks (a leader ticks at once after it)."""
     holder = f"{owner_name()}:{secrets.token_hex(3)}"
     keeper = Keeper(target, schema, holder, lease, say)
     interrupted = threading.Event()
+
+    def watch_config() -> None:
+        while not stopping.wait(CONFIG_POLL):
+            if pending():
+                keeper.changed.set()
+
+    threading.Thread(target=watch_config, name="catchup-scheduler-config", daemon=True).start()
 
     def on_stop() -> None:
         stopping.wait()
@@ -132,6 +154,8 @@ def schedule(
     keeper.start()
     try:
         while not stopping.is_set():
+            if pending():
+                reload()
             if keeper.term is None:
                 keeper.changed.wait(STANDBY_POLL)
                 keeper.changed.clear()

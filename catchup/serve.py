@@ -78,8 +78,10 @@ class Watcher:
         scrub: Callable[[str], str],
         refresh: float,
         title: str,
+        notice: Callable[[], str | None] = lambda: None,
     ) -> None:
         self._scan, self._reset, self._scrub = scan, reset, scrub
+        self.notice = notice  # what keeps it from being ready beside its scans (a config)
         self._after, self._keys, self._size, self._facts = after, keys, size, facts
         self._period = period
         self.refresh = refresh
@@ -99,7 +101,12 @@ class Watcher:
         """What every page says of where it comes from (the deployment's name, never the
         database) and how old its scan is."""
         return Site(
-            self.title, max(1, round(self.refresh)), view.scanned, view.took, _public(view.error)
+            self.title,
+            max(1, round(self.refresh)),
+            view.scanned,
+            view.took,
+            _public(view.error),
+            notice=self.notice(),
         )
 
     def _page(self, view: View) -> bytes:
@@ -110,6 +117,10 @@ class Watcher:
         view = replace(view, page=self._page(view))
         with self._lock:
             self._view = view
+
+    def republish(self) -> None:
+        """Render the newest view's pages again now (what the site says changed)."""
+        self._publish(self.view)
 
     def scan_once(self) -> None:
         started = time.monotonic()
@@ -193,7 +204,7 @@ class Watcher:
 
     def ready(self) -> bool:
         view = self.view
-        if view.error is not None or view.finished is None:
+        if view.error is not None or view.finished is None or self.notice() is not None:
             return False
         age = time.monotonic() - view.finished
         return age <= READY_INTERVALS * self.refresh + (view.took or 0)

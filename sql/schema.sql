@@ -680,7 +680,8 @@ CREATE TABLE {schema}.schema_version (
 CREATE TABLE {schema}.ticks (
     id bigint NOT NULL,
     host text NOT NULL,
-    at timestamp with time zone DEFAULT clock_timestamp() NOT NULL
+    at timestamp with time zone DEFAULT clock_timestamp() NOT NULL,
+    term bigint
 );
 
 -- sequence ticks_id_seq

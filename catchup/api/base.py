@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from datetime import date, datetime
 from pathlib import Path
-from typing import Self
+from typing import TYPE_CHECKING, Self
 
 from .. import db
 from ..bounds import Bound
@@ -21,6 +21,9 @@ from ..session import Session
 from ..upstream import graph_problems
 from ..values import blank, key_problem, parse_instant, project_problem
 from ..window import Moment
+
+if TYPE_CHECKING:
+    from ..reloading import ConfigWatch
 
 MAX_REASON = 1000
 
@@ -115,6 +118,10 @@ class Base:
             if wrong:
                 raise ConfigError(wrong)
         self.config = loaded
+        # a config read from its file, with no jobs added in code, can be read again
+        # (catchup scheduler reloads it); with the schema it was first read with
+        self._reloadable = not declared and not isinstance(config, Config)
+        self._schema = schema
         self._dsn = dsn
         self._on_connect = on_connect
         self._session: Session | None = None
@@ -205,6 +212,21 @@ class Base:
         if job.keyed and key is None:
             raise ConfigError(f"{job.name} has keys: name the key with --key")
         return job.for_key(key) if key is not None else job
+
+    def config_watch(self) -> ConfigWatch | None:
+        """A watch on this config's file, for a process that reloads it; None when the
+        config did not come from a file (or jobs were added in code)."""
+        if not self._reloadable or self.config.path is None:
+            return None
+        from ..reloading import ConfigWatch
+
+        return ConfigWatch(self.config, schema=self._schema)
+
+    def use_config(self, config: Config) -> None:
+        """Use ``config`` from now on (a reload, :mod:`catchup.reloading`): the session open
+        with the old one is closed, the next operation opens one with the new."""
+        self.close()
+        self.config = config
 
     def close(self) -> None:
         if self._session is not None:

@@ -12,7 +12,7 @@ from ..bounds import EXPLAIN_COUNT, HISTORY_LIMIT, PS_LIMIT
 from ..errors import ConfigError, DatabaseError
 from ..explain import Explanation
 from ..findings import Finding
-from ..job import Job
+from ..job import Config, Job
 from ..models import ScanReport
 from ..results import History, JobsReport, KeysReport, PageFacts, PeriodReport, Running, Why
 from ..retention import LedgerSize
@@ -88,9 +88,11 @@ class Looking(Base):
         from ..reports import overview, unconfigured
 
         session = self.session
-        lines = overview(session, list(self.config.jobs.values()))
+        jobs = list(self.config.jobs.values())
+        lines = overview(session, jobs)
         gone, _ = unconfigured(session)
-        return JobsReport(session.target.describe(), tuple(lines), read_pulse(session), gone)
+        pulse = read_pulse(session, jobs)
+        return JobsReport(session.target.describe(), tuple(lines), pulse, gone)
 
     def history(
         self,
@@ -230,9 +232,15 @@ class Looking(Base):
         refresh: float = 60.0,
         stop: threading.Event,
         on_listening: Callable[[str], None] | None = None,
+        configs: Callable[[], Config] | None = None,
+        notice: Callable[[], str | None] = lambda: None,
+        option: str = "--listen",
+        on_watcher: Callable[[Callable[[], None]], None] | None = None,
     ) -> None:
         """``catchup serve``: scan every ``refresh`` seconds, read-only, and serve the status
-        page, ``/metrics``, ``/api/scan``, ``/healthz`` and ``/readyz`` until ``stop``."""
+        page, ``/metrics``, ``/api/scan``, ``/healthz`` and ``/readyz`` until ``stop``.
+        ``configs`` gives the config to serve at each scan (``catchup scheduler --serve``
+        reloads it), ``notice`` why it is not the file's newest (then not ready)."""
         import psycopg
 
         from ..httpd import serve
@@ -243,6 +251,10 @@ class Looking(Base):
         jobs = list(self.config.jobs.values())
 
         def scan_now() -> ScanReport:
+            nonlocal jobs
+            if configs is not None and (newest := configs()) is not self.config:
+                self.use_config(newest)  # the next scan's session reads with it
+                jobs = list(newest.jobs.values())
             # it looks, it never migrates; and it never starts an embedded server someone
             # stopped (it started it once, above, when it had to)
             session = self._open(prepare=False, start_embedded=False)
@@ -308,6 +320,8 @@ class Looking(Base):
             if not reading.acquire(timeout=PERIOD_WAIT):
                 return None  # busy: told 503, try again
             try:
+                if reader.config is not self.config:  # reloaded: the reader follows
+                    reader.use_config(self.config)
                 # its jobs' rows read at most once a scan, not on every page
                 reader._open(prepare=False, start_embedded=False).keep_rows(refresh)
                 try:
@@ -329,8 +343,11 @@ class Looking(Base):
             scrub=lambda text: db.scrub(text, target.conninfo),
             refresh=refresh,
             title=self.config.title,
+            notice=notice,
         )
+        if on_watcher is not None:  # how to render the pages again when the notice changes
+            on_watcher(watcher.republish)
         try:
-            serve(watcher, host, port, stop, on_listening)
+            serve(watcher, host, port, stop, on_listening, option)
         finally:
             reader.close()

@@ -7,12 +7,11 @@ import threading
 from collections.abc import Callable, Iterable
 from dataclasses import replace
 
-from ..bounds import MAX_TIME, REPLAY_WORKERS, SCHEDULER_GRACE, SCHEDULER_LEASE, TICK_WORKERS
+from ..bounds import MAX_TIME, REPLAY_WORKERS, TICK_WORKERS
 from ..claim import choose_period, run_period
 from ..errors import ConfigError
 from ..models import ClaimRules, Outcome
 from ..results import Batch, NotDue, Planned
-from ..vocabulary import OutcomeStatus
 from ..window import Moment
 from .base import Base, check, check_reason, instant
 
@@ -96,10 +95,12 @@ class Running(Base):
         max_time: float | None = None,
         keys: Iterable[str] | None = None,
         draining: threading.Event | None = None,
+        term: int | None = None,
     ) -> Batch:
         """Run what each job's catch-up policy allows, on a pool of ``workers``: what
         ``catchup tick`` does. After ``max_time`` seconds, or once ``draining`` is set,
-        nothing new starts (what runs finishes)."""
+        nothing new starts (what runs finishes). ``term``: the scheduler leader's, recorded
+        with the tick (the pulse tells its ticks from a CronJob's)."""
         from ..replay import tick
 
         check(TICK_WORKERS, workers)
@@ -114,6 +115,7 @@ class Running(Base):
             on_done=on_done,
             max_time=max_time,
             draining=draining,
+            term=term,
         )
         if self.config.keep_detail is not None and not ran.interrupted:
             # after what was due, a bounded slice of compaction: a tick stays quick
@@ -124,60 +126,6 @@ class Running(Base):
             if sliced.periods:
                 return replace(ran, compacted=sliced.periods)
         return ran
-
-    def scheduler(
-        self,
-        *,
-        workers: int = TICK_WORKERS.default or 1,
-        lease: float = SCHEDULER_LEASE.default or 15,
-        grace: float = SCHEDULER_GRACE.default or 0,
-        stopping: threading.Event,
-        say: Callable[[str], None],
-        on_done: Callable[[Outcome], None] | None = None,
-    ) -> None:
-        """``catchup scheduler``: lead or stand by until ``stopping`` is set; as the leader,
-        tick whenever a period of any job falls due (:mod:`catchup.scheduler`). ``say`` gets
-        the lead's changes, ``on_done`` each outcome but the skipped ones."""
-        import psycopg
-
-        from ..errors import DatabaseError
-        from ..leadership import wake_in
-        from ..scheduler import LONGEST_SLEEP, schedule
-
-        check(TICK_WORKERS, workers)
-        check(SCHEDULER_LEASE, lease)
-        check(SCHEDULER_GRACE, grace)
-
-        def done(outcome: Outcome) -> None:
-            if on_done is not None and outcome.status != OutcomeStatus.skipped:
-                on_done(outcome)
-
-        def tick(interrupted: threading.Event, term: int) -> Batch:
-            say(f"tick (term {term})")
-            try:
-                return self.tick(
-                    workers=workers, interrupted=interrupted, on_done=done, draining=stopping
-                )
-            except (psycopg.Error, DatabaseError):
-                self.close()  # the next tick opens a new connection
-                raise
-
-        def wake() -> float:
-            session = self.session
-            jobs = session.resolve_all(list(self.config.jobs.values()), write=False)
-            return wake_in(jobs, session.now(), LONGEST_SLEEP)
-
-        session = self.session  # opened (and the ledger migrated) before anything leads
-        schedule(
-            session.target,
-            self.config.schema,
-            tick,
-            wake,
-            lease=lease,
-            grace=grace,
-            stopping=stopping,
-            say=say,
-        )
 
     def replay(
         self,

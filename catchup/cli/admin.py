@@ -13,9 +13,9 @@ from .options import (
     DOCTOR_EXIT_CODES,
     EXIT_CODES,
     Listen,
-    Seconds,
     deadline_option,
     every_option,
+    refresh_option,
 )
 
 
@@ -44,13 +44,7 @@ def doctor(state: State) -> None:
     show_default=True,
     help="Where to answer; other hosts only when asked (--listen 0.0.0.0:9187).",
 )
-@click.option(
-    "--refresh",
-    type=Seconds(1, 86400),
-    default="60s",
-    show_default=True,
-    help="How often to scan the ledger (a page load or a scrape never does).",
-)
+@refresh_option
 @pass_state
 def serve(state: State, listen: tuple[str, int], refresh: float) -> None:
     """Serve a status page, /metrics, /api/scan, /healthz and /readyz until stopped.

@@ -98,13 +98,17 @@ STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 @contextmanager
-def stop_signals() -> Iterator[threading.Event]:
+def stop_signals(*, reload: threading.Event | None = None) -> Iterator[threading.Event]:
     """SIGINT, SIGTERM and SIGHUP (the terminal or the ssh session went away) set an event the
-    runner watches: the job is stopped and recorded as interrupted, no failure counted."""
+    runner watches: the job is stopped and recorded as interrupted, no failure counted. Given
+    ``reload``, SIGHUP sets that instead (a daemon's "read your config again")."""
     stop = threading.Event()
 
     def handler(signum: int, frame: object) -> None:
-        stop.set()
+        if reload is not None and signum == signal.SIGHUP:
+            reload.set()
+        else:
+            stop.set()
 
     previous = {sig: signal.signal(sig, handler) for sig in STOP_SIGNALS}
     try:

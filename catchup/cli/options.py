@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 
 import click
 
-from ..bounds import Bound
+from ..bounds import SERVE_REFRESH, Bound
 from ..render.limits import GAP_LIMIT
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -191,6 +191,18 @@ def workers_option(bound: Bound, *, what: str) -> Callable[[F], F]:
         show_default=True,
         help=f"{what} (overlap = forbid still holds).",
     )
+
+
+def refresh_option[G: Callable[..., Any]](f: G) -> G:
+    """``--refresh DURATION``: how often a served page's scan runs (serve, scheduler --serve)."""
+    return click.option(
+        "--refresh",
+        type=Seconds(SERVE_REFRESH.low, SERVE_REFRESH.high),
+        default=f"{SERVE_REFRESH.default:g}s",
+        show_default=True,
+        metavar="DURATION",
+        help="How often to scan the ledger (a page load or a scrape never does).",
+    )(f)
 
 
 def limit_options(what: str) -> Callable[[F], F]:

@@ -3,18 +3,20 @@
 from __future__ import annotations
 
 import sys
+import threading
 
 import click
 
 from ..bounds import SCHEDULER_GRACE, SCHEDULER_LEASE, TICK_WORKERS
 from ..render.text import safe
 from .base import State, console, pass_state, stop_signals
-from .options import Seconds, workers_option
+from .options import Listen, Seconds, refresh_option, workers_option
 
 
 @click.command(
-    epilog="Exit codes: 0 stopped on SIGINT, SIGTERM or SIGHUP (the lead handed back), "
-    "2 bad input, 3 the database cannot be reached at start."
+    epilog="Exit codes: 0 stopped on SIGINT or SIGTERM (the lead handed back), 2 bad input "
+    "(a config that does not load at start, a --serve port that cannot be bound), 3 the "
+    "database cannot be reached at start."
 )
 @workers_option(TICK_WORKERS, what="Periods the leader runs at once, the jobs taking turns")
 @click.option(
@@ -35,8 +37,25 @@ from .options import Seconds, workers_option
     help="On a stop signal, how long what runs may finish before it is stopped (recorded "
     "interrupted, no failure counted).",
 )
+@click.option(
+    "--serve",
+    "serve_at",
+    type=Listen(),
+    default=None,
+    metavar="HOST:PORT",
+    help="Also serve what `catchup serve` serves (the status page, /metrics, /healthz, "
+    "/readyz) from this process.",
+)
+@refresh_option
 @pass_state
-def scheduler(state: State, workers: int, lease: float, grace: float) -> None:
+def scheduler(
+    state: State,
+    workers: int,
+    lease: float,
+    grace: float,
+    serve_at: tuple[str, int] | None,
+    refresh: float,
+) -> None:
     """Run the built-in scheduler: run it on every replica, one of them leads.
 
     The replicas elect a leader through the ledger (a lease on the database clock and a term
@@ -45,9 +64,12 @@ def scheduler(state: State, workers: int, lease: float, grace: float) -> None:
     period of any job falls due, not on a fixed minute; the others stand by and take over
     within --lease plus a second when it is gone. On SIGTERM (a rolling deploy) the leader
     hands the lead back at once, starts nothing new, lets what runs finish for up to --grace,
-    and exits 0. Outcomes go to stdout as `tick` prints them, the lead's changes to stderr.
+    and exits 0. The config file is read again on SIGHUP and when it changes (a ConfigMap
+    update): a version that does not load is refused, the last good one kept, and that said
+    in the log, on the page and by /readyz (503) until the file loads again. Outcomes go to
+    stdout as `tick` prints them, the lead's changes and reloads to stderr.
 
-    Example: catchup scheduler --workers 4
+    Example: catchup scheduler --workers 4 --serve 0.0.0.0:9187
     """
     from ..render import tables
 
@@ -57,8 +79,12 @@ def scheduler(state: State, workers: int, lease: float, grace: float) -> None:
         sys.stderr.write(f"catchup scheduler: {safe(line)}\n")
         sys.stderr.flush()
 
+    def listening(url: str) -> None:
+        say(f"serving {url} (scans every {refresh:g}s)")
+
     app = state.app()
-    with stop_signals() as stop:
+    reload = threading.Event()
+    with stop_signals(reload=reload) as stop:
         app.scheduler(
             workers=workers,
             lease=lease,
@@ -66,4 +92,8 @@ def scheduler(state: State, workers: int, lease: float, grace: float) -> None:
             stopping=stop,
             say=say,
             on_done=lambda outcome: tables.outcome(out, outcome),
+            reload=reload,
+            serve=serve_at,
+            refresh=refresh,
+            on_listening=listening,
         )

@@ -59,9 +59,11 @@ class Changing(LedgerBase):
         rows = self.conn.execute(self._q("names_without_runs"), {"names": names}).fetchall()
         return {str(name) for (name,) in rows}
 
-    def record_tick(self, host: str) -> datetime | None:
-        """Record this tick; returns the time of the previous one, if any."""
-        row = self.conn.execute(self._q("record_tick"), {"host": host}).fetchone()
+    def record_tick(self, host: str, term: int | None = None) -> datetime | None:
+        """Record this tick (``term``: the scheduler leader's, None for ``catchup tick``);
+        returns the time of the previous one, if any."""
+        params = {"host": host, "term": term}
+        row = self.conn.execute(self._q("record_tick"), params).fetchone()
         return row[0] if row else None
 
     # -- reconciliation, pausing, the scheduler's pulse ---------------------------------------
@@ -136,9 +138,22 @@ class Changing(LedgerBase):
             rows = cur.execute(self._q("events"), params).fetchall()
         return rows, rows[0].total if rows else 0
 
-    def recent_ticks(self, limit: int = 50) -> list[tuple[str, datetime]]:
+    def recent_ticks(self, limit: int = 50) -> list[tuple[str, datetime, int | None]]:
+        """The newest ticks: host, time, and the scheduler's term (None: ``catchup tick``)."""
         rows = self.conn.execute(self._q("recent_ticks"), {"limit": limit}).fetchall()
-        return [(row[0], row[1]) for row in rows]
+        return [(row[0], row[1], row[2]) for row in rows]
+
+    def first_starts(self, job_ids: list[int], limit: int) -> list[tuple[int, datetime, datetime]]:
+        """Job id, period start and first start of each period started in the last hour."""
+        params = {"job_ids": job_ids, "limit": limit}
+        rows = self.conn.execute(self._q("first_starts"), params).fetchall()
+        return [(row[0], row[1], row[2]) for row in rows]
+
+    def ticks_beside_leader(self, since: datetime) -> list[tuple[str, int, datetime]]:
+        """Hosts whose ``catchup tick`` ran since the scheduler's lead was taken (``since``,
+        within the last hour): host, how many ticks, the newest."""
+        rows = self.conn.execute(self._q("ticks_beside_leader"), {"since": since}).fetchall()
+        return [(row[0], row[1], row[2]) for row in rows]
 
     def crowded_minutes(self) -> list[tuple[datetime, list[str]]]:
         return [(row[0], list(row[1])) for row in self.conn.execute(self._q("crowded_minutes"))]

@@ -158,6 +158,11 @@ METRICS = (
 )
 
 
+DUE_TO_START = (
+    "How long the periods that fell due in the last hour waited to start (first attempts)."
+)
+
+
 def scan_openmetrics(report: ScanReport) -> str:
     """Gauges per job for a node_exporter textfile collector (OpenMetrics text format)."""
     out: list[str] = []
@@ -203,6 +208,16 @@ def scan_openmetrics(report: ScanReport) -> str:
         out.append(f'catchup_scheduler_leader{{holder="{_label(lead.holder)}"}} {int(lead.live)}')
         family("catchup_scheduler_term", "The term of the newest `catchup scheduler` lead.")
         out.append(f"catchup_scheduler_term {lead.term}")
+    if pulse is not None and (late := pulse.late) is not None:
+        out += [
+            "# TYPE catchup_due_to_start_seconds summary",
+            "# UNIT catchup_due_to_start_seconds seconds",
+            f"# HELP catchup_due_to_start_seconds {DUE_TO_START}",
+            f'catchup_due_to_start_seconds{{quantile="0.5"}} {late.p50:.6g}',
+            f'catchup_due_to_start_seconds{{quantile="0.99"}} {late.p99:.6g}',
+            f"catchup_due_to_start_seconds_count {late.count}",
+            f"catchup_due_to_start_seconds_sum {late.total:.6g}",
+        ]
     family("catchup_scan_timestamp_seconds", "When the scan ran (database clock).", "seconds")
     out.append(f"catchup_scan_timestamp_seconds {report.generated_at.timestamp():.0f}")
     out.append("# EOF")

@@ -8,7 +8,8 @@ from collections.abc import Iterator, Sequence
 from datetime import datetime
 from typing import Any
 
-from ..models import JobScan, Outcome, Pulse, Range, ScanReport
+from ..models import JobScan, Outcome, Range, ScanReport
+from ..pulsefacts import Pulse
 from ..results import Batch, History, JobsReport, KeysReport, NotDue, Why
 from .text import iso_utc
 
@@ -287,6 +288,17 @@ def scheduler_json(pulse: Pulse) -> dict[str, object]:
             "since": iso_utc(lead.since),
             "expires_at": iso_utc(lead.expires_at),
             "live": lead.live,
+        },
+        "ticks_beside_leader": [
+            {"host": host, "ticks": count, "last": iso_utc(at)} for host, count, at in pulse.beside
+        ],
+        "due_to_start": None
+        if (late := pulse.late) is None
+        else {
+            "periods": late.count,
+            "p50_seconds": round(late.p50, 3),
+            "p99_seconds": round(late.p99, 3),
+            "max_seconds": round(late.worst, 3),
         },
     }
 

@@ -13,7 +13,7 @@ from prometheus_client.registry import Collector, CollectorRegistry
 
 from ..models import ScanReport
 from ..retention import LedgerSize
-from .documents import METRICS
+from .documents import DUE_TO_START, METRICS
 
 
 @dataclass(frozen=True)
@@ -97,6 +97,13 @@ def families(served: Served) -> Iterator[Metric]:
         )
         term.add_metric([], lead.term)
         yield term
+    if pulse is not None and (late := pulse.late) is not None:
+        summary = Metric("catchup_due_to_start_seconds", DUE_TO_START, "summary", unit="seconds")
+        for quantile, value in (("0.5", late.p50), ("0.99", late.p99)):
+            summary.add_sample("catchup_due_to_start_seconds", {"quantile": quantile}, value)
+        summary.add_sample("catchup_due_to_start_seconds_count", {}, late.count)
+        summary.add_sample("catchup_due_to_start_seconds_sum", {}, late.total)
+        yield summary
     scanned = GaugeMetricFamily(
         "catchup_scan_timestamp_seconds", "When the scan ran (database clock).", unit="seconds"
     )

@@ -6,7 +6,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.text import Text
 
-from ..models import Pulse
+from ..pulsefacts import Pulse
 from .text import iso_utc, safe, span
 
 
@@ -31,6 +31,8 @@ def scheduler(console: Console, pulse: Pulse) -> None:
         )
     if pulse.leader is not None:
         console.print(Text(f"scheduler: {safe(leader_text(pulse))}", style="dim"))
+    if (late := lateness_text(pulse)) is not None:
+        console.print(Text(f"scheduler: {late}", style="dim"))
     for warning in pulse.warnings:
         console.print(Text(f"warning: {safe(warning)}", style="yellow"), soft_wrap=True)
 
@@ -45,3 +47,22 @@ def leader_text(pulse: Pulse) -> str:
         return f"catchup scheduler led by {lead.holder} (term {lead.term}, for {since})"
     ago = span(round((lead.now - lead.expires_at).total_seconds()))
     return f"catchup scheduler: no leader for {ago} (the last: {lead.holder}, term {lead.term})"
+
+
+def lateness_text(pulse: Pulse) -> str | None:
+    """How late the last hour's periods started, in words; None when none fell due."""
+    late = pulse.late
+    if late is None:
+        return None
+    return (
+        f"the last hour's {late.count} {'period' if late.count == 1 else 'periods'} started "
+        f"{seconds(late.p50)} after falling due (p99 {seconds(late.p99)}, "
+        f"worst {seconds(late.worst)})"
+    )
+
+
+def seconds(value: float) -> str:
+    """0.31 s, 4.2 s, 1m 5s."""
+    if value < 10:
+        return f"{value:.2g} s" if value < 1 else f"{value:.1f} s"
+    return span(round(value))

@@ -22,7 +22,7 @@ from ..models import JobScan, ScanReport
 from ..results import PageFacts
 from ..vocabulary import GAP_STATES, PeriodState
 from .limits import GAP_LIMIT
-from .pulse import leader_text
+from .pulse import lateness_text, leader_text
 from .scan import gaps_oldest_first
 from .text import GLYPH, LEGEND, iso_utc, safe, span
 from .webparts import counts, gap_row, job_path, plural, running_rows, strip, when
@@ -44,6 +44,8 @@ class Site:
     # reload the page every ``refresh`` seconds (``?auto=1``, for a wall screen): off unless
     # asked, as a page that reloads itself loses a reader's place (WCAG 2.2.1)
     auto: bool = False
+    # why the process runs on an older config than its file's (a reload refused)
+    notice: str | None = None
 
 
 @dataclass(frozen=True)
@@ -105,6 +107,7 @@ def frame(
         "scanned": None if site.scanned is None else iso_utc(site.scanned),
         "took": site.took,
         "failed": site.failed,
+        "notice": site.notice,
         "api": api,
         "crumbs": crumbs,
     }
@@ -128,6 +131,8 @@ def pulse_line(report: ScanReport | None) -> dict[str, object]:
     text = f"last tick {ago} ago{host}{every}"
     if pulse.leader is not None:
         text += f"; {leader_text(pulse)}"
+    if (late := lateness_text(pulse)) is not None:
+        text += f"; {late}"
     return {"level": "ok", "glyph": "✓", "text": text, "warnings": others}
 
 

@@ -16,11 +16,12 @@ ORDER BY h.period_start DESC, h.key, h.attempt DESC
 LIMIT %(limit)s;
 
 -- name: record_tick
--- Records this tick and returns the previous one's time (NULL on the first tick).
+-- Records this tick (term: the scheduler leader's, NULL for `catchup tick`) and returns the
+-- previous one's time (NULL on the first tick).
 WITH previous AS (
     SELECT max(at) AS at FROM {schema}.ticks
 ), recorded AS (
-    INSERT INTO {schema}.ticks (host) VALUES (%(host)s)
+    INSERT INTO {schema}.ticks (host, term) VALUES (%(host)s, %(term)s)
 )
 SELECT at FROM previous;
 
@@ -85,17 +86,29 @@ ORDER BY e.at DESC
 LIMIT %(limit)s;
 
 -- name: recent_ticks
--- The scheduler's pulse: the latest ticks, newest first.
-SELECT host, at FROM {schema}.ticks ORDER BY at DESC LIMIT %(limit)s;
+-- The scheduler's pulse: the latest ticks, newest first, with the leader's term of each tick
+-- from `catchup scheduler` (NULL: `catchup tick`).
+SELECT host, at, term FROM {schema}.ticks ORDER BY at DESC LIMIT %(limit)s;
 
 -- name: crowded_minutes
--- Minutes of the last day in which ticks came from more than one host.
+-- Minutes of the last day in which `catchup tick` came from more than one host (the
+-- scheduler's own ticks are fenced by their term: a failover is not a crowd).
 SELECT date_trunc('minute', at) AS minute, array_agg(DISTINCT host ORDER BY host) AS hosts
 FROM {schema}.ticks
-WHERE at > clock_timestamp() - interval '1 day'
+WHERE at > clock_timestamp() - interval '1 day' AND term IS NULL
 GROUP BY 1
 HAVING count(DISTINCT host) > 1
 ORDER BY 1 DESC
+LIMIT 5;
+
+-- name: ticks_beside_leader
+-- The hosts whose `catchup tick` ran while the scheduler's lead was held (since it was taken,
+-- within the last hour): a CronJob or timer left beside `catchup scheduler`.
+SELECT host, count(*) AS ticks, max(at) AS at
+FROM {schema}.ticks
+WHERE term IS NULL AND at >= greatest(%(since)s, clock_timestamp() - interval '1 hour')
+GROUP BY host
+ORDER BY max(at) DESC
 LIMIT 5;
 
 -- name: rename_job
@@ -132,3 +145,15 @@ SELECT n FROM unnest(%(names)s::text[]) AS n
 WHERE NOT EXISTS (
     SELECT 1 FROM {schema}.jobs j JOIN {schema}.runs r ON r.job_id = j.id WHERE j.name = n
 );
+
+-- name: first_starts
+-- When each period's first attempt started (claimed), of the periods started in the last hour
+-- and finished since or running now (runs_finished and runs_running): the pulse's
+-- due-to-start latency. One row per job and period (a keyed job's first key to start).
+SELECT r.job_id, r.period_start, min(r.claimed_at) AS started_at
+FROM {schema}.runs r
+WHERE r.job_id = ANY(%(job_ids)s) AND r.attempt = 1
+  AND r.claimed_at > clock_timestamp() - interval '1 hour'
+  AND (r.finished_at > clock_timestamp() - interval '1 hour' OR r.status = 'running')
+GROUP BY r.job_id, r.period_start
+LIMIT %(limit)s;

@@ -18,9 +18,10 @@ from catchup.config import make_job
 from catchup.db import redact, scrub
 from catchup.dispatch import Dispatcher
 from catchup.errors import ConfigError
-from catchup.models import JobScan, Pulse, Range, ScanReport
+from catchup.models import JobScan, Range, ScanReport
 from catchup.operations import parse_periods
 from catchup.output import Tail
+from catchup.pulsefacts import Pulse
 from catchup.render import batches, changes, documents, tables
 from catchup.render import json as render_json
 from catchup.render.scan import scan_tables

@@ -1,0 +1,188 @@
+"""The built-in scheduler (``catchup scheduler``): lead or stand by, tick when a period falls
+due (:mod:`catchup.scheduler`), read the config again when it changes
+(:mod:`catchup.reloading`), and with ``serve`` serve what ``catchup serve`` serves from the
+same process."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from ..bounds import SCHEDULER_GRACE, SCHEDULER_LEASE, SERVE_REFRESH, TICK_WORKERS
+from ..errors import ConfigError
+from ..models import Outcome
+from ..results import Batch
+from ..vocabulary import OutcomeStatus
+from .base import check
+from .looking import Looking
+from .running import Running
+
+if TYPE_CHECKING:
+    from ..job import Config
+    from ..reloading import ConfigWatch
+
+LISTEN_WAIT = 30.0  # seconds the page's port may take to be bound before the scheduler starts
+
+
+class Scheduling(Running, Looking):
+    def scheduler(
+        self,
+        *,
+        workers: int = TICK_WORKERS.default or 1,
+        lease: float = SCHEDULER_LEASE.default or 15,
+        grace: float = SCHEDULER_GRACE.default or 0,
+        stopping: threading.Event,
+        say: Callable[[str], None],
+        on_done: Callable[[Outcome], None] | None = None,
+        reload: threading.Event | None = None,
+        serve: tuple[str, int] | None = None,
+        refresh: float = SERVE_REFRESH.default or 60,
+        on_listening: Callable[[str], None] | None = None,
+    ) -> None:
+        """``catchup scheduler``: lead or stand by until ``stopping`` is set; as the leader,
+        tick whenever a period of any job falls due (:mod:`catchup.scheduler`). ``say`` gets
+        the lead's changes and the config's reloads, ``on_done`` each outcome but the skipped
+        ones. The config's file is read again when it changes, and when ``reload`` is set (a
+        SIGHUP); a version that does not load is refused and the last good one kept. With
+        ``serve`` (host, port), the status page, ``/metrics`` and the probes are served from
+        this process, scanned every ``refresh`` seconds."""
+        import psycopg
+
+        from ..errors import DatabaseError
+        from ..leadership import wake_in
+        from ..scheduler import LONGEST_SLEEP, schedule
+
+        check(TICK_WORKERS, workers)
+        check(SCHEDULER_LEASE, lease)
+        check(SCHEDULER_GRACE, grace)
+        check(SERVE_REFRESH, refresh)
+        watch = self.config_watch()
+        hup = reload if reload is not None else threading.Event()
+
+        def done(outcome: Outcome) -> None:
+            if on_done is not None and outcome.status != OutcomeStatus.skipped:
+                on_done(outcome)
+
+        def tick(interrupted: threading.Event, term: int) -> Batch:
+            say(f"tick (term {term})")
+            try:
+                return self.tick(
+                    workers=workers,
+                    interrupted=interrupted,
+                    on_done=done,
+                    draining=stopping,
+                    term=term,
+                )
+            except (psycopg.Error, DatabaseError):
+                self.close()  # the next tick opens a new connection
+                raise
+
+        def wake() -> float:
+            session = self.session
+            jobs = session.resolve_all(list(self.config.jobs.values()), write=False)
+            return wake_in(jobs, session.now(), LONGEST_SLEEP)
+
+        def pending() -> bool:
+            return hup.is_set() or (watch is not None and watch.pending())
+
+        page: threading.Thread | None = None
+        republish: list[Callable[[], None]] = []  # the served pages, rendered again
+
+        def reloaded() -> None:
+            if watch is None:
+                hup.clear()
+                say("no config file to read again (the jobs were given in code)")
+                return
+            if hup.is_set():
+                watch.hup.set()
+                hup.clear()
+            state, said = watch.load()
+            if said:
+                say(said)
+            if state.config is not self.config:
+                self.use_config(state.config)
+            for again in republish:
+                again()
+
+        session = self.session  # opened (and the ledger migrated) before anything leads
+        self._on_connect = None  # the database line is said once, not at each reconnect
+        if serve is not None:
+            page, again = self._serve_beside(
+                serve, refresh, stopping, on_listening, watch, lambda: self.config
+            )
+            republish.append(again)
+        try:
+            schedule(
+                session.target,
+                self.config.schema,
+                tick,
+                wake,
+                lease=lease,
+                grace=grace,
+                stopping=stopping,
+                say=say,
+                pending=pending,
+                reload=reloaded,
+            )
+        finally:
+            stopping.set()
+            if page is not None:
+                page.join(timeout=10)
+
+    def _serve_beside(
+        self,
+        at: tuple[str, int],
+        refresh: float,
+        stopping: threading.Event,
+        on_listening: Callable[[str], None] | None,
+        watch: ConfigWatch | None,
+        configs: Callable[[], Config],
+    ) -> tuple[threading.Thread, Callable[[], None]]:
+        """Serve the pages from a thread of this process, on a facade of its own (its own
+        connections): returned once the port is bound; a port that cannot be is refused."""
+        pages = type(self)(self.config, dsn=self._dsn)
+        bound = threading.Event()
+        failed: list[BaseException] = []
+        watchers: list[Callable[[], None]] = []
+
+        def notice() -> str | None:
+            return None if watch is None else watch.state.notice
+
+        def listening(url: str) -> None:
+            bound.set()
+            if on_listening is not None:
+                on_listening(url)
+
+        def run() -> None:
+            try:
+                pages.serve(
+                    host=at[0],
+                    port=at[1],
+                    refresh=refresh,
+                    stop=stopping,
+                    on_listening=listening,
+                    configs=configs,
+                    notice=notice,
+                    option="--serve",
+                    on_watcher=watchers.append,
+                )
+            except BaseException as exc:
+                failed.append(exc)
+                bound.set()
+            finally:
+                pages.close()
+
+        thread = threading.Thread(target=run, name="catchup-scheduler-serve", daemon=True)
+        thread.start()
+        bound.wait(LISTEN_WAIT)
+        if failed:
+            raise failed[0]
+        if not bound.is_set():
+            raise ConfigError(f"--serve {at[0]}:{at[1]}: not listening after {LISTEN_WAIT:g} s")
+
+        def changed() -> None:
+            for republish in watchers:
+                republish()
+
+        return thread, changed

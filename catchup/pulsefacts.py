@@ -1,0 +1,91 @@
+"""The scheduler's pulse as frozen objects (no I/O here; :mod:`catchup.pulse` reads it): when
+`catchup tick` last ran and how often, who leads ``catchup scheduler``, what ticks beside it,
+how late periods start, and the warnings all of that gives."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from datetime import datetime
+
+from .leadership import Leader
+from .schedule import span
+
+
+@dataclass(frozen=True)
+class Lateness:
+    """How long periods waited between falling due and their first start (seconds), over
+    the periods that fell due in the last hour: the scheduler's due-to-start latency."""
+
+    count: int
+    total: float
+    p50: float
+    p99: float
+    worst: float
+
+    @classmethod
+    def of(cls, waits: list[float]) -> Lateness | None:
+        if not waits:
+            return None
+        ranked = sorted(waits)
+
+        def rank(q: float) -> float:  # nearest rank
+            return ranked[max(0, min(len(ranked) - 1, math.ceil(len(ranked) * q) - 1))]
+
+        return cls(len(ranked), sum(ranked), rank(0.5), rank(0.99), ranked[-1])
+
+
+@dataclass(frozen=True)
+class Pulse:
+    """Is the scheduler that calls ``catchup tick`` alive, and is there only one?"""
+
+    last_tick: datetime | None
+    last_host: str | None
+    interval: float | None  # seconds, the median gap between recent `catchup tick`s
+    stopped: bool
+    crowded: tuple[tuple[datetime, tuple[str, ...]], ...]
+    now: datetime
+    leader: Leader | None = None  # catchup scheduler's lead, if one was ever taken
+    # hosts whose `catchup tick` ran while the scheduler led: host, ticks, the newest
+    beside: tuple[tuple[str, int, datetime], ...] = ()
+    late: Lateness | None = None  # the last hour's due-to-start latency
+
+    @property
+    def warnings(self) -> list[str]:
+        found = []
+        lead = self.leader
+        if self.beside and lead is not None:
+            host, count, _ = self.beside[0]
+            more = f" and {len(self.beside) - 1} more hosts" if len(self.beside) > 1 else ""
+            found.append(
+                f"`catchup tick` ran {count} {'time' if count == 1 else 'times'} from {host}"
+                f"{more} while catchup scheduler leads (term {lead.term}): remove the CronJob "
+                "or timer that calls it (the claim keeps it correct, but two schedulers are "
+                "the mistake catchup exists to end)"
+            )
+        if (
+            lead is not None
+            and not lead.live
+            and (self.last_tick is None or self.last_tick <= lead.expires_at)
+        ):
+            gone = span(round((self.now - lead.expires_at).total_seconds()))
+            found.append(
+                f"no catchup scheduler has led for {gone} and no `catchup tick` ran since: "
+                "nothing starts the jobs (is a replica running `catchup scheduler`?)"
+            )
+        if self.stopped and self.last_tick is not None and self.interval is not None:
+            ago = (self.now - self.last_tick).total_seconds()
+            found.append(
+                f"no tick for {span(round(ago))} (they came every "
+                f"{span(round(self.interval))}): the "
+                "scheduler that calls `catchup tick` seems to be gone"
+            )
+        if self.crowded:
+            minute, hosts = self.crowded[0]
+            found.append(
+                f"ticks from {len(hosts)} hosts in the same minute "
+                f"({minute:%Y-%m-%dT%H:%MZ}: {', '.join(hosts)}): a scheduler runs in every "
+                "replica; keep one (the claim keeps it correct, but that is the mistake catchup "
+                "exists to end)"
+            )
+        return found
