@@ -86,10 +86,15 @@ class Keeper(threading.Thread):
                     self._say(f"leading again (term {self.term}, its lease outlived the cut)")
                 elif self.term is not None:
                     self._say(f"leading (term {self.term})")
-                elif held is not None:
+                elif held is not None and self._cut is None:
                     self._say(f"term {held} ended: another replica leads")
                 self.changed.set()
             return self.term
+
+    def close(self) -> None:
+        """Close its connection (the thread does at its end; a keeper never started must)."""
+        with self._lock:
+            self._drop()
 
     def _drop(self) -> None:
         if self._ledger is not None:

@@ -176,3 +176,69 @@ class CutAfter:
 
     def close(self) -> None:
         self.listener.close()
+
+
+class Gate:
+    """A TCP proxy in front of a server that can be shut (``shut``): every connection through
+    it is cut and new ones are refused, as when a host loses its network to the database."""
+
+    def __init__(self, upstream: str) -> None:
+        import socket
+        import threading
+
+        params = psycopg.conninfo.conninfo_to_dict(upstream)
+        self.upstream_path = f"{params['host']}/.s.PGSQL.{params.get('port', 5432)}"
+        self.listener = socket.socket()
+        self.listener.bind(("127.0.0.1", 0))
+        self.listener.listen(16)
+        self.port = self.listener.getsockname()[1]
+        self._open: list[Any] = []
+        self._lock = threading.Lock()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def dsn(self, upstream: str) -> str:
+        params = psycopg.conninfo.conninfo_to_dict(upstream)
+        return psycopg.conninfo.make_conninfo(
+            "", **{**params, "host": "127.0.0.1", "port": str(self.port)}
+        )
+
+    def _accept(self) -> None:
+        import socket
+        import threading
+
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            server = socket.socket(socket.AF_UNIX)
+            server.connect(self.upstream_path)
+            with self._lock:
+                self._open += [client, server]
+            for source, sink in ((client, server), (server, client)):
+                threading.Thread(target=self._pipe, args=(source, sink), daemon=True).start()
+
+    def _pipe(self, source: Any, sink: Any) -> None:
+        try:
+            while data := source.recv(65536):
+                sink.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for s in (source, sink):
+                try:
+                    s.close()
+                except OSError:
+                    pass
+
+    def shut(self) -> None:
+        import socket
+
+        self.listener.close()
+        with self._lock:
+            for s in self._open:
+                try:
+                    s.shutdown(socket.SHUT_RDWR)
+                    s.close()
+                except OSError:
+                    pass

@@ -4,6 +4,7 @@ the tests that guard it, and fail unless one of them fails.
     uv run python tests/mutations.py            # every mutation, a table at the end
     uv run python tests/mutations.py --list     # the mutations and their tests
     uv run python tests/mutations.py NAME …     # only these
+    uv run python tests/mutations.py --jobs 2   # two at a time (what CI does)
 
 A test that still passes with its safeguard gone proves nothing about it; this script is how
 the reliability table earns its claims (docs/explanation/reliability.md). The copy goes first on
@@ -599,6 +600,80 @@ MUTATIONS = (
         ("tests/integration/test_leader.py::test_the_lead_is_taken_kept_lost_and_handed_back",),
     ),
     Mutation(
+        "leader-resumes-after-a-cut",
+        "a leader whose connection was cut keeps its live term on reconnecting (no handover)",
+        "catchup/scheduler.py",
+        "            asked = held or self._cut or 0\n",
+        "            asked = held or 0\n",
+        (
+            "tests/integration/test_leader.py::"
+            "test_a_leader_whose_connection_was_ended_resumes_its_live_term",
+        ),
+    ),
+    Mutation(
+        "scheduler-ticks-unmarked",
+        "the scheduler's ticks carry its term: a failover's two leaders are not a crowd",
+        "sql/queries/changes.sql",
+        "    INSERT INTO {schema}.ticks (host, term) VALUES (%(host)s, %(term)s)\n",
+        "    INSERT INTO {schema}.ticks (host, term) VALUES (%(host)s, NULL)\n",
+        ("tests/integration/test_pulse_leader.py::test_the_schedulers_own_ticks_are_not_a_crowd",),
+    ),
+    Mutation(
+        "tick-beside-leader-unseen",
+        "a `catchup tick` (a CronJob) running beside a leading scheduler is warned about",
+        "sql/queries/changes.sql",
+        "WHERE term IS NULL AND at >= greatest(",
+        "WHERE term IS NOT NULL AND at >= greatest(",
+        (
+            "tests/integration/test_pulse_leader.py::"
+            "test_a_tick_beside_a_leading_scheduler_is_warned_about",
+        ),
+    ),
+    Mutation(
+        "replays-count-as-late-starts",
+        "due-to-start latency counts the periods that fell due in the last hour, not replays",
+        "catchup/pulse.py",
+        "        if now - due <= LATENESS_WINDOW and started >= due:",
+        "        if started >= due:",
+        (
+            "tests/integration/test_pulse_leader.py::"
+            "test_due_to_start_latency_is_in_the_json_and_the_metrics",
+        ),
+    ),
+    Mutation(
+        "reload-switches-ledger",
+        "a reloaded config never moves a running scheduler to another ledger",
+        "catchup/reloading.py",
+        "            if ledger_of(new) != ledger_of(used):\n",
+        "            if False:\n",
+        (
+            "tests/integration/test_scheduler_reload.py::"
+            "test_the_config_is_reloaded_and_a_bad_one_refused_without_a_restart",
+        ),
+    ),
+    Mutation(
+        "readyz-ignores-a-refused-config",
+        "/readyz answers 503 while the config file does not load (the last good one in use)",
+        "catchup/serve.py",
+        "        if view.error is not None or view.finished is None or self.notice() is not None:",
+        "        if view.error is not None or view.finished is None:",
+        (
+            "tests/integration/test_scheduler_reload.py::"
+            "test_the_config_is_reloaded_and_a_bad_one_refused_without_a_restart",
+        ),
+    ),
+    Mutation(
+        "serve-bound-after-writing",
+        "a --serve port that cannot be bound is refused before the ledger is written",
+        "catchup/api/scheduling.py",
+        "        if serve is not None:  # bound first: a bad port is refused, nothing written\n",
+        "        self._open()\n        if serve is not None:\n",
+        (
+            "tests/integration/test_scheduler_reload.py::"
+            "test_a_serve_port_that_cannot_be_bound_is_refused_before_anything_is_written",
+        ),
+    ),
+    Mutation(
         "database-create-race",
         "commands started together on a fresh embedded server all find the project's database",
         "catchup/ledger/base.py",
@@ -1100,6 +1175,14 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("names", nargs="*", help="only these mutations")
     parser.add_argument("--list", action="store_true", help="list the mutations and their tests")
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        choices=range(1, 9),
+        metavar="N",
+        help="mutations checked at once, each in its own copy (CI: 2, one per core)",
+    )
     args = parser.parse_args()
     chosen = [m for m in MUTATIONS if not args.names or m.name in args.names]
     unknown = set(args.names) - {m.name for m in MUTATIONS}
@@ -1111,10 +1194,14 @@ def main() -> int:
             print(f"{m.name}: {m.invariant}\n  {m.path}\n  " + "\n  ".join(m.tests))
         return 0
     rows = []
-    for mutation in chosen:
-        verdict, detail, seconds = run(mutation)
-        rows.append((mutation, verdict, detail, seconds))
-        print(f"{mutation.name}: {verdict} ({detail}, {seconds:.0f} s)", flush=True)
+    # each mutation runs its tests in a process of its own on its own copy; a pool of threads
+    # only waits for them (the verdicts are printed as they come, the table in order)
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+        for mutation, (verdict, detail, seconds) in zip(chosen, pool.map(run, chosen), strict=True):
+            rows.append((mutation, verdict, detail, seconds))
+            print(f"{mutation.name}: {verdict} ({detail}, {seconds:.0f} s)", flush=True)
     print("\n| safeguard removed | invariant | verdict | killed by |")
     print("|---|---|---|---|")
     for mutation, verdict, detail, _ in rows:

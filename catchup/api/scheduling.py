@@ -105,14 +105,14 @@ class Scheduling(Running, Looking):
             for again in republish:
                 again()
 
-        session = self.session  # opened (and the ledger migrated) before anything leads
-        self._on_connect = None  # the database line is said once, not at each reconnect
-        if serve is not None:
+        if serve is not None:  # bound first: a bad port is refused, nothing written
             page, again = self._serve_beside(
                 serve, refresh, stopping, on_listening, watch, lambda: self.config
             )
             republish.append(again)
         try:
+            session = self.session  # opened (and the ledger migrated) before anything leads
+            self._on_connect = None  # the database line is said once, not at each reconnect
             schedule(
                 session.target,
                 self.config.schema,

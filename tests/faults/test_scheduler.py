@@ -1,9 +1,10 @@
 """`catchup scheduler` on several replicas, as real processes on one ledger: one leads (the
 `leader` row, its term), it starts each period as it falls due (not on a fixed minute), a
-standby takes over within the lease (plus its one-second poll) when the leader is SIGKILLed or
-SIGSTOPped, a leader stopped past its lease never ticks under its old term when it wakes, and
-SIGTERM hands the lead back at once and exits 0. Every period runs once: the job's own log of
-its runs is counted."""
+standby takes over within the lease (plus its one-second poll) when the leader is SIGKILLed,
+SIGSTOPped or cut off from the database (`pg_terminate_backend`), a leader stopped past its
+lease never ticks under its old term when it wakes, a PostgreSQL restart under three replicas
+leaves one leading again within the lease, and SIGTERM hands the lead back at once and exits 0.
+Every period runs once: the job's own log of its runs is counted."""
 
 from __future__ import annotations
 
@@ -19,8 +20,12 @@ from typing import Any
 
 import psycopg
 import pytest
+from fix_db import Database
 from fix_processes import wait_for
 from fix_project import Project, job_toml
+from fix_proxy import Gate
+
+from catchup import embedded
 
 pytestmark = pytest.mark.faults
 
@@ -31,14 +36,14 @@ SLACK = 0.75  # seconds for the processes and the round trips on a busy 2-core m
 class Replica:
     """One `catchup scheduler` process, its stderr in a file the test reads."""
 
-    def __init__(self, project: Project, name: str) -> None:
+    def __init__(self, project: Project, name: str, **env: str) -> None:
         self.log = project.path / f"{name}.err"
         self.out = project.path / f"{name}.out"
         with self.out.open("w") as out, self.log.open("w") as err:  # the child keeps its own
             self.proc = subprocess.Popen(
                 project.command("scheduler", "--lease", f"{LEASE:g}s", "--grace", "5s"),
                 cwd=project.path,
-                env=project.env(),
+                env=project.env(**env),
                 text=True,
                 stdout=out,
                 stderr=err,
@@ -146,11 +151,15 @@ def test_one_replica_leads_and_starts_each_period_as_it_falls_due(
     assert set(runs(ran).values()) == {1}
 
 
+def three(project: Project, names: str = "abc") -> dict[int, Replica]:
+    return {r.proc.pid: r for r in (Replica(project, name) for name in names)}
+
+
 def test_a_killed_leader_is_replaced_within_its_lease_and_nothing_runs_twice(
     project: Project, sql: Any
 ) -> None:
     ran, _ = setup(project, sql, due_in=40)
-    replicas = {r.proc.pid: r for r in (Replica(project, "a"), Replica(project, "b"))}
+    replicas = three(project)
     try:
         pid, term = wait_for(lambda: leader(sql), timeout=30, what="a leader")
         wait_for(lambda: len(runs(ran)) >= BACKLOG, timeout=60, what="the backlog run")
@@ -215,3 +224,126 @@ def test_sigterm_hands_the_lead_back_at_once_and_exits_0(project: Project, sql: 
     finally:
         for r in replicas.values():
             r.stop()
+
+
+def test_a_leader_cut_off_from_the_database_is_replaced_within_its_lease(
+    project: Project, sql: Any, database: Database
+) -> None:
+    """The leader reaches the ledger through a gate that is then shut (its connections cut,
+    new ones refused: a host that lost its network): it cannot renew, stops acting as the
+    leader, and a standby takes the next term within the lease (plus its poll)."""
+    ran, due = setup(project, sql, due_in=30)
+    gate = Gate(database.conninfo)
+    cut_off = Replica(project, "a", CATCHUP_DSN=gate.dsn(database.conninfo))
+    replicas = {cut_off.proc.pid: cut_off}
+    try:
+        pid, term = wait_for(lambda: leader(sql), timeout=30, what="a leader")
+        assert pid == cut_off.proc.pid
+        replicas |= three(project, "bc")
+        wait_for(lambda: len(runs(ran)) >= BACKLOG, timeout=60, what="the backlog run")
+        began = time.monotonic()
+        gate.shut()
+        other, second = new_leader(sql, pid)
+        took = time.monotonic() - began
+        assert second == term + 1 and other in replicas
+        assert took <= LEASE + 1 + SLACK, f"the standby took {took:.2f} s"
+        wait_for(lambda: "cannot renew the lead" in cut_off.said(), timeout=10, what="the cut said")
+        assert cut_off.proc.poll() is None  # it stands by, trying to reach the ledger
+        wait_for(lambda: started_after(ran, due), timeout=60, what="the next period")
+        assert set(runs(ran).values()) == {1}, runs(ran)
+    finally:
+        for r in replicas.values():
+            r.stop()
+
+
+def test_a_leader_whose_connection_is_ended_keeps_its_term_or_hands_it_on(
+    project: Project, sql: Any
+) -> None:
+    """The server ends the lead's connection (pg_terminate_backend, once): the leader
+    reconnects and, its lease still live, leads on under the same term; whoever leads after
+    it, one replica leads again within the lease, and nothing runs twice."""
+    ran, _ = setup(project, sql, due_in=40)
+    replicas = three(project)
+    try:
+        pid, term = wait_for(lambda: leader(sql), timeout=30, what="a leader")
+        wait_for(lambda: len(runs(ran)) >= BACKLOG, timeout=60, what="the backlog run")
+        lead_connection = f"catchup scheduler %:{pid}:%"
+        ended = sql(
+            "SELECT pg_terminate_backend(pid), clock_timestamp() FROM pg_stat_activity"
+            " WHERE application_name LIKE %s",
+            [lead_connection],
+        )
+        assert len(ended) == 1 and ended[0][0], ended  # the lead's connection, named by holder
+        began, since = time.monotonic(), ended[0][1]
+
+        def renewed() -> tuple[int, int] | None:
+            rows = sql(
+                "SELECT holder, term FROM {schema}.leader"
+                " WHERE renewed_at > %s AND expires_at > clock_timestamp()",
+                [since],
+            )
+            return (int(rows[0][0].split(":")[1]), rows[0][1]) if rows else None
+
+        now, now_term = wait_for(renewed, timeout=LEASE + 10, what="the lead renewed")
+        assert time.monotonic() - began <= LEASE + 1 + SLACK
+        wait_for(
+            lambda: "cannot renew the lead" in replicas[pid].said(), timeout=10, what="the cut"
+        )
+        if (now, now_term) == (pid, term):
+            assert f"leading again (term {term}" in replicas[pid].said()
+        else:
+            assert now_term == term + 1
+        assert set(runs(ran).values()) == {1}, runs(ran)
+    finally:
+        for r in replicas.values():
+            r.stop()
+
+
+def private_sql(conninfo: str, schema: str) -> Any:
+    """`sql` on a server of the test's own: a connection per statement (the server restarts)."""
+    from psycopg import sql as pgsql
+
+    def run(text: str, params: Any = None) -> list[tuple[Any, ...]]:
+        query = pgsql.SQL(text).format(schema=pgsql.Identifier(schema))  # type: ignore[arg-type, unused-ignore]
+        with psycopg.connect(conninfo, autocommit=True, connect_timeout=5) as conn:
+            cur = conn.execute(query, params)
+            return cur.fetchall() if cur.description else []
+
+    return run
+
+
+def test_postgres_restarted_under_three_schedulers(project: Project, private_server: str) -> None:
+    """An immediate-mode restart (a crash) of the ledger's server under three replicas: within
+    the lease of the server being back, a replica leads again (the old leader resumes its
+    term if its lease outlived the restart, else a standby takes the next); the period that
+    falls due after it starts within the lease; nothing runs twice."""
+    project.database = Database(private_server, {"CATCHUP_DSN": private_server})
+    sql = private_sql(private_server, project.schema)
+    ran, due = setup(project, sql, due_in=25)
+    replicas = three(project)
+    try:
+        wait_for(lambda: leader(sql), timeout=30, what="a leader")
+        wait_for(lambda: len(runs(ran)) >= BACKLOG, timeout=60, what="the backlog run")
+        embedded.restart("immediate")
+        back = time.monotonic()
+        (since,) = sql("SELECT clock_timestamp()")[0]
+
+        def renewed() -> tuple[int, int] | None:
+            rows = sql(
+                "SELECT holder, term FROM {schema}.leader"
+                " WHERE renewed_at > %s AND expires_at > clock_timestamp()",
+                [since],
+            )
+            return (int(rows[0][0].split(":")[1]), rows[0][1]) if rows else None
+
+        pid, _ = wait_for(renewed, timeout=LEASE + 10, what="a leader after the restart")
+        took = time.monotonic() - back
+        assert pid in replicas and took <= LEASE + 1 + SLACK, f"{took:.2f} s"
+        first = wait_for(lambda: started_after(ran, due), timeout=60, what="the next period")
+        late = first[0] - due.timestamp()
+        assert late < LEASE + 1, f"the period due after the restart started {late:.2f} s late"
+        assert set(runs(ran).values()) == {1}, runs(ran)
+    finally:
+        codes = [r.stop() for r in replicas.values()]
+    assert codes == [0, 0, 0], [r.said() for r in replicas.values()]
+    assert not [r for r in replicas.values() if "Traceback" in r.said()]

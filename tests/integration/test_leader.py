@@ -19,7 +19,7 @@ from fix_processes import wait_for
 
 from catchup import db
 from catchup.ledger import Ledger
-from catchup.scheduler import schedule
+from catchup.scheduler import Keeper, schedule
 
 
 @pytest.fixture
@@ -125,6 +125,35 @@ def test_a_leader_whose_term_was_taken_starts_no_tick_under_it(
         stopping.set()
         runner.join(timeout=30)
     assert not runner.is_alive()
+
+
+def test_a_leader_whose_connection_was_ended_resumes_its_live_term(
+    database: Database, schema: str, ledger: Ledger, sql: Any
+) -> None:
+    """The server ends the lead's connection: the renewal that meets it fails (it acts as a
+    standby meanwhile), and the next, on a new connection, keeps the same term while its lease
+    is live: no change of hands for a connection cut."""
+    said: list[str] = []
+    keeper = Keeper(db.Target(database.conninfo, "test"), schema, "me:1:abc", 30.0, said.append)
+    try:
+        resumed(keeper, ledger, sql, said)
+    finally:
+        keeper.close()
+
+
+def resumed(keeper: Keeper, ledger: Ledger, sql: Any, said: list[str]) -> None:
+    assert keeper.renew() == 1
+    ended = sql(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = %s",
+        ["catchup scheduler me:1:abc"],
+    )
+    assert ended == [(True,)]  # the lead's connection is named by its holder
+    assert keeper.renew() is None
+    assert said[-1].startswith("cannot renew the lead (") and said[-1].endswith("a standby")
+    assert keeper.renew() == 1
+    assert said[-1] == "leading again (term 1, its lease outlived the cut)"
+    lead = ledger.leader_now()
+    assert lead is not None and (lead.holder, lead.term, lead.live) == ("me:1:abc", 1, True)
 
 
 def race_to_create(conninfo: str, name: str, racers: int) -> tuple[list[bool], list[str]]:
