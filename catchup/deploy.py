@@ -83,7 +83,12 @@ def kubernetes(
     namespace: str | None,
     serve: bool = False,
     deadline: int = 6 * 3600,
+    scheduler: bool = False,
+    grace: int = 30,
 ) -> Recipe:
+    """A CronJob calling ``catchup tick`` (and with ``serve`` a Deployment serving the page);
+    with ``scheduler``, instead, a Deployment of ``catchup scheduler`` replicas
+    (:mod:`catchup.deployscheduler`), which serve the page themselves."""
     check_name("kubernetes", name)
     check_every(every)
     if namespace is not None and not re.fullmatch(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?", namespace):
@@ -95,6 +100,19 @@ def kubernetes(
     if namespace:
         meta += f"  namespace: {json.dumps(namespace)}\n"
     ns = f" --namespace {namespace}" if namespace else ""
+    if scheduler:
+        from .deployscheduler import kubernetes_scheduler
+
+        body = kubernetes_scheduler(
+            name=name,
+            meta=meta,
+            image=image,
+            secret=secret,
+            config_map=config_map,
+            grace=grace,
+            ns=ns,
+        )
+        return Recipe({f"{name}-scheduler.yaml": body})
     body = f"""\
 # `catchup tick` every {every} minute(s), {offset} minute(s) off the hour; apply: kubectl apply -f -
 # First the Secret with the DSN and the ConfigMap with catchup.toml:

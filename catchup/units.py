@@ -63,7 +63,12 @@ def systemd(
     workdir: str,
     serve: bool = False,
     deadline: int = 6 * 3600,
+    scheduler: bool = False,
+    grace: int = 30,
 ) -> Recipe:
+    """A service and a timer calling ``catchup tick`` (and with ``serve`` a service serving
+    the page); with ``scheduler``, instead, a long-running ``catchup scheduler`` service
+    (:mod:`catchup.deployscheduler`), which serves the page itself."""
     check_name("systemd", name)
     check_every(every)
     if user is not None and not _UNIX_USER.fullmatch(user):
@@ -80,6 +85,19 @@ def systemd(
     offset = offset_for(every)
     # a user of its own for each run unless one is named (which a sysusers.d file creates)
     who = "DynamicUser=yes\n" if user is None else f"User={user}\n"
+    sysusers = {f"{name}-sysusers.conf": f'u {user} - "catchup jobs" /var/lib/{name}\n'}
+    if scheduler:
+        from .deployscheduler import systemd_scheduler
+
+        unit = systemd_scheduler(
+            executable=_quote(executable),
+            workdir=workdir,
+            who=who,
+            name=name,
+            grace=grace,
+            sandbox=SANDBOX,
+        )
+        return Recipe({f"{name}-scheduler.service": unit} | (sysusers if user else {}))
     service = f"""\
 [Unit]
 Description=catchup tick: run what is due, exactly once per period
@@ -117,7 +135,7 @@ WantedBy=timers.target
 """
     files = {f"{name}.service": service, f"{name}.timer": timer}
     if user is not None:  # the user the units name, made by systemd-sysusers if it is missing
-        files[f"{name}-sysusers.conf"] = f'u {user} - "catchup jobs" /var/lib/{name}\n'
+        files |= sysusers
 
     if serve:
         files[f"{name}-serve.service"] = f"""\

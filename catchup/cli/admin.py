@@ -16,6 +16,7 @@ from .options import (
     deadline_option,
     every_option,
     refresh_option,
+    scheduler_options,
 )
 
 
@@ -126,6 +127,7 @@ def deploy() -> None:
     is_flag=True,
     help="Also a Deployment and Service running `catchup serve` (with scrape annotations).",
 )
+@scheduler_options("a Deployment of 2 `catchup scheduler` replicas with a PodDisruptionBudget")
 def deploy_kubernetes(
     name: str,
     image: str,
@@ -135,6 +137,8 @@ def deploy_kubernetes(
     config_map: str,
     namespace: str | None,
     serve: bool,
+    scheduler: bool,
+    grace: float,
 ) -> None:
     """A CronJob that calls `catchup tick --max-time` (its interval): concurrencyPolicy Allow
     (the ledger makes concurrent ticks safe; a slow period never holds the next tick back), a
@@ -155,6 +159,8 @@ def deploy_kubernetes(
             config_map=config_map,
             namespace=namespace,
             serve=serve,
+            scheduler=scheduler,
+            grace=round(grace),
         ).text(),
         nl=False,
     )
@@ -186,6 +192,7 @@ def deploy_kubernetes(
 @click.option(
     "--serve", is_flag=True, help="Also a service running `catchup serve` on 127.0.0.1:9187."
 )
+@scheduler_options("a long-running `catchup scheduler` service, Restart=on-failure")
 def deploy_systemd(
     name: str,
     executable: str,
@@ -196,6 +203,8 @@ def deploy_systemd(
     workdir: str,
     output_dir: str | None,
     serve: bool,
+    scheduler: bool,
+    grace: float,
 ) -> None:
     """A service and a timer that call `catchup tick` (Persistent=true, RandomizedDelaySec).
 
@@ -214,6 +223,8 @@ def deploy_systemd(
         workdir=workdir,
         serve=serve,
         deadline=round(deadline),
+        scheduler=scheduler,
+        grace=round(grace),
     )
     if output_dir is None:
         click.echo(recipe.text(), nl=False)

@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 
 import click
 
-from ..bounds import SERVE_REFRESH, Bound
+from ..bounds import SCHEDULER_GRACE, SERVE_REFRESH, Bound
 from ..render.limits import GAP_LIMIT
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -203,6 +203,30 @@ def refresh_option[G: Callable[..., Any]](f: G) -> G:
         metavar="DURATION",
         help="How often to scan the ledger (a page load or a scrape never does).",
     )(f)
+
+
+def scheduler_options(what: str) -> Callable[[F], F]:
+    """``--scheduler`` and ``--grace`` of the deploy recipes: the built-in scheduler on every
+    replica instead of a timer calling ``catchup tick`` (--every and --deadline then unused)."""
+
+    def apply(f: F) -> F:
+        f = click.option(
+            "--grace",
+            type=Seconds(SCHEDULER_GRACE.low, SCHEDULER_GRACE.high),
+            default=f"{SCHEDULER_GRACE.default:g}s",
+            show_default=True,
+            metavar="DURATION",
+            help="With --scheduler: how long what runs may finish on a stop (the recipe's "
+            "stop timeout is this plus 15 s).",
+        )(f)
+        return click.option(
+            "--scheduler",
+            is_flag=True,
+            help=f"Instead of ticks: {what}, each serving the page (--every, --deadline and "
+            "--serve unused).",
+        )(f)
+
+    return apply
 
 
 def limit_options(what: str) -> Callable[[F], F]:

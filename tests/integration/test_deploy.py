@@ -267,3 +267,78 @@ def test_the_systemd_units_are_sandboxed_and_run_as_a_user_that_exists(tmp_path:
     invoke("deploy", "systemd", "--user", "billing", "--output-dir", str(named))
     assert "User=billing" in (named / "catchup.service").read_text()
     assert (named / "catchup-sysusers.conf").read_text().startswith("u billing - ")
+
+
+def test_kubernetes_scheduler_recipe_is_valid_and_fits_the_grace() -> None:
+    """--scheduler: a Deployment of 2 `catchup scheduler --serve` replicas (rolling update that
+    starts the new pod first), a PodDisruptionBudget keeping one, a Service for the pages;
+    terminationGracePeriodSeconds covers --grace; valid for Kubernetes (strict)."""
+    import kubernetes_validate
+
+    text = invoke(
+        "deploy", "kubernetes", "--image", "app:1", "--scheduler", "--grace", "60s",
+        "--namespace", "ops",
+    )  # fmt: skip
+    documents = list(yaml.safe_load_all(text))
+    assert [d["kind"] for d in documents] == ["Deployment", "PodDisruptionBudget", "Service"]
+    for document in documents:
+        kubernetes_validate.validate(document, "1.33.0", strict=True)
+        assert document["metadata"]["namespace"] == "ops"
+    deployment, budget, service = documents
+    spec = deployment["spec"]
+    assert spec["replicas"] == 2
+    assert spec["strategy"]["rollingUpdate"] == {"maxUnavailable": 0, "maxSurge": 1}
+    pod = spec["template"]
+    labels = pod["metadata"]["labels"]
+    assert spec["selector"]["matchLabels"] == labels == budget["spec"]["selector"]["matchLabels"]
+    assert budget["spec"]["minAvailable"] == 1 and service["spec"]["selector"] == labels
+    assert pod["spec"]["terminationGracePeriodSeconds"] == 60 + 15
+    (container,) = pod["spec"]["containers"]
+    assert container["command"] == [
+        "catchup", "-q", "scheduler", "--serve", "0.0.0.0:9187", "--grace", "60s",
+    ]  # fmt: skip
+    assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    env = {e["name"]: e for e in container["env"]}
+    assert env["CATCHUP_EMBEDDED"]["value"] == "never"
+    assert env["CATCHUP_DSN"]["valueFrom"]["secretKeyRef"]["name"] == "catchup-db"
+    assert container["volumeMounts"][0]["mountPath"] == "/etc/catchup"  # no subPath: reloads
+    assert "subPath" not in container["volumeMounts"][0]
+    assert "kubectl create secret generic catchup-db --namespace ops" in text
+    assert "CronJob" not in [d["kind"] for d in documents]
+    refused = CliRunner().invoke(
+        cli, ["deploy", "kubernetes", "--image", "app:1", "--scheduler", "--grace", "2h"]
+    )
+    assert refused.exit_code == 2 and "--grace" in refused.stderr
+
+
+def test_systemd_scheduler_unit_verifies_and_is_sandboxed(tmp_path: Path) -> None:
+    """--scheduler: one long-running service (no timer), restarted on failure, reloaded by
+    SIGHUP, SIGTERM to catchup alone with a stop timeout that covers --grace."""
+    import re
+
+    executable = str(Path(sys.executable).with_name("catchup"))
+    invoke(
+        "deploy", "systemd", "--scheduler", "--exec", executable, "--output-dir", str(tmp_path),
+    )  # fmt: skip
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["catchup-scheduler.service"]
+    unit = tmp_path / "catchup-scheduler.service"
+    body = unit.read_text()
+    assert f"ExecStart={executable} -q scheduler --grace 30s --serve 127.0.0.1:9187\n" in body
+    for line in ("Type=exec", "Restart=on-failure", "ExecReload=/bin/kill -HUP $MAINPID",
+                 "KillMode=mixed", "TimeoutStopSec=45", "Environment=CATCHUP_EMBEDDED=never",
+                 "WantedBy=multi-user.target"):  # fmt: skip
+        assert f"{line}\n" in body, line
+    check = subprocess.run(
+        ["systemd-analyze", "verify", str(unit)], capture_output=True, text=True, check=False
+    )
+    assert check.returncode == 0, check.stderr
+    rated = subprocess.run(
+        ["systemd-analyze", "security", "--offline=true", str(unit)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    found = re.search(r"Overall exposure level for \S+: ([\d.]+) (\w+)", rated.stdout)
+    assert found is not None, rated.stdout + rated.stderr
+    assert float(found.group(1)) <= 2.0 and found.group(2) == "OK", found.group(0)
