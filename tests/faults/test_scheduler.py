@@ -377,3 +377,57 @@ def test_a_chaos_run_of_kills_and_stops_of_the_leader(project: Project, database
     assert figures["due_periods"] >= 10 and figures["unstarted"] == [], figures
     assert figures["late_max_seconds"] < LEASE + 60, figures
     assert set(figures["exit_codes"]) == {0}, figures["exit_codes"]
+
+
+def test_after_a_week_down_the_first_leader_does_what_tick_would(
+    project: Project, sql: Any, database: Database, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """Every replica down for a week (the last tick eight days ago): the first leader applies
+    each job's catch-up policy exactly as `catchup tick` does on a twin ledger (`all` within
+    its catchup_window, `latest`, `none`), and nothing runs twice or more than that."""
+    from fix_db import throwaway_schema
+
+    now: datetime = sql("SELECT clock_timestamp()")[0][0]
+    start = (now - timedelta(days=8)).replace(minute=0, second=0, microsecond=0)
+    # due half an hour from now's minute: no period falls due while the test runs
+    delay = f"{(now.minute + 30) % 60}m"
+    ran = project.path / "ran.log"
+    command = ["sh", "-c", f'echo "$CATCHUP_JOB $CATCHUP_PERIOD" >> {ran}']
+    jobs = "".join(
+        job_toml(
+            name, schedule="hourly", start=f"{start:%Y-%m-%dT%H:%M:%SZ}", delay=delay,
+            catchup=policy, catchup_window="1d", command=command,
+        )
+        for name, policy in (("every", "all"), ("newest", "latest"), ("none_old", "none"))
+    )  # fmt: skip
+    with throwaway_schema(database) as twin_schema:
+        twin = Project(tmp_path_factory.mktemp("twin"), twin_schema, database)
+        for p in (project, twin):
+            p.write(jobs)
+            assert p.cli("migrate").exit_code == 0
+            p.cli("-q", "jobs")  # the jobs registered
+        for schema in (project.schema, twin_schema):
+            sql(
+                f'INSERT INTO "{schema}".ticks (host, at)'
+                " VALUES ('gone', clock_timestamp() - interval '8 days')"
+            )
+        assert twin.run("tick").returncode == 0
+        by_tick = Counter(line.split()[0] for line in ran.read_text().splitlines())
+        ran.unlink()
+        # a day of hourly periods (less those the delay still holds back), the newest, the newest
+        assert 20 <= by_tick["every"] <= 24 and by_tick["newest"] == 1, by_tick
+        replicas = three(project, "ab")
+        try:
+            wait_for(lambda: leader(sql), timeout=30, what="a leader")
+            total = sum(by_tick.values())
+
+            def lines() -> list[str]:
+                return ran.read_text().splitlines() if ran.exists() else []
+
+            wait_for(lambda: len(lines()) >= total, timeout=60, what="the catch-up")
+            time.sleep(2)  # and nothing more
+            assert Counter(line.split()[0] for line in lines()) == by_tick
+            assert len(set(lines())) == len(lines())  # each (job, period) once
+        finally:
+            codes = [r.stop() for r in replicas.values()]
+    assert codes == [0, 0]
