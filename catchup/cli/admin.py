@@ -94,7 +94,8 @@ def demo(state: State) -> None:
 
 @click.group(epilog=EXIT_CODES)
 def deploy() -> None:
-    """Print what the one scheduler needs to call `catchup tick`: Kubernetes or systemd.
+    """Print what the one scheduler needs to call `catchup tick`: Kubernetes or systemd (or,
+    with --scheduler, to run `catchup scheduler` on every replica).
 
     Example: catchup deploy systemd --every 5
     """
