@@ -366,7 +366,7 @@ def examine(config_path: str | None, dsn: str | None) -> list[Finding]:
             from .compaction import ledger_findings
 
             found += _guarded("ledger", lambda: ledger_findings(session, db_now))
-        pulse = read_pulse(session, config.jobs.values()) if version == latest else None
+        pulse = read_pulse(session) if version == latest else None
         if pulse is None:
             pass
         elif pulse.last_tick is None:

@@ -181,7 +181,7 @@ def test_a_stopped_leader_loses_its_term_and_starts_no_tick_when_it_wakes(
     project: Project, sql: Any
 ) -> None:
     ran, due = setup(project, sql, due_in=15)
-    replicas = {r.proc.pid: r for r in (Replica(project, "a"), Replica(project, "b"))}
+    replicas = three(project)
     try:
         pid, term = wait_for(lambda: leader(sql), timeout=30, what="a leader")
         wait_for(lambda: len(runs(ran)) >= BACKLOG, timeout=60, what="the backlog run")
