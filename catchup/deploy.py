@@ -8,6 +8,7 @@ import json
 import re
 from dataclasses import dataclass
 
+from .deployscheduler import SERVE_PORT, kubernetes_scheduler
 from .errors import ConfigError
 
 # A CronJob's name is a DNS-1123 subdomain, at most 52 characters (its Jobs add 11); a systemd
@@ -44,9 +45,6 @@ class Recipe:
             separator = "---\n" if n and name.endswith(".yaml") else ""
             parts.append(f"{separator}# --- {name}\n{body}")
         return "\n".join(parts)
-
-
-SERVE_PORT = 9187
 
 
 EVEN_EVERY = (1, 2, 3, 4, 5, 6, 10, 12, 15, 20, 30, 60)
@@ -101,8 +99,6 @@ def kubernetes(
         meta += f"  namespace: {json.dumps(namespace)}\n"
     ns = f" --namespace {namespace}" if namespace else ""
     if scheduler:
-        from .deployscheduler import kubernetes_scheduler
-
         body = kubernetes_scheduler(
             name=name,
             meta=meta,

@@ -7,11 +7,10 @@ from __future__ import annotations
 
 import json
 
-from .deploy import SERVE_PORT
-
 # seconds after the scheduler's grace before the pod (or the unit) is killed: its own stop
 # (the lease handed back, what ran past the grace recorded interrupted) takes a moment
 STOP_MARGIN = 15
+SERVE_PORT = 9187  # where every recipe's page listens (catchup serve's default)
 
 
 def kubernetes_scheduler(

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import re
 
-from .deploy import SERVE_PORT, Recipe, check_every, check_name, offset_for
+from .deploy import Recipe, check_every, check_name, offset_for
+from .deployscheduler import SERVE_PORT, systemd_scheduler
 from .errors import ConfigError
 
 # A user name as useradd takes it (or a numeric uid): nothing else can reach the unit's User=.
@@ -87,8 +88,6 @@ def systemd(
     who = "DynamicUser=yes\n" if user is None else f"User={user}\n"
     sysusers = {f"{name}-sysusers.conf": f'u {user} - "catchup jobs" /var/lib/{name}\n'}
     if scheduler:
-        from .deployscheduler import systemd_scheduler
-
         unit = systemd_scheduler(
             executable=_quote(executable),
             workdir=workdir,
