@@ -194,7 +194,7 @@ class Handler(BaseHTTPRequestHandler):
             if watcher.ready():
                 self._send(HTTPStatus.OK, b"ready\n", TEXT, cache="no-store")
             else:
-                said = watcher.notice() or view.error or "no recent scan"
+                said = safe(watcher.notice() or view.error or "no recent scan")
                 body = b"not ready: " + said.encode()
                 self._send(HTTPStatus.SERVICE_UNAVAILABLE, body + b"\n", TEXT, cache="no-store")
         elif (keyed := view.keyed.get(path)) is not None:
