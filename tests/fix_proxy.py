@@ -194,6 +194,7 @@ class Gate:
         self.port = self.listener.getsockname()[1]
         self._open: list[Any] = []
         self._lock = threading.Lock()
+        self._shut = False
         threading.Thread(target=self._accept, daemon=True).start()
 
     def dsn(self, upstream: str) -> str:
@@ -211,9 +212,12 @@ class Gate:
                 client, _ = self.listener.accept()
             except OSError:
                 return
-            server = socket.socket(socket.AF_UNIX)
-            server.connect(self.upstream_path)
             with self._lock:
+                if self._shut:  # accepted as the gate shut: refused like the rest
+                    client.close()
+                    return
+                server = socket.socket(socket.AF_UNIX)
+                server.connect(self.upstream_path)
                 self._open += [client, server]
             for source, sink in ((client, server), (server, client)):
                 threading.Thread(target=self._pipe, args=(source, sink), daemon=True).start()
@@ -234,8 +238,15 @@ class Gate:
     def shut(self) -> None:
         import socket
 
-        self.listener.close()
         with self._lock:
+            self._shut = True
+            # a listener closed under a thread blocked in accept() still accepts (Linux):
+            # shutdown wakes that thread, and a connection it took meanwhile is refused above
+            try:
+                self.listener.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            self.listener.close()
             for s in self._open:
                 try:
                     s.shutdown(socket.SHUT_RDWR)
