@@ -341,6 +341,12 @@ def test_postgres_restarted_under_three_schedulers(project: Project, private_ser
     try:
         wait_for(lambda: leader(sql), timeout=30, what="a leader")
         backlog_recorded(sql, ran)
+        # every replica past its start (a ledger it cannot reach at start is exit 3, by design)
+        wait_for(
+            lambda: all("database: " in r.said() for r in replicas.values()),
+            timeout=60,
+            what="every replica started",
+        )
         embedded.restart("immediate")
         back = time.monotonic()
         (since,) = sql("SELECT clock_timestamp()")[0]
