@@ -172,6 +172,18 @@ def private_server(server_home: Path, monkeypatch: pytest.MonkeyPatch) -> Iterat
 
 
 @pytest.fixture
+def ledger(database: Database, schema: str) -> Iterator[Any]:
+    """The test's schema as a migrated :class:`catchup.ledger.Ledger` on a connection of its own."""
+    from catchup.ledger import Ledger
+
+    conn = psycopg.connect(database.conninfo, autocommit=True)
+    ledger = Ledger(conn, schema)
+    ledger.migrate()
+    yield ledger
+    conn.close()
+
+
+@pytest.fixture
 def sql(database: Database, schema: str) -> Iterator[Callable[..., list[tuple[Any, ...]]]]:
     """Run a statement against the test database with ``{schema}`` bound; returns the rows."""
     conn = psycopg.connect(database.conninfo, autocommit=True)

@@ -129,6 +129,16 @@ def leader(sql: Any) -> tuple[int, int] | None:
     return int(holder.split(":")[1]), term
 
 
+def renewed_after(sql: Any, since: datetime) -> tuple[int, int] | None:
+    """(pid, term) of a live lead renewed after ``since`` (database clock), or None."""
+    rows = sql(
+        "SELECT holder, term FROM {schema}.leader"
+        " WHERE renewed_at > %s AND expires_at > clock_timestamp()",
+        [since],
+    )
+    return (int(rows[0][0].split(":")[1]), rows[0][1]) if rows else None
+
+
 def new_leader(sql: Any, gone: int) -> tuple[int, int]:
     """(pid, term) of the leader that took over from the replica ``gone``, waited for."""
 
@@ -293,15 +303,9 @@ def test_a_leader_whose_connection_is_ended_keeps_its_term_or_hands_it_on(
         assert len(ended) == 1 and ended[0][0], ended  # the lead's connection, named by holder
         began, since = time.monotonic(), ended[0][1]
 
-        def renewed() -> tuple[int, int] | None:
-            rows = sql(
-                "SELECT holder, term FROM {schema}.leader"
-                " WHERE renewed_at > %s AND expires_at > clock_timestamp()",
-                [since],
-            )
-            return (int(rows[0][0].split(":")[1]), rows[0][1]) if rows else None
-
-        now, now_term = wait_for(renewed, timeout=LEASE + 10, what="the lead renewed")
+        now, now_term = wait_for(
+            lambda: renewed_after(sql, since), timeout=LEASE + 10, what="the lead renewed"
+        )
         assert time.monotonic() - began <= LEASE + 1 + SLACK
         wait_for(
             lambda: "cannot renew the lead" in replicas[pid].said(), timeout=10, what="the cut"
@@ -351,15 +355,9 @@ def test_postgres_restarted_under_three_schedulers(project: Project, private_ser
         back = time.monotonic()
         (since,) = sql("SELECT clock_timestamp()")[0]
 
-        def renewed() -> tuple[int, int] | None:
-            rows = sql(
-                "SELECT holder, term FROM {schema}.leader"
-                " WHERE renewed_at > %s AND expires_at > clock_timestamp()",
-                [since],
-            )
-            return (int(rows[0][0].split(":")[1]), rows[0][1]) if rows else None
-
-        pid, _ = wait_for(renewed, timeout=LEASE + 10, what="a leader after the restart")
+        pid, _ = wait_for(
+            lambda: renewed_after(sql, since), timeout=LEASE + 10, what="a leader after the restart"
+        )
         took = time.monotonic() - back
         assert pid in replicas and took <= LEASE + 1 + SLACK, f"{took:.2f} s"
         first = wait_for(lambda: started_after(ran, due), timeout=60, what="the next period")

@@ -8,27 +8,16 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
 import psycopg
-import pytest
 from fix_db import Database
 from fix_processes import wait_for
 
 from catchup import db
 from catchup.ledger import Ledger
 from catchup.scheduler import Keeper, schedule
-
-
-@pytest.fixture
-def ledger(database: Database, schema: str) -> Iterator[Ledger]:
-    conn = psycopg.connect(database.conninfo, autocommit=True)
-    ledger = Ledger(conn, schema)
-    ledger.migrate()
-    yield ledger
-    conn.close()
 
 
 def expire(ledger: Ledger) -> None:

@@ -7,26 +7,14 @@ JSON and its metrics."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
-import psycopg
 import pytest
-from fix_db import Database
 from fix_processes import wait_for
 from fix_project import Project, job_toml
 
 from catchup.ledger import Ledger
-
-
-@pytest.fixture
-def ledger(database: Database, schema: str) -> Iterator[Ledger]:
-    conn = psycopg.connect(database.conninfo, autocommit=True)
-    ledger = Ledger(conn, schema)
-    ledger.migrate()
-    yield ledger
-    conn.close()
 
 
 def pulse(project: Project) -> dict[str, Any]:

@@ -5,13 +5,8 @@ from __future__ import annotations
 
 import itertools
 import re
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
-
-import psycopg
-import pytest
-from fix_db import Database
 
 from catchup import sqlfiles
 from catchup.ledger import Ledger
@@ -22,15 +17,6 @@ from catchup.vocabulary import (
     PeriodState,
     RunStatus,
 )
-
-
-@pytest.fixture
-def ledger(database: Database, schema: str) -> Iterator[Ledger]:
-    conn = psycopg.connect(database.conninfo, autocommit=True)
-    ledger = Ledger(conn, schema)
-    ledger.migrate()
-    yield ledger
-    conn.close()
 
 
 def check_list(sql: Any, schema: str, table: str, column: str) -> set[str]:
