@@ -28,9 +28,10 @@ claim rate within 10%). Then, at the last size:
           compacted ledger costs; target <= 120);
   full    a `scan --full` of every job's whole history against the plain query (generate_series
           of each job's hours LEFT JOIN the ledger).
-And first, a ledger of --migrate periods as the release before compaction left it (migration
-15), migrated to the latest while a claimer claims and finishes beside it: how long the
-migration took and the claimer's longest claim + finish during it.
+And first, a ledger of --migrate periods as the release before compacted facts left it
+(migration 19, every period compacted inside runs), migrated to the latest and its facts
+moved to compacted while a claimer claims and finishes beside it: how long the migration and
+the move took and the claimer's longest claim + finish during them.
 The last line holds the ratios.
 """
 
@@ -133,17 +134,28 @@ def fill(
 
 def migration(
     target: db.Target, periods: int, end: datetime
-) -> tuple[float, list[float], list[float]]:
-    """A ledger as the last release left it (before migration 16), ``periods`` in it, migrated
-    to the latest while a claimer on another connection claims and finishes new periods: the
-    migration's seconds, and the claimer's times before and during it."""
+) -> tuple[float, float, list[float], list[float]]:
+    """A ledger as the release before compacted facts left it (migration 19), ``periods`` in
+    it compacted the way that release compacts (the fact kept in runs, the detail gone),
+    migrated to the latest and then compacted again (each fact moved to compacted, batch by
+    batch) while a claimer on another connection claims and finishes new periods: the
+    migration's seconds, the move's, and the claimer's times before and during both."""
     schema = SCHEMA + "_migrated"
     config = Config(path=None, schema=schema)
     session = Session(config, target, prepare=False)
     session.conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
-    session.ledger.migrate(through=15)
+    session.ledger.migrate(through=19)
     ids = [job.id for job in session.ledger.register_jobs([f"m{j}" for j in range(10)]).values()]
     fill(session, ids, end, 0, periods // 10 - 1, schema)
+    session.conn.execute(
+        sql.SQL(
+            "UPDATE {} SET compacted_at = clock_timestamp(), owner = NULL, exit_code = NULL,"
+            " output_tail = NULL WHERE status = 'succeeded'"
+        ).format(sql.Identifier(schema, "runs"))
+    )
+    session.conn.execute(sql.SQL("DELETE FROM {}").format(sql.Identifier(schema, "history")))
+    session.conn.execute(sql.SQL("VACUUM (ANALYZE) {}").format(sql.Identifier(schema, "runs")))
+    session.conn.execute("CHECKPOINT")
     beside = Session(config, target, prepare=False)
     claimer = Claimer(beside, ids[0], end + 24 * HOUR)
     quiet = [claimer.one() for _ in range(200)]
@@ -161,22 +173,49 @@ def migration(
     started = time.perf_counter()
     applied = session.ledger.migrate()
     took = time.perf_counter() - started
+    assert applied and applied[-1].startswith("0020"), applied
+    started = time.perf_counter()
+    before = session.now()
+    for job_id in ids:
+        while session.ledger.compact_batch(job_id, before, 500).looked == 500:
+            pass
+    moved = time.perf_counter() - started
     mark = len(busy)
     while len(busy) < mark + 50:  # and goes on after
         time.sleep(0.01)
     stop.set()
     thread.join()
-    assert applied and applied[-1].startswith("0016"), applied
+    row = session.conn.execute(
+        sql.SQL("SELECT count(*) FROM {}").format(sql.Identifier(schema, "compacted"))
+    ).fetchone()
+    assert row is not None and row[0] >= periods - 10, row
     beside.close()
     session.conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))
     session.close()
-    return took, quiet, busy
+    return took, moved, quiet, busy
+
+
+def pg_size(session: Session, table: str) -> int:
+    row = session.conn.execute(
+        "SELECT pg_total_relation_size(%s::regclass)", [f"{SCHEMA}.{table}"]
+    ).fetchone()
+    assert row is not None
+    return int(cast(tuple[int], row)[0])
+
+
+def pg_rows(session: Session, table: str) -> int:
+    row = session.conn.execute(
+        sql.SQL("SELECT count(*) FROM {}").format(sql.Identifier(SCHEMA, table))
+    ).fetchone()
+    assert row is not None
+    return int(cast(tuple[int], row)[0])
 
 
 def ledger_bytes(session: Session) -> int:
     row = session.conn.execute(
-        "SELECT pg_total_relation_size(%s::regclass) + pg_total_relation_size(%s::regclass)",
-        [f"{SCHEMA}.runs", f"{SCHEMA}.history"],
+        "SELECT pg_total_relation_size(%s::regclass) + pg_total_relation_size(%s::regclass)"
+        " + pg_total_relation_size(%s::regclass)",
+        [f"{SCHEMA}.runs", f"{SCHEMA}.history", f"{SCHEMA}.compacted"],
     ).fetchone()
     assert row is not None
     return int(cast(tuple[int], row)[0])
@@ -331,11 +370,13 @@ def main() -> None:
     claimer = Claimer(session, ids[0], end + 24 * HOUR)
     done_at = hour - 24 * HOUR  # filled at every size, and due
     if args.migrate:
-        took, quiet, beside = migration(target, args.migrate, end)
+        took, moved, quiet, beside = migration(target, args.migrate, end)
         print(
-            f"migrate: a ledger of {args.migrate:,} periods from migration 15 to the latest in"
-            f" {took * 1e3:.0f}ms; a claimer beside it: longest claim+finish"
-            f" {max(beside) * 1e3:.1f}ms (alone: {max(quiet) * 1e3:.1f}ms)"
+            f"migrate: a ledger of {args.migrate:,} periods compacted as of migration 19, to the"
+            f" latest in {took * 1e3:.0f}ms, its facts moved to compacted in {moved:.0f}s;"
+            f" a claimer beside both: longest claim+finish {max(beside) * 1e3:.1f}ms, p99"
+            f" {statistics.quantiles(beside, n=100)[98] * 1e3:.1f}ms"
+            f" (alone: longest {max(quiet) * 1e3:.1f}ms)"
         )
     print(f"ledger: {jobs} hourly jobs, filled back from {end:%Y-%m-%dT%H}Z, sizes {sizes}")
     figures: list[Figures] = []
@@ -397,6 +438,7 @@ def main() -> None:
     assert compacted.periods >= periods, (compacted.periods, periods)
     session.conn.execute(sql.SQL("VACUUM (ANALYZE) {}").format(sql.Identifier(SCHEMA, "runs")))
     session.conn.execute(sql.SQL("VACUUM (ANALYZE) {}").format(sql.Identifier(SCHEMA, "history")))
+    session.conn.execute(sql.SQL("VACUUM (ANALYZE) {}").format(sql.Identifier(SCHEMA, "compacted")))
     after_bytes = ledger_bytes(session)
     session.conn.execute(
         sql.SQL("VACUUM (FULL, ANALYZE) {}").format(sql.Identifier(SCHEMA, "runs"))
@@ -404,6 +446,8 @@ def main() -> None:
     session.conn.execute(
         sql.SQL("VACUUM (FULL, ANALYZE) {}").format(sql.Identifier(SCHEMA, "history"))
     )
+    compacted_bytes = ledger_bytes(session) - pg_size(session, "runs") - pg_size(session, "history")
+    compacted_rows = pg_rows(session, "compacted")
     full_bytes = ledger_bytes(session)
     rows = periods + claimer.made + rival.made
     print(
@@ -421,7 +465,8 @@ def main() -> None:
     print(
         f"bytes per period (runs + history, indexes, TOAST): {before_bytes / rows:.0f} before,"
         f" {after_bytes / rows:.0f} compacted, {full_bytes / rows:.0f} after VACUUM FULL"
-        " (target <= 120)"
+        " (target <= 120); a fact in compacted with its indexes:"
+        f" {compacted_bytes / max(compacted_rows, 1):.1f} ({compacted_rows:,} of them)"
     )
     gaps = plain_full(session, first, end)
     floor = median_seconds(lambda: plain_full(session, first, end), 3)

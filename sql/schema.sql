@@ -362,6 +362,7 @@ BEGIN
     SELECT id INTO new_id FROM {schema}.jobs WHERE name = new_name FOR UPDATE;
     IF new_id IS NOT NULL THEN
         IF EXISTS (SELECT 1 FROM {schema}.runs r WHERE r.job_id = new_id)
+           OR EXISTS (SELECT 1 FROM {schema}.compacted c WHERE c.job_id = new_id)
            OR EXISTS (SELECT 1 FROM {schema}.history h WHERE h.job_id = new_id)
            OR EXISTS (SELECT 1 FROM {schema}.events e
                       WHERE e.job_id = new_id AND e.action NOT IN ('schedule', 'start')) THEN
@@ -385,23 +386,75 @@ BEGIN
 END
 $$;
 
+-- function revive_periods(text, bigint, text, timestamp with time zone[])
+
+CREATE FUNCTION {schema}.revive_periods(p_lock_space text, p_job_id bigint, p_key text, p_starts timestamp with time zone[]) RETURNS integer
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    v record;
+    moved integer := 0;
+BEGIN
+    PERFORM pg_advisory_xact_lock_shared(hashtext('catchup compacted ' || p_lock_space),
+                                         p_job_id::integer);
+    FOR v IN
+        DELETE FROM {schema}.compacted c
+        WHERE c.job_id = p_job_id AND c.key = p_key AND c.period_start = ANY(p_starts)
+        RETURNING c.*
+    LOOP
+        INSERT INTO {schema}.runs (job_id, key, period_start, period_end, status, attempt,
+                                   failures, claimed_at, finished_at, compacted_at)
+        VALUES (v.job_id, v.key, v.period_start, v.period_end, 'succeeded', v.attempt,
+                v.failures, v.claimed_at, v.finished_at,
+                v.compacted_on::timestamp AT TIME ZONE 'UTC');
+        moved := moved + 1;
+    END LOOP;
+    RETURN moved;
+END
+$$;
+
 -- function rows_removed()
 
 CREATE FUNCTION {schema}.rows_removed() RETURNS trigger
     LANGUAGE plpgsql
     AS $$
 BEGIN
-    INSERT INTO {schema}.scan_state AS s (job_id, signature, generation)
-    SELECT DISTINCT job_id, '', 1 FROM removed
-    ON CONFLICT (job_id) DO UPDATE SET generation = s.generation + 1;
-    DELETE FROM {schema}.coverage c
-    USING removed g
-    WHERE c.job_id = g.job_id AND c.first <= g.period_start AND c.last >= g.period_start;
+    WITH gone AS (
+        SELECT g.job_id, g.key, g.period_start FROM removed g
+        WHERE NOT EXISTS (SELECT 1 FROM {schema}.periods p
+                          WHERE p.job_id = g.job_id AND p.key = g.key
+                            AND p.period_start = g.period_start)
+    ), bumped AS (
+        INSERT INTO {schema}.scan_state AS s (job_id, signature, generation)
+        SELECT DISTINCT job_id, '', 1 FROM gone
+        ON CONFLICT (job_id) DO UPDATE SET generation = s.generation + 1
+    ), forgotten AS (
+        DELETE FROM {schema}.coverage c
+        USING gone g
+        WHERE c.job_id = g.job_id AND c.first <= g.period_start AND c.last >= g.period_start
+    )
     UPDATE {schema}.job_keys k SET verified = NULL
-    FROM (SELECT DISTINCT job_id, key FROM removed) g
+    FROM (SELECT DISTINCT job_id, key FROM gone) g
     WHERE k.job_id = g.job_id AND k.key = g.key AND k.verified IS NOT NULL;
     RETURN NULL;
 END;
+$$;
+
+-- function run_written()
+
+CREATE FUNCTION {schema}.run_written() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    PERFORM pg_advisory_xact_lock_shared(hashtext('catchup compacted ' || TG_TABLE_SCHEMA),
+                                         NEW.job_id::integer);
+    IF EXISTS (SELECT 1 FROM {schema}.compacted c
+               WHERE c.job_id = NEW.job_id AND c.key = NEW.key
+                 AND c.period_start = NEW.period_start) THEN
+        RETURN NULL;
+    END IF;
+    RETURN NEW;
+END
 $$;
 
 -- function runs_emptied()
@@ -475,6 +528,21 @@ CREATE TABLE {schema}.cancels (
     reason text NOT NULL,
     actor text NOT NULL,
     requested_at timestamp with time zone DEFAULT clock_timestamp() NOT NULL
+);
+
+-- table compacted
+
+CREATE TABLE {schema}.compacted (
+    job_id integer NOT NULL,
+    compacted_on date NOT NULL,
+    period_start timestamp with time zone NOT NULL,
+    period_end timestamp with time zone NOT NULL,
+    claimed_at timestamp with time zone,
+    finished_at timestamp with time zone NOT NULL,
+    attempt smallint NOT NULL,
+    failures smallint NOT NULL,
+    key text NOT NULL,
+    CONSTRAINT compacted_attempt_check CHECK ((attempt >= 0))
 );
 
 -- table compaction
@@ -637,6 +705,53 @@ CREATE TABLE {schema}.runs (
     CONSTRAINT runs_status_check CHECK ((status = ANY (ARRAY['running'::text, 'succeeded'::text, 'failed'::text, 'waived'::text])))
 );
 
+-- view periods
+
+CREATE VIEW {schema}.periods AS
+ SELECT r.id,
+    r.job_id,
+    r.key,
+    r.period_start,
+    r.period_end,
+    r.status,
+    r.attempt,
+    r.failures,
+    r.owner,
+    r.claimed_at,
+    r.heartbeat_at,
+    r.lease_expires_at,
+    r.finished_at,
+    r.retry_after,
+    r.exit_code,
+    r.error,
+    r.output_tail,
+    r.checkpoint,
+    r.interrupted,
+    r.compacted_at
+   FROM {schema}.runs r
+UNION ALL
+ SELECT NULL::bigint AS id,
+    (c.job_id)::bigint AS job_id,
+    c.key,
+    c.period_start,
+    c.period_end,
+    'succeeded'::text AS status,
+    (c.attempt)::integer AS attempt,
+    (c.failures)::integer AS failures,
+    NULL::text AS owner,
+    c.claimed_at,
+    NULL::timestamp with time zone AS heartbeat_at,
+    NULL::timestamp with time zone AS lease_expires_at,
+    c.finished_at,
+    NULL::timestamp with time zone AS retry_after,
+    NULL::integer AS exit_code,
+    NULL::text AS error,
+    NULL::text AS output_tail,
+    NULL::text AS checkpoint,
+    false AS interrupted,
+    ((c.compacted_on)::timestamp without time zone AT TIME ZONE 'UTC'::text) AS compacted_at
+   FROM {schema}.compacted c;
+
 -- sequence runs_id_seq
 
 ALTER TABLE {schema}.runs ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
@@ -709,6 +824,11 @@ ALTER TABLE ONLY {schema}.alert_ranges
 
 ALTER TABLE ONLY {schema}.cancels
     ADD CONSTRAINT cancels_pkey PRIMARY KEY (job_id, key, period_start, attempt);
+
+-- constraint compacted compacted_pkey
+
+ALTER TABLE ONLY {schema}.compacted
+    ADD CONSTRAINT compacted_pkey PRIMARY KEY (job_id, key, period_start) WITH (fillfactor='100');
 
 -- constraint compaction compaction_pkey
 
@@ -813,6 +933,10 @@ CREATE INDEX alert_outbox_pending ON {schema}.alert_outbox USING btree (next_at)
 
 CREATE INDEX alert_ranges_open ON {schema}.alert_ranges USING btree (job_id) WHERE (closed_at IS NULL);
 
+-- index compacted_reruns
+
+CREATE INDEX compacted_reruns ON {schema}.compacted USING btree (job_id, period_start) INCLUDE (period_end, finished_at) WHERE (attempt > 1);
+
 -- index events_job
 
 CREATE INDEX events_job ON {schema}.events USING btree (job_id, at);
@@ -837,6 +961,10 @@ CREATE INDEX runs_unfinished ON {schema}.runs USING btree (job_id, key, period_s
 
 CREATE INDEX ticks_at ON {schema}.ticks USING btree (at);
 
+-- trigger compacted compacted_deleted
+
+CREATE TRIGGER compacted_deleted AFTER DELETE ON {schema}.compacted REFERENCING OLD TABLE AS removed FOR EACH STATEMENT EXECUTE FUNCTION {schema}.rows_removed();
+
 -- trigger runs runs_deleted
 
 CREATE TRIGGER runs_deleted AFTER DELETE ON {schema}.runs REFERENCING OLD TABLE AS removed FOR EACH STATEMENT EXECUTE FUNCTION {schema}.rows_removed();
@@ -849,6 +977,10 @@ CREATE TRIGGER runs_rekeyed AFTER UPDATE ON {schema}.runs FOR EACH ROW WHEN (((o
 
 CREATE TRIGGER runs_truncated AFTER TRUNCATE ON {schema}.runs FOR EACH STATEMENT EXECUTE FUNCTION {schema}.runs_emptied();
 
+-- trigger runs runs_written
+
+CREATE TRIGGER runs_written BEFORE INSERT ON {schema}.runs FOR EACH ROW EXECUTE FUNCTION {schema}.run_written();
+
 -- fk constraint alert_ranges alert_ranges_job_id_fkey
 
 ALTER TABLE ONLY {schema}.alert_ranges
@@ -858,6 +990,11 @@ ALTER TABLE ONLY {schema}.alert_ranges
 
 ALTER TABLE ONLY {schema}.cancels
     ADD CONSTRAINT cancels_job_id_fkey FOREIGN KEY (job_id) REFERENCES {schema}.jobs(id);
+
+-- fk constraint compacted compacted_job_id_fkey
+
+ALTER TABLE ONLY {schema}.compacted
+    ADD CONSTRAINT compacted_job_id_fkey FOREIGN KEY (job_id) REFERENCES {schema}.jobs(id);
 
 -- fk constraint compaction compaction_job_id_fkey
 

@@ -59,20 +59,10 @@ MUTATIONS = (
         "compaction-deletes-the-fact",
         "compaction keeps a settled period's row: it never looks missing, never runs again",
         "sql/queries/compaction.sql",
-        """    UPDATE {schema}.runs r
-    SET compacted_at = clock_timestamp(),
-        claimed_at = coalesce(f.first, r.claimed_at),
-        owner = NULL, heartbeat_at = NULL, exit_code = NULL, output_tail = NULL,
-        checkpoint = NULL,
-        error = CASE WHEN r.status = 'waived' THEN r.error END
-    FROM chosen c
-    LEFT JOIN firsts f ON f.key = c.key AND f.period_start = c.period_start
-    WHERE r.id = c.id
-""",
-        """    DELETE FROM {schema}.runs r
-    USING chosen c
-    WHERE r.id = c.id
-""",
+        "    LEFT JOIN firsts f ON f.key = m.key AND f.period_start = m.period_start\n"
+        "    ORDER BY m.key, m.period_start\n",
+        "    LEFT JOIN firsts f ON f.key = m.key AND f.period_start = m.period_start\n"
+        "    WHERE false\n    ORDER BY m.key, m.period_start\n",
         (
             "tests/integration/test_compaction.py::"
             "test_compaction_keeps_each_periods_fact_and_drops_its_detail",
@@ -84,13 +74,49 @@ MUTATIONS = (
         "compacted-periods-claimable",
         "only a settled period is compacted: a compacted one is never claimable again",
         "sql/queries/compaction.sql",
-        "    WHERE r.status IN ('succeeded', 'waived') AND r.compacted_at IS NULL\n"
-        "      AND r.finished_at < %(before)s\n    FOR UPDATE OF r",
-        "    WHERE r.compacted_at IS NULL\n      AND r.finished_at < %(before)s\n"
-        "    FOR UPDATE OF r",
+        "    WHERE r.status IN ('succeeded', 'waived')\n"
+        "      AND (r.compacted_at IS NULL OR r.status = 'succeeded')\n",
+        "    WHERE (r.compacted_at IS NULL OR r.status = 'succeeded')\n",
         (
             "tests/integration/test_compaction.py::"
             "test_compaction_never_changes_the_scan_nor_makes_a_period_claimable",
+        ),
+    ),
+    Mutation(
+        "compacted-fact-not-checked",
+        "a period moved to compacted is refused by every claim: the row written into runs skips it",
+        "sql/migrations/0020_compacted.sql",
+        "    IF EXISTS (SELECT 1 FROM {schema}.compacted c\n"
+        "               WHERE c.job_id = NEW.job_id AND c.key = NEW.key\n",
+        "    IF false AND EXISTS (SELECT 1 FROM {schema}.compacted c\n"
+        "               WHERE c.job_id = NEW.job_id AND c.key = NEW.key\n",
+        (
+            "tests/integration/test_compaction.py::"
+            "test_compaction_never_changes_the_scan_nor_makes_a_period_claimable",
+        ),
+    ),
+    Mutation(
+        "claim-passes-a-batch-mid-move",
+        "a claim waits for a compaction batch that is moving its period, then meets the fact",
+        "sql/migrations/0020_compacted.sql",
+        "    PERFORM pg_advisory_xact_lock_shared("
+        "hashtext('catchup compacted ' || TG_TABLE_SCHEMA),\n"
+        "                                         NEW.job_id::integer);\n",
+        "",
+        (
+            "tests/faults/test_compaction_faults.py::"
+            "test_a_claim_meeting_a_batch_mid_move_is_refused_after_it",
+        ),
+    ),
+    Mutation(
+        "compacted-upstream-not-done",
+        "a compacted upstream period is done: the downstream period after it is claimed",
+        "sql/queries/claims.sql",
+        "WHERE c.done IS NULL AND (r.status IS NULL OR r.status NOT IN ('succeeded', 'waived'))",
+        "WHERE (r.status IS NULL OR r.status NOT IN ('succeeded', 'waived'))",
+        (
+            "tests/integration/test_compacted.py::"
+            "test_a_downstream_job_runs_after_its_compacted_upstream",
         ),
     ),
     Mutation(
@@ -345,11 +371,11 @@ MUTATIONS = (
         "key-verified-forgotten",
         "a row of a key removed by hand is missing again in the next scan (what was verified of"
         " the key is forgotten)",
-        "sql/migrations/0014_keys.sql",
+        "sql/migrations/0020_compacted.sql",
         "    UPDATE {schema}.job_keys k SET verified = NULL\n"
-        "    FROM (SELECT DISTINCT job_id, key FROM removed) g\n",
+        "    FROM (SELECT DISTINCT job_id, key FROM gone) g\n",
         "    UPDATE {schema}.job_keys k SET verified = verified\n"
-        "    FROM (SELECT DISTINCT job_id, key FROM removed) g\n",
+        "    FROM (SELECT DISTINCT job_id, key FROM gone) g\n",
         (
             "tests/integration/test_keys.py::"
             "test_what_a_scan_verified_of_each_key_is_kept_and_forgotten_when_a_row_goes",

@@ -69,7 +69,10 @@ class Changing(LedgerBase):
     # -- reconciliation, pausing, the scheduler's pulse ---------------------------------------
 
     def lock_periods(self, job_id: int, starts: list[datetime], key: str = "") -> list[LockedRow]:
-        """The rows of ``starts`` (of ``key``) that exist, locked until the transaction ends."""
+        """The rows of ``starts`` (of ``key``) that exist, locked until the transaction ends;
+        compacted ones first moved back into runs (sql/migrations/0020) to be changed there."""
+        params = {"schema": self.schema, "job_id": job_id, "starts": starts, "key": key}
+        self.conn.execute(self._q("revive_periods"), params)
         with self.conn.cursor(row_factory=class_row(LockedRow)) as cur:
             return cur.execute(
                 self._q("lock_periods"), {"job_id": job_id, "starts": starts, "key": key}

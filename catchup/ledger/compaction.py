@@ -20,6 +20,7 @@ class Compaction(LedgerBase):
             turn = self.conn.execute(self._q("compaction_turn"), params).fetchone()
             if not (turn and turn[0]):
                 return BatchDone(0, 0, 0, None)
+            self.conn.execute(self._q("compaction_lock"), params)
             with self.conn.cursor(row_factory=class_row(BatchDone)) as cur:
                 row = cur.execute(self._q("compact_batch"), params).fetchone()
         assert row is not None

@@ -6,15 +6,26 @@
 -- name: cancel_target
 -- The period's row, locked until the request commits: its attempt, who runs it, whether its
 -- lease still holds (a runner renews it only while it does), the database clock's now, and
--- the period's state as a scan names it.
-SELECT r.status, r.attempt, r.owner, r.claimed_at, r.lease_expires_at,
-       r.status = 'running' AND r.lease_expires_at > clock_timestamp() AS live,
-       clock_timestamp() AS now,
-       {schema}.period_state(r.status, r.failures, r.interrupted, r.lease_expires_at,
-                             clock_timestamp(), %(max_attempts)s) AS state
-FROM {schema}.runs r
-WHERE r.job_id = %(job_id)s AND r.key = %(key)s AND r.period_start = %(period_start)s
-FOR UPDATE;
+-- the period's state as a scan names it. A compacted period (sql/migrations/0020) is read as
+-- the succeeded one it is.
+WITH locked AS (
+    SELECT r.status, r.attempt, r.owner, r.claimed_at, r.lease_expires_at,
+           r.status = 'running' AND r.lease_expires_at > clock_timestamp() AS live,
+           clock_timestamp() AS now,
+           {schema}.period_state(r.status, r.failures, r.interrupted, r.lease_expires_at,
+                                 clock_timestamp(), %(max_attempts)s) AS state
+    FROM {schema}.runs r
+    WHERE r.job_id = %(job_id)s AND r.key = %(key)s AND r.period_start = %(period_start)s
+    FOR UPDATE
+)
+SELECT * FROM locked
+UNION ALL
+SELECT 'succeeded', c.attempt, NULL, c.claimed_at, NULL, false, clock_timestamp(),
+       {schema}.period_state('succeeded', c.failures, false, NULL, clock_timestamp(),
+                             %(max_attempts)s)
+FROM {schema}.compacted c
+WHERE c.job_id = %(job_id)s AND c.key = %(key)s AND c.period_start = %(period_start)s
+  AND NOT EXISTS (SELECT 1 FROM locked);
 
 -- name: request_cancel
 -- The request for this one attempt, which the attempt's heartbeat reads. A second request for

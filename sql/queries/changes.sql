@@ -25,6 +25,12 @@ WITH previous AS (
 )
 SELECT at FROM previous;
 
+-- name: revive_periods
+-- Compacted periods about to be marked or reset move back into runs, as the succeeded
+-- compacted rows they were (sql/migrations/0020), in the change's transaction.
+SELECT {schema}.revive_periods(%(schema)s, %(job_id)s::bigint, %(key)s::text,
+                               %(starts)s::timestamptz[]);
+
 -- name: lock_periods
 -- The rows a mark or reset is about to change, locked until it commits.
 SELECT period_start, status, attempt, failures,
@@ -127,7 +133,7 @@ RETURNING id;
 -- did not say, or a job removed by mistake. With each one's newest succeeded period and the
 -- schedule it had last.
 SELECT j.name,
-       (SELECT r.period_start FROM {schema}.runs r
+       (SELECT r.period_start FROM {schema}.periods r
         WHERE r.job_id = j.id AND r.status = 'succeeded'
         ORDER BY r.period_start DESC LIMIT 1) AS last_success,
        s.schedule, s.timezone
@@ -143,7 +149,7 @@ ORDER BY j.name;
 -- Which of these names the ledger has no run for (new to it, or registered and never run).
 SELECT n FROM unnest(%(names)s::text[]) AS n
 WHERE NOT EXISTS (
-    SELECT 1 FROM {schema}.jobs j JOIN {schema}.runs r ON r.job_id = j.id WHERE j.name = n
+    SELECT 1 FROM {schema}.jobs j JOIN {schema}.periods r ON r.job_id = j.id WHERE j.name = n
 );
 
 -- name: first_starts

@@ -14,10 +14,10 @@ SELECT * FROM {schema}.claim_period(
 
 -- name: upstream_not_done
 -- The upstream periods a claim waits for (a job's `after`) that are not done: succeeded or
--- waived is done; anything else, or no row, is not, named by its state as a scan names it. Sent in the claim's transaction: the rows
--- read are locked FOR SHARE until it ends, so a reset of an upstream period cannot commit
--- between this check and the claim (it waits for the claim, or the check waits for it and
--- reads what it wrote).
+-- waived is done; anything else, or no row, is not, named by its state as a scan names it.
+-- Sent in the claim's transaction: the rows read (in runs, or compacted) are locked FOR SHARE
+-- until it ends, so a reset of an upstream period cannot commit between this check and the
+-- claim (it waits for the claim, or the check waits for it and reads what it wrote).
 SELECT n.job_id, n.period_start, r.status,
        {schema}.period_state(r.status, r.failures, r.interrupted, r.lease_expires_at,
                              clock_timestamp(), n.max_attempts)
@@ -29,7 +29,12 @@ LEFT JOIN LATERAL (
     WHERE u.job_id = n.job_id AND u.key = n.key AND u.period_start = n.period_start
     FOR SHARE
 ) r ON true
-WHERE r.status IS NULL OR r.status NOT IN ('succeeded', 'waived')
+LEFT JOIN LATERAL (
+    SELECT true AS done FROM {schema}.compacted c
+    WHERE c.job_id = n.job_id AND c.key = n.key AND c.period_start = n.period_start
+    FOR SHARE
+) c ON true
+WHERE c.done IS NULL AND (r.status IS NULL OR r.status NOT IN ('succeeded', 'waived'))
 ORDER BY n.period_start, n.job_id;
 
 -- name: heartbeat
@@ -83,7 +88,7 @@ SELECT r.period_start, r.period_end, r.status, r.attempt, r.failures, r.owner,
        r.lease_expires_at, r.finished_at, r.retry_after, r.exit_code, r.error,
        r.lease_expires_at > clock_timestamp() AS lease_live,
        clock_timestamp() AS now, r.interrupted, r.checkpoint
-FROM {schema}.runs r
+FROM {schema}.periods r
 WHERE r.job_id = %(job_id)s AND r.key = %(key)s AND r.period_start = %(period_start)s;
 
 -- name: running_other

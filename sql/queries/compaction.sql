@@ -10,16 +10,25 @@
 SELECT pg_try_advisory_xact_lock(hashtext('catchup compaction ' || %(schema)s),
                                  %(job_id)s::integer);
 
+-- name: compaction_lock
+-- The job's compaction lock (sql/migrations/0020), exclusive until the batch's transaction
+-- ends: a claim or a mark of the job waits for the batch (at most one batch's time) and then
+-- finds its periods moved to compacted, never between the move's delete and its commit.
+SELECT pg_advisory_xact_lock(hashtext('catchup compacted ' || %(schema)s),
+                             %(job_id)s::integer);
+
 -- name: compact_batch
--- One batch of one job, in its caller's transaction: the next runs (at most limit) finished
--- before the cutoff, from the job's cursor on in the order of the runs_finished index. Those
--- settled (succeeded or waived) and not compacted yet lose their attempts' history rows and
--- their bulky columns and keep the fact: status, attempt, failures, claimed_at (now the first
--- attempt's start), finished_at, a waiver's note (its error). A failed or running run is only
--- passed over: it settles later with a new finished_at, beyond the cursor. The rows are
--- locked FOR UPDATE, so a mark or reset that meanwhile changed one is seen (and the row
--- skipped when it is no longer settled or no longer old). The cursor moves to the last run
--- looked at, or to the cutoff when none are left before it, and never back.
+-- One batch of one job, in its caller's transaction (which holds the job's turn and its
+-- compaction lock): the next runs (at most limit) finished before the cutoff, from the job's
+-- cursor on in the order of the runs_finished index. Those settled and not compacted yet lose
+-- their attempts' history rows; a succeeded one moves to compacted (its fact: first claim,
+-- finish, attempt, failures, the day), a waived one (or one of over 32,767 attempts) stays
+-- in runs without its bulky columns and keeps its waiver's note (its error). A succeeded row that 0016 compacted inside runs
+-- moves too, not counted again. A failed or running run is only passed over: it settles later
+-- with a new finished_at, beyond the cursor. The rows are locked FOR UPDATE, so a mark or
+-- reset that meanwhile changed one is seen (and the row skipped when it is no longer settled
+-- or no longer old). The cursor moves to the last run looked at, or to the cutoff when none
+-- are left before it, and never back.
 WITH cursor AS (
     SELECT coalesce(max(c.through_at), '-infinity'::timestamptz) AS at,
            coalesce(max(c.through_id), 0) AS id
@@ -34,9 +43,10 @@ WITH cursor AS (
     ORDER BY r.finished_at, r.id
     LIMIT %(limit)s
 ), chosen AS (
-    SELECT r.id, r.key, r.period_start
+    SELECT r.id, r.key, r.period_start, r.status, r.compacted_at
     FROM {schema}.runs r JOIN scanned s ON s.id = r.id
-    WHERE r.status IN ('succeeded', 'waived') AND r.compacted_at IS NULL
+    WHERE r.status IN ('succeeded', 'waived')
+      AND (r.compacted_at IS NULL OR r.status = 'succeeded')
       AND r.finished_at < %(before)s
     FOR UPDATE OF r
 ), dropped AS (
@@ -48,16 +58,33 @@ WITH cursor AS (
     SELECT d.key, d.period_start, min(d.started_at) AS first
     FROM dropped d
     GROUP BY d.key, d.period_start
-), compacted AS (
+), moved AS (
+    DELETE FROM {schema}.runs r
+    USING chosen c
+    WHERE r.id = c.id AND c.status = 'succeeded'
+      AND r.attempt <= 32767 AND r.failures <= 32767  -- compacted's smallints
+    RETURNING r.job_id, r.key, r.period_start, r.period_end, r.claimed_at, r.finished_at,
+              r.attempt, r.failures, r.compacted_at
+), facts AS (
+    INSERT INTO {schema}.compacted (job_id, compacted_on, period_start, period_end, claimed_at,
+                                    finished_at, attempt, failures, key)
+    SELECT m.job_id, (coalesce(m.compacted_at, clock_timestamp()) AT TIME ZONE 'UTC')::date,
+           m.period_start, m.period_end, coalesce(f.first, m.claimed_at), m.finished_at,
+           m.attempt, m.failures, m.key
+    FROM moved m
+    LEFT JOIN firsts f ON f.key = m.key AND f.period_start = m.period_start
+    ORDER BY m.key, m.period_start
+    RETURNING 1
+), waived AS (
     UPDATE {schema}.runs r
     SET compacted_at = clock_timestamp(),
         claimed_at = coalesce(f.first, r.claimed_at),
         owner = NULL, heartbeat_at = NULL, exit_code = NULL, output_tail = NULL,
-        checkpoint = NULL,
-        error = CASE WHEN r.status = 'waived' THEN r.error END
+        checkpoint = NULL
     FROM chosen c
     LEFT JOIN firsts f ON f.key = c.key AND f.period_start = c.period_start
-    WHERE r.id = c.id
+    WHERE r.id = c.id AND c.compacted_at IS NULL
+      AND (c.status = 'waived' OR r.attempt > 32767 OR r.failures > 32767)
     RETURNING r.id
 ), looked AS (
     SELECT count(*) AS n,
@@ -65,8 +92,11 @@ WITH cursor AS (
            (array_agg(s.id ORDER BY s.finished_at DESC, s.id DESC))[1] AS last_id
     FROM scanned s
 ), done AS (
-    SELECT (SELECT count(*) FROM compacted) AS periods, (SELECT count(*) FROM dropped) AS attempts
-), moved AS (
+    SELECT (SELECT count(*) FROM moved WHERE compacted_at IS NULL)
+           + (SELECT count(*) FROM waived) AS periods,
+           (SELECT count(*) FROM dropped) AS attempts,
+           (SELECT count(*) FROM facts) AS facts
+), moved_on AS (
     INSERT INTO {schema}.compaction AS m (job_id, through_at, through_id, periods, attempts)
     SELECT %(job_id)s,
            CASE WHEN l.n < %(limit)s THEN %(before)s ELSE l.last_at END,
@@ -85,7 +115,7 @@ WITH cursor AS (
         at = clock_timestamp()
     RETURNING m.through_at
 )
-SELECT d.periods, d.attempts, l.n AS looked, (SELECT through_at FROM moved) AS through
+SELECT d.periods, d.attempts, l.n AS looked, (SELECT through_at FROM moved_on) AS through
 FROM looked l, done d;
 
 -- name: compaction_plan
@@ -140,7 +170,7 @@ FROM cursor c;
 -- One period's compact record, when its detail was compacted (for history and why).
 SELECT r.period_start, r.key, r.status, r.attempt, r.failures, r.claimed_at, r.finished_at,
        r.compacted_at, r.error
-FROM {schema}.runs r
+FROM {schema}.periods r
 WHERE r.job_id = %(job_id)s AND r.key = %(key)s AND r.period_start = %(period_start)s
   AND r.compacted_at IS NOT NULL;
 

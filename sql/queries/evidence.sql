@@ -58,7 +58,7 @@ WITH ranges AS (
 marks AS (
     SELECT r.period_start AS t, 0 AS kind, r.period_end AS e
     FROM ranges x
-    JOIN {schema}.runs r
+    JOIN {schema}.periods r
       ON r.job_id = %(job_id)s AND r.key = '' AND r.period_start >= x.lo
      AND r.period_start < x.hi
     UNION ALL
@@ -78,7 +78,7 @@ WHERE kind = 1 AND (held_until IS NULL OR held_until <= t)
 UNION ALL
 SELECT 'unverified', r.period_start
 FROM ranges x
-JOIN {schema}.runs r
+JOIN {schema}.periods r
   ON r.job_id = %(job_id)s AND r.key = '' AND r.period_start >= x.lo AND r.period_start < x.hi
 WHERE r.status = 'succeeded'
   AND NOT EXISTS (SELECT 1 FROM verified v WHERE v.row_start = r.period_start)
@@ -137,7 +137,7 @@ SELECT unnest(%(ks)s::text[]) AS k, unnest(%(vs)s::timestamptz[]) AS v
 WITH ev AS ({source}),
 marks AS (
     SELECT r.key AS k, r.period_start AS t, 0 AS kind, r.period_end AS e
-    FROM {schema}.runs r
+    FROM {schema}.periods r
     WHERE r.job_id = %(job_id)s AND r.key = ANY(%(keys)s::text[])
       AND r.period_start >= %(lo)s AND r.period_start < %(hi)s
     UNION ALL
@@ -156,7 +156,7 @@ SELECT 'untracked', k, t FROM walked
 WHERE kind = 1 AND (held_until IS NULL OR held_until <= t)
 UNION ALL
 SELECT 'unverified', r.key, r.period_start
-FROM {schema}.runs r
+FROM {schema}.periods r
 WHERE r.job_id = %(job_id)s AND r.key = ANY(%(keys)s::text[])
   AND r.period_start >= %(lo)s AND r.period_start < %(hi)s AND r.status = 'succeeded'
   AND NOT EXISTS (

@@ -137,7 +137,7 @@ ORDER BY first, key;
 SELECT u.key, u.i, u.s, 'missing'
     FROM (SELECT u.key, u.i, (%(starts)b::timestamptz[])[u.i] AS s FROM u) AS u
     WHERE NOT EXISTS (
-        SELECT 1 FROM {schema}.runs r
+        SELECT 1 FROM {schema}.periods r
         WHERE r.job_id = %(job_id)s AND r.key = u.key AND r.period_start = u.s)
 
 -- name: scan_holes_probed
@@ -148,7 +148,7 @@ SELECT u.key, u.i, u.s, 'missing'
 SELECT u.key, u.i, (%(starts)b::timestamptz[])[u.i], 'missing'
     FROM u
     LEFT JOIN LATERAL (
-        SELECT true AS had FROM {schema}.runs r
+        SELECT true AS had FROM {schema}.periods r
         WHERE r.job_id = %(job_id)s AND r.key = u.key
           AND r.period_start = (%(starts)b::timestamptz[])[u.i]
         LIMIT 1) AS h ON true

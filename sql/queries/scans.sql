@@ -91,7 +91,7 @@ CROSS JOIN LATERAL (
     SELECT coalesce(p.previous + u.step, u.lo) AS first, p.period_start - u.step AS last
     FROM (
         SELECT r.period_start, lag(r.period_start) OVER (ORDER BY r.period_start) AS previous
-        FROM {schema}.runs r
+        FROM {schema}.periods r
         WHERE r.job_id = u.job_id AND r.key = '' AND r.period_start >= u.lo
           AND r.period_start < u.hi
     ) p
@@ -101,7 +101,7 @@ CROSS JOIN LATERAL (
     SELECT coalesce(m.last_row + u.step, u.lo), u.last
     FROM (
         SELECT max(r.period_start) AS last_row
-        FROM {schema}.runs r
+        FROM {schema}.periods r
         WHERE r.job_id = u.job_id AND r.key = '' AND r.period_start >= u.lo
           AND r.period_start < u.hi
     ) m
@@ -118,7 +118,7 @@ WITH classified AS (
                                   r.lease_expires_at, %(now)s, %(max_attempts)s) AS state
     FROM generate_series(%(first)s::timestamptz, %(last)s::timestamptz,
                          %(step)s::interval) AS e (period_start)
-    LEFT JOIN {schema}.runs r
+    LEFT JOIN {schema}.periods r
            ON r.job_id = %(job_id)s AND r.key = '' AND r.period_start = e.period_start
 ), grouped AS (
     SELECT period_start, state,
@@ -135,7 +135,7 @@ ORDER BY first;
 -- name: last_success
 -- The newest succeeded period of each job without keys (key '': the primary key's order).
 SELECT w.job_id,
-       (SELECT r.period_start FROM {schema}.runs r
+       (SELECT r.period_start FROM {schema}.periods r
         WHERE r.job_id = w.job_id AND r.key = '' AND r.status = 'succeeded'
         ORDER BY r.period_start DESC
         LIMIT 1) AS last_success
@@ -146,7 +146,7 @@ FROM unnest(%(job_ids)s::bigint[]) AS w (job_id);
 SELECT max(l.period_start)
 FROM unnest(%(keys)s::text[]) AS k (key)
 CROSS JOIN LATERAL (
-    SELECT r.period_start FROM {schema}.runs r
+    SELECT r.period_start FROM {schema}.periods r
     WHERE r.job_id = %(job_id)s AND r.key = k.key AND r.status = 'succeeded'
     ORDER BY r.period_start DESC
     LIMIT 1
@@ -181,7 +181,7 @@ WITH listed AS (
 ), missing AS (
     SELECT l.*, l.i - row_number() OVER (PARTITION BY l.job_id, l.piece ORDER BY l.i) AS island
     FROM listed l
-    WHERE NOT EXISTS (SELECT 1 FROM {schema}.runs r
+    WHERE NOT EXISTS (SELECT 1 FROM {schema}.periods r
                       WHERE r.job_id = l.job_id AND r.key = ''
                         AND r.period_start = l.period_start)
 )
@@ -199,7 +199,7 @@ WITH classified AS (
                                   r.lease_expires_at, %(now)s, %(max_attempts)s) AS state
     FROM {schema}.local_series(%(origin)s::timestamp, %(step)s::interval, %(k0)s, %(n)s,
                                %(tz)s) AS e
-    LEFT JOIN {schema}.runs r
+    LEFT JOIN {schema}.periods r
            ON r.job_id = %(job_id)s AND r.key = '' AND r.period_start = e.period_start
 )
 SELECT %(job_id)s::bigint AS job_id, state, min(period_start) AS first,
@@ -216,7 +216,7 @@ WITH classified AS (
            {schema}.period_state(r.status, r.failures, r.interrupted,
                                   r.lease_expires_at, %(now)s, %(max_attempts)s) AS state
     FROM unnest(%(starts)b::timestamptz[]) WITH ORDINALITY AS e (period_start, i)
-    LEFT JOIN {schema}.runs r
+    LEFT JOIN {schema}.periods r
            ON r.job_id = %(job_id)s AND r.key = '' AND r.period_start = e.period_start
 )
 SELECT %(job_id)s::bigint AS job_id, state, min(period_start) AS first,
@@ -235,7 +235,7 @@ SELECT x.n, r.period_start,
                              %(now)s::timestamptz, x.max_attempts)
 FROM unnest(%(job_ids)s::bigint[], %(los)s::timestamptz[], %(his)s::timestamptz[],
             %(max_attempts)s::integer[]) WITH ORDINALITY AS x (job_id, lo, hi, max_attempts, n)
-JOIN {schema}.runs r
+JOIN {schema}.periods r
   ON r.job_id = x.job_id AND r.key = '' AND r.period_start >= x.lo AND r.period_start < x.hi
 ORDER BY x.n, r.period_start;
 
@@ -243,7 +243,7 @@ ORDER BY x.n, r.period_start;
 -- One job's succeeded rows at these period starts: when each finished and at which attempt (a
 -- downstream period that finished before an upstream one ran again is outdated).
 SELECT period_start, finished_at, attempt
-FROM {schema}.runs
+FROM {schema}.periods
 WHERE job_id = %(job_id)s AND key = '' AND status = 'succeeded'
   AND period_start = ANY(%(starts)s::timestamptz[])
 ORDER BY period_start;
@@ -253,7 +253,7 @@ ORDER BY period_start;
 -- given): when each finished (a downstream period that finished before an upstream one ran
 -- again is outdated).
 SELECT key, period_start, finished_at
-FROM {schema}.runs
+FROM {schema}.periods
 WHERE job_id = %(job_id)s AND status = 'succeeded'
   AND period_start = ANY(%(starts)s::timestamptz[])
   AND (%(keys)s::text[] IS NULL OR key = ANY(%(keys)s::text[]))
@@ -266,7 +266,7 @@ ORDER BY key, period_start;
 SELECT x.n, r.period_start, r.period_end, r.finished_at, r.key
 FROM unnest(%(job_ids)s::bigint[], %(los)s::timestamptz[], %(his)s::timestamptz[])
      WITH ORDINALITY AS x (job_id, lo, hi, n)
-JOIN {schema}.runs r
+JOIN {schema}.periods r
   ON r.job_id = x.job_id AND r.period_start >= x.lo AND r.period_start < x.hi
 WHERE r.status = 'succeeded' AND r.attempt > 1
 ORDER BY x.n, r.period_start, r.key;

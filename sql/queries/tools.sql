@@ -33,7 +33,7 @@ SELECT pg_reload_conf();
 SELECT e.period_start, r.status
 FROM generate_series(%(first)s::timestamptz, %(until)s::timestamptz - %(step)s::interval,
                      %(step)s::interval) AS e (period_start)
-LEFT JOIN {schema}.runs r ON r.job_id = %(job_id)s AND r.period_start = e.period_start
+LEFT JOIN {schema}.periods r ON r.job_id = %(job_id)s AND r.period_start = e.period_start
 WHERE r.status IS DISTINCT FROM 'succeeded'
 ORDER BY e.period_start;
 

@@ -39,7 +39,7 @@ def now_text(sql: Any) -> str:
 def consistent(sql: Any) -> None:
     """Every compacted run has no attempts left, every other settled one all of its own."""
     wrong = sql(
-        "SELECT r.period_start FROM {schema}.runs r"
+        "SELECT r.period_start FROM {schema}.periods r"
         " LEFT JOIN LATERAL (SELECT count(*) AS n FROM {schema}.history h"
         "   WHERE h.job_id = r.job_id AND h.key = r.key AND h.period_start = r.period_start) a"
         "   ON true"
@@ -87,7 +87,7 @@ def test_a_compaction_killed_mid_batch_resumes_and_loses_nothing(
     gone = "SELECT count(*) FROM pg_stat_activity WHERE pid = ANY(%s)"
     wait_for(lambda: sql(gone, [blocked])[0][0] == 0, 30, "the killed batch's backend to end")
     ((compacted, counted),) = sql(
-        "SELECT (SELECT count(*) FROM {schema}.runs WHERE compacted_at IS NOT NULL),"
+        "SELECT (SELECT count(*) FROM {schema}.periods WHERE compacted_at IS NOT NULL),"
         " (SELECT periods FROM {schema}.compaction WHERE job_id = %s)",
         [job_id],
     )
@@ -95,17 +95,17 @@ def test_a_compaction_killed_mid_batch_resumes_and_loses_nothing(
     # slow server), the one that waited on it rolled back: a prefix, counted once
     assert compacted == counted and 0 < compacted <= 1_700
     prefix = sql(
-        "SELECT count(*) FROM (SELECT compacted_at FROM {schema}.runs ORDER BY finished_at, id"
+        "SELECT count(*) FROM (SELECT compacted_at FROM {schema}.periods ORDER BY finished_at, id"
         " LIMIT %s) p WHERE compacted_at IS NOT NULL",
         [compacted],
     )
     assert prefix == [(compacted,)]
     consistent(sql)
-    assert sql("SELECT count(*) FROM {schema}.runs")[0][0] == written
+    assert sql("SELECT count(*) FROM {schema}.periods")[0][0] == written
     report = json.loads(project.cli("-q", "compact", "--json", "--before", before).stdout)
     assert report["periods"] == written - compacted  # it went on from the cursor
     ((done, counted),) = sql(
-        "SELECT (SELECT count(*) FROM {schema}.runs WHERE compacted_at IS NOT NULL),"
+        "SELECT (SELECT count(*) FROM {schema}.periods WHERE compacted_at IS NOT NULL),"
         " (SELECT periods FROM {schema}.compaction WHERE job_id = %s)",
         [job_id],
     )
@@ -133,13 +133,13 @@ def test_two_compactors_racing_a_replay_count_every_period_once(project: Project
     assert compacted == written  # each period compacted by one of them, none twice
     ((rows, done, counted),) = sql(
         "SELECT count(*), count(compacted_at), (SELECT periods FROM {schema}.compaction)"
-        " FROM {schema}.runs"
+        " FROM {schema}.periods"
     )
     assert (rows, done, counted) == (4_000, written, written)
     # the replayed periods ran once each, after the cutoff: their detail stays
     assert outs[1]["totals"]["succeeded"] == 200
     replayed = sql(
-        "SELECT count(*), count(DISTINCT r.period_start) FROM {schema}.runs r"
+        "SELECT count(*), count(DISTINCT r.period_start) FROM {schema}.periods r"
         " JOIN {schema}.history h USING (job_id, key, period_start)"
         " WHERE r.compacted_at IS NULL"
     )
@@ -178,3 +178,65 @@ def test_the_busy_turn_is_left_to_the_other_compactor(project: Project, sql: Any
         ]
         == 10
     )
+
+
+def test_a_claim_meeting_a_batch_mid_move_is_refused_after_it(
+    project: Project, sql: Any, database: Database
+) -> None:
+    """The window the compaction lock closes (sql/migrations/0020): a batch has deleted its runs
+    rows and written their facts, and has not committed; a claim of one of those periods comes
+    now. It must wait for the batch and then meet the fact, not find the row gone and run the
+    period again."""
+    job_id = hourly(project, sql)
+    fill_settled(sql, job_id, ORIGIN, 40)
+    target = ORIGIN + timedelta(hours=7)
+    before = now_text(sql)
+    # the batch's foreign-key check of its new facts (at the end of its statement, after the
+    # move) waits for this lock on the job's row: the batch is held between move and commit
+    held = psycopg.connect(database.conninfo)
+    held.execute(
+        psycopg.sql.SQL("SELECT 1 FROM {}.jobs WHERE id = %s FOR UPDATE").format(
+            psycopg.sql.Identifier(project.schema)
+        ),
+        [job_id],
+    )
+    blocked_by = (
+        "SELECT pid FROM pg_stat_activity WHERE %s = ANY(pg_blocking_pids(pid))"
+        " AND backend_type = 'client backend'"
+    )
+    compactor = project.spawn("-q", "compact", "--before", before)
+    claimer: Any = None
+    try:
+        wait_for(
+            lambda: compactor.poll() is not None or bool(sql(blocked_by, [held.info.backend_pid])),
+            60,
+            "the batch to wait, its rows moved, on the held job row",
+        )
+        assert compactor.poll() is None, compactor.communicate()
+        ((batch_pid,),) = sql(blocked_by, [held.info.backend_pid])
+        moved = sql(
+            "SELECT count(*) FROM {schema}.runs WHERE period_start = %s", [target]
+        )  # (the batch has not committed: the row is still there for everyone else)
+        assert moved == [(1,)]
+        claimer = project.spawn("-q", "run", "export", "--period", target.isoformat())
+        wait_for(
+            lambda: claimer.poll() is not None or bool(sql(blocked_by, [batch_pid])),
+            60,
+            "the claim to wait for the batch",
+        )
+        assert claimer.poll() is None, claimer.communicate()
+    finally:
+        held.rollback()
+        held.close()
+    out, err = compactor.communicate(timeout=120)
+    assert compactor.returncode == 0, err
+    out, err = claimer.communicate(timeout=120)
+    # refused as a succeeded period is: still one fact, in compacted, and no attempt since
+    assert "ran" not in out, out + err
+    assert sql(
+        "SELECT status, attempt, compacted_at IS NOT NULL FROM {schema}.periods"
+        " WHERE period_start = %s",
+        [target],
+    ) == [("succeeded", 2, True)]
+    assert sql("SELECT count(*) FROM {schema}.runs WHERE period_start = %s", [target]) == [(0,)]
+    assert sql("SELECT count(*) FROM {schema}.history WHERE period_start = %s", [target]) == [(0,)]

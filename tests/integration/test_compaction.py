@@ -45,7 +45,8 @@ def facts(sql: Any) -> dict[tuple[str, str, datetime], tuple[Any, ...]]:
     """What compaction must keep of each run: its status, attempt, failures, end and finish."""
     rows = sql(
         "SELECT j.name, r.key, r.period_start, r.status, r.attempt, r.failures, r.period_end,"
-        " r.finished_at, r.interrupted FROM {schema}.runs r JOIN {schema}.jobs j ON j.id = r.job_id"
+        " r.finished_at, r.interrupted FROM {schema}.periods r"
+        " JOIN {schema}.jobs j ON j.id = r.job_id"
     )
     return {(name, key, start): tuple(rest) for name, key, start, *rest in rows}
 
@@ -100,7 +101,7 @@ def test_compaction_keeps_each_periods_fact_and_drops_its_detail(
     assert left == [("broken", 1)]  # a failed period keeps its detail: someone must fix it
     rows = sql(
         "SELECT period_start, status, claimed_at, owner, output_tail, error, compacted_at"
-        " FROM {schema}.runs r JOIN {schema}.jobs j ON j.id = r.job_id WHERE j.name = 'billing'"
+        " FROM {schema}.periods r JOIN {schema}.jobs j ON j.id = r.job_id WHERE j.name = 'billing'"
     )
     assert len(rows) == 11
     for start, status, claimed, owner, tail, error, compacted in rows:
@@ -148,7 +149,7 @@ def test_a_reset_after_compaction_runs_the_period_again(project: Project, sql: A
     reset = project.cli("-q", "reset", "billing", "2026-03-02", "--reason", "rebill")
     assert reset.exit_code == 0, reset.output
     assert sql(
-        "SELECT status, compacted_at FROM {schema}.runs WHERE period_start = '2026-03-02Z'"
+        "SELECT status, compacted_at FROM {schema}.periods WHERE period_start = '2026-03-02Z'"
         " AND job_id = (SELECT id FROM {schema}.jobs WHERE name = 'billing')"
     ) == [("failed", None)]
     ran = project.cli("-q", "run", "billing", "--period", "2026-03-02")
@@ -168,14 +169,14 @@ def test_tick_compacts_a_slice_when_keep_detail_is_set(project: Project, sql: An
     sql("UPDATE {schema}.runs SET finished_at = finished_at - interval '3 days'")
     assert project.cli("-q", "tick", "--job", "broken").exit_code in (0, 1)
     compacted = sql(
-        "SELECT j.name, count(r.compacted_at) FROM {schema}.runs r"
+        "SELECT j.name, count(r.compacted_at) FROM {schema}.periods r"
         " JOIN {schema}.jobs j ON j.id = r.job_id GROUP BY 1 ORDER BY 1"
     )
     assert compacted == [("billing", 0), ("broken", 0)]  # only the jobs it ticked
     ticked = project.cli("-q", "tick", "--job", "billing")
     assert ticked.exit_code in (0, 1)
     ((n,),) = sql(
-        "SELECT count(*) FROM {schema}.runs r JOIN {schema}.jobs j ON j.id = r.job_id"
+        "SELECT count(*) FROM {schema}.periods r JOIN {schema}.jobs j ON j.id = r.job_id"
         " WHERE j.name = 'billing' AND r.compacted_at IS NOT NULL"
     )
     assert n == 11
@@ -281,7 +282,7 @@ def claimable(sql: Any, schema: str, job_id: int) -> set[datetime]:
     """Every period of the job the strongest claim (backoff ignored, exhausted retried) would
     take now, each tried in a transaction rolled back."""
     taken = set()
-    for start, end in sql("SELECT period_start, period_end FROM {schema}.runs"):
+    for start, end in sql("SELECT period_start, period_end FROM {schema}.periods"):
         sql("BEGIN")
         rows = sql(
             "SELECT count(*) FROM {schema}.claim_period(%s, %s, '', %s, %s, 'probe',"
@@ -319,7 +320,7 @@ def test_compaction_never_changes_the_scan_nor_makes_a_period_claimable(
         assert claimable(sql, project.schema, job_id) == could
         # exactly the settled runs that ended before the cutoff, each without its attempts
         wrong = sql(
-            "SELECT period_start FROM {schema}.runs r WHERE (r.compacted_at IS NOT NULL)"
+            "SELECT period_start FROM {schema}.periods r WHERE (r.compacted_at IS NOT NULL)"
             " <> (r.status IN ('succeeded', 'waived') AND coalesce(r.finished_at < %s, false))"
             " OR (r.compacted_at IS NOT NULL AND EXISTS (SELECT 1 FROM {schema}.history h"
             " WHERE h.job_id = r.job_id AND h.period_start = r.period_start))"
@@ -329,7 +330,7 @@ def test_compaction_never_changes_the_scan_nor_makes_a_period_claimable(
             [cut],
         )
         assert wrong == []
-    ((compacted,),) = sql("SELECT count(*) FROM {schema}.runs WHERE compacted_at IS NOT NULL")
+    ((compacted,),) = sql("SELECT count(*) FROM {schema}.periods WHERE compacted_at IS NOT NULL")
     assert compacted > 500
 
 
