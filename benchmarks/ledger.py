@@ -188,7 +188,7 @@ def migration(
     row = session.conn.execute(
         sql.SQL("SELECT count(*) FROM {}").format(sql.Identifier(schema, "compacted"))
     ).fetchone()
-    assert row is not None and row[0] >= periods - 10, row
+    assert row is not None and int(cast(tuple[int], row)[0]) >= periods - 10, row
     beside.close()
     session.conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))
     session.close()
