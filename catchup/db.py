@@ -255,12 +255,19 @@ def scrub(message: str, conninfo: str) -> str:
 
 
 def connect(
-    target: Target, *, application: str = "catchup", within: float | None = None
+    target: Target,
+    *,
+    application: str = "catchup",
+    within: float | None = None,
+    writes: bool = True,
 ) -> psycopg.Connection[object]:
     """An autocommit connection whose server is new enough; one-line errors, no password.
 
     ``within`` bounds the whole attempt, waits for a busy server included, in seconds (libpq
-    still waits at least 2 s for one connection): the heartbeat reconnects inside its lease."""
+    still waits at least 2 s for one connection): the heartbeat reconnects inside its lease.
+    ``writes`` (the ledger's connections): a server that takes no writes (a standby in
+    recovery, or read-only by default) is not a ledger; it is asked again within the same
+    bound (a switchover under way, a name that moves to the new primary), then refused."""
     import psycopg
 
     if target.conninfo and (problem := dsn_problem(target.conninfo)) is not None:
@@ -278,7 +285,19 @@ def connect(
                 application_name=application,
                 connect_timeout=10 if within is None else max(2, math.ceil(within)),
             )
-            break
+            refused = _read_only(conn) if writes else None
+            if refused is None:
+                break
+            conn.close()
+            if time.monotonic() + delay >= deadline:
+                raise DatabaseError(
+                    f"{target.describe()} is read-only ({refused}): the ledger needs the "
+                    "primary; point the DSN at it, or list every server of the cluster with "
+                    "target_session_attrs=read-write"
+                )
+            time.sleep(delay)
+            delay = min(delay * 2, 2.0)
+            continue
         except psycopg.Error as exc:
             text = str(exc).strip()
             # A full server, or one starting up or shutting down, is worth waiting for; an
@@ -302,6 +321,18 @@ def connect(
             "catchup needs PostgreSQL 17 or newer"
         )
     return conn
+
+
+def _read_only(conn: psycopg.Connection[object]) -> str | None:
+    """Why the server behind ``conn`` takes no writes, or None when it does."""
+    from .ledger.base import server_role
+
+    recovery, read_only = server_role(conn)
+    if recovery:
+        return "a standby in recovery"
+    if read_only:
+        return "default_transaction_read_only is on"
+    return None
 
 
 def server_version(conn: psycopg.Connection[object]) -> str:

@@ -122,7 +122,7 @@ def present(ledger: Ledger, job: Job, period: Period) -> bool:
         with query.read_only():
             return query.present(query.kind(), period.start, period.end, job.key)
     target = db.Target(conninfo=job.evidence_dsn, source=f"jobs.{job.name}.evidence_dsn")
-    with db.connect(target, application="catchup-evidence") as conn:
+    with db.connect(target, application="catchup-evidence", writes=False) as conn:
         query = EvidenceQuery(conn, job.evidence, job.timezone, ledger.schema, job.keyed)
         with query.read_only():
             return query.present(query.kind(), period.start, period.end, job.key)
@@ -155,7 +155,7 @@ def read_keys(
         else:
             where = f"jobs.{job.name}.evidence_dsn"
             target = db.Target(conninfo=job.evidence_dsn, source=where)
-            with db.connect(target, application="catchup-evidence") as conn:
+            with db.connect(target, application="catchup-evidence", writes=False) as conn:
                 query = EvidenceQuery(conn, job.evidence, job.timezone, ledger.schema, True)
                 with query.read_only():
                     pairs = query.pairs(query.kind(), lo, hi)
@@ -190,7 +190,7 @@ def _rows(ledger: Ledger, job: Job, job_id: int, spans: list[Span]) -> list[tupl
         with query.read_only():
             return ledger.evidence_check(job_id, spans, query=query, kind=query.kind())
     target = db.Target(conninfo=job.evidence_dsn, source=f"jobs.{job.name}.evidence_dsn")
-    with db.connect(target, application="catchup-evidence") as conn:
+    with db.connect(target, application="catchup-evidence", writes=False) as conn:
         query = EvidenceQuery(conn, job.evidence, job.timezone, ledger.schema)
         with query.read_only():
             values = query.values(query.kind(), spans)

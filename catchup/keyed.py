@@ -42,7 +42,7 @@ def source_keys(ledger: Ledger, job: Job) -> tuple[list[tuple[str, datetime | No
             rows, dated = read_keys(ledger.conn, job.keys, job.timezone, ledger.schema)
         else:
             target = db.Target(conninfo=job.keys_dsn, source=f"jobs.{job.name}.keys_dsn")
-            with db.connect(target, application="catchup-keys") as conn:
+            with db.connect(target, application="catchup-keys", writes=False) as conn:
                 rows, dated = read_keys(conn, job.keys, job.timezone, ledger.schema)
     except psycopg.Error as exc:
         if isinstance(exc, psycopg.OperationalError) and ledger.conn.broken:

@@ -21,6 +21,14 @@ from ..schedule import iso_utc
 from ..vocabulary import EventAction
 
 
+def server_role(conn: psycopg.Connection[Any]) -> tuple[bool, bool]:
+    """Whether the server behind ``conn`` is in recovery (a standby), and whether it is
+    read-only by default: asked by every ledger connection before anything else is sent."""
+    row = conn.execute(sqlfiles.query("server_role", "catchup")).fetchone()
+    assert row is not None
+    return bool(row[0]), bool(row[1])
+
+
 class LedgerBase:
     """The ledger in ``schema``, through one autocommit connection: the schema and the jobs."""
 

@@ -82,3 +82,9 @@ SELECT count(*) > 0 FROM {schema}.jobs WHERE name = ANY(%(names)s::text[]);
 
 -- name: create_database
 CREATE DATABASE {database};
+
+-- name: server_role
+-- Whether the server takes writes (catchup.db.connect, before anything else is sent): not in
+-- recovery (a standby), not read-only by default (a primary fenced by its failover manager).
+SELECT pg_is_in_recovery() AS recovery,
+       current_setting('default_transaction_read_only')::boolean AS read_only;

@@ -154,12 +154,22 @@ WHERE NOT EXISTS (
 
 -- name: first_starts
 -- When each period's first attempt started (claimed), of the periods started in the last hour
--- and finished since or running now (runs_finished and runs_running): the pulse's
--- due-to-start latency. One row per job and period (a keyed job's first key to start).
+-- and finished since (runs_finished) or running now (runs_running): the pulse's due-to-start
+-- latency. One row per job and period (a keyed job's first key to start). The hour's start is
+-- read once (a subquery: clock_timestamp() itself is volatile, and an index cannot seek by
+-- it), so each index is read from there on, not the whole of it: flat in the ledger's size.
+WITH since AS MATERIALIZED (SELECT clock_timestamp() - interval '1 hour' AS at)
 SELECT r.job_id, r.period_start, min(r.claimed_at) AS started_at
-FROM {schema}.runs r
-WHERE r.job_id = ANY(%(job_ids)s) AND r.attempt = 1
-  AND r.claimed_at > clock_timestamp() - interval '1 hour'
-  AND (r.finished_at > clock_timestamp() - interval '1 hour' OR r.status = 'running')
+FROM (
+    SELECT f.job_id, f.period_start, f.claimed_at
+    FROM {schema}.runs f
+    WHERE f.job_id = ANY(%(job_ids)s) AND f.finished_at > (SELECT at FROM since)
+      AND f.attempt = 1 AND f.claimed_at > (SELECT at FROM since)
+    UNION ALL
+    SELECT g.job_id, g.period_start, g.claimed_at
+    FROM {schema}.runs g
+    WHERE g.job_id = ANY(%(job_ids)s) AND g.status = 'running'
+      AND g.attempt = 1 AND g.claimed_at > (SELECT at FROM since)
+) r
 GROUP BY r.job_id, r.period_start
 LIMIT %(limit)s;
