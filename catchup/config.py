@@ -29,7 +29,7 @@ from .values import (
 
 CONFIG_NAME = "catchup.toml"
 
-DATABASE_KEYS = frozenset({"dsn", "schema", "embedded"})
+DATABASE_KEYS = frozenset({"dsn", "schema", "embedded", "durable_claims"})
 
 
 def find_config(explicit: str | None, cwd: Path | None = None) -> Path | None:
@@ -97,6 +97,7 @@ def parse_config(raw: bytes, path: Path, *, schema: str | None = None) -> Config
         problem(("database",), "[database] must be a table")
         database = {}
     embedded = True
+    durable_claims = False
     for key, value in database.items():
         where = ("database", key)
         if key not in DATABASE_KEYS:
@@ -106,6 +107,12 @@ def parse_config(raw: bytes, path: Path, *, schema: str | None = None) -> Config
                 embedded = value
             else:
                 problem(where, f"database.embedded: expected true or false, got {type_name(value)}")
+        elif key == "durable_claims":
+            if isinstance(value, bool):
+                durable_claims = value
+            else:
+                wanted = f"expected true or false, got {type_name(value)}"
+                problem(where, f"database.durable_claims: {wanted}")
         elif not isinstance(value, str):
             problem(where, f"database.{key}: expected a string, got {type_name(value)}")
         elif key == "dsn":
@@ -177,6 +184,7 @@ def parse_config(raw: bytes, path: Path, *, schema: str | None = None) -> Config
         dsn=dsn,
         schema=schema_name,
         embedded=embedded,
+        durable_claims=durable_claims,
         alerts=alerts,
         project_name=project_name,
         keep_detail=keep_detail,

@@ -82,6 +82,21 @@ _PARSE_PROBLEMS = (
 EMBEDDED_SETTINGS = ("auto", "never")
 
 
+DURABLE_SETTINGS = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
+
+
+def durable_claims(configured: bool) -> bool:
+    """Whether claims and finishes wait for a synchronous standby: ``CATCHUP_DURABLE_CLAIMS``
+    (true or false) over ``[database] durable_claims``."""
+    given = os.environ.get("CATCHUP_DURABLE_CLAIMS")
+    if given is None or not given.strip():
+        return configured
+    setting = DURABLE_SETTINGS.get(given.strip().lower())
+    if setting is None:
+        raise ConfigError(f"CATCHUP_DURABLE_CLAIMS: expected true or false, got {given[:20]!r}")
+    return setting
+
+
 def dsn_problem(value: str) -> str | None:
     """Why ``value`` cannot be a DSN, in words that never repeat any of it; None if it parses."""
     from psycopg.conninfo import conninfo_to_dict

@@ -15,6 +15,7 @@ from .findings import Finding
 from .job import Config
 from .ledger import Ledger
 from .pulse import read_pulse
+from .replication import replication_findings
 from .session import Session
 
 CLOCK_TOLERANCE = 2.0  # seconds
@@ -353,6 +354,7 @@ def examine(config_path: str | None, dsn: str | None) -> list[Finding]:
             found += _guarded("jobs", lambda: unconfigured_findings(session))
             found += _guarded("jobs", lambda: definition_findings(session))
         found += _guarded("pooler", lambda: pooler_findings(session))
+        found += _guarded("failover", lambda: replication_findings(session))
         start = time.monotonic()
         db_now = session.now()
         host_now = datetime.now(db_now.tzinfo)

@@ -191,6 +191,8 @@ class Config:
     dsn: str | None = None
     schema: str = "catchup"
     embedded: bool = True  # [database] embedded = false: never fall back to a local server
+    # [database] durable_claims = true: claims and finishes wait for a synchronous standby
+    durable_claims: bool = False
     schema_given: bool = False  # [database] schema (or schema=) was set, not the default
     alerts: Alerts | None = None
     # jobs declared in code, without a config file: what names their project (a ledger of its

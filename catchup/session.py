@@ -39,8 +39,9 @@ class Session:
     def __init__(self, config: Config, target: db.Target, *, prepare: bool = True) -> None:
         self.config = config
         self.target = target
+        self.durable = db.durable_claims(config.durable_claims)
         self.conn = db.connect(target)
-        self.ledger = Ledger(self.conn, config.schema)
+        self.ledger = Ledger(self.conn, config.schema, durable=self.durable)
         try:
             if prepare:
                 self.ledger.ensure_schema()
@@ -238,7 +239,7 @@ class Session:
         except psycopg.Error:
             pass
         self.conn = db.connect(self.target)
-        self.ledger = Ledger(self.conn, self.config.schema)
+        self.ledger = Ledger(self.conn, self.config.schema, durable=self.durable)
 
     def close(self) -> None:
         if self._own_heartbeats:

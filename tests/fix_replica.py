@@ -18,6 +18,7 @@ from typing import Any
 import psycopg
 import pytest
 from fix_db import HOMES
+from psycopg import sql as pgsql
 from psycopg.conninfo import make_conninfo
 
 from catchup import datafolder, embedded, processes
@@ -31,6 +32,11 @@ class Node:
 
     data: Path
     bins: Path
+
+    @property
+    def log(self) -> Path:
+        """The server's log, beside its folder (pg_basebackup copies what is inside)."""
+        return self.data.with_name(self.data.name + ".log")
 
     @property
     def password(self) -> str:
@@ -59,7 +65,7 @@ class Node:
     def start(self) -> None:
         user = processes.server_user()
         datafolder.settings(self.data, user)
-        log = os.open(self.data / "log", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        log = os.open(self.log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         try:
             processes.launch([str(self.bins / "postgres"), "-D", str(self.data)], user, log)
         finally:
@@ -67,7 +73,7 @@ class Node:
         deadline = time.monotonic() + 60
         while not self.up():
             if time.monotonic() > deadline:
-                tail = (self.data / "log").read_text(errors="replace").splitlines()[-5:]
+                tail = self.log.read_text(errors="replace").splitlines()[-5:]
                 raise AssertionError(f"{self.data.name} did not start: {' / '.join(tail)}")
             time.sleep(0.05)
 
@@ -80,6 +86,13 @@ class Node:
         with psycopg.connect(self.conninfo(), autocommit=True, connect_timeout=5) as conn:
             cur = conn.execute(text, params)
             return cur.fetchall() if cur.description else []
+
+    def set(self, name: str, value: str) -> None:
+        """``ALTER SYSTEM SET name = value`` (no parameters there: a literal) and a reload."""
+        with psycopg.connect(self.conninfo(), autocommit=True, connect_timeout=5) as conn:
+            query = pgsql.SQL("ALTER SYSTEM SET {} = {}")
+            conn.execute(query.format(pgsql.Identifier(name), pgsql.Literal(value)))
+            conn.execute("SELECT pg_reload_conf()")
 
     def promote(self) -> None:
         self.sql("SELECT pg_promote(true, 60)")
@@ -96,6 +109,7 @@ class Pair:
     standby: Node
     home: Path
     made: int = 0
+    _source: str = ""  # the standby's primary_conninfo while its WAL is held back
 
     def dsn(self, *, both: bool = True) -> str:
         """The ledger's DSN: the standby listed first, then the primary, and libpq told to
@@ -113,8 +127,7 @@ class Pair:
     def synchronous(self, on: bool) -> None:
         """The standby as the primary's synchronous standby (on), or asynchronous."""
         names = STANDBY_NAME if on else ""
-        self.primary.sql("ALTER SYSTEM SET synchronous_standby_names = %s", [names])
-        self.primary.sql("SELECT pg_reload_conf()")
+        self.primary.set("synchronous_standby_names", names)
         want = "sync" if on else "async"
         wait_until(
             lambda: (
@@ -140,6 +153,20 @@ class Pair:
             "the standby to replay the primary's WAL",
         )
 
+    def hold_wal_back(self, held: bool) -> None:
+        """Stop the standby's WAL receiver (held: what the primary writes now reaches nobody)
+        or start it again, and wait until it has."""
+        if held:
+            ((self._source,),) = self.standby.sql("SHOW primary_conninfo")
+        self.standby.set("primary_conninfo", "" if held else self._source)
+        wait_until(
+            lambda: (
+                self.standby.sql("SELECT count(*) FROM pg_stat_wal_receiver") == [(int(not held),)]
+            ),
+            30,
+            "the WAL receiver to " + ("stop" if held else "start"),
+        )
+
     def fail_over(self) -> None:
         """The primary crashes; the standby is promoted: the roles swap, the old primary's
         folder kept aside (it is rebuilt as a standby by ``rebuild``)."""
@@ -147,6 +174,9 @@ class Pair:
         self.standby.promote()
         wait_until(lambda: not self.standby.in_recovery(), 60, "the promotion")
         self.primary, self.standby = self.standby, self.primary
+        # alone now: a synchronous standby named in the settings it was copied with would make
+        # every commit that asks for one wait for nobody
+        self.primary.set("synchronous_standby_names", "")
 
     def rebuild(self, *, sync: bool) -> None:
         """The standby's folder made anew from the primary (after a failover: the old primary
@@ -212,9 +242,14 @@ def standby_of(primary: Node, home: Path, name: str, made: int) -> Node:
                 "-X",
                 "stream",
                 "--no-sync",
+                "--checkpoint=fast",  # not a spread checkpoint: seconds, not half a minute
             ],
             user,
         )
+        # the primary's socket lock file is copied with its folder (the socket is not): it
+        # names the primary's live postmaster, and the standby would refuse to start
+        for lock in (aside / "data").glob(".s.PGSQL.*.lock"):
+            lock.unlink()
         os.rename(aside / "data", data)
     finally:
         shutil.rmtree(aside, ignore_errors=True)

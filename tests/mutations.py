@@ -1145,6 +1145,25 @@ MUTATIONS = (
             "test_no_claim_ever_starts_before_its_upstream_is_done",
         ),
     ),
+    Mutation(
+        "claims-not-durable",
+        "with durable_claims a claim counts once the synchronous standby has applied it",
+        "sql/queries/base.sql",
+        "SET LOCAL synchronous_commit = 'remote_apply';",
+        "SET LOCAL synchronous_commit = 'local';",
+        ("tests/faults/test_replica.py::test_durable_claims_wait_for_the_synchronous_standby",),
+    ),
+    Mutation(
+        "standby-taken-for-ledger",
+        "a server that takes no writes is refused as the ledger, in one line",
+        "catchup/db.py",
+        "            refused = _read_only(conn) if writes else None\n",
+        "            refused = None\n",
+        (
+            "tests/faults/test_replica.py::"
+            "test_a_standby_or_a_read_only_primary_is_refused_in_one_line",
+        ),
+    ),
 )
 
 

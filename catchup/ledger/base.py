@@ -4,6 +4,7 @@ their recorded schedules. Every statement of catchup goes through a method of
 
 from __future__ import annotations
 
+import contextlib
 from contextlib import AbstractContextManager
 from datetime import datetime
 from typing import Any
@@ -32,9 +33,19 @@ def server_role(conn: psycopg.Connection[Any]) -> tuple[bool, bool]:
 class LedgerBase:
     """The ledger in ``schema``, through one autocommit connection: the schema and the jobs."""
 
-    def __init__(self, conn: psycopg.Connection[Any], schema: str) -> None:
+    def __init__(
+        self, conn: psycopg.Connection[Any], schema: str, *, durable: bool = False
+    ) -> None:
         self.conn = conn
         self.schema = schema
+        # [database] durable_claims: claims and finishes commit once a synchronous standby
+        # has applied them (synchronous_commit = remote_apply, for their transaction only)
+        self.durable = durable
+
+    def _committing(self) -> AbstractContextManager[Any]:
+        """Around a claim or a finish: with ``durable``, a transaction of its own (or the
+        caller's) whose commit waits for the synchronous standby; else nothing."""
+        return _Durable(self) if self.durable else contextlib.nullcontext()
 
     def _q(self, name: str) -> psycopg.sql.Composed:
         return sqlfiles.query(name, self.schema)
@@ -210,3 +221,21 @@ class LedgerBase:
     def now(self) -> datetime:
         """The database clock: every time decision of catchup is made on it."""
         return self._instant("server_now")
+
+
+class _Durable:
+    """A transaction whose commit waits for the synchronous standby to apply it (SET LOCAL: a
+    pooler in transaction mode keeps it to this transaction, nothing leaks to the session)."""
+
+    def __init__(self, ledger: LedgerBase) -> None:
+        self._ledger = ledger
+        self._tx: AbstractContextManager[Any] | None = None
+
+    def __enter__(self) -> None:
+        self._tx = self._ledger.conn.transaction()
+        self._tx.__enter__()
+        self._ledger.conn.execute(self._ledger._q("durable_commit"))
+
+    def __exit__(self, *exc: Any) -> bool | None:
+        assert self._tx is not None
+        return self._tx.__exit__(*exc)

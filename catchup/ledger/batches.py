@@ -58,7 +58,8 @@ class Batches(LedgerBase):
             "ignore_backoff": many.ignore_backoff,
             "retry_exhausted": many.retry_exhausted,
         }
-        return _claims(self.conn.execute(self._q("claim_many"), params).fetchall())
+        with self._committing():
+            return _claims(self.conn.execute(self._q("claim_many"), params).fetchall())
 
     def reclaim_many(
         self, job_id: int, keys: Sequence[str], starts: Sequence[datetime], owner: str
@@ -109,7 +110,8 @@ class Batches(LedgerBase):
             "errors": [_text(d[3]["error"]) for d in done],
             "output_tails": [_text(d[3]["output_tail"]) for d in done],
         }
-        rows = self.conn.execute(self._q("finish_many"), params).fetchall()
+        with self._committing():
+            rows = self.conn.execute(self._q("finish_many"), params).fetchall()
         return {n - 1: Finished(at, failures, retry) for n, at, failures, retry in rows}
 
 

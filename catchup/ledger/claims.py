@@ -101,7 +101,7 @@ class ClaimPath(LedgerBase):
             "ignore_backoff": ignore_backoff,
             "retry_exhausted": retry_exhausted,
         }
-        with self.conn.cursor(row_factory=class_row(Claim)) as cur:
+        with self._committing(), self.conn.cursor(row_factory=class_row(Claim)) as cur:
             return cur.execute(self._q("claim"), params).fetchone()
 
     def claim_request(self, request: ClaimRequest) -> Claim | Blocked | None:
@@ -176,7 +176,7 @@ class ClaimPath(LedgerBase):
     ) -> Finished | None:
         """Record the outcome, fenced by ``attempt``; None when the period was taken over."""
         params = _finish_params(job_id, key, period_start, attempt, fields)
-        with self.conn.cursor(row_factory=class_row(Finished)) as cur:
+        with self._committing(), self.conn.cursor(row_factory=class_row(Finished)) as cur:
             return cur.execute(self._q("finish"), params).fetchone()
 
     def finish_then_claim(
@@ -205,7 +205,8 @@ class ClaimPath(LedgerBase):
             "ignore_backoff": then.ignore_backoff,
             "retry_exhausted": then.retry_exhausted,
         }
-        row = self.conn.execute(self._q("finish_then_claim"), params).fetchone()
+        with self._committing():
+            row = self.conn.execute(self._q("finish_then_claim"), params).fetchone()
         if row is None:
             return None, None
         finished_at, failures, retry_after, run_id, start, end, attempt_, expires, checkpoint = row

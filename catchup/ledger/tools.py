@@ -3,6 +3,7 @@ server's bootstrap, and the demo's and benchmarks' (``sql/queries/tools.sql``)."
 
 from __future__ import annotations
 
+import time
 from datetime import datetime
 from typing import Any, cast
 
@@ -10,7 +11,7 @@ from psycopg import sql
 from psycopg.rows import class_row
 
 from .. import sqlfiles
-from ..models import Probe
+from ..models import Probe, Standbys
 from .base import LedgerBase
 
 
@@ -23,6 +24,26 @@ class Tools(LedgerBase):
             row = cur.execute(self._q("doctor_probe")).fetchone()
         assert row is not None
         return row
+
+    def standbys(self) -> Standbys:
+        """What the server says of its standbys: synchronous_standby_names, and how many
+        stream from it, synchronously or not (or unseen: a role without pg_read_all_stats)."""
+        with self.conn.cursor(row_factory=class_row(Standbys)) as cur:
+            row = cur.execute(self._q("standbys")).fetchone()
+        assert row is not None
+        return row
+
+    def commit_probe(self, *, durable: bool) -> float:
+        """Seconds one small commit takes (it takes a transaction id, so it writes a commit
+        record): as a claim commits with durable_claims, or as one commits without."""
+        was, self.durable = self.durable, durable
+        try:
+            started = time.perf_counter()
+            with self._committing(), self.conn.transaction():
+                self.conn.execute(self._q("commit_probe"))
+            return time.perf_counter() - started
+        finally:
+            self.durable = was
 
     def zone_walls(
         self, zones: list[str], instants: list[datetime]

@@ -88,3 +88,9 @@ CREATE DATABASE {database};
 -- recovery (a standby), not read-only by default (a primary fenced by its failover manager).
 SELECT pg_is_in_recovery() AS recovery,
        current_setting('default_transaction_read_only')::boolean AS read_only;
+
+-- name: durable_commit
+-- [database] durable_claims: this transaction (a claim, a finish) commits only once the
+-- synchronous standby has applied it, so a standby promoted after a crash of the primary has
+-- every claim a runner was told it holds. Local to the transaction.
+SET LOCAL synchronous_commit = 'remote_apply';

@@ -70,3 +70,17 @@ SELECT generate_series(%(first)s::date, %(last)s::date, interval '1 day')::date;
 -- name: drop_schema
 -- Only ever the demo's own throwaway schema.
 DROP SCHEMA {schema} CASCADE;
+
+-- name: standbys
+-- The server's standbys: who may be synchronous, and who streams now (sync_state is NULL for a
+-- role that may not read it).
+SELECT current_setting('synchronous_standby_names') AS names,
+       count(*) FILTER (WHERE r.sync_state IN ('sync', 'quorum')) AS synchronous,
+       count(*) AS streaming,
+       count(*) FILTER (WHERE r.sync_state IS NULL) AS unseen
+FROM pg_stat_replication r;
+
+-- name: commit_probe
+-- A transaction id taken, so its commit writes a record (and, with durable_claims, waits for
+-- the synchronous standby): what a claim's commit costs, measured by doctor.
+SELECT pg_current_xact_id();

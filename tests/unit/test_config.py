@@ -41,6 +41,7 @@ MISTAKES = [
     (GOOD.replace("[jobs.billing]", '[jobs."' + "x" * 1000 + '"]'), 1, "job name"),
     ('[database]\nschema = "Robert\'); drop"\n' + GOOD, 2, "database.schema"),
     ("[databse]\n" + GOOD, 1, "did you mean 'database'"),
+    ('[database]\ndurable_claims = "yes"\n' + GOOD, 2, "database.durable_claims: expected true"),
     ('[project]\nname = "  "\n' + GOOD, 2, "project name needs a visible character"),
     ('[project]\nname = "a\\u001bb"\n' + GOOD, 2, "no control or invisible characters"),
     ("[project]\nname = 7\n" + GOOD, 2, "project.name: expected a string"),
@@ -175,3 +176,22 @@ def test_keys_are_read_as_a_list_or_a_query(tmp_path: Path) -> None:
     assert jobs["export"].keys == "SELECT id FROM tenants"
     assert jobs["export"].keys_dsn == "postgresql://ro@app-db/app"
     assert jobs["billing"].for_key("eu").key == "eu"
+
+
+def test_durable_claims_come_from_the_file_and_the_environment_wins(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from catchup.db import durable_claims
+
+    path = tmp_path / "catchup.toml"
+    path.write_text("[database]\ndurable_claims = true\n" + GOOD)
+    assert load_config(path).durable_claims is True
+    monkeypatch.delenv("CATCHUP_DURABLE_CLAIMS", raising=False)
+    assert durable_claims(True) is True and durable_claims(False) is False
+    monkeypatch.setenv("CATCHUP_DURABLE_CLAIMS", "false")
+    assert durable_claims(True) is False
+    monkeypatch.setenv("CATCHUP_DURABLE_CLAIMS", "TRUE")
+    assert durable_claims(False) is True
+    monkeypatch.setenv("CATCHUP_DURABLE_CLAIMS", "sometimes")
+    with pytest.raises(ConfigError, match="CATCHUP_DURABLE_CLAIMS: expected true or false"):
+        durable_claims(False)

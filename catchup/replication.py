@@ -1,0 +1,59 @@
+"""What ``doctor`` says of the ledger's server and a failover (issue 30): whether it has
+standbys, whether ``durable_claims`` has a synchronous one to wait for (refused as ineffective
+when it has none), and what a claim's commit then costs."""
+
+from __future__ import annotations
+
+import statistics
+
+from .findings import Finding
+from .session import Session
+
+PROBES = 7  # commits timed each way
+
+
+def replication_findings(session: Session) -> list[Finding]:
+    ledger = session.ledger
+    seen = ledger.standbys()
+    if session.durable:
+        if seen.synchronous == 0 and seen.unseen == 0:
+            why = (
+                "synchronous_standby_names is empty"
+                if not seen.names.strip()
+                else f"none of synchronous_standby_names ({seen.names}) is streaming"
+            )
+            return [
+                Finding(
+                    "serious",
+                    "failover",
+                    f"durable_claims = true has no effect: the server has no synchronous "
+                    f"standby ({why}); a claim committed just before a failover can be lost",
+                )
+            ]
+        plain = statistics.median(ledger.commit_probe(durable=False) for _ in range(PROBES))
+        durable = statistics.median(ledger.commit_probe(durable=True) for _ in range(PROBES))
+        who = (
+            f"{seen.synchronous} synchronous standby(s)"
+            if seen.unseen == 0
+            else f"synchronous_standby_names = {seen.names} (this role cannot see their state)"
+        )
+        return [
+            Finding(
+                "ok",
+                "failover",
+                f"durable_claims: {who} apply each claim and finish before it counts; a commit "
+                f"takes {durable * 1e3:.1f} ms (median of {PROBES}), "
+                f"{plain * 1e3:.1f} ms without",
+            )
+        ]
+    if seen.streaming:
+        return [
+            Finding(
+                "warning",
+                "failover",
+                f"the server streams to {seen.streaming} standby(s) and durable_claims is off: "
+                "a failover can lose the claims of its last moments, and their periods run "
+                "again (set [database] durable_claims = true with a synchronous standby)",
+            )
+        ]
+    return [Finding("info", "failover", "the server has no standby streaming from it")]
