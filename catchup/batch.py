@@ -22,6 +22,7 @@ from datetime import datetime
 from .batchrecord import EXPIRED, RELEASED, failed, fields, lose, outcome_of, told
 from .callthread import CallThread
 from .claim import BACKOFF_CAP
+from .errors import Unconfirmed
 from .execute import call_context, execute
 from .job import Job
 from .lease import LeaseKeeper
@@ -108,7 +109,12 @@ def run_batch(
         job.whole_job_overlap,
     )
     granted = time.monotonic()
-    claims = claim_many_surely(session, many)
+    try:
+        claims = claim_many_surely(session, many)
+    except Unconfirmed as exc:  # durable_claims: claimed on the primary only, none started
+        for item in items:
+            report(item, outcome_of(item, OutcomeStatus.error, detail=str(exc)))
+        return []
     batch = _Batch(session, job_id, items, claims, granted, report, halted, on_start)
     try:
         if job.call is not None:

@@ -12,7 +12,7 @@ import psycopg
 
 from . import evidence
 from .callthread import CallThread
-from .errors import CatchupError, ConfigError, DatabaseError
+from .errors import CatchupError, ConfigError, DatabaseError, Unconfirmed
 from .execute import execute
 from .job import Job
 from .ledger import ClaimRequest, FinishFields
@@ -122,7 +122,10 @@ def run_chained(
         if job.after and (waits := unverified_upstream(session, job, period)):
             claim: Claim | Blocked | None = waits
         else:
-            claim = claim_surely(session, _request(session, job, period, rules))
+            try:
+                claim = claim_surely(session, _request(session, job, period, rules))
+            except Unconfirmed as exc:  # durable_claims: claimed on the primary only
+                return Outcome(job.name, period, label, OutcomeStatus.error, detail=str(exc)), None
     else:
         claim = claimed
     if isinstance(claim, Blocked):

@@ -31,6 +31,15 @@ class DatabaseError(CatchupError):
     exit_code = EXIT_DATABASE
 
 
+class Unconfirmed(CatchupError):
+    """With ``durable_claims``, a claim committed on the primary but the synchronous standby
+    did not confirm it within the claim's lease: the period is not started. Not a
+    :class:`DatabaseError` on purpose: the claim path must not reconnect and take back a claim
+    that a failover could still lose."""
+
+    exit_code = EXIT_DATABASE
+
+
 def first_line(exc: BaseException) -> str:
     """The first line of an exception's message (a driver error's DETAIL and HINT follow it),
     or its type's name when it has none."""

@@ -404,7 +404,8 @@ BEGIN
     LOOP
         INSERT INTO {schema}.runs (job_id, key, period_start, period_end, status, attempt,
                                    failures, claimed_at, finished_at, compacted_at)
-        VALUES (v.job_id, v.key, v.period_start, v.period_end, 'succeeded', v.attempt,
+        VALUES (v.job_id, v.key, v.period_start,
+                v.period_start + v.period_seconds * interval '1 second', 'succeeded', v.attempt,
                 v.failures, v.claimed_at, v.finished_at,
                 v.compacted_on::timestamp AT TIME ZONE 'UTC');
         moved := moved + 1;
@@ -533,16 +534,17 @@ CREATE TABLE {schema}.cancels (
 -- table compacted
 
 CREATE TABLE {schema}.compacted (
-    job_id integer NOT NULL,
-    compacted_on date NOT NULL,
+    job_id bigint NOT NULL,
     period_start timestamp with time zone NOT NULL,
-    period_end timestamp with time zone NOT NULL,
     claimed_at timestamp with time zone,
     finished_at timestamp with time zone NOT NULL,
+    period_seconds integer NOT NULL,
+    compacted_on date NOT NULL,
     attempt smallint NOT NULL,
     failures smallint NOT NULL,
     key text NOT NULL,
-    CONSTRAINT compacted_attempt_check CHECK ((attempt >= 0))
+    CONSTRAINT compacted_attempt_check CHECK ((attempt >= 0)),
+    CONSTRAINT compacted_period_seconds_check CHECK ((period_seconds > 0))
 );
 
 -- table compaction
@@ -731,10 +733,10 @@ CREATE VIEW {schema}.periods AS
    FROM {schema}.runs r
 UNION ALL
  SELECT NULL::bigint AS id,
-    (c.job_id)::bigint AS job_id,
+    c.job_id,
     c.key,
     c.period_start,
-    c.period_end,
+    (c.period_start + ((c.period_seconds)::double precision * '00:00:01'::interval)) AS period_end,
     'succeeded'::text AS status,
     (c.attempt)::integer AS attempt,
     (c.failures)::integer AS failures,
@@ -935,7 +937,7 @@ CREATE INDEX alert_ranges_open ON {schema}.alert_ranges USING btree (job_id) WHE
 
 -- index compacted_reruns
 
-CREATE INDEX compacted_reruns ON {schema}.compacted USING btree (job_id, period_start) INCLUDE (period_end, finished_at) WHERE (attempt > 1);
+CREATE INDEX compacted_reruns ON {schema}.compacted USING btree (job_id, period_start) INCLUDE (period_seconds, finished_at) WHERE (attempt > 1);
 
 -- index events_job
 

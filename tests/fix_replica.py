@@ -82,7 +82,7 @@ class Node:
         if (self.data / "postmaster.pid").exists():
             processes.pg_ctl(self.bins, self.data, ["-w", "-m", mode, "stop"])
 
-    def sql(self, text: str, params: Any = None) -> list[tuple[Any, ...]]:
+    def sql(self, text: str | pgsql.Composed, params: Any = None) -> list[tuple[Any, ...]]:
         with psycopg.connect(self.conninfo(), autocommit=True, connect_timeout=5) as conn:
             cur = conn.execute(text, params)
             return cur.fetchall() if cur.description else []
@@ -258,12 +258,13 @@ def standby_of(primary: Node, home: Path, name: str, made: int) -> Node:
     return node
 
 
-@pytest.fixture
-def replica() -> Iterator[Pair]:
-    """A primary and an asynchronous streaming standby, both stopped when the test ends."""
-    HOMES.mkdir(exist_ok=True)
-    HOMES.chmod(0o755)
-    home = Path(tempfile.mkdtemp(dir=HOMES, prefix="replica-"))
+@contextlib.contextmanager
+def replica_pair(parent: Path) -> Iterator[Pair]:
+    """A primary and an asynchronous streaming standby in a new folder under ``parent``
+    (reachable by the server's user), both stopped and removed at the end."""
+    parent.mkdir(exist_ok=True)
+    parent.chmod(0o755)
+    home = Path(tempfile.mkdtemp(dir=parent, prefix="replica-"))
     home.chmod(0o755)
     user = processes.server_user()
     if user is not None:
@@ -283,3 +284,10 @@ def replica() -> Iterator[Pair]:
             with contextlib.suppress(Exception):
                 node.stop("immediate")
         shutil.rmtree(home, ignore_errors=True)
+
+
+@pytest.fixture
+def replica() -> Iterator[Pair]:
+    """A primary and an asynchronous streaming standby, both stopped when the test ends."""
+    with replica_pair(HOMES) as pair:
+        yield pair

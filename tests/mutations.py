@@ -1146,12 +1146,34 @@ MUTATIONS = (
         ),
     ),
     Mutation(
+        "periods-view-casts-job",
+        "a period is read through each table's primary key, in runs and in compacted alike",
+        "sql/migrations/0020_compacted.sql",
+        "SELECT NULL::bigint, c.job_id, c.key, c.period_start,\n",
+        "SELECT NULL::bigint, c.job_id::integer::bigint, c.key, c.period_start,\n",
+        (
+            "tests/integration/test_compacted.py::"
+            "test_a_periods_row_is_read_through_each_tables_primary_key",
+        ),
+    ),
+    Mutation(
         "claims-not-durable",
         "with durable_claims a claim counts once the synchronous standby has applied it",
         "sql/queries/base.sql",
         "SET LOCAL synchronous_commit = 'remote_apply';",
         "SET LOCAL synchronous_commit = 'local';",
         ("tests/faults/test_replica.py::test_durable_claims_wait_for_the_synchronous_standby",),
+    ),
+    Mutation(
+        "unconfirmed-claim-started",
+        "a durable claim the synchronous standby did not confirm within its lease is not run",
+        "catchup/ledger/base.py",
+        "        if heard and timer is not None:\n",
+        "        if False:\n",
+        (
+            "tests/faults/test_replica.py::"
+            "test_a_durable_claim_the_standby_never_confirms_is_not_started",
+        ),
     ),
     Mutation(
         "standby-taken-for-ledger",

@@ -133,10 +133,14 @@ def show[R](
 
 
 def exit_for_outcome(result: Outcome) -> None:
-    """``run``: 130 when interrupted, 2 when the job cannot start (a configuration error), 1
-    when it failed, lost its period or waits for upstream periods not done, else 0."""
+    """``run``: 130 when interrupted, 3 on a database error (as ``tick`` and ``replay``: its
+    evidence query failed, its durable claim was not confirmed), 2 when the job cannot start
+    (a configuration error), 1 when it failed, lost its period or waits for upstream periods
+    not done, else 0."""
     if result.status == OutcomeStatus.interrupted:
         sys.exit(EXIT_INTERRUPTED)
+    if result.status == OutcomeStatus.error:
+        sys.exit(EXIT_DATABASE)
     if result.status == OutcomeStatus.unstartable:
         sys.exit(EXIT_USAGE)
     if result.status.is_failure or result.status == OutcomeStatus.blocked:

@@ -5,17 +5,19 @@ their recorded schedules. Every statement of catchup goes through a method of
 from __future__ import annotations
 
 import contextlib
+import threading
 from contextlib import AbstractContextManager
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import psycopg
 from psycopg import errors as pg_errors
+from psycopg import pq
 from psycopg.rows import class_row
 from psycopg.types.json import Jsonb
 
 from .. import sqlfiles
-from ..errors import DatabaseError
+from ..errors import DatabaseError, Unconfirmed
 from ..models import JobRow
 from ..reconcile import Reconciliation, Recorded
 from ..schedule import iso_utc
@@ -42,10 +44,12 @@ class LedgerBase:
         # has applied them (synchronous_commit = remote_apply, for their transaction only)
         self.durable = durable
 
-    def _committing(self) -> AbstractContextManager[Any]:
+    def _committing(self, bound: timedelta | None = None) -> AbstractContextManager[Any]:
         """Around a claim or a finish: with ``durable``, a transaction of its own (or the
-        caller's) whose commit waits for the synchronous standby; else nothing."""
-        return _Durable(self) if self.durable else contextlib.nullcontext()
+        caller's) whose commit waits for the synchronous standby; else nothing. ``bound`` (a
+        claim's lease): a commit the standby did not confirm by then raises
+        :class:`Unconfirmed` (the claim is committed on the primary only, and is not used)."""
+        return _Durable(self, bound) if self.durable else contextlib.nullcontext()
 
     def _q(self, name: str) -> psycopg.sql.Composed:
         return sqlfiles.query(name, self.schema)
@@ -225,17 +229,66 @@ class LedgerBase:
 
 class _Durable:
     """A transaction whose commit waits for the synchronous standby to apply it (SET LOCAL: a
-    pooler in transaction mode keeps it to this transaction, nothing leaks to the session)."""
+    pooler in transaction mode keeps it to this transaction, nothing leaks to the session).
+    Inside a transaction of the caller's, only the setting: the caller's commit waits.
 
-    def __init__(self, ledger: LedgerBase) -> None:
+    With a ``bound``, a commit still waiting then is cancelled (statement_timeout cannot do
+    it: the server turns it off before a commit): the server stops waiting, commits locally
+    and warns (SQLSTATE 01000, "canceling wait for synchronous replication"), and the claim
+    is :class:`Unconfirmed`. A cancel that lands after the commit finds the backend idle,
+    and the server ignores it."""
+
+    def __init__(self, ledger: LedgerBase, bound: timedelta | None) -> None:
         self._ledger = ledger
+        self._bound = bound
         self._tx: AbstractContextManager[Any] | None = None
 
     def __enter__(self) -> None:
-        self._tx = self._ledger.conn.transaction()
-        self._tx.__enter__()
-        self._ledger.conn.execute(self._ledger._q("durable_commit"))
+        conn = self._ledger.conn
+        if conn.info.transaction_status == pq.TransactionStatus.IDLE:
+            self._tx = conn.transaction()
+            self._tx.__enter__()
+        conn.execute(self._ledger._q("durable_commit"))
 
     def __exit__(self, *exc: Any) -> bool | None:
-        assert self._tx is not None
-        return self._tx.__exit__(*exc)
+        if self._tx is None:
+            return None
+        conn = self._ledger.conn
+        heard: list[pg_errors.Diagnostic] = []
+
+        def hear(notice: pg_errors.Diagnostic) -> None:
+            if notice.sqlstate == "01000":
+                heard.append(notice)
+
+        committing = threading.Lock()
+        state = {"done": False}
+
+        def cancel() -> None:
+            with committing:
+                if not state["done"]:
+                    with contextlib.suppress(psycopg.Error):
+                        conn.cancel_safe(timeout=5.0)
+
+        timer = None
+        bound = self._bound.total_seconds() if self._bound is not None else None
+        if bound is not None and exc[0] is None:
+            timer = threading.Timer(bound, cancel)
+            timer.daemon = True
+        conn.add_notice_handler(hear)
+        try:
+            if timer is not None:
+                timer.start()
+            swallowed = self._tx.__exit__(*exc)
+        finally:
+            with committing:
+                state["done"] = True
+            if timer is not None:
+                timer.cancel()
+            conn.remove_notice_handler(hear)
+        if heard and timer is not None:
+            raise Unconfirmed(
+                "the synchronous standby did not confirm the claim within its lease "
+                f"({bound:g}s): it is committed on the primary only, "
+                "and a failover could lose it; not started"
+            )
+        return swallowed

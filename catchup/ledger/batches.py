@@ -58,7 +58,7 @@ class Batches(LedgerBase):
             "ignore_backoff": many.ignore_backoff,
             "retry_exhausted": many.retry_exhausted,
         }
-        with self._committing():
+        with self._committing(many.lease):
             return _claims(self.conn.execute(self._q("claim_many"), params).fetchall())
 
     def reclaim_many(

@@ -101,7 +101,7 @@ class ClaimPath(LedgerBase):
             "ignore_backoff": ignore_backoff,
             "retry_exhausted": retry_exhausted,
         }
-        with self._committing(), self.conn.cursor(row_factory=class_row(Claim)) as cur:
+        with self._committing(lease), self.conn.cursor(row_factory=class_row(Claim)) as cur:
             return cur.execute(self._q("claim"), params).fetchone()
 
     def claim_request(self, request: ClaimRequest) -> Claim | Blocked | None:
@@ -126,7 +126,7 @@ class ClaimPath(LedgerBase):
 
         if not r.needs:
             return claim()
-        with self.conn.transaction():
+        with self._committing(r.lease), self.conn.transaction():
             rows = self.conn.execute(
                 self._q("upstream_not_done"),
                 {

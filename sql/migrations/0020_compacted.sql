@@ -1,8 +1,13 @@
 -- Compacted facts in a narrow table of their own (issue 27: at most 120 bytes a compacted
 -- period). A succeeded period whose detail was compacted (0016) leaves runs for `compacted`:
--- its job, key, period, first claim, finish, attempt, failures and the day it was compacted,
--- about 76 bytes of heap and 28 of primary key (runs: about 126 and 96 across its indexes). A
--- waived one stays in runs with its waiver's note (who and why), compacted as in 0016.
+-- its job, key, period (its start and its length in seconds), first claim, finish, attempt,
+-- failures and the day it was compacted, about 76 bytes of heap and 36 of primary key (runs:
+-- about 126 and 96 across its indexes). A waived one stays in runs with its waiver's note (who
+-- and why), compacted as in 0016, and so does a period whose length is not a whole number of
+-- seconds or more than 2^31 of them, or whose attempt or failures pass 32767.
+--
+-- job_id is bigint as in runs: the view below is both, and a cast in either of its branches
+-- would keep every lookup of a job's periods from that table's primary key.
 --
 -- The rule that keeps a compacted period unclaimable: a period is in runs or in compacted,
 -- never both and never neither once it had a row.
@@ -27,12 +32,12 @@
 -- over a ledger that has it.
 
 CREATE TABLE IF NOT EXISTS {schema}.compacted (
-    job_id integer NOT NULL REFERENCES {schema}.jobs (id),
-    compacted_on date NOT NULL,
+    job_id bigint NOT NULL REFERENCES {schema}.jobs (id),
     period_start timestamptz NOT NULL,
-    period_end timestamptz NOT NULL,
     claimed_at timestamptz,
     finished_at timestamptz NOT NULL,
+    period_seconds integer NOT NULL CHECK (period_seconds > 0),  -- period_end - period_start
+    compacted_on date NOT NULL,
     attempt smallint NOT NULL CHECK (attempt >= 0),
     failures smallint NOT NULL,
     key text NOT NULL,
@@ -42,7 +47,7 @@ CREATE TABLE IF NOT EXISTS {schema}.compacted (
 -- The periods that succeeded at a later attempt (run again after a reset or a failure), as
 -- runs_reruns (0013) keeps them: what can make a downstream period outdated.
 CREATE INDEX IF NOT EXISTS compacted_reruns ON {schema}.compacted (job_id, period_start)
-    INCLUDE (period_end, finished_at) WHERE attempt > 1;
+    INCLUDE (period_seconds, finished_at) WHERE attempt > 1;
 
 CREATE OR REPLACE VIEW {schema}.periods AS
 SELECT r.id, r.job_id, r.key, r.period_start, r.period_end, r.status, r.attempt, r.failures,
@@ -50,7 +55,8 @@ SELECT r.id, r.job_id, r.key, r.period_start, r.period_end, r.status, r.attempt,
        r.exit_code, r.error, r.output_tail, r.checkpoint, r.interrupted, r.compacted_at
 FROM {schema}.runs r
 UNION ALL
-SELECT NULL::bigint, c.job_id::bigint, c.key, c.period_start, c.period_end, 'succeeded'::text,
+SELECT NULL::bigint, c.job_id, c.key, c.period_start,
+       c.period_start + c.period_seconds * interval '1 second', 'succeeded'::text,
        c.attempt::integer, c.failures::integer, NULL::text, c.claimed_at, NULL::timestamptz,
        NULL::timestamptz, c.finished_at, NULL::timestamptz, NULL::integer, NULL::text,
        NULL::text, NULL::text, false, c.compacted_on::timestamp AT TIME ZONE 'UTC'
@@ -96,7 +102,8 @@ BEGIN
     LOOP
         INSERT INTO {schema}.runs (job_id, key, period_start, period_end, status, attempt,
                                    failures, claimed_at, finished_at, compacted_at)
-        VALUES (v.job_id, v.key, v.period_start, v.period_end, 'succeeded', v.attempt,
+        VALUES (v.job_id, v.key, v.period_start,
+                v.period_start + v.period_seconds * interval '1 second', 'succeeded', v.attempt,
                 v.failures, v.claimed_at, v.finished_at,
                 v.compacted_on::timestamp AT TIME ZONE 'UTC');
         moved := moved + 1;

@@ -92,5 +92,7 @@ SELECT pg_is_in_recovery() AS recovery,
 -- name: durable_commit
 -- [database] durable_claims: this transaction (a claim, a finish) commits only once the
 -- synchronous standby has applied it, so a standby promoted after a crash of the primary has
--- every claim a runner was told it holds. Local to the transaction.
+-- every claim a runner was told it holds. Local to the transaction. (A claim's wait is
+-- bounded by its lease: catchup cancels it, the server commits locally and warns, and the
+-- claim is not used; statement_timeout cannot: the server turns it off before the commit.)
 SET LOCAL synchronous_commit = 'remote_apply';

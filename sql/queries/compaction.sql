@@ -43,7 +43,13 @@ WITH cursor AS (
     ORDER BY r.finished_at, r.id
     LIMIT %(limit)s
 ), chosen AS (
-    SELECT r.id, r.key, r.period_start, r.status, r.compacted_at
+    SELECT r.id, r.key, r.period_start, r.status, r.compacted_at,
+           -- what compacted's columns hold: a whole number of seconds in an integer, and
+           -- attempt and failures in smallints; a period that does not fit stays in runs
+           r.attempt <= 32767 AND r.failures <= 32767
+           AND extract(epoch FROM r.period_end - r.period_start) BETWEEN 1 AND 2147483647
+           AND date_trunc('second', r.period_end - r.period_start)
+               = r.period_end - r.period_start AS fits
     FROM {schema}.runs r JOIN scanned s ON s.id = r.id
     WHERE r.status IN ('succeeded', 'waived')
       AND (r.compacted_at IS NULL OR r.status = 'succeeded')
@@ -61,16 +67,15 @@ WITH cursor AS (
 ), moved AS (
     DELETE FROM {schema}.runs r
     USING chosen c
-    WHERE r.id = c.id AND c.status = 'succeeded'
-      AND r.attempt <= 32767 AND r.failures <= 32767  -- compacted's smallints
+    WHERE r.id = c.id AND c.status = 'succeeded' AND c.fits
     RETURNING r.job_id, r.key, r.period_start, r.period_end, r.claimed_at, r.finished_at,
               r.attempt, r.failures, r.compacted_at
 ), facts AS (
-    INSERT INTO {schema}.compacted (job_id, compacted_on, period_start, period_end, claimed_at,
-                                    finished_at, attempt, failures, key)
+    INSERT INTO {schema}.compacted (job_id, compacted_on, period_start, period_seconds,
+                                    claimed_at, finished_at, attempt, failures, key)
     SELECT m.job_id, (coalesce(m.compacted_at, clock_timestamp()) AT TIME ZONE 'UTC')::date,
-           m.period_start, m.period_end, coalesce(f.first, m.claimed_at), m.finished_at,
-           m.attempt, m.failures, m.key
+           m.period_start, extract(epoch FROM m.period_end - m.period_start)::integer,
+           coalesce(f.first, m.claimed_at), m.finished_at, m.attempt, m.failures, m.key
     FROM moved m
     LEFT JOIN firsts f ON f.key = m.key AND f.period_start = m.period_start
     ORDER BY m.key, m.period_start
@@ -84,7 +89,7 @@ WITH cursor AS (
     FROM chosen c
     LEFT JOIN firsts f ON f.key = c.key AND f.period_start = c.period_start
     WHERE r.id = c.id AND c.compacted_at IS NULL
-      AND (c.status = 'waived' OR r.attempt > 32767 OR r.failures > 32767)
+      AND (c.status = 'waived' OR NOT c.fits)
     RETURNING r.id
 ), looked AS (
     SELECT count(*) AS n,

@@ -134,3 +134,40 @@ def test_durable_claims_wait_for_the_synchronous_standby(replica: Pair, tmp_path
     assert rows(replica.standby)[-1] == ("billing", "2026-03-02", "succeeded")
     doctor = durable.run("doctor", timeout=60)
     assert "durable_claims: 1 synchronous standby(s) apply each claim" in doctor.stdout, doctor
+
+
+def test_a_durable_claim_the_standby_never_confirms_is_not_started(
+    replica: Pair, tmp_path: Path
+) -> None:
+    # the synchronous standby stops applying (down, or cut off) and no failover manager takes
+    # it out of synchronous_standby_names: a claim waits at most its lease, then is not used
+    replica.primary.set("synchronous_commit", "local")
+    replica.synchronous(True)
+    marks = tmp_path / "ran"
+    project = on(tmp_path, replica.dsn(), durable=True)
+    project.write(
+        job_toml(
+            "billing",
+            start="2026-03-01",
+            lease="5s",
+            command=["sh", "-c", f"echo $CATCHUP_PERIOD >> {marks}"],
+        )
+    )
+    assert project.run("-q", "migrate").returncode == 0
+    replica.caught_up()
+    replica.hold_wal_back(True)
+    said = project.run("run", "billing", "--period", "2026-03-02", timeout=60)
+    assert said.returncode == 3, (said.stdout, said.stderr)
+    assert "did not confirm the claim within its lease (5s)" in said.stdout + said.stderr, said
+    assert "not started" in said.stdout + said.stderr
+    assert not marks.exists()  # the job never ran
+    # committed on the primary alone: running until its lease runs out, then claimable again
+    assert rows(replica.primary) == [("billing", "2026-03-02", "running")]
+    replica.hold_wal_back(False)
+    replica.caught_up()
+    wait_for(
+        lambda: project.run("-q", "run", "billing", "--period", "2026-03-02").returncode == 0,
+        60,
+        "the period to be claimed again once its lease ran out",
+    )
+    assert marks.read_text().split() == ["2026-03-02"]

@@ -10,11 +10,13 @@ from datetime import UTC, datetime
 from typing import Any
 
 import psycopg
+import psycopg.sql
 from fix_catalog import CATALOG, catalog
 from fix_db import Database, drop_schema
 from fix_ledger import fill_settled
 from fix_project import Project, job_toml
 
+from catchup import sqlfiles
 from catchup.ledger import Ledger
 
 ORIGIN = datetime(2024, 1, 1, tzinfo=UTC)
@@ -122,3 +124,34 @@ def test_a_downstream_job_runs_after_its_compacted_upstream(project: Project, sq
         "SELECT count(*) FROM {schema}.runs r JOIN {schema}.jobs j ON j.id = r.job_id"
         " WHERE j.name = 'billing' AND r.status = 'succeeded'"
     ) == [(3,)]
+
+
+def test_a_periods_row_is_read_through_each_tables_primary_key(
+    project: Project, sql: Any, database: Database
+) -> None:
+    # the view is runs and compacted as one: a lookup of one period must reach each table by
+    # its primary key (a cast of job_id in either branch would make it read the whole table:
+    # 150 s for a full scan of 8.76 million compacted periods, every `run` of a done one too)
+    project.write(job_toml("export", start="2026-03-01", command=["true"]))
+    replayed = project.cli("-q", "replay", "--since", "2026-03-01", "--until", "2026-03-04")
+    assert replayed.exit_code == 0, replayed.output
+    project.cli("-q", "compact", "--before", db_now(sql))
+    ((job_id,),) = sql("SELECT id FROM {schema}.jobs WHERE name = 'export'")
+    with psycopg.connect(database.conninfo, autocommit=True) as conn:
+        conn.execute("SET enable_seqscan = off")  # on tables this small a scan would win
+        params = {"job_id": job_id, "key": "", "period_start": datetime(2026, 3, 2, tzinfo=UTC)}
+        explain = psycopg.sql.SQL("EXPLAIN (FORMAT JSON) ") + sqlfiles.query(
+            "run_row", project.schema
+        )
+        ((document,),) = conn.execute(explain, params).fetchall()
+    scans = {}
+    todo = [document[0]["Plan"]]
+    while todo:
+        node = todo.pop()
+        todo += node.get("Plans", [])
+        if "Relation Name" in node:
+            scans[node["Relation Name"]] = (node.get("Index Name"), node.get("Index Cond", ""))
+    for table in ("runs", "compacted"):
+        index, condition = scans[table]
+        # the job's own entries, not the whole index filtered
+        assert index == f"{table}_pkey" and "job_id =" in condition, scans
