@@ -167,6 +167,13 @@ class Pair:
             "the WAL receiver to " + ("stop" if held else "start"),
         )
 
+    def commit_waiting(self) -> bool:
+        """Whether a commit on the primary waits for the synchronous standby now."""
+        waiting = self.primary.sql(
+            "SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'SyncRep'"
+        )
+        return waiting != [(0,)]
+
     def fail_over(self) -> None:
         """The primary crashes; the standby is promoted: the roles swap, the old primary's
         folder kept aside (it is rebuilt as a standby by ``rebuild``)."""

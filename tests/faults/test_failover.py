@@ -72,9 +72,7 @@ def trial(pair: Pair, project: Project, marks: Path, n: int, *, durable: bool) -
     runner = project.spawn("-q", "run", "billing", "--period", period)
 
     def waits(runner: Any = runner) -> bool:
-        return runner.poll() is not None or pair.primary.sql(
-            "SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'SyncRep'"
-        ) != [(0,)]
+        return runner.poll() is not None or pair.commit_waiting()
 
     try:
         if durable:

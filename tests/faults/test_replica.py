@@ -88,12 +88,6 @@ def test_a_multi_host_dsn_follows_a_failover_and_a_switchover(
     assert len(rows(replica.primary)) == 5
 
 
-def waiting_on_standby(pair: Pair) -> bool:
-    return bool(
-        pair.primary.sql("SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'SyncRep'")[0][0]
-    )
-
-
 def test_durable_claims_wait_for_the_synchronous_standby(replica: Pair, tmp_path: Path) -> None:
     # what durable_claims is for: a server whose commits are local by default, a synchronous
     # standby for the transactions that ask for it
@@ -117,7 +111,7 @@ def test_durable_claims_wait_for_the_synchronous_standby(replica: Pair, tmp_path
     slow = durable.spawn("-q", "run", "billing", "--period", "2026-03-02")
     try:
         wait_for(
-            lambda: slow.poll() is not None or waiting_on_standby(replica),
+            lambda: slow.poll() is not None or replica.commit_waiting(),
             60,
             "the claim's commit to wait for the standby",
         )
