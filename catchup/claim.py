@@ -10,7 +10,7 @@ from datetime import datetime, timedelta
 
 import psycopg
 
-from . import evidence
+from . import evidence, suspects
 from .callthread import CallThread
 from .errors import CatchupError, ConfigError, DatabaseError, Unconfirmed
 from .execute import execute
@@ -131,6 +131,13 @@ def run_chained(
     if isinstance(claim, Blocked):
         detail = blocked_by(session, job, period, claim)
         return Outcome(job.name, period, label, OutcomeStatus.blocked, detail=detail), None
+    if claim is None and isinstance(claimed, Unclaimed):
+        settled = suspects.settle(session, job, job_id, period, label)
+        if isinstance(settled, Outcome):
+            return settled, None
+        if settled:  # decided lost by its evidence: claimed as its next attempt
+            again = claim_surely(session, _request(session, job, period, rules))
+            claim = again if isinstance(again, Claim) else None
     if claim is None:
         detail, blocked = why_not(session, job, job_id, period)
         outcome = Outcome(
@@ -185,6 +192,8 @@ def _untracked(
             return None  # the ledger knows it: the claim decides
         if not evidence.present(session.ledger, job, period):
             return None
+        if session.ledger.suspect(job_id, period, job.key) is not None:
+            return None  # a failover's: its claim is refused, and the evidence decides it
     except (psycopg.Error, CatchupError) as exc:
         if isinstance(exc, psycopg.OperationalError) and session.conn.broken:
             raise
@@ -304,6 +313,9 @@ def _record(
         finished, next_claim = finish_then_claim_surely(
             session, job_id, period.start, claim.attempt, next_request, fields, job.key
         )
+    if finished is None and suspects.recreated(session, job, job_id, period, claim):
+        # a failover lost the claim: the row is written again and the outcome recorded
+        finished = finish_surely(session, job_id, period.start, claim.attempt, job.key, **fields)
     return described(base, job, execution, finished, succeeded, interrupted), next_claim
 
 

@@ -20,7 +20,14 @@ from .runner import (
     run_command,
 )
 from .schedule import Period
-from .session import Session
+from .session import Session, owner_name
+from .timelines import Held
+
+
+def held(job: Job, job_id: int, period: Period, claim: Claim) -> Held:
+    """What the runner of ``claim`` needs to write its row again after a failover lost it."""
+    claimed_at = claim.lease_expires_at - job.lease
+    return Held(job_id, job.key, period, claim.attempt, owner_name(), claimed_at)
 
 
 def execute(
@@ -41,9 +48,11 @@ def execute(
     periods waiting beside it too; ``granted``: when its lease was last given, before a batch's
     claim or renewal), on ``calls`` when a worker keeps a thread for its calls."""
 
+    mine = held(job, job_id, period, claim)
+
     def renew_one(within: float) -> Renewed | None:
         return session.heartbeats.renew(
-            job_id, period.start, claim.attempt, job.lease, within, job.key
+            job_id, period.start, claim.attempt, job.lease, within, job.key, mine
         )
 
     # the job's poll loop starts the keeper if need be

@@ -20,6 +20,7 @@ import psycopg
 from . import db
 from .ledger import Ledger
 from .results import Renewed
+from .timelines import Held
 
 POLL_SECONDS = 0.05  # how often a running job's loop looks at its process and its lease
 RENEW_AFTER = 2 * POLL_SECONDS
@@ -121,12 +122,19 @@ class HeartbeatLine:
         lease: timedelta,
         within: float,
         key: str = "",
+        held: Held | None = None,
     ) -> Renewed | None:
         """Extend the lease of ``attempt`` (fenced); None when the attempt no longer owns it.
-        Raises on a connection that broke (the keeper retries, and this reconnects)."""
+        With ``held``, a row a failover lost is written again (``Ledger.recreate``) and the
+        lease goes on. Raises on a connection that broke (the keeper retries, and this
+        reconnects)."""
         with self._lock:
             ledger = self._ledger(within)
-            return ledger.heartbeat(job_id, period_start, attempt, lease, key)
+            renewed = ledger.heartbeat(job_id, period_start, attempt, lease, key)
+            if renewed is None and held is not None:
+                expires = ledger.recreate(held, lease)
+                renewed = None if expires is None else Renewed(expires)
+            return renewed
 
     def renew_many(
         self,

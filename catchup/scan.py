@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from . import evidence
+from . import evidence, suspects
 from .coverage import record_coverage, signature
 from .job import Job
 from .ledger import Ledger
@@ -297,6 +297,11 @@ def scan_jobs(
             results[-1] = evidence.apply(results[-1], job, seen)
             if record and seen.state is not None:
                 ledger.record_evidence_state(seen.state)
+    if results and (failover := ledger.failover()) is not None:
+        results = [
+            suspects.apply(ledger, t.job, t.job_id, r, failover)
+            for t, r in zip(targets, results, strict=True)
+        ]
     return results
 
 

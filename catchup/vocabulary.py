@@ -50,6 +50,9 @@ class PeriodState(StrEnum):
     # over was given back) and counted no failure: runnable again at once
     interrupted = "interrupted"
     stale = "stale"
+    # after a failover: the old primary may have claimed or finished it, the new one does not
+    # show it settled; not run until its evidence or a person decides (sql/migrations/0021)
+    suspect = "suspect"
     failed = "failed"
     exhausted = "exhausted"
 
@@ -66,6 +69,7 @@ GAP_STATES = frozenset(
         PeriodState.failed,
         PeriodState.exhausted,
         PeriodState.stale,
+        PeriodState.suspect,
         PeriodState.unverified,
         PeriodState.outdated,
     }
@@ -73,11 +77,17 @@ GAP_STATES = frozenset(
 # derived from a job's evidence query, never by period_state() in SQL
 EVIDENCE_STATES = frozenset({PeriodState.untracked, PeriodState.unverified})
 # derived by the scan, never by period_state() in SQL: the evidence's, blocked and outdated
-DERIVED_STATES = EVIDENCE_STATES | {PeriodState.blocked, PeriodState.outdated}
-# what replay runs without being asked for more (exhausted only with --retry-exhausted)
+DERIVED_STATES = EVIDENCE_STATES | {
+    PeriodState.blocked,
+    PeriodState.outdated,
+    PeriodState.suspect,
+}
+# what replay runs without being asked for more (exhausted only with --retry-exhausted); a
+# suspect period's claim is refused until its evidence (read then) or a person decides it
 REPLAYABLE = frozenset(
     {
         PeriodState.missing,
+        PeriodState.suspect,
         PeriodState.blocked,
         PeriodState.interrupted,
         PeriodState.failed,

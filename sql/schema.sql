@@ -14,6 +14,8 @@ CREATE FUNCTION {schema}.claim_period(p_lock_space text, p_job_id bigint, p_key 
     LANGUAGE plpgsql
     AS $$
 #variable_conflict use_column
+DECLARE
+    seen timestamptz;
 BEGIN
     IF NOT p_allow_overlap THEN
         -- Serialises claims of one job (or one key of it) until this transaction ends. The
@@ -24,6 +26,7 @@ BEGIN
                           ELSE p_lock_space || '/' || p_key END),
             p_job_id::integer);
     END IF;
+    SELECT CASE WHEN w.failover THEN w.seen_at END INTO seen FROM {schema}.failover_window(true) w;
     RETURN QUERY
     WITH claimed AS (
         INSERT INTO {schema}.runs AS r
@@ -43,6 +46,10 @@ BEGIN
               AND o.status = 'running'
               AND o.lease_expires_at > clock_timestamp()
               AND (o.period_start <> p_period_start OR o.key <> p_key)))
+        AND NOT ({schema}.is_suspect(seen, p_period_end, NULL, NULL, NULL)
+                 AND NOT EXISTS (SELECT 1 FROM {schema}.runs x
+                                 WHERE x.job_id = p_job_id AND x.key = p_key
+                                   AND x.period_start = p_period_start))
         ON CONFLICT (job_id, key, period_start) DO UPDATE SET
             status = 'running',
             attempt = r.attempt + 1,
@@ -55,12 +62,14 @@ BEGIN
             retry_after = NULL,
             exit_code = NULL,
             error = NULL
-        WHERE (r.status = 'failed'
-               AND (r.failures < p_max_attempts OR p_retry_exhausted)
-               AND (r.retry_after <= clock_timestamp() OR p_ignore_backoff))
-           OR (r.status = 'running'
-               AND r.lease_expires_at <= clock_timestamp()
-               AND (r.failures + 1 < p_max_attempts OR p_retry_exhausted))
+        WHERE ((r.status = 'failed'
+                AND (r.failures < p_max_attempts OR p_retry_exhausted)
+                AND (r.retry_after <= clock_timestamp() OR p_ignore_backoff))
+            OR (r.status = 'running'
+                AND r.lease_expires_at <= clock_timestamp()
+                AND (r.failures + 1 < p_max_attempts OR p_retry_exhausted)))
+          AND NOT {schema}.is_suspect(seen, r.period_end, r.status, r.heartbeat_at,
+                                      r.finished_at)
         RETURNING r.id, r.job_id, r.key, r.period_start, r.period_end, r.attempt, r.owner,
                   r.claimed_at, r.lease_expires_at, r.checkpoint
     ), lost AS (
@@ -88,13 +97,10 @@ CREATE FUNCTION {schema}.claim_periods(p_lock_space text, p_job_id bigint, p_key
 #variable_conflict use_column
 DECLARE
     lock_key integer;
+    seen timestamptz;
 BEGIN
     IF NOT p_allow_overlap THEN
-        -- Serialises claims of one job (or of one key of it) until this transaction ends. The
-        -- locks are taken in their own order, so two batches of overlapping keys never wait
-        -- for each other in a cycle. The claim below is a statement of its own in a VOLATILE
-        -- function, so its snapshot is taken after the locks and its overlap check sees every
-        -- claim committed before.
+        -- as in 0015: the locks in their own order, the claim a statement of its own
         FOR lock_key IN
             SELECT DISTINCT hashtext(CASE WHEN u.k = '' OR p_whole_job THEN p_lock_space
                                           ELSE p_lock_space || '/' || u.k END)
@@ -104,11 +110,9 @@ BEGIN
             PERFORM pg_advisory_xact_lock(lock_key, p_job_id::integer);
         END LOOP;
     END IF;
+    SELECT CASE WHEN w.failover THEN w.seen_at END INTO seen FROM {schema}.failover_window(true) w;
     RETURN QUERY
     WITH wanted AS (
-        -- each period once; with overlap forbidden, at most one period of each key (of the
-        -- job, for forbid-job), the oldest: two claimed in one statement would run at once,
-        -- as neither's overlap check sees the other
         SELECT DISTINCT ON (CASE WHEN p_whole_job AND NOT p_allow_overlap THEN '' ELSE u.k END,
                             CASE WHEN p_allow_overlap THEN u.s END)
                u.n::integer AS n, u.k, u.s, u.f
@@ -134,6 +138,10 @@ BEGIN
               AND o.status = 'running'
               AND o.lease_expires_at > clock_timestamp()
               AND (o.period_start <> w.s OR o.key <> w.k)))
+        AND NOT ({schema}.is_suspect(seen, w.f, NULL, NULL, NULL)
+                 AND NOT EXISTS (SELECT 1 FROM {schema}.runs x
+                                 WHERE x.job_id = p_job_id AND x.key = w.k
+                                   AND x.period_start = w.s))
         ORDER BY w.k, w.s
         ON CONFLICT (job_id, key, period_start) DO UPDATE SET
             status = 'running',
@@ -147,12 +155,14 @@ BEGIN
             retry_after = NULL,
             exit_code = NULL,
             error = NULL
-        WHERE (r.status = 'failed'
-               AND (r.failures < p_max_attempts OR p_retry_exhausted)
-               AND (r.retry_after <= clock_timestamp() OR p_ignore_backoff))
-           OR (r.status = 'running'
-               AND r.lease_expires_at <= clock_timestamp()
-               AND (r.failures + 1 < p_max_attempts OR p_retry_exhausted))
+        WHERE ((r.status = 'failed'
+                AND (r.failures < p_max_attempts OR p_retry_exhausted)
+                AND (r.retry_after <= clock_timestamp() OR p_ignore_backoff))
+            OR (r.status = 'running'
+                AND r.lease_expires_at <= clock_timestamp()
+                AND (r.failures + 1 < p_max_attempts OR p_retry_exhausted)))
+          AND NOT {schema}.is_suspect(seen, r.period_end, r.status, r.heartbeat_at,
+                                      r.finished_at)
         RETURNING r.id, r.job_id, r.key, r.period_start, r.period_end, r.attempt, r.owner,
                   r.claimed_at, r.lease_expires_at, r.checkpoint
     ), lost AS (
@@ -172,6 +182,92 @@ BEGIN
            c.checkpoint
     FROM claimed c JOIN wanted w ON w.k = c.key AND w.s = c.period_start
     ORDER BY w.n;
+END
+$$;
+
+-- function decide_suspects(bigint, text, timestamp with time zone[], timestamp with time zone[], text, text)
+
+CREATE FUNCTION {schema}.decide_suspects(p_job_id bigint, p_key text, p_starts timestamp with time zone[], p_ends timestamp with time zone[], p_decision text, p_note text) RETURNS TABLE(period_start timestamp with time zone, attempt integer)
+    LANGUAGE plpgsql
+    AS $$
+#variable_conflict use_column
+DECLARE
+    seen timestamptz;
+BEGIN
+    IF p_decision NOT IN ('lost', 'adopted', 'waived') THEN
+        RAISE EXCEPTION 'decide_suspects: % is not a decision', p_decision;
+    END IF;
+    SELECT CASE WHEN w.failover THEN w.seen_at END INTO seen FROM {schema}.failover_window(true) w;
+    RETURN QUERY
+    WITH decided AS (
+        INSERT INTO {schema}.runs AS r
+            (job_id, key, period_start, period_end, status, attempt, interrupted,
+             finished_at, retry_after, error)
+        SELECT p_job_id, p_key, u.s, u.f,
+               CASE p_decision WHEN 'lost' THEN 'failed' WHEN 'adopted' THEN 'succeeded'
+                               ELSE 'waived' END,
+               1, p_decision = 'lost', clock_timestamp(), clock_timestamp(), p_note
+        FROM unnest(p_starts, p_ends) AS u (s, f)
+        WHERE {schema}.is_suspect(seen, u.f, NULL, NULL, NULL)
+        ON CONFLICT (job_id, key, period_start) DO UPDATE SET
+            status = excluded.status,
+            attempt = r.attempt + 1,
+            interrupted = excluded.interrupted,
+            owner = NULL,
+            lease_expires_at = NULL,
+            finished_at = excluded.finished_at,
+            retry_after = excluded.retry_after,
+            exit_code = NULL,
+            error = excluded.error
+        WHERE {schema}.is_suspect(seen, r.period_end, r.status, r.heartbeat_at, r.finished_at)
+        RETURNING r.job_id, r.key, r.period_start, r.attempt, r.finished_at
+    ), closed AS (
+        UPDATE {schema}.history h
+        SET status = 'lost', finished_at = d.finished_at,
+            error = 'the failover to timeline ' || {schema}.server_timeline()
+                    || ' lost what came after; ' || p_note
+        FROM decided d
+        WHERE h.job_id = d.job_id AND h.key = d.key AND h.period_start = d.period_start
+          AND h.attempt = d.attempt - 1 AND h.status = 'running'
+    ), told AS (
+        INSERT INTO {schema}.history (job_id, key, period_start, attempt, status, started_at,
+                                      finished_at, error)
+        SELECT d.job_id, d.key, d.period_start, d.attempt,
+               CASE p_decision WHEN 'adopted' THEN 'succeeded' ELSE 'lost' END,
+               seen, d.finished_at, p_note
+        FROM decided d
+        ON CONFLICT (job_id, key, period_start, attempt) DO NOTHING
+    )
+    SELECT d.period_start, d.attempt FROM decided d ORDER BY d.period_start;
+END
+$$;
+
+-- function failover_window(boolean)
+
+CREATE FUNCTION {schema}.failover_window(p_note boolean, OUT timeline integer, OUT seen_at timestamp with time zone, OUT replayed_until timestamp with time zone, OUT failover boolean) RETURNS record
+    LANGUAGE plpgsql
+    AS $$
+#variable_conflict use_column
+DECLARE
+    t integer := {schema}.server_timeline();
+BEGIN
+    SELECT l.timeline, l.seen_at, l.replayed_until, l.failover
+    INTO timeline, seen_at, replayed_until, failover
+    FROM {schema}.timelines l ORDER BY l.timeline DESC LIMIT 1;
+    IF t IS NULL OR (timeline IS NOT NULL AND t <= timeline) THEN
+        RETURN;
+    END IF;
+    failover := timeline IS NOT NULL;
+    timeline := t;
+    seen_at := clock_timestamp();
+    replayed_until := pg_last_xact_replay_timestamp();
+    IF p_note THEN
+        INSERT INTO {schema}.timelines AS l (timeline, seen_at, replayed_until, failover)
+        VALUES (t, seen_at, replayed_until, failover)
+        ON CONFLICT (timeline) DO NOTHING;
+        SELECT l.seen_at, l.replayed_until, l.failover INTO seen_at, replayed_until, failover
+        FROM {schema}.timelines l WHERE l.timeline = t;
+    END IF;
 END
 $$;
 
@@ -285,6 +381,17 @@ BEGIN
     RETURN QUERY SELECT f.finished_at, f.failures, f.retry_after, c.id, c.period_start,
                         c.period_end, c.attempt, c.lease_expires_at, c.checkpoint;
 END
+$$;
+
+-- function is_suspect(timestamp with time zone, timestamp with time zone, text, timestamp with time zone, timestamp with time zone)
+
+CREATE FUNCTION {schema}.is_suspect(p_seen timestamp with time zone, p_period_end timestamp with time zone, p_status text, p_heartbeat_at timestamp with time zone, p_finished_at timestamp with time zone) RETURNS boolean
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    AS $$
+    SELECT coalesce(p_seen IS NOT NULL AND p_period_end <= p_seen
+                    AND (p_status IS NULL
+                         OR (p_status = 'running' AND p_heartbeat_at < p_seen)
+                         OR (p_status = 'failed' AND p_finished_at < p_seen)), false)
 $$;
 
 -- function key_rewritten()
@@ -469,6 +576,16 @@ BEGIN
     UPDATE {schema}.job_keys SET verified = NULL;
     RETURN NULL;
 END;
+$$;
+
+-- function server_timeline()
+
+CREATE FUNCTION {schema}.server_timeline() RETURNS integer
+    LANGUAGE sql
+    AS $$
+    SELECT CASE WHEN NOT pg_is_in_recovery() THEN
+        ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::integer
+    END
 $$;
 
 -- table alert_outbox
@@ -812,6 +929,16 @@ ALTER TABLE {schema}.ticks ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
     CACHE 1
 );
 
+-- table timelines
+
+CREATE TABLE {schema}.timelines (
+    timeline integer NOT NULL,
+    seen_at timestamp with time zone NOT NULL,
+    replayed_until timestamp with time zone,
+    failover boolean NOT NULL,
+    CONSTRAINT timelines_timeline_check CHECK ((timeline > 0))
+);
+
 -- constraint alert_outbox alert_outbox_pkey
 
 ALTER TABLE ONLY {schema}.alert_outbox
@@ -926,6 +1053,11 @@ ALTER TABLE ONLY {schema}.schema_version
 
 ALTER TABLE ONLY {schema}.ticks
     ADD CONSTRAINT ticks_pkey PRIMARY KEY (id);
+
+-- constraint timelines timelines_pkey
+
+ALTER TABLE ONLY {schema}.timelines
+    ADD CONSTRAINT timelines_pkey PRIMARY KEY (timeline);
 
 -- index alert_outbox_pending
 

@@ -293,7 +293,7 @@ MUTATIONS = (
     Mutation(
         "batch-claim-takeover",
         "a batch takes a running period over only when its lease ran out, as one claim does",
-        "sql/migrations/0015_batches.sql",
+        "sql/migrations/0022_timeline_batches.sql",
         "               AND r.lease_expires_at <= clock_timestamp()\n",
         "",
         (
@@ -304,7 +304,7 @@ MUTATIONS = (
     Mutation(
         "batch-key-pause",
         "a batch never claims a paused key's period",
-        "sql/migrations/0015_batches.sql",
+        "sql/migrations/0022_timeline_batches.sql",
         "        AND (w.k = '' OR NOT EXISTS (\n",
         "        AND (true OR NOT EXISTS (\n",
         (
@@ -315,7 +315,7 @@ MUTATIONS = (
     Mutation(
         "batch-overlap-guard",
         "a batch claims a key's period only while no other period of the key runs",
-        "sql/migrations/0015_batches.sql",
+        "sql/migrations/0022_timeline_batches.sql",
         "              AND (p_whole_job OR o.key = w.k)\n",
         "",
         (
@@ -326,7 +326,7 @@ MUTATIONS = (
     Mutation(
         "batch-one-period-per-key",
         "with overlap forbidden, a batch claims one period of a key, not two at once",
-        "sql/migrations/0015_batches.sql",
+        "sql/migrations/0022_timeline_batches.sql",
         "                            CASE WHEN p_allow_overlap THEN u.s END)\n",
         "                            u.s)\n",
         (
@@ -395,7 +395,7 @@ MUTATIONS = (
     Mutation(
         "key-pause",
         "a paused key is never claimed, while its job's other keys run",
-        "sql/migrations/0014_keys.sql",
+        "sql/migrations/0021_timelines.sql",
         "        AND (p_key = '' OR NOT EXISTS (\n",
         "        AND (true OR NOT EXISTS (\n",
         ("tests/integration/test_keys.py::test_one_key_paused_is_left_alone_and_why_says_so",),
@@ -403,7 +403,7 @@ MUTATIONS = (
     Mutation(
         "key-in-claim",
         "the same period of two keys is two runs: the key is part of the claim's identity",
-        "sql/migrations/0014_keys.sql",
+        "sql/migrations/0021_timelines.sql",
         "        SELECT p_job_id, p_key, p_period_start, p_period_end, 'running', 1, p_owner,",
         "        SELECT p_job_id, '', p_period_start, p_period_end, 'running', 1, p_owner,",
         (
@@ -425,7 +425,7 @@ MUTATIONS = (
     Mutation(
         "key-in-overlap-guard",
         "overlap is forbidden per key: one key's running period never holds another key back",
-        "sql/migrations/0014_keys.sql",
+        "sql/migrations/0021_timelines.sql",
         "              AND (p_whole_job OR o.key = p_key)\n",
         "",
         ("tests/integration/test_keys.py::test_overlap_is_forbidden_per_key_unless_forbid_job",),
@@ -729,7 +729,7 @@ MUTATIONS = (
     Mutation(
         "overlap-not-exists",
         "no two periods of an overlap-forbidden job run at once",
-        "sql/migrations/0014_keys.sql",
+        "sql/migrations/0021_timelines.sql",
         "        AND (p_allow_overlap OR NOT EXISTS (",
         "        AND (true OR NOT EXISTS (",
         (
@@ -740,7 +740,7 @@ MUTATIONS = (
     Mutation(
         "job-lock",
         "claims of one forbid job are serialised (the overlap check sees the other's row)",
-        "sql/migrations/0014_keys.sql",
+        "sql/migrations/0021_timelines.sql",
         "        PERFORM pg_advisory_xact_lock(\n"
         "            hashtext(CASE WHEN p_key = '' OR p_whole_job THEN p_lock_space\n"
         "                          ELSE p_lock_space || '/' || p_key END),\n"
@@ -910,7 +910,7 @@ MUTATIONS = (
     Mutation(
         "takeover-needs-expired-lease",
         "a running period with a live lease is never taken over",
-        "sql/migrations/0014_keys.sql",
+        "sql/migrations/0021_timelines.sql",
         "               AND r.lease_expires_at <= clock_timestamp()\n",
         "",
         (

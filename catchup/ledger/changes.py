@@ -9,6 +9,7 @@ from psycopg.rows import class_row
 
 from ..models import EventRow, HistoryRow, LockedRow, Unconfigured
 from ..schedule import Period
+from ..values import storable
 from ..vocabulary import EventAction
 from .base import LedgerBase
 
@@ -92,6 +93,21 @@ class Changing(LedgerBase):
             },
         ).fetchall()
         return [row[0] for row in rows]
+
+    def decide_suspects(
+        self, job_id: int, periods: list[Period], decision: str, note: str, key: str = ""
+    ) -> dict[datetime, int]:
+        """Decide those of ``periods`` that are suspect after a failover (sql/migrations/0021):
+        ``lost``, ``adopted`` or ``waived``; the start of each decided, with its attempt now."""
+        params = {
+            "job_id": job_id,
+            "key": key,
+            "starts": [p.start for p in periods],
+            "ends": [p.end for p in periods],
+            "decision": decision,
+            "note": storable(note),
+        }
+        return {r[0]: r[1] for r in self.conn.execute(self._q("decide_suspects"), params)}
 
     def reset_periods(
         self, job_id: int, starts: list[datetime], note: str, key: str = ""

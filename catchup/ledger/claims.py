@@ -12,6 +12,7 @@ from psycopg.rows import class_row
 from ..models import Blocked, Blocker, Claim, Finished, RunRow, Waiting
 from ..results import Renewed
 from ..schedule import Period
+from ..timelines import Failover, Held
 from ..values import storable
 from .base import LedgerBase
 
@@ -250,3 +251,54 @@ class ClaimPath(LedgerBase):
             {"run_id": run_id, "attempt": attempt, "checkpoint": checkpoint},
         ).fetchone()
         return row is not None
+
+    def recreate(self, held: Held, lease: timedelta) -> datetime | None:
+        """Write ``held``'s row again, running, when a failover lost it (the row is absent and
+        the claim was made before the ledger's new timeline was seen): its lease's new expiry,
+        or None (nothing written)."""
+        params = {
+            "job_id": held.job_id,
+            "key": held.key,
+            "period_start": held.period.start,
+            "period_end": held.period.end,
+            "attempt": held.attempt,
+            "owner": held.owner,
+            "claimed_at": held.claimed_at,
+            "lease": lease,
+        }
+        with self._committing():
+            row = self.conn.execute(self._q("recreate"), params).fetchone()
+        return row[0] if row else None
+
+    def failover(self) -> Failover | None:
+        """The failover the ledger's server went through last, if any (read only)."""
+        row = self.conn.execute(self._q("failover_window")).fetchone()
+        if row is None or not row[3]:
+            return None
+        return Failover(row[0], row[1], row[2])
+
+    def suspect_rows(
+        self,
+        job_id: int,
+        seen: datetime,
+        lo: datetime,
+        hi: datetime,
+        keys: list[str] | None = None,
+    ) -> list[tuple[str, datetime]]:
+        """The (key, start) of ``job_id``'s rows in [lo, hi) that are suspect after the failover
+        seen at ``seen``: running or failed, and not written since."""
+        params = {"job_id": job_id, "seen": seen, "lo": lo, "hi": hi, "keys": keys}
+        return [(r[0], r[1]) for r in self.conn.execute(self._q("suspect_rows"), params)]
+
+    def suspect(self, job_id: int, period: Period, key: str = "") -> Failover | None:
+        """The failover that makes ``period`` suspect, or None (it is not)."""
+        params = {
+            "job_id": job_id,
+            "key": key,
+            "period_start": period.start,
+            "period_end": period.end,
+        }
+        row = self.conn.execute(self._q("period_suspect"), params).fetchone()
+        if row is None or not row[3]:
+            return None
+        return Failover(row[0], row[1], row[2])

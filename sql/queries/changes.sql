@@ -173,3 +173,10 @@ FROM (
 ) r
 GROUP BY r.job_id, r.period_start
 LIMIT %(limit)s;
+
+-- name: decide_suspects
+-- Suspect periods decided (lost, adopted, waived) by sql/migrations/0021's decide_suspects:
+-- those decided, each with the attempt number it now has.
+SELECT period_start, attempt
+FROM {schema}.decide_suspects(%(job_id)s::bigint, %(key)s::text, %(starts)s::timestamptz[],
+                              %(ends)s::timestamptz[], %(decision)s::text, %(note)s::text);

@@ -112,3 +112,55 @@ SELECT id, period_start, period_end, attempt, lease_expires_at, checkpoint
 FROM {schema}.runs
 WHERE job_id = %(job_id)s AND key = %(key)s AND period_start = %(period_start)s
   AND status = 'running' AND owner = %(owner)s AND lease_expires_at > clock_timestamp();
+
+-- name: recreate
+-- A runner whose row is gone (its claim was among the old primary's last commits, which a
+-- failover lost: sql/migrations/0021) writes it again, as the running attempt it holds, and
+-- its history with it: only when the row is absent and the claim was made before the new
+-- timeline was seen. Returns the lease's new expiry; no row: not recreated.
+WITH w AS (
+    SELECT * FROM {schema}.failover_window(true)
+), made AS (
+    INSERT INTO {schema}.runs (job_id, key, period_start, period_end, status, attempt, owner,
+                               claimed_at, heartbeat_at, lease_expires_at)
+    SELECT %(job_id)s, %(key)s, %(period_start)s, %(period_end)s, 'running', %(attempt)s,
+           %(owner)s, %(claimed_at)s, clock_timestamp(), clock_timestamp() + %(lease)s
+    FROM w
+    WHERE w.failover AND %(claimed_at)s::timestamptz < w.seen_at
+      AND NOT EXISTS (SELECT 1 FROM {schema}.runs x
+                      WHERE x.job_id = %(job_id)s AND x.key = %(key)s
+                        AND x.period_start = %(period_start)s)
+    ON CONFLICT (job_id, key, period_start) DO NOTHING
+    RETURNING job_id, key, period_start, attempt, owner, claimed_at, lease_expires_at
+), opened AS (
+    INSERT INTO {schema}.history (job_id, key, period_start, attempt, status, owner,
+                                  started_at)
+    SELECT job_id, key, period_start, attempt, 'running', owner, claimed_at FROM made
+    ON CONFLICT (job_id, key, period_start, attempt) DO NOTHING
+)
+SELECT lease_expires_at FROM made;
+
+-- name: failover_window
+-- The ledger's timeline and, after a failover, when it was seen and the newest commit the new
+-- primary has from the old one (sql/migrations/0021); nothing is recorded.
+SELECT timeline, seen_at, replayed_until, failover FROM {schema}.failover_window(false);
+
+-- name: suspect_rows
+-- The rows of one job (of every key, or of %(keys)s) that are suspect after the failover seen
+-- at %(seen)s, in [lo, hi): running and not renewed since, or failed and not written since.
+SELECT r.key, r.period_start
+FROM {schema}.runs r
+WHERE r.job_id = %(job_id)s AND r.status IN ('running', 'failed')
+  AND r.period_start >= %(lo)s AND r.period_start < %(hi)s
+  AND (%(keys)s::text[] IS NULL OR r.key = ANY(%(keys)s::text[]))
+  AND {schema}.is_suspect(%(seen)s, r.period_end, r.status, r.heartbeat_at, r.finished_at)
+ORDER BY r.key, r.period_start;
+
+-- name: period_suspect
+-- After a failover (none: no row), whether one period is suspect (sql/migrations/0021).
+SELECT w.timeline, w.seen_at, w.replayed_until,
+       {schema}.is_suspect(w.seen_at, %(period_end)s, r.status, r.heartbeat_at, r.finished_at)
+FROM {schema}.failover_window(false) w
+LEFT JOIN {schema}.periods r
+       ON r.job_id = %(job_id)s AND r.key = %(key)s AND r.period_start = %(period_start)s
+WHERE w.failover;

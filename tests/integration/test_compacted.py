@@ -59,7 +59,7 @@ def test_a_ledger_compacted_by_the_release_before_moves_its_facts_once(
             " VALUES (%s, clock_timestamp() - interval '2 days', 0, %s, %s)",
             [job_id, written, 2 * written],
         )
-        assert old.migrate()[-1].startswith("0020")
+        assert "0020_compacted" in old.migrate()
         fresh = f"{project.schema}_fresh"
         Ledger(conn, fresh).migrate()
         try:

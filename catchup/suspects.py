@@ -1,0 +1,128 @@
+"""Periods a failover left in doubt (issue 30, sql/migrations/0021): the ledger's server moved
+to a new timeline, and the new primary may lack the old one's last claims and finishes. Every
+period of the old timeline that the new one does not show settled is ``suspect``: not claimed
+until its job's evidence decides it (``settle``, on the claim path: its output exists, adopted;
+it does not, lost, and run as the next attempt) or a person does (``catchup mark``/``reset``).
+``apply`` puts the state into a scan of a job without keys."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import psycopg
+
+from . import evidence
+from .errors import DatabaseError
+from .execute import held
+from .job import Job
+from .ledger import Ledger
+from .models import Claim, JobScan, Outcome, Range
+from .schedule import Period, iso_utc
+from .session import Session
+from .surely import through_reconnects
+from .timelines import Failover
+from .vocabulary import OutcomeStatus, PeriodState, RunStatus
+
+# the states a suspect row shows in a scan before it is called suspect
+ROW_STATES = (
+    PeriodState.running,
+    PeriodState.stale,
+    PeriodState.failed,
+    PeriodState.interrupted,
+    PeriodState.exhausted,
+)
+
+
+def told(failover: Failover) -> str:
+    """The failover in words, for a refusal, a scan's line, the doctor."""
+    lost = (
+        "how much of the old primary's last writes it lacks is not known (restarted since)"
+        if failover.window is None
+        else f"it may lack up to {failover.window:.1f} s of the old primary's last writes"
+    )
+    return (
+        f"the ledger's server moved to timeline {failover.timeline} "
+        f"(seen at {iso_utc(failover.seen_at)}): {lost}"
+    )
+
+
+def apply(ledger: Ledger, job: Job, job_id: int, result: JobScan, failover: Failover) -> JobScan:
+    """``result`` with its suspect periods: missing ones that ended by the time the failover was
+    seen, and rows of the old timeline (running, failed) not written since."""
+    if result.first is None or result.until is None:
+        return result
+    timeline = job.timeline
+    cut = timeline.floor(failover.seen_at)  # periods that start before it ended by then
+    ranges: list[Range] = []
+    for r in result.ranges:
+        if r.state != PeriodState.missing or cut is None or r.first >= cut:
+            ranges.append(r)
+        elif r.last < cut:
+            ranges.append(r._replace(state=PeriodState.suspect))
+        else:
+            ahead = timeline.before(cut)
+            assert ahead is not None
+            ranges.append(Range(PeriodState.suspect, r.first, ahead, timeline.count(r.first, cut)))
+            ranges.append(Range(r.state, cut, r.last, timeline.count(cut, timeline.after(r.last))))
+    rows = tuple(
+        s for _, s in ledger.suspect_rows(job_id, failover.seen_at, result.first, result.until)
+    )
+    if rows:
+        from .ranges import carve, merge
+
+        for state in ROW_STATES:
+            ranges = carve(timeline, ranges, state, rows, PeriodState.suspect)
+        ranges = merge(timeline, ranges)
+    counts = dict(result.counts)
+    for state in (PeriodState.missing, *ROW_STATES, PeriodState.suspect):
+        counts[state] = sum(r.periods for r in ranges if r.state == state)
+    return replace(result, counts=counts, ranges=tuple(ranges))
+
+
+def settle(session: Session, job: Job, job_id: int, period: Period, label: str) -> Outcome | bool:
+    """A claim of ``period`` found nothing to do: when it is suspect, decided by the job's
+    evidence (its output exists: adopted, an Outcome; it does not: lost, True: claim it again)
+    or refused in words (an Outcome). False: it is not suspect."""
+    ledger = session.ledger
+    failover = ledger.suspect(job_id, period, job.key)
+    if failover is None:
+        return False
+    if job.evidence is None:
+        detail = (
+            f"suspect: {told(failover)}, so it may have claimed or finished this period; "
+            "not run: `catchup mark` it (it ran) or `catchup reset` it (run it again)"
+        )
+        return Outcome(job.name, period, label, OutcomeStatus.skipped, detail=detail)
+    try:
+        present = evidence.present(ledger, job, period)
+    except (psycopg.Error, DatabaseError) as exc:
+        detail = f"suspect after a failover, and {evidence.failure(exc, job)}; not run"
+        return Outcome(job.name, period, label, OutcomeStatus.skipped, detail=detail)
+    decision = "adopted" if present else "lost"
+    note = f"suspect after the failover to timeline {failover.timeline}: " + (
+        "its output exists (evidence); adopted" if present else "no output (evidence); lost"
+    )
+    with session.transaction():
+        decided = ledger.decide_suspects(job_id, [period], decision, note, job.key)
+    if not present:
+        return bool(decided)
+    detail = f"{note}, not run again" if decided else "decided meanwhile; not run"
+    return Outcome(job.name, period, label, OutcomeStatus.skipped, detail=detail)
+
+
+def recreated(session: Session, job: Job, job_id: int, period: Period, claim: Claim) -> bool:
+    """Whether the row of ``claim``, which a failover lost, is written again (Ledger.recreate:
+    absent, and claimed before the ledger's new timeline was seen)."""
+    mine = held(job, job_id, period, claim)
+
+    def again(reconnected: bool) -> bool:
+        if reconnected:  # an answer lost: the row may be written already
+            row = session.ledger.run_row(job_id, period.start, job.key)
+            if row is not None:
+                return row.attempt == claim.attempt and row.status == RunStatus.running
+        return session.ledger.recreate(mine, job.lease) is not None
+
+    try:
+        return through_reconnects(session, again)
+    except (psycopg.OperationalError, DatabaseError):
+        return False

@@ -1,0 +1,43 @@
+"""What the ledger knows of its server's timelines (sql/migrations/0021): the last failover
+(``Failover``) and what a runner holds to write its row again after one lost it (``Held``).
+Pure: no I/O."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from .schedule import Period
+
+
+@dataclass(frozen=True)
+class Held:
+    """What a runner holds of its claim, to write its row again when a failover lost it
+    (``Ledger.recreate``): the claim's time is the old primary's (its lease's expiry less the
+    lease)."""
+
+    job_id: int
+    key: str
+    period: Period
+    attempt: int
+    owner: str
+    claimed_at: datetime
+
+
+@dataclass(frozen=True)
+class Failover:
+    """The ledger's server moved to a new timeline (a standby promoted, a backup restored):
+    seen first at ``seen_at``; the new primary's newest commit of the old timeline was at
+    ``replayed_until`` (None: not known, the server restarted since). Periods of the old
+    timeline it does not show settled are suspect (sql/migrations/0021)."""
+
+    timeline: int
+    seen_at: datetime
+    replayed_until: datetime | None
+
+    @property
+    def window(self) -> float | None:
+        """The seconds of the old primary's writes the new one may lack, at most."""
+        if self.replayed_until is None:
+            return None
+        return max((self.seen_at - self.replayed_until).total_seconds(), 0.0)
