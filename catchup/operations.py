@@ -96,21 +96,26 @@ def mark(
     ledger = session.ledger
     job_id = session.registered_id(job.name)
     action = action or (EventAction.skip if skip else EventAction.done)
+    note = f"{action} by {actor}: {reason}"
     with session.transaction():
-        rows = ledger.lock_periods(job_id, [p.start for p in periods], job.key)
+        # a failover's suspect periods first (sql/migrations/0021): waived on the new timeline
+        decided = ledger.decide_suspects(job_id, periods, "waived", note, job.key)
+        rest = [p for p in periods if p.start not in decided]
+        rows = ledger.lock_periods(job_id, [p.start for p in rest], job.key)
         _refuse_running(job, rows)
         before = {row.period_start: PeriodState(row.status) for row in rows}
         # done means done: a period that succeeded stays succeeded (and keeps its evidence)
         kept = {
             p.start for p in periods if not skip and before.get(p.start) == PeriodState.succeeded
         }
-        targets = [p for p in periods if p.start not in kept]
-        note = f"{action} by {actor}: {reason}"
+        targets = [p for p in rest if p.start not in kept]
         changed = set(ledger.mark_periods(job_id, targets, note, job.key))
         if len(changed) != len(targets):
             raise ConfigError(
                 f"{job.name}: a period started running meanwhile; nothing was changed"
             )
+        before.update(dict.fromkeys(decided, PeriodState.suspect))
+        targets = [p for p in periods if p.start not in kept]
         previous: list[str | None] = [before.get(p.start, PeriodState.missing) for p in targets]
         if targets:
             ledger.record_events(
@@ -139,13 +144,19 @@ def reset(session: Session, job: Job, periods: list[Period], *, reason: str, act
     failures counted, so the next tick or replay runs them."""
     ledger = session.ledger
     job_id = session.registered_id(job.name)
+    note = f"reset by {actor}: {reason}"
     with session.transaction():
-        rows = ledger.lock_periods(job_id, [p.start for p in periods], job.key)
+        # a failover's suspect periods (sql/migrations/0021): lost, runnable as the next attempt
+        decided = ledger.decide_suspects(job_id, periods, "lost", note, job.key)
+        rest = [p for p in periods if p.start not in decided]
+        rows = ledger.lock_periods(job_id, [p.start for p in rest], job.key)
         _refuse_running(job, rows)
         before = {row.period_start: PeriodState(row.status) for row in rows}
-        targets = [p for p in periods if p.start in before]
-        note = f"reset by {actor}: {reason}"
+        targets = [p for p in rest if p.start in before]
         changed = set(ledger.reset_periods(job_id, [p.start for p in targets], note, job.key))
+        changed |= set(decided)
+        before.update(dict.fromkeys(decided, PeriodState.suspect))
+        targets = [p for p in periods if p.start in before]
         ledger.record_events(
             job_id,
             EventAction.reset,

@@ -23,6 +23,8 @@ from .surely import through_reconnects
 from .timelines import Failover
 from .vocabulary import OutcomeStatus, PeriodState, RunStatus
 
+# the states of a period without a row (its output exists, or not): suspect when it ended by then
+ABSENT_STATES = (PeriodState.missing, PeriodState.untracked)
 # the states a suspect row shows in a scan before it is called suspect
 ROW_STATES = (
     PeriodState.running,
@@ -55,7 +57,7 @@ def apply(ledger: Ledger, job: Job, job_id: int, result: JobScan, failover: Fail
     cut = timeline.floor(failover.seen_at)  # periods that start before it ended by then
     ranges: list[Range] = []
     for r in result.ranges:
-        if r.state != PeriodState.missing or cut is None or r.first >= cut:
+        if r.state not in ABSENT_STATES or cut is None or r.first >= cut:
             ranges.append(r)
         elif r.last < cut:
             ranges.append(r._replace(state=PeriodState.suspect))
@@ -74,7 +76,7 @@ def apply(ledger: Ledger, job: Job, job_id: int, result: JobScan, failover: Fail
             ranges = carve(timeline, ranges, state, rows, PeriodState.suspect)
         ranges = merge(timeline, ranges)
     counts = dict(result.counts)
-    for state in (PeriodState.missing, *ROW_STATES, PeriodState.suspect):
+    for state in (*ABSENT_STATES, *ROW_STATES, PeriodState.suspect):
         counts[state] = sum(r.periods for r in ranges if r.state == state)
     return replace(result, counts=counts, ranges=tuple(ranges))
 

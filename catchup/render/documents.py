@@ -135,6 +135,11 @@ METRICS = (
     ),
     ("catchup_stale_periods", "Periods running with an expired lease.", PeriodState.stale),
     (
+        "catchup_suspect_periods",
+        "Periods a database failover left in doubt: not run until decided.",
+        PeriodState.suspect,
+    ),
+    (
         "catchup_interrupted_periods",
         "Periods whose last attempt was interrupted, counting no failure.",
         PeriodState.interrupted,

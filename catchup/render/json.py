@@ -317,6 +317,7 @@ JSON_STATES = (
     "untracked",
     "blocked",
     "outdated",
+    "suspect",
 )
 
 

@@ -45,6 +45,9 @@ def summary_states(jobs: Sequence[JobScan]) -> tuple[PeriodState, ...]:
     if any(job.counts.get(PeriodState.outdated) for job in jobs):
         at = states.index(PeriodState.succeeded) + 1
         states = (*states[:at], PeriodState.outdated, *states[at:])
+    if any(job.counts.get(PeriodState.suspect) for job in jobs):
+        at = states.index(PeriodState.stale) + 1
+        states = (*states[:at], PeriodState.suspect, *states[at:])
     if any(job.counts.get(PeriodState.interrupted) for job in jobs):
         at = states.index(PeriodState.stale)
         states = (*states[:at], PeriodState.interrupted, *states[at:])

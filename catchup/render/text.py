@@ -29,6 +29,7 @@ STYLE = {
     "blocked": "bright_black",
     "missing": "yellow",
     "stale": "magenta",
+    "suspect": "bold magenta",
     "untracked": "dim cyan",
     "unverified": "bold yellow",
     "outdated": "yellow",
@@ -43,6 +44,7 @@ GLYPH = {
     "blocked": "⧖",
     "interrupted": "◐",
     "stale": "◌",
+    "suspect": "⁇",
     "failed": "✗",
     "exhausted": "✖",
     "untracked": "▤",
@@ -60,6 +62,7 @@ LEGEND = (
     "blocked",
     "interrupted",
     "stale",
+    "suspect",
     "failed",
     "exhausted",
 )
