@@ -11,6 +11,7 @@ from typing import Literal, NamedTuple
 from .pulsefacts import Pulse
 from .schedule import Period, iso_utc
 from .targets import KeyRange
+from .timelines import Failover
 from .vocabulary import (
     GAP_STATES,
     AttemptStatus,
@@ -305,6 +306,7 @@ class ScanReport:
     jobs: tuple[JobScan, ...]
     pulse: Pulse | None = None  # the scheduler's pulse, read in the same call
     calendars: tuple[Calendar, ...] = ()  # one per job, when asked for
+    failover: Failover | None = None  # the ledger's last failover: its periods may be suspect
 
     @property
     def health(self) -> Pulse | None:

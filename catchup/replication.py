@@ -8,11 +8,29 @@ import statistics
 
 from .findings import Finding
 from .session import Session
+from .timelines import told
 
 PROBES = 7  # commits timed each way
 
 
 def replication_findings(session: Session) -> list[Finding]:
+    failover = session.ledger.failover()
+    found = (
+        []
+        if failover is None
+        else [
+            Finding(
+                "info",
+                "failover",
+                f"{told(failover)}; the periods it does not show settled are suspect until "
+                "decided (`catchup scan` lists them)",
+            )
+        ]
+    )
+    return found + _standbys(session)
+
+
+def _standbys(session: Session) -> list[Finding]:
     ledger = session.ledger
     seen = ledger.standbys()
     if session.durable:

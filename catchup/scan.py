@@ -369,6 +369,7 @@ def scan(
         until=last,
         jobs=tuple(results),
         pulse=read_pulse(session, jobs) if pulse else None,
+        failover=session.ledger.failover(),
         calendars=tuple(calendar(job, r) for job, r in zip(jobs, results, strict=True))
         if calendars
         else (),

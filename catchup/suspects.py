@@ -17,10 +17,10 @@ from .execute import held
 from .job import Job
 from .ledger import Ledger
 from .models import Claim, JobScan, Outcome, Range
-from .schedule import Period, iso_utc
+from .schedule import Period
 from .session import Session
 from .surely import through_reconnects
-from .timelines import Failover
+from .timelines import Failover, told
 from .vocabulary import OutcomeStatus, PeriodState, RunStatus
 
 # the states of a period without a row (its output exists, or not): suspect when it ended by then
@@ -33,19 +33,6 @@ ROW_STATES = (
     PeriodState.interrupted,
     PeriodState.exhausted,
 )
-
-
-def told(failover: Failover) -> str:
-    """The failover in words, for a refusal, a scan's line, the doctor."""
-    lost = (
-        "how much of the old primary's last writes it lacks is not known (restarted since)"
-        if failover.window is None
-        else f"it may lack up to {failover.window:.1f} s of the old primary's last writes"
-    )
-    return (
-        f"the ledger's server moved to timeline {failover.timeline} "
-        f"(seen at {iso_utc(failover.seen_at)}): {lost}"
-    )
 
 
 def apply(ledger: Ledger, job: Job, job_id: int, result: JobScan, failover: Failover) -> JobScan:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from .schedule import Period
+from .schedule import Period, iso_utc
 
 
 @dataclass(frozen=True)
@@ -41,3 +41,16 @@ class Failover:
         if self.replayed_until is None:
             return None
         return max((self.seen_at - self.replayed_until).total_seconds(), 0.0)
+
+
+def told(failover: Failover) -> str:
+    """The failover in words, for a refusal, a scan's line, the doctor."""
+    lost = (
+        "how much of the old primary's last writes it lacks is not known (restarted since)"
+        if failover.window is None
+        else f"it may lack up to {failover.window:.1f} s of the old primary's last writes"
+    )
+    return (
+        f"the ledger's server moved to timeline {failover.timeline} "
+        f"(seen at {iso_utc(failover.seen_at)}): {lost}"
+    )

@@ -46,6 +46,7 @@ def mark(
     included (2026-10-01..2026-10-07; a bare date ending it is that whole local day). Waived
     periods are never run and are not gaps. Refused,
     with nothing changed, when any of them is running. Every change is kept and shown by history.
+    A period suspect after a database failover that did run: mark it --done.
 
     Example: catchup mark billing 2026-10-01..2026-10-03 --skip --reason "migration freeze"
     """
@@ -113,7 +114,8 @@ def reset(
 
     They become failed with no failures counted and no backoff, so the next tick or replay runs
     them (as the next attempt). Refused, with nothing changed, when any of them is running.
-    PERIOD is as for mark.
+    PERIOD is as for mark. A period suspect after a database failover that is to run (again):
+    reset it.
 
     Example: catchup reset billing 2026-10-05 --reason "rates were wrong"
     """

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from ..models import ScanReport
 from ..vocabulary import PeriodState
 from .limits import GAP_LIMIT
-from .scan import gap_count, gaps_oldest_first, keys_said, summary_states, when
+from .scan import gap_count, gaps_oldest_first, keys_said, summary_states, suspect_line, when
 from .text import iso_utc, schedule_text
 
 # GitHub keeps a job summary up to 1 MiB; stay under it with room for the closing note
@@ -39,6 +39,8 @@ def scan_markdown(report: ScanReport, *, limit: int | None = GAP_LIMIT) -> str:
             host = _md(pulse.last_host or "")
             tail.append(f"Scheduler: last tick {iso_utc(pulse.last_tick)} from {host}.")
         tail += [f"> **warning:** {_md(w)}" for w in pulse.warnings]
+    if (said := suspect_line(report)) is not None:
+        tail.append(f"> **suspect:** {_md(said)}")
     tail += [
         f"> **{_md(job.job)}:** {_md(job.evidence_error)}"
         for job in report.jobs

@@ -265,10 +265,20 @@ def scan_json_chunks(report: ScanReport) -> Iterator[str]:
                 yield "".join(batch)
                 batch = []
         yield "".join(batch) + "]}"
-    if report.pulse is None:
-        yield "]}"
-    else:
-        yield '], "scheduler": ' + dumps(scheduler_json(report.pulse)) + "}"
+    yield "]"
+    if (failover := report.failover) is not None:  # the ledger's last failover, if any
+        window = failover.window
+        said = {
+            "timeline": failover.timeline,
+            "seen_at": iso_utc(failover.seen_at),
+            "window_seconds": None if window is None else round(window, 3),
+        }
+        yield ', "failover": ' + dumps(said)
+    yield (
+        "}"
+        if report.pulse is None
+        else ', "scheduler": ' + dumps(scheduler_json(report.pulse)) + "}"
+    )
 
 
 def scheduler_json(pulse: Pulse) -> dict[str, object]:

@@ -14,6 +14,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..models import Calendar, JobScan, Range, ScanReport
+from ..timelines import told
 from ..vocabulary import PeriodState
 from .limits import GAP_LIMIT
 from .pulse import scheduler
@@ -81,6 +82,19 @@ def keys_said(job: JobScan, gap: Range, shown: int = 3) -> str | None:
     return f"{len(held):,} of {job.keys:,} keys ({names})"
 
 
+def suspect_line(report: ScanReport) -> str | None:
+    """What the report's suspect periods are and how they are decided, when it has any."""
+    count = sum(job.counts.get(PeriodState.suspect, 0) for job in report.jobs)
+    if report.failover is None or not count:
+        return None
+    return (
+        f"{count:,} suspect period{'s' if count != 1 else ''}: {told(report.failover)}; not "
+        "run until decided: a job's evidence decides at its next claim, a person with "
+        "`catchup mark JOB PERIOD --done --reason …` (it ran) or "
+        "`catchup reset JOB PERIOD --reason …` (run it again)"
+    )
+
+
 def gap_count(report: ScanReport) -> int:
     return sum(len(job.gaps) for job in report.jobs)
 
@@ -109,6 +123,8 @@ def scan_tables(console: Console, report: ScanReport, *, limit: int | None = GAP
     for job in report.jobs:
         if job.evidence_error:  # the job's own text, plain
             console.print(Text(f"{job.job}: {safe(job.evidence_error)}", style="red"))
+    if (said := suspect_line(report)) is not None:
+        console.print(Text(said, style=STYLE["suspect"]))
     total = gap_count(report)
     if not total:
         console.print(Text("no gaps", style="green"))

@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
@@ -51,6 +52,8 @@ class Trial:
     export_before: int  # export's runs before the decision: 1 (the lost one)
     export: int  # export's runs in all: 2 (the lost one, and once after the reset)
     status: dict[str, str | None]  # each job's row on the new primary at the end
+    said: str  # what a scan's text said of the failover
+    failover: dict[str, object] | None  # and its JSON
 
 
 @pytest.fixture
@@ -103,12 +106,17 @@ def suspects_project(
     return project, marks
 
 
-def states(project: Project, since: str, until: str) -> dict[str, dict[str, int]]:
+def scanned(project: Project, since: str, until: str) -> dict[str, Any]:
     scan = project.cli("-q", "scan", "--json", "--since", since, "--until", until)
     assert scan.exit_code in (0, 1), (scan.output, scan.exception)
     # (click's runner mixes in the notes on stderr: the document is the line that is JSON)
     (document,) = [line for line in scan.output.splitlines() if line.startswith("{")]
-    return {job["job"]: job for job in json.loads(document)["jobs"]}
+    found: dict[str, Any] = json.loads(document)
+    return found
+
+
+def states(project: Project, since: str, until: str) -> dict[str, dict[str, int]]:
+    return {job["job"]: job for job in scanned(project, since, until)["jobs"]}
 
 
 def ran(marks: Path, job: str, period: str) -> int:
@@ -131,8 +139,12 @@ def trial(pair: Pair, project: Project, marks: Path, n: int) -> Trial:
         done = project.cli("-q", "run", job, "--period", period)
         assert done.exit_code == 0, done.output
     pair.fail_over()
-    seen = states(project, period, until)
+    document = scanned(project, period, until)
+    seen = {job["job"]: job for job in document["jobs"]}
     suspect = {job: seen[job]["suspect"] == 1 for job in ("billing", "export")}
+    text = project.run("-q", "scan", "--since", period, "--until", until)
+    assert text.returncode == 1, text.stderr  # suspect periods are gaps
+    said = " ".join(text.stdout.split())  # a piped console's 200 columns wrap long lines
     replay = project.cli("-q", "replay", "--since", period, "--until", until)
     assert replay.exit_code == 0, replay.output
     export_before = ran(marks, "export", period)
@@ -158,6 +170,8 @@ def trial(pair: Pair, project: Project, marks: Path, n: int) -> Trial:
         export_before,
         ran(marks, "export", period),
         {job: dict(found).get(job) for job in ("billing", "export")},
+        said,
+        document.get("failover"),
     )
 
 
@@ -171,6 +185,11 @@ def test_without_durable_claims_every_lost_period_is_suspect_and_runs_once_after
         assert done.suspect == {"billing": True, "export": True}, (n, done)
         assert (done.billing, done.export_before, done.export) == (1, 1, 2), (n, done)
         assert done.status == {"billing": "succeeded", "export": "succeeded"}, (n, done)
+        # the scan says so, with the window's length, and how to decide them
+        assert "2 suspect periods: the ledger's server moved to timeline" in done.said, done
+        assert "of the old primary's last writes" in done.said, done
+        assert "`catchup reset JOB PERIOD --reason …`" in done.said, done
+        assert done.failover is not None and done.failover["timeline"] == n + 2, done
 
 
 def test_a_runner_whose_claim_a_failover_lost_writes_its_row_again_and_records_its_outcome(
@@ -218,6 +237,8 @@ def test_a_runner_whose_claim_a_failover_lost_writes_its_row_again_and_records_i
         assert runner.poll() is None, runner.communicate()
         assert replica.primary.sql(row, [start]) == [("running", 1)]
         assert states(project, period, until)["export"]["running"] == 1
+        doctor = project.run("doctor")
+        assert "the ledger's server moved to timeline 2" in " ".join(doctor.stdout.split())
         replay = project.cli("-q", "replay", "--since", period, "--until", until)
         assert replay.exit_code == 0, replay.output
         go.touch()
