@@ -1,6 +1,6 @@
 """Exactly once across a database failover, repeated, and what durable_claims costs a claim.
 
-    uv run python benchmarks/failover.py [--trials 500] [--plain 50] [--claims 400]
+    uv run python benchmarks/failover.py [--trials 500] [--suspect 500] [--claims 400]
 
 Two embedded PostgreSQL servers of its own, a primary and a streaming standby made by
 pg_basebackup (the tests' pair, tests/fix_replica.py), the primary committing locally by
@@ -15,10 +15,14 @@ transactions that ask wait for it.
            standby, the primary killed (immediate), the standby promoted, `catchup replay` of
            the period on the new primary, a new standby rebuilt from it. Counted: periods the
            job ran twice (target 0), periods lost (no success on the new primary; target 0);
-  plain    --plain trials the same way without durable_claims (the standby asynchronous), the
-           runner left to finish on the old primary first: how many periods then ran twice.
-           What durable_claims prevents; catchup does not yet detect the lost claim (the
-           suspect window of issue 30 is not built).
+  suspect  --suspect failovers without durable_claims, on a pair of their own (the standby
+           asynchronous; tests/faults/test_suspects.py's trial): the standby's WAL held back,
+           `catchup run` of a period of a job with evidence (its bills in a third server) and
+           of one without, both finished on the primary, the primary killed, the standby
+           promoted; a scan and a replay on the new primary, a reset of the job without
+           evidence and a replay. Counted: trials where both periods were suspect (target all),
+           periods the job with evidence ran twice (target 0), and periods of the one without
+           that did not run exactly once after the reset (target 0).
 The last line holds the figures.
 """
 
@@ -36,8 +40,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT / "tests"), str(ROOT / "tests" / "faults")]
 
 from fix_db import HOMES  # noqa: E402  (the tests' helpers, found through the path above)
-from fix_replica import Pair, replica_pair  # noqa: E402
+from fix_replica import Pair, primary_in, replica_pair  # noqa: E402
 from test_failover import failover_project, trial  # noqa: E402
+from test_suspects import suspects_project  # noqa: E402
+from test_suspects import trial as suspect_trial  # noqa: E402
 
 from catchup import db  # noqa: E402
 from catchup.config import Config  # noqa: E402
@@ -93,7 +99,7 @@ def latency(pair: Pair, claims: int) -> tuple[list[float], list[float]]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=500, help="failovers with durable_claims")
-    parser.add_argument("--plain", type=int, default=50, help="failovers without")
+    parser.add_argument("--suspect", type=int, default=500, help="failovers without")
     parser.add_argument("--claims", type=int, default=400, help="claims timed each way")
     args = parser.parse_args()
     with replica_pair(HOMES) as pair, tempfile.TemporaryDirectory() as folder:
@@ -122,23 +128,44 @@ def main() -> None:
             f" reconnected to the new primary and claimed it there), the replay the rest",
             flush=True,
         )
-        plain_twice = 0
-        (Path(folder) / "plain").mkdir()
-        project, marks = failover_project(
-            pair, Path(folder) / "plain", durable=False, schema="catchup_plain"
-        )
-        for n in range(args.plain):
-            plain_twice += trial(pair, project, marks, n, durable=False).runs > 1
-        print(
-            f"plain: {args.plain} failovers without durable_claims: {plain_twice} periods ran"
-            " twice (each claim lost with the old primary, its job already run)",
-            flush=True,
-        )
-        print(
-            f"figures: durable p50 {p(durable, 50):.2f}ms p99 {p(durable, 99):.2f}ms, plain p50"
-            f" {p(plain, 50):.2f}ms p99 {p(plain, 99):.2f}ms; {args.trials} durable failovers:"
-            f" twice {twice}, lost {lost}; {args.plain} plain: twice {plain_twice}"
-        )
+    detected, twice_evidence, wrong_after, took_suspect = suspects(args.suspect)
+    print(
+        f"suspect: {args.suspect} failovers without durable_claims in {took_suspect:.0f}s:"
+        f" both periods suspect in {detected}; the job with evidence ran {twice_evidence}"
+        f" twice; the one without ran other than once after its reset in {wrong_after}",
+        flush=True,
+    )
+    print(
+        f"figures: durable p50 {p(durable, 50):.2f}ms p99 {p(durable, 99):.2f}ms, plain p50"
+        f" {p(plain, 50):.2f}ms p99 {p(plain, 99):.2f}ms; {args.trials} durable failovers:"
+        f" twice {twice}, lost {lost}; {args.suspect} without: suspect"
+        f" {detected}/{args.suspect}, evidence twice {twice_evidence}, wrong after reset"
+        f" {wrong_after}"
+    )
+
+
+def suspects(trials: int) -> tuple[int, int, int, float]:
+    """The suspect leg: (trials with both periods suspect, evidence periods run twice,
+    periods without evidence not run exactly once after the reset, seconds)."""
+    detected = twice = wrong = 0
+    started = time.monotonic()
+    with replica_pair(HOMES) as pair:
+        bills = primary_in(pair.home, "bills")  # the evidence: outside the pair
+        try:
+            bills.sql("CREATE TABLE bills (period timestamptz)")
+            folder = pair.home / "suspects"
+            folder.mkdir()
+            project, marks = suspects_project(pair, folder, bills.conninfo())
+            for n in range(trials):
+                done = suspect_trial(pair, project, marks, n)
+                detected += done.suspect == {"billing": True, "export": True}
+                twice += done.billing != 1
+                wrong += (done.export_before, done.export) != (1, 2)
+                if (n + 1) % 50 == 0:
+                    print(f"  suspect: {n + 1} trials, {detected} detected", flush=True)
+        finally:
+            bills.stop("immediate")
+    return detected, twice, wrong, time.monotonic() - started
 
 
 if __name__ == "__main__":

@@ -45,6 +45,8 @@ class Session:
         try:
             if prepare:
                 self.ledger.ensure_schema()
+                if self.durable:  # before its first claim: see sql/migrations/0021
+                    self.ledger.declare_durable()
         except psycopg.Error as exc:
             self.conn.close()
             raise DatabaseError(f"cannot prepare schema {config.schema!r}: {exc}") from None
@@ -240,6 +242,8 @@ class Session:
             pass
         self.conn = db.connect(self.target)
         self.ledger = Ledger(self.conn, self.config.schema, durable=self.durable)
+        if self.durable:  # on the server it reached: a failover's new primary, perhaps
+            self.ledger.declare_durable()
 
     def close(self) -> None:
         if self._own_heartbeats:

@@ -27,6 +27,7 @@ BEGIN
             p_job_id::integer);
     END IF;
     SELECT CASE WHEN w.failover THEN w.seen_at END INTO seen FROM {schema}.failover_window(true) w;
+    PERFORM {schema}.note_claim();
     RETURN QUERY
     WITH claimed AS (
         INSERT INTO {schema}.runs AS r
@@ -111,6 +112,7 @@ BEGIN
         END LOOP;
     END IF;
     SELECT CASE WHEN w.failover THEN w.seen_at END INTO seen FROM {schema}.failover_window(true) w;
+    PERFORM {schema}.note_claim();
     RETURN QUERY
     WITH wanted AS (
         SELECT DISTINCT ON (CASE WHEN p_whole_job AND NOT p_allow_overlap THEN '' ELSE u.k END,
@@ -242,6 +244,19 @@ BEGIN
 END
 $$;
 
+-- function declare_durable()
+
+CREATE FUNCTION {schema}.declare_durable() RETURNS boolean
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    PERFORM {schema}.failover_window(true);
+    UPDATE {schema}.timelines SET durable = true
+    WHERE timeline = {schema}.server_timeline() AND NOT durable;
+    RETURN FOUND;
+END
+$$;
+
 -- function failover_window(boolean)
 
 CREATE FUNCTION {schema}.failover_window(p_note boolean, OUT timeline integer, OUT seen_at timestamp with time zone, OUT replayed_until timestamp with time zone, OUT failover boolean) RETURNS record
@@ -250,23 +265,36 @@ CREATE FUNCTION {schema}.failover_window(p_note boolean, OUT timeline integer, O
 #variable_conflict use_column
 DECLARE
     t integer := {schema}.server_timeline();
+    newest integer;
+    durable boolean;
 BEGIN
-    SELECT l.timeline, l.seen_at, l.replayed_until, l.failover
-    INTO timeline, seen_at, replayed_until, failover
-    FROM {schema}.timelines l ORDER BY l.timeline DESC LIMIT 1;
-    IF t IS NULL OR (timeline IS NOT NULL AND t <= timeline) THEN
-        RETURN;
+    SELECT max(l.timeline) INTO newest FROM {schema}.timelines l;
+    IF t > newest OR (newest IS NULL AND t IS NOT NULL) THEN
+        IF p_note THEN
+            INSERT INTO {schema}.timelines (timeline, seen_at, replayed_until, failover)
+            VALUES (t, clock_timestamp(), pg_last_xact_replay_timestamp(), newest IS NOT NULL)
+            ON CONFLICT (timeline) DO NOTHING;
+        ELSE
+            SELECT l.durable INTO durable FROM {schema}.timelines l WHERE l.timeline = newest;
+            IF NOT durable THEN
+                timeline := t;
+                seen_at := clock_timestamp();
+                replayed_until := pg_last_xact_replay_timestamp();
+                failover := true;
+                RETURN;
+            END IF;
+        END IF;
     END IF;
-    failover := timeline IS NOT NULL;
-    timeline := t;
-    seen_at := clock_timestamp();
-    replayed_until := pg_last_xact_replay_timestamp();
-    IF p_note THEN
-        INSERT INTO {schema}.timelines AS l (timeline, seen_at, replayed_until, failover)
-        VALUES (t, seen_at, replayed_until, failover)
-        ON CONFLICT (timeline) DO NOTHING;
-        SELECT l.seen_at, l.replayed_until, l.failover INTO seen_at, replayed_until, failover
-        FROM {schema}.timelines l WHERE l.timeline = t;
+    SELECT l.timeline, l.seen_at, l.replayed_until, true
+    INTO timeline, seen_at, replayed_until, failover
+    FROM {schema}.timelines l
+    WHERE l.failover
+      AND NOT (SELECT p.durable FROM {schema}.timelines p
+               WHERE p.timeline < l.timeline ORDER BY p.timeline DESC LIMIT 1)
+    ORDER BY l.timeline DESC LIMIT 1;
+    IF NOT FOUND THEN
+        timeline := coalesce(t, newest);
+        failover := false;
     END IF;
 END
 $$;
@@ -417,6 +445,18 @@ CREATE FUNCTION {schema}.local_series(origin timestamp without time zone, step i
     LANGUAGE sql STABLE PARALLEL SAFE
     AS $$
     SELECT i, (origin + step * (k0 + i)) AT TIME ZONE tz FROM generate_series(0, n - 1) AS i
+$$;
+
+-- function note_claim()
+
+CREATE FUNCTION {schema}.note_claim() RETURNS void
+    LANGUAGE sql
+    AS $$
+    UPDATE {schema}.timelines SET durable = false
+    WHERE timeline = {schema}.server_timeline() AND durable
+      AND NOT (current_setting('synchronous_commit') = 'remote_apply'
+               OR (current_setting('synchronous_commit') IN ('on', 'remote_write')
+                   AND current_setting('synchronous_standby_names') <> ''))
 $$;
 
 -- function period_state(text, integer, timestamp with time zone, timestamp with time zone, integer)
@@ -936,6 +976,7 @@ CREATE TABLE {schema}.timelines (
     seen_at timestamp with time zone NOT NULL,
     replayed_until timestamp with time zone,
     failover boolean NOT NULL,
+    durable boolean DEFAULT false NOT NULL,
     CONSTRAINT timelines_timeline_check CHECK ((timeline > 0))
 );
 

@@ -1186,6 +1186,52 @@ MUTATIONS = (
             "test_a_standby_or_a_read_only_primary_is_refused_in_one_line",
         ),
     ),
+    Mutation(
+        "suspect-claimed",
+        "after a failover that may have lost claims, a period the new primary does not show "
+        "settled is not claimed until it is decided",
+        "sql/migrations/0021_timelines.sql",
+        "        AND NOT ({schema}.is_suspect(seen, p_period_end, NULL, NULL, NULL)\n",
+        "        AND NOT (false\n",
+        (
+            "tests/faults/test_suspects.py::test_without_durable_claims_"
+            "every_lost_period_is_suspect_and_runs_once_after_its_decision",
+        ),
+    ),
+    Mutation(
+        "lost-row-not-recreated",
+        "a runner whose claim a failover lost writes its row again and records its outcome",
+        "sql/queries/claims.sql",
+        "    WHERE w.failover AND %(claimed_at)s::timestamptz < w.seen_at\n",
+        "    WHERE false\n",
+        (
+            "tests/faults/test_suspects.py::test_a_runner_whose_claim_a_failover_lost_"
+            "writes_its_row_again_and_records_its_outcome",
+        ),
+    ),
+    Mutation(
+        "async-claim-trusted",
+        "a claim that does not wait for a synchronous standby undoes its timeline's durability",
+        "sql/migrations/0021_timelines.sql",
+        "    UPDATE {schema}.timelines SET durable = false\n",
+        "    UPDATE {schema}.timelines SET durable = true\n",
+        (
+            "tests/faults/test_failover.py::test_a_claim_that_does_not_wait_"
+            "for_the_standby_opens_the_suspect_window_again",
+        ),
+    ),
+    Mutation(
+        "durable-undeclared",
+        "a ledger whose claims all wait for a synchronous standby opens no suspect window at a "
+        "failover",
+        "sql/migrations/0021_timelines.sql",
+        "    UPDATE {schema}.timelines SET durable = true\n",
+        "    UPDATE {schema}.timelines SET durable = false\n",
+        (
+            "tests/faults/test_failover.py::"
+            "test_with_durable_claims_no_failover_runs_a_period_twice_or_loses_one",
+        ),
+    ),
 )
 
 

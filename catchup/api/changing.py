@@ -244,4 +244,6 @@ class Changing(Base):
         """Create or upgrade the ledger schema."""
         session = self._open(prepare=False)
         applied = session.ledger.migrate()
+        if session.durable:  # as a session that prepares the ledger (Session)
+            session.ledger.declare_durable()
         return Migrated(self.config.schema, tuple(applied), session.ledger.version())

@@ -93,6 +93,12 @@ class LedgerBase:
             return []
         return self.migrate()
 
+    def declare_durable(self) -> bool:
+        """With durable_claims: the server's timeline takes durable claims only, so a failover
+        from it opens no suspect window (sql/migrations/0021). True: declared now."""
+        row = self.conn.execute(self._q("declare_durable")).fetchone()
+        return bool(row and row[0])
+
     def transaction(self) -> AbstractContextManager[Any]:
         """One transaction around several of these calls (a mark, a reset, a pause)."""
         return self.conn.transaction()

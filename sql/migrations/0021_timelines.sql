@@ -2,8 +2,9 @@
 -- standby is promoted (a failover, a switchover) or a backup is restored to a point in time.
 -- With asynchronous replication the new primary may lack the old one's last commits: claims
 -- whose jobs ran, finishes of jobs that are done. Nothing on the new primary can name those
--- periods, so after a failover every period of the old timeline that the new one does not show
--- settled is **suspect** until it is decided:
+-- periods, so after a failover from a timeline whose claims were not durable (timelines.durable
+-- below), every period of the old timeline that the new one does not show settled is
+-- **suspect** until it is decided:
 --   - its row is absent, or running and not renewed since the failover was seen, or failed
 --     and not written since; and
 --   - it ended at or before that moment (a claim on the old timeline was of a due period).
@@ -28,7 +29,13 @@ CREATE TABLE IF NOT EXISTS {schema}.timelines (
     timeline integer PRIMARY KEY CHECK (timeline > 0),
     seen_at timestamptz NOT NULL,          -- the first write of the ledger on it
     replayed_until timestamptz,            -- the newest commit it has from the timeline before
-    failover boolean NOT NULL              -- false: the first timeline the ledger knew
+    failover boolean NOT NULL,             -- false: the first timeline the ledger knew
+    -- true: every claim on it waits for a synchronous standby, so a standby promoted has them
+    -- all and a failover from it opens no suspect window: declared by a session with
+    -- durable_claims (declare_durable). false: a claim on it did not wait (note_claim), for
+    -- good (a later declaration does not undo it). NULL: neither yet. Not true: a failover
+    -- from it may have lost claims.
+    durable boolean
 );
 
 CREATE OR REPLACE FUNCTION {schema}.server_timeline() RETURNS integer
@@ -44,9 +51,11 @@ SELECT {schema}.server_timeline(), clock_timestamp(), NULL, false
 WHERE NOT pg_is_in_recovery()
 ON CONFLICT (timeline) DO NOTHING;
 
--- The ledger's newest timeline; when the server is on a newer one, that one (recorded, with
--- p_note, unless another session recorded it first: then that one's). failover is true when
--- the ledger had been written on an older timeline.
+-- The newest failover that may have lost claims: the ledger moved to a new timeline from one
+-- whose claims were not durable (failover true; timeline, seen_at and replayed_until are the
+-- new timeline's). None (failover false): the server's timeline. With p_note, a timeline the
+-- ledger has not seen yet is recorded first (unless another session recorded it: then that
+-- one's record stands); without, it is reported as if recorded now.
 CREATE OR REPLACE FUNCTION {schema}.failover_window(
     p_note boolean, OUT timeline integer, OUT seen_at timestamptz,
     OUT replayed_until timestamptz, OUT failover boolean)
@@ -55,25 +64,68 @@ AS $$
 #variable_conflict use_column
 DECLARE
     t integer := {schema}.server_timeline();
+    newest integer;
+    durable boolean;
 BEGIN
-    SELECT l.timeline, l.seen_at, l.replayed_until, l.failover
-    INTO timeline, seen_at, replayed_until, failover
-    FROM {schema}.timelines l ORDER BY l.timeline DESC LIMIT 1;
-    IF t IS NULL OR (timeline IS NOT NULL AND t <= timeline) THEN
-        RETURN;
+    SELECT max(l.timeline) INTO newest FROM {schema}.timelines l;
+    IF t > newest OR (newest IS NULL AND t IS NOT NULL) THEN
+        IF p_note THEN
+            INSERT INTO {schema}.timelines (timeline, seen_at, replayed_until, failover)
+            VALUES (t, clock_timestamp(), pg_last_xact_replay_timestamp(), newest IS NOT NULL)
+            ON CONFLICT (timeline) DO NOTHING;
+        ELSE
+            SELECT coalesce(l.durable, false) INTO durable
+            FROM {schema}.timelines l WHERE l.timeline = newest;
+            IF NOT durable THEN
+                timeline := t;
+                seen_at := clock_timestamp();
+                replayed_until := pg_last_xact_replay_timestamp();
+                failover := true;
+                RETURN;
+            END IF;
+        END IF;
     END IF;
-    failover := timeline IS NOT NULL;
-    timeline := t;
-    seen_at := clock_timestamp();
-    replayed_until := pg_last_xact_replay_timestamp();
-    IF p_note THEN
-        INSERT INTO {schema}.timelines AS l (timeline, seen_at, replayed_until, failover)
-        VALUES (t, seen_at, replayed_until, failover)
-        ON CONFLICT (timeline) DO NOTHING;
-        SELECT l.seen_at, l.replayed_until, l.failover INTO seen_at, replayed_until, failover
-        FROM {schema}.timelines l WHERE l.timeline = t;
+    SELECT l.timeline, l.seen_at, l.replayed_until, true
+    INTO timeline, seen_at, replayed_until, failover
+    FROM {schema}.timelines l
+    WHERE l.failover
+      AND (SELECT p.durable IS NOT TRUE FROM {schema}.timelines p
+           WHERE p.timeline < l.timeline ORDER BY p.timeline DESC LIMIT 1)
+    ORDER BY l.timeline DESC LIMIT 1;
+    IF NOT FOUND THEN
+        timeline := coalesce(t, newest);
+        failover := false;
     END IF;
 END
+$$;
+
+-- A session with durable_claims declares the server's timeline durable (recorded first if
+-- new), unless a claim on it did not wait. Its own commit need not wait: lost in a failover,
+-- the timeline is not taken for durable, which errs on the safe side. True: declared now.
+CREATE OR REPLACE FUNCTION {schema}.declare_durable() RETURNS boolean
+LANGUAGE plpgsql VOLATILE
+AS $$
+BEGIN
+    PERFORM {schema}.failover_window(true);
+    UPDATE {schema}.timelines SET durable = true
+    WHERE timeline = {schema}.server_timeline() AND durable IS NULL;
+    RETURN FOUND;
+END
+$$;
+
+-- A claim in this transaction whose commit will not wait for a synchronous standby makes its
+-- timeline not durable, for good (a failover from it may lose claims). A commit waits when
+-- catchup asked it to (durable_claims: synchronous_commit = remote_apply, trusted even while
+-- the server has no synchronous standby, which doctor refuses) or when the server's commits
+-- wait for its synchronous standbys.
+CREATE OR REPLACE FUNCTION {schema}.note_claim() RETURNS void
+LANGUAGE sql VOLATILE
+AS $$
+    UPDATE {schema}.timelines SET durable = false
+    WHERE timeline = {schema}.server_timeline() AND durable IS DISTINCT FROM false
+      AND NOT (current_setting('synchronous_commit') = 'remote_apply'
+               OR (current_setting('synchronous_commit') IN ('on', 'remote_write')
+                   AND current_setting('synchronous_standby_names') <> ''))
 $$;
 
 -- Whether a period (its end and its row's status, heartbeat and finish; NULLs: no row) is
@@ -114,6 +166,7 @@ BEGIN
             p_job_id::integer);
     END IF;
     SELECT CASE WHEN w.failover THEN w.seen_at END INTO seen FROM {schema}.failover_window(true) w;
+    PERFORM {schema}.note_claim();
     RETURN QUERY
     WITH claimed AS (
         INSERT INTO {schema}.runs AS r

@@ -27,6 +27,7 @@ BEGIN
         END LOOP;
     END IF;
     SELECT CASE WHEN w.failover THEN w.seen_at END INTO seen FROM {schema}.failover_window(true) w;
+    PERFORM {schema}.note_claim();
     RETURN QUERY
     WITH wanted AS (
         SELECT DISTINCT ON (CASE WHEN p_whole_job AND NOT p_allow_overlap THEN '' ELSE u.k END,

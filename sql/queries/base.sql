@@ -89,6 +89,12 @@ CREATE DATABASE {database};
 SELECT pg_is_in_recovery() AS recovery,
        current_setting('default_transaction_read_only')::boolean AS read_only;
 
+-- name: declare_durable
+-- [database] durable_claims: this session's claims wait for a synchronous standby, so a
+-- failover from the server's timeline loses none and opens no suspect window
+-- (sql/migrations/0021). True: declared now.
+SELECT {schema}.declare_durable();
+
 -- name: durable_commit
 -- [database] durable_claims: this transaction (a claim, a finish) commits only once the
 -- synchronous standby has applied it, so a standby promoted after a crash of the primary has

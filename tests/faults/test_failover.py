@@ -111,3 +111,28 @@ def test_with_durable_claims_no_failover_runs_a_period_twice_or_loses_one(
         assert done.runs == 1 and done.status == "succeeded", (n, done)  # never twice, never lost
     ran = marks.read_text().split()
     assert len(ran) == len(set(ran)) == TRIALS
+
+
+def test_a_claim_that_does_not_wait_for_the_standby_opens_the_suspect_window_again(
+    replica: Pair, tmp_path: Path
+) -> None:
+    # a durable ledger trusts its promoted standby (the trials above: nothing suspect); one
+    # host without durable_claims makes a claim that does not wait, and from then on a
+    # failover may have lost claims: the periods the new primary does not show settled are
+    # suspect, not run
+    project, marks = failover_project(replica, tmp_path, durable=True)
+    hasty = tmp_path / "hasty"
+    hasty.mkdir()
+    env = {"CATCHUP_DSN": replica.dsn(), "CATCHUP_DURABLE_CLAIMS": "false"}
+    other = Project(hasty, project.schema, Database(replica.dsn(), env))
+    other.config.write_text(project.config.read_text())
+    done = other.run("-q", "run", "billing", "--period", "2026-01-01T00:00:00Z")
+    assert done.returncode == 0, done
+    replica.caught_up()
+    replica.fail_over()
+    said = project.run(
+        "replay", "--since", "2026-01-01T00:00:00Z", "--until", "2026-01-01T02:00:00Z"
+    )
+    assert said.returncode == 0, said
+    assert "suspect: the ledger's server moved to timeline 2" in " ".join(said.stdout.split())
+    assert marks.read_text().split() == ["2026-01-01T00:00:00Z"]  # the suspect one not run
