@@ -354,7 +354,7 @@ def examine(config_path: str | None, dsn: str | None) -> list[Finding]:
             found += _guarded("jobs", lambda: unconfigured_findings(session))
             found += _guarded("jobs", lambda: definition_findings(session))
         found += _guarded("pooler", lambda: pooler_findings(session))
-        found += _guarded("failover", lambda: replication_findings(session))
+        found += _guarded("failover", lambda: replication_findings(session, version == latest))
         start = time.monotonic()
         db_now = session.now()
         host_now = datetime.now(db_now.tzinfo)

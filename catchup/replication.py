@@ -13,20 +13,29 @@ from .timelines import told
 PROBES = 7  # commits timed each way
 
 
-def replication_findings(session: Session) -> list[Finding]:
-    failover = session.ledger.failover()
-    found = (
-        []
-        if failover is None
-        else [
+def replication_findings(session: Session, migrated: bool = True) -> list[Finding]:
+    """The failover findings; what the ledger records of its timelines only when ``migrated``
+    (an older ledger has no such record yet)."""
+    found: list[Finding] = []
+    if migrated and (failover := session.ledger.failover()) is not None:
+        found.append(
             Finding(
                 "info",
                 "failover",
                 f"{told(failover)}; the periods it does not show settled are suspect until "
                 "decided (`catchup scan` lists them)",
             )
-        ]
-    )
+        )
+    if migrated and session.durable and session.ledger.timeline_durable() is False:
+        found.append(
+            Finding(
+                "warning",
+                "failover",
+                "durable_claims: a claim on the server's timeline did not wait for a "
+                "synchronous standby (a host without durable_claims, or a server that does not "
+                "wait by default): a failover from this timeline opens a suspect window",
+            )
+        )
     return found + _standbys(session)
 
 
@@ -70,8 +79,9 @@ def _standbys(session: Session) -> list[Finding]:
                 "warning",
                 "failover",
                 f"the server streams to {seen.streaming} standby(s) and durable_claims is off: "
-                "a failover can lose the claims of its last moments, and their periods run "
-                "again (set [database] durable_claims = true with a synchronous standby)",
+                "a failover can lose the claims of its last moments, and the periods the new "
+                "primary does not show settled are suspect until decided (set [database] "
+                "durable_claims = true with a synchronous standby)",
             )
         ]
     return [Finding("info", "failover", "the server has no standby streaming from it")]

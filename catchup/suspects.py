@@ -1,6 +1,7 @@
 """Periods a failover left in doubt (issue 30, sql/migrations/0021): the ledger's server moved
-to a new timeline, and the new primary may lack the old one's last claims and finishes. Every
-period of the old timeline that the new one does not show settled is ``suspect``: not claimed
+to a new timeline from one whose claims were not all durable, and the new primary may lack the
+old one's last claims and finishes. Every period of the old timeline that the new one does not
+show settled is ``suspect``: not claimed
 until its job's evidence decides it (``settle``, on the claim path: its output exists, adopted;
 it does not, lost, and run as the next attempt) or a person does (``catchup mark``/``reset``).
 ``apply`` puts the state into a scan of a job without keys."""

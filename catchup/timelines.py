@@ -26,10 +26,11 @@ class Held:
 
 @dataclass(frozen=True)
 class Failover:
-    """The ledger's server moved to a new timeline (a standby promoted, a backup restored):
-    seen first at ``seen_at``; the new primary's newest commit of the old timeline was at
-    ``replayed_until`` (None: not known, the server restarted since). Periods of the old
-    timeline it does not show settled are suspect (sql/migrations/0021)."""
+    """The ledger's server moved to a new timeline (a standby promoted, a backup restored)
+    from one whose claims were not all durable (the newest such move): seen first at
+    ``seen_at``; the new primary's newest commit of the old timeline was at ``replayed_until``
+    (None: not known, the server restarted since). Periods of the old timeline it does not
+    show settled are suspect (sql/migrations/0021)."""
 
     timeline: int
     seen_at: datetime

@@ -252,7 +252,7 @@ CREATE FUNCTION {schema}.declare_durable() RETURNS boolean
 BEGIN
     PERFORM {schema}.failover_window(true);
     UPDATE {schema}.timelines SET durable = true
-    WHERE timeline = {schema}.server_timeline() AND NOT durable;
+    WHERE timeline = {schema}.server_timeline() AND durable IS NULL;
     RETURN FOUND;
 END
 $$;
@@ -275,7 +275,8 @@ BEGIN
             VALUES (t, clock_timestamp(), pg_last_xact_replay_timestamp(), newest IS NOT NULL)
             ON CONFLICT (timeline) DO NOTHING;
         ELSE
-            SELECT l.durable INTO durable FROM {schema}.timelines l WHERE l.timeline = newest;
+            SELECT coalesce(l.durable, false) INTO durable
+            FROM {schema}.timelines l WHERE l.timeline = newest;
             IF NOT durable THEN
                 timeline := t;
                 seen_at := clock_timestamp();
@@ -289,8 +290,8 @@ BEGIN
     INTO timeline, seen_at, replayed_until, failover
     FROM {schema}.timelines l
     WHERE l.failover
-      AND NOT (SELECT p.durable FROM {schema}.timelines p
-               WHERE p.timeline < l.timeline ORDER BY p.timeline DESC LIMIT 1)
+      AND (SELECT p.durable IS NOT TRUE FROM {schema}.timelines p
+           WHERE p.timeline < l.timeline ORDER BY p.timeline DESC LIMIT 1)
     ORDER BY l.timeline DESC LIMIT 1;
     IF NOT FOUND THEN
         timeline := coalesce(t, newest);
@@ -453,7 +454,7 @@ CREATE FUNCTION {schema}.note_claim() RETURNS void
     LANGUAGE sql
     AS $$
     UPDATE {schema}.timelines SET durable = false
-    WHERE timeline = {schema}.server_timeline() AND durable
+    WHERE timeline = {schema}.server_timeline() AND durable IS DISTINCT FROM false
       AND NOT (current_setting('synchronous_commit') = 'remote_apply'
                OR (current_setting('synchronous_commit') IN ('on', 'remote_write')
                    AND current_setting('synchronous_standby_names') <> ''))
@@ -976,7 +977,7 @@ CREATE TABLE {schema}.timelines (
     seen_at timestamp with time zone NOT NULL,
     replayed_until timestamp with time zone,
     failover boolean NOT NULL,
-    durable boolean DEFAULT false NOT NULL,
+    durable boolean,
     CONSTRAINT timelines_timeline_check CHECK ((timeline > 0))
 );
 

@@ -33,6 +33,12 @@ class Tools(LedgerBase):
         assert row is not None
         return row
 
+    def timeline_durable(self) -> bool | None:
+        """Whether the server's timeline is durable: declared by a session with durable_claims
+        (True), a claim on it did not wait for a synchronous standby (False), or neither yet."""
+        row = self.conn.execute(self._q("timeline_durable")).fetchone()
+        return None if row is None or row[0] is None else bool(row[0])
+
     def commit_probe(self, *, durable: bool) -> float:
         """Seconds one small commit takes (it takes a transaction id, so it writes a commit
         record): as a claim commits with durable_claims, or as one commits without."""

@@ -80,6 +80,12 @@ SELECT current_setting('synchronous_standby_names') AS names,
        count(*) FILTER (WHERE r.sync_state IS NULL) AS unseen
 FROM pg_stat_replication r;
 
+-- name: timeline_durable
+-- Whether the server's timeline is durable (sql/migrations/0021): true (declared by a session
+-- with durable_claims), false (a claim on it did not wait for a synchronous standby), NULL
+-- (neither yet, or not recorded).
+SELECT t.durable FROM {schema}.timelines t WHERE t.timeline = {schema}.server_timeline();
+
 -- name: commit_probe
 -- A transaction id taken, so its commit writes a record (and, with durable_claims, waits for
 -- the synchronous standby): what a claim's commit costs, measured by doctor.

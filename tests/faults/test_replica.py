@@ -142,6 +142,9 @@ def test_durable_claims_wait_for_the_synchronous_standby(replica: Pair, tmp_path
     assert rows(replica.standby)[-1] == ("billing", "2026-03-02", "succeeded")
     doctor = durable.run("doctor", timeout=60)
     assert "durable_claims: 1 synchronous standby(s) apply each claim" in doctor.stdout, doctor
+    # the quick claim above did not wait: the timeline is not durable, and doctor says so
+    said = " ".join(doctor.stdout.split())
+    assert "a claim on the server's timeline did not wait for a synchronous standby" in said
 
 
 def test_a_durable_claim_the_standby_never_confirms_is_not_started(

@@ -1,5 +1,6 @@
 """A failover without durable_claims (issue 30): the new primary lacks the old one's last claims
-and finishes. Every period it does not show settled is suspect: reported, not run until decided.
+and finishes, and the ledger's timeline was not declared durable. Every period it does not show
+settled is suspect: reported, not run until decided.
 A job whose evidence (in a database the failover does not touch) shows its output is adopted,
 never run twice; one without evidence waits for a person (reset), then runs once. A runner still
 running when its claim was lost writes its row again and records its outcome.

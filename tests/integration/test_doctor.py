@@ -100,6 +100,7 @@ def test_doctor_writes_nothing(project: Project, sql: Any) -> None:
     result = project.cli("doctor")
     assert result.exit_code == 0, result.output
     assert "is at version 0 of" in result.stdout
+    assert "refused the check" not in result.stdout  # nothing asked of tables not made yet
     assert sql("SELECT count(*) FROM pg_namespace WHERE nspname = %s", [project.schema]) == [(0,)]
 
 
