@@ -27,7 +27,6 @@ BEGIN
             p_job_id::integer);
     END IF;
     SELECT CASE WHEN w.failover THEN w.seen_at END INTO seen FROM {schema}.failover_window(true) w;
-    PERFORM {schema}.note_claim();
     RETURN QUERY
     WITH claimed AS (
         INSERT INTO {schema}.runs AS r
@@ -87,6 +86,11 @@ BEGIN
     )
     SELECT c.id, c.period_start, c.period_end, c.attempt, c.lease_expires_at, c.checkpoint
     FROM claimed c;
+    IF FOUND THEN
+        -- last: the timeline's row is the last lock a claim's transaction takes (no cycle
+        -- with a finish-then-claim that holds a row this claim waits for)
+        PERFORM {schema}.note_claim();
+    END IF;
 END
 $$;
 
@@ -112,7 +116,6 @@ BEGIN
         END LOOP;
     END IF;
     SELECT CASE WHEN w.failover THEN w.seen_at END INTO seen FROM {schema}.failover_window(true) w;
-    PERFORM {schema}.note_claim();
     RETURN QUERY
     WITH wanted AS (
         SELECT DISTINCT ON (CASE WHEN p_whole_job AND NOT p_allow_overlap THEN '' ELSE u.k END,
@@ -184,6 +187,11 @@ BEGIN
            c.checkpoint
     FROM claimed c JOIN wanted w ON w.k = c.key AND w.s = c.period_start
     ORDER BY w.n;
+    IF FOUND THEN
+        -- last: the timeline's row is the last lock a claim's transaction takes (no cycle
+        -- with a finish-then-claim that holds a row this claim waits for)
+        PERFORM {schema}.note_claim();
+    END IF;
 END
 $$;
 
@@ -451,13 +459,15 @@ $$;
 -- function note_claim()
 
 CREATE FUNCTION {schema}.note_claim() RETURNS void
-    LANGUAGE sql
+    LANGUAGE plpgsql
     AS $$
+BEGIN
     UPDATE {schema}.timelines SET durable = false
     WHERE timeline = {schema}.server_timeline() AND durable IS DISTINCT FROM false
       AND NOT (current_setting('synchronous_commit') = 'remote_apply'
                OR (current_setting('synchronous_commit') IN ('on', 'remote_write')
-                   AND current_setting('synchronous_standby_names') <> ''))
+                   AND current_setting('synchronous_standby_names') <> ''));
+END
 $$;
 
 -- function period_state(text, integer, timestamp with time zone, timestamp with time zone, integer)

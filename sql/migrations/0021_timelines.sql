@@ -117,15 +117,18 @@ $$;
 -- timeline not durable, for good (a failover from it may lose claims). A commit waits when
 -- catchup asked it to (durable_claims: synchronous_commit = remote_apply, trusted even while
 -- the server has no synchronous standby, which doctor refuses) or when the server's commits
--- wait for its synchronous standbys.
+-- wait for its synchronous standbys. (PL/pgSQL: sql/schema.sql creates functions before
+-- tables, and a SQL function's body is checked against the tables it names.)
 CREATE OR REPLACE FUNCTION {schema}.note_claim() RETURNS void
-LANGUAGE sql VOLATILE
+LANGUAGE plpgsql VOLATILE
 AS $$
+BEGIN
     UPDATE {schema}.timelines SET durable = false
     WHERE timeline = {schema}.server_timeline() AND durable IS DISTINCT FROM false
       AND NOT (current_setting('synchronous_commit') = 'remote_apply'
                OR (current_setting('synchronous_commit') IN ('on', 'remote_write')
-                   AND current_setting('synchronous_standby_names') <> ''))
+                   AND current_setting('synchronous_standby_names') <> ''));
+END
 $$;
 
 -- Whether a period (its end and its row's status, heartbeat and finish; NULLs: no row) is
@@ -166,7 +169,6 @@ BEGIN
             p_job_id::integer);
     END IF;
     SELECT CASE WHEN w.failover THEN w.seen_at END INTO seen FROM {schema}.failover_window(true) w;
-    PERFORM {schema}.note_claim();
     RETURN QUERY
     WITH claimed AS (
         INSERT INTO {schema}.runs AS r
@@ -226,6 +228,11 @@ BEGIN
     )
     SELECT c.id, c.period_start, c.period_end, c.attempt, c.lease_expires_at, c.checkpoint
     FROM claimed c;
+    IF FOUND THEN
+        -- last: the timeline's row is the last lock a claim's transaction takes (no cycle
+        -- with a finish-then-claim that holds a row this claim waits for)
+        PERFORM {schema}.note_claim();
+    END IF;
 END
 $$;
 

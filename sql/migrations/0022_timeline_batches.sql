@@ -27,7 +27,6 @@ BEGIN
         END LOOP;
     END IF;
     SELECT CASE WHEN w.failover THEN w.seen_at END INTO seen FROM {schema}.failover_window(true) w;
-    PERFORM {schema}.note_claim();
     RETURN QUERY
     WITH wanted AS (
         SELECT DISTINCT ON (CASE WHEN p_whole_job AND NOT p_allow_overlap THEN '' ELSE u.k END,
@@ -99,5 +98,10 @@ BEGIN
            c.checkpoint
     FROM claimed c JOIN wanted w ON w.k = c.key AND w.s = c.period_start
     ORDER BY w.n;
+    IF FOUND THEN
+        -- last: the timeline's row is the last lock a claim's transaction takes (no cycle
+        -- with a finish-then-claim that holds a row this claim waits for)
+        PERFORM {schema}.note_claim();
+    END IF;
 END
 $$;
