@@ -1,7 +1,8 @@
 """``catchup why JOB PERIOD``: why one period is in its state, in words, and the command that
 would move it: not due yet (and when), running where, blocked by which upstream periods (down
 the chain to what blocks them), failed with which error and when the retry comes, exhausted,
-paused, done, outdated by which upstream re-run, untracked (done elsewhere). Read-only."""
+paused, done, outdated by which upstream re-run, untracked (done elsewhere), suspect after a
+database failover. Read-only."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from .models import JobRow
 from .results import Why
 from .schedule import Period, iso_utc, span
 from .session import Session
+from .timelines import told
 from .upstream import needed
 from .vocabulary import RunStatus
 
@@ -57,6 +59,15 @@ def _explain(
             f"{job.name} is paused since {iso_utc(row.paused_at)}: nothing claims its periods "
             f"until `catchup resume {job.name}`"
         )
+    if row is not None and (failover := session.ledger.suspect(row.id, period, job.key)):
+        said.insert(
+            0,
+            f"suspect: {told(failover)}, so it may have claimed or finished this period; "
+            "nothing claims it until its evidence (at its next claim) or a person decides",
+        )
+        done = f'catchup mark {job.name} {value} --done --reason "…"'
+        again = f'catchup reset {job.name} {value} --reason "…"'
+        return Why(job.name, period, label, "suspect", tuple(said), (done, again))
     if run is not None and run.status == RunStatus.succeeded:
         when = iso_utc(run.finished_at) if run.finished_at else "?"
         reset = f'catchup reset {job.name} {value} --reason "…"'

@@ -99,7 +99,13 @@ def running_rows(rows: tuple[RunningRow, ...], facts: PageFacts) -> list[dict[st
 
 
 def replay_command(scan: JobScan, gap: Range, job: Job | None) -> str:
-    """The exact command that runs one gap range (what `catchup why` would say of each)."""
+    """The exact command that runs one gap range (what `catchup why` would say of each); for
+    periods suspect after a failover, the one that decides them to run (again)."""
+    if gap.state == PeriodState.suspect:
+        name = job.period_value if job is not None else iso_utc
+        first, last = name(gap.first), name(gap.last)
+        periods = first if first == last else f"{first}..{last}"
+        return f'catchup reset {scan.job} {periods} --reason "…"'
     if gap.state == PeriodState.untracked:
         verb = "adopt " + scan.job
     else:

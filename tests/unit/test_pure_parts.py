@@ -26,6 +26,7 @@ from catchup.render import batches, changes, documents, tables
 from catchup.render import json as render_json
 from catchup.render.scan import scan_tables
 from catchup.render.text import safe, schedule_text
+from catchup.render.webparts import replay_command
 from catchup.results import Batch, Change, Changes, History, Planned
 from catchup.schedule import Period, span
 from catchup.sqlfiles import parse_queries
@@ -355,3 +356,17 @@ def test_a_dry_run_summarises_runs_of_periods_per_job() -> None:
     assert "2 of 4 runs shown: --limit N or --all for more, --each for every period" in shown
     each = Batch(planned=6, outcomes=(), interrupted=False, dry_run=True, plan=iter(plan))
     assert len(printed(lambda c, b: batches.plan(c, b, each=True), each).splitlines()) == 7
+
+
+def test_the_pages_command_for_suspect_periods_decides_them_instead_of_a_replay() -> None:
+    # a replay refuses a suspect period: the page names the reset that makes it runnable
+    nightly = make_job("nightly", "daily", "2026-11-01", command=["true"])
+    suspect = Range("suspect", T0 + timedelta(days=2), T0 + timedelta(days=4), 3)
+    one = Range("suspect", T0 + timedelta(days=6), T0 + timedelta(days=6), 1)
+    missing = Range("missing", T0 + timedelta(days=8), T0 + timedelta(days=8), 1)
+    scan = scan_result("nightly", [suspect, one, missing])
+    assert replay_command(scan, suspect, nightly) == (
+        'catchup reset nightly 2026-11-03..2026-11-05 --reason "…"'
+    )
+    assert replay_command(scan, one, nightly) == 'catchup reset nightly 2026-11-07 --reason "…"'
+    assert replay_command(scan, missing, nightly).startswith("catchup replay --job nightly")
