@@ -13,7 +13,7 @@ from datetime import datetime
 
 import psycopg
 
-from . import db, evidence
+from . import db, evidence, suspects
 from .coverage import signature
 from .errors import CatchupError, ConfigError, first_line
 from .job import Job
@@ -177,6 +177,8 @@ def scan_keyed(
         evidence_error = seen.error
         if seen.error is None:
             found = with_evidence(job.timeline, keys, found, seen.untracked, seen.unverified)
+    if expected and job_id > 0 and (failover := ledger.failover()) is not None:
+        found = suspects.apply_keyed(ledger, job, job_id, found, failover, first, end)
     counts: dict[str, int] = dict.fromkeys(COUNTED_STATES, 0)
     for r in found:
         counts[r.state] += r.periods

@@ -4,11 +4,12 @@ old one's last claims and finishes. Every period of the old timeline that the ne
 show settled is ``suspect``: not claimed
 until its job's evidence decides it (``settle``, on the claim path: its output exists, adopted;
 it does not, lost, and run as the next attempt) or a person does (``catchup mark``/``reset``).
-``apply`` puts the state into a scan of a job without keys."""
+``apply`` puts the state into a scan of a job without keys, ``apply_keyed`` into a keyed one's."""
 
 from __future__ import annotations
 
 from dataclasses import replace
+from datetime import datetime
 
 import psycopg
 
@@ -18,9 +19,11 @@ from .execute import held
 from .job import Job
 from .ledger import Ledger
 from .models import Claim, JobScan, Outcome, Range
+from .ranges import carve, merge
 from .schedule import Period
 from .session import Session
 from .surely import through_reconnects
+from .targets import KeyRange
 from .timelines import Failover, told
 from .vocabulary import OutcomeStatus, PeriodState, RunStatus
 
@@ -41,32 +44,68 @@ def apply(ledger: Ledger, job: Job, job_id: int, result: JobScan, failover: Fail
     seen, and rows of the old timeline (running, failed) not written since."""
     if result.first is None or result.until is None:
         return result
-    timeline = job.timeline
-    cut = timeline.floor(failover.seen_at)  # periods that start before it ended by then
-    ranges: list[Range] = []
-    for r in result.ranges:
-        if r.state not in ABSENT_STATES or cut is None or r.first >= cut:
-            ranges.append(r)
-        elif r.last < cut:
-            ranges.append(r._replace(state=PeriodState.suspect))
-        else:
-            ahead = timeline.before(cut)
-            assert ahead is not None
-            ranges.append(Range(PeriodState.suspect, r.first, ahead, timeline.count(r.first, cut)))
-            ranges.append(Range(r.state, cut, r.last, timeline.count(cut, timeline.after(r.last))))
     rows = tuple(
         s for _, s in ledger.suspect_rows(job_id, failover.seen_at, result.first, result.until)
     )
-    if rows:
-        from .ranges import carve, merge
+    ranges = suspected(job, list(result.ranges), failover, rows)
+    return replace(result, counts=recounted(result.counts, ranges), ranges=tuple(ranges))
 
+
+def apply_keyed(
+    ledger: Ledger,
+    job: Job,
+    job_id: int,
+    found: list[KeyRange],
+    failover: Failover,
+    first: datetime,
+    until: datetime,
+) -> list[KeyRange]:
+    """A keyed job's ranges (each key's, not succeeded) with their suspect periods, as
+    :func:`apply` finds them for a job without keys."""
+    rows: dict[str, list[datetime]] = {}
+    for key, start in ledger.suspect_rows(job_id, failover.seen_at, first, until):
+        rows.setdefault(key, []).append(start)
+    by_key: dict[str, list[Range]] = {}
+    for k in found:
+        by_key.setdefault(k.key, []).append(Range(k.state, k.first, k.last, k.periods))
+    out: list[KeyRange] = []
+    for key, ranges in by_key.items():
+        for r in suspected(job, ranges, failover, tuple(rows.get(key, ()))):
+            out.append(KeyRange(key, r.state, r.first, r.last, r.periods))
+    return out
+
+
+def suspected(
+    job: Job, ranges: list[Range], failover: Failover, rows: tuple[datetime, ...]
+) -> list[Range]:
+    """One key's ``ranges`` (oldest first) with the absent periods that ended by the time the
+    failover was seen, and the rows at ``rows``, taken out into ranges of ``suspect``."""
+    timeline = job.timeline
+    cut = timeline.floor(failover.seen_at)  # periods that start before it ended by then
+    out: list[Range] = []
+    for r in ranges:
+        if r.state not in ABSENT_STATES or cut is None or r.first >= cut:
+            out.append(r)
+        elif r.last < cut:
+            out.append(r._replace(state=PeriodState.suspect))
+        else:
+            ahead = timeline.before(cut)
+            assert ahead is not None
+            out.append(Range(PeriodState.suspect, r.first, ahead, timeline.count(r.first, cut)))
+            out.append(Range(r.state, cut, r.last, timeline.count(cut, timeline.after(r.last))))
+    if rows:
         for state in ROW_STATES:
-            ranges = carve(timeline, ranges, state, rows, PeriodState.suspect)
-        ranges = merge(timeline, ranges)
-    counts = dict(result.counts)
+            out = carve(timeline, out, state, rows, PeriodState.suspect)
+        out = merge(timeline, out)
+    return out
+
+
+def recounted(counts: dict[str, int], ranges: list[Range]) -> dict[str, int]:
+    """``counts`` with the states suspect periods come from counted again from ``ranges``."""
+    out = dict(counts)
     for state in (*ABSENT_STATES, *ROW_STATES, PeriodState.suspect):
-        counts[state] = sum(r.periods for r in ranges if r.state == state)
-    return replace(result, counts=counts, ranges=tuple(ranges))
+        out[state] = sum(r.periods for r in ranges if r.state == state)
+    return out
 
 
 def settle(session: Session, job: Job, job_id: int, period: Period, label: str) -> Outcome | bool:

@@ -1232,6 +1232,17 @@ MUTATIONS = (
             "test_with_durable_claims_no_failover_runs_a_period_twice_or_loses_one",
         ),
     ),
+    Mutation(
+        "keyed-suspect-unseen",
+        "a keyed job's scan shows the periods a failover left in doubt as suspect",
+        "catchup/keyed.py",
+        "        found = suspects.apply_keyed(ledger, job, job_id, found, failover, first, end)\n",
+        "        found = list(found)\n",
+        (
+            "tests/faults/test_suspects.py::test_a_keyed_jobs_lost_periods_are_suspect_"
+            "in_its_scan_and_decided_per_key",
+        ),
+    ),
 )
 
 

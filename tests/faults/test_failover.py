@@ -137,6 +137,6 @@ def test_a_claim_that_does_not_wait_for_the_standby_opens_the_suspect_window_aga
     assert "suspect: the ledger's server moved to timeline 2" in " ".join(said.stdout.split())
     assert marks.read_text().split() == ["2026-01-01T00:00:00Z"]  # the suspect one not run
     why = project.run("why", "billing", "2026-01-01T01:00:00Z")
-    said = " ".join(why.stdout.split())
-    assert why.returncode == 0 and "suspect: the ledger's server moved to timeline 2" in said, why
-    assert 'catchup reset billing 2026-01-01T01:00:00Z --reason "…"' in said, why
+    words = " ".join(why.stdout.split())
+    assert why.returncode == 0 and "suspect: the ledger's server moved to timeline 2" in words, why
+    assert 'catchup reset billing 2026-01-01T01:00:00Z --reason "…"' in words, why

@@ -250,3 +250,46 @@ def test_a_runner_whose_claim_a_failover_lost_writes_its_row_again_and_records_i
             runner.kill()
     assert replica.primary.sql(row, [start]) == [("succeeded", 1)]
     assert ran(marks, "export", period) == 1  # the replay left it to its runner
+
+
+def test_a_keyed_jobs_lost_periods_are_suspect_in_its_scan_and_decided_per_key(
+    replica: Pair, tmp_path: Path
+) -> None:
+    # one key's period claimed and finished on the primary only: after the failover it is
+    # suspect in the keyed job's scan (with every other key's gap of the old timeline), not
+    # run by a replay; a reset of that key's period runs it once more, the other key's once
+    marks = tmp_path / "ran"
+    dsn = replica.dsn()
+    project = Project(tmp_path, "catchup", Database(dsn, {"CATCHUP_DSN": dsn}))
+    project.write(
+        job_toml(
+            "feeds",
+            schedule="hourly",
+            start="2026-03-01",
+            keys=["acme", "globex"],
+            command=["sh", "-c", f"echo $CATCHUP_KEY $CATCHUP_PERIOD >> {marks}"],
+        )
+    )
+    assert project.run("-q", "migrate").returncode == 0
+    replica.caught_up()
+    period, until = "2026-03-01T00:00:00Z", "2026-03-01T01:00:00Z"
+    replica.hold_wal_back(True)
+    done = project.cli("-q", "run", "feeds", "--key", "acme", "--period", period)
+    assert done.exit_code == 0, done.output
+    replica.fail_over()
+    (feeds,) = scanned(project, period, until)["jobs"]
+    assert (feeds["suspect"], feeds["missing"], feeds["succeeded"]) == (2, 0, 0), feeds
+    text = project.run("-q", "scan", "--since", period, "--until", until)
+    assert text.returncode == 1 and "2 suspect periods" in " ".join(text.stdout.split()), text
+    replay = project.cli("-q", "replay", "--since", period, "--until", until)
+    assert replay.exit_code == 0, replay.output
+    assert marks.read_text().split("\n").count(f"acme {period}") == 1  # not run again
+    for key in ("acme", "globex"):
+        reset = project.cli("-q", "reset", "feeds", period, "--key", key, "--reason", "lost")
+        assert reset.exit_code == 0, reset.output
+    replay = project.cli("-q", "replay", "--since", period, "--until", until)
+    assert replay.exit_code == 0, replay.output
+    ran = marks.read_text().split("\n")
+    assert (ran.count(f"acme {period}"), ran.count(f"globex {period}")) == (2, 1), ran
+    (feeds,) = scanned(project, period, until)["jobs"]
+    assert (feeds["suspect"], feeds["succeeded"]) == (0, 2), feeds
