@@ -24,16 +24,19 @@ from .callthread import CallThread
 from .claim import BACKOFF_CAP
 from .errors import Unconfirmed
 from .execute import call_context, execute
+from .execute import held as held_claim
 from .job import Job
 from .lease import LeaseKeeper
 from .ledger import FinishFields, Many
-from .models import Claim, ClaimRules, Outcome
+from .models import Claim, ClaimRules, Finished, Outcome
 from .refusal import why_not
 from .results import Planned, Renewed
 from .runner import Execution
 from .sequence import Begun, CallSequence
 from .session import Session, owner_name
 from .surely import claim_many_surely, finish_many_surely
+from .suspects import recreated_many
+from .timelines import Held
 from .vocabulary import Ended, OutcomeStatus
 
 BATCH_MAX = 256  # periods claimed in one round trip, at most
@@ -182,11 +185,20 @@ class _Batch:
         items, claims = self.items, self.claims
         return [(items[n].job.key, items[n].period.start, claims[n].attempt) for n in ns]
 
+    def mine(self, ns: list[int]) -> list[Held]:
+        """What this runner holds of each of ``ns``, to write its row again after a failover
+        lost it."""
+        items, claims = self.items, self.claims
+        return [held_claim(items[n].job, self.job_id, items[n].period, claims[n]) for n in ns]
+
     def renew(self, ns: list[int], within: float) -> dict[int, Renewed]:
-        """Renew the leases of ``ns`` in one statement; the renewal of each still held."""
+        """Renew the leases of ``ns`` in one statement; the renewal of each still held (a row
+        a failover lost written again)."""
         sent = time.monotonic()
         heartbeats = self.session.heartbeats
-        kept = heartbeats.renew_many(self.job_id, self.held(ns), self.job.lease, within)
+        kept = heartbeats.renew_many(
+            self.job_id, self.held(ns), self.job.lease, within, self.mine(ns)
+        )
         got = {}
         for n in ns:
             at = kept.get((self.items[n].job.key, self.items[n].period.start))
@@ -257,11 +269,35 @@ class _Batch:
         finished = finish_many_surely(
             self.session, self.job_id, done, self.job.retry_backoff, BACKOFF_CAP
         )
+        if unrecorded := [place for place in range(len(ran)) if place not in finished]:
+            finished.update(self.recorded_again(ran, done, unrecorded))
         for place, (n, ended) in enumerate(ran):
             item = self.items[n]
             label = self.label(item)
             outcome = told(item, self.claims[n].attempt, ended, finished.get(place), label)
             self.report(item, outcome)
+
+    def recorded_again(
+        self,
+        ran: list[tuple[int, Execution | str]],
+        done: list[tuple[str, datetime, int, FinishFields]],
+        places: list[int],
+    ) -> dict[int, Finished]:
+        """Of the ``places`` in ``done`` that were not recorded, those whose rows a failover
+        lost: written again and recorded, by place."""
+        mine = self.mine([ran[p][0] for p in places])
+        made = recreated_many(self.session, self.job_id, mine, self.job.lease)
+        again = [p for p in places if done[p][:2] in made]
+        if not again:
+            return {}
+        finished = finish_many_surely(
+            self.session,
+            self.job_id,
+            [done[p] for p in again],
+            self.job.retry_backoff,
+            BACKOFF_CAP,
+        )
+        return {again[n]: f for n, f in finished.items()}
 
     def run_commands(self, stop: threading.Event) -> None:
         """Each claimed period's command, one after another."""

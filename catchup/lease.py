@@ -142,11 +142,20 @@ class HeartbeatLine:
         held: Sequence[tuple[str, datetime, int]],
         lease: timedelta,
         within: float,
+        mine: Sequence[Held] = (),
     ) -> dict[tuple[str, datetime], Renewed]:
         """:meth:`renew` of many attempts of one job in one statement (a batch's running
-        period and those claimed with it): the new expiry of each still held."""
+        period and those claimed with it): the new expiry of each still held. With ``mine``
+        (what the runner holds of each), the rows a failover lost are written again
+        (``Ledger.recreate_many``) and their leases go on."""
         with self._lock:
-            return self._ledger(within).renew_many(job_id, held, lease)
+            ledger = self._ledger(within)
+            renewed = ledger.renew_many(job_id, held, lease)
+            gone = [h for h in mine if (h.key, h.period.start) not in renewed]
+            if gone:
+                made = ledger.recreate_many(job_id, gone, lease)
+                renewed.update({at: Renewed(expires) for at, expires in made.items()})
+            return renewed
 
     def _ledger(self, within: float) -> Ledger:
         """The line's ledger; the lock is held. A broken connection is replaced, within

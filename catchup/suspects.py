@@ -8,8 +8,9 @@ it does not, lost, and run as the next attempt) or a person does (``catchup mark
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
-from datetime import datetime
+from datetime import datetime, timedelta
 
 import psycopg
 
@@ -24,7 +25,7 @@ from .schedule import Period
 from .session import Session
 from .surely import through_reconnects
 from .targets import KeyRange
-from .timelines import Failover, told
+from .timelines import Failover, Held, told
 from .vocabulary import OutcomeStatus, PeriodState, RunStatus
 
 # the states of a period without a row (its output exists, or not): suspect when it ended by then
@@ -155,3 +156,24 @@ def recreated(session: Session, job: Job, job_id: int, period: Period, claim: Cl
         return through_reconnects(session, again)
     except (psycopg.OperationalError, DatabaseError):
         return False
+
+
+def recreated_many(
+    session: Session, job_id: int, mine: Sequence[Held], lease: timedelta
+) -> set[tuple[str, datetime]]:
+    """:func:`recreated` of a batch's claims (``mine``, of one job): the (key, start) of each
+    row a failover lost that is written again (Ledger.recreate_many)."""
+
+    def again(reconnected: bool) -> set[tuple[str, datetime]]:
+        made = set(session.ledger.recreate_many(job_id, mine, lease))
+        if reconnected:  # an answer lost: rows may be written already
+            for h in mine:
+                row = session.ledger.run_row(job_id, h.period.start, h.key)
+                if row is not None and row.attempt == h.attempt and row.status == RunStatus.running:
+                    made.add((h.key, h.period.start))
+        return made
+
+    try:
+        return through_reconnects(session, again)
+    except (psycopg.OperationalError, DatabaseError):
+        return set()

@@ -1210,6 +1210,28 @@ MUTATIONS = (
         ),
     ),
     Mutation(
+        "batch-lost-rows-not-renewed-again",
+        "a batch's runner whose claims a failover lost writes their rows again at its heartbeat",
+        "sql/queries/batches.sql",
+        "    WHERE w.failover AND n.claimed_at < w.seen_at\n",
+        "    WHERE false\n",
+        (
+            "tests/faults/test_suspects.py::test_a_batchs_runner_whose_claims_a_failover_lost_"
+            "writes_their_rows_again",
+        ),
+    ),
+    Mutation(
+        "batch-lost-rows-not-recorded",
+        "a batch's runner whose claims a failover lost writes their rows again at its finish",
+        "catchup/batch.py",
+        "        if unrecorded := [place for place in range(len(ran)) if place not in finished]:\n",
+        "        if unrecorded := []:\n",
+        (
+            "tests/faults/test_suspects.py::test_a_batchs_runner_whose_claims_a_failover_lost_"
+            "writes_their_rows_again[finish]",
+        ),
+    ),
+    Mutation(
         "async-claim-trusted",
         "a claim that does not wait for a synchronous standby undoes its timeline's durability",
         "sql/migrations/0021_timelines.sql",

@@ -60,3 +60,33 @@ FROM unnest(%(keys)b::text[], %(starts)b::timestamptz[]) WITH ORDINALITY AS n (k
 JOIN {schema}.runs r
   ON r.job_id = %(job_id)s AND r.key = n.key AND r.period_start = n.period_start
 WHERE r.status = 'running' AND r.owner = %(owner)s AND r.lease_expires_at > clock_timestamp();
+
+-- name: recreate_many
+-- recreate (claims.sql) for many periods of one job at once: the rows a failover lost of a
+-- batch's runner (its running period and those claimed with it), written again as the running
+-- attempts it holds, each only when absent and claimed before the new timeline was seen. Each
+-- row written, with its lease's new expiry.
+WITH w AS (
+    SELECT * FROM {schema}.failover_window(true)
+), made AS (
+    INSERT INTO {schema}.runs (job_id, key, period_start, period_end, status, attempt, owner,
+                               claimed_at, heartbeat_at, lease_expires_at)
+    SELECT %(job_id)s, n.key, n.period_start, n.period_end, 'running', n.attempt, n.owner,
+           n.claimed_at, clock_timestamp(), clock_timestamp() + %(lease)s
+    FROM w, unnest(%(keys)b::text[], %(starts)b::timestamptz[], %(ends)b::timestamptz[],
+                   %(attempts)b::integer[], %(owners)b::text[], %(claimed)b::timestamptz[])
+            AS n (key, period_start, period_end, attempt, owner, claimed_at)
+    WHERE w.failover AND n.claimed_at < w.seen_at
+      AND NOT EXISTS (SELECT 1 FROM {schema}.runs x
+                      WHERE x.job_id = %(job_id)s AND x.key = n.key
+                        AND x.period_start = n.period_start)
+    ORDER BY n.key, n.period_start
+    ON CONFLICT (job_id, key, period_start) DO NOTHING
+    RETURNING job_id, key, period_start, attempt, owner, claimed_at, lease_expires_at
+), opened AS (
+    INSERT INTO {schema}.history (job_id, key, period_start, attempt, status, owner,
+                                  started_at)
+    SELECT job_id, key, period_start, attempt, 'running', owner, claimed_at FROM made
+    ON CONFLICT (job_id, key, period_start, attempt) DO NOTHING
+)
+SELECT key, period_start, lease_expires_at FROM made;

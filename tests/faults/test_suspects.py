@@ -293,3 +293,86 @@ def test_a_keyed_jobs_lost_periods_are_suspect_in_its_scan_and_decided_per_key(
     assert (ran.count(f"acme {period}"), ran.count(f"globex {period}")) == (2, 1), ran
     (feeds,) = scanned(project, period, until)["jobs"]
     assert (feeds["suspect"], feeds["succeeded"]) == (0, 2), feeds
+
+
+@pytest.mark.parametrize("at", ["heartbeat", "finish"])
+def test_a_batchs_runner_whose_claims_a_failover_lost_writes_their_rows_again(
+    replica: Pair, tmp_path: Path, at: str
+) -> None:
+    # a keyed job's first key runs alone (and claims the second with its finish), the next two
+    # are claimed in one batch (the running one and the one waiting behind it); the failover
+    # loses all four claims. The batch's runner writes both of its rows again (at its next
+    # heartbeat with a short lease, at its finish with a long one) and records them; the first
+    # two keys', finished, stay suspect
+    marks, go = tmp_path / "ran", tmp_path / "go"
+    dsn = replica.dsn()
+    project = Project(tmp_path, "catchup", Database(dsn, {"CATCHUP_DSN": dsn}))
+    wait = f"while [ ! -e {go} ]; do sleep 0.1; done"
+    project.write(
+        job_toml(
+            "feeds",
+            schedule="hourly",
+            start="2026-03-01",
+            keys=["acme", "beta", "globex", "initech"],
+            # heartbeat: renewed every 5 s, outlives the failover; finish: first renewed after 20 s
+            lease="15s" if at == "heartbeat" else "60s",
+            command=[
+                "sh",
+                "-c",
+                f"touch {tmp_path}/started.$CATCHUP_KEY; case $CATCHUP_KEY in acme|beta) ;; *) {wait};; esac;"
+                f" echo $CATCHUP_KEY $CATCHUP_PERIOD >> {marks}",
+            ],
+        )
+    )
+    assert project.run("-q", "migrate").returncode == 0
+    # the job and its keys registered, as in a ledger whose job ran before
+    earlier = project.run("-q", "run", "feeds", "--key", "acme", "--period", "2026-03-01")
+    assert earlier.returncode == 0, earlier.stderr
+    replica.caught_up()
+    replica.hold_wal_back(True)
+    period = "2026-03-02T05:00:00Z"
+    start = datetime(2026, 3, 2, 5, tzinfo=UTC)
+    runner = project.spawn("-q", "run", "feeds", "--period", period)
+    runs = pgsql.Identifier(project.schema, "runs")
+    rows = pgsql.SQL(
+        "SELECT key, status, attempt, owner FROM {} WHERE period_start = %s ORDER BY key"
+    ).format(runs)
+    try:
+        started = tmp_path / "started.globex"
+        wait_for(lambda: started.exists() or runner.poll() is not None, 60, "globex to start")
+        assert runner.poll() is None, runner.communicate()
+        claimed = replica.primary.sql(rows, [start])
+        # claimed together: globex runs, initech waits behind it with its lease held
+        assert [(k, s) for k, s, _, _ in claimed] == [
+            ("acme", "succeeded"),
+            ("beta", "succeeded"),
+            ("globex", "running"),
+            ("initech", "running"),
+        ], claimed
+        replica.fail_over()
+        assert replica.primary.sql(rows, [start]) == []  # the failover lost all four
+        if at == "heartbeat":
+
+            def written() -> bool:
+                return len(replica.primary.sql(rows, [start])) == 2 or runner.poll() is not None
+
+            wait_for(written, 60, "both rows written again")
+            assert runner.poll() is None, runner.communicate()
+            assert [r[:3] for r in replica.primary.sql(rows, [start])] == [
+                ("globex", "running", 1),
+                ("initech", "running", 1),
+            ]
+        go.touch()
+        _, err = runner.communicate(timeout=60)
+        assert runner.returncode == 0, err
+    finally:
+        if runner.poll() is None:
+            runner.kill()
+    assert [r[:3] for r in replica.primary.sql(rows, [start])] == [
+        ("globex", "succeeded", 1),
+        ("initech", "succeeded", 1),
+    ]
+    (feeds,) = scanned(project, period, "2026-03-02T06:00:00Z")["jobs"]
+    assert (feeds["suspect"], feeds["succeeded"]) == (2, 2), feeds  # acme's and beta's
+    ran = marks.read_text().split("\n")
+    assert [ran.count(f"{k} {period}") for k in ("acme", "beta", "globex", "initech")] == [1] * 4
