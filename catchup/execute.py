@@ -27,7 +27,7 @@ from .timelines import Held
 def held(job: Job, job_id: int, period: Period, claim: Claim) -> Held:
     """What the runner of ``claim`` needs to write its row again after a failover lost it."""
     claimed_at = claim.lease_expires_at - job.lease
-    return Held(job_id, job.key, period, claim.attempt, owner_name(), claimed_at)
+    return Held(job_id, job.name, job.key, period, claim.attempt, owner_name(), claimed_at)
 
 
 def execute(

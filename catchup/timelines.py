@@ -14,9 +14,11 @@ from .schedule import Period, iso_utc
 class Held:
     """What a runner holds of its claim, to write its row again when a failover lost it
     (``Ledger.recreate``): the claim's time is the old primary's (its lease's expiry less the
-    lease)."""
+    lease). A job registered in the lost seconds is gone too: its row is written again with
+    ``job_id`` under ``job``, its name."""
 
     job_id: int
+    job: str
     key: str
     period: Period
     attempt: int

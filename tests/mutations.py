@@ -1210,6 +1210,30 @@ MUTATIONS = (
         ),
     ),
     Mutation(
+        "lost-job-row-not-recreated",
+        "a runner whose claim a failover lost with its new job's row writes both again",
+        "sql/queries/claims.sql",
+        "    SELECT %(job_id)s::bigint, %(job)s::text FROM w\n    WHERE NOT EXISTS",
+        "    SELECT %(job_id)s::bigint, %(job)s::text FROM w\n    WHERE false AND NOT EXISTS",
+        (
+            "tests/faults/test_suspects.py::test_a_runner_whose_claim_a_failover_lost_"
+            "writes_its_row_again_and_records_its_outcome[new-job]",
+        ),
+    ),
+    Mutation(
+        "recreated-job-id-reused",
+        "a job row written again moves the id sequence past it: a job added next does not clash",
+        "sql/queries/claims.sql",
+        "    SELECT setval(pg_get_serial_sequence(format('%%I.jobs', %(schema)s::text), 'id'),\n"
+        "                  greatest(s.last_value, job.id))\n"
+        "    FROM job, {schema}.jobs_id_seq s\n",
+        "    SELECT 1 FROM job\n",
+        (
+            "tests/faults/test_suspects.py::test_a_runner_whose_claim_a_failover_lost_"
+            "writes_its_row_again_and_records_its_outcome[new-job]",
+        ),
+    ),
+    Mutation(
         "batch-lost-rows-not-renewed-again",
         "a batch's runner whose claims a failover lost writes their rows again at its heartbeat",
         "sql/queries/batches.sql",

@@ -94,7 +94,9 @@ class Batches(LedgerBase):
         failover lost written again (each absent, claimed before the ledger's new timeline was
         seen); each one's new lease expiry by (key, start)."""
         params = {
+            "schema": self.schema,
             "job_id": job_id,
+            "job": held[0].job,
             "keys": [h.key for h in held],
             "starts": [h.period.start for h in held],
             "ends": [h.period.end for h in held],

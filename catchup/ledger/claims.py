@@ -257,7 +257,9 @@ class ClaimPath(LedgerBase):
         the claim was made before the ledger's new timeline was seen): its lease's new expiry,
         or None (nothing written)."""
         params = {
+            "schema": self.schema,
             "job_id": held.job_id,
+            "job": held.job,
             "key": held.key,
             "period_start": held.period.start,
             "period_end": held.period.end,

@@ -64,21 +64,36 @@ WHERE r.status = 'running' AND r.owner = %(owner)s AND r.lease_expires_at > cloc
 -- name: recreate_many
 -- recreate (claims.sql) for many periods of one job at once: the rows a failover lost of a
 -- batch's runner (its running period and those claimed with it), written again as the running
--- attempts it holds, each only when absent and claimed before the new timeline was seen. Each
--- row written, with its lease's new expiry.
+-- attempts it holds, each only when absent and claimed before the new timeline was seen (the
+-- job's row too, as recreate writes it). Each row written, with its lease's new expiry.
 WITH w AS (
-    SELECT * FROM {schema}.failover_window(true)
+    SELECT w.seen_at FROM {schema}.failover_window(true) w WHERE w.failover
+), job AS (
+    INSERT INTO {schema}.jobs (id, name) OVERRIDING SYSTEM VALUE
+    SELECT %(job_id)s::bigint, %(job)s::text FROM w
+    WHERE NOT EXISTS (SELECT 1 FROM {schema}.jobs j
+                      WHERE j.name = %(job)s::text OR j.id = %(job_id)s::bigint)
+      AND EXISTS (SELECT 1 FROM unnest(%(claimed)b::timestamptz[]) c WHERE c < w.seen_at)
+    ON CONFLICT DO NOTHING
+    RETURNING id
+), moved AS (
+    SELECT setval(pg_get_serial_sequence(format('%%I.jobs', %(schema)s::text), 'id'),
+                  greatest(s.last_value, job.id))
+    FROM job, {schema}.jobs_id_seq s
 ), made AS (
     INSERT INTO {schema}.runs (job_id, key, period_start, period_end, status, attempt, owner,
                                claimed_at, heartbeat_at, lease_expires_at)
-    SELECT %(job_id)s, n.key, n.period_start, n.period_end, 'running', n.attempt, n.owner,
+    SELECT %(job_id)s::bigint, n.key, n.period_start, n.period_end, 'running', n.attempt, n.owner,
            n.claimed_at, clock_timestamp(), clock_timestamp() + %(lease)s
     FROM w, unnest(%(keys)b::text[], %(starts)b::timestamptz[], %(ends)b::timestamptz[],
                    %(attempts)b::integer[], %(owners)b::text[], %(claimed)b::timestamptz[])
             AS n (key, period_start, period_end, attempt, owner, claimed_at)
-    WHERE w.failover AND n.claimed_at < w.seen_at
+    WHERE n.claimed_at < w.seen_at
+      AND (EXISTS (SELECT 1 FROM job)
+           OR EXISTS (SELECT 1 FROM {schema}.jobs j
+                      WHERE j.id = %(job_id)s::bigint AND j.name = %(job)s::text))
       AND NOT EXISTS (SELECT 1 FROM {schema}.runs x
-                      WHERE x.job_id = %(job_id)s AND x.key = n.key
+                      WHERE x.job_id = %(job_id)s::bigint AND x.key = n.key
                         AND x.period_start = n.period_start)
     ORDER BY n.key, n.period_start
     ON CONFLICT (job_id, key, period_start) DO NOTHING
@@ -89,4 +104,5 @@ WITH w AS (
     SELECT job_id, key, period_start, attempt, 'running', owner, claimed_at FROM made
     ON CONFLICT (job_id, key, period_start, attempt) DO NOTHING
 )
-SELECT key, period_start, lease_expires_at FROM made;
+SELECT made.key, made.period_start, made.lease_expires_at
+FROM made, (SELECT count(*) FROM moved) m;

@@ -117,18 +117,35 @@ WHERE job_id = %(job_id)s AND key = %(key)s AND period_start = %(period_start)s
 -- A runner whose row is gone (its claim was among the old primary's last commits, which a
 -- failover lost: sql/migrations/0021) writes it again, as the running attempt it holds, and
 -- its history with it: only when the row is absent and the claim was made before the new
--- timeline was seen. Returns the lease's new expiry; no row: not recreated.
+-- timeline was seen. A job registered in those lost seconds lost its row too: written again
+-- with the id the runner holds (and the id sequence moved past it, which may have lost its
+-- advance with them), unless that name or that id is in use now (then only a job row of this
+-- id and name takes the run). Returns the lease's new expiry; no row: not recreated.
 WITH w AS (
-    SELECT * FROM {schema}.failover_window(true)
+    SELECT 1 FROM {schema}.failover_window(true) w
+    WHERE w.failover AND %(claimed_at)s::timestamptz < w.seen_at
+), job AS (
+    INSERT INTO {schema}.jobs (id, name) OVERRIDING SYSTEM VALUE
+    SELECT %(job_id)s::bigint, %(job)s::text FROM w
+    WHERE NOT EXISTS (SELECT 1 FROM {schema}.jobs j
+                      WHERE j.name = %(job)s::text OR j.id = %(job_id)s::bigint)
+    ON CONFLICT DO NOTHING
+    RETURNING id
+), moved AS (
+    SELECT setval(pg_get_serial_sequence(format('%%I.jobs', %(schema)s::text), 'id'),
+                  greatest(s.last_value, job.id))
+    FROM job, {schema}.jobs_id_seq s
 ), made AS (
     INSERT INTO {schema}.runs (job_id, key, period_start, period_end, status, attempt, owner,
                                claimed_at, heartbeat_at, lease_expires_at)
-    SELECT %(job_id)s, %(key)s, %(period_start)s, %(period_end)s, 'running', %(attempt)s,
+    SELECT %(job_id)s::bigint, %(key)s, %(period_start)s, %(period_end)s, 'running', %(attempt)s,
            %(owner)s, %(claimed_at)s, clock_timestamp(), clock_timestamp() + %(lease)s
     FROM w
-    WHERE w.failover AND %(claimed_at)s::timestamptz < w.seen_at
+    WHERE (EXISTS (SELECT 1 FROM job)
+           OR EXISTS (SELECT 1 FROM {schema}.jobs j
+                      WHERE j.id = %(job_id)s::bigint AND j.name = %(job)s::text))
       AND NOT EXISTS (SELECT 1 FROM {schema}.runs x
-                      WHERE x.job_id = %(job_id)s AND x.key = %(key)s
+                      WHERE x.job_id = %(job_id)s::bigint AND x.key = %(key)s
                         AND x.period_start = %(period_start)s)
     ON CONFLICT (job_id, key, period_start) DO NOTHING
     RETURNING job_id, key, period_start, attempt, owner, claimed_at, lease_expires_at
@@ -138,7 +155,7 @@ WITH w AS (
     SELECT job_id, key, period_start, attempt, 'running', owner, claimed_at FROM made
     ON CONFLICT (job_id, key, period_start, attempt) DO NOTHING
 )
-SELECT lease_expires_at FROM made;
+SELECT made.lease_expires_at FROM made, (SELECT count(*) FROM moved) m;
 
 -- name: failover_window
 -- The ledger's timeline and, after a failover, when it was seen and the newest commit the new

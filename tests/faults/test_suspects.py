@@ -193,35 +193,35 @@ def test_without_durable_claims_every_lost_period_is_suspect_and_runs_once_after
         assert done.failover is not None and done.failover["timeline"] == n + 2, done
 
 
+@pytest.mark.parametrize("registered", [True, False], ids=["registered", "new-job"])
 def test_a_runner_whose_claim_a_failover_lost_writes_its_row_again_and_records_its_outcome(
-    replica: Pair, tmp_path: Path, bills: str
+    replica: Pair, tmp_path: Path, bills: str, registered: bool
 ) -> None:
     project, marks = suspects_project(replica, tmp_path, bills)
     go = tmp_path / "go"
     started = tmp_path / "started"
     period = "2026-03-02T05:00:00Z"
     until = "2026-03-02T06:00:00Z"
-    # both jobs registered, as in a ledger whose jobs ran before (a new job's first row, lost
-    # with the claim, cannot be written again)
-    billed = project.run("-q", "run", "billing", "--period", "2026-03-02T04:00:00Z")
-    assert billed.returncode == 0, billed.stderr
-    project.write(
-        job_toml(
-            "export",
-            schedule="hourly",
-            start="2026-03-01",
-            lease="15s",  # renewed every 5 s; outlives the failover
-            command=[
-                "sh",
-                "-c",
-                f"touch {started}; while [ ! -e {go} ]; do sleep 0.1; done;"
-                f" echo export $CATCHUP_PERIOD >> {marks}",
-            ],
-        )
-    )
-    # the standby has them
     jobs = pgsql.Identifier(project.schema, "jobs")
-    assert replica.primary.sql(pgsql.SQL("SELECT count(*) FROM {}").format(jobs)) == [(2,)]
+    if registered:  # both jobs registered, as in a ledger whose jobs ran before
+        billed = project.run("-q", "run", "billing", "--period", "2026-03-02T04:00:00Z")
+        assert billed.returncode == 0, billed.stderr
+        assert replica.primary.sql(pgsql.SQL("SELECT count(*) FROM {}").format(jobs)) == [(2,)]
+    else:  # new jobs: registered by the runner's command, and the failover loses them too
+        assert replica.primary.sql(pgsql.SQL("SELECT count(*) FROM {}").format(jobs)) == [(0,)]
+    export = job_toml(
+        "export",
+        schedule="hourly",
+        start="2026-03-01",
+        lease="15s",  # renewed every 5 s; outlives the failover
+        command=[
+            "sh",
+            "-c",
+            f"touch {started}; while [ ! -e {go} ]; do sleep 0.1; done;"
+            f" echo export $CATCHUP_PERIOD >> {marks}",
+        ],
+    )
+    project.write(export)
     replica.caught_up()
     replica.hold_wal_back(True)
     runner = project.spawn("-q", "run", "export", "--period", period)
@@ -237,6 +237,13 @@ def test_a_runner_whose_claim_a_failover_lost_writes_its_row_again_and_records_i
         wait_for(written, 60, "the row written again")
         assert runner.poll() is None, runner.communicate()
         assert replica.primary.sql(row, [start]) == [("running", 1)]
+        # a job added now, first of all, takes an id from the sequence past export's (written
+        # again with the id its runner held, which the promoted sequence may not have reached)
+        project.write(  # (first in the config: registered first)
+            job_toml("audit", schedule="hourly", start="2026-03-01", command=["true"]) + export
+        )
+        reported = project.run("-q", "run", "audit", "--period", period)
+        assert reported.returncode == 0, reported.stderr
         assert states(project, period, until)["export"]["running"] == 1
         doctor = project.run("doctor")
         assert "the ledger's server moved to timeline 2" in " ".join(doctor.stdout.split())
@@ -250,6 +257,8 @@ def test_a_runner_whose_claim_a_failover_lost_writes_its_row_again_and_records_i
             runner.kill()
     assert replica.primary.sql(row, [start]) == [("succeeded", 1)]
     assert ran(marks, "export", period) == 1  # the replay left it to its runner
+    names = pgsql.SQL("SELECT name FROM {} WHERE name <> 'billing' ORDER BY name").format(jobs)
+    assert replica.primary.sql(names) == [("audit",), ("export",)]
 
 
 def test_a_keyed_jobs_lost_periods_are_suspect_in_its_scan_and_decided_per_key(
@@ -319,7 +328,8 @@ def test_a_batchs_runner_whose_claims_a_failover_lost_writes_their_rows_again(
             command=[
                 "sh",
                 "-c",
-                f"touch {tmp_path}/started.$CATCHUP_KEY; case $CATCHUP_KEY in acme|beta) ;; *) {wait};; esac;"
+                f"touch {tmp_path}/started.$CATCHUP_KEY;"
+                f" case $CATCHUP_KEY in acme|beta) ;; *) {wait};; esac;"
                 f" echo $CATCHUP_KEY $CATCHUP_PERIOD >> {marks}",
             ],
         )
