@@ -1237,7 +1237,7 @@ MUTATIONS = (
         "batch-lost-rows-not-renewed-again",
         "a batch's runner whose claims a failover lost writes their rows again at its heartbeat",
         "sql/queries/batches.sql",
-        "    WHERE w.failover AND n.claimed_at < w.seen_at\n",
+        "    WHERE n.claimed_at < w.seen_at\n",
         "    WHERE false\n",
         (
             "tests/faults/test_suspects.py::test_a_batchs_runner_whose_claims_a_failover_lost_"
