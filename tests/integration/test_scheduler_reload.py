@@ -48,7 +48,10 @@ class Scheduler:
             assert self.proc.poll() is None, self.said()
             return text in self.said()
 
-        wait_for(seen, timeout=timeout, what=what)
+        try:
+            wait_for(seen, timeout=timeout, what=what)
+        except AssertionError as exc:  # what it said instead
+            raise AssertionError(f"{exc}; the scheduler said:\n{self.said()}") from None
 
     def stop(self) -> int:
         if self.proc.poll() is None:
