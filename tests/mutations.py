@@ -1202,11 +1202,11 @@ MUTATIONS = (
         "lost-row-not-recreated",
         "a runner whose claim a failover lost writes its row again and records its outcome",
         "sql/queries/claims.sql",
-        "    WHERE w.failover AND %(claimed_at)s::timestamptz < w.seen_at\n",
+        "    WHERE n.claimed_at < w.seen_at\n",
         "    WHERE false\n",
         (
             "tests/faults/test_suspects.py::test_a_runner_whose_claim_a_failover_lost_"
-            "writes_its_row_again_and_records_its_outcome",
+            "writes_its_row_again_and_records_its_outcome[registered]",
         ),
     ),
     Mutation(
@@ -1236,9 +1236,9 @@ MUTATIONS = (
     Mutation(
         "batch-lost-rows-not-renewed-again",
         "a batch's runner whose claims a failover lost writes their rows again at its heartbeat",
-        "sql/queries/batches.sql",
-        "    WHERE n.claimed_at < w.seen_at\n",
-        "    WHERE false\n",
+        "catchup/lease.py",
+        "            if gone:\n",
+        "            if False:\n",
         (
             "tests/faults/test_suspects.py::test_a_batchs_runner_whose_claims_a_failover_lost_"
             "writes_their_rows_again",

@@ -10,7 +10,6 @@ from datetime import datetime, timedelta
 
 from ..models import Claim, Finished
 from ..results import Renewed
-from ..timelines import Held
 from ..values import storable
 from .base import LedgerBase
 from .claims import FinishFields
@@ -86,28 +85,6 @@ class Batches(LedgerBase):
         }
         rows = self.conn.execute(self._q("heartbeat_many"), params).fetchall()
         return {(key, start): Renewed(at, actor, why) for key, start, at, actor, why in rows}
-
-    def recreate_many(
-        self, job_id: int, held: Sequence[Held], lease: timedelta
-    ) -> dict[tuple[str, datetime], datetime]:
-        """:meth:`Claims.recreate` of many claims of one job in one statement: the rows a
-        failover lost written again (each absent, claimed before the ledger's new timeline was
-        seen); each one's new lease expiry by (key, start)."""
-        params = {
-            "schema": self.schema,
-            "job_id": job_id,
-            "job": held[0].job,
-            "keys": [h.key for h in held],
-            "starts": [h.period.start for h in held],
-            "ends": [h.period.end for h in held],
-            "attempts": [h.attempt for h in held],
-            "owners": [h.owner for h in held],
-            "claimed": [h.claimed_at for h in held],
-            "lease": lease,
-        }
-        with self._committing():
-            rows = self.conn.execute(self._q("recreate_many"), params).fetchall()
-        return {(key, start): at for key, start, at in rows}
 
     def finish_many(
         self,

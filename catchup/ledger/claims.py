@@ -3,6 +3,7 @@ heartbeat, finish and lose, each fenced by the attempt; and the rows that explai
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import NotRequired, TypedDict, Unpack
@@ -256,21 +257,28 @@ class ClaimPath(LedgerBase):
         """Write ``held``'s row again, running, when a failover lost it (the row is absent and
         the claim was made before the ledger's new timeline was seen): its lease's new expiry,
         or None (nothing written)."""
+        return self.recreate_many(held.job_id, [held], lease).get((held.key, held.period.start))
+
+    def recreate_many(
+        self, job_id: int, held: Sequence[Held], lease: timedelta
+    ) -> dict[tuple[str, datetime], datetime]:
+        """:meth:`recreate` of many claims of one job in one statement (a batch's): each row
+        written again, with its lease's new expiry, by (key, start)."""
         params = {
             "schema": self.schema,
-            "job_id": held.job_id,
-            "job": held.job,
-            "key": held.key,
-            "period_start": held.period.start,
-            "period_end": held.period.end,
-            "attempt": held.attempt,
-            "owner": held.owner,
-            "claimed_at": held.claimed_at,
+            "job_id": job_id,
+            "job": held[0].job,
+            "keys": [h.key for h in held],
+            "starts": [h.period.start for h in held],
+            "ends": [h.period.end for h in held],
+            "attempts": [h.attempt for h in held],
+            "owners": [h.owner for h in held],
+            "claimed": [h.claimed_at for h in held],
             "lease": lease,
         }
         with self._committing():
-            row = self.conn.execute(self._q("recreate"), params).fetchone()
-        return row[0] if row else None
+            rows = self.conn.execute(self._q("recreate"), params).fetchall()
+        return {(key, start): at for key, start, at in rows}
 
     def failover(self) -> Failover | None:
         """The failover the ledger's server went through last, if any (read only)."""

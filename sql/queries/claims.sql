@@ -114,21 +114,22 @@ WHERE job_id = %(job_id)s AND key = %(key)s AND period_start = %(period_start)s
   AND status = 'running' AND owner = %(owner)s AND lease_expires_at > clock_timestamp();
 
 -- name: recreate
--- A runner whose row is gone (its claim was among the old primary's last commits, which a
--- failover lost: sql/migrations/0021) writes it again, as the running attempt it holds, and
--- its history with it: only when the row is absent and the claim was made before the new
--- timeline was seen. A job registered in those lost seconds lost its row too: written again
--- with the id the runner holds (and the id sequence moved past it, which may have lost its
--- advance with them), unless that name or that id is in use now (then only a job row of this
--- id and name takes the run). Returns the lease's new expiry; no row: not recreated.
+-- Runners whose rows are gone (their claims were among the old primary's last commits, which a
+-- failover lost: sql/migrations/0021) write them again, as the running attempts they hold, and
+-- their history with them: one period's runner, or a batch's (its running period and those
+-- claimed with it, all of one job). Each only when absent and claimed before the new timeline
+-- was seen. A job registered in those lost seconds lost its row too: written again with the
+-- id the runner holds (and the id sequence moved past it, which may have lost its advance with
+-- them), unless that name or that id is in use now (then only a job row of this id and name
+-- takes the runs). Each row written, with its lease's new expiry.
 WITH w AS (
-    SELECT 1 FROM {schema}.failover_window(true) w
-    WHERE w.failover AND %(claimed_at)s::timestamptz < w.seen_at
+    SELECT w.seen_at FROM {schema}.failover_window(true) w WHERE w.failover
 ), job AS (
     INSERT INTO {schema}.jobs (id, name) OVERRIDING SYSTEM VALUE
     SELECT %(job_id)s::bigint, %(job)s::text FROM w
     WHERE NOT EXISTS (SELECT 1 FROM {schema}.jobs j
                       WHERE j.name = %(job)s::text OR j.id = %(job_id)s::bigint)
+      AND EXISTS (SELECT 1 FROM unnest(%(claimed)b::timestamptz[]) c WHERE c < w.seen_at)
     ON CONFLICT DO NOTHING
     RETURNING id
 ), moved AS (
@@ -138,15 +139,19 @@ WITH w AS (
 ), made AS (
     INSERT INTO {schema}.runs (job_id, key, period_start, period_end, status, attempt, owner,
                                claimed_at, heartbeat_at, lease_expires_at)
-    SELECT %(job_id)s::bigint, %(key)s, %(period_start)s, %(period_end)s, 'running', %(attempt)s,
-           %(owner)s, %(claimed_at)s, clock_timestamp(), clock_timestamp() + %(lease)s
-    FROM w
-    WHERE (EXISTS (SELECT 1 FROM job)
+    SELECT %(job_id)s::bigint, n.key, n.period_start, n.period_end, 'running', n.attempt,
+           n.owner, n.claimed_at, clock_timestamp(), clock_timestamp() + %(lease)s
+    FROM w, unnest(%(keys)b::text[], %(starts)b::timestamptz[], %(ends)b::timestamptz[],
+                   %(attempts)b::integer[], %(owners)b::text[], %(claimed)b::timestamptz[])
+            AS n (key, period_start, period_end, attempt, owner, claimed_at)
+    WHERE n.claimed_at < w.seen_at
+      AND (EXISTS (SELECT 1 FROM job)
            OR EXISTS (SELECT 1 FROM {schema}.jobs j
                       WHERE j.id = %(job_id)s::bigint AND j.name = %(job)s::text))
       AND NOT EXISTS (SELECT 1 FROM {schema}.runs x
-                      WHERE x.job_id = %(job_id)s::bigint AND x.key = %(key)s
-                        AND x.period_start = %(period_start)s)
+                      WHERE x.job_id = %(job_id)s::bigint AND x.key = n.key
+                        AND x.period_start = n.period_start)
+    ORDER BY n.key, n.period_start
     ON CONFLICT (job_id, key, period_start) DO NOTHING
     RETURNING job_id, key, period_start, attempt, owner, claimed_at, lease_expires_at
 ), opened AS (
@@ -155,7 +160,8 @@ WITH w AS (
     SELECT job_id, key, period_start, attempt, 'running', owner, claimed_at FROM made
     ON CONFLICT (job_id, key, period_start, attempt) DO NOTHING
 )
-SELECT made.lease_expires_at FROM made, (SELECT count(*) FROM moved) m;
+SELECT made.key, made.period_start, made.lease_expires_at
+FROM made, (SELECT count(*) FROM moved) m;
 
 -- name: failover_window
 -- The ledger's timeline and, after a failover, when it was seen and the newest commit the new
