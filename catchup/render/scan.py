@@ -87,11 +87,22 @@ def suspect_line(report: ScanReport) -> str | None:
     count = sum(job.counts.get(PeriodState.suspect, 0) for job in report.jobs)
     if report.failover is None or not count:
         return None
-    return (
-        f"{count:,} suspect period{'s' if count != 1 else ''}: {told(report.failover)}; not "
-        "run until decided: a job's evidence decides at its next claim, a person with "
+    held = [job for job in report.jobs if job.counts.get(PeriodState.suspect, 0)]
+    by_evidence = [job.job for job in held if job.evidence]
+    person = (
         "`catchup mark JOB PERIOD --done --reason …` (it ran) or "
         "`catchup reset JOB PERIOD --reason …` (run it again)"
+    )
+    if not by_evidence:
+        decided = f"a person with {person}"
+    else:
+        more = " and more" if len(by_evidence) > 3 else ""
+        names = ", ".join(safe(n) for n in by_evidence[:3]) + more
+        rest = "; the others by" if len(by_evidence) < len(held) else ", or by"
+        decided = f"the evidence of {names} at the next claim{rest} a person with {person}"
+    return (
+        f"{count:,} suspect period{'s' if count != 1 else ''}: {told(report.failover)}; not "
+        f"run until decided: {decided}"
     )
 
 

@@ -8,6 +8,7 @@ import json
 import subprocess
 import sys
 import threading
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -24,12 +25,13 @@ from catchup.output import Tail
 from catchup.pulsefacts import Pulse
 from catchup.render import batches, changes, documents, tables
 from catchup.render import json as render_json
-from catchup.render.scan import scan_tables
+from catchup.render.scan import scan_tables, suspect_line
 from catchup.render.text import safe, schedule_text
 from catchup.render.webparts import replay_command
 from catchup.results import Batch, Change, Changes, History, Planned
 from catchup.schedule import Period, span
 from catchup.sqlfiles import parse_queries
+from catchup.timelines import Failover
 from catchup.vocabulary import EventAction, PeriodState
 from catchup.window import bound, check_window
 
@@ -95,6 +97,30 @@ def test_markdown_shows_the_zone_and_counts_that_add_up() -> None:
     assert cells[1] == "daily (Europe/Berlin)" == schedule_text("daily", "Europe/Berlin")
     numbers = [int(c) for c in cells[2:10]]
     assert numbers[0] == sum(numbers[1:])
+
+
+def test_the_suspect_line_names_who_decides_each_jobs_suspect_periods() -> None:
+    """A job's evidence is named as a decider only where a job with suspect periods has one."""
+    failover = Failover(2, T0 + timedelta(days=25), T0 + timedelta(days=25, seconds=-3))
+    gap = [Range(PeriodState.suspect, T0, T0, 1)]
+    billing = replace(scan_result("billing", gap), evidence=True)
+    export = scan_result("export", gap)
+    quiet = replace(scan_result("quiet", []), evidence=True)  # no suspect period: not named
+
+    def line(*jobs: JobScan) -> str:
+        said = suspect_line(ScanReport(T0, T0, T0, jobs, failover=failover))
+        assert said is not None
+        return said.split("not run until decided: ")[1]
+
+    person = "a person with `catchup mark JOB PERIOD --done --reason …` (it ran) or `catchup"
+    assert line(export, quiet).startswith(person)
+    assert line(billing, quiet).startswith(
+        f"the evidence of billing at the next claim, or by {person}"
+    )
+    assert line(billing, export, quiet).startswith(
+        f"the evidence of billing at the next claim; the others by {person}"
+    )
+    assert suspect_line(ScanReport(T0, T0, T0, (quiet,), failover=failover)) is None
 
 
 def test_openmetrics_escapes_label_values() -> None:
