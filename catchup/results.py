@@ -24,6 +24,7 @@ from .pulsefacts import Pulse
 from .retention import CompactedRun
 from .schedule import Period, iso_utc
 from .targets import KeyRow
+from .timelines import Moved
 from .vocabulary import EventAction, OutcomeStatus, PeriodState
 
 
@@ -56,6 +57,8 @@ class Connected:
     # that have the schedule of one of those (new name, old name): a rename nobody said
     unconfigured: tuple[Unconfigured, ...] = ()
     lookalikes: tuple[tuple[str, str], ...] = ()
+    # the server's new timeline (a failover), when this command was the first to see it
+    moved: Moved | None = None
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,7 @@ from .models import JobRow
 from .preflight import cannot_start
 from .reconcile import reconcile
 from .schedule import Period, ScheduleError, Timeline
+from .timelines import Moved
 from .upstream import needed
 
 
@@ -42,9 +43,12 @@ class Session:
         self.durable = db.durable_claims(config.durable_claims)
         self.conn = db.connect(target)
         self.ledger = Ledger(self.conn, config.schema, durable=self.durable)
+        # a new timeline of the server (a failover), said by the command that saw it first
+        self.moved: Moved | None = None
         try:
             if prepare:
                 self.ledger.ensure_schema()
+                self.moved = self.ledger.note_timeline()  # before the declaration records it
                 if self.durable:  # before its first claim: see sql/migrations/0021
                     self.ledger.declare_durable()
         except psycopg.Error as exc:

@@ -46,6 +46,30 @@ class Failover:
         return max((self.seen_at - self.replayed_until).total_seconds(), 0.0)
 
 
+@dataclass(frozen=True)
+class Moved:
+    """The ledger's server on a timeline the ledger had not seen (a standby promoted, a backup
+    restored), first seen by this session: ``failover`` is the window it opens (None: every
+    claim on the timeline before waited for a synchronous standby, nothing is suspect)."""
+
+    timeline: int
+    failover: Failover | None
+
+
+def moved_said(moved: Moved) -> str:
+    """The move in words, said once by the command that saw it first."""
+    if moved.failover is None:
+        return (
+            f"the ledger's server moved to timeline {moved.timeline} (a standby promoted, or "
+            "a backup restored); every claim on the one before waited for a synchronous "
+            "standby (durable_claims): nothing is suspect"
+        )
+    return (
+        f"{told(moved.failover)}; the periods it does not show settled are suspect, not run "
+        "until decided (`catchup scan` lists them)"
+    )
+
+
 def told(failover: Failover) -> str:
     """The failover in words, for a refusal, a scan's line, the doctor."""
     lost = (

@@ -1210,6 +1210,18 @@ MUTATIONS = (
         ),
     ),
     Mutation(
+        "failover-unsaid",
+        "the first command on a promoted standby says the ledger's server moved, and what opens",
+        "catchup/session.py",
+        "                self.moved = self.ledger.note_timeline()"
+        "  # before the declaration records it\n",
+        "                pass\n",
+        (
+            "tests/faults/test_failover.py::test_a_claim_that_does_not_wait_for_the_standby_"
+            "opens_the_suspect_window_again",
+        ),
+    ),
+    Mutation(
         "lost-job-row-not-recreated",
         "a runner whose claim a failover lost with its new job's row writes both again",
         "sql/queries/claims.sql",

@@ -169,6 +169,7 @@ class Base:
             session.target.note,
             gone,
             lookalikes,
+            session.moved,
         )
 
     @property

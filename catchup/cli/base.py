@@ -55,6 +55,7 @@ class State:
                     tables.connected(err_console(), info)
                 if self.notices:  # a warning, so even under -q: periods may run twice
                     tables.unconfigured(err_console(), info)
+                tables.moved(err_console(), info)  # said once, even under -q
 
             self._app = Catchup(
                 self.config_path,

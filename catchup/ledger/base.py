@@ -21,6 +21,7 @@ from ..errors import DatabaseError, Unconfirmed
 from ..models import JobRow
 from ..reconcile import Reconciliation, Recorded
 from ..schedule import iso_utc
+from ..timelines import Failover, Moved
 from ..vocabulary import EventAction
 
 
@@ -98,6 +99,14 @@ class LedgerBase:
         from it opens no suspect window (sql/migrations/0021). True: declared now."""
         row = self.conn.execute(self._q("declare_durable")).fetchone()
         return bool(row and row[0])
+
+    def note_timeline(self) -> Moved | None:
+        """Record the server's timeline if it is new to the ledger (sql/migrations/0021): the
+        move this session was the first to see, or None."""
+        row = self.conn.execute(self._q("note_timeline")).fetchone()
+        if row is None or not row[4]:
+            return None
+        return Moved(row[0], Failover(row[0], row[1], row[2]) if row[3] else None)
 
     def transaction(self) -> AbstractContextManager[Any]:
         """One transaction around several of these calls (a mark, a reset, a pause)."""

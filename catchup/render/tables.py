@@ -21,6 +21,7 @@ from ..results import (
     Migrated,
     NotDue,
 )
+from ..timelines import moved_said
 from .pulse import scheduler
 from .text import STYLE, iso_utc, safe, schedule_text, seconds
 
@@ -316,6 +317,15 @@ def connected(console: Console, info: Connected) -> None:
         ),
         soft_wrap=True,
     )
+
+
+def moved(console: Console, info: Connected) -> None:
+    """The server's new timeline, when this command was the first to see it: a warning
+    (periods may be suspect), or a note (durable claims: nothing is)."""
+    if info.moved is None:
+        return
+    kind, style = ("warning", "yellow") if info.moved.failover is not None else ("note", "dim")
+    console.print(Text(f"{kind}: {moved_said(info.moved)}", style=style), soft_wrap=True)
 
 
 def unconfigured(console: Console, info: Connected) -> None:

@@ -95,6 +95,16 @@ SELECT pg_is_in_recovery() AS recovery,
 -- (sql/migrations/0021). True: declared now.
 SELECT {schema}.declare_durable();
 
+-- name: note_timeline
+-- A session's start: the server's timeline recorded if the ledger has not seen it yet
+-- (sql/migrations/0021), and whether this statement did (a new timeline: a standby promoted,
+-- a backup restored), beside the failover it may have lost claims in (failover false: the
+-- timeline before it was durable, or there was none).
+WITH known AS (SELECT max(timeline) AS newest FROM {schema}.timelines)
+SELECT w.timeline, w.seen_at, w.replayed_until, w.failover,
+       known.newest IS NOT NULL AND w.timeline > known.newest AS moved
+FROM known, {schema}.failover_window(true) w;
+
 -- name: durable_commit
 -- [database] durable_claims: this transaction (a claim, a finish) commits only once the
 -- synchronous standby has applied it, so a standby promoted after a crash of the primary has

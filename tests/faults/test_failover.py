@@ -111,6 +111,14 @@ def test_with_durable_claims_no_failover_runs_a_period_twice_or_loses_one(
         assert done.runs == 1 and done.status == "succeeded", (n, done)  # never twice, never lost
     ran = marks.read_text().split()
     assert len(ran) == len(set(ran)) == TRIALS
+    # one more failover: the first command on the new primary says so, and that it opens no
+    # suspect window (every claim before it waited for the standby); the next one does not
+    replica.fail_over()
+    for n, expected in enumerate((True, False)):
+        scan = project.cli("-q", "scan", "--since", "2026-01-01", "--until", "2026-01-02")
+        said = " ".join(scan.output.split())
+        assert (f"note: the ledger's server moved to timeline {TRIALS + 2}" in said) is expected
+        assert "nothing is suspect" in said if expected else "suspect" not in said, (n, said)
 
 
 def test_a_claim_that_does_not_wait_for_the_standby_opens_the_suspect_window_again(
@@ -135,6 +143,10 @@ def test_a_claim_that_does_not_wait_for_the_standby_opens_the_suspect_window_aga
     )
     assert said.returncode == 0, said
     assert "suspect: the ledger's server moved to timeline 2" in " ".join(said.stdout.split())
+    # the first command on the new primary says so on stderr (the next ones do not)
+    warned = " ".join(said.stderr.split())
+    assert "warning: the ledger's server moved to timeline 2" in warned, warned
+    assert "are suspect, not run until decided (`catchup scan` lists them)" in warned, warned
     assert marks.read_text().split() == ["2026-01-01T00:00:00Z"]  # the suspect one not run
     why = project.run("why", "billing", "2026-01-01T01:00:00Z")
     words = " ".join(why.stdout.split())

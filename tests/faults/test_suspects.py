@@ -55,6 +55,8 @@ class Trial:
     status: dict[str, str | None]  # each job's row on the new primary at the end
     said: str  # what a scan's text said of the failover
     failover: dict[str, object] | None  # and its JSON
+    first: str  # what the first command on the new primary said on stderr (its warning)
+    next: str  # and the one after it (nothing of the move)
 
 
 @pytest.fixture
@@ -108,12 +110,15 @@ def suspects_project(
 
 
 def scanned(project: Project, since: str, until: str) -> dict[str, Any]:
+    return scanned_saying(project, since, until)[0]
+
+
+def scanned_saying(project: Project, since: str, until: str) -> tuple[dict[str, Any], str]:
+    """A scan's JSON, and the notes it said beside it."""
     scan = project.cli("-q", "scan", "--json", "--since", since, "--until", until)
     assert scan.exit_code in (0, 1), (scan.output, scan.exception)
-    # (click's runner mixes in the notes on stderr: the document is the line that is JSON)
-    (document,) = [line for line in scan.output.splitlines() if line.startswith("{")]
-    found: dict[str, Any] = json.loads(document)
-    return found
+    found: dict[str, Any] = json.loads(scan.stdout)
+    return found, " ".join(scan.stderr.split())
 
 
 def states(project: Project, since: str, until: str) -> dict[str, dict[str, int]]:
@@ -140,11 +145,12 @@ def trial(pair: Pair, project: Project, marks: Path, n: int) -> Trial:
         done = project.cli("-q", "run", job, "--period", period)
         assert done.exit_code == 0, done.output
     pair.fail_over()
-    document = scanned(project, period, until)
+    document, first = scanned_saying(project, period, until)
     seen = {job["job"]: job for job in document["jobs"]}
     suspect = {job: seen[job]["suspect"] == 1 for job in ("billing", "export")}
     text = project.run("-q", "scan", "--since", period, "--until", until)
     assert text.returncode == 1, text.stderr  # suspect periods are gaps
+    following = " ".join(text.stderr.split())
     said = " ".join(text.stdout.split())  # a piped console's 200 columns wrap long lines
     replay = project.cli("-q", "replay", "--since", period, "--until", until)
     assert replay.exit_code == 0, replay.output
@@ -173,6 +179,8 @@ def trial(pair: Pair, project: Project, marks: Path, n: int) -> Trial:
         {job: dict(found).get(job) for job in ("billing", "export")},
         said,
         document.get("failover"),
+        first,
+        following,
     )
 
 
@@ -191,6 +199,9 @@ def test_without_durable_claims_every_lost_period_is_suspect_and_runs_once_after
         assert "of the old primary's last writes" in done.said, done
         assert "`catchup reset JOB PERIOD --reason …`" in done.said, done
         assert done.failover is not None and done.failover["timeline"] == n + 2, done
+        # the first command on the new primary warns of the move, once
+        moved = f"warning: the ledger's server moved to timeline {n + 2}"
+        assert moved in done.first and moved not in done.next, done
 
 
 @pytest.mark.parametrize("registered", [True, False], ids=["registered", "new-job"])
