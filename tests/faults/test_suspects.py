@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -127,6 +128,13 @@ def states(project: Project, since: str, until: str) -> dict[str, dict[str, int]
 
 def ran(marks: Path, job: str, period: str) -> int:
     return marks.read_text().split("\n").count(f"{job} {period}") if marks.exists() else 0
+
+
+def let_go(runner: subprocess.Popen[str], go: Path) -> None:
+    """The job its runner holds waits for ``go``: let it end; the runner exits 0."""
+    go.touch()
+    _, err = runner.communicate(timeout=60)
+    assert runner.returncode == 0, err
 
 
 def trial(pair: Pair, project: Project, marks: Path, n: int) -> Trial:
@@ -260,9 +268,7 @@ def test_a_runner_whose_claim_a_failover_lost_writes_its_row_again_and_records_i
         assert "the ledger's server moved to timeline 2" in " ".join(doctor.stdout.split())
         replay = project.cli("-q", "replay", "--since", period, "--until", until)
         assert replay.exit_code == 0, replay.output
-        go.touch()
-        _, err = runner.communicate(timeout=60)
-        assert runner.returncode == 0, err
+        let_go(runner, go)
     finally:
         if runner.poll() is None:
             runner.kill()
@@ -383,9 +389,7 @@ def test_a_batchs_runner_whose_claims_a_failover_lost_writes_their_rows_again(
                 ("globex", "running", 1),
                 ("initech", "running", 1),
             ]
-        go.touch()
-        _, err = runner.communicate(timeout=60)
-        assert runner.returncode == 0, err
+        let_go(runner, go)
     finally:
         if runner.poll() is None:
             runner.kill()
