@@ -59,9 +59,14 @@ class Scheduler:
         return self.proc.wait(timeout=30)
 
 
-def jobs(sql: Any, *names: str) -> str:
+def start_of(sql: Any) -> str:
+    """Three minutes before the database's now, on the minute: the start every job of one test
+    is written with (each version of the file keeps it, so a job written again is unchanged)."""
     now = sql("SELECT clock_timestamp()")[0][0]
-    start = f"{(now - timedelta(minutes=3)).replace(second=0, microsecond=0):%Y-%m-%dT%H:%M:%SZ}"
+    return f"{(now - timedelta(minutes=3)).replace(second=0, microsecond=0):%Y-%m-%dT%H:%M:%SZ}"
+
+
+def jobs(start: str, *names: str) -> str:
     return "".join(
         job_toml(name, schedule="every 1 minute", start=start, catchup="latest", command=["true"])
         for name in names
@@ -80,7 +85,8 @@ def ran(sql: Any, job: str) -> int:
 def test_the_config_is_reloaded_and_a_bad_one_refused_without_a_restart(
     project: Project, sql: Any
 ) -> None:
-    project.write(jobs(sql, "bill"))
+    start = start_of(sql)
+    project.write(jobs(start, "bill"))
     scheduler = Scheduler(project, "--serve", f"127.0.0.1:{free_port()}", "--refresh", "1s")
     try:
         scheduler.saying("leading (term 1)", "the lead")
@@ -106,7 +112,9 @@ def test_the_config_is_reloaded_and_a_bad_one_refused_without_a_restart(
         )
 
         # fixed, with a job added: loaded, and the new job's latest period runs at once
-        project.write(jobs(sql, "bill", "export"))
+        # bill as it was (the same start: a start computed again after the minute turned made
+        # this reload say "changed bill" too, the flake of issue 46)
+        project.write(jobs(start, "bill", "export"))
         scheduler.saying("config reloaded: 2 jobs (added export)", "the reload")
         wait_for(lambda: ran(sql, "export") == 1, timeout=30, what="the added job's run")
         wait_for(lambda: get(url + "readyz")[0] == 200, timeout=30, what="ready again")
@@ -139,7 +147,7 @@ def free_port() -> int:
 def test_a_serve_port_that_cannot_be_bound_is_refused_before_anything_is_written(
     project: Project, sql: Any
 ) -> None:
-    project.write(jobs(sql, "bill"))
+    project.write(jobs(start_of(sql), "bill"))
     with socket.socket() as holder:
         holder.bind(("127.0.0.1", 0))
         holder.listen()
