@@ -212,9 +212,15 @@ def twin_ledgers(target: Target, project: Project | None) -> list[str]:
     this ``[project] name`` (see :func:`catchup.projectdb.twins`); else nothing."""
     if target.embedded_data is None or project is None or project.name is None:
         return []
+    import psycopg
+
     from .projectdb import twins
 
-    return twins(target.conninfo, target.database or "postgres", project)
+    try:
+        return twins(target.conninfo, target.database or "postgres", project)
+    except psycopg.Error as exc:  # a look around, never a reason to stop
+        said = scrub(first_line(exc), target.conninfo)
+        return [f"cannot look for another ledger of this project on the server: {said}"]
 
 
 def redact(conninfo: str) -> str:

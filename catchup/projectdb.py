@@ -111,7 +111,7 @@ def _move(ledger: Ledger, kept: str, name: str) -> tuple[str, str]:
 
 def _carries(conninfo: str, database: str, schema: str, project: str) -> bool:
     """Whether the ledger in ``database`` (in ``schema``) has a job ``project`` defined; a
-    database that cannot be reached (dropped a moment ago) carries nothing."""
+    database that cannot be read carries nothing."""
     import psycopg
     from psycopg.conninfo import make_conninfo
 
@@ -121,7 +121,7 @@ def _carries(conninfo: str, database: str, schema: str, project: str) -> bool:
         with psycopg.connect(make_conninfo(conninfo, dbname=database), connect_timeout=10) as c:
             c.autocommit = True
             return Ledger(c, schema).carries_project(project)
-    except psycopg.OperationalError:
+    except psycopg.Error:  # dropped a moment ago, or no ledger of a kind we can read
         return False
 
 
