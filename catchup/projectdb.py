@@ -109,9 +109,10 @@ def _move(ledger: Ledger, kept: str, name: str) -> tuple[str, str]:
     )
 
 
-def _carries(conninfo: str, database: str, schema: str, project: str) -> bool:
-    """Whether the ledger in ``database`` (in ``schema``) has a job ``project`` defined; a
-    database that cannot be read carries nothing."""
+def _carries(conninfo: str, database: str, schema: str, of: str | tuple[str, ...]) -> bool:
+    """Whether the ledger in ``database`` (in ``schema``) has a job the project named ``of``
+    defined (or, given job names, one of these jobs); a database that cannot be read carries
+    nothing."""
     import psycopg
     from psycopg.conninfo import make_conninfo
 
@@ -120,7 +121,8 @@ def _carries(conninfo: str, database: str, schema: str, project: str) -> bool:
     try:
         with psycopg.connect(make_conninfo(conninfo, dbname=database), connect_timeout=10) as c:
             c.autocommit = True
-            return Ledger(c, schema).carries_project(project)
+            ledger = Ledger(c, schema)
+            return ledger.carries_project(of) if isinstance(of, str) else ledger.holds_jobs([*of])
     except psycopg.Error:  # dropped a moment ago, or no ledger of a kind we can read
         return False
 
@@ -139,10 +141,15 @@ def twins(conninfo: str, in_use: str, project: Project) -> list[str]:
     server = make_conninfo(conninfo, dbname=SHARED)
     with psycopg.connect(server, autocommit=True, connect_timeout=10) as conn:
         databases = Ledger(conn, project.schema).server_databases()
+    own = project_database_name(project.folder)  # this folder's, from before the name
     others = [
         database
         for database in databases
-        if database != in_use and _carries(server, database, project.schema, project.name)
+        if database != in_use
+        and (
+            _carries(server, database, project.schema, project.name)
+            or (database == own and _carries(server, database, project.schema, project.jobs))
+        )
     ]
     if not others:
         return []

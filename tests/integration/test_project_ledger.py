@@ -131,8 +131,10 @@ def test_a_ledger_kept_under_the_folders_name_is_found(
 def test_two_ledgers_of_one_project_are_warned_of(
     project: Project, database: Database, tmp_path: Path, databases: list[str]
 ) -> None:
-    """A second ledger on the server whose jobs carry the project's name (a copy of the project
-    left on an older catchup): doctor and the scheduler say so, in one line each."""
+    """A second ledger of the project on the server: the folder's own from before it had the
+    project's name (the project's was made first, by another folder), or one whose jobs carry
+    the project's name (a copy of the project left on an older catchup). doctor and the
+    scheduler say so, in one line each."""
     title = f"report {uuid.uuid4().hex[:8]}"
     log = tmp_path / "log"
     config = folder(tmp_path, "here", log, title)
@@ -142,12 +144,19 @@ def test_two_ledgers_of_one_project_are_warned_of(
     databases += [shared, other]
     run(project, config)
     run(project, copy)
+
+    def warned(where: Path) -> str:
+        doctor = project.cli("--config", str(where), "doctor")
+        said = [ln for ln in doctor.stdout.splitlines() if "has another ledger" in ln]
+        assert len(said) == 1, doctor.stdout
+        assert f'project "{title}" has another ledger' in said[0]
+        assert f"database {other}, beside {shared} used here" in said[0]
+        return said[0]
+
+    name(copy, title)  # its own ledger is left: the project's was there first
+    warned(copy)
     in_database(database, other, f"UPDATE catchup.jobs SET project = '{title}'")
-    doctor = project.cli("--config", str(config), "doctor")
-    said = [ln for ln in doctor.stdout.splitlines() if "has another ledger" in ln]
-    assert len(said) == 1, doctor.stdout
-    assert f'project "{title}" has another ledger' in said[0] and f"database {other}," in said[0]
-    assert f"beside {shared} used here" in said[0]
+    warned(config)
     err = tmp_path / "scheduler.err"
     config.write_text(config.read_text().replace("2026-10-01", "2090-01-01"))  # nothing due
     with err.open("w") as sink:
@@ -164,5 +173,5 @@ def test_two_ledgers_of_one_project_are_warned_of(
         finally:
             proc.send_signal(signal.SIGTERM)
             proc.wait(timeout=60)
-    warned = [ln for ln in err.read_text().splitlines() if "has another ledger" in ln]
-    assert len(warned) == 1 and warned[0].startswith("catchup scheduler: warning: project")
+    said = [ln for ln in err.read_text().splitlines() if "has another ledger" in ln]
+    assert len(said) == 1 and said[0].startswith("catchup scheduler: warning: project")
