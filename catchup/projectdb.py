@@ -78,8 +78,15 @@ def find(conninfo: str, project: Project) -> tuple[str, str | None]:
         if ledger.holds_jobs(list(project.jobs)):
             return SHARED, "the shared database postgres, which already keeps these jobs"
         ledger.create_database(name)
-    whose = f'project "{project.name}"' if project.name is not None else str(project.folder)
+    whose = f"project {_quoted(project.name)}" if project.name is not None else str(project.folder)
     return name, f"created database {name} for {whose}"
+
+
+def _quoted(name: str) -> str:
+    """A project's name in a line, as a TOML or JSON string (quotes and backslashes escaped)."""
+    import json
+
+    return json.dumps(name, ensure_ascii=False)
 
 
 def _kept(conninfo: str, ledger: Ledger, project: Project) -> str | None:
@@ -155,7 +162,7 @@ def twins(conninfo: str, in_use: str, project: Project) -> list[str]:
         return []
     where = ", ".join(others)
     return [
-        f'project "{project.name}" has another ledger on this server, in database {where}, '
+        f"project {_quoted(project.name)} has another ledger on this server, in database {where}, "
         f"beside {in_use} used here: a period done in one runs again in the other; stop what "
         "still uses it (a copy of the project, an older catchup) and drop it once its history "
         "is not needed"
