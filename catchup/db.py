@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     import psycopg
 
     from .job import Project
+    from .projectdb import Found
 
 MIN_SERVER_VERSION = 170000
 BUSY_RETRY_SECONDS = 15.0  # the default of CATCHUP_CONNECT_RETRY
@@ -61,6 +62,7 @@ class Target:
     embedded_data: str | None = None
     note: str | None = None  # said once, on the line that names the database
     database: str | None = None  # on the embedded server: which database holds the ledger
+    relocated: bool = False  # the project's ledger was moved to it now (note says so)
 
     def describe(self) -> str:
         if self.embedded_data is not None:
@@ -180,7 +182,8 @@ def resolve(
                 f"; copied PostgreSQL's binaries to {server.copied}, where its user "
                 f"{SERVER_USER} can run them"
             )
-    database, said = _project_database(server.conninfo, project) if project else (None, None)
+    found = _project_database(server.conninfo, project) if project else None
+    database, said = (found.database, found.note) if found else (None, None)
     conninfo = server.conninfo
     if database is not None:
         from psycopg.conninfo import make_conninfo
@@ -188,11 +191,16 @@ def resolve(
         conninfo = make_conninfo(conninfo, dbname=database)
     note = "; ".join(n for n in (note, said) if n) or None
     return Target(
-        conninfo, "embedded", embedded_data=str(server.data), note=note, database=database
+        conninfo,
+        "embedded",
+        embedded_data=str(server.data),
+        note=note,
+        database=database,
+        relocated=found is not None and found.relocated,
     )
 
 
-def _project_database(conninfo: str, project: Project) -> tuple[str, str | None]:
+def _project_database(conninfo: str, project: Project) -> Found:
     """The database that holds this project's ledger on the embedded server, and what finding
     it did (see :mod:`catchup.projectdb`); one line, without the password, when it fails."""
     import psycopg

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -21,6 +22,16 @@ if TYPE_CHECKING:
     from .ledger import Ledger
 
 SHARED = "postgres"  # the server's own database: where an older catchup kept every ledger
+
+
+@dataclass(frozen=True)
+class Found:
+    """The database that holds a project's ledger, and what finding it did (for the line that
+    names the database; said even under -q when the ledger was moved to it now)."""
+
+    database: str
+    note: str | None = None
+    relocated: bool = False
 
 
 def _database_name(readable: str, identity: str) -> str:
@@ -50,11 +61,11 @@ def database_name(project: Project) -> str:
     return project_database_name(project.folder)
 
 
-def find(conninfo: str, project: Project) -> tuple[str, str | None]:
+def find(conninfo: str, project: Project) -> Found:
     """The database that holds ``project``'s ledger on the embedded server reached by
-    ``conninfo`` (its ``postgres`` database), and what finding it did, for the line that names
-    the database (None when it was simply there). Raises psycopg's OperationalError when the
-    server cannot be reached (the caller words it, without the password)."""
+    ``conninfo`` (its ``postgres`` database), and what finding it did. Raises psycopg's
+    OperationalError when the server cannot be reached (the caller words it, without the
+    password)."""
     import psycopg
     from psycopg.conninfo import make_conninfo
 
@@ -63,7 +74,7 @@ def find(conninfo: str, project: Project) -> tuple[str, str | None]:
     name = database_name(project)
     try:
         psycopg.connect(make_conninfo(conninfo, dbname=name), connect_timeout=10).close()
-        return name, None
+        return Found(name)
     except psycopg.OperationalError as exc:
         if getattr(exc, "sqlstate", None) != "3D000" and "does not exist" not in str(exc):
             raise
@@ -71,15 +82,15 @@ def find(conninfo: str, project: Project) -> tuple[str, str | None]:
         ledger = Ledger(conn, project.schema)
         ledger.lock_project_databases()  # until conn closes: one process decides at a time
         if ledger.database_exists(name):  # another process made or moved it a moment ago
-            return name, None
+            return Found(name)
         kept = _kept(conninfo, ledger, project) if project.name is not None else None
         if kept is not None:
-            return _move(ledger, kept, name)
+            return _move(ledger, kept, name, project.name)
         if ledger.holds_jobs(list(project.jobs)):
-            return SHARED, "the shared database postgres, which already keeps these jobs"
+            return Found(SHARED, "the shared database postgres, which already keeps these jobs")
         ledger.create_database(name)
     whose = f"project {_quoted(project.name)}" if project.name is not None else str(project.folder)
-    return name, f"created database {name} for {whose}"
+    return Found(name, f"created database {name} for {whose}")
 
 
 def _quoted(name: str) -> str:
@@ -103,16 +114,21 @@ def _kept(conninfo: str, ledger: Ledger, project: Project) -> str | None:
     return None
 
 
-def _move(ledger: Ledger, kept: str, name: str) -> tuple[str, str]:
+def _move(ledger: Ledger, kept: str, name: str, project: str | None) -> Found:
     """The ledger in ``kept`` renamed to ``name`` when nobody is connected to it, else used
     where it is (asked again by the next command)."""
     if kept == SHARED:
-        return SHARED, "the shared database postgres, which already keeps this project's jobs"
+        return Found(SHARED, "the shared database postgres, which keeps this project's jobs")
     if ledger.rename_database(kept, name):
-        return name, f"moved this project's ledger from database {kept}, named after its folder"
-    return kept, (
+        said = (
+            f"moved this project's ledger from database {kept}, named after a folder, to "
+            f"{name}, named after [project] name {_quoted(project or '')}"
+        )
+        return Found(name, said, relocated=True)
+    return Found(
+        kept,
         f"kept database {kept}, which holds this project's ledger: it is in use, so it moves to "
-        f"{name}, named after [project] name, once nothing is connected to it"
+        f"{name}, named after [project] name, once nothing is connected to it",
     )
 
 

@@ -63,8 +63,8 @@ def exists(database: Database, name: str) -> bool:
         return row.fetchone() == (1,)
 
 
-def run(project: Project, config: Path, period: str = "2026-10-02") -> Any:
-    result = project.cli("--config", str(config), "run", "export", "--period", period)
+def run(project: Project, config: Path, period: str = "2026-10-02", *flags: str) -> Any:
+    result = project.cli(*flags, "--config", str(config), "run", "export", "--period", period)
     assert result.exit_code == 0, result.output
     return result
 
@@ -107,9 +107,9 @@ def test_a_ledger_kept_under_the_folders_name_is_found(
     assert f"database {own}," in kept.stderr
     assert f"kept database {own}, which holds this project's ledger: it is in use" in kept.stderr
     assert "already succeeded" in kept.stdout and not exists(database, shared)
-    moved = run(project, config)
-    (line,) = [ln for ln in moved.stderr.splitlines() if "moved" in ln]
-    assert f"database {shared}," in line and f"from database {own}, named after" in line
+    moved = run(project, config, "2026-10-02", "-q")  # said even under -q
+    (line,) = moved.stderr.splitlines()
+    assert f"database {shared}," in line and f"from database {own}, named after a folder" in line
     assert "already succeeded" in moved.stdout
     assert not exists(database, own) and exists(database, shared)
     assert log.read_text() == "2026-10-02\n"
@@ -122,8 +122,10 @@ def test_a_ledger_kept_under_the_folders_name_is_found(
     in_database(database, older, f"UPDATE catchup.jobs SET project = '{other}'")
     fresh = folder(tmp_path, "fresh", log, other)
     databases.append(named_database_name(other))
-    found = run(project, fresh, "2026-10-03")
+    found = run(project, fresh, "2026-10-03", "-q")
     assert f"moved this project's ledger from database {older}" in found.stderr
+    again = run(project, fresh, "2026-10-03", "-q")
+    assert again.stderr == "" and "already succeeded" in again.stdout  # said once
     assert "already succeeded" in found.stdout and not exists(database, older)
     assert log.read_text() == "2026-10-02\n2026-10-03\n"
 
