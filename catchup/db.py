@@ -2,19 +2,21 @@
 
 from __future__ import annotations
 
-import hashlib
 import math
 import os
 import re
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .errors import ConfigError, DatabaseError, first_line
+from .projectdb import project_database_name as project_database_name  # tests import it here
 
 if TYPE_CHECKING:
     import psycopg
+
+    from .job import Project
+    from .projectdb import Found
 
 MIN_SERVER_VERSION = 170000
 BUSY_RETRY_SECONDS = 15.0  # the default of CATCHUP_CONNECT_RETRY
@@ -60,6 +62,7 @@ class Target:
     embedded_data: str | None = None
     note: str | None = None  # said once, on the line that names the database
     database: str | None = None  # on the embedded server: which database holds the ledger
+    relocated: bool = False  # the project's ledger was moved to it now (note says so)
 
     def describe(self) -> str:
         if self.embedded_data is not None:
@@ -122,7 +125,7 @@ def resolve(
     config_dsn: str | None,
     *,
     embedded_allowed: bool = True,
-    project: tuple[Path, str, tuple[str, ...]] | None = None,
+    project: Project | None = None,
     start_embedded: bool = True,
 ) -> Target:
     """``--dsn`` > ``CATCHUP_DSN`` > ``[database] dsn`` > ``DATABASE_URL`` > ``PG*`` > embedded.
@@ -132,7 +135,8 @@ def resolve(
     or ``[database] embedded = false`` (``embedded_allowed``).
 
     On the embedded server a ``project`` (see :attr:`Config.project`) gets a database of its
-    own, so two projects on one host never share jobs by accident. Without
+    own, so two projects on one host never share jobs by accident, and named after its
+    ``[project] name`` when it has one, so two folders of one project share one ledger. Without
     ``start_embedded`` a stopped embedded server is an error, not started (``serve``
     reconnecting after ``catchup server stop``)."""
     for value, source in (
@@ -178,7 +182,8 @@ def resolve(
                 f"; copied PostgreSQL's binaries to {server.copied}, where its user "
                 f"{SERVER_USER} can run them"
             )
-    database, said = _project_database(server.conninfo, project) if project else (None, None)
+    found = _project_database(server.conninfo, project) if project else None
+    database, said = (found.database, found.note) if found else (None, None)
     conninfo = server.conninfo
     if database is not None:
         from psycopg.conninfo import make_conninfo
@@ -186,46 +191,44 @@ def resolve(
         conninfo = make_conninfo(conninfo, dbname=database)
     note = "; ".join(n for n in (note, said) if n) or None
     return Target(
-        conninfo, "embedded", embedded_data=str(server.data), note=note, database=database
+        conninfo,
+        "embedded",
+        embedded_data=str(server.data),
+        note=note,
+        database=database,
+        relocated=found is not None and found.relocated,
     )
 
 
-def project_database_name(folder: Path) -> str:
-    """``catchup_<folder name>_<hash of its path>``: readable, and one per project folder."""
-    slug = re.sub(r"[^a-z0-9]+", "_", folder.name.lower()).strip("_")[:30] or "project"
-    digest = hashlib.sha256(str(folder).encode()).hexdigest()[:8]
-    return f"catchup_{slug}_{digest}"
-
-
-def _project_database(
-    conninfo: str, project: tuple[Path, str, tuple[str, ...]]
-) -> tuple[str, str | None]:
-    """The database that holds this project's ledger on the embedded server: its own (made on
-    first use), unless the shared ``postgres`` database already keeps a ledger for its jobs
-    (made by an older catchup): that one is kept, so no period runs twice."""
+def _project_database(conninfo: str, project: Project) -> Found:
+    """The database that holds this project's ledger on the embedded server, and what finding
+    it did (see :mod:`catchup.projectdb`); one line, without the password, when it fails."""
     import psycopg
-    from psycopg.conninfo import make_conninfo
 
-    from .ledger import Ledger
+    from .projectdb import find
 
-    folder, schema, jobs = project
-    name = project_database_name(folder)
     try:
-        psycopg.connect(make_conninfo(conninfo, dbname=name), connect_timeout=10).close()
-        return name, None
+        return find(conninfo, project)
     except psycopg.OperationalError as exc:
-        if getattr(exc, "sqlstate", None) != "3D000" and "does not exist" not in str(exc):
-            first = first_line(exc)
-            raise DatabaseError(
-                f"cannot connect to the embedded server: {scrub(first, conninfo)}"
-            ) from None
-    with psycopg.connect(conninfo, autocommit=True, connect_timeout=10) as conn:
-        ledger = Ledger(conn, schema)
-        if ledger.holds_jobs(list(jobs)):
-            return "postgres", "the shared database postgres, which already keeps these jobs"
-        if not ledger.create_database(name):  # another process made it a moment ago
-            return name, None
-    return name, f"created database {name} for {folder}"
+        raise DatabaseError(
+            f"cannot connect to the embedded server: {scrub(first_line(exc), conninfo)}"
+        ) from None
+
+
+def twin_ledgers(target: Target, project: Project | None) -> list[str]:
+    """On the embedded server, one warning when another of its databases keeps a ledger of
+    this ``[project] name`` (see :func:`catchup.projectdb.twins`); else nothing."""
+    if target.embedded_data is None or project is None or project.name is None:
+        return []
+    import psycopg
+
+    from .projectdb import twins
+
+    try:
+        return twins(target.conninfo, target.database or "postgres", project)
+    except psycopg.Error as exc:  # a look around, never a reason to stop
+        said = scrub(first_line(exc), target.conninfo)
+        return [f"cannot look for another ledger of this project on the server: {said}"]
 
 
 def redact(conninfo: str) -> str:

@@ -350,6 +350,8 @@ def examine(config_path: str | None, dsn: str | None) -> list[Finding]:
                     "`catchup migrate`) brings it up to date",
                 )
             )
+        twins = db.twin_ledgers(target, config.project)  # another ledger of this project
+        found += [Finding("warning", "database", line) for line in twins]
         if version == latest:
             found += _guarded("jobs", lambda: unconfigured_findings(session))
             found += _guarded("jobs", lambda: definition_findings(session))

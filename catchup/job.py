@@ -185,6 +185,18 @@ class Serve:
 
 
 @dataclass(frozen=True)
+class Project:
+    """What names a project's database on the embedded server: its ``[project] name`` when it
+    has one (two folders of one project share a ledger), else its folder; its schema and its
+    jobs find a ledger an older catchup kept elsewhere."""
+
+    folder: Path
+    schema: str
+    jobs: tuple[str, ...]
+    name: str | None = None
+
+
+@dataclass(frozen=True)
 class Config:
     path: Path | None
     jobs: Mapping[str, Job] = field(default_factory=dict)
@@ -225,17 +237,16 @@ class Config:
         return str(self.origin) if self.origin is not None else "python"
 
     @property
-    def project(self) -> tuple[Path, str, tuple[str, ...]] | None:
-        """What gives this project a database of its own on the embedded server: its folder,
-        its schema and its jobs; None when a schema was chosen (then it is the user's choice)
-        or there is no config file."""
+    def project(self) -> Project | None:
+        """What gives this project a database of its own on the embedded server (its name, or
+        its folder); None when a schema was chosen (then it is the user's choice) or there is
+        no config file."""
         if self.schema_given:
             return None
-        if self.path is not None:
-            return (self.path.resolve().parent, self.schema, tuple(sorted(self.jobs)))
-        if self.origin is not None:
-            return (self.origin, self.schema, tuple(sorted(self.jobs)))
-        return None
+        folder = self.path.resolve().parent if self.path is not None else self.origin
+        if folder is None:
+            return None
+        return Project(folder, self.schema, tuple(sorted(self.jobs)), self.project_name)
 
     @property
     def renames(self) -> dict[str, str]:

@@ -59,6 +59,8 @@ class Connected:
     lookalikes: tuple[tuple[str, str], ...] = ()
     # the server's new timeline (a failover), when this command was the first to see it
     moved: Moved | None = None
+    # the project's ledger was moved to it now (embedded): the line is said even under -q
+    relocated: bool = False
 
 
 @dataclass(frozen=True)

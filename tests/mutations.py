@@ -1309,6 +1309,39 @@ MUTATIONS = (
         "            if False:\n",
         ("tests/unit/test_reloading.py::test_a_file_caught_mid_write_is_read_once_it_settles",),
     ),
+    Mutation(
+        "project-ledger-by-folder",
+        "two folders of one [project] name share one ledger on the embedded server",
+        "catchup/projectdb.py",
+        "    if project.name is not None:\n        return named_database_name(project.name)\n",
+        "",
+        (
+            "tests/integration/test_project_ledger.py::"
+            "test_two_folders_of_one_project_share_a_ledger",
+        ),
+    ),
+    Mutation(
+        "project-ledger-left-behind",
+        "a project's ledger kept under a folder's name is found, never left for an empty one",
+        "catchup/projectdb.py",
+        "        kept = _kept(conninfo, ledger, project) if project.name is not None else None\n",
+        "        kept = None\n",
+        (
+            "tests/integration/test_project_ledger.py::"
+            "test_a_ledger_kept_under_the_folders_name_is_found",
+        ),
+    ),
+    Mutation(
+        "project-twin-ledgers-unsaid",
+        "doctor and the scheduler warn of a second ledger of one project on the server",
+        "catchup/projectdb.py",
+        "        if database != in_use\n",
+        "        if False\n",
+        (
+            "tests/integration/test_project_ledger.py::"
+            "test_two_ledgers_of_one_project_are_warned_of",
+        ),
+    ),
 )
 
 

@@ -170,6 +170,7 @@ class Base:
             gone,
             lookalikes,
             session.moved,
+            session.target.relocated,
         )
 
     @property

@@ -9,6 +9,7 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from .. import db
 from ..bounds import SCHEDULER_GRACE, SCHEDULER_LEASE, SERVE_REFRESH, TICK_WORKERS
 from ..errors import ConfigError
 from ..models import Outcome
@@ -113,6 +114,8 @@ class Scheduling(Running, Looking):
         try:
             session = self.session  # opened (and the ledger migrated) before anything leads
             self._on_connect = None  # the database line is said once, not at each reconnect
+            for twin in db.twin_ledgers(session.target, self.config.project):
+                say(f"warning: {twin}")  # another ledger of this project runs its periods too
             schedule(
                 session.target,
                 self.config.schema,

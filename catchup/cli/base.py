@@ -51,7 +51,7 @@ class State:
             from ..render import tables
 
             def said(info: Any) -> None:
-                if not self.quiet:
+                if not self.quiet or info.relocated:  # a ledger moved: said even under -q
                     tables.connected(err_console(), info)
                 if self.notices:  # a warning, so even under -q: periods may run twice
                     tables.unconfigured(err_console(), info)

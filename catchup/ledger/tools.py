@@ -7,6 +7,7 @@ import time
 from datetime import datetime
 from typing import Any, cast
 
+from psycopg import errors as pg_errors
 from psycopg import sql
 from psycopg.rows import class_row
 
@@ -68,6 +69,41 @@ class Tools(LedgerBase):
 
     def reload_conf(self) -> None:
         self.conn.execute(self._q("reload_conf"))
+
+    def lock_project_databases(self) -> None:
+        """Until this connection closes, no other process finds, moves or creates a project's
+        database on this server."""
+        self.conn.execute(self._q("lock_project_databases"))
+
+    def database_exists(self, name: str) -> bool:
+        row = self.conn.execute(self._q("database_exists"), {"name": name}).fetchone()
+        return bool(row and row[0])
+
+    def server_databases(self) -> list[str]:
+        """The server's databases a ledger could be in (no templates), by name."""
+        return [str(row[0]) for row in self.conn.execute(self._q("server_databases"))]
+
+    def carries_project(self, project: str) -> bool:
+        """This database's ledger (in this schema) has a job the project ``project`` defined;
+        False where there is no ledger, or one from before jobs recorded their project."""
+        try:
+            row = self.conn.execute(self._q("carries_project"), {"project": project}).fetchone()
+        except (pg_errors.UndefinedTable, pg_errors.InvalidSchemaName, pg_errors.UndefinedColumn):
+            return False
+        return bool(row and row[0])
+
+    def rename_database(self, name: str, renamed: str) -> bool:
+        """ALTER DATABASE ``name`` RENAME TO ``renamed``; False while anyone is connected to it
+        (then nothing changed)."""
+        try:
+            self.conn.execute(
+                sqlfiles.query_naming(
+                    "rename_database", self.schema, database=name, renamed=renamed
+                )
+            )
+        except pg_errors.ObjectInUse:
+            return False
+        return True
 
     # -- the demo and the benchmarks (sql/queries/tools.sql) ----------------------------------
 

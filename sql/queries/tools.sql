@@ -23,6 +23,27 @@ ALTER ROLE postgres PASSWORD {password};
 -- name: reload_conf
 SELECT pg_reload_conf();
 
+-- name: lock_project_databases
+-- Serialises finding, moving and creating a project's database on the embedded server (a
+-- session lock on the postgres database, released when the connection closes).
+SELECT pg_advisory_lock(hashtext('catchup.project-database'));
+
+-- name: database_exists
+SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = %(name)s);
+
+-- name: server_databases
+-- Every database of the server a ledger could be in, by name.
+SELECT datname FROM pg_database WHERE datallowconn AND NOT datistemplate ORDER BY datname;
+
+-- name: carries_project
+-- Whether this database's ledger has a job that [project] name %(project)s defined.
+SELECT EXISTS (SELECT 1 FROM {schema}.jobs WHERE project = %(project)s);
+
+-- name: rename_database
+-- A project's ledger moved to the database its [project] name names (refused by the server
+-- while anyone is connected to it).
+ALTER DATABASE {database} RENAME TO {renamed};
+
 -- The demo's and the benchmarks' statements (never sent by a catchup command).
 
 -- name: x" sections; {schema} is the quoted schema identifier).

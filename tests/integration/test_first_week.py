@@ -315,13 +315,14 @@ def test_jobs_in_code_never_redefine_the_folders_jobs(
     from catchup import Catchup, make_job
     from catchup.api import code_origin
     from catchup.db import project_database_name
+    from catchup.projectdb import named_database_name
     from catchup.results import NotDue
 
     monkeypatch.chdir(project.path)
     project.config.write_text(job_toml("export", command=["true"]))
     names = [
         project_database_name(project.path.resolve()),
-        project_database_name(project.path.resolve() / "python-nightly"),
+        named_database_name("nightly"),  # project= in code: the project's name names it
         project_database_name(code_origin(None)),  # no project named: the running script's
     ]
     try:

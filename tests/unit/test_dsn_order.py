@@ -43,3 +43,23 @@ def test_connect_retry_is_bounded_seconds(monkeypatch: pytest.MonkeyPatch) -> No
         monkeypatch.setenv("CATCHUP_CONNECT_RETRY", bad)
         with pytest.raises(ConfigError, match="CATCHUP_CONNECT_RETRY: expected seconds from 0"):
             busy_retry_seconds()
+
+
+@pytest.mark.parametrize(
+    "name", ["billing", "Billing", "billing!", 'a "quoted"; DROP DATABASE x', "账单", "x" * 300]
+)
+def test_a_project_name_names_a_safe_bounded_database(name: str) -> None:
+    """[project] name, whatever its characters, maps to one database name: ASCII letters,
+    digits and '_', at most 63 bytes, the same each time, apart from its neighbours' and from
+    every folder's (the hash is of the name, marked as one)."""
+    import re
+    from pathlib import Path
+
+    from catchup.projectdb import named_database_name, project_database_name
+
+    made = named_database_name(name)
+    assert re.fullmatch(r"catchup_[a-z0-9_]+_[0-9a-f]{8}", made) and len(made.encode()) <= 63
+    assert made == named_database_name(name)
+    others = {named_database_name(n) for n in ("billing", "Billing", "billing!") if n != name}
+    assert made not in others
+    assert made != project_database_name(Path("/") / name[:200])
