@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from .dsn import hidden
+from .dsn import redact as redact
 from .errors import ConfigError, DatabaseError, first_line
 
 if TYPE_CHECKING:
@@ -60,6 +62,9 @@ class Target:
     embedded_data: str | None = None
     note: str | None = None  # said once, on the line that names the database
     database: str | None = None  # on the embedded server: which database holds the ledger
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "conninfo", hidden(self.conninfo))  # repr: no password
 
     def describe(self) -> str:
         if self.embedded_data is not None:
@@ -226,23 +231,6 @@ def _project_database(
         if not ledger.create_database(name):  # another process made it a moment ago
             return name, None
     return name, f"created database {name} for {folder}"
-
-
-def redact(conninfo: str) -> str:
-    """The conninfo as ``postgresql://user@host:port/db``: never the password."""
-    from psycopg.conninfo import conninfo_to_dict
-
-    try:
-        params = conninfo_to_dict(conninfo)
-    except Exception:
-        return "<unparseable DSN>"
-    user = str(params.get("user") or os.environ.get("PGUSER") or "")
-    host = str(params.get("host") or params.get("hostaddr") or os.environ.get("PGHOST") or "")
-    port = str(params.get("port") or os.environ.get("PGPORT") or "")
-    dbname = str(params.get("dbname") or os.environ.get("PGDATABASE") or "")
-    host = host or "localhost"
-    where = f"{host}:{port}" if port else f"{host}"
-    return f"postgresql://{user + '@' if user else ''}{where}/{dbname}"
 
 
 # a password in what a driver echoes back: ``user:PASSWORD@`` in a URL, ``password=…`` pairs
