@@ -210,3 +210,16 @@ def test_a_grace_under_a_second_is_refused(kind: str) -> None:
     kept = deploy(kind, *image, "--scheduler", "--grace", "1s")
     assert kept.exit_code == 0 and "--grace" in kept.stdout and "1s" in kept.stdout
     assert "0s" not in re.findall(r"--grace\W+(\w+)", kept.stdout)
+
+
+def test_a_refusals_commands_quote_an_odd_job_name(project: Project) -> None:
+    """An exhausted period's refusal names the replay and the reset that run it again: each
+    gives the job's name back as one argument."""
+    project.write(job_toml(f'"{ODD_JOB}"', command=["false"], max_attempts=1))
+    assert project.cli("-q", "run", ODD_JOB, "--period", "2026-10-01").exit_code == 1
+    again = project.cli("run", ODD_JOB, "--period", "2026-10-01", "--json")
+    said = json.loads(again.stdout)
+    lines = re.findall(r"`(catchup [^`]*)`", json.dumps(said, ensure_ascii=False))
+    assert [shlex.split(line)[1] for line in lines] == ["replay", "reset"], said
+    replay, reset = (shlex.split(line) for line in lines)
+    assert replay[replay.index("--job") + 1] == ODD_JOB and reset[2] == ODD_JOB
