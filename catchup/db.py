@@ -9,6 +9,8 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from .dsn import hidden
+from .dsn import redact as redact
 from .errors import ConfigError, DatabaseError, first_line
 from .projectdb import project_database_name as project_database_name  # tests import it here
 
@@ -63,6 +65,9 @@ class Target:
     note: str | None = None  # said once, on the line that names the database
     database: str | None = None  # on the embedded server: which database holds the ledger
     relocated: bool = False  # the project's ledger was moved to it now (note says so)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "conninfo", hidden(self.conninfo))  # repr: no password
 
     def describe(self) -> str:
         if self.embedded_data is not None:
@@ -229,23 +234,6 @@ def twin_ledgers(target: Target, project: Project | None) -> list[str]:
     except psycopg.Error as exc:  # a look around, never a reason to stop
         said = scrub(first_line(exc), target.conninfo)
         return [f"cannot look for another ledger of this project on the server: {said}"]
-
-
-def redact(conninfo: str) -> str:
-    """The conninfo as ``postgresql://user@host:port/db``: never the password."""
-    from psycopg.conninfo import conninfo_to_dict
-
-    try:
-        params = conninfo_to_dict(conninfo)
-    except Exception:
-        return "<unparseable DSN>"
-    user = str(params.get("user") or os.environ.get("PGUSER") or "")
-    host = str(params.get("host") or params.get("hostaddr") or os.environ.get("PGHOST") or "")
-    port = str(params.get("port") or os.environ.get("PGPORT") or "")
-    dbname = str(params.get("dbname") or os.environ.get("PGDATABASE") or "")
-    host = host or "localhost"
-    where = f"{host}:{port}" if port else f"{host}"
-    return f"postgresql://{user + '@' if user else ''}{where}/{dbname}"
 
 
 # a password in what a driver echoes back: ``user:PASSWORD@`` in a URL, ``password=…`` pairs

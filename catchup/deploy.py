@@ -10,11 +10,14 @@ from dataclasses import dataclass
 
 from .deployscheduler import SERVE_PORT, kubernetes_scheduler
 from .errors import ConfigError
+from .pasted import shell
 
 # A CronJob's name is a DNS-1123 subdomain, at most 52 characters (its Jobs add 11); a systemd
 # unit's name is letters, digits and ":_.-" (no "/", so the files stay in the output folder).
 _KUBERNETES_NAME = re.compile(r"[a-z0-9]([a-z0-9-]{0,50}[a-z0-9])?")
 _SYSTEMD_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9:_.-]{0,99}")
+# a Secret's or a ConfigMap's name: an RFC 1123 DNS subdomain, at most 253 characters
+_SUBDOMAIN = re.compile(r"[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*")
 
 
 def check_name(kind: str, name: str) -> None:
@@ -29,6 +32,24 @@ def check_name(kind: str, name: str) -> None:
             f"--name {name[:60]!r}: a systemd unit name is letters, digits and ':_.-', "
             "starting with a letter, digit or '_', at most 100 characters"
         )
+
+
+def check_subdomain(option: str, name: str) -> None:
+    """A usage error unless ``name`` can name a Secret or a ConfigMap: it reaches a YAML
+    comment and the ``kubectl create`` line a person pastes, so nothing else gets there."""
+    if len(name) > 253 or not _SUBDOMAIN.fullmatch(name):
+        raise ConfigError(
+            f"{option} {name[:60]!a}: a Kubernetes name is lower-case letters, digits, '-' and "
+            "'.', starting and ending with a letter or digit, at most 253 characters"
+        )
+
+
+def setup_lines(secret: str, config_map: str, namespace: str | None) -> str:
+    """The header's two commands that make the Secret and the ConfigMap, values quoted."""
+    ns = ("--namespace", namespace) if namespace else ()
+    create = shell("kubectl", "create", "secret", "generic", secret, *ns)
+    config = shell("kubectl", "create", "configmap", config_map, *ns, "--from-file=catchup.toml")
+    return f"#   {create} --from-literal=dsn='postgresql://…'\n#   {config}\n"
 
 
 @dataclass(frozen=True)
@@ -89,6 +110,8 @@ def kubernetes(
     (:mod:`catchup.deployscheduler`), which serve the page themselves."""
     check_name("kubernetes", name)
     check_every(every)
+    check_subdomain("--secret", secret)
+    check_subdomain("--config-map", config_map)
     if namespace is not None and not re.fullmatch(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?", namespace):
         raise ConfigError(f"--namespace {namespace[:70]!r}: not a Kubernetes namespace name")
     if not image.strip() or any(ord(c) < 0x21 for c in image):
@@ -97,7 +120,7 @@ def kubernetes(
     meta = f"  name: {json.dumps(name)}\n"
     if namespace:
         meta += f"  namespace: {json.dumps(namespace)}\n"
-    ns = f" --namespace {namespace}" if namespace else ""
+    setup = setup_lines(secret, config_map, namespace)
     if scheduler:
         body = kubernetes_scheduler(
             name=name,
@@ -106,15 +129,13 @@ def kubernetes(
             secret=secret,
             config_map=config_map,
             grace=grace,
-            ns=ns,
+            setup=setup,
         )
         return Recipe({f"{name}-scheduler.yaml": body})
     body = f"""\
 # `catchup tick` every {every} minute(s), {offset} minute(s) off the hour; apply: kubectl apply -f -
 # First the Secret with the DSN and the ConfigMap with catchup.toml:
-#   kubectl create secret generic {secret}{ns} --from-literal=dsn='postgresql://…'
-#   kubectl create configmap {config_map}{ns} --from-file=catchup.toml
-# concurrencyPolicy Allow: two ticks at once are safe (each period is claimed once, in the
+{setup}# concurrencyPolicy Allow: two ticks at once are safe (each period is claimed once, in the
 # ledger), and a tick that still runs a slow period never holds the next one back; each tick
 # starts nothing new after --max-time (its interval), so ticks never pile up behind a backlog.
 # activeDeadlineSeconds is a last resort for a hung job without a timeout: make it longer

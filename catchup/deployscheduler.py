@@ -14,7 +14,7 @@ SERVE_PORT = 9187  # where every recipe's page listens (catchup serve's default)
 
 
 def kubernetes_scheduler(
-    *, name: str, meta: str, image: str, secret: str, config_map: str, grace: int, ns: str
+    *, name: str, meta: str, image: str, secret: str, config_map: str, grace: int, setup: str
 ) -> str:
     """A Deployment of two replicas each running ``catchup scheduler --serve`` (one leads), a
     PodDisruptionBudget that keeps one up through a node drain, and a Service in front of the
@@ -47,9 +47,7 @@ def kubernetes_scheduler(
 # /metrics, /healthz and /readyz on port {SERVE_PORT}; catchup.toml is read again when the
 # ConfigMap changes (a version that does not load is refused and /readyz says so).
 # First the Secret with the DSN and the ConfigMap with catchup.toml:
-#   kubectl create secret generic {secret}{ns} --from-literal=dsn='postgresql://…'
-#   kubectl create configmap {config_map}{ns} --from-file=catchup.toml
-# Then remove any CronJob or timer that calls `catchup tick`: the pulse warns while one does.
+{setup}# Then remove any CronJob or timer that calls `catchup tick`: the pulse warns while one does.
 apiVersion: apps/v1
 kind: Deployment
 metadata:

@@ -264,6 +264,7 @@ def definition_findings(session: Session) -> list[Finding]:
 
 def unconfigured_findings(session: Session) -> list[Finding]:
     """Jobs the ledger has that the config does not name, and new jobs that look like them."""
+    from .pasted import command
     from .reports import unconfigured
     from .schedule import iso_utc
 
@@ -273,7 +274,7 @@ def unconfigured_findings(session: Session) -> list[Finding]:
             "warning",
             "jobs",
             f"{new} is new to the ledger and has the schedule of {old}, which the config no "
-            f"longer names: `catchup rename {old} {new} --reason …` if it was renamed",
+            f"longer names: `{command('rename', old, new)} --reason …` if it was renamed",
         )
         for new, old in lookalikes
     ]

@@ -11,6 +11,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Literal
 
+from .dsn import hidden
 from .errors import ConfigError
 from .jobtable import DEFAULT as _DEFAULT
 from .jobtable import JOB_KEY, JOB_KEYS, JobKey, default
@@ -77,6 +78,11 @@ class Job:
     key: str = ""
     # the keys a command was asked about (--key); empty: every key
     selected_keys: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        # its DSNs shown without their password by the job's repr, and by all that holds it
+        object.__setattr__(self, "keys_dsn", hidden(self.keys_dsn))
+        object.__setattr__(self, "evidence_dsn", hidden(self.evidence_dsn))
 
     @property
     def keyed(self) -> bool:
@@ -157,7 +163,7 @@ class Webhook:
     a token, never printed) and the body's format."""
 
     name: str
-    url: str
+    url: str = field(repr=False)  # its path and query may hold a token
     format: Literal["json", "slack"] = "json"
 
     def describe(self) -> str:
@@ -215,6 +221,9 @@ class Config:
     # ``[ledger] keep_detail``: a settled run's detail older than this is compacted (None: kept)
     keep_detail: timedelta | None = None
     serve: Serve = field(default_factory=Serve)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "dsn", hidden(self.dsn))  # its repr: no password
 
     @property
     def title(self) -> str:

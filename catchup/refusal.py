@@ -11,6 +11,7 @@ import psycopg
 from .errors import DatabaseError
 from .job import Job
 from .models import Blocked, Waiting
+from .pasted import command
 from .schedule import Period, iso_utc
 from .session import Session
 from .vocabulary import RunStatus
@@ -43,8 +44,9 @@ def _reason(session: Session, job: Job, job_id: int, period: Period) -> tuple[st
             failed = f"failed {row.failures} times (max_attempts = {job.max_attempts})"
             label = job.period_value(period.start)
             again = (
-                f"`catchup replay --job {job.name} --since {label} --max 1 --retry-exhausted` or "
-                f"`catchup reset {job.name} {label} --reason …` runs it again"
+                f"`{command('replay', '--job', job.name, '--since', label, '--max', '1')} "
+                f"--retry-exhausted` or `{command('reset', job.name, label)} --reason …` runs "
+                "it again"
             )
             return f"exhausted: {failed}; {again}", False
         if row.status == RunStatus.running:

@@ -10,6 +10,7 @@ from datetime import datetime
 
 from .job import Job
 from .models import JobRow
+from .pasted import command
 from .results import Why
 from .schedule import Period, iso_utc, span
 from .session import Session
@@ -52,12 +53,12 @@ def _explain(
     row = rows.get(job.name)
     run = None if row is None else session.ledger.run_row(row.id, period.start, job.key)
     label, value = job.label(period.start), job.period_value(period.start)
-    run_it = f"catchup run {job.name} --period {value}"
+    run_it = command("run", job.name, "--period", value)
     said: list[str] = []
     if row is not None and row.paused_at is not None:
         said.append(
             f"{job.name} is paused since {iso_utc(row.paused_at)}: nothing claims its periods "
-            f"until `catchup resume {job.name}`"
+            f"until `{command('resume', job.name)}`"
         )
     if row is not None and (failover := session.ledger.suspect(row.id, period, job.key)):
         said.insert(
@@ -65,12 +66,12 @@ def _explain(
             f"suspect: {told(failover)}, so it may have claimed or finished this period; "
             "nothing claims it until its evidence (at its next claim) or a person decides",
         )
-        done = f'catchup mark {job.name} {value} --done --reason "…"'
-        again = f'catchup reset {job.name} {value} --reason "…"'
+        done = command("mark", job.name, value, "--done", reason=True)
+        again = command("reset", job.name, value, reason=True)
         return Why(job.name, period, label, "suspect", tuple(said), (done, again))
     if run is not None and run.status == RunStatus.succeeded:
         when = iso_utc(run.finished_at) if run.finished_at else "?"
-        reset = f'catchup reset {job.name} {value} --reason "…"'
+        reset = command("reset", job.name, value, reason=True)
         stale = _ran_again(session, job, period, rows, run.finished_at)
         if stale is not None:
             up, q, finished = stale
@@ -79,16 +80,14 @@ def _explain(
                 f"outdated: succeeded at {when} (attempt {run.attempt}), before {up.name} "
                 f"{up.label(q.start)} succeeded again at {iso_utc(finished)}",
             )
-            rerun = (
-                f"catchup replay --job {job.name} --since {value} --until {iso_utc(period.end)} "
-                '--outdated --reason "…"'
-            )
+            window = ("--since", value, "--until", iso_utc(period.end))
+            rerun = command("replay", "--job", job.name, *window, "--outdated", reason=True)
             return Why(job.name, period, label, "outdated", tuple(said), (rerun,))
         said.insert(0, f"succeeded at {when} (attempt {run.attempt})")
         return Why(job.name, period, label, "succeeded", tuple(said), (reset,))
     if run is not None and run.status == RunStatus.waived:
         said.insert(0, "waived by hand (`catchup history` says who and why)")
-        reset = f'catchup reset {job.name} {value} --reason "…"'
+        reset = command("reset", job.name, value, reason=True)
         return Why(job.name, period, label, "waived", tuple(said), (reset,))
     if run is not None and run.status == RunStatus.running:
         if run.lease_live:
@@ -109,8 +108,10 @@ def _explain(
                 f"exhausted: failed {run.failures} time(s) (max_attempts = {job.max_attempts})"
                 f"{error}",
             )
-            again = f"catchup replay --job {job.name} --since {value} --max 1 --retry-exhausted"
-            reset = f'catchup reset {job.name} {value} --reason "…"'
+            again = command(
+                "replay", "--job", job.name, "--since", value, "--max", "1", "--retry-exhausted"
+            )
+            reset = command("reset", job.name, value, reason=True)
             return Why(job.name, period, label, "exhausted", tuple(said), (again, reset))
         if run.retry_after is not None and run.retry_after > now:
             left = span(round((run.retry_after - now).total_seconds()))
@@ -157,9 +158,8 @@ def _explain(
             "untracked: its output exists (evidence) but the ledger has no run; done "
             "elsewhere, so not a gap",
         )
-        adopt = (
-            f'catchup adopt {job.name} --since {value} --until {iso_utc(period.end)} --reason "…"'
-        )
+        window = ("--since", value, "--until", iso_utc(period.end))
+        adopt = command("adopt", job.name, *window, reason=True)
         return Why(job.name, period, label, "untracked", tuple(said), (adopt,))
     said.insert(0, f"missing: due since {iso_utc(due)}, never run")
     return Why(job.name, period, label, "missing", tuple(said), (run_it,))
@@ -174,7 +174,7 @@ def _moving(
     from further down."""
     starts = [period.start, *_own_starts(job.name, deeper)]
     since = iso_utc(min(starts))
-    replay = f"catchup replay --job {job.name} --since {since} --until {iso_utc(period.end)}"
+    replay = command("replay", "--job", job.name, "--since", since, "--until", iso_utc(period.end))
     extra = [c for w in deeper for c in w.commands if "--retry-exhausted" in c or " reset " in c]
     return tuple(dict.fromkeys([replay, *extra]))
 

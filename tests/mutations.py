@@ -1342,6 +1342,74 @@ MUTATIONS = (
             "test_two_ledgers_of_one_project_are_warned_of",
         ),
     ),
+    Mutation(
+        "pasted-unquoted",
+        "a command printed to paste gives each value back as one argument (a hostile key too)",
+        "catchup/pasted.py",
+        '    return " ".join(shlex.quote(word) for word in words)\n',
+        '    return " ".join(words)\n',
+        (
+            "tests/integration/test_pasted.py::test_why_and_its_json_quote_a_hostile_key",
+            "tests/integration/test_pasted.py::test_the_pages_quote_a_hostile_key",
+        ),
+    ),
+    Mutation(
+        "kubernetes-names-unchecked",
+        "deploy kubernetes takes only Kubernetes names for --secret and --config-map",
+        "catchup/deploy.py",
+        "    if len(name) > 253 or not _SUBDOMAIN.fullmatch(name):\n",
+        "    if False:\n",
+        (
+            "tests/integration/test_pasted.py::"
+            "test_a_secret_or_config_map_that_is_no_kubernetes_name_is_refused",
+        ),
+    ),
+    Mutation(
+        "deploy-grace-zero",
+        "a deploy recipe never writes --grace 0s, which the scheduler refuses",
+        "catchup/cli/options.py",
+        "            type=Seconds(max(1, SCHEDULER_GRACE.low), SCHEDULER_GRACE.high),\n",
+        "            type=Seconds(SCHEDULER_GRACE.low, SCHEDULER_GRACE.high),\n",
+        ("tests/integration/test_pasted.py::test_a_grace_under_a_second_is_refused",),
+    ),
+    Mutation(
+        "dsn-repr-password",
+        "no password in the repr or str of a job, a config or any result of the facade",
+        "catchup/dsn.py",
+        '        return f"<DSN {redact(self)}>"\n',
+        "        return str.__repr__(self)\n",
+        (
+            "tests/integration/test_no_password_in_repr.py::"
+            "test_a_job_and_a_config_show_their_dsns_without_the_password",
+            "tests/integration/test_no_password_in_repr.py::"
+            "test_every_result_of_the_facade_shows_no_password",
+        ),
+    ),
+    Mutation(
+        "job-dsn-plain",
+        "a job holds its keys_dsn and evidence_dsn as DSNs whose repr has no password",
+        "catchup/job.py",
+        '        object.__setattr__(self, "keys_dsn", hidden(self.keys_dsn))\n'
+        '        object.__setattr__(self, "evidence_dsn", hidden(self.evidence_dsn))\n',
+        "        pass\n",
+        (
+            "tests/integration/test_no_password_in_repr.py::"
+            "test_a_job_and_a_config_show_their_dsns_without_the_password",
+            "tests/integration/test_no_password_in_repr.py::"
+            "test_every_result_of_the_facade_shows_no_password",
+        ),
+    ),
+    Mutation(
+        "webhook-url-in-repr",
+        "a webhook's URL (its path may hold a token) is not in the config's repr",
+        "catchup/job.py",
+        "    url: str = field(repr=False)  # its path and query may hold a token\n",
+        "    url: str\n",
+        (
+            "tests/integration/test_no_password_in_repr.py::"
+            "test_a_job_and_a_config_show_their_dsns_without_the_password",
+        ),
+    ),
 )
 
 

@@ -10,6 +10,7 @@ from datetime import date, datetime
 from typing import Literal
 
 from ..errors import ConfigError
+from ..pasted import command
 from ..results import Cancelled, Changes, Migrated, Paused, Renamed, Resumed, Retired
 from ..retention import Compacted
 from ..window import Moment
@@ -71,7 +72,7 @@ class Changing(Base):
             if job.keyed:
                 raise ConfigError(
                     f"{job.name} has keys: adopt does not take a keyed job yet; "
-                    f"`catchup mark {job.name} PERIOD --key K --done --reason …` records "
+                    f"`{command('mark', job.name)} PERIOD --key K --done --reason …` records "
                     "one key's periods"
                 )
         check_window(chosen, since, until)

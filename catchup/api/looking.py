@@ -162,6 +162,7 @@ class Looking(Base):
         """Why one period of ``job`` is in its state (not due, running, blocked by which
         upstream periods down the chain, failed and when it retries, exhausted, paused, done),
         and the command that would move it. Read-only."""
+        from ..pasted import keyed
         from ..why import explain_period
 
         spec = self.one_key(job, key)
@@ -183,7 +184,7 @@ class Looking(Base):
             said,
             label=f"{spec.key} {said.label}",
             said=(*first, *said.said),
-            commands=tuple(f"{c} --key {spec.key}" for c in said.commands),
+            commands=tuple(keyed(c, spec.key) for c in said.commands),
         )
 
     def period(

@@ -212,7 +212,9 @@ def scheduler_options(what: str) -> Callable[[F], F]:
     def apply(f: F) -> F:
         f = click.option(
             "--grace",
-            type=Seconds(SCHEDULER_GRACE.low, SCHEDULER_GRACE.high),
+            # whole seconds in the recipe: under one it would be written 0s, which the
+            # scheduler refuses (a pod or a unit that never starts)
+            type=Seconds(max(1, SCHEDULER_GRACE.low), SCHEDULER_GRACE.high),
             default=f"{SCHEDULER_GRACE.default:g}s",
             show_default=True,
             metavar="DURATION",

@@ -11,6 +11,7 @@ import json
 from datetime import datetime
 
 from ..models import HistoryRow
+from ..pasted import command
 from ..results import PeriodReport, Why
 from ..vocabulary import AttemptStatus, RunStatus
 from .json import _why, history_json
@@ -94,9 +95,7 @@ def period_page(report: PeriodReport, site: Site) -> str:
             "for": "?" if since is None else span(round((row.now - since).total_seconds())),
             "gone": left is not None and left.total_seconds() < 0,
             "lease": "?" if left is None else span(round(abs(left.total_seconds()))),
-            "cancel": f"catchup cancel {job} {report.value or iso_utc(start)}"
-            + (f" --key {key}" if key else "")
-            + ' --reason "…"',
+            "cancel": command("cancel", job, report.value or iso_utc(start), key=key, reason=True),
         }
     kept = history.compacted
     context = frame(

@@ -13,6 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..models import Outcome
+from ..pasted import command
 from ..results import (
     Connected,
     History,
@@ -336,8 +337,9 @@ def unconfigured(console: Console, info: Connected) -> None:
             Text(
                 safe(
                     f"warning: {new} is new to the ledger and has the schedule of {old}, which "
-                    f"this config no longer names: if it was renamed, `catchup rename {old} "
-                    f'{new} --reason …` (or renamed_from = "{old}" in [jobs.{new}]) keeps its '
+                    "this config no longer names: if it was renamed, "
+                    f"`{command('rename', old, new)} --reason …` (or renamed_from = "
+                    f'"{old}" in [jobs.{new}]) keeps its '
                     "done periods from running again"
                 ),
                 style="yellow",

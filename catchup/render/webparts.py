@@ -9,6 +9,7 @@ from urllib.parse import quote
 
 from ..job import Job
 from ..models import Calendar, JobScan, Range
+from ..pasted import command
 from ..results import FailureRow, PageFacts, RunningRow
 from ..vocabulary import PeriodState
 from .text import LEGEND, iso_utc, safe, span
@@ -105,25 +106,24 @@ def replay_command(scan: JobScan, gap: Range, job: Job | None) -> str:
         name = job.period_value if job is not None else iso_utc
         first, last = name(gap.first), name(gap.last)
         periods = first if first == last else f"{first}..{last}"
-        return f'catchup reset {scan.job} {periods} --reason "…"'
+        return command("reset", scan.job, periods, reason=True)
     if gap.state == PeriodState.untracked:
-        verb = "adopt " + scan.job
+        verb = ["adopt", scan.job]
     else:
-        verb = f"replay --job {scan.job}"
+        verb = ["replay", "--job", scan.job]
     since = job.period_value(gap.first) if job is not None else iso_utc(gap.first)
     # the end of the range is the next period's start: named as the job names its periods
     until = job.period_value(job.period_starting(gap.last).end) if job is not None else None
-    parts = [f"catchup {verb} --since {since}"] + ([f"--until {until}"] if until else [])
+    words = [*verb, "--since", since] + (["--until", until] if until else [])
     held = scan.keys_in(gap)
     if held and len(held) <= 3:
-        parts += [f"--key {key}" for key in held]
+        words += [w for key in held for w in ("--key", key)]
     if gap.state == PeriodState.exhausted:
-        parts.append("--retry-exhausted")
+        words.append("--retry-exhausted")
     elif gap.state in (PeriodState.unverified, PeriodState.outdated):
-        parts.append(f'--{gap.state} --reason "…"')
-    elif gap.state == PeriodState.untracked:
-        parts.append('--reason "…"')
-    return " ".join(parts)
+        words.append(f"--{gap.state}")
+    reason = gap.state in (PeriodState.unverified, PeriodState.outdated, PeriodState.untracked)
+    return command(*words, reason=reason)
 
 
 def gap_row(scan: JobScan, gap: Range, job: Job | None) -> dict[str, object]:
