@@ -13,7 +13,7 @@ from ..errors import ConfigError
 from ..results import Cancelled, Changes, Migrated, Paused, Renamed, Resumed, Retired
 from ..retention import Compacted
 from ..window import Moment
-from .base import Base, check_reason, instant, texts
+from .base import Base, check_actor, check_reason, instant, texts
 
 
 class Changing(Base):
@@ -34,6 +34,7 @@ class Changing(Base):
         if kind not in ("done", "skip"):
             raise ConfigError("mark needs --done or --skip")
         why = check_reason(reason, required=True)
+        who = check_actor(actor)
         assert why is not None
         spec = self.one_key(job, key)
         session = self.session
@@ -45,7 +46,7 @@ class Changing(Base):
             chosen,
             skip=kind == "skip",
             reason=why,
-            actor=actor or operations.default_actor(),
+            actor=who,
         )
 
     def adopt(
@@ -63,6 +64,8 @@ class Changing(Base):
         from ..window import check_window
 
         why = check_reason(reason, required=True)
+
+        who = check_actor(actor)
         assert why is not None
         chosen = self.select(jobs)
         for job in chosen:  # before the session opens: bad input touches no database
@@ -81,7 +84,7 @@ class Changing(Base):
             since=since,
             until=until,
             reason=why,
-            actor=actor or operations.default_actor(),
+            actor=who,
         )
 
     def reset(
@@ -98,14 +101,14 @@ class Changing(Base):
         from .. import operations
 
         why = check_reason(reason, required=True)
+
+        who = check_actor(actor)
         assert why is not None
         spec = self.one_key(job, key)
         session = self.session
         spec = session.resolve(spec, write=False)
         chosen = operations.parse_periods(spec, texts(periods))
-        return operations.reset(
-            session, spec, chosen, reason=why, actor=actor or operations.default_actor()
-        )
+        return operations.reset(session, spec, chosen, reason=why, actor=who)
 
     def cancel(
         self,
@@ -122,9 +125,10 @@ class Changing(Base):
         recorded ``cancelled`` (no failure counted, runnable again), or ended first, or its
         lease, grace and a few seconds more have passed. Refused when it is not running."""
         from ..cancel import cancel
-        from ..operations import default_actor
 
         why = check_reason(reason, required=True)
+
+        who = check_actor(actor)
         assert why is not None
         spec = self.one_key(job, key)
         start = instant(period, spec)
@@ -135,7 +139,7 @@ class Changing(Base):
             spec,
             spec.period_starting(start),
             reason=why,
-            actor=actor or default_actor(),
+            actor=who,
             wait=wait,
         )
 
@@ -144,21 +148,25 @@ class Changing(Base):
         attempt, change, coverage and alert range, goes along (audited). A row for ``new`` that
         a command registered after the config was edited, and that holds nothing, is
         replaced."""
-        from ..operations import default_actor, rename
+        from ..operations import rename
 
         why = check_reason(reason, required=True)
+
+        who = check_actor(actor)
         assert why is not None
-        rename(self.session, old, new, reason=why, actor=actor or default_actor())
+        rename(self.session, old, new, reason=why, actor=who)
         return Renamed(old, new)
 
     def retire(self, job: str, *, reason: str, actor: str | None = None) -> Retired:
         """Record the ledger's job ``job`` (no longer configured) as gone on purpose: it is
         no longer said to be missing from the config; its history stays."""
-        from ..operations import default_actor, retire
+        from ..operations import retire
 
         why = check_reason(reason, required=True)
+
+        who = check_actor(actor)
         assert why is not None
-        retire(self.session, job, reason=why, actor=actor or default_actor())
+        retire(self.session, job, reason=why, actor=who)
         return Retired(job)
 
     def pause(
@@ -174,11 +182,11 @@ class Changing(Base):
         from .. import operations
 
         why = check_reason(reason, required=False)
+
+        who = check_actor(actor)
         (spec,) = self.select([job], None if key is None else [key])
         spec = spec.for_key(key) if key is not None else spec
-        since = operations.pause(
-            self.session, spec, reason=why, actor=actor or operations.default_actor()
-        )
+        since = operations.pause(self.session, spec, reason=why, actor=who)
         return Paused(spec.name, since, spec.key)
 
     def resume(
@@ -194,11 +202,11 @@ class Changing(Base):
         from .. import operations
 
         why = check_reason(reason, required=False)
+
+        who = check_actor(actor)
         (spec,) = self.select([job], None if key is None else [key])
         spec = spec.for_key(key) if key is not None else spec
-        resumed = operations.resume(
-            self.session, spec, reason=why, actor=actor or operations.default_actor()
-        )
+        resumed = operations.resume(self.session, spec, reason=why, actor=who)
         return Resumed(
             spec.name, resumed, spec.catchup, spec.catchup_window, spec.max_per_tick, spec.key
         )
