@@ -258,6 +258,22 @@ class Base:
             raise ConfigError(f"{job.name} has keys: name the key with --key")
         return job.for_key(key) if key is not None else job
 
+    def keys_asked(
+        self, name: str, key: str | None, keys: Iterable[str], all_keys: bool
+    ) -> tuple[Job, tuple[str, ...] | None]:
+        """Job ``name`` and the keys of it a command names (``key`` and ``keys``, each checked
+        as ``--key`` is), or None for every key: ``all_keys``, or a job with keys given none.
+        A job without keys takes neither."""
+        if isinstance(keys, str):
+            raise ConfigError("keys: expected a list of keys, not one string")
+        wanted = tuple(dict.fromkeys([*([] if key is None else [key]), *keys]))
+        if all_keys and wanted:
+            raise ConfigError("--all-keys or --key, not both")
+        if all_keys and not (job := self.job(name)).keyed:
+            raise ConfigError(f"--all-keys: {job.name} has no keys")
+        (job,) = self.select([name], wanted or None)
+        return job, (wanted or None) if job.keyed else ()
+
     def config_watch(self) -> ConfigWatch | None:
         """A watch on this config's file, for a process that reloads it; None when the
         config did not come from a file (or jobs were added in code)."""

@@ -10,8 +10,11 @@ from datetime import date, datetime
 from typing import Literal
 
 from ..errors import ConfigError
+from ..job import Job
 from ..results import Cancelled, Changes, Migrated, Paused, Renamed, Resumed, Retired
 from ..retention import Compacted
+from ..schedule import Period
+from ..session import Session
 from ..window import Moment
 from .base import Base, check_actor, check_reason, instant, texts
 
@@ -26,9 +29,12 @@ class Changing(Base):
         reason: str,
         actor: str | None = None,
         key: str | None = None,
+        keys: Iterable[str] = (),
+        all_keys: bool = False,
     ) -> Changes:
         """Waive ``periods`` (``"2026-10-03"`` or ``"2026-10-01..2026-10-07"``): done out of
-        band or skipped on purpose; audited. Refused whole when any of them is running."""
+        band or skipped on purpose; audited. Refused whole when any of them is running. A job
+        with keys: of ``key`` (and ``keys``), or ``all_keys``: every key expected in them."""
         from .. import operations
 
         if kind not in ("done", "skip"):
@@ -36,18 +42,34 @@ class Changing(Base):
         why = check_reason(reason, required=True)
         who = check_actor(actor)
         assert why is not None
-        spec = self.one_key(job, key)
+        session, pairs = self._changed(job, periods, key, keys, all_keys)
+        return operations.each_key(
+            session,
+            pairs,
+            lambda spec, chosen: operations.mark(
+                session, spec, chosen, skip=kind == "skip", reason=why, actor=who
+            ),
+        )
+
+    def _changed(
+        self,
+        job: str,
+        periods: Sequence[str | date | datetime],
+        key: str | None,
+        keys: Iterable[str],
+        all_keys: bool,
+    ) -> tuple[Session, list[tuple[Job, list[Period]]]]:
+        """The session, and the periods of each key a mark or reset names (all checked
+        before anything is written)."""
+        from .. import operations
+
+        spec, wanted = self.keys_asked(job, key, keys, all_keys)
+        if spec.keyed and wanted is None and not all_keys:
+            raise ConfigError(f"{spec.name} has keys: name the key with --key, or --all-keys")
         session = self.session
         spec = session.resolve(spec, write=False)  # bad periods are refused before any write
         chosen = operations.parse_periods(spec, texts(periods))
-        return operations.mark(
-            session,
-            spec,
-            chosen,
-            skip=kind == "skip",
-            reason=why,
-            actor=who,
-        )
+        return session, operations.by_key(session, spec, chosen, wanted)
 
     def adopt(
         self,
@@ -64,7 +86,6 @@ class Changing(Base):
         from ..window import check_window
 
         why = check_reason(reason, required=True)
-
         who = check_actor(actor)
         assert why is not None
         chosen = self.select(jobs)
@@ -95,20 +116,22 @@ class Changing(Base):
         reason: str,
         actor: str | None = None,
         key: str | None = None,
+        keys: Iterable[str] = (),
+        all_keys: bool = False,
     ) -> Changes:
-        """Make succeeded, waived or exhausted periods (of one ``key``, for a job with keys)
-        runnable again; audited."""
+        """Make succeeded, waived or exhausted periods runnable again; audited. A job with
+        keys: of ``key`` (and ``keys``), or ``all_keys``: every key expected in them."""
         from .. import operations
 
         why = check_reason(reason, required=True)
-
         who = check_actor(actor)
         assert why is not None
-        spec = self.one_key(job, key)
-        session = self.session
-        spec = session.resolve(spec, write=False)
-        chosen = operations.parse_periods(spec, texts(periods))
-        return operations.reset(session, spec, chosen, reason=why, actor=who)
+        session, pairs = self._changed(job, periods, key, keys, all_keys)
+        return operations.each_key(
+            session,
+            pairs,
+            lambda spec, chosen: operations.reset(session, spec, chosen, reason=why, actor=who),
+        )
 
     def cancel(
         self,
@@ -127,7 +150,6 @@ class Changing(Base):
         from ..cancel import cancel
 
         why = check_reason(reason, required=True)
-
         who = check_actor(actor)
         assert why is not None
         spec = self.one_key(job, key)
@@ -151,7 +173,6 @@ class Changing(Base):
         from ..operations import rename
 
         why = check_reason(reason, required=True)
-
         who = check_actor(actor)
         assert why is not None
         rename(self.session, old, new, reason=why, actor=who)
@@ -163,7 +184,6 @@ class Changing(Base):
         from ..operations import retire
 
         why = check_reason(reason, required=True)
-
         who = check_actor(actor)
         assert why is not None
         retire(self.session, job, reason=why, actor=who)
@@ -182,7 +202,6 @@ class Changing(Base):
         from .. import operations
 
         why = check_reason(reason, required=False)
-
         who = check_actor(actor)
         (spec,) = self.select([job], None if key is None else [key])
         spec = spec.for_key(key) if key is not None else spec
@@ -202,7 +221,6 @@ class Changing(Base):
         from .. import operations
 
         why = check_reason(reason, required=False)
-
         who = check_actor(actor)
         (spec,) = self.select([job], None if key is None else [key])
         spec = spec.for_key(key) if key is not None else spec

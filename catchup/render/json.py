@@ -353,4 +353,9 @@ def _why(result: Why) -> dict[str, object]:
         "commands": list(result.commands),
         "upstream": [_why(u) for u in result.upstream],
         "more_upstream": result.more,
+        **(
+            {"keys": [{"state": s, "count": n, "first": list(ks)} for s, n, ks in result.keys]}
+            if result.keys
+            else {}
+        ),
     }

@@ -86,13 +86,16 @@ def test_public_names_are_documented() -> None:
         _ = catchup.nope
 
 
+LOOSE: Any = make_job  # called as untyped code would call it
+
+
 @pytest.mark.parametrize(
     ("declare", "words"),
     [
-        (lambda: make_job("j", "daily", "2026-10-01", command="echo hi"), "jobs.j.command"),
-        (lambda: make_job("j", "daily", "2026-10-01", call=42), "jobs.j.call"),
-        (lambda: make_job("j", "daily", "2026-10-01", call=b"m:f"), "jobs.j.call"),
-        (lambda: make_job(None, "daily", "2026-10-01", command=["true"]), "must be a string"),
+        (lambda: LOOSE("j", "daily", "2026-10-01", command="echo hi"), "jobs.j.command"),
+        (lambda: LOOSE("j", "daily", "2026-10-01", call=42), "jobs.j.call"),
+        (lambda: LOOSE("j", "daily", "2026-10-01", call=b"m:f"), "jobs.j.call"),
+        (lambda: LOOSE(None, "daily", "2026-10-01", command=["true"]), "must be a string"),
         (
             lambda: Catchup(
                 jobs=[
