@@ -148,3 +148,39 @@ def test_a_key_with_an_invisible_or_direction_changing_character_is_refused(
     typed = project.cli("-q", "scan", "--until", "2026-03-02", "--key", key)
     assert typed.exit_code == 2, typed.output
     assert "invisible or direction-changing character" in typed.output
+
+
+def test_a_paused_key_shows_in_keys_jobs_scan_and_the_pages(project: Project) -> None:
+    from catchup import Catchup
+    from catchup.render.jobpage import job_page
+    from catchup.render.page import keys_page
+    from catchup.render.web import Site, home
+
+    invoice(project)
+    assert project.cli("-q", "pause", "invoice", "--key", "initech").exit_code == 0
+    listed = json.loads(project.cli("-q", "keys", "invoice", "--json").stdout)["keys"]
+    assert [k["key"] for k in listed if k["paused_at"]] == ["initech"]
+    table = project.cli("-q", "keys", "invoice", env={"COLUMNS": "200"}).output
+    assert "3 keys expected, 0 gone, 1 paused" in table
+    initech = next(line for line in table.splitlines() if "initech" in line)
+    assert f"since {listed[2]['paused_at']}" in initech, table
+    jobs = json.loads(project.cli("-q", "jobs", "--json").stdout)
+    assert [(j["job"], j["paused"], j["paused_keys"]) for j in jobs] == [
+        ("invoice", False, ["initech"])
+    ]
+    assert "invoice (1 key paused)" in project.cli("-q", "jobs", env={"COLUMNS": "200"}).output
+    scanned = project.cli("-q", "scan", "--until", "2026-03-02", "--json")
+    assert json.loads(scanned.stdout)["jobs"][0]["paused_keys"] == ["initech"]
+    only = project.cli("-q", "scan", "--until", "2026-03-02", "--json", "--key", "acme")
+    assert json.loads(only.stdout)["jobs"][0]["paused_keys"] == []
+    shown = project.cli("-q", "scan", "--until", "2026-03-02", env={"COLUMNS": "200"})
+    assert "invoice (1 key paused)" in shown.output
+    with Catchup(str(project.config), dsn=project.database.conninfo) as app:
+        site = Site("t", 5)
+        report = app.scan(until="2026-03-02", calendars=True)
+        keys = keys_page(app.keys("invoice"), site)
+        page = job_page(report, None, site, "invoice")
+        front = home(report, None, site)
+    assert "3 keys expected, 0 gone, 1 paused" in keys and "paused since" in keys
+    assert page is not None and "; paused: <bdi>initech</bdi>" in page
+    assert '<span class="tag">1 key paused</span>' in front
