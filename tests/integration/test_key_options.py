@@ -184,3 +184,23 @@ def test_a_paused_key_shows_in_keys_jobs_scan_and_the_pages(project: Project) ->
     assert "3 keys expected, 0 gone, 1 paused" in keys and "paused since" in keys
     assert page is not None and "; paused: <bdi>initech</bdi>" in page
     assert '<span class="tag">1 key paused</span>' in front
+
+
+def test_a_change_of_every_key_is_refused_whole_when_one_key_runs(
+    project: Project, sql: Any
+) -> None:
+    """The keys' changes are one transaction: initech's period running (last of the three)
+    refuses the reset of acme's and globex's too."""
+    invoice(project)
+    assert (
+        project.cli("-q", "replay", "--since", "2026-03-01", "--until", "2026-03-02").exit_code == 0
+    )
+    sql(
+        "UPDATE {schema}.runs SET status = 'running', owner = 'elsewhere:1', "
+        "lease_expires_at = clock_timestamp() + interval '1 hour' WHERE key = 'initech'"
+    )
+    before = ledger_contents(sql, project.schema)
+    refused = project.cli("-q", "reset", "invoice", "2026-03-01", "--all-keys", "--reason", "x")
+    assert refused.exit_code == 2, refused.output
+    assert "invoice: refusing: 2026-03-01 is running; nothing was changed" in refused.output
+    assert ledger_contents(sql, project.schema) == before
