@@ -59,7 +59,7 @@ def keys_summary(
         said.append(f"paused: {_named(tuple(paused[:SHOWN]), len(paused))}")
     if row is not None and row.paused_at is not None:
         said.append(f"{job.name} is paused since {iso_utc(row.paused_at)}")
-    worst = next((str(s) for s in order), "missing")
+    worst = next((str(s) for s in order), "no keys")
     return Why(
         job.name,
         period,
