@@ -334,11 +334,13 @@ def make_job(
     bounds are in :data:`catchup.job.JOB_KEYS`). ``call`` may be a callable taking a
     :class:`~catchup.runner.JobContext`.
     """
+    if not isinstance(name, str):  # as a TOML table's name always is
+        raise ConfigError(f"make_job: the job's name must be a string, got {type_name(name)}")
     spec: dict[str, Any] = {"schedule": schedule, "start": start, **options}
-    if command is not None:
-        spec["command"] = list(command)
-    if call is not None:
-        spec["call"] = call if isinstance(call, str) else "in.code:callable"
+    if command is not None:  # a string is refused as in catchup.toml, never split into letters
+        spec["command"] = list(command) if isinstance(command, list | tuple) else command
+    if call is not None:  # a callable, or "module:function" checked as catchup.toml's
+        spec["call"] = "in.code:callable" if callable(call) else call
     problems: list[str] = []
     if (said := name_problem(name)) is not None:
         problems.append(said)

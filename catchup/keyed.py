@@ -204,6 +204,7 @@ def scan_keyed(
         evidence_error=evidence_error,
         key_ranges=tuple(found),
         range_keys=range_keys,
+        paused_keys=tuple(sorted(k.key for k in keys if k.paused_at is not None)),
     )
 
 

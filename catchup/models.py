@@ -205,6 +205,7 @@ class JobLine:
     interrupted: int = 0  # its last attempt was interrupted, no failure counted (not in ``failed``)
     first_start: datetime | None = None  # UTC, for JSON: the labels above are for people
     last_success_start: datetime | None = None
+    paused_keys: tuple[str, ...] | None = None  # a job with keys: its paused keys
 
 
 class Range(NamedTuple):
@@ -249,6 +250,7 @@ class JobScan:
     keys: int = 0
     key_ranges: tuple[KeyRange, ...] = ()
     range_keys: tuple[tuple[str, ...], ...] = ()
+    paused_keys: tuple[str, ...] = ()  # the keys asked for that are paused (`pause --key`)
     # the job's one name for a period (Job.label): a local date, or a UTC time
     labeler: Callable[[datetime], str] = field(default=iso_utc, compare=False, repr=False)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import getpass
 import re
 import socket
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import date, datetime, timedelta
 from typing import TYPE_CHECKING
@@ -69,6 +70,45 @@ def parse_periods(job: Job, args: list[str]) -> list[Period]:
             if len(starts) > MAX_PERIODS:
                 raise ConfigError(f"{job.name}: more than {MAX_PERIODS} periods at once")
     return [timeline.period(start) for start in sorted(starts)]
+
+
+def by_key(
+    session: Session, job: Job, periods: list[Period], keys: tuple[str, ...] | None
+) -> list[tuple[Job, list[Period]]]:
+    """``periods`` of each key a change names: of ``keys``, or (None: ``--all-keys``) of
+    every key the job expects in them, each key its own periods; a job without keys, itself."""
+    if not job.keyed:
+        return [(job, periods)]
+    if keys is not None:
+        return [(job.for_key(key), periods) for key in keys]
+    from .keyed import current_keys
+
+    row = session.job_rows(write=False).get(job.name)
+    known = current_keys(session.ledger, job, row.id if row else 0, session.now(), write=False)
+    pairs = []
+    for key in sorted(known, key=lambda k: k.key):
+        mine = [
+            p
+            for p in periods
+            if key.expected_from < p.end and (key.gone_at is None or p.start < key.gone_at)
+        ]
+        if mine:
+            pairs.append((job.for_key(key.key), mine))
+    if not pairs:
+        raise ConfigError(f"{job.name}: no key is expected in those periods; nothing was changed")
+    return pairs
+
+
+def each_key(
+    session: Session,
+    pairs: list[tuple[Job, list[Period]]],
+    change: Callable[[Job, list[Period]], Changes],
+) -> Changes:
+    """``change`` of each key's periods, all in one transaction (refused whole, as one key's
+    change is), as one :class:`Changes`."""
+    with session.transaction():
+        done = [change(job, periods) for job, periods in pairs]
+    return Changes(done[0].job, done[0].action, tuple(row for c in done for row in c.rows))
 
 
 def _refuse_running(job: Job, rows: list[LockedRow]) -> None:

@@ -39,6 +39,7 @@ def overview(session: Session, jobs: list[Job]) -> list[JobLine]:
                 paused=rows[job.name].paused_at is not None,
                 first_start=job.anchor,
                 last_success_start=result.last_success,
+                paused_keys=result.paused_keys if job.keyed else None,
             )
         )
     return lines

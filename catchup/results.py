@@ -256,6 +256,8 @@ class Why:
     commands: tuple[str, ...] = ()
     upstream: tuple[Why, ...] = ()
     more: int = 0  # upstream periods not done beyond those explained
+    # a job with keys, no one key named: (state, how many keys, the first few) of the period
+    keys: tuple[tuple[str, int, tuple[str, ...]], ...] = ()
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,15 @@ from .values import storable
 from .vocabulary import Ended
 
 
+class Cancelled(threading.Event):
+    """``ctx.cancelled``: the event a call is told to stop by (a cancel, a timeout, a lost
+    lease), true exactly when it is set, so ``if ctx.cancelled:`` means what it says;
+    ``is_set()`` and ``wait()`` work as on any :class:`threading.Event`."""
+
+    def __bool__(self) -> bool:
+        return self.is_set()
+
+
 @dataclass
 class JobContext:
     """What a Python ``call`` job receives: the period, the attempt, and its checkpoint."""
@@ -39,7 +48,7 @@ class JobContext:
     run_id: int
     checkpoint: str | None
     key: str = ""  # the period's key, for a job with keys ('' otherwise)
-    cancelled: threading.Event = field(default_factory=threading.Event)
+    cancelled: Cancelled = field(default_factory=Cancelled)
     _saver: Callable[[str], bool] | None = None
 
     def save_checkpoint(self, value: str) -> None:

@@ -213,7 +213,8 @@ def check_placeholders(arg: str) -> str | None:
 
 def key_problem(key: object) -> str | None:
     """None when ``key`` can be a job's key: text, not empty, at most :data:`KEY_LENGTH`
-    characters, no control character (it reaches argv, environments and terminals)."""
+    characters, no control character (it reaches argv, environments and terminals), no
+    zero-width, filler or direction-changing one (a key that looks like another)."""
     if not isinstance(key, str):
         return f"expected text, got {type_name(key)}"
     if not key:
@@ -224,6 +225,8 @@ def key_problem(key: object) -> str | None:
         return f"{key[:60]!a} holds a control character"
     if storable(key) != key:
         return f"{key[:60]!a} holds a character PostgreSQL cannot store"
+    if any(c != " " and invisible(c) for c in key):  # as a name: it could pass for another key
+        return f"{key[:60]!a} holds an invisible or direction-changing character"
     return None
 
 

@@ -1410,6 +1410,82 @@ MUTATIONS = (
             "test_a_job_and_a_config_show_their_dsns_without_the_password",
         ),
     ),
+    Mutation(
+        "make-job-command-split",
+        "make_job refuses a command given as a string (it became one-letter arguments)",
+        "catchup/config.py",
+        "list(command) if isinstance(command, list | tuple) else command\n",
+        "list(command)\n",
+        ("tests/integration/test_api.py::test_code_is_checked_as_catchup_toml_is",),
+    ),
+    Mutation(
+        "declared-twice",
+        "two jobs declared in code under one name are refused (one was lost without a word)",
+        "catchup/api/base.py",
+        "        if job.name in declared:\n",
+        "        if False:\n",
+        ("tests/integration/test_api.py::test_code_is_checked_as_catchup_toml_is",),
+    ),
+    Mutation(
+        "reason-unstorable",
+        "a reason the ledger cannot store (NUL, a lone surrogate) is refused before any write",
+        "catchup/api/base.py",
+        "    if storable(reason) != reason:\n",
+        "    if False:\n",
+        (
+            "tests/integration/test_api.py::test_a_reason_or_actor_the_ledger_cannot_keep_is_"
+            "refused_before_anything_is_written",
+        ),
+    ),
+    Mutation(
+        "actor-unchecked",
+        "an actor the ledger cannot store, or with an invisible character, is refused first",
+        "catchup/api/base.py",
+        '    if storable(actor) != actor or any(invisible(c) and c != " " for c in actor):\n',
+        "    if False:\n",
+        (
+            "tests/integration/test_api.py::test_a_reason_or_actor_the_ledger_cannot_keep_is_"
+            "refused_before_anything_is_written",
+        ),
+    ),
+    Mutation(
+        "cancelled-always-true",
+        "`if ctx.cancelled:` is false until the call is told to stop",
+        "catchup/runner.py",
+        "        return self.is_set()\n",
+        "        return True\n",
+        (
+            "tests/integration/test_api.py::test_ctx_cancelled_is_false_until_the_call_is_told_to_stop",
+        ),
+    ),
+    Mutation(
+        "one-key-last-wins",
+        "two different --key where one key is meant are refused, not the last one kept",
+        "catchup/cli/options.py",
+        "    if len(keys) > 1:\n",
+        "    if False:\n",
+        ("tests/integration/test_key_options.py::test_two_keys_where_one_is_meant_are_refused",),
+    ),
+    Mutation(
+        "key-invisible",
+        "a key with a zero-width, filler or direction-changing character is refused",
+        "catchup/values.py",
+        '    if any(c != " " and invisible(c) for c in key):',
+        "    if False:",
+        (
+            "tests/integration/test_key_options.py::test_a_key_with_an_invisible_or_direction_changing_character_is_refused",
+        ),
+    ),
+    Mutation(
+        "all-keys-piecemeal",
+        "a change of several keys' periods is one transaction: refused whole when one runs",
+        "catchup/operations.py",
+        "    with session.transaction():\n        done = [change(job, periods)",
+        "    if True:\n        done = [change(job, periods)",
+        (
+            "tests/integration/test_key_options.py::test_a_change_of_every_key_is_refused_whole_when_one_key_runs",
+        ),
+    ),
 )
 
 

@@ -19,7 +19,15 @@ from ..job import Config, Job
 from ..results import Connected
 from ..session import Session
 from ..upstream import graph_problems
-from ..values import blank, key_problem, parse_instant, project_problem
+from ..values import (
+    blank,
+    invisible,
+    key_problem,
+    parse_instant,
+    project_problem,
+    storable,
+    type_name,
+)
 from ..window import Moment
 
 if TYPE_CHECKING:
@@ -33,6 +41,8 @@ def reason_problem(reason: str) -> str | None:
     something, and not too much."""
     if blank(reason):
         return "must say why (it is kept in the history)"
+    if storable(reason) != reason:
+        return "it holds a NUL or a lone surrogate, which the ledger cannot store"
     if len(reason) > MAX_REASON:
         return f"at most {MAX_REASON:,} characters"
     return None
@@ -41,10 +51,44 @@ def reason_problem(reason: str) -> str | None:
 def check_reason(reason: str | None, *, required: bool) -> str | None:
     if reason is None and not required:
         return None
+    if reason is not None and not isinstance(reason, str):
+        raise ConfigError(f"--reason: expected text, got {type_name(reason)}")
     problem = reason_problem(reason or "")
     if problem is not None:
         raise ConfigError(f"--reason: {problem}")
     return reason
+
+
+MAX_ACTOR = 200
+
+
+def check_actor(actor: str | None) -> str:
+    """Who made a change, as the audit trail keeps it: ``actor`` checked (text PostgreSQL can
+    store, on one line), or ``$USER@host`` when none is given."""
+    from ..operations import default_actor
+
+    if actor is None or actor == "":
+        return default_actor()
+    if not isinstance(actor, str):
+        raise ConfigError(f"--actor: expected text, got {type_name(actor)}")
+    if storable(actor) != actor or any(invisible(c) and c != " " for c in actor):
+        raise ConfigError(f"--actor {actor[:40]!a}: it holds a control or invisible character")
+    if blank(actor) or len(actor) > MAX_ACTOR:
+        raise ConfigError(f"--actor: from 1 to {MAX_ACTOR} characters, something visible")
+    return actor
+
+
+def declared_jobs(jobs: Iterable[Job]) -> dict[str, Job]:
+    """The jobs declared in code, by name; a :class:`ConfigError` for a name given twice (a
+    TOML table cannot be: one of the two would be lost without a word)."""
+    declared: dict[str, Job] = {}
+    for job in jobs:
+        if not isinstance(job, Job):
+            raise ConfigError(f"jobs: expected jobs from make_job, got {type_name(job)}")
+        if job.name in declared:
+            raise ConfigError(f"jobs.{job.name}: declared twice (a job's name names one job)")
+        declared[job.name] = job
+    return declared
 
 
 def check(bound: Bound, value: float) -> None:
@@ -78,7 +122,7 @@ class Base:
         on_connect: Callable[[Connected], None] | None = None,
         project: str | None = None,
     ) -> None:
-        declared = {job.name: job for job in jobs}
+        declared = declared_jobs(jobs)
         if project is not None and (said := project_problem(project)) is not None:
             raise ConfigError(f"project: {said}")
         if isinstance(config, Config):
@@ -214,6 +258,22 @@ class Base:
         if job.keyed and key is None:
             raise ConfigError(f"{job.name} has keys: name the key with --key")
         return job.for_key(key) if key is not None else job
+
+    def keys_asked(
+        self, name: str, key: str | None, keys: Iterable[str], all_keys: bool
+    ) -> tuple[Job, tuple[str, ...] | None]:
+        """Job ``name`` and the keys of it a command names (``key`` and ``keys``, each checked
+        as ``--key`` is), or None for every key: ``all_keys``, or a job with keys given none.
+        A job without keys takes neither."""
+        if isinstance(keys, str):
+            raise ConfigError("keys: expected a list of keys, not one string")
+        wanted = tuple(dict.fromkeys([*([] if key is None else [key]), *keys]))
+        if all_keys and wanted:
+            raise ConfigError("--all-keys or --key, not both")
+        if all_keys and not (job := self.job(name)).keyed:
+            raise ConfigError(f"--all-keys: {job.name} has no keys")
+        (job,) = self.select([name], wanted or None)
+        return job, (wanted or None) if job.keyed else ()
 
     def config_watch(self) -> ConfigWatch | None:
         """A watch on this config's file, for a process that reloads it; None when the

@@ -10,11 +10,14 @@ from datetime import date, datetime
 from typing import Literal
 
 from ..errors import ConfigError
+from ..job import Job
 from ..pasted import command
 from ..results import Cancelled, Changes, Migrated, Paused, Renamed, Resumed, Retired
 from ..retention import Compacted
+from ..schedule import Period
+from ..session import Session
 from ..window import Moment
-from .base import Base, check_reason, instant, texts
+from .base import Base, check_actor, check_reason, instant, texts
 
 
 class Changing(Base):
@@ -27,27 +30,47 @@ class Changing(Base):
         reason: str,
         actor: str | None = None,
         key: str | None = None,
+        keys: Iterable[str] = (),
+        all_keys: bool = False,
     ) -> Changes:
         """Waive ``periods`` (``"2026-10-03"`` or ``"2026-10-01..2026-10-07"``): done out of
-        band or skipped on purpose; audited. Refused whole when any of them is running."""
+        band or skipped on purpose; audited. Refused whole when any of them is running. A job
+        with keys: of ``key`` (and ``keys``), or ``all_keys``: every key expected in them."""
         from .. import operations
 
         if kind not in ("done", "skip"):
             raise ConfigError("mark needs --done or --skip")
         why = check_reason(reason, required=True)
+        who = check_actor(actor)
         assert why is not None
-        spec = self.one_key(job, key)
+        session, pairs = self._changed(job, periods, key, keys, all_keys)
+        return operations.each_key(
+            session,
+            pairs,
+            lambda spec, chosen: operations.mark(
+                session, spec, chosen, skip=kind == "skip", reason=why, actor=who
+            ),
+        )
+
+    def _changed(
+        self,
+        job: str,
+        periods: Sequence[str | date | datetime],
+        key: str | None,
+        keys: Iterable[str],
+        all_keys: bool,
+    ) -> tuple[Session, list[tuple[Job, list[Period]]]]:
+        """The session, and the periods of each key a mark or reset names (all checked
+        before anything is written)."""
+        from .. import operations
+
+        spec, wanted = self.keys_asked(job, key, keys, all_keys)
+        if spec.keyed and wanted is None and not all_keys:
+            raise ConfigError(f"{spec.name} has keys: name the key with --key, or --all-keys")
         session = self.session
         spec = session.resolve(spec, write=False)  # bad periods are refused before any write
         chosen = operations.parse_periods(spec, texts(periods))
-        return operations.mark(
-            session,
-            spec,
-            chosen,
-            skip=kind == "skip",
-            reason=why,
-            actor=actor or operations.default_actor(),
-        )
+        return session, operations.by_key(session, spec, chosen, wanted)
 
     def adopt(
         self,
@@ -64,6 +87,7 @@ class Changing(Base):
         from ..window import check_window
 
         why = check_reason(reason, required=True)
+        who = check_actor(actor)
         assert why is not None
         chosen = self.select(jobs)
         for job in chosen:  # before the session opens: bad input touches no database
@@ -82,7 +106,7 @@ class Changing(Base):
             since=since,
             until=until,
             reason=why,
-            actor=actor or operations.default_actor(),
+            actor=who,
         )
 
     def reset(
@@ -93,19 +117,21 @@ class Changing(Base):
         reason: str,
         actor: str | None = None,
         key: str | None = None,
+        keys: Iterable[str] = (),
+        all_keys: bool = False,
     ) -> Changes:
-        """Make succeeded, waived or exhausted periods (of one ``key``, for a job with keys)
-        runnable again; audited."""
+        """Make succeeded, waived or exhausted periods runnable again; audited. A job with
+        keys: of ``key`` (and ``keys``), or ``all_keys``: every key expected in them."""
         from .. import operations
 
         why = check_reason(reason, required=True)
+        who = check_actor(actor)
         assert why is not None
-        spec = self.one_key(job, key)
-        session = self.session
-        spec = session.resolve(spec, write=False)
-        chosen = operations.parse_periods(spec, texts(periods))
-        return operations.reset(
-            session, spec, chosen, reason=why, actor=actor or operations.default_actor()
+        session, pairs = self._changed(job, periods, key, keys, all_keys)
+        return operations.each_key(
+            session,
+            pairs,
+            lambda spec, chosen: operations.reset(session, spec, chosen, reason=why, actor=who),
         )
 
     def cancel(
@@ -123,9 +149,9 @@ class Changing(Base):
         recorded ``cancelled`` (no failure counted, runnable again), or ended first, or its
         lease, grace and a few seconds more have passed. Refused when it is not running."""
         from ..cancel import cancel
-        from ..operations import default_actor
 
         why = check_reason(reason, required=True)
+        who = check_actor(actor)
         assert why is not None
         spec = self.one_key(job, key)
         start = instant(period, spec)
@@ -136,7 +162,7 @@ class Changing(Base):
             spec,
             spec.period_starting(start),
             reason=why,
-            actor=actor or default_actor(),
+            actor=who,
             wait=wait,
         )
 
@@ -145,21 +171,23 @@ class Changing(Base):
         attempt, change, coverage and alert range, goes along (audited). A row for ``new`` that
         a command registered after the config was edited, and that holds nothing, is
         replaced."""
-        from ..operations import default_actor, rename
+        from ..operations import rename
 
         why = check_reason(reason, required=True)
+        who = check_actor(actor)
         assert why is not None
-        rename(self.session, old, new, reason=why, actor=actor or default_actor())
+        rename(self.session, old, new, reason=why, actor=who)
         return Renamed(old, new)
 
     def retire(self, job: str, *, reason: str, actor: str | None = None) -> Retired:
         """Record the ledger's job ``job`` (no longer configured) as gone on purpose: it is
         no longer said to be missing from the config; its history stays."""
-        from ..operations import default_actor, retire
+        from ..operations import retire
 
         why = check_reason(reason, required=True)
+        who = check_actor(actor)
         assert why is not None
-        retire(self.session, job, reason=why, actor=actor or default_actor())
+        retire(self.session, job, reason=why, actor=who)
         return Retired(job)
 
     def pause(
@@ -175,11 +203,10 @@ class Changing(Base):
         from .. import operations
 
         why = check_reason(reason, required=False)
+        who = check_actor(actor)
         (spec,) = self.select([job], None if key is None else [key])
         spec = spec.for_key(key) if key is not None else spec
-        since = operations.pause(
-            self.session, spec, reason=why, actor=actor or operations.default_actor()
-        )
+        since = operations.pause(self.session, spec, reason=why, actor=who)
         return Paused(spec.name, since, spec.key)
 
     def resume(
@@ -195,11 +222,10 @@ class Changing(Base):
         from .. import operations
 
         why = check_reason(reason, required=False)
+        who = check_actor(actor)
         (spec,) = self.select([job], None if key is None else [key])
         spec = spec.for_key(key) if key is not None else spec
-        resumed = operations.resume(
-            self.session, spec, reason=why, actor=actor or operations.default_actor()
-        )
+        resumed = operations.resume(self.session, spec, reason=why, actor=who)
         return Resumed(
             spec.name, resumed, spec.catchup, spec.catchup_window, spec.max_per_tick, spec.key
         )

@@ -158,14 +158,30 @@ class Looking(Base):
         check(PS_LIMIT, limit)
         return running(self.session, limit)
 
-    def why(self, job: str, period: Moment, *, key: str | None = None) -> Why:
+    def why(
+        self,
+        job: str,
+        period: Moment,
+        *,
+        key: str | None = None,
+        keys: Iterable[str] = (),
+        all_keys: bool = False,
+    ) -> Why:
         """Why one period of ``job`` is in its state (not due, running, blocked by which
         upstream periods down the chain, failed and when it retries, exhausted, paused, done),
-        and the command that would move it. Read-only."""
+        and the command that would move it. Read-only. A job with keys and not one ``key``:
+        its keys summed up (of ``keys``, else every key): how many in each state, which."""
         from ..pasted import keyed
         from ..why import explain_period
 
-        spec = self.one_key(job, key)
+        spec, wanted = self.keys_asked(job, key, keys, all_keys)
+        if spec.keyed and (wanted is None or len(wanted) > 1):
+            from ..whykeys import keys_summary
+
+            spec = self.session.resolve(spec, write=False)
+            at = spec.period_starting(instant(period, spec))
+            return keys_summary(self.session, spec, at, self.session.now(), wanted)
+        spec = spec.for_key(wanted[0]) if wanted else spec
         start = instant(period, spec)
         session = self.session
         spec = session.resolve(spec, write=False)

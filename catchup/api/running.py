@@ -13,7 +13,7 @@ from ..errors import ConfigError
 from ..models import ClaimRules, Outcome
 from ..results import Batch, NotDue, Planned
 from ..window import Moment
-from .base import Base, check, check_reason, instant
+from .base import Base, check, check_actor, check_reason, instant
 
 
 class Running(Base):
@@ -153,7 +153,6 @@ class Running(Base):
         succeeded periods that left no evidence again, ``outdated`` those an upstream re-run
         made outdated (each reset with ``reason``, audited). With ``upstream`` (the default),
         the missing upstream periods the planned ones wait for are planned too."""
-        from ..operations import default_actor
         from ..replay import Audit, replay
         from ..window import check_window
 
@@ -165,7 +164,7 @@ class Running(Base):
         check(REPLAY_WORKERS, workers)
         chosen = self.select(jobs, keys)
         check_window(chosen, since, until)  # before the session opens (and migrates)
-        audit = Audit(why, actor or default_actor()) if why else None
+        audit = Audit(why, check_actor(actor)) if why else None
         return replay(
             self.session,
             chosen,

@@ -17,7 +17,9 @@ from .options import (
     actor_option,
     jobs_option,
     json_option,
+    one_key_option,
     reason_option,
+    some_keys_options,
     window_options,
 )
 
@@ -27,7 +29,7 @@ from .options import (
 @click.argument("periods", nargs=-1, required=True, metavar="PERIOD...")
 @click.option("--done", "kind", flag_value="done", help="It was done out of band.")
 @click.option("--skip", "kind", flag_value="skip", help="It is deliberately not to be run.")
-@click.option("--key", help="The key whose periods these are (a job with keys needs one).")
+@some_keys_options("The key whose periods these are (a job with keys needs one, or --all-keys)")
 @reason_option(required=True)
 @actor_option
 @pass_state
@@ -36,7 +38,8 @@ def mark(
     job: str,
     periods: tuple[str, ...],
     kind: str | None,
-    key: str | None,
+    keys: tuple[str, ...],
+    all_keys: bool,
     reason: str,
     actor: str | None,
 ) -> None:
@@ -46,7 +49,8 @@ def mark(
     included (2026-10-01..2026-10-07; a bare date ending it is that whole local day). Waived
     periods are never run and are not gaps. Refused,
     with nothing changed, when any of them is running. Every change is kept and shown by history.
-    A period suspect after a database failover that did run: mark it --done.
+    A period suspect after a database failover that did run: mark it --done. A job with
+    keys: --key K (repeatable), or --all-keys for every key expected in those periods.
 
     Example: catchup mark billing 2026-10-01..2026-10-03 --skip --reason "migration freeze"
     """
@@ -61,7 +65,8 @@ def mark(
         kind="skip" if kind == "skip" else "done",
         reason=reason,
         actor=actor,
-        key=key,
+        keys=keys,
+        all_keys=all_keys,
     )
     changes.changes(console(), result)
 
@@ -98,7 +103,7 @@ def adopt(
 @click.command(epilog=EXIT_CODES)
 @click.argument("job")
 @click.argument("periods", nargs=-1, required=True, metavar="PERIOD...")
-@click.option("--key", help="The key whose periods these are (a job with keys needs one).")
+@some_keys_options("The key whose periods these are (a job with keys needs one, or --all-keys)")
 @reason_option(required=True)
 @actor_option
 @pass_state
@@ -106,7 +111,8 @@ def reset(
     state: State,
     job: str,
     periods: tuple[str, ...],
-    key: str | None,
+    keys: tuple[str, ...],
+    all_keys: bool,
     reason: str,
     actor: str | None,
 ) -> None:
@@ -115,20 +121,22 @@ def reset(
     They become failed with no failures counted and no backoff, so the next tick or replay runs
     them (as the next attempt). Refused, with nothing changed, when any of them is running.
     PERIOD is as for mark. A period suspect after a database failover that is to run (again):
-    reset it.
+    reset it. A job with keys: --key K (repeatable), or --all-keys (every tenant of a day).
 
     Example: catchup reset billing 2026-10-05 --reason "rates were wrong"
     """
     from ..render import changes
 
-    result = state.app().reset(job, periods, reason=reason, actor=actor, key=key)
+    result = state.app().reset(
+        job, periods, reason=reason, actor=actor, keys=keys, all_keys=all_keys
+    )
     changes.changes(console(), result)
 
 
 @click.command(epilog=CANCEL_EXIT_CODES)
 @click.argument("job")
 @click.argument("period", type=When())
-@click.option("--key", help="The key whose period this is (a job with keys needs one).")
+@one_key_option("The key whose period this is (a job with keys needs one).")
 @reason_option(required=True)
 @actor_option
 @click.option(
@@ -172,7 +180,7 @@ def cancel(
 
 @click.command(epilog=EXIT_CODES)
 @click.argument("job")
-@click.option("--key", help="Only this key of a job with keys.")
+@one_key_option("Only this key of a job with keys.")
 @reason_option(required=False)
 @actor_option
 @pass_state
@@ -188,7 +196,7 @@ def pause(state: State, job: str, key: str | None, reason: str | None, actor: st
 
 @click.command(epilog=EXIT_CODES)
 @click.argument("job")
-@click.option("--key", help="Only this key of a job with keys.")
+@one_key_option("Only this key of a job with keys.")
 @reason_option(required=False)
 @actor_option
 @pass_state

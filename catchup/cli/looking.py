@@ -19,6 +19,8 @@ from .options import (
     json_option,
     keys_option,
     limit_options,
+    one_key_option,
+    some_keys_options,
     window_options,
 )
 
@@ -157,7 +159,7 @@ def jobs(state: State, as_json: bool) -> None:
     show_default=True,
     help="Show at most this many attempts and changes (the report says how many there are).",
 )
-@click.option("--key", help="Only this key of a job with keys.")
+@one_key_option("Only this key of a job with keys.")
 @json_option("Print JSON instead of a table.")
 @pass_state
 def history(
@@ -216,19 +218,23 @@ def keys(state: State, job: str, as_json: bool) -> None:
 @click.command(epilog=EXIT_CODES)
 @click.argument("job")
 @click.argument("period", type=When())
-@click.option("--key", help="The key whose period it is (a job with keys needs one).")
+@some_keys_options("The key whose period it is")
 @json_option("Print JSON instead of text.")
 @pass_state
-def why(state: State, job: str, period: str, key: str | None, as_json: bool) -> None:
+def why(
+    state: State, job: str, period: str, keys: tuple[str, ...], all_keys: bool, as_json: bool
+) -> None:
     """Say why PERIOD of JOB is in its state: not due yet (and when), running where, blocked
     by which upstream periods (down the chain to what blocks them), failed with which error
     and when it retries, exhausted, paused, or done; with the command that would move it.
+    A job with keys, without one --key: how many of its keys are in each state, the first
+    few of each state not done, and the paused ones.
 
     Example: catchup why billing 2026-11-25
     """
     from ..render import json, why
 
-    result = state.app().why(job, period, key=key)
+    result = state.app().why(job, period, keys=keys, all_keys=all_keys)
     show(result, as_json, json.why_json, why.why_text)
 
 

@@ -125,6 +125,35 @@ def keys_option[F: Callable[..., Any]](f: F) -> F:
     )(f)
 
 
+def one_key_option(what: str) -> Callable[[F], F]:
+    """``--key K`` where one key is meant: the same key twice is that key, two different keys
+    are refused (click alone keeps the last one given, without a word)."""
+    return click.option("--key", multiple=True, metavar="KEY", callback=_one_key, help=what)
+
+
+def _one_key(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -> str | None:
+    keys = tuple(dict.fromkeys(value))
+    if len(keys) > 1:
+        named = ", ".join(ascii(k) for k in keys[:3]) + (", …" if len(keys) > 3 else "")
+        raise click.BadParameter(f"one key here, not {len(keys)} ({named})", ctx, param)
+    return keys[0] if keys else None
+
+
+def some_keys_options(what: str) -> Callable[[F], F]:
+    """``--key K`` (repeatable) and ``--all-keys``: the keys of a job with keys whose periods
+    a command changes or explains."""
+
+    def apply(f: F) -> F:
+        f = click.option(
+            "--all-keys", is_flag=True, help="Every key expected in the period(s) (not --key)."
+        )(f)
+        return click.option(
+            "--key", "keys", multiple=True, metavar="KEY", help=f"{what} (repeatable)."
+        )(f)
+
+    return apply
+
+
 def window_options(*, since_required: bool = False) -> Callable[[F], F]:
     """``--since`` and ``--until``: which period starts, in each job's own zone."""
 

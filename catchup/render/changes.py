@@ -46,7 +46,7 @@ def changes(console: Console, result: Changes) -> None:
     rows = list(result.rows)
     groups: list[list[Any]] = []
     for row in rows:
-        key = (row.job, row.previous, row.now, row.changed)
+        key = (row.job, row.key, row.previous, row.now, row.changed)
         if len(rows) > CHANGE_LINES and groups and groups[-1][0] == key:
             groups[-1][2] = row
             groups[-1][3] += 1

@@ -110,6 +110,7 @@ def job_page(
         upstream=upstream,
         downstream=downstream,
         keys=scan.keys,
+        paused_keys=scan.paused_keys,
         keys_href="/keys/" + quote(name, safe=""),
         running=running_rows(tuple(r for r in facts.running if r.job == name), facts),
         gaps=[gap_row(scan, gap, spec) for gap in gaps],

@@ -155,6 +155,7 @@ def jobs_json(report: JobsReport) -> str:
                 "exhausted": line.exhausted,
                 "interrupted": line.interrupted,
                 "paused": line.paused,
+                **({} if line.paused_keys is None else {"paused_keys": list(line.paused_keys)}),
             }
             for line in report.lines
         ],
@@ -254,6 +255,7 @@ def scan_json_chunks(report: ScanReport) -> Iterator[str]:
                 **({"keys": job.keys} if job.keys or job.range_keys else {}),
                 **{str(state): count for state, count in _counts(job)},
                 "paused": job.paused,
+                **({"paused_keys": list(job.paused_keys)} if job.keys or job.range_keys else {}),
                 **({"error": job.evidence_error} if job.evidence_error else {}),
             }
         )
@@ -353,4 +355,9 @@ def _why(result: Why) -> dict[str, object]:
         "commands": list(result.commands),
         "upstream": [_why(u) for u in result.upstream],
         "more_upstream": result.more,
+        **(
+            {"keys": [{"state": s, "count": n, "first": list(ks)} for s, n, ks in result.keys]}
+            if result.keys
+            else {}
+        ),
     }

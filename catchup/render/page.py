@@ -30,6 +30,7 @@ def keys_page(report: KeysReport, site: Site) -> str:
         job=report.job,
         expected=len(report.keys) - gone,
         gone=gone,
+        paused=sum(1 for k in report.keys if k.paused_at is not None),
         total=len(report.keys),
         shown=min(len(report.keys), KEYS_SHOWN),
         api=api,
@@ -40,6 +41,7 @@ def keys_page(report: KeysReport, site: Site) -> str:
                 "first_seen": iso_utc(k.first_seen) if k.first_seen else "",
                 "last_seen": iso_utc(k.last_seen) if k.last_seen else "",
                 "gone": iso_utc(k.gone_at) if k.gone_at else "",
+                "paused": iso_utc(k.paused_at) if k.paused_at else "",
             }
             for k in report.keys[:KEYS_SHOWN]
         ],

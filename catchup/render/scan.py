@@ -19,7 +19,7 @@ from ..vocabulary import PeriodState
 from .limits import GAP_LIMIT
 from .pulse import scheduler
 from .tables import fits, print_pairs
-from .text import GLYPH, LEGEND, STYLE, iso_utc, safe, schedule_text
+from .text import GLYPH, LEGEND, STYLE, iso_utc, keys_paused, safe, schedule_text
 
 # the summary's state columns: with ``expected`` they add up (every period is in one state)
 SUMMARY_STATES = (
@@ -192,7 +192,7 @@ def scan_tables(console: Console, report: ScanReport, *, limit: int | None = GAP
 def _summary_cells(job: JobScan, states: tuple[PeriodState, ...]) -> list[str]:
     gaps = job.gaps
     return [
-        job.job + (" (paused)" if job.paused else ""),
+        job.job + (" (paused)" if job.paused else "") + keys_paused(job.paused_keys),
         schedule_text(job.schedule, job.timezone),
         str(job.expected),
         *(str(job.counts[state]) for state in states),

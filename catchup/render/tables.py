@@ -24,7 +24,7 @@ from ..results import (
 )
 from ..timelines import moved_said
 from .pulse import scheduler
-from .text import STYLE, iso_utc, safe, schedule_text, seconds
+from .text import STYLE, iso_utc, keys_paused, safe, schedule_text, seconds
 
 if TYPE_CHECKING:
     from ..findings import Finding
@@ -54,7 +54,7 @@ def outcome(console: Console, result: Outcome) -> None:
 def keys(console: Console, report: KeysReport, limit: int | None = None) -> None:
     """``catchup keys``: a line per key (the first ``limit``), its first and last seen and
     from when expected; then how many are expected and gone, of them all."""
-    headers = ("key", "expected from", "first seen", "last seen", "gone")
+    headers = ("key", "expected from", "first seen", "last seen", "gone", "paused")
     rows = [
         [
             safe(k.key),
@@ -62,6 +62,7 @@ def keys(console: Console, report: KeysReport, limit: int | None = None) -> None
             iso_utc(k.first_seen) if k.first_seen else "",
             iso_utc(k.last_seen) if k.last_seen else "",
             iso_utc(k.gone_at) if k.gone_at else "",
+            f"since {iso_utc(k.paused_at)}" if k.paused_at else "",
         ]
         for k in report.keys[:limit]
     ]
@@ -76,7 +77,9 @@ def keys(console: Console, report: KeysReport, limit: int | None = None) -> None
     else:
         blocks(console, title, headers, rows)
     gone = sum(1 for k in report.keys if k.gone_at is not None)
-    console.print(f"{len(report.keys) - gone:,} keys expected, {gone:,} gone")
+    paused = sum(1 for k in report.keys if k.paused_at is not None)
+    more = f", {paused:,} paused" if paused else ""
+    console.print(f"{len(report.keys) - gone:,} keys expected, {gone:,} gone{more}")
 
 
 JOBS_COLUMNS = (
@@ -96,7 +99,7 @@ def jobs(console: Console, report: JobsReport) -> None:
     dates stay whole."""
     rows = [
         [
-            line.job + (" (paused)" if line.paused else ""),
+            line.job + (" (paused)" if line.paused else "") + keys_paused(line.paused_keys),
             schedule_text(line.schedule, line.timezone),
             line.first_period,
             line.last_success or "never",

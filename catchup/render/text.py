@@ -89,6 +89,13 @@ def safe(text: str, *, lines: bool = False) -> str:
     return "".join(out)
 
 
+def keys_paused(keys: tuple[str, ...] | None) -> str:
+    """`` (2 keys paused)`` after a job's name; nothing when none of its keys is."""
+    if not keys:
+        return ""
+    return f" ({len(keys):,} key{'s' if len(keys) > 1 else ''} paused)"
+
+
 def schedule_text(text: str, timezone: str) -> str:
     """A schedule as people read it: with its time zone unless that is UTC."""
     return text if is_utc(timezone) else f"{text} ({timezone})"

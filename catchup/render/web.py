@@ -196,6 +196,7 @@ def home(
                 "name": j.job,
                 "href": job_path(j.job),
                 "paused": j.paused,
+                "paused_keys": len(j.paused_keys),
                 "gaps": plural(len(j.gaps), "gap range") if j.gaps else "",
                 "schedule": j.schedule if j.timezone == "UTC" else f"{j.schedule} ({j.timezone})",
                 "last_success": when(spec, j, j.last_success),

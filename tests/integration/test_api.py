@@ -5,8 +5,10 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+import psycopg
 import pytest
 from fix_db import Database
+from fix_processes import wait_for
 
 import catchup
 from catchup import Catchup, ConfigError, JobContext, make_job
@@ -82,3 +84,97 @@ def test_public_names_are_documented() -> None:
         assert getattr(catchup, name).__doc__, name
     with pytest.raises(AttributeError):
         _ = catchup.nope
+
+
+LOOSE: Any = make_job  # called as untyped code would call it
+
+
+@pytest.mark.parametrize(
+    ("declare", "words"),
+    [
+        (lambda: LOOSE("j", "daily", "2026-10-01", command="echo hi"), "jobs.j.command"),
+        (lambda: LOOSE("j", "daily", "2026-10-01", call=42), "jobs.j.call"),
+        (lambda: LOOSE("j", "daily", "2026-10-01", call=b"m:f"), "jobs.j.call"),
+        (lambda: LOOSE(None, "daily", "2026-10-01", command=["true"]), "must be a string"),
+        (
+            lambda: Catchup(
+                jobs=[
+                    make_job("j", "daily", "2026-10-01", command=["true"]),
+                    make_job("j", "hourly", "2026-10-01", command=["false"]),
+                ],
+                dsn="postgresql://nobody@127.0.0.1:1/none",
+            ),
+            "jobs.j: declared twice",
+        ),
+    ],
+    ids=["command-string", "call-number", "call-bytes", "name-none", "name-twice"],
+)
+def test_code_is_checked_as_catchup_toml_is(declare: Any, words: str) -> None:
+    """What catchup.toml refuses, make_job and Catchup(jobs=…) refuse too: a command given
+    as a string (it was split into one-letter arguments), a call that is neither text nor
+    callable, a name that is not text, a name declared twice (one job was lost unsaid)."""
+    with pytest.raises(ConfigError, match=words):
+        declare()
+
+
+@pytest.mark.parametrize(
+    ("reason", "actor", "words"),
+    [
+        ("a\x00b", None, "--reason: it holds a NUL"),
+        ("bad \udc80 byte", None, "--reason: it holds a NUL or a lone surrogate"),
+        ("fine", "ops\x00", "--actor"),
+        ("fine", "ops \udc80", "--actor"),
+        ("fine", "ops\u202e", "--actor"),
+    ],
+    ids=["reason-nul", "reason-surrogate", "actor-nul", "actor-surrogate", "actor-override"],
+)
+def test_a_reason_or_actor_the_ledger_cannot_keep_is_refused_before_anything_is_written(
+    database: Database, schema: str, reason: str, actor: str | None, words: str
+) -> None:
+    job = make_job("export", "daily", "2026-10-01", command=["true"])
+    with Catchup(jobs=[job], dsn=database.conninfo, schema=schema) as app:
+        for change in (
+            lambda: app.mark("export", ["2026-10-02"], kind="skip", reason=reason, actor=actor),
+            lambda: app.reset("export", ["2026-10-02"], reason=reason, actor=actor),
+            lambda: app.pause("export", reason=reason, actor=actor),
+        ):
+            with pytest.raises(ConfigError, match=words):
+                change()
+    with psycopg.connect(database.conninfo) as conn:
+        found = conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", [schema])
+        assert found.fetchall() == []  # not even the schema: the session never opened
+
+
+def test_ctx_cancelled_is_false_until_the_call_is_told_to_stop(
+    database: Database, schema: str
+) -> None:
+    """``if ctx.cancelled:`` reads as it says: false while the call may work (it was always
+    true, and periods were recorded succeeded without their work), true once it is told."""
+    import time
+
+    worked: list[str] = []
+    told: list[bool] = []
+
+    def export(ctx: JobContext) -> None:
+        if ctx.cancelled:
+            return
+        worked.append(ctx.period)
+
+    def slow(ctx: JobContext) -> None:
+        deadline = time.monotonic() + 30
+        while not ctx.cancelled and time.monotonic() < deadline:
+            time.sleep(0.01)
+        told.append(bool(ctx.cancelled) and ctx.cancelled.is_set() and ctx.cancelled.wait(0))
+
+    jobs = [
+        make_job("export", "daily", "2026-10-01", call=export),
+        make_job("slow", "daily", "2026-10-01", call=slow, timeout="1s"),
+    ]
+    with Catchup(jobs=jobs, dsn=database.conninfo, schema=schema) as app:
+        ran = app.run("export", datetime(2026, 10, 2, tzinfo=UTC))
+        assert isinstance(ran, catchup.Outcome) and ran.status == "succeeded"
+        assert worked == ["2026-10-02"]
+        stopped = app.run("slow", datetime(2026, 10, 2, tzinfo=UTC))
+        assert isinstance(stopped, catchup.Outcome) and stopped.status == "failed"
+        assert "timed out" in (stopped.detail or "")
+    wait_for(lambda: told == [True], what="the call to see it was told")
