@@ -291,6 +291,7 @@ def connect(
                 application_name=application,
                 connect_timeout=10 if within is None else max(2, math.ceil(within)),
             )
+            _settle(conn)
             refused = _read_only(conn) if writes else None
             if refused is None:
                 break
@@ -327,6 +328,13 @@ def connect(
             "catchup needs PostgreSQL 17 or newer"
         )
     return conn
+
+
+def _settle(conn: psycopg.Connection[object]) -> None:
+    """The session's settings catchup depends on (UTC, ISO dates), whatever the server's."""
+    from .ledger.base import settle_session
+
+    settle_session(conn)
 
 
 def _read_only(conn: psycopg.Connection[object]) -> str | None:

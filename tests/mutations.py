@@ -1486,6 +1486,51 @@ MUTATIONS = (
             "tests/integration/test_key_options.py::test_a_change_of_every_key_is_refused_whole_when_one_key_runs",
         ),
     ),
+    Mutation(
+        "ledger-in-the-sessions-zone",
+        "a timestamp leaves the ledger in UTC (and periods are counted in UTC), whatever zone "
+        "the server, database or role sets",
+        "sql/queries/base.sql",
+        "SELECT pg_catalog.set_config('TimeZone', 'UTC', false),\n       ",
+        "SELECT ",
+        (
+            "tests/integration/test_their_postgresql.py::"
+            "test_every_page_answers_on_a_server_in_another_zone",
+            "tests/integration/test_their_postgresql.py::"
+            "test_a_role_that_owns_only_its_schema_migrates_replays_scans_and_compacts",
+        ),
+    ),
+    Mutation(
+        "ledger-in-the-sessions-date-style",
+        "every connection reads dates in the form the driver parses, whatever DateStyle the "
+        "server, database or role sets",
+        "catchup/db.py",
+        "            _settle(conn)\n",
+        "",
+        (
+            "tests/integration/test_their_postgresql.py::"
+            "test_every_page_answers_on_a_server_in_another_zone",
+        ),
+    ),
+    Mutation(
+        "schema-created-unasked",
+        "the schema is created only when it is not there: a role that owns only its schema "
+        "(no CREATE on the database) migrates",
+        "catchup/ledger/base.py",
+        "        if row is None or not row[0]:\n",
+        "        if True:\n",
+        (
+            "tests/integration/test_their_postgresql.py::"
+            "test_a_role_that_owns_only_its_schema_migrates_replays_scans_and_compacts",
+        ),
+        also=(
+            (
+                "sql/queries/base.sql",
+                "CREATE SCHEMA {schema};\n",
+                "CREATE SCHEMA IF NOT EXISTS {schema};\n",
+            ),
+        ),
+    ),
 )
 
 

@@ -25,6 +25,12 @@ from ..timelines import Failover, Moved
 from ..vocabulary import EventAction
 
 
+def settle_session(conn: psycopg.Connection[Any]) -> None:
+    """Put ``conn`` in UTC, ISO dates and postgres intervals, whatever the server, database or
+    role set: sent by every connection catchup makes, before anything else."""
+    conn.execute(sqlfiles.query("settle_session", "catchup"))
+
+
 def server_role(conn: psycopg.Connection[Any]) -> tuple[bool, bool]:
     """Whether the server behind ``conn`` is in recovery (a standby), and whether it is
     read-only by default: asked by every ledger connection before anything else is sent."""
@@ -118,7 +124,7 @@ class LedgerBase:
         applied = []
         with self.conn.transaction():
             self.conn.execute(self._q("lock_migrations"), {"schema": self.schema})
-            self.conn.execute(self._q("create_schema"))
+            self._create_schema()
             current = self.version()
             for version, name, text in sqlfiles.migrations():
                 if version <= current or (through is not None and version > through):
@@ -127,6 +133,14 @@ class LedgerBase:
                 self.conn.execute(self._q("record_migration"), {"version": version, "name": name})
                 applied.append(name)
         return applied
+
+    def _create_schema(self) -> None:
+        """The schema, when it is not there yet (a role that owns only its schema may not
+        create one), and its migrations' table."""
+        row = self.conn.execute(self._q("schema_exists"), {"schema": self.schema}).fetchone()
+        if row is None or not row[0]:
+            self.conn.execute(self._q("create_schema"))
+        self.conn.execute(self._q("create_schema_version"))
 
     # -- jobs --------------------------------------------------------------------------------
 

@@ -10,8 +10,15 @@ SELECT clock_timestamp() AS now;
 -- name: schema_version
 SELECT coalesce(max(version), 0) AS version FROM {schema}.schema_version;
 
+-- name: schema_exists
+-- Asked before the schema is created: CREATE SCHEMA IF NOT EXISTS needs CREATE on the database
+-- even when the schema is there, and a role that owns only its schema (a DBA made it) has none.
+SELECT EXISTS (SELECT FROM pg_catalog.pg_namespace WHERE nspname = %(schema)s) AS present;
+
 -- name: create_schema
-CREATE SCHEMA IF NOT EXISTS {schema};
+CREATE SCHEMA {schema};
+
+-- name: create_schema_version
 CREATE TABLE IF NOT EXISTS {schema}.schema_version (
     version    integer PRIMARY KEY,
     name       text NOT NULL,
@@ -82,6 +89,16 @@ SELECT count(*) > 0 FROM {schema}.jobs WHERE name = ANY(%(names)s::text[]);
 
 -- name: create_database
 CREATE DATABASE {database};
+
+-- name: settle_session
+-- What catchup's statements and its driver assume, whatever the server, database or role sets
+-- (catchup.db.connect, first): UTC, so every timestamptz leaves the ledger in UTC and interval
+-- arithmetic on one (a day added, generate_series over periods) never follows a zone's DST;
+-- ISO dates and postgres intervals, the forms the driver reads. A transaction-mode PgBouncer
+-- keeps these three per client (it tracks them and sets them on the server it lends).
+SELECT pg_catalog.set_config('TimeZone', 'UTC', false),
+       pg_catalog.set_config('DateStyle', 'ISO, MDY', false),
+       pg_catalog.set_config('IntervalStyle', 'postgres', false);
 
 -- name: server_role
 -- Whether the server takes writes (catchup.db.connect, before anything else is sent): not in

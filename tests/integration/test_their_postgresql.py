@@ -1,0 +1,164 @@
+"""catchup on a team's own PostgreSQL as a DBA sets it up (``fix_team``): a role in another
+zone (``America/Los_Angeles`` with DST, or ``Etc/UTC``) and date style (``SQL, DMY``), that may
+only connect and owns only the schema the DBA made for it, with tables and functions named like
+catchup's earlier in its ``search_path``. It migrates, ticks, replays (two racing), scans the
+right periods across a DST change of the role's zone, compacts, leads the scheduler, and
+serves every page (each answered 500-less before: ``Last-Modified`` needs a UTC datetime, and
+the session's zone gave psycopg another)."""
+
+from __future__ import annotations
+
+import json
+import signal
+import socket
+import subprocess
+import urllib.error
+import urllib.request
+from typing import Any
+
+import psycopg
+from fix_processes import wait_for
+from fix_project import Project, job_toml
+from fix_team import Team
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def get(url: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=10) as answer:
+            return answer.status, answer.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+# an hourly job over the day the US changed to summer time (2026-03-08): 24 UTC hours, each
+# a period, whatever zone the session is in; a daily job over the week around it: 7 UTC days
+HOURLY = job_toml("hourly", schedule="hourly", start="2026-03-08", command=["true"])
+DAILY = job_toml(
+    "daily", schedule="daily", start="2026-03-05", command=["true"], catchup="all"
+) + job_toml("tenants", schedule="daily", start="2026-03-05", command=["true"], keys=["a", "b"])
+
+
+def scan(project: Project, *window: str) -> dict[str, Any]:
+    done = project.run("scan", "--json", *window)
+    assert done.returncode in (0, 1), done.stderr
+    assert "Traceback" not in done.stderr
+    document: dict[str, Any] = json.loads(done.stdout)
+    return document
+
+
+def test_a_role_that_owns_only_its_schema_migrates_replays_scans_and_compacts(
+    team_project: Project, team: Team, team_zone: str
+) -> None:
+    project = team_project
+    project.write(HOURLY + DAILY)
+    done = project.run("migrate")
+    assert done.returncode == 0, done.stderr
+    assert "permission denied" not in done.stderr
+
+    window = ("--since", "2026-03-05", "--until", "2026-03-12")
+    before = {job["job"]: job for job in scan(project, *window)["jobs"]}
+    assert before["daily"]["expected"] == 7 and before["daily"]["missing"] == 7
+    assert before["hourly"]["expected"] == 4 * 24  # 03-08 to 03-12, UTC hours
+    assert before["hourly"]["gaps"][0]["first"] == "2026-03-08T00:00:00Z"
+
+    # two replays racing over the same window: every period runs once
+    racing = [
+        project.spawn("replay", "--since", "2026-03-05", "--until", "2026-03-12", "--json")
+        for _ in range(2)
+    ]
+    outs = [proc.communicate(timeout=300) for proc in racing]
+    for proc, (_, err) in zip(racing, outs, strict=True):
+        assert proc.returncode == 0, err
+        assert "Traceback" not in err
+    ran = [
+        (run["job"], run.get("key", ""), run["start"])
+        for out, _ in outs
+        for run in json.loads(out)["periods"]
+        if run["status"] == "succeeded"
+    ]
+    assert len(ran) == len(set(ran)) == 7 + 2 * 7 + 4 * 24
+
+    after = {job["job"]: job for job in scan(project, *window)["jobs"]}
+    assert after["daily"]["succeeded"] == 7 and not after["daily"]["gaps"]
+    assert after["hourly"]["succeeded"] == 4 * 24 and not after["hourly"]["gaps"]
+
+    # the history reads back in UTC, the period labels are the UTC days
+    history = project.run("history", "daily", "--json")
+    assert history.returncode == 0, history.stderr
+    starts = sorted(a["period"] for a in json.loads(history.stdout)["attempts"])
+    assert starts[0] == "2026-03-05T00:00:00Z" and starts[-1] == "2026-03-11T00:00:00Z"
+
+    compacted = project.run("compact", "--before", "2026-03-10")
+    assert compacted.returncode == 0, compacted.stderr
+    assert not scan(project, *window)["jobs"][0]["gaps"]
+
+    # nothing was made outside the role's schema, nothing was read from the decoys
+    with psycopg.connect(team.admin) as conn:
+        owned = conn.execute(
+            "SELECT n.nspname FROM pg_namespace n JOIN pg_roles r ON r.oid = n.nspowner"
+            " WHERE r.rolname = %s",
+            [team.role(team_zone)],
+        ).fetchall()
+        assert owned == [(project.schema,)]
+        assert conn.execute("SELECT count(*) FROM decoy.runs").fetchone() == (0,)
+
+
+def test_every_page_answers_on_a_server_in_another_zone(team_project: Project) -> None:
+    project = team_project
+    project.write(DAILY)
+    assert project.run("replay", "--since", "2026-03-05", "--until", "2026-03-08").returncode == 0
+    port = free_port()
+    proc: subprocess.Popen[str] = project.spawn(
+        "serve", "--listen", f"127.0.0.1:{port}", "--refresh", "1s"
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+
+        def answers() -> bool:
+            try:
+                return get(base + "/readyz")[0] == 200
+            except OSError:
+                return False
+
+        wait_for(answers, timeout=60, what="serve to answer")
+        for path in ("/", "/jobs/daily", "/jobs/daily/2026-03-06", "/keys/tenants", "/api/scan"):
+            status, body = get(base + path)
+            assert status == 200, (path, body[:300])
+        document = json.loads(get(base + "/api/scan")[1])
+        assert document["generated_at"].endswith("Z")
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=30)
+    assert "Traceback" not in err, err
+
+
+def test_the_scheduler_leads_on_a_role_that_owns_only_its_schema(team_project: Project) -> None:
+    project = team_project
+    project.write(job_toml("daily", schedule="daily", start="2026-03-05", command=["true"]))
+    proc = project.spawn("scheduler", "--lease", "3s")
+    try:
+        seen: list[str] = []
+
+        def leading() -> bool:
+            assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+            return True
+
+        wait_for(leading, timeout=5, what="the scheduler to stay up")
+
+        def ran() -> bool:
+            done = project.run("history", "daily", "--json")
+            seen.append(done.stdout)
+            return done.returncode == 0 and bool(json.loads(done.stdout)["attempts"])
+
+        wait_for(ran, timeout=60, what="the scheduler's first run")
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+    assert "leading (term 1)" in err and "Traceback" not in err, err
