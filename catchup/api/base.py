@@ -259,7 +259,7 @@ class Base:
             raise ConfigError(f"{job.name} has keys: name the key with --key")
         return job.for_key(key) if key is not None else job
 
-    def keys_asked(
+    def _keys_asked(
         self, name: str, key: str | None, keys: Iterable[str], all_keys: bool
     ) -> tuple[Job, tuple[str, ...] | None]:
         """Job ``name`` and the keys of it a command names (``key`` and ``keys``, each checked

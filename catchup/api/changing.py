@@ -64,7 +64,7 @@ class Changing(Base):
         before anything is written)."""
         from .. import operations
 
-        spec, wanted = self.keys_asked(job, key, keys, all_keys)
+        spec, wanted = self._keys_asked(job, key, keys, all_keys)
         if spec.keyed and wanted is None and not all_keys:
             raise ConfigError(f"{spec.name} has keys: name the key with --key, or --all-keys")
         session = self.session

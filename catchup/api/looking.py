@@ -174,7 +174,7 @@ class Looking(Base):
         from ..pasted import keyed
         from ..why import explain_period
 
-        spec, wanted = self.keys_asked(job, key, keys, all_keys)
+        spec, wanted = self._keys_asked(job, key, keys, all_keys)
         if spec.keyed and (wanted is None or len(wanted) > 1):
             from ..whykeys import keys_summary
 
