@@ -264,20 +264,12 @@ def definition_findings(session: Session) -> list[Finding]:
 
 def unconfigured_findings(session: Session) -> list[Finding]:
     """Jobs the ledger has that the config does not name, and new jobs that look like them."""
-    from .pasted import command
+    from .held import held_said
     from .reports import unconfigured
     from .schedule import iso_utc
 
     gone, lookalikes = unconfigured(session)
-    found = [
-        Finding(
-            "warning",
-            "jobs",
-            f"{new} is new to the ledger and has the schedule of {old}, which the config no "
-            f"longer names: `{command('rename', old, new)} --reason …` if it was renamed",
-        )
-        for new, old in lookalikes
-    ]
+    found = [Finding("warning", "jobs", held_said(new, old)) for new, old in lookalikes]
     paired = {old for _, old in lookalikes}
     found += [
         Finding(

@@ -67,6 +67,8 @@ class Job:
     workdir: Path | None = None
     # the name the ledger knew it by: the first command that sees both renames it there
     renamed_from: str | None = None
+    # new to the ledger, not a renamed job: never held (catchup/held.py) for its schedule
+    not_renamed: bool = False
     # the upstream jobs whose periods each period waits for (docs/how-to/chain-jobs.md)
     after: tuple[Dependency, ...] = ()
     when_outdated: Literal["report", "rerun"] = _DEFAULT["when_outdated"]

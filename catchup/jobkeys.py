@@ -139,6 +139,11 @@ def parse_job(name: str, spec: dict[str, Any], problem: Any) -> Job | None:
 
     evidence, evidence_dsn, verify = _evidence_keys(spec, bad)
     keys, keys_dsn = _keys_keys(spec, bad)
+    not_renamed = values["not_renamed"]
+    if not isinstance(not_renamed, bool):
+        bad("not_renamed", f"expected true or false, got {type_name(not_renamed)}")
+    elif not_renamed and "renamed_from" in spec:
+        bad("not_renamed", "and renamed_from say opposite things: keep the one that is true")
     if command is not None and keys is None and any("{key" in arg for arg in command):
         bad("command", "{key} needs keys (the job's tenants, regions or shards)")
     after: tuple[Dependency, ...] = ()
@@ -177,6 +182,7 @@ def parse_job(name: str, spec: dict[str, Any], problem: Any) -> Job | None:
         when_outdated=values["when_outdated"],
         keys=keys,
         keys_dsn=keys_dsn,
+        not_renamed=not_renamed is True,
     )
 
 

@@ -203,6 +203,14 @@ JOB_KEYS: tuple[JobKey, ...] = (
         "a job name",
         "the ledger's old name for this job: renamed on the first write",
     ),
+    JobKey(
+        "not_renamed",
+        "flag",
+        "true or false",
+        "a new job, not a renamed one: runs though its schedule is that of a job the ledger "
+        "has and the config no longer names (such a job is held: nothing of it runs)",
+        default=False,
+    ),
 )
 JOB_KEY = {key.name: key for key in JOB_KEYS}
 

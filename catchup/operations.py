@@ -323,6 +323,10 @@ def rename(session: Session, old: str, new: str, *, reason: str, actor: str) -> 
 
     if (said := name_problem(new, "new name")) is not None:
         raise ConfigError(said)
+    if old in session.config.renames.values():
+        # the config's renamed_from first (what the first command that writes does): OLD is
+        # the name the config gives the ledger's job, though no command wrote it there yet
+        session.apply_renames()
     why = session.ledger.rename_job(old, new, reason, actor)
     if why is not None:
         raise ConfigError(f"cannot rename {old} to {new}: {why}")

@@ -94,7 +94,8 @@ def plan_upstream(
 ) -> dict[str, list[Planned]]:
     """The gaps of jobs not asked for that the planned periods wait for (and what those wait
     for, down the chain), each job only over the periods needed: so ``replay --job billing``
-    after an outage runs the export hours billing needs first. Paused jobs are left alone."""
+    after an outage runs the export hours billing needs first. Paused and held jobs are left
+    alone."""
     asked = {job.name for job, _ in live}
     wanted: dict[str, set[tuple[str, datetime]]] = {}  # job -> (its key or "", start)
     rank = DependencyOrder(session).rank
@@ -117,8 +118,8 @@ def plan_upstream(
         pairs = wanted.pop(name)
         up = session.resolve(session.config.job(name), write=False)
         row = rows.get(name)
-        if row is not None and row.paused_at is not None:
-            continue
+        if (row is not None and row.paused_at is not None) or name in session.held():
+            continue  # paused, or held (catchup/held.py): its periods wait, as the claim would
         # a job the ledger has no row for yet (a dry run on a new ledger): every period missing
         job_id = row.id if row is not None else -1 - len(found)
         starts = [start for _, start in pairs]

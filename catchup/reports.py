@@ -50,21 +50,7 @@ def unconfigured(
 ) -> tuple[tuple[Unconfigured, ...], tuple[tuple[str, str], ...]]:
     """The ledger's jobs the config does not name (nobody retired them), and the configured
     jobs new to the ledger whose schedule is one of theirs: (new name, old name), a rename the
-    config did not say, whose periods would all run again under the new name."""
-    config = session.config
-    names = sorted(config.jobs)
-    gone = [u for u in session.ledger.unconfigured_jobs(names) if u.name not in config.renames]
-    if not gone:
-        return (), ()
-    fresh = session.ledger.names_without_runs(names)
-    pairs = []
-    for name in sorted(fresh):
-        job = config.jobs[name]
-        if job.renamed_from is not None:
-            continue
-        pairs += [
-            (name, u.name)
-            for u in gone
-            if (u.schedule, u.timezone) == (job.schedule.canonical, job.schedule.timezone)
-        ]
-    return tuple(gone), tuple(pairs)
+    config did not say, whose periods would all run again under the new name: held
+    (:mod:`catchup.held`)."""
+    gone, held = session.unconfigured()
+    return tuple(gone), held

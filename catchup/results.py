@@ -219,6 +219,8 @@ class Batch:
     upstream: tuple[tuple[str, int], ...] = ()
     # a tick's slice of compaction ([ledger] keep_detail): the periods whose detail it dropped
     compacted: int = 0
+    # jobs held (catchup/held.py), nothing of them planned: (job, the old name it looks like)
+    held: tuple[tuple[str, str], ...] = ()
 
     @property
     def totals(self) -> dict[str, int]:

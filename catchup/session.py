@@ -19,10 +19,11 @@ import psycopg
 
 from . import db
 from .errors import ConfigError, DatabaseError
+from .held import held_said, lookalikes
 from .job import Config, Job
 from .lease import HeartbeatLine
 from .ledger import Ledger
-from .models import JobRow
+from .models import JobRow, Unconfigured
 from .preflight import cannot_start
 from .reconcile import reconcile
 from .schedule import Period, ScheduleError, Timeline
@@ -61,6 +62,7 @@ class Session:
         self._startable: set[str] = set()  # jobs whose program or module was found
         self._keep_rows = 0.0  # keep_rows(): how long read-only rows are kept, in seconds
         self._kept: tuple[float, dict[str, JobRow]] | None = None
+        self._held: dict[str, str] | None = None  # held(): each held job, and the old name
         # where leases are renewed: this session's own line, or one a pool of workers shares
         self.heartbeats = HeartbeatLine(target, config.schema)
         self._own_heartbeats = True
@@ -77,6 +79,7 @@ class Session:
         self._job_ids.update(other._job_ids)
         self._timelines.update(other._timelines)
         self._renamed = other._renamed
+        self._held = other._held
 
     def registered_id(self, name: str) -> int:
         """The ledger id of the configured job ``name``, which is registered (with every other
@@ -109,13 +112,47 @@ class Session:
 
     def cannot_start(self, job: Job) -> str | None:
         """:func:`catchup.preflight.cannot_start`, asked once per job while it can start (a
-        backlog of periods checks its program or import once, not per period)."""
+        backlog of periods checks its program or import once, not per period); and a held
+        job (:mod:`catchup.held`) starts nothing, whatever asks."""
+        if (old := self.held().get(job.name)) is not None:
+            return held_said(job.name, old)
         if job.name in self._startable:
             return None
         why = cannot_start(job)
         if why is None:
             self._startable.add(job.name)
         return why
+
+    def unconfigured(self) -> tuple[list[Unconfigured], tuple[tuple[str, str], ...]]:
+        """The ledger's jobs this config does not name (nobody retired them, and they hold
+        something), and the held jobs among the configured ones: (new name, old name)."""
+        config = self.config
+        names = sorted(config.jobs)
+        gone = [u for u in self.ledger.unconfigured_jobs(names) if u.name not in config.renames]
+        held = lookalikes(config, gone, self.ledger.names_without_runs(names)) if gone else ()
+        if self._held is None:  # what the connection's notice read: held() need not again
+            self._held = dict(held)
+        return gone, held
+
+    def held(self) -> dict[str, str]:
+        """Each configured job that is held, with the old name it looks like (nothing of it
+        is claimed); read once, and again by :meth:`check_held`."""
+        if self._held is None:
+            self.unconfigured()
+        return self._held or {}
+
+    def check_held(self) -> dict[str, str]:
+        """:meth:`held`, read again: a writing command's first step (the scheduler's session
+        lives across ticks, and a ``catchup rename`` elsewhere releases a job, or holds one).
+        When that changed, the jobs are registered again (a rename moved an id)."""
+        before, self._held = self._held, None
+        now = self.held()
+        if before is not None and now != before:
+            self._job_ids.clear()
+            self._timelines.clear()
+            self._upstream.clear()
+            self._kept = None
+        return now
 
     @contextlib.contextmanager
     def reading(self) -> Iterator[None]:
@@ -161,7 +198,7 @@ class Session:
         rows = self._read_job_rows()
         olds = self.config.renames
         if olds or any(n not in rows or rows[n].retired_at is not None for n in names):
-            self._rename()
+            self.apply_renames()
             rows = self.ledger.register_jobs(names)  # new names, and retired ones back
         self._record_definitions(rows)  # steady state: every job known, nothing written
         return rows
@@ -187,7 +224,7 @@ class Session:
                 # another project took it in the meantime: refused as if it had been first
                 self._check_definitions(self.ledger.job_rows([name]))
 
-    def _rename(self) -> None:
+    def apply_renames(self) -> None:
         """``renamed_from``: a job the ledger still has under its old name takes the new one,
         keeping its id and all recorded for it (audited); once per session."""
         if self._renamed:

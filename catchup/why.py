@@ -2,12 +2,13 @@
 would move it: not due yet (and when), running where, blocked by which upstream periods (down
 the chain to what blocks them), failed with which error and when the retry comes, exhausted,
 paused, done, outdated by which upstream re-run, untracked (done elsewhere), suspect after a
-database failover. Read-only."""
+database failover, held (a rename in progress: catchup/held.py). Read-only."""
 
 from __future__ import annotations
 
 from datetime import datetime
 
+from .held import held_said
 from .job import Job
 from .models import JobRow
 from .pasted import command
@@ -128,6 +129,10 @@ def _explain(
         wait = span(round((due - now).total_seconds()))
         said.insert(0, f"not due yet: due at {iso_utc(due)} (in {wait})")
         return Why(job.name, period, label, "not due", tuple(said))
+    if run is None and (old := session.held().get(job.name)) is not None:
+        said.insert(0, f"held: due since {iso_utc(due)}; {held_said(job.name, old)}")
+        rename = command("rename", old, job.name, reason=True)
+        return Why(job.name, period, label, "held", tuple(said), (rename,))
     waiting = _undone_upstream(session, job, period, now, rows)
     if waiting:
         shown = waiting[:MAX_SHOWN]

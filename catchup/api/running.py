@@ -10,6 +10,7 @@ from dataclasses import replace
 from ..bounds import MAX_TIME, REPLAY_WORKERS, TICK_WORKERS
 from ..claim import choose_period, run_period
 from ..errors import ConfigError
+from ..job import Job
 from ..models import ClaimRules, Outcome
 from ..results import Batch, NotDue, Planned
 from ..window import Moment
@@ -35,6 +36,7 @@ class Running(Base):
         (spec,) = self.select([job], None if key is None else [key])
         start = None if period is None else instant(period, spec)
         session = self.session
+        session.check_held()  # a held job's period is unstartable: nothing is claimed
         spec = session.resolve(spec, write=False)  # a bad period is refused before any write
         chosen = choose_period(spec, session.now(), start)
         if chosen is None:
@@ -77,6 +79,8 @@ class Running(Base):
             raise ConfigError(f"{spec.name} has no keys: run it with run()")
         start = None if period is None else instant(period, spec)
         session = self.session
+        if (old := session.check_held().get(spec.name)) is not None:
+            return Batch(planned=0, outcomes=(), interrupted=False, held=((spec.name, old),))
         spec = session.resolve(spec, write=False)
         chosen = choose_period(spec, session.now(), start)
         if chosen is None:
@@ -106,7 +110,7 @@ class Running(Base):
         check(TICK_WORKERS, workers)
         if max_time is not None:
             check(MAX_TIME, max_time)
-        chosen = self.select(jobs, keys)
+        chosen, held = self._unheld(self.select(jobs, keys))
         ran = tick(
             self.session,
             chosen,
@@ -124,8 +128,17 @@ class Running(Base):
 
             sliced = compact(self.session, chosen, max_periods=TICK_SLICE, max_time=1.0)
             if sliced.periods:
-                return replace(ran, compacted=sliced.periods)
-        return ran
+                ran = replace(ran, compacted=sliced.periods)
+        return replace(ran, held=held) if held else ran
+
+    def _unheld(self, jobs: list[Job]) -> tuple[list[Job], tuple[tuple[str, str], ...]]:
+        """``jobs`` but the held ones (:mod:`catchup.held`), read again now, and those:
+        (job, the old name it looks like). Nothing of a held job is planned or claimed; the
+        others run."""
+        held = self.session.check_held()
+        return [j for j in jobs if j.name not in held], tuple(
+            (j.name, held[j.name]) for j in jobs if j.name in held
+        )
 
     def replay(
         self,
@@ -165,7 +178,8 @@ class Running(Base):
         chosen = self.select(jobs, keys)
         check_window(chosen, since, until)  # before the session opens (and migrates)
         audit = Audit(why, check_actor(actor)) if why else None
-        return replay(
+        chosen, held = self._unheld(chosen)
+        ran = replay(
             self.session,
             chosen,
             since=since,
@@ -183,3 +197,4 @@ class Running(Base):
             on_start=on_start,
             on_done=on_done,
         )
+        return replace(ran, held=held) if held else ran

@@ -51,6 +51,7 @@ class Scheduling(Running, Looking):
         import psycopg
 
         from ..errors import DatabaseError
+        from ..held import held_said
         from ..leadership import wake_in
         from ..scheduler import LONGEST_SLEEP, schedule
 
@@ -65,10 +66,12 @@ class Scheduling(Running, Looking):
             if on_done is not None and outcome.status != OutcomeStatus.skipped:
                 on_done(outcome)
 
+        told: set[tuple[str, str]] = set()  # the held jobs said (once each, while held)
+
         def tick(interrupted: threading.Event, term: int) -> Batch:
             say(f"tick (term {term})")
             try:
-                return self.tick(
+                ran = self.tick(
                     workers=workers,
                     interrupted=interrupted,
                     on_done=done,
@@ -78,6 +81,11 @@ class Scheduling(Running, Looking):
             except (psycopg.Error, DatabaseError):
                 self.close()  # the next tick opens a new connection
                 raise
+            for new, old in sorted(set(ran.held) - told):  # the rest of the jobs ran
+                say(f"warning: {held_said(new, old)}")
+            told.intersection_update(ran.held)
+            told.update(ran.held)
+            return ran
 
         def wake() -> float:
             session = self.session

@@ -149,13 +149,13 @@ def exit_for_outcome(result: Outcome) -> None:
 
 
 def exit_for_batch(batch: Batch) -> None:
-    """``tick`` and ``replay``: 130 interrupted, 3 a database error, 2 a job that cannot start,
-    1 a failure, else 0."""
+    """``tick`` and ``replay``: 130 interrupted, 3 a database error, 2 a job that cannot start
+    or is held (catchup/held.py; the other jobs ran), 1 a failure, else 0."""
     if batch.interrupted:
         sys.exit(EXIT_INTERRUPTED)
     if batch.errors:
         sys.exit(EXIT_DATABASE)
-    if batch.unstartable:
+    if batch.unstartable or batch.held:
         sys.exit(EXIT_USAGE)
     if batch.failed:
         sys.exit(EXIT_FAILED)

@@ -219,8 +219,12 @@ def resume(state: State, job: str, key: str | None, reason: str | None, actor: s
 @pass_state
 def rename(state: State, old: str, new: str, reason: str, actor: str | None) -> None:
     """Rename the ledger's job OLD to NEW: every run, attempt and change goes with it, so a
-    renamed job never runs its done periods again. Then rename [jobs.OLD] in catchup.toml (or
-    first, and say renamed_from = "OLD" there: the next command renames it itself).
+    renamed job never runs its done periods again. Rename [jobs.OLD] to [jobs.NEW] in
+    catchup.toml too, in either order: until both say NEW, a tick or scheduler in between
+    holds the job the config names and the ledger lacks (nothing of it runs, the other jobs
+    do; tick exits 2; `catchup why` says held). The order that needs no second step while a
+    scheduler runs: edit the config first, with renamed_from = "OLD" in [jobs.NEW]; the next
+    command that writes renames it in the ledger itself.
 
     Example: catchup rename report weekly-report --reason "one name per team"
     """

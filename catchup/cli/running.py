@@ -145,7 +145,9 @@ def tick(
     job runs the due periods its policy allows (catchup = all | latest | none, within
     catchup_window, at most max_per_tick), oldest first, on a pool of --workers: the
     connections it opens are the workers plus two, however many jobs are due. Paused jobs are
-    skipped; failed periods wait for their backoff. Safe when several replicas tick at once.
+    skipped; failed periods wait for their backoff; a held job (a rename in progress: see
+    catchup rename --help) runs nothing while the others run, and tick exits 2. Safe when
+    several replicas tick at once.
 
     With --max-time (the recipes set it to their interval), nothing new starts once it has
     passed, so one job's backlog never makes the next tick late for another job's period.

@@ -51,6 +51,10 @@ def batch_summary(console: Console, batch: Batch, title: str = "replay") -> None
 
 
 def left_alone(console: Console, batch: Batch) -> None:
+    for new, old in batch.held:
+        verb = "would run" if batch.dry_run else "ran"
+        said = f"held: {new} {verb} nothing (it looks like {old} renamed: see the warning)"
+        console.print(Text(safe(said), style="yellow"), soft_wrap=True)
     for name, count in batch.upstream:
         verb = "would also run" if batch.dry_run else "also planned"
         console.print(
@@ -100,9 +104,18 @@ def _totals_line(console: Console, batch: Batch, word: str) -> None:
             if batch.deferred and batch.max_time is not None
             else ""
         )
-        + (f"; compacted {batch.compacted:,} old period(s)" if batch.compacted else ""),
+        + (f"; compacted {batch.compacted:,} old period(s)" if batch.compacted else "")
+        + _held(batch),
         highlight=False,
     )
+
+
+def _held(batch: Batch) -> str:
+    """``; held: weekly-report (nothing claimed)``: the jobs a rename in progress holds (the
+    line that says why and the ways out is the warning on stderr)."""
+    if not batch.held:
+        return ""
+    return f"; held: {', '.join(safe(new) for new, _ in batch.held)} (nothing claimed)"
 
 
 def plan(

@@ -71,8 +71,8 @@ def not_due_json(result: NotDue) -> dict[str, Any]:
 
 def batch_json(batch: Batch) -> str:
     """``{"dry_run", "periods": [{"job", "period", "start", "end", "label", "attempt",
-    "status", "detail"}, ...], "totals": {...}}``: what a replay or tick did, or (a dry run)
-    would do."""
+    "status", "detail"}, ...], "totals": {...}}`` (and ``"held": {job: old name}``): what a
+    replay or tick did, or (a dry run) would do."""
     return "".join(batch_json_chunks(batch))
 
 
@@ -96,7 +96,8 @@ def batch_json_chunks(batch: Batch) -> Iterator[str]:
             yield "".join(pieces)
             pieces.clear()
     totals = {"planned": batch.planned} | _left_alone(batch)
-    yield "".join(pieces) + '], "totals": ' + dumps(totals) + _upstream(batch) + "}"
+    held = ', "held": ' + dumps(dict(batch.held)) if batch.held else ""
+    yield "".join(pieces) + '], "totals": ' + dumps(totals) + _upstream(batch) + held + "}"
 
 
 def _left_alone(batch: Batch) -> dict[str, int]:
@@ -130,6 +131,8 @@ def _batch_json(batch: Batch) -> str:
             | ({"deferred": batch.deferred} if batch.deferred else {})
             | ({"compacted": batch.compacted} if batch.compacted else {}),
             **({"upstream": dict(batch.upstream)} if batch.upstream else {}),
+            # each held job (nothing of it planned) and the old name it looks like
+            **({"held": dict(batch.held)} if batch.held else {}),
         }
     )
 

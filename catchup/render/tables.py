@@ -12,8 +12,8 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
+from ..held import held_said
 from ..models import Outcome
-from ..pasted import command
 from ..results import (
     Connected,
     History,
@@ -337,16 +337,7 @@ def unconfigured(console: Console, info: Connected) -> None:
     one warning each, with what to do."""
     for new, old in info.lookalikes:
         console.print(
-            Text(
-                safe(
-                    f"warning: {new} is new to the ledger and has the schedule of {old}, which "
-                    "this config no longer names: if it was renamed, "
-                    f"`{command('rename', old, new)} --reason …` (or renamed_from = "
-                    f'"{old}" in [jobs.{new}]) keeps its '
-                    "done periods from running again"
-                ),
-                style="yellow",
-            ),
+            Text(safe(f"warning: {held_said(new, old)}"), style="yellow"),
             soft_wrap=True,
         )
     paired = {old for _, old in info.lookalikes}

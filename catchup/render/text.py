@@ -30,6 +30,7 @@ STYLE = {
     "missing": "yellow",
     "stale": "magenta",
     "suspect": "bold magenta",
+    "held": "bold yellow",  # why: a rename in progress (catchup/held.py)
     "untracked": "dim cyan",
     "unverified": "bold yellow",
     "outdated": "yellow",

@@ -131,7 +131,8 @@ RETURNING id;
 -- name: unconfigured_jobs
 -- Jobs the ledger has that a config does not name (and nobody retired): a rename the config
 -- did not say, or a job removed by mistake. With each one's newest succeeded period and the
--- schedule it had last.
+-- schedule it had last. A row that holds nothing (registered, never run nor changed, as
+-- rename_job replaces: a name held while a rename was under way) has no past to lose.
 SELECT j.name,
        (SELECT r.period_start FROM {schema}.periods r
         WHERE r.job_id = j.id AND r.status = 'succeeded'
@@ -143,6 +144,10 @@ LEFT JOIN LATERAL (
     WHERE job_id = j.id ORDER BY since DESC LIMIT 1
 ) s ON true
 WHERE j.retired_at IS NULL AND NOT (j.name = ANY(%(names)s::text[]))
+  AND (EXISTS (SELECT 1 FROM {schema}.periods r WHERE r.job_id = j.id)
+       OR EXISTS (SELECT 1 FROM {schema}.history h WHERE h.job_id = j.id)
+       OR EXISTS (SELECT 1 FROM {schema}.events e
+                  WHERE e.job_id = j.id AND e.action NOT IN ('schedule', 'start')))
 ORDER BY j.name;
 
 -- name: names_without_runs

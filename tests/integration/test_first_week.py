@@ -189,29 +189,32 @@ def ran_four_weeks(project: Project, sql: Any) -> int:
     return int(job_id)
 
 
-def planned(project: Project) -> int:
+def planned(project: Project, exit_code: int = 0) -> int:
     import json
 
     dry = project.cli(
         "-q", "replay", "--since", "2026-10-05", "--until", "2026-11-30", "--dry-run", "--json"
     )
-    assert dry.exit_code == 0, dry.output
+    assert dry.exit_code == exit_code, dry.output
     return int(json.loads(dry.stdout)["totals"]["planned"])
 
 
 def test_a_renamed_job_keeps_its_past_and_runs_no_done_period_again(
     project: Project, sql: Any
 ) -> None:
-    """`[jobs.report]` renamed to `[jobs.weekly-report]`: every command warns, naming both;
-    `catchup rename` moves the job's id, so history, coverage and alert ranges follow and the
-    dry run plans only the four weeks never run."""
+    """`[jobs.report]` renamed to `[jobs.weekly-report]`: every command warns, naming both,
+    and the new name is held (a dry run plans none of it: every week again would have been a
+    second invoice run); `catchup rename` moves the job's id, so history, coverage and alert
+    ranges follow and the dry run plans only the four weeks never run."""
     job_id = ran_four_weeks(project, sql)
     project.write(WEEKLY.format(name="weekly-report"))
     warned = project.cli("-q", "jobs")
-    assert "warning: weekly-report is new to the ledger and has the schedule of report" in (
-        " ".join(warned.stderr.split())
+    said = " ".join(warned.stderr.split())
+    assert (
+        "warning: weekly-report is held: it is new to the ledger and has the schedule of report"
+        in said
     )
-    assert planned(project) == 8  # what would happen: every week again, a second invoice run
+    assert planned(project, exit_code=2) == 0  # held
     renamed = project.cli("rename", "report", "weekly-report", "--reason", "one name per team")
     assert renamed.exit_code == 0, renamed.output
     assert "renamed report to weekly-report" in renamed.stdout
