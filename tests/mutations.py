@@ -1531,6 +1531,51 @@ MUTATIONS = (
             ),
         ),
     ),
+    Mutation(
+        "held-job-claimed",
+        "a held job (a rename in progress) claims nothing, whatever path reaches its claim",
+        "catchup/session.py",
+        "        if (old := self.held().get(job.name)) is not None:\n",
+        "        if (old := self.held().get(job.name)) is not None and False:\n",
+        ("tests/integration/test_rename_hold.py::test_run_of_a_held_job_claims_nothing",),
+    ),
+    Mutation(
+        "held-job-planned",
+        "tick and replay leave a held job out (one line, not a refusal a period) and run the rest",
+        "catchup/api/running.py",
+        "        return [j for j in jobs if j.name not in held], tuple(",
+        "        return jobs, tuple(",
+        (
+            "tests/integration/test_rename_hold.py::test_a_tick_between_the_ledgers_rename_"
+            "and_the_configs_runs_nothing_of_"
+            "the_held_job",
+        ),
+    ),
+    Mutation(
+        "held-job-undetected",
+        "a job new to the ledger with the schedule of one the config no longer names is held",
+        "catchup/session.py",
+        "        held = lookalikes(config, gone, self.ledger.names_without_runs(names))"
+        " if gone else ()\n",
+        "        held: tuple[tuple[str, str], ...] = ()\n",
+        (
+            "tests/integration/test_rename_hold.py::test_a_config_renamed_first_holds_"
+            "until_the_ledger_follows",
+            "tests/integration/test_rename_hold.py::test_the_scheduler_holds_a_job_renamed_"
+            "under_it_and_keeps_leading",
+        ),
+    ),
+    Mutation(
+        "held-release-stale",
+        "a job released from its hold by a rename elsewhere is claimed under the id it has now",
+        "catchup/session.py",
+        "            self._job_ids.clear()\n            self._timelines.clear()\n",
+        "            pass\n",
+        (
+            "tests/integration/test_rename_hold.py::test_a_long_lived_session_runs_a_held_job_"
+            "once_a_rename_elsewhere_releases_it",
+        ),
+    ),
 )
 
 

@@ -75,6 +75,7 @@ def test_a_tick_between_the_ledgers_rename_and_the_configs_runs_nothing_of_the_h
     assert tick.exit_code == 2, tick.output
     said_once(HELD, tick.stderr)
     assert "renamed [jobs.daily-report] in the config" in " ".join(tick.stderr.split())
+    assert "could not start" not in tick.stdout  # held: not planned, one line, not a line a day
     assert "held: report (nothing claimed)" in tick.stdout
     assert runs(sql, "report") == []  # nothing claimed under the config's old name
     assert runs(sql, "daily-report") == ran  # no done day ran again
@@ -230,3 +231,66 @@ def test_the_scheduler_holds_a_job_renamed_under_it_and_keeps_leading(
     assert code == 0, log
     assert " ".join(log.split()).count(HELD) == 1, log
     assert "Traceback" not in log
+
+
+def three_of_four_days(project: Project, sql: Any) -> tuple[str, list[tuple[Any, ...]]]:
+    """`report`'s first three due days succeeded (the fourth never ran), then the config
+    renamed it `daily-report`, without renamed_from; the start and report's runs."""
+    start = four_days(sql)
+    project.write(jobs(start, "report"))
+    until = f"{sql('SELECT %s::date + 3', [start])[0][0]:%Y-%m-%d}"
+    done = project.cli("-q", "replay", "--job", "report", "--since", start, "--until", until)
+    assert done.exit_code == 0, done.output
+    ran = runs(sql, "report")
+    assert len(ran) == 3
+    project.write(jobs(start, "daily-report"))
+    return start, ran
+
+
+def test_a_long_lived_session_runs_a_held_job_once_a_rename_elsewhere_releases_it(
+    project: Project, sql: Any
+) -> None:
+    """What a scheduler's session sees between two ticks: held at the first; `catchup
+    rename` from a shell; the second tick of the same session runs the day never run, under
+    the job's own id (not the row registered while it was held, which the rename replaced)."""
+    from catchup import Catchup
+
+    _, ran = three_of_four_days(project, sql)
+    with Catchup(project.config, dsn=project.database.conninfo) as app:
+        first = app.tick()
+        assert first.held == (("daily-report", "report"),)
+        assert not [o for o in first.outcomes if o.job == "daily-report"]
+        renamed = project.cli("rename", "report", "daily-report", "--reason", "one team")
+        assert renamed.exit_code == 0, renamed.output
+        second = app.tick()
+        assert second.held == ()
+        statuses = {o.status for o in second.outcomes if o.job == "daily-report"}
+        assert statuses == {"succeeded"}, second.outcomes
+    now = runs(sql, "daily-report")
+    assert now[:3] == ran and len(now) >= 4 and {attempt for _, attempt in now} == {1}
+
+
+def test_the_scheduler_runs_a_held_job_once_the_ledger_follows_the_config(
+    project: Project, sql: Any
+) -> None:
+    """The config renamed first, under a running scheduler: held, said once, the scheduler
+    leads on; `catchup rename` from a shell then releases it at the next tick, which runs the
+    one day never run, and no day twice."""
+    _, ran = three_of_four_days(project, sql)
+    scheduler = Scheduler(project)
+    try:
+        held = "daily-report is held: it is new to the ledger and has the schedule of report"
+        scheduler.saying(f"warning: {held}", "the hold in the log")
+        assert runs(sql, "daily-report") == [] and runs(sql, "report") == ran
+        renamed = project.cli("rename", "report", "daily-report", "--reason", "one team")
+        assert renamed.exit_code == 0, renamed.output
+        scheduler.proc.send_signal(signal.SIGHUP)  # a tick at once (the config unchanged)
+        wait_for(lambda: len(runs(sql, "daily-report")) > 3, timeout=60, what="the day not run")
+        now = runs(sql, "daily-report")
+        assert now[:3] == ran and {attempt for _, attempt in now} == {1}
+        assert scheduler.proc.poll() is None
+    finally:
+        code = scheduler.stop()
+    log = scheduler.log.read_text()
+    assert code == 0, log
+    assert "Traceback" not in log and "error" not in log, log
