@@ -20,7 +20,8 @@ def lookalikes(
     config: Config, gone: Iterable[Unconfigured], fresh: Iterable[str]
 ) -> tuple[tuple[str, str], ...]:
     """(new name, old name) for each configured job in ``fresh`` (without a run in the ledger)
-    whose schedule is that of a ``gone`` job (the ledger's, the config does not name), unless
+    whose schedule is that of a ``gone`` job of this project (the ledger's, the config does
+    not name; another project's sharing the schema is none of its business), unless
     the config says it is new (``not_renamed``): the held jobs. A ``renamed_from`` the ledger
     has is no ``gone`` job (renamed at the first write, it is not new for long); one the
     ledger lacks (renamed since, to a name the config does not give) says nothing."""
@@ -34,6 +35,7 @@ def lookalikes(
             (name, u.name)
             for u in gone
             if (u.schedule, u.timezone) == (job.schedule.canonical, job.schedule.timezone)
+            and u.project in (None, config.registrant)  # another project's is not a rename
         ]
     return tuple(pairs)
 

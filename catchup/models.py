@@ -184,6 +184,7 @@ class Unconfigured:
     last_success: datetime | None
     schedule: str | None  # the last one recorded, to spot the same job under a new name
     timezone: str | None
+    project: str | None = None  # what defined it (Config.registrant); None: not recorded
 
 
 @dataclass(frozen=True)

@@ -131,13 +131,13 @@ RETURNING id;
 -- name: unconfigured_jobs
 -- Jobs the ledger has that a config does not name (and nobody retired): a rename the config
 -- did not say, or a job removed by mistake. With each one's newest succeeded period and the
--- schedule it had last. A row that holds nothing (registered, never run nor changed, as
+-- schedule it had last, and the project that defined it. A row that holds nothing (registered, never run nor changed, as
 -- rename_job replaces: a name held while a rename was under way) has no past to lose.
 SELECT j.name,
        (SELECT r.period_start FROM {schema}.periods r
         WHERE r.job_id = j.id AND r.status = 'succeeded'
         ORDER BY r.period_start DESC LIMIT 1) AS last_success,
-       s.schedule, s.timezone
+       s.schedule, s.timezone, j.project
 FROM {schema}.jobs j
 LEFT JOIN LATERAL (
     SELECT schedule, timezone FROM {schema}.schedules

@@ -39,11 +39,12 @@ def jobs(start: str, *names: str, extra: str = "") -> str:
 
 def runs(sql: Any, job: str) -> list[tuple[Any, ...]]:
     """Each period the ledger has of ``job`` (by its name now): start and attempt."""
-    return sql(
+    rows: list[tuple[Any, ...]] = sql(
         "SELECT r.period_start, r.attempt FROM {schema}.runs r "
         "JOIN {schema}.jobs j ON j.id = r.job_id WHERE j.name = %s ORDER BY 1",
         [job],
     )
+    return rows
 
 
 def report_done(project: Project, sql: Any) -> tuple[str, list[tuple[Any, ...]]]:
@@ -294,3 +295,23 @@ def test_the_scheduler_runs_a_held_job_once_the_ledger_follows_the_config(
     log = scheduler.log.read_text()
     assert code == 0, log
     assert "Traceback" not in log and "error" not in log, log
+
+
+def test_another_projects_job_with_the_same_schedule_holds_nothing(
+    project: Project, sql: Any
+) -> None:
+    """Two projects in one schema: the other's new daily job is no rename of this one's
+    `report` (which its config never named), so it runs."""
+    from catchup import Catchup
+
+    start, ran = report_done(project, sql)
+    second = project.path / "second" / "catchup.toml"
+    second.parent.mkdir()
+    second.write_text(
+        f'[database]\nschema = "{project.schema}"\n\n'
+        + job_toml("digest", schedule="daily", start=start, command=["true"])
+    )
+    with Catchup(second, dsn=project.database.conninfo) as app:
+        ticked = app.tick()
+    assert ticked.held == ()
+    assert len(runs(sql, "digest")) >= 4 and runs(sql, "report") == ran

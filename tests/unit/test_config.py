@@ -195,3 +195,24 @@ def test_durable_claims_come_from_the_file_and_the_environment_wins(
     monkeypatch.setenv("CATCHUP_DURABLE_CLAIMS", "sometimes")
     with pytest.raises(ConfigError, match="CATCHUP_DURABLE_CLAIMS: expected true or false"):
         durable_claims(False)
+
+
+def test_not_renamed_is_a_flag_that_contradicts_renamed_from(tmp_path: Path) -> None:
+    """`not_renamed = true`: a new job, never held for a dropped job's schedule
+    (catchup/held.py); not a string, and not beside renamed_from."""
+    from catchup.config import make_job
+
+    path = tmp_path / "catchup.toml"
+    assert parse_config((GOOD + "not_renamed = true\n").encode(), path).job("billing").not_renamed
+    assert not parse_config(GOOD.encode(), path).job("billing").not_renamed
+    assert make_job("x", "daily", "2026-10-01", command=["true"], not_renamed=True).not_renamed
+    for extra, said in (
+        ('not_renamed = "yes"\n', "jobs.billing.not_renamed: expected true or false, got"),
+        (
+            'not_renamed = true\nrenamed_from = "old"\n',
+            "jobs.billing.not_renamed: and renamed_from say opposite things",
+        ),
+    ):
+        with pytest.raises(ConfigError) as info:
+            parse_config((GOOD + extra).encode(), path)
+        assert said in str(info.value), info.value
