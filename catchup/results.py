@@ -69,6 +69,8 @@ class Renamed:
 
     old: str
     new: str
+    # the config still names old, not new: until it follows, old is held (catchup/held.py)
+    config_behind: bool = False
 
 
 @dataclass(frozen=True)

@@ -177,7 +177,8 @@ class Changing(Base):
         who = check_actor(actor)
         assert why is not None
         rename(self.session, old, new, reason=why, actor=who)
-        return Renamed(old, new)
+        jobs = self.config.jobs
+        return Renamed(old, new, config_behind=old in jobs and new not in jobs)
 
     def retire(self, job: str, *, reason: str, actor: str | None = None) -> Retired:
         """Record the ledger's job ``job`` (no longer configured) as gone on purpose: it is

@@ -95,6 +95,15 @@ def renamed(console: Console, result: Renamed) -> None:
         safe(f"renamed {result.old} to {result.new}: its runs, attempts and changes go with it"),
         soft_wrap=True,
     )
+    if result.config_behind:
+        old, new = result.old, result.new
+        console.print(
+            safe(
+                f"now rename [jobs.{old}] to [jobs.{new}] in the config: until then {old} is "
+                "held (nothing of it runs)"
+            ),
+            soft_wrap=True,
+        )
 
 
 def retired(console: Console, result: Retired) -> None:

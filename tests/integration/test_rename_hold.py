@@ -72,6 +72,8 @@ def test_a_tick_between_the_ledgers_rename_and_the_configs_runs_nothing_of_the_h
     start, ran = report_done(project, sql)
     renamed = project.cli("rename", "report", "daily-report", "--reason", "one name per team")
     assert renamed.exit_code == 0, renamed.output
+    follow = "now rename [jobs.report] to [jobs.daily-report] in the config: until then report"
+    assert f"{follow} is held" in " ".join(renamed.stdout.split())
     tick = project.cli("tick")
     assert tick.exit_code == 2, tick.output
     said_once(HELD, tick.stderr)
