@@ -69,8 +69,7 @@ class Renamed:
 
     old: str
     new: str
-    # the config still names old, not new: until it follows, old is held (catchup/held.py)
-    config_behind: bool = False
+    config_behind: bool = False  # the config names old, not new: old is held until it does
 
 
 @dataclass(frozen=True)
@@ -221,8 +220,7 @@ class Batch:
     upstream: tuple[tuple[str, int], ...] = ()
     # a tick's slice of compaction ([ledger] keep_detail): the periods whose detail it dropped
     compacted: int = 0
-    # jobs held (catchup/held.py), nothing of them planned: (job, the old name it looks like)
-    held: tuple[tuple[str, str], ...] = ()
+    held: tuple[tuple[str, str], ...] = ()  # held jobs (catchup/held.py): (job, old name)
 
     @property
     def totals(self) -> dict[str, int]:
