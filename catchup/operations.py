@@ -121,6 +121,17 @@ def _refuse_running(job: Job, rows: list[LockedRow]) -> None:
         )
 
 
+def _changeable(session: Session, job: Job) -> int:
+    """The ledger id of ``job``, to change it by hand; a held job (catchup/held.py) is
+    refused: a change would make it no longer new (its old name's done periods would run
+    again), or keep `catchup rename` from replacing its row. The config says which it is first."""
+    if (old := session.held().get(job.name)) is not None:
+        from .held import held_said
+
+        raise ConfigError(f"{held_said(job.name, old)}; nothing was changed")
+    return session.registered_id(job.name)
+
+
 def mark(
     session: Session,
     job: Job,
@@ -134,7 +145,7 @@ def mark(
     """Waive ``periods``: done out of band (``skip=False``) or deliberately skipped; recorded
     in the audit trail as ``action`` (default: done or skip)."""
     ledger = session.ledger
-    job_id = session.registered_id(job.name)
+    job_id = _changeable(session, job)
     action = action or (EventAction.skip if skip else EventAction.done)
     note = f"{action} by {actor}: {reason}"
     with session.transaction():
@@ -183,7 +194,7 @@ def reset(session: Session, job: Job, periods: list[Period], *, reason: str, act
     """Make succeeded, waived or exhausted (any failed) periods runnable again: failed, with no
     failures counted, so the next tick or replay runs them."""
     ledger = session.ledger
-    job_id = session.registered_id(job.name)
+    job_id = _changeable(session, job)
     note = f"reset by {actor}: {reason}"
     with session.transaction():
         # a failover's suspect periods (sql/migrations/0021): lost, runnable as the next attempt
@@ -228,7 +239,7 @@ def reset(session: Session, job: Job, periods: list[Period], *, reason: str, act
 
 def pause(session: Session, job: Job, *, reason: str | None, actor: str) -> datetime:
     """Pause ``job`` (of a keyed job's ``job.key``, that key alone); since when it is paused."""
-    job_id = session.registered_id(job.name)
+    job_id = _changeable(session, job)
     if job.key:
         _known_key(session, job, job_id)
     with session.transaction():
@@ -255,7 +266,7 @@ def _known_key(session: Session, job: Job, job_id: int) -> None:
 
 def resume(session: Session, job: Job, *, reason: str | None, actor: str) -> bool:
     """Resume ``job``; False (and nothing recorded) when it was not paused."""
-    job_id = session.registered_id(job.name)
+    job_id = _changeable(session, job)
     if job.key:
         _known_key(session, job, job_id)
     with session.transaction():

@@ -1576,6 +1576,17 @@ MUTATIONS = (
             "once_a_rename_elsewhere_releases_it",
         ),
     ),
+    Mutation(
+        "held-job-changed",
+        "a held job takes no mark, reset or pause by hand until the config says which it is",
+        "catchup/operations.py",
+        "    if (old := session.held().get(job.name)) is not None:\n",
+        "    if (old := session.held().get(job.name)) is not None and False:\n",
+        (
+            "tests/integration/test_rename_hold.py::test_a_held_job_takes_no_change_by_hand_"
+            "until_the_config_says_which_it_is",
+        ),
+    ),
 )
 
 

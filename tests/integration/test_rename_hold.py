@@ -317,3 +317,26 @@ def test_another_projects_job_with_the_same_schedule_holds_nothing(
         ticked = app.tick()
     assert ticked.held == ()
     assert len(runs(sql, "digest")) >= 4 and runs(sql, "report") == ran
+
+
+def test_a_held_job_takes_no_change_by_hand_until_the_config_says_which_it_is(
+    project: Project, sql: Any
+) -> None:
+    """A mark would make the held job no longer new (and every done day of its old name run
+    again), a pause would keep `catchup rename` from replacing its row: refused, exit 2,
+    nothing written; the rename then goes through."""
+    start, ran = report_done(project, sql)
+    project.write(jobs(start, "daily-report"))
+    before = sql("SELECT count(*) FROM {schema}.events")
+    for change in (
+        ("mark", "daily-report", start, "--done", "--reason", "done by hand"),
+        ("pause", "daily-report", "--reason", "wait"),
+    ):
+        refused = project.cli("-q", *change)
+        assert refused.exit_code == 2, refused.output
+        assert "daily-report is held" in refused.stderr and "nothing was changed" in refused.stderr
+    assert sql("SELECT count(*) FROM {schema}.events") == before
+    assert runs(sql, "daily-report") == []
+    renamed = project.cli("rename", "report", "daily-report", "--reason", "one name per team")
+    assert renamed.exit_code == 0, renamed.output
+    assert runs(sql, "daily-report") == ran
