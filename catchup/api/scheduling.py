@@ -121,6 +121,8 @@ class Scheduling(Running, Looking):
             republish.append(again)
         try:
             session = self.session  # opened (and the ledger migrated) before anything leads
+            if self._on_connect is not None:  # it said the held jobs: the first tick need not
+                told.update(session.held().items())
             self._on_connect = None  # the database line is said once, not at each reconnect
             for twin in db.twin_ledgers(session.target, self.config.project):
                 say(f"warning: {twin}")  # another ledger of this project runs its periods too

@@ -297,6 +297,7 @@ def test_the_scheduler_runs_a_held_job_once_the_ledger_follows_the_config(
     log = scheduler.log.read_text()
     assert code == 0, log
     assert "Traceback" not in log and "error" not in log, log
+    assert " ".join(log.split()).count(held) == 1, log  # on connecting, not again each tick
 
 
 def test_another_projects_job_with_the_same_schedule_holds_nothing(
