@@ -218,8 +218,7 @@ class Batch:
     max_time: float | None = None
     # upstream periods planned because the jobs asked for wait for them: (job, count), in order
     upstream: tuple[tuple[str, int], ...] = ()
-    # a tick's slice of compaction ([ledger] keep_detail): the periods whose detail it dropped
-    compacted: int = 0
+    compacted: int = 0  # a tick's slice of compaction ([ledger] keep_detail): periods compacted
     held: tuple[tuple[str, str], ...] = ()  # held jobs (catchup/held.py): (job, old name)
 
     @property
