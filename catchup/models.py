@@ -82,6 +82,7 @@ class RunRow(_RunStatusRow):
     now: datetime
     interrupted: bool = False  # failed without a failure counted: stopped, or cancelled
     checkpoint: str | None = None  # what the newest attempt saved (catchup checkpoint)
+    cancelled: bool = False  # interrupted because a person asked: catchup cancel
 
 
 @dataclass(frozen=True)

@@ -120,9 +120,12 @@ def _explain(
         else:
             retry = "; it can run again now"
         if run.interrupted:  # stopped before its end (asked to, or cancelled): no failure
-            said.insert(0, f"interrupted (attempt {run.attempt}, no failure counted){error}{retry}")
-            return Why(job.name, period, label, "interrupted", tuple(said), (run_it,))
-        said.insert(0, f"failed (attempt {run.attempt} of {job.max_attempts}){error}{retry}")
+            word = "cancelled" if run.cancelled else "interrupted"
+            said.insert(0, f"{word} (attempt {run.attempt}, no failure counted){error}{retry}")
+            return Why(job.name, period, label, word, tuple(said), (run_it,))
+        # failures count toward max_attempts, not cancelled or interrupted attempts
+        tried = f"failure {run.failures} of {job.max_attempts}, attempt {run.attempt}"
+        said.insert(0, f"failed ({tried}){error}{retry}")
         return Why(job.name, period, label, "failed", tuple(said), (run_it,))
     due = period.end + job.delay
     if due > now:

@@ -134,11 +134,12 @@ def show[R](
 
 
 def exit_for_outcome(result: Outcome) -> None:
-    """``run``: 130 when interrupted, 3 on a database error (as ``tick`` and ``replay``: its
+    """``run``: 130 when interrupted or cancelled (``catchup cancel``: the period was not done,
+    though no failure is counted), 3 on a database error (as ``tick`` and ``replay``: its
     evidence query failed, its durable claim was not confirmed), 2 when the job cannot start
     (a configuration error), 1 when it failed, lost its period or waits for upstream periods
     not done, else 0."""
-    if result.status == OutcomeStatus.interrupted:
+    if result.status in (OutcomeStatus.interrupted, OutcomeStatus.cancelled):
         sys.exit(EXIT_INTERRUPTED)
     if result.status == OutcomeStatus.error:
         sys.exit(EXIT_DATABASE)

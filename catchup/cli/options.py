@@ -20,7 +20,7 @@ Exit codes:
   1    gaps found (scan, except --format openmetrics), or a period failed (run, tick, replay)
   2    usage or configuration error (a job that cannot start, too: no attempt counted)
   3    database unreachable or database error
-  130  interrupted"""
+  130  interrupted, or (run) its period cancelled by catchup cancel"""
 
 CANCEL_EXIT_CODES = """\b
 Exit codes:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import click
 
 from ..bounds import MAX_TIME, REPLAY_WORKERS, TICK_WORKERS
-from ..errors import EXIT_FAILED
+from ..errors import EXIT_FAILED, EXIT_INTERRUPTED
 from ..vocabulary import OutcomeStatus
 from .base import (
     State,
@@ -67,7 +67,8 @@ def run(
 
     Without --period, runs the latest due period. Exits 0 when the period succeeded, was already
     done, another replica has it, its output already exists (untracked: the job's evidence
-    shows it and the ledger has no run), or nothing is due yet; 1 when the job failed.
+    shows it and the ledger has no run), or nothing is due yet; 1 when the job failed; 130
+    when it was interrupted or its period cancelled (catchup cancel: not done, no failure).
 
     A job with keys runs the period of every key expected to have it (or of each --key), on
     a pool of --workers, and exits as tick does.
@@ -97,6 +98,8 @@ def run(
                 tables.outcome(out, outcome)
         show(batch, as_json, json.batch_json, batches.run_summary, out)
         exit_for_batch(batch)
+        if any(o.status == OutcomeStatus.cancelled for o in batch.outcomes):
+            sys.exit(EXIT_INTERRUPTED)  # as run of one period: not done, asked to stop
         if any(o.status == OutcomeStatus.blocked for o in batch.outcomes):
             sys.exit(EXIT_FAILED)  # as run of one period: it waits for upstream periods
         return

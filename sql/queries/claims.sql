@@ -87,7 +87,12 @@ WHERE job_id = %(job_id)s AND key = %(key)s AND period_start = %(period_start)s
 SELECT r.period_start, r.period_end, r.status, r.attempt, r.failures, r.owner,
        r.lease_expires_at, r.finished_at, r.retry_after, r.exit_code, r.error,
        r.lease_expires_at > clock_timestamp() AS lease_live,
-       clock_timestamp() AS now, r.interrupted, r.checkpoint
+       clock_timestamp() AS now, r.interrupted, r.checkpoint,
+       -- interrupted because a person asked (catchup cancel): its attempt says so
+       r.interrupted AND EXISTS (
+           SELECT 1 FROM {schema}.history h
+           WHERE h.job_id = r.job_id AND h.key = r.key AND h.period_start = r.period_start
+             AND h.attempt = r.attempt AND h.status = 'cancelled') AS cancelled
 FROM {schema}.periods r
 WHERE r.job_id = %(job_id)s AND r.key = %(key)s AND r.period_start = %(period_start)s;
 

@@ -84,7 +84,8 @@ def test_cancel_from_another_process_stops_the_job_and_the_next_tick_runs_it(
     assert took < LEASE / 3 + GRACE + 3, took
     assert term.read_text().strip() == "term"
     out, _ = runner.communicate(timeout=30)
-    assert runner.returncode == 0 and "cancelled by ops: wrong rates" in out
+    # the period was not done: run exits 130 (interrupted), as under Ctrl-C, though no failure
+    assert runner.returncode == 130 and "cancelled by ops: wrong rates" in out
 
     assert attempts(sql) == [(1, "cancelled", "cancelled by ops: wrong rates")]
     assert sql("SELECT status, failures, interrupted FROM {schema}.runs") == [("failed", 0, True)]
@@ -241,3 +242,42 @@ def test_cancel_refuses_a_period_that_is_not_running_and_writes_nothing(
     assert bad.returncode == 2 and "Traceback" not in bad.stderr
     assert sql("SELECT count(*) FROM {schema}.cancels")[0][0] == 0
     assert sql("SELECT count(*) FROM {schema}.events")[0][0] == 0
+
+
+def test_a_cancelled_period_is_cancelled_in_why_and_a_later_failure_counts_as_the_first(
+    project: Project, sql: Any
+) -> None:
+    """`run` of a period someone cancelled exits 130 (not done, as under Ctrl-C); `why` calls
+    it cancelled, not interrupted; the next attempt's failure is failure 1 of max_attempts (a
+    cancelled attempt counts none), whatever its attempt number."""
+    day = yesterday(sql)
+    pids = project.path / "pid"
+    project.write(
+        job_toml(
+            "bill",
+            start=day.isoformat(),
+            lease=f"{LEASE}s",
+            kill_grace=f"{GRACE}s",
+            max_attempts=3,
+            command=script(str(pids), "sleep 60 & wait", later="exit 1"),
+        )
+    )
+    runner = project.spawn("run", "bill")
+    wait_for(pids.exists, what="the job to start")
+    done = project.run("cancel", "bill", day.isoformat(), "--reason", "wrong rates")
+    assert done.returncode == 0, done.stdout + done.stderr
+    out, _ = runner.communicate(timeout=30)
+    assert runner.returncode == 130, out
+
+    why = project.run("why", "bill", day.isoformat(), "--json")
+    said = json.loads(why.stdout)
+    assert said["state"] == "cancelled", said
+    assert said["said"][0].startswith("cancelled (attempt 1, no failure counted): cancelled by ")
+    text = project.run("why", "bill", day.isoformat()).stdout
+    assert f"bill {day.isoformat()}: cancelled" in text and "interrupted" not in text
+
+    failed = project.run("run", "bill", "--period", day.isoformat())
+    assert failed.returncode == 1, failed.stdout + failed.stderr
+    said = json.loads(project.run("why", "bill", day.isoformat(), "--json").stdout)
+    assert said["state"] == "failed"
+    assert said["said"][0].startswith("failed (failure 1 of 3, attempt 2)"), said
