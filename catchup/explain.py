@@ -71,13 +71,13 @@ def explain(
                 at = t.astimezone(tz)
                 if _scheduled(schedule, to_wall(t, tz)):
                     notes.append(
-                        f"the period {edge} at {at:%H:%M %Z}: the scheduled {moved:%H:%M} does not exist that "
-                        f"night and falls on this {at:%H:%M}, one boundary for both"
+                        f"the period {edge} at {at:%H:%M %Z}: the scheduled {moved:%H:%M} does "
+                        f"not exist that night and falls on this {at:%H:%M}, one boundary for both"
                     )
                 else:
                     notes.append(
-                        f"the period {edge} at {at:%H:%M %Z}: the scheduled {moved:%H:%M} does not exist that "
-                        f"night and moves {span(to_wall(t, tz) - moved)} later"
+                        f"the period {edge} at {at:%H:%M %Z}: the scheduled {moved:%H:%M} does "
+                        f"not exist that night and moves {span(to_wall(t, tz) - moved)} later"
                     )
         dst = "; ".join(notes) or None
         rows.append(

@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import signal
 import sys
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any, cast
 
 import click
 
@@ -77,10 +78,33 @@ def console(stderr: bool = False) -> Console:
     # markup off: names, reasons and errors that users and jobs wrote are text, never markup
     out = Console(stderr=stderr, highlight=False, markup=False, emoji=False)
     if not out.is_terminal:
-        # a pipe gets wide tables, unless COLUMNS says how wide the reader is
+        # a pipe gets wide tables, unless COLUMNS says how wide the reader is, and no line
+        # ends in the spaces Rich pads it with
         width = _columns() or max(out.width, 200)
-        out = Console(stderr=stderr, highlight=False, markup=False, emoji=False, width=width)
+        trimmed = cast("IO[str]", Trimmed(sys.stderr if stderr else sys.stdout))
+        out = Console(file=trimmed, highlight=False, markup=False, emoji=False, width=width)
     return out
+
+
+class Trimmed:
+    """A pipe's stream that drops the spaces at the end of each line (held back until what
+    follows shows whether a line ends there); anything else passes through."""
+
+    def __init__(self, stream: IO[str]) -> None:
+        self.stream, self.spaces = stream, ""
+
+    def write(self, text: str) -> int:
+        text = self.spaces + text
+        body = text.rstrip(" ")
+        self.spaces = text[len(body) :]
+        self.stream.write(re.sub(r" +\n", "\n", body))
+        return len(text)
+
+    def isatty(self) -> bool:
+        return False
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.stream, name)
 
 
 def _columns() -> int | None:

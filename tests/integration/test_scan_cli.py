@@ -244,3 +244,24 @@ def test_output_saves_svg_html_and_text(project: Project, sql: Any) -> None:
     assert "legend:" in (project.path / "r.txt").read_text()
     bad = project.cli("-q", "scan", "--output", str(project.path / "r.pdf"))
     assert bad.exit_code == 2 and "must end in .svg, .html or .txt" in bad.stderr
+
+
+def test_piped_output_has_no_trailing_spaces(project: Project, sql: Any) -> None:
+    """Rich pads a table's title and its lines to the width: on a pipe no line ends in a space
+    (a diff, a grep for `$`, a doc example, each see what was written), at any width."""
+    setup(project, sql)
+    put(sql, "billing", day(3), "failed", failures=1)
+    commands = [
+        ["scan", "--until", "2026-10-20"],
+        ["jobs"],
+        ["history", "billing"],
+        ["why", "billing", "2026-10-04"],
+        ["explain", "billing", "--count", "3"],
+    ]
+    for columns in ("200", "80"):
+        for args in commands:
+            result = project.cli(*args, env={"COLUMNS": columns})
+            assert result.exit_code in (0, 1), result.output
+            padded = [line for line in result.stdout.splitlines() if line != line.rstrip()]
+            assert padded == [], (args, columns, padded)
+            assert result.stdout.strip(), args

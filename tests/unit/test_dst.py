@@ -214,8 +214,8 @@ def test_a_skipped_hour_that_lands_on_a_scheduled_one_is_said_plainly() -> None:
     at = datetime(2027, 3, 28, 1, tzinfo=UTC)
     result = explain(job, [job], now=at, start=at, count=1)
     assert result.rows[0].dst == (
-        "clocks go forward 1h at 2027-03-28T01:00:00Z; the period starts at 03:00 CEST: the scheduled 02:00 "
-        "does not exist that night and falls on this 03:00, one boundary for both"
+        "clocks go forward 1h at 2027-03-28T01:00:00Z; the period starts at 03:00 CEST: the "
+        "scheduled 02:00 does not exist that night and falls on this 03:00, one boundary for both"
     )
     note = next(w for w in result.warnings if w.startswith("02:00 on 2027-03-28"))
     assert "it falls on 03:00 CEST (2027-03-28T01:00:00Z), which is scheduled too" in note

@@ -107,11 +107,13 @@ def test_explain_flags_a_0230_berlin_daily_job() -> None:
         (
             24 * hours,  # 03-28 02:30 CET → 03-29 03:30 CEST
             "clocks go forward 1h at 2026-03-29T01:00:00Z; "
-            "the period ends at 03:30 CEST: the scheduled 02:30 does not exist that night and moves 1h later",
+            "the period ends at 03:30 CEST: the scheduled 02:30 does not exist that night and "
+            "moves 1h later",
         ),
         (
             23 * hours,
-            "the period starts at 03:30 CEST: the scheduled 02:30 does not exist that night and moves 1h later",
+            "the period starts at 03:30 CEST: the scheduled 02:30 does not exist that night and "
+            "moves 1h later",
         ),
     ]
     assert result.rows[0].local_start.strftime("%H:%M %Z") == "02:30 CET"
