@@ -73,3 +73,8 @@ def __getattr__(name: str) -> Any:
     if name in _EXPORTS:
         return getattr(import_module(_EXPORTS[name]), name)
     raise AttributeError(f"module 'catchup' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    """The public names (imported lazily, so not yet in the module's namespace)."""
+    return sorted({*__all__, *(name for name in globals() if name.startswith("__"))})

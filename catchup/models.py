@@ -9,6 +9,7 @@ from datetime import datetime
 from typing import Literal, NamedTuple
 
 from .pulsefacts import Pulse
+from .scannames import JsonNames
 from .schedule import Period, iso_utc
 from .targets import KeyRange
 from .timelines import Failover
@@ -220,6 +221,11 @@ class Range(NamedTuple):
     last: datetime
     periods: int
 
+    @property
+    def status(self) -> str:
+        """``state``, by its name in ``scan --json``'s gaps."""
+        return self.state
+
 
 COUNTED_STATES: tuple[PeriodState, ...] = tuple(PeriodState)
 
@@ -228,8 +234,9 @@ Island = Range  # the old name of a range (catchup 0.1); kept for code that impo
 
 
 @dataclass(frozen=True)
-class JobScan:
-    """One job's expected periods in the scanned window, by state, and its gaps oldest-first."""
+class JobScan(JsonNames):
+    """One job's expected periods in the scanned window, by state (``counts``, or each by its
+    name in the JSON: ``missing``), and its gaps oldest-first."""
 
     job: str
     schedule: str

@@ -178,3 +178,46 @@ def test_ctx_cancelled_is_false_until_the_call_is_told_to_stop(
         assert isinstance(stopped, catchup.Outcome) and stopped.status == "failed"
         assert "timed out" in (stopped.detail or "")
     wait_for(lambda: told == [True], what="the call to see it was told")
+
+
+def test_dir_lists_the_public_names() -> None:
+    """The names are imported lazily: dir() still lists them (completion, help())."""
+    listed = dir(catchup)
+    assert set(catchup.__all__) <= set(listed), set(catchup.__all__) - set(listed)
+    assert "Catchup" in listed and "make_job" in listed and "import_module" not in listed
+
+
+def test_a_job_scan_has_the_attributes_its_json_names(database: Database, schema: str) -> None:
+    """Each key of a job in `scan --json` is an attribute of its JobScan with the same value
+    (`missing`, `error`, …; a gap's `status`), beside the older names (`counts`, `state`)."""
+    import json
+
+    from catchup.render.json import scan_json
+    from catchup.schedule import iso_utc
+
+    job = make_job("export", "daily", "2026-10-01", command=["false"], max_attempts=1)
+    with Catchup(jobs=[job], dsn=database.conninfo, schema=schema) as app:
+        app.run("export", datetime(2026, 10, 2, tzinfo=UTC))
+        report = app.scan(until=datetime(2026, 10, 6, tzinfo=UTC))
+    (scanned,) = report.jobs
+    (said,) = json.loads(scan_json(report))["jobs"]
+    assert said["missing"] == scanned.missing == scanned.counts["missing"] == 4
+    assert said["exhausted"] == scanned.exhausted == 1
+    for name, value in said.items():
+        if name != "gaps":
+            assert getattr(scanned, name) == value, name
+    assert scanned.error is None and scanned.succeeded == 0
+    gaps = [
+        {
+            "status": g.status,
+            "first": iso_utc(g.first),
+            "last": iso_utc(g.last),
+            "periods": g.periods,
+            "first_label": scanned.label(g.first),
+            "last_label": scanned.label(g.last),
+        }
+        for g in scanned.gaps
+    ]
+    assert gaps == said["gaps"] and [g.state for g in scanned.gaps] == [
+        g["status"] for g in said["gaps"]
+    ]
