@@ -11,11 +11,12 @@ import threading
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from datetime import datetime
 
 from .batch import BATCH_MAX
 from .bounds import TICK_WORKERS
 from .job import Job
-from .models import ClaimRules, Outcome
+from .models import ClaimRules, JobScan, Outcome
 from .planning import DependencyOrder, gap_periods, oldest_first, plan_upstream
 from .pool import run_planned
 from .results import Batch, Planned
@@ -158,6 +159,7 @@ def tick(
     max_time: float | None = None,
     draining: threading.Event | None = None,
     term: int | None = None,
+    look_back: bool = False,
 ) -> Batch:
     """What the one scheduler calls every few minutes: for each job, the due periods its
     catch-up policy allows, oldest first, on a pool of ``workers`` (one job's periods in order,
@@ -167,7 +169,10 @@ def tick(
     due period only; ``none``: the newest due period only if it became due since the previous
     tick. Paused jobs are skipped. Failed periods wait for their backoff. After ``max_time``
     seconds nothing new is started (what runs finishes): the rest waits for the next tick, so a
-    tick started on schedule is never late behind the previous one's backlog."""
+    tick started on schedule is never late behind the previous one's backlog. The batch says
+    how many gap periods of each job ``max_per_tick`` left for later ticks and, with
+    ``look_back`` (one more scan), how many lie before ``catchup_window`` (replay's, never a
+    tick's)."""
     ready = prepare(session, jobs)
     now = ready.now
     previous = session.ledger.record_tick(socket.gethostname(), term)
@@ -194,11 +199,14 @@ def tick(
                 gaps[target.job.name] = with_outdated(session, target.job, gaps[target.job.name])
     chosen_per_job: list[list[Planned]] = []
     planned = 0
+    left: list[tuple[str, int]] = []
     for target, latest in due:
         job = target.job
         if job.catchup == "all":
             runnable = REPLAYABLE | ({PeriodState.outdated} if job.name in rerun else set())
             chosen = list(_take(gap_periods(job, gaps[job.name], runnable), job.max_per_tick))
+            if (more := gap_count(job, gaps[job.name], runnable) - len(chosen)) > 0:
+                left.append((job.name, more))
         elif job.catchup == "latest" or previous is None or latest.end + job.delay > previous:
             chosen = (
                 [Planned(job.for_key(k.key), latest, "due") for k in expected_at(target, latest)]
@@ -219,7 +227,7 @@ def tick(
         chosen_items = oldest_first([order.place(iter(chosen)) for chosen in chosen_per_job])
     else:
         chosen_items = round_robin([iter(chosen) for chosen in chosen_per_job])
-    return run_planned(
+    ran = run_planned(
         session,
         chosen_items,
         planned=planned,
@@ -230,6 +238,43 @@ def tick(
         prepare=functools.partial(_reopen, RERUN) if rerun else None,
         draining=draining,
     )
+    outside = before_window(session, targets, now) if look_back else ()
+    return dataclasses.replace(ran, left=tuple(left), outside=outside)
+
+
+def gap_count(job: Job, result: JobScan, states: frozenset[str]) -> int:
+    """How many periods (of a job with keys: (key, period)s) of a scan's gaps are in
+    ``states``: what :func:`gap_periods` would give, counted from the ranges."""
+    if job.keyed and len(result.range_keys) == len(result.ranges):
+        grouped = zip(result.ranges, result.range_keys, strict=True)
+        return sum(r.periods * len(keys) for r, keys in grouped if r.state in states)
+    ranges = result.key_ranges if job.keyed else result.ranges
+    return sum(r.periods for r in ranges if r.state in states)
+
+
+def before_window(
+    session: Session, targets: list[ScanTarget], now: datetime
+) -> tuple[tuple[str, int, datetime], ...]:
+    """The gap periods of each catch-up-all job before its ``catchup_window`` and the first's
+    start: no tick runs them (a replay does). One scan per window length, from the job's start."""
+    older: dict[datetime, list[ScanTarget]] = {}
+    for target in targets:  # each one's own window starts at target.since
+        if target.since is not None and target.job.anchor < target.since:
+            older.setdefault(target.since, []).append(
+                dataclasses.replace(target, since=target.job.anchor)
+            )
+    jobs = {t.job.name: t.job for group in older.values() for t in group}
+    found = [
+        (result.job, gap_count(jobs[result.job], result, REPLAYABLE), result)
+        for until, group in older.items()
+        for result in scan_jobs(session.ledger, group, now=now, since=None, until=until)
+    ]
+    return tuple((name, n, _first_gap(result)) for name, n, result in found if n)
+
+
+def _first_gap(result: JobScan) -> datetime:
+    firsts = [r.first for r in result.ranges if r.state in REPLAYABLE]
+    return min(firsts + [r.first for r in result.key_ranges if r.state in REPLAYABLE])
 
 
 def expected_at(target: ScanTarget, period: Period) -> list[KeyRow]:

@@ -220,6 +220,10 @@ class Batch:
     upstream: tuple[tuple[str, int], ...] = ()
     compacted: int = 0  # a tick's slice of compaction ([ledger] keep_detail): periods compacted
     held: tuple[tuple[str, str], ...] = ()  # held jobs (catchup/held.py): (job, old name)
+    # a tick's gap periods left, (job, count): to later ticks by max_per_tick; before each
+    # job's catchup_window (a replay's, never a tick's; asked for with look_back)
+    left: tuple[tuple[str, int], ...] = ()
+    outside: tuple[tuple[str, int, datetime], ...] = ()  # (job, count, the first's start)
 
     @property
     def totals(self) -> dict[str, int]:

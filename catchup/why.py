@@ -6,6 +6,7 @@ database failover, held (a rename in progress: catchup/held.py). Read-only."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime
 
 from .held import held_said
@@ -21,6 +22,7 @@ from .vocabulary import RunStatus
 
 MAX_DEPTH = 6  # how far down a chain of blocks it follows
 MAX_SHOWN = 5  # upstream periods explained per period (the rest counted)
+TICK_RUNS = frozenset({"missing", "failed", "interrupted", "cancelled", "stale"})  # its gaps
 
 
 def explain_period(
@@ -38,8 +40,22 @@ def explain_period(
     key = (job.name, period.start, depth)
     if key not in seen:
         rows = rows if rows is not None else session.job_rows(write=False)
-        seen[key] = _explain(session, job, period, now, depth, rows, seen)
+        why = _explain(session, job, period, now, depth, rows, seen)
+        seen[key] = _no_tick(job, period, now, why)
     return seen[key]
+
+
+def _no_tick(job: Job, period: Period, now: datetime, why: Why) -> Why:
+    """A gap no tick will ever run (it began before the job's ``catchup_window``): said."""
+    if why.state not in TICK_RUNS or job.catchup != "all":
+        return why
+    if period.start >= now - job.catchup_window:
+        return why
+    said = (
+        f"before catchup_window ({span(round(job.catchup_window.total_seconds()))}): no tick "
+        "runs it; a replay (or the run below) does"
+    )
+    return replace(why, said=(*why.said, said))
 
 
 def _explain(

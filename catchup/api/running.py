@@ -100,11 +100,13 @@ class Running(Base):
         keys: Iterable[str] | None = None,
         draining: threading.Event | None = None,
         term: int | None = None,
+        look_back: bool = False,
     ) -> Batch:
         """Run what each job's catch-up policy allows, on a pool of ``workers``: what
         ``catchup tick`` does. After ``max_time`` seconds, or once ``draining`` is set,
         nothing new starts (what runs finishes). ``term``: the scheduler leader's, recorded
-        with the tick (the pulse tells its ticks from a CronJob's)."""
+        with the tick (the pulse tells its ticks from a CronJob's). ``look_back``: also count
+        the gaps before each job's ``catchup_window`` (``Batch.outside``; one more scan)."""
         from ..replay import tick
 
         check(TICK_WORKERS, workers)
@@ -120,6 +122,7 @@ class Running(Base):
             max_time=max_time,
             draining=draining,
             term=term,
+            look_back=look_back,
         )
         if self.config.keep_detail is not None and not ran.interrupted:
             # after what was due, a bounded slice of compaction: a tick stays quick

@@ -154,6 +154,8 @@ def tick(
 
     With --max-time (the recipes set it to their interval), nothing new starts once it has
     passed, so one job's backlog never makes the next tick late for another job's period.
+    A line says which jobs max_per_tick left gaps of for later ticks, and one which have
+    gaps before their catchup_window: no tick runs those, replay does.
 
     Example: */5 * * * * catchup -q tick --max-time 5m
     """
@@ -174,6 +176,7 @@ def tick(
             on_done=None if as_json else done,
             max_time=max_time,
             keys=keys,
+            look_back=True,
         )
     show(result, as_json, json.batch_json, batches.tick_summary, out)
     exit_for_batch(result)

@@ -19,7 +19,7 @@ from ..models import STATUSES, Outcome
 from ..vocabulary import OutcomeStatus
 from .limits import GAP_LIMIT
 from .tables import outcome
-from .text import STYLE, safe, span
+from .text import STYLE, iso_utc, safe, span
 
 if TYPE_CHECKING:
     from ..job import Job
@@ -76,8 +76,28 @@ def left_alone(console: Console, batch: Batch) -> None:
 
 
 def tick_summary(console: Console, batch: Batch) -> None:
-    """One line: what a tick did (the line a cron or systemd log keeps)."""
+    """One line: what a tick did (the line a cron or systemd log keeps); then, when there are
+    any, one line of the gaps max_per_tick left and one of those before catchup_window."""
     _totals_line(console, batch, "tick")
+    if batch.left:
+        console.print(
+            f"left to later ticks by max_per_tick: {_per_job(batch.left)} gap period(s)",
+            highlight=False,
+        )
+    if batch.outside:
+        name, _, first = batch.outside[0]
+        console.print(
+            f"before catchup_window: {_per_job(batch.outside)} gap period(s); no tick runs "
+            f"them, a replay does: catchup replay --job {safe(name)} --since {iso_utc(first)}",
+            highlight=False,
+        )
+
+
+def _per_job(counts: Iterable[tuple[str, int] | tuple[str, int, datetime]], shown: int = 5) -> str:
+    """``export 12, billing 3`` (and how many jobs more)."""
+    counts = list(counts)
+    said = ", ".join(f"{safe(c[0])} {c[1]:,}" for c in counts[:shown])
+    return said + (f" and {len(counts) - shown} more job(s)" if len(counts) > shown else "")
 
 
 def run_summary(console: Console, batch: Batch) -> None:

@@ -301,6 +301,40 @@ def test_max_per_tick_caps_a_flood(project: Project, sql: Any) -> None:
     assert ran[0] == hour.strftime("%Y-%m-%dT%H:%M:%SZ") and len(ran) == 5
 
 
+def test_tick_says_what_max_per_tick_left_and_what_lies_before_catchup_window(
+    project: Project, sql: Any
+) -> None:
+    """40 missing days, a 10-day catchup_window and max_per_tick = 3: the tick runs 3, says
+    in one line how many it left to later ticks and in another how many lie before the window
+    (no tick runs them, a replay does, from the first); `why` of such a day says so too."""
+    log = project.path / "log"
+    (today,) = sql("SELECT (clock_timestamp() AT TIME ZONE 'UTC')::date")[0]
+    start = today - timedelta(days=40)
+    project.write(
+        job("bill", recorder(log), start=start.isoformat(), catchup_window="10d", max_per_tick=3)
+    )
+    said = project.cli("-q", "tick", "--json")
+    assert said.exit_code == 0, said.output
+    data = json.loads(said.stdout)
+    assert data["totals"]["succeeded"] == 3
+    # the window is the last 10 days: the days starting at or after now - 10d, 9 or 10 of them
+    left = data["left_to_max_per_tick"]["bill"]
+    outside = data["outside_catchup_window"]["bill"]
+    assert left in (6, 7) and outside["first"] == f"{start.isoformat()}T00:00:00Z"
+    assert 3 + left + outside["periods"] == 40, data
+
+    text = project.cli("-q", "tick").stdout.splitlines()
+    assert text[-2] == f"left to later ticks by max_per_tick: bill {left - 3} gap period(s)"
+    assert text[-1] == (
+        f"before catchup_window: bill {outside['periods']} gap period(s); no tick runs them, a "
+        f"replay does: catchup replay --job bill --since {start.isoformat()}T00:00:00Z"
+    )
+    old = project.cli("why", "bill", start.isoformat()).stdout
+    assert "before catchup_window (10d): no tick runs it; a replay" in " ".join(old.split())
+    recent = project.cli("why", "bill", (today - timedelta(days=1)).isoformat()).stdout
+    assert "catchup_window" not in recent and "missing" in recent
+
+
 def test_paused_job_is_not_ticked(project: Project, sql: Any) -> None:
     log = project.path / "log"
     project.write(job("alpha", recorder(log), start="2026-11-01"))
