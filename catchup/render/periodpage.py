@@ -119,6 +119,10 @@ def period_page(report: PeriodReport, site: Site) -> str:
         checkpoint=None if row is None else row.checkpoint,
         attempts=[_attempt(a, now) for a in history.attempts],
         total_attempts=history.total_attempts,
+        # attempts numbered past those kept: the earlier ones' detail was compacted
+        compacted_attempts=max(
+            0, max((a.attempt for a in history.attempts), default=0) - history.total_attempts
+        ),
         compacted=None
         if kept is None
         else {

@@ -5,6 +5,7 @@ two compactors and a replay racing leave every count exact. Dates are explicit p
 
 from __future__ import annotations
 
+import contextlib
 import json
 import random
 from datetime import UTC, datetime, timedelta
@@ -16,6 +17,8 @@ from fix_catalog import CATALOG, catalog
 from fix_db import Database, drop_schema, ledger_contents
 from fix_ledger import fill_settled
 from fix_project import Project, job_toml
+from test_serve import get
+from test_serve_period import serve
 
 from catchup.ledger import Ledger
 
@@ -160,6 +163,12 @@ def test_a_reset_after_compaction_runs_the_period_again(project: Project, sql: A
     assert [a["attempt"] for a in attempts["attempts"]] == [2]  # a new fencing token
     assert attempts["compacted"] is None
     assert [c["action"] for c in attempts["changes"]] == ["reset"]
+    # its page: one attempt kept, numbered 2, says attempt 1's detail was compacted
+    with contextlib.contextmanager(serve)(project) as base:
+        status, _, page = get(base + "/jobs/billing/2026-03-02")
+    assert status == 200, page
+    assert "<h2>Attempts: 1 kept, 1 before them compacted</h2>" in page
+    assert "The detail of 1 earlier attempt(s) was compacted" in page and "Attempt 2:" in page
 
 
 def test_tick_compacts_a_slice_when_keep_detail_is_set(project: Project, sql: Any) -> None:
@@ -180,7 +189,8 @@ def test_tick_compacts_a_slice_when_keep_detail_is_set(project: Project, sql: An
         " WHERE j.name = 'billing' AND r.compacted_at IS NOT NULL"
     )
     assert n == 11
-    assert ticked.stdout.rstrip().endswith("; compacted 11 old period(s)")  # its summary says
+    summary = next(line for line in ticked.stdout.splitlines() if line.startswith("tick: "))
+    assert summary.endswith("; compacted 11 old period(s)")  # its summary says
     assert (
         json.loads(project.cli("-q", "tick", "--json", "--job", "billing").stdout)["totals"].get(
             "compacted"
