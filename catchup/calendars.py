@@ -74,20 +74,20 @@ def calendar(job: Job, result: JobScan) -> Calendar:
     rows = tuple((label, tuple(cell(lo, hi) for lo, hi in spans)) for label, spans in grid)
     if not result.keys:
         return Calendar(job.name, unit, rows, truncated, job.timezone)
-    return Calendar(
-        job.name, unit, rows, truncated, job.timezone, result.keys, _key_gaps(job, result, grid)
-    )
+    counts, named = _key_gaps(job, result, grid)
+    return Calendar(job.name, unit, rows, truncated, job.timezone, result.keys, counts, named)
 
 
 def _key_gaps(
     job: Job, result: JobScan, grid: list[tuple[str, list[tuple[datetime, datetime]]]]
-) -> tuple[tuple[int, ...], ...]:
-    """How many keys have a period in a gap in each cell of ``grid`` (a keyed job's)."""
+) -> tuple[tuple[tuple[int, ...], ...], tuple[tuple[str, ...], ...]]:
+    """How many keys have a period in a gap in each cell of ``grid`` (a keyed job's), and the
+    key when there is one ('' else)."""
     tz = zone(job.timezone)
     timeline = job.timeline
     cells = [(to_utc(lo, tz), to_utc(hi, tz)) for _, spans in grid for lo, hi in spans]
     if not cells:
-        return ()
+        return (), ()
     los = [lo for lo, _ in cells]
     held: list[set[str]] = [set() for _ in cells]
     shown_lo, shown_hi = cells[0][0], cells[-1][1]
@@ -100,11 +100,14 @@ def _key_gaps(
             if n >= 0 and start < cells[n][1]:
                 held[n].add(r.key)
     out: list[tuple[int, ...]] = []
+    named: list[tuple[str, ...]] = []
     at = 0
     for _, spans in grid:
         out.append(tuple(len(held[at + i]) for i in range(len(spans))))
+        row = held[at : at + len(spans)]
+        named.append(tuple(next(iter(h)) if len(h) == 1 else "" for h in row))
         at += len(spans)
-    return tuple(out)
+    return tuple(out), tuple(named)
 
 
 def _bisect(starts: list[datetime], t: datetime) -> int:

@@ -229,10 +229,12 @@ class Config:
 
     @property
     def title(self) -> str:
-        """What pages and alerts call this deployment: ``[serve] title``, else the config's
-        folder name (``project.name``, then "catchup", without a config file)."""
+        """What pages and alerts call this deployment: ``[serve] title``, else ``[project]
+        name``, else the config's folder name ("catchup" without either)."""
         if self.serve.title is not None:
             return self.serve.title
+        if self.project_name is not None:
+            return self.project_name
         if self.path is not None:
             return self.path.resolve().parent.name or "catchup"
         return self.project_name or "catchup"

@@ -342,6 +342,7 @@ class Calendar:
     # a keyed job's: how many of its keys have a period in a gap in each cell, row by row
     keys: int = 0
     key_gaps: tuple[tuple[int, ...], ...] = ()
+    gap_key: tuple[tuple[str, ...], ...] = ()  # of those cells, the key when there is one
 
 
 @dataclass(frozen=True)

@@ -257,21 +257,22 @@ def calendars(console: Console, found: Sequence[Calendar]) -> None:
 
 def _key_gap_line(grid: Calendar, n: int) -> Text:
     """Under a row of a keyed job's calendar: how many of its keys have a gap in each cell
-    that has one (``3rd: 120 of 10,000 keys``)."""
+    that has one, and which when it is one (``3: 120, 4..5: 1 (acme)``)."""
 
     def name(i: int) -> str:
         return str(i + 1) if grid.unit == "day" else f"{i:02}:00"
 
     said = []
     counts = grid.key_gaps[n]
+    keys = grid.gap_key[n] if grid.gap_key else ("",) * len(counts)
     i = 0
     while i < len(counts):
         j = i
-        while j + 1 < len(counts) and counts[j + 1] == counts[i]:
-            j += 1  # cells in a row with the same count are said once
+        while j + 1 < len(counts) and (counts[j + 1], keys[j + 1]) == (counts[i], keys[i]):
+            j += 1  # cells in a row with the same count (and key) are said once
         if counts[i]:
             cells = name(i) if i == j else f"{name(i)}..{name(j)}"
-            said.append(f"{cells}: {counts[i]:,}")
+            said.append(f"{cells}: {counts[i]:,}" + (f" ({safe(keys[i])})" if keys[i] else ""))
         i = j + 1
     what = "days" if grid.unit == "day" else "hours"
     return Text(f"  {'':<10} keys with a gap ({what}), of {grid.keys:,}: " + ", ".join(said))

@@ -168,3 +168,24 @@ def test_serve_config_errors_are_one_line(project: Project) -> None:
         assert result.exit_code == 2, text
         assert re.search(r"catchup.toml:\d+: " + re.escape(said), result.output), result.output
         assert "Traceback" not in result.output and len(result.output.splitlines()) == 1
+
+
+def test_without_a_serve_title_the_page_is_named_for_the_project(project: Project) -> None:
+    """`[project] name` names the deployment on the page when `[serve] title` is not set (not
+    the config's folder, which two checkouts of one project name differently)."""
+    import contextlib
+
+    from test_serve import get
+    from test_serve_period import serve
+
+    project.write(
+        '[project]\nname = "acme-billing"\n'
+        '[jobs.billing]\nschedule = "daily"\nstart = "2026-10-01"\ncommand = ["true"]\n'
+    )
+    assert project.cli("-q", "run", "billing", "--period", "2026-10-02").exit_code == 0
+    with contextlib.contextmanager(serve)(project) as base:
+        status, _, page = get(base + "/")
+    assert status == 200, page
+    title = page.split("<title>", 1)[1].split("</title>", 1)[0]
+    assert title.endswith(" · acme-billing"), title
+    assert project.config.parent.name not in title
