@@ -18,7 +18,7 @@ from ..timelines import told
 from ..vocabulary import PeriodState
 from .limits import GAP_LIMIT
 from .pulse import scheduler
-from .tables import fits, print_pairs
+from .tables import fits, print_pairs, title_lines
 from .text import GLYPH, LEGEND, STYLE, iso_utc, keys_paused, safe, schedule_text
 
 # the summary's state columns: with ``expected`` they add up (every period is in one state)
@@ -128,7 +128,7 @@ def scan_tables(console: Console, report: ScanReport, *, limit: int | None = GAP
             summary.add_row(*_styled(job, cells, states))
         console.print(summary)
     else:
-        console.print(Text(title, style="bold"))
+        title_lines(console, title)
         for job in report.jobs:
             _stacked(console, job, states)
     for job in report.jobs:

@@ -114,7 +114,7 @@ def jobs(console: Console, report: JobsReport) -> None:
     ]
     title = f"catchup jobs · {report.database}"
     if not fits(console, JOBS_COLUMNS, rows):
-        console.print(Text(title, style="bold"))
+        title_lines(console, title)
         for row in rows:
             console.print(Text(f"{row[0]} · {row[1]}", style="bold"))
             print_pairs(
@@ -175,7 +175,7 @@ def blocks(
     """A table's rows as blocks, for a console too narrow for the table: the first cell on a
     line of its own, then ``header value`` pairs that wrap between pairs, never inside a name
     or a date."""
-    console.print(Text(title, style="bold"), soft_wrap=True)
+    title_lines(console, title)
     for row in rows:
         console.print(Text(row[0], style="bold"), soft_wrap=True)
         pairs = [
@@ -184,6 +184,13 @@ def blocks(
             if v
         ]
         print_pairs(console, pairs)
+
+
+def title_lines(console: Console, title: str) -> None:
+    """A title above blocks: broken only between its `` · `` phrases (``database clock`` stays
+    beside its time), a phrase wider than a line on one of its own."""
+    for line in packed(title.split(" · "), console.width):
+        console.print(Text(line, style="bold"), soft_wrap=True)
 
 
 def print_pairs(console: Console, pairs: Sequence[str]) -> None:

@@ -265,3 +265,14 @@ def test_piped_output_has_no_trailing_spaces(project: Project, sql: Any) -> None
             padded = [line for line in result.stdout.splitlines() if line != line.rstrip()]
             assert padded == [], (args, columns, padded)
             assert result.stdout.strip(), args
+
+
+def test_a_title_at_80_columns_breaks_between_its_phrases(project: Project, sql: Any) -> None:
+    """Too narrow for the table, scan's title goes on two lines broken at a `·`, never inside
+    "database clock 2026-…" (nor inside the window)."""
+    setup(project, sql)
+    result = project.cli("scan", "--until", "2026-10-20", env={"COLUMNS": "80"})
+    assert result.exit_code == 1, result.output
+    lines = result.stdout.splitlines()
+    assert lines[0] == "catchup scan · 2026-10-01T00:00:00Z .. 2026-10-20T00:00:00Z", lines[:3]
+    assert re.fullmatch(r"database clock \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", lines[1]), lines[:3]
