@@ -32,7 +32,7 @@ from datetime import datetime
 import psycopg
 
 from .errors import CatchupError, ConfigError, first_line
-from .models import ScanReport
+from .models import JobScan, ScanReport
 from .render import json as json_render
 from .render.metrics import Served
 from .render.page import keys_page, keys_path
@@ -142,7 +142,9 @@ class Watcher:
             took=took,
             document="".join(json_render.scan_json_chunks(report)).encode(),
             keyed=self._keyed(
-                keyed, Site(self.title, max(1, round(self.refresh)), report.generated_at, took)
+                keyed,
+                Site(self.title, max(1, round(self.refresh)), report.generated_at, took),
+                {job.job: job for job in report.jobs},
             ),
             size=size,
             facts=facts,
@@ -158,10 +160,12 @@ class Watcher:
             for line in problems:
                 print(f"catchup serve: {line}", file=sys.stderr, flush=True)
 
-    def _keyed(self, reports: list[KeysReport], site: Site) -> dict[str, tuple[bytes, str]]:
+    def _keyed(
+        self, reports: list[KeysReport], site: Site, scans: dict[str, JobScan]
+    ) -> dict[str, tuple[bytes, str]]:
         out: dict[str, tuple[bytes, str]] = {}
         for report in reports:
-            page = keys_page(report, site).encode()
+            page = keys_page(report, site, scans.get(report.job)).encode()
             out[keys_path(report.job)] = (page, "text/html; charset=utf-8")
             document = (json_render.keys_json(report) + "\n").encode()
             out[keys_path(report.job, api=True)] = (document, "application/json")

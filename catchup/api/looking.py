@@ -17,6 +17,7 @@ from ..models import ScanReport
 from ..results import History, JobsReport, KeysReport, PageFacts, PeriodReport, Running, Why
 from ..retention import LedgerSize
 from ..session import Session
+from ..targets import KeyRow
 from ..window import Moment
 from .base import Base, check, instant
 
@@ -80,7 +81,7 @@ class Looking(Base):
         job_id = session.registered_id(spec.name)
         now = session.now()
         rows = current_keys(session.ledger, spec, job_id, now, write=True, source=source)
-        return KeysReport(spec.name, now, tuple(rows), labeler=spec.label)
+        return KeysReport(spec.name, now, from_start(spec, rows), labeler=spec.label)
 
     def jobs(self) -> JobsReport:
         """``catchup jobs``: per job, schedule, last success, next due, done of expected."""
@@ -299,14 +300,15 @@ class Looking(Base):
                 KeysReport(
                     job.name,
                     now,
-                    tuple(
+                    from_start(
+                        job,
                         current_keys(
                             session.ledger,
                             job,
                             rows[job.name].id if job.name in rows else 0,
                             now,
                             write=False,
-                        )
+                        ),
                     ),
                     labeler=job.label,
                 )
@@ -368,3 +370,9 @@ class Looking(Base):
             serve(watcher, host, port, stop, on_listening, option)
         finally:
             reader.close()
+
+
+def from_start(job: Job, rows: Iterable[KeyRow]) -> tuple[KeyRow, ...]:
+    """The keys as people see them: none expected before the job's start (a keys query's
+    date column may say 2019 for a job that starts in 2026)."""
+    return tuple(replace(k, expected_from=max(k.expected_from, job.anchor)) for k in rows)

@@ -4,9 +4,12 @@ and to the job's page. The other pages are :mod:`catchup.render.web` and ``jobpa
 
 from __future__ import annotations
 
+from collections import Counter
 from urllib.parse import quote
 
+from ..models import JobScan
 from ..results import KeysReport
+from ..vocabulary import PeriodState
 from .text import iso_utc
 from .web import Site, frame, render
 from .webparts import job_path
@@ -20,8 +23,23 @@ def keys_path(job: str, api: bool = False) -> str:
     return ("/api/keys/" if api else "/keys/") + quote(job, safe="")
 
 
-def keys_page(report: KeysReport, site: Site) -> str:
+def key_states(scan: JobScan | None) -> dict[str, str]:
+    """Each key's gap periods in the scan's window by state (``2 missing, 1 failed``, else
+    ``no gaps``); a key the scan has no range of had none (succeeded is what is left)."""
+    by_key: dict[str, Counter[str]] = {}
+    for r in () if scan is None else scan.key_ranges:
+        by_key.setdefault(r.key, Counter())[r.state] += r.periods
+    said = {}
+    for key, counts in by_key.items():
+        gaps = [f"{counts[s]:,} {s}" for s in PeriodState if s.is_gap and counts[s]]
+        said[key] = ", ".join(gaps) or "no gaps"
+    return said
+
+
+def keys_page(report: KeysReport, site: Site, scan: JobScan | None = None) -> str:
+    """``scan``: the job's in the newest scan, for each key's state (none: not said)."""
     api = keys_path(report.job, api=True)
+    states = key_states(scan)
     gone = sum(1 for k in report.keys if k.gone_at is not None)
     context = frame(
         site, f"keys of {report.job}", api, [(report.job, job_path(report.job)), ("keys", None)]
@@ -42,6 +60,7 @@ def keys_page(report: KeysReport, site: Site) -> str:
                 "last_seen": iso_utc(k.last_seen) if k.last_seen else "",
                 "gone": iso_utc(k.gone_at) if k.gone_at else "",
                 "paused": iso_utc(k.paused_at) if k.paused_at else "",
+                "state": states.get(k.key, "no gaps" if scan is not None else ""),
             }
             for k in report.keys[:KEYS_SHOWN]
         ],

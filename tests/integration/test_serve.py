@@ -324,3 +324,44 @@ def test_the_page_links_to_a_keyed_jobs_keys(project: Project, sql: Any) -> None
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=30)
+
+
+def test_the_keys_page_says_each_keys_state_and_nothing_before_the_jobs_start(
+    project: Project,
+) -> None:
+    """A key's row says its gaps in the scan (globex failed twice), and no key is expected
+    before the job's start, not even one recorded under an earlier start (`keys` neither)."""
+    import contextlib
+
+    from test_serve_period import serve
+
+    def config(start: str) -> str:
+        return job_toml(
+            "invoice",
+            "daily",
+            start,
+            keys=["acme", "globex"],
+            command=["sh", "-c", 'test "$1" != globex', "sh", "{key}"],
+        )
+
+    project.write(config("2026-10-01"))
+    window = ("--since", "2026-10-01", "--until", "2026-10-04")
+    assert project.cli("-q", "replay", *window).exit_code == 1  # globex fails
+    project.write(config("2026-10-02"))  # the start moves a day later
+    listed = json.loads(project.cli("-q", "keys", "invoice", "--json").stdout)["keys"]
+    assert {k["key"]: k["expected_from"] for k in listed} == {
+        "acme": "2026-10-02T00:00:00Z",
+        "globex": "2026-10-02T00:00:00Z",
+    }
+    with contextlib.contextmanager(serve)(project) as base:
+        status, _, page = get(base + "/keys/invoice")
+    assert status == 200, page
+    assert "2026-10-01T00:00:00Z" not in page and "2026-10-02T00:00:00Z" in page
+    rows = {
+        m.group(1): m.group(2)
+        for m in re.finditer(
+            r'<bdi>(\w+)</bdi></th>.*?<td data-label="in the scan">([^<]*)</td>', page
+        )
+    }
+    assert re.fullmatch(r"[\d,]+ missing", rows["acme"]), rows
+    assert re.fullmatch(r"[\d,]+ missing, 2 failed", rows["globex"]), rows
