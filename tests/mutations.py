@@ -1587,6 +1587,47 @@ MUTATIONS = (
             "until_the_config_says_which_it_is",
         ),
     ),
+    Mutation(
+        "cancelled-run-exits-0",
+        "run of a period someone cancelled exits 130: the period was not done",
+        "catchup/cli/base.py",
+        "    if result.status in (OutcomeStatus.interrupted, OutcomeStatus.cancelled):\n",
+        "    if result.status == OutcomeStatus.interrupted:\n",
+        (
+            "tests/integration/test_cancel.py::test_a_cancelled_period_is_cancelled_in_why_"
+            "and_a_later_failure_counts_as_the_first",
+        ),
+    ),
+    Mutation(
+        "piped-lines-padded",
+        "piped output has no line ending in the spaces Rich pads it with",
+        "catchup/cli/base.py",
+        '        self.stream.write(re.sub(r" +\\n", "\\n", body))\n',
+        "        self.stream.write(text)\n",
+        ("tests/integration/test_scan_cli.py::test_piped_output_has_no_trailing_spaces",),
+    ),
+    Mutation(
+        "keys-expected-before-start",
+        "keys and the keys page expect no key before the job's start",
+        "catchup/api/looking.py",
+        "max(k.expected_from, job.anchor)",
+        "k.expected_from",
+        (
+            "tests/integration/test_serve.py::test_the_keys_page_says_each_keys_state_and_"
+            "nothing_before_the_jobs_start",
+        ),
+    ),
+    Mutation(
+        "tick-window-unsaid",
+        "tick says how many gap periods lie before catchup_window (no tick runs them)",
+        "catchup/replay.py",
+        "    outside = before_window(session, targets, now) if look_back else ()\n",
+        "    outside = ()\n",
+        (
+            "tests/integration/test_replay.py::test_tick_says_what_max_per_tick_left_and_what_"
+            "lies_before_catchup_window",
+        ),
+    ),
 )
 
 
