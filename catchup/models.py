@@ -299,6 +299,15 @@ class JobScan(JsonNames):
 
 
 @dataclass(frozen=True)
+class TickLeft:
+    """The gap periods a tick left: to later ticks by ``max_per_tick``, (job, count); before
+    each job's ``catchup_window`` (a replay's, never a tick's), (job, count, the first's start)."""
+
+    later: tuple[tuple[str, int], ...] = ()
+    outside: tuple[tuple[str, int, datetime], ...] = ()
+
+
+@dataclass(frozen=True)
 class EvidenceState:
     """What earlier scans verified of a job's evidence (``evidence_state``): every row that
     finished by ``verified_at`` in the job's periods before ``verified_until`` had evidence."""

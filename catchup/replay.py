@@ -16,7 +16,7 @@ from datetime import datetime
 from .batch import BATCH_MAX
 from .bounds import TICK_WORKERS
 from .job import Job
-from .models import ClaimRules, JobScan, Outcome
+from .models import ClaimRules, JobScan, Outcome, TickLeft
 from .planning import DependencyOrder, gap_periods, oldest_first, plan_upstream
 from .pool import run_planned
 from .results import Batch, Planned
@@ -239,7 +239,7 @@ def tick(
         draining=draining,
     )
     outside = before_window(session, targets, now) if look_back else ()
-    return dataclasses.replace(ran, left=tuple(left), outside=outside)
+    return dataclasses.replace(ran, left=TickLeft(tuple(left), outside))
 
 
 def gap_count(job: Job, result: JobScan, states: frozenset[str]) -> int:

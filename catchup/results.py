@@ -11,15 +11,7 @@ from typing import Literal
 
 from .explain import Explanation
 from .job import Job
-from .models import (
-    STATUSES,
-    EventRow,
-    HistoryRow,
-    JobLine,
-    Outcome,
-    RunRow,
-    Unconfigured,
-)
+from .models import STATUSES, EventRow, HistoryRow, JobLine, Outcome, RunRow, TickLeft, Unconfigured
 from .pulsefacts import Pulse
 from .retention import CompactedRun
 from .schedule import Period, iso_utc
@@ -220,10 +212,7 @@ class Batch:
     upstream: tuple[tuple[str, int], ...] = ()
     compacted: int = 0  # a tick's slice of compaction ([ledger] keep_detail): periods compacted
     held: tuple[tuple[str, str], ...] = ()  # held jobs (catchup/held.py): (job, old name)
-    # a tick's gap periods left, (job, count): to later ticks by max_per_tick; before each
-    # job's catchup_window (a replay's, never a tick's; asked for with look_back)
-    left: tuple[tuple[str, int], ...] = ()
-    outside: tuple[tuple[str, int, datetime], ...] = ()  # (job, count, the first's start)
+    left: TickLeft = field(default_factory=TickLeft)  # gaps: by max_per_tick, catchup_window
 
     @property
     def totals(self) -> dict[str, int]:

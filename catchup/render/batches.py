@@ -79,15 +79,15 @@ def tick_summary(console: Console, batch: Batch) -> None:
     """One line: what a tick did (the line a cron or systemd log keeps); then, when there are
     any, one line of the gaps max_per_tick left and one of those before catchup_window."""
     _totals_line(console, batch, "tick")
-    if batch.left:
+    if batch.left.later:
         console.print(
-            f"left to later ticks by max_per_tick: {_per_job(batch.left)} gap period(s)",
+            f"left to later ticks by max_per_tick: {_per_job(batch.left.later)} gap period(s)",
             highlight=False,
         )
-    if batch.outside:
-        name, _, first = batch.outside[0]
+    if batch.left.outside:
+        name, _, first = batch.left.outside[0]
         console.print(
-            f"before catchup_window: {_per_job(batch.outside)} gap period(s); no tick runs "
+            f"before catchup_window: {_per_job(batch.left.outside)} gap period(s); no tick runs "
             f"them, a replay does: catchup replay --job {safe(name)} --since {iso_utc(first)}",
             highlight=False,
         )

@@ -133,15 +133,15 @@ def _batch_json(batch: Batch) -> str:
             **({"upstream": dict(batch.upstream)} if batch.upstream else {}),
             # each held job (nothing of it planned) and the old name it looks like
             **({"held": dict(batch.held)} if batch.held else {}),
-            **({"left_to_max_per_tick": dict(batch.left)} if batch.left else {}),
+            **({"left_to_max_per_tick": dict(batch.left.later)} if batch.left.later else {}),
             **(
                 {
                     "outside_catchup_window": {
                         job: {"periods": n, "first": iso_utc(first)}
-                        for job, n, first in batch.outside
+                        for job, n, first in batch.left.outside
                     }
                 }
-                if batch.outside
+                if batch.left.outside
                 else {}
             ),
         }
