@@ -52,9 +52,13 @@ def other_schema(database: Database) -> Iterator[str]:
 
 
 def rendered(render: Callable[[Console], None]) -> str:
-    """What the CLI prints for a result on a pipe (the same console settings)."""
+    """What the CLI prints for a result on a pipe (the same console settings, its lines
+    without the spaces Rich pads them with)."""
+    from catchup.cli.base import Trimmed
+
     out = io.StringIO()
-    render(Console(file=out, width=200, highlight=False, markup=False, emoji=False))
+    trimmed: Any = Trimmed(out)
+    render(Console(file=trimmed, width=200, highlight=False, markup=False, emoji=False))
     return out.getvalue()
 
 
