@@ -238,7 +238,7 @@ def tick(
         prepare=functools.partial(_reopen, RERUN) if rerun else None,
         draining=draining,
     )
-    outside = before_window(session, targets, now) if look_back else ()
+    outside = before_window(session, targets, now) if look_back and not ran.interrupted else ()
     return dataclasses.replace(ran, left=TickLeft(tuple(left), outside))
 
 

@@ -1621,8 +1621,8 @@ MUTATIONS = (
         "tick-window-unsaid",
         "tick says how many gap periods lie before catchup_window (no tick runs them)",
         "catchup/replay.py",
-        "    outside = before_window(session, targets, now) if look_back else ()\n",
-        "    outside = ()\n",
+        "before_window(session, targets, now) if look_back",
+        "() if look_back",
         (
             "tests/integration/test_replay.py::test_tick_says_what_max_per_tick_left_and_what_"
             "lies_before_catchup_window",
