@@ -22,7 +22,7 @@ from .results import Batch, Planned
 from .scan import prepare, scan_jobs
 from .schedule import Period
 from .session import Session
-from .targets import KeyRow, ScanTarget
+from .targets import KeyRow, ScanTarget, keys_failed
 from .vocabulary import REPLAYABLE, PeriodState
 from .window import Moment
 
@@ -105,6 +105,7 @@ def replay(
             untracked=untracked,
             untracked_keys=untracked_keys,
             upstream=told,
+            keys_failed=keys_failed(ready.targets),
         )
     batch = run_planned(
         session,
@@ -123,7 +124,11 @@ def replay(
         else functools.partial(_reopen, unverified or outdated),
     )
     return dataclasses.replace(
-        batch, untracked=untracked, untracked_keys=untracked_keys, upstream=told
+        batch,
+        untracked=untracked,
+        untracked_keys=untracked_keys,
+        upstream=told,
+        keys_failed=keys_failed(ready.targets),
     )
 
 
@@ -219,7 +224,7 @@ def tick(
         chosen_items = oldest_first([order.place(iter(chosen)) for chosen in chosen_per_job])
     else:
         chosen_items = round_robin([iter(chosen) for chosen in chosen_per_job])
-    return run_planned(
+    batch = run_planned(
         session,
         chosen_items,
         planned=planned,
@@ -230,6 +235,7 @@ def tick(
         prepare=functools.partial(_reopen, RERUN) if rerun else None,
         draining=draining,
     )
+    return dataclasses.replace(batch, keys_failed=keys_failed(ready.targets))
 
 
 def expected_at(target: ScanTarget, period: Period) -> list[KeyRow]:
@@ -280,7 +286,7 @@ def run_keys(
     (target,) = ready.targets
     keys = expected_at(target, period)
     items = iter([Planned(ready.jobs[0].for_key(k.key), period, "due") for k in keys])
-    return run_planned(
+    batch = run_planned(
         session,
         items,
         planned=len(keys),
@@ -288,3 +294,4 @@ def run_keys(
         interrupted=interrupted,
         rules=rules,
     )
+    return dataclasses.replace(batch, keys_failed=keys_failed(ready.targets))

@@ -23,7 +23,7 @@ from .models import (
 from .pulsefacts import Pulse
 from .retention import CompactedRun
 from .schedule import Period, iso_utc
-from .targets import KeyRow
+from .targets import KeyRow, KeysFailure
 from .timelines import Moved
 from .vocabulary import EventAction, OutcomeStatus, PeriodState
 
@@ -220,6 +220,7 @@ class Batch:
     upstream: tuple[tuple[str, int], ...] = ()
     compacted: int = 0  # a tick's slice of compaction ([ledger] keep_detail): periods compacted
     held: tuple[tuple[str, str], ...] = ()  # held jobs (catchup/held.py): (job, old name)
+    keys_failed: tuple[KeysFailure, ...] = ()  # keyed jobs whose keys query failed: alone
 
     @property
     def totals(self) -> dict[str, int]:
