@@ -225,10 +225,7 @@ class Batch:
     @property
     def totals(self) -> dict[str, int]:
         counts = Counter(outcome.status for outcome in self.outcomes)
-        return {
-            "planned": self.planned,
-            **{s: counts.get(s, 0) for s in STATUSES},
-        }
+        return {"planned": self.planned, **{s: counts.get(s, 0) for s in STATUSES}}
 
     @property
     def failed(self) -> bool:

@@ -1631,8 +1631,8 @@ MUTATIONS = (
         "keys-failure-unsaid-by-scheduler",
         "the scheduler says a keys query failed, in one line, and keeps leading",
         "catchup/api/scheduling.py",
-        "                    say(failure.line)\n",
-        "                    pass\n",
+        "                say(failure.line)\n",
+        "                pass\n",
         (
             "tests/integration/test_blast_radius.py::test_the_scheduler_says_it_and_keeps_leading_and_its_page_and_metrics_show_it",
         ),
