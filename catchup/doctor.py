@@ -359,6 +359,9 @@ def examine(config_path: str | None, dsn: str | None) -> list[Finding]:
         # one probe's database error is its finding; the others are still reported
         found += _guarded("time zones", lambda: zone_agreement(session, config, db_now))
         found += _guarded("evidence", lambda: evidence_findings(session, config, db_now))
+        from .keyed import keys_findings
+
+        found += _guarded("keys", lambda: keys_findings(session.ledger, [*config.jobs.values()]))
         if version == latest:
             from .compaction import ledger_findings
 

@@ -15,7 +15,8 @@ import psycopg
 
 from . import db, evidence, suspects
 from .coverage import signature
-from .errors import CatchupError, ConfigError, first_line
+from .errors import EXIT_DATABASE, EXIT_USAGE, CatchupError, ConfigError, DatabaseError, first_line
+from .findings import Finding
 from .job import Job
 from .keychain import grouped
 from .keyevidence import with_evidence
@@ -23,16 +24,27 @@ from .ledger import Ledger, read_keys
 from .models import COUNTED_STATES, JobScan, Range
 from .results import Planned
 from .session import Session
-from .targets import KeyRange, KeyRow, ScanTarget
+from .targets import KeyRange, KeyRow, KeysFailure, ScanTarget
 from .values import key_problem
 from .verified import unverified, verified_now
 from .vocabulary import PeriodState
 from .window import Moment, window
 
 
+class KeysFailed(CatchupError):
+    """A keyed job's keys query failed: a database error (exit 3: an error, a timeout, an
+    unreachable ``keys_dsn``) or rows that are refused (exit 2). One line, no password."""
+
+    def __init__(self, message: str, *, database: bool) -> None:
+        super().__init__(message)
+        self.database = database
+        self.exit_code = EXIT_DATABASE if database else EXIT_USAGE
+
+
 def source_keys(ledger: Ledger, job: Job) -> tuple[list[tuple[str, datetime | None]], bool]:
     """The job's keys as its config gives them now: its list, or its query's rows (on the
-    ledger's database or ``keys_dsn``), each checked; and whether they come with a date."""
+    ledger's database or ``keys_dsn``), each checked; and whether they come with a date. A
+    :class:`KeysFailed` when the query fails or what it returns is refused."""
     if isinstance(job.keys, tuple):
         return [(k, None) for k in job.keys], False
     assert isinstance(job.keys, str)
@@ -48,15 +60,17 @@ def source_keys(ledger: Ledger, job: Job) -> tuple[list[tuple[str, datetime | No
         if isinstance(exc, psycopg.OperationalError) and ledger.conn.broken:
             raise
         said = db.scrub(first_line(exc), job.keys_dsn or "")
-        raise CatchupError(f"{where}: the keys query failed: {said}") from None
+        raise KeysFailed(f"{where}: the keys query failed: {said}", database=True) from None
     except ConfigError as exc:
-        raise ConfigError(f"{where}: the keys query {exc}") from None
+        raise KeysFailed(f"{where}: the keys query {exc}", database=False) from None
+    except DatabaseError as exc:  # keys_dsn unreachable, too old
+        raise KeysFailed(f"{where}: {exc}", database=True) from None
     seen: set[str] = set()
     for n, (key, _) in enumerate(rows, start=1):
         if (problem := key_problem(key)) is not None:
-            raise ConfigError(f"{where}: row {n}: the key {problem}")
+            raise KeysFailed(f"{where}: row {n}: the key {problem}", database=False)
         if key in seen:
-            raise ConfigError(f"{where}: the key {key!a} is returned twice")
+            raise KeysFailed(f"{where}: the key {key!a} is returned twice", database=False)
         seen.add(key)
     return rows, dated
 
@@ -68,6 +82,36 @@ def read_sources(ledger: Ledger, jobs: list[Job]) -> dict[str, Source]:
     """Each keyed job's keys as its source gives them now, read before anything is written:
     a keys query that fails, or returns what it must not, leaves the ledger as it was."""
     return {job.name: source_keys(ledger, job)[0] for job in jobs if job.keyed}
+
+
+def read_each(session: Session, jobs: list[Job]) -> tuple[dict[str, Source], dict[str, KeysFailed]]:
+    """:func:`read_sources` where one job's failure is that job's: the keys read, and the
+    failures by job (each such job goes on with the keys it read last: :func:`with_keys`).
+    When every one of ``jobs`` failed and none has keys read before, nothing could run: the
+    first failure is raised, and nothing is written."""
+    read: dict[str, Source] = {}
+    failed: dict[str, KeysFailed] = {}
+    for job in jobs:
+        if job.keyed:
+            try:
+                read[job.name] = source_keys(session.ledger, job)[0]
+            except KeysFailed as exc:
+                failed[job.name] = exc
+    if failed and len(failed) == len(jobs):
+        rows = session.job_rows(write=False)
+        if not any(n in rows and session.ledger.key_history(rows[n].id) for n in failed):
+            raise next(iter(failed.values()))
+    return read, failed
+
+
+def known_keys(ledger: Ledger, job: Job, job_id: int, now: datetime) -> list[KeyRow]:
+    """:func:`current_keys` read-only; when the keys query fails, the keys the ledger
+    recorded when it last read them (a read that decides nothing: an upstream's keys, a
+    ``--key`` checked)."""
+    try:
+        return current_keys(ledger, job, job_id, now, write=False)
+    except KeysFailed:
+        return ledger.key_history(job_id) if job_id > 0 else []
 
 
 def current_keys(
@@ -122,7 +166,7 @@ def check_selected(session: Session, jobs: list[Job]) -> None:
     now = session.now()
     for job in jobs:
         row = rows.get(job.name)
-        selected(job, current_keys(session.ledger, job, row.id if row else 0, now, write=False))
+        selected(job, known_keys(session.ledger, job, row.id if row else 0, now))
 
 
 def expected_count(keys: list[KeyRow], starts: list[datetime], ends: list[datetime]) -> int:
@@ -260,12 +304,20 @@ def with_keys(
     now: datetime,
     write: bool,
     sources: dict[str, Source] | None = None,
+    failed: dict[str, KeysFailed] | None = None,
 ) -> list[ScanTarget]:
     """``targets`` with each keyed job's keys (read unless in ``sources``, recorded with
-    ``write``, cut to those asked for)."""
+    ``write``, cut to those asked for). A job whose keys query ``failed`` keeps the keys the
+    ledger recorded when it last read them, unchanged (none: nothing of it runs), and says so
+    (``keys_failed``)."""
     out = []
     for t in targets:
-        if t.job.keyed:
+        if t.job.keyed and (why := (failed or {}).get(t.job.name)) is not None:
+            keys = selected(t.job, ledger.key_history(t.job_id) if t.job_id > 0 else [])
+            known = sum(1 for k in keys if k.gone_at is None)
+            told = KeysFailure(t.job.name, str(why), why.database, known)
+            t = replace(t, keys=tuple(keys), keys_failed=told)
+        elif t.job.keyed:
             source = (sources or {}).get(t.job.name)
             keys = selected(t.job, current_keys(ledger, t.job, t.job_id, now, write, source))
             t = replace(t, keys=tuple(keys))
@@ -292,17 +344,35 @@ def scan_with_keys(
         if not t.job.keyed:
             results.append(next(done))
             continue
-        results.append(
-            scan_keyed(
-                ledger,
-                t.job,
-                t.job_id,
-                list(t.keys),
-                now=now,
-                since=t.since or since,
-                until=until,
-                paused=t.paused,
-                record=record,
-            )
+        result = scan_keyed(
+            ledger,
+            t.job,
+            t.job_id,
+            list(t.keys),
+            now=now,
+            since=t.since or since,
+            until=until,
+            paused=t.paused,
+            record=record,
         )
+        failed = t.keys_failed  # scanned on the keys it read last: said in its row
+        results.append(result if failed is None else replace(result, keys_error=failed.error))
     return results
+
+
+def keys_findings(ledger: Ledger, jobs: list[Job]) -> list[Finding]:
+    """``catchup doctor``: each keys query run once, read-only and bounded as a tick runs it
+    (on its ``keys_dsn`` when it has one), one line per job: how many keys, or why none."""
+    found = []
+    for job in jobs:
+        if not isinstance(job.keys, str):
+            continue
+        try:
+            rows, _ = source_keys(ledger, job)
+        except KeysFailed as exc:
+            found.append(Finding("serious", "keys", f"{job.name}: {exc}"))
+            continue
+        where = "its keys_dsn" if job.keys_dsn else "the ledger's database"
+        said = f"{job.name}: the keys query returns {len(rows):,} key(s) on {where}"
+        found.append(Finding("ok", "keys", said))
+    return found

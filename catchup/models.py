@@ -11,7 +11,7 @@ from typing import Literal, NamedTuple
 from .pulsefacts import Pulse
 from .scannames import JsonNames
 from .schedule import Period, iso_utc
-from .targets import KeyRange
+from .targets import KeyRange, KeysFailure
 from .timelines import Failover
 from .vocabulary import (
     GAP_STATES,
@@ -252,6 +252,7 @@ class JobScan(JsonNames):
     evidence: bool = False  # the job has an evidence query: unverified/untracked are known
     # why the job's evidence query could not be read (then its evidence states are not known)
     evidence_error: str | None = None
+    keys_error: str | None = None  # why its keys query failed (scanned on the keys read last)
     # what each blocked range waits for, by its first period: "export … (failed)"
     blocked_by: tuple[tuple[datetime, str], ...] = ()
     # a job with keys: how many keys were expected in the window, each key's ranges, and the
@@ -327,6 +328,7 @@ class ScanReport:
     pulse: Pulse | None = None  # the scheduler's pulse, read in the same call
     calendars: tuple[Calendar, ...] = ()  # one per job, when asked for
     failover: Failover | None = None  # the ledger's last failover: its periods may be suspect
+    keys_failed: tuple[KeysFailure, ...] = ()  # keyed jobs whose keys query failed
 
     @property
     def health(self) -> Pulse | None:

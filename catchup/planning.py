@@ -140,7 +140,7 @@ def plan_upstream(
 
 def _with_keys(session: Session, target: ScanTarget, keys: set[str], now: datetime) -> ScanTarget:
     """``target`` (a keyed job) with those of ``keys`` it has, and their history; read only."""
-    from .keyed import current_keys
+    from .keyed import known_keys
 
-    known = current_keys(session.ledger, target.job, target.job_id, now, write=False)
+    known = known_keys(session.ledger, target.job, target.job_id, now)
     return dataclasses.replace(target, keys=tuple(row for row in known if row.key in keys))

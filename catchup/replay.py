@@ -23,7 +23,7 @@ from .results import Batch, Planned
 from .scan import prepare, scan_jobs
 from .schedule import Period
 from .session import Session
-from .targets import KeyRow, ScanTarget
+from .targets import KeyRow, ScanTarget, keys_failed
 from .vocabulary import REPLAYABLE, PeriodState
 from .window import Moment
 
@@ -106,6 +106,7 @@ def replay(
             untracked=untracked,
             untracked_keys=untracked_keys,
             upstream=told,
+            keys_failed=keys_failed(ready.targets),
         )
     batch = run_planned(
         session,
@@ -124,7 +125,11 @@ def replay(
         else functools.partial(_reopen, unverified or outdated),
     )
     return dataclasses.replace(
-        batch, untracked=untracked, untracked_keys=untracked_keys, upstream=told
+        batch,
+        untracked=untracked,
+        untracked_keys=untracked_keys,
+        upstream=told,
+        keys_failed=keys_failed(ready.targets),
     )
 
 
@@ -239,7 +244,9 @@ def tick(
         draining=draining,
     )
     outside = before_window(session, targets, now) if look_back and not ran.interrupted else ()
-    return dataclasses.replace(ran, left=TickLeft(tuple(left), outside))
+    return dataclasses.replace(
+        ran, left=TickLeft(tuple(left), outside), keys_failed=keys_failed(ready.targets)
+    )
 
 
 def gap_count(job: Job, result: JobScan, states: frozenset[str]) -> int:
@@ -325,7 +332,7 @@ def run_keys(
     (target,) = ready.targets
     keys = expected_at(target, period)
     items = iter([Planned(ready.jobs[0].for_key(k.key), period, "due") for k in keys])
-    return run_planned(
+    batch = run_planned(
         session,
         items,
         planned=len(keys),
@@ -333,3 +340,4 @@ def run_keys(
         interrupted=interrupted,
         rules=rules,
     )
+    return dataclasses.replace(batch, keys_failed=keys_failed(ready.targets))

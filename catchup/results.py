@@ -15,7 +15,7 @@ from .models import STATUSES, EventRow, HistoryRow, JobLine, Outcome, RunRow, Ti
 from .pulsefacts import Pulse
 from .retention import CompactedRun
 from .schedule import Period, iso_utc
-from .targets import KeyRow
+from .targets import KeyRow, KeysFailure
 from .timelines import Moved
 from .vocabulary import EventAction, OutcomeStatus, PeriodState
 
@@ -213,14 +213,12 @@ class Batch:
     compacted: int = 0  # a tick's slice of compaction ([ledger] keep_detail): periods compacted
     held: tuple[tuple[str, str], ...] = ()  # held jobs (catchup/held.py): (job, old name)
     left: TickLeft = field(default_factory=TickLeft)  # gaps: by max_per_tick, catchup_window
+    keys_failed: tuple[KeysFailure, ...] = ()  # keyed jobs whose keys query failed: alone
 
     @property
     def totals(self) -> dict[str, int]:
         counts = Counter(outcome.status for outcome in self.outcomes)
-        return {
-            "planned": self.planned,
-            **{s: counts.get(s, 0) for s in STATUSES},
-        }
+        return {"planned": self.planned, **{s: counts.get(s, 0) for s in STATUSES}}
 
     @property
     def failed(self) -> bool:

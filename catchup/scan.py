@@ -52,22 +52,21 @@ def prepare(
     *,
     write: bool = True,
 ) -> Prepared:
-    """Check the window, resolve and register ``jobs`` (nothing is written without
-    ``write``), and say what to scan of each, on the database clock."""
+    """The window checked, ``jobs`` resolved and registered (only with ``write``), their targets."""
     check_window(jobs, since, until)
-    sources = {}
+    sources: tuple[dict[str, Any], dict[str, Any]] = ({}, {})
     if any(job.keyed for job in jobs):
-        from .keyed import read_sources
+        from .keyed import read_each
 
-        sources = read_sources(session.ledger, jobs)  # before anything is written
+        sources = read_each(session, jobs)  # before anything is written; failures each its own
     resolved = session.resolve_all(jobs, write=write)
     now = session.now()
     rows = session.job_rows(write=write)
     targets = targets_for(resolved, rows)
-    if sources:
+    if any(job.keyed for job in jobs):
         from .keyed import with_keys
 
-        targets = with_keys(session.ledger, targets, now, write, sources)
+        targets = with_keys(session.ledger, targets, now, write, *sources)
     return Prepared(now, resolved, rows, targets)
 
 
@@ -370,6 +369,7 @@ def scan(
         jobs=tuple(results),
         pulse=read_pulse(session, jobs) if pulse else None,
         failover=session.ledger.failover(),
+        keys_failed=tuple(t.keys_failed for t in targets if t.keys_failed is not None),
         calendars=tuple(calendar(job, r) for job, r in zip(jobs, results, strict=True))
         if calendars
         else (),

@@ -45,3 +45,30 @@ class ScanTarget:
     paused: bool
     since: datetime | None = None
     keys: tuple[KeyRow, ...] = ()  # a keyed job's keys (those asked for), with their history
+    keys_failed: KeysFailure | None = None  # its keys query failed: ``keys`` are those read last
+
+
+@dataclass(frozen=True)
+class KeysFailure:
+    """A keyed job whose keys query failed: it went on with the ``known`` keys it read last."""
+
+    job: str
+    error: str  # one line, without a password
+    database: bool  # a database error (exit 3); else what it returned is refused (2)
+    known: int
+
+    @property
+    def exit_code(self) -> int:
+        return 3 if self.database else 2
+
+    @property
+    def line(self) -> str:
+        if self.known:
+            keys = f"{self.known} key{'s' if self.known != 1 else ''}"
+            return f"{self.error}; {self.job} went on with the {keys} it read last"
+        return f"{self.error}; {self.job} has no keys read before: nothing of it ran (unstartable)"
+
+
+def keys_failed(targets: list[ScanTarget]) -> tuple[KeysFailure, ...]:
+    """The keyed jobs of ``targets`` whose keys query failed."""
+    return tuple(t.keys_failed for t in targets if t.keys_failed is not None)

@@ -22,7 +22,7 @@ def keys_summary(
 ) -> Why:
     """``period`` of the keyed ``job`` across its keys (those of ``keys``; None: every key
     expected in it): a count per state, and what would move the keys not done."""
-    from .keyed import current_keys, selected
+    from .keyed import known_keys, selected
     from .scan import scan
 
     chosen = job if keys is None else replace(job, selected_keys=keys)
@@ -40,7 +40,7 @@ def keys_summary(
     order = sorted(counts, key=list(PeriodState).index, reverse=True)  # the worst first
     rows = session.job_rows(write=False)
     row = rows.get(job.name)
-    known = selected(chosen, current_keys(session.ledger, job, row.id if row else 0, now, False))
+    known = selected(chosen, known_keys(session.ledger, job, row.id if row else 0, now))
     paused = sorted(k.key for k in known if k.paused_at is not None)
     total = sum(counts.values())
     said = [

@@ -175,8 +175,9 @@ MUTATIONS = (
         "keys-read-before-writes",
         "a keys query that fails leaves the ledger as it was: its keys are read before any write",
         "catchup/scan.py",
-        "        sources = read_sources(session.ledger, jobs)  # before anything is written",
-        "        sources = {j.name: None for j in jobs if j.keyed}",
+        "        sources = read_each(session, jobs)  # before anything is written; failures each"
+        " its own",
+        "        sources = ({}, {})",
         ("tests/integration/test_keys.py::test_a_keys_query_that_fails_writes_nothing",),
     ),
     Mutation(
@@ -1626,6 +1627,111 @@ MUTATIONS = (
         (
             "tests/integration/test_replay.py::test_tick_says_what_max_per_tick_left_and_what_"
             "lies_before_catchup_window",
+        ),
+    ),
+    Mutation(
+        "keys-failure-stops-every-job",
+        "a keyed job whose keys query fails fails alone: tick and scan go on with the others",
+        "catchup/keyed.py",
+        "                failed[job.name] = exc\n",
+        "                raise\n",
+        (
+            "tests/integration/test_blast_radius.py::test_a_failing_keys_query_fails_its_job_alone_and_tick_runs_the_others",
+            "tests/integration/test_blast_radius.py::test_scan_reports_the_others_gaps_and_exits_3_not_1",
+        ),
+    ),
+    Mutation(
+        "keys-failure-forgets-last-keys",
+        "a keyed job whose keys query fails goes on with the keys it read last",
+        "catchup/keyed.py",
+        "selected(t.job, ledger.key_history(t.job_id) if t.job_id > 0 else [])",
+        "selected(t.job, [])",
+        (
+            "tests/integration/test_blast_radius.py::test_the_keyed_job_goes_on_with_the_keys_it_read_last",
+        ),
+    ),
+    Mutation(
+        "keys-failure-exits-2",
+        "a keys query that met a database error exits 3 (tick, scan), what it returned refused 2",
+        "catchup/cli/base.py",
+        "    if batch.errors or any(f.database for f in batch.keys_failed):\n",
+        "    if batch.errors:\n",
+        (
+            "tests/integration/test_blast_radius.py::test_a_failing_keys_query_fails_its_job_alone_and_tick_runs_the_others",
+            "tests/integration/test_blast_radius.py::test_scan_reports_the_others_gaps_and_exits_3_not_1",
+        ),
+        also=(
+            (
+                "catchup/cli/looking.py",
+                "        f.database for f in result.keys_failed\n",
+                "        False for f in result.keys_failed\n",
+            ),
+        ),
+    ),
+    Mutation(
+        "keys-failure-unsaid-by-scheduler",
+        "the scheduler says a keys query failed, in one line, and keeps leading",
+        "catchup/api/scheduling.py",
+        "                say(failure.line)\n",
+        "                pass\n",
+        (
+            "tests/integration/test_blast_radius.py::test_the_scheduler_says_it_and_keeps_leading_and_its_page_and_metrics_show_it",
+        ),
+    ),
+    Mutation(
+        "keys-failure-no-metric",
+        "/metrics has catchup_keys_read_failed 1 for a job whose keys query failed",
+        "catchup/render/metrics.py",
+        "        keys_failed.add_metric([job.job], int(job.keys_error is not None))\n",
+        "        keys_failed.add_metric([job.job], 0)\n",
+        (
+            "tests/integration/test_blast_radius.py::test_the_scheduler_says_it_and_keeps_leading_and_its_page_and_metrics_show_it",
+        ),
+    ),
+    Mutation(
+        "user-sql-keeps-its-session-state",
+        "a keys or evidence query that sets session state changes nothing after it",
+        "catchup/ledger/evidence.py",
+        "        with conn.transaction(force_rollback=True):\n",
+        "        with conn.transaction():\n",
+        (
+            "tests/integration/test_blast_radius.py::test_a_keys_query_that_sets_session_state_changes_nothing_after_it",
+            "tests/integration/test_blast_radius.py::test_an_evidence_query_that_sets_session_state_changes_nothing_after_it",
+            "tests/integration/test_blast_radius.py::test_the_connection_is_as_it_was_after_a_keys_or_evidence_query",
+        ),
+        also=(
+            (
+                '            conn.execute(sqlfiles.query("evidence_discard", schema))\n',
+                "            pass\n",
+            ),
+        ),
+    ),
+    Mutation(
+        "user-sql-not-discarded",
+        "what a rollback keeps of a keys or evidence query (an advisory lock) is discarded",
+        "catchup/ledger/evidence.py",
+        '            conn.execute(sqlfiles.query("evidence_discard", schema))\n',
+        "            pass\n",
+        (
+            "tests/integration/test_blast_radius.py::test_the_connection_is_as_it_was_after_a_keys_or_evidence_query",
+        ),
+    ),
+    Mutation(
+        "user-sql-unwatched",
+        "a keys query that lifts its statement timeout while it is planned is cancelled anyway",
+        "catchup/ledger/evidence.py",
+        "                self.conn.cancel_safe(timeout=5)\n",
+        "                pass\n",
+        ("tests/integration/test_blast_radius.py::test_a_keys_query_cannot_lift_its_own_timeout",),
+    ),
+    Mutation(
+        "keys-failure-ends-the-scheduler",
+        "a scheduler whose every job fails its keys query says so and keeps leading",
+        "catchup/api/scheduling.py",
+        "            except KeysFailed as exc:",
+        "            except ZeroDivisionError as exc:",
+        (
+            "tests/integration/test_blast_radius.py::test_a_scheduler_whose_every_job_fails_its_keys_keeps_leading",
         ),
     ),
 )

@@ -289,7 +289,8 @@ class Looking(Base):
 
         def keys_now() -> list[KeysReport]:
             # each keyed job's keys as its source gives them, merged with the history, unwritten
-            from ..keyed import current_keys
+            # (the history alone when the source fails: the scan's banner says it failed)
+            from ..keyed import known_keys
 
             keyed = [job for job in jobs if job.keyed]
             if not keyed:
@@ -302,12 +303,8 @@ class Looking(Base):
                     now,
                     from_start(
                         job,
-                        current_keys(
-                            session.ledger,
-                            job,
-                            rows[job.name].id if job.name in rows else 0,
-                            now,
-                            write=False,
+                        known_keys(
+                            session.ledger, job, rows[job.name].id if job.name in rows else 0, now
                         ),
                     ),
                     labeler=job.label,

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from .. import db
 from ..bounds import SCHEDULER_GRACE, SCHEDULER_LEASE, SERVE_REFRESH, TICK_WORKERS
 from ..errors import ConfigError
+from ..keyed import KeysFailed
 from ..models import Outcome
 from ..results import Batch
 from ..vocabulary import OutcomeStatus
@@ -78,9 +79,14 @@ class Scheduling(Running, Looking):
                     draining=stopping,
                     term=term,
                 )
+            except KeysFailed as exc:  # every job is one whose keys fail: none ran, still led
+                say(str(exc))
+                return Batch(planned=0, outcomes=(), interrupted=False)
             except (psycopg.Error, DatabaseError):
                 self.close()  # the next tick opens a new connection
                 raise
+            for failure in ran.keys_failed:  # that job's alone: the lead is kept
+                say(failure.line)
             for new, old in sorted(set(ran.held) - told):  # the rest of the jobs ran
                 say(f"warning: {held_said(new, old)}")
             told.intersection_update(ran.held)

@@ -9,8 +9,8 @@ from pathlib import Path
 import click
 
 from ..bounds import EXPLAIN_COUNT, HISTORY_LIMIT, PS_LIMIT
-from ..errors import EXIT_DATABASE, EXIT_FAILED, ConfigError
-from .base import State, console, pass_state, show
+from ..errors import EXIT_DATABASE, EXIT_FAILED, EXIT_USAGE, ConfigError
+from .base import State, _safe, console, pass_state, show
 from .options import (
     DATE_HELP,
     EXIT_CODES,
@@ -124,8 +124,14 @@ def scan(
         files.replace_file(
             Path(output), scan_report.export(output, result, limit=shown), "--output"
         )
-    if any(job.evidence_error for job in result.jobs):
+    for failure in result.keys_failed:  # each in one line; the other jobs in full above
+        click.echo(f"catchup: {_safe(failure.line)}", err=True)
+    if any(job.evidence_error for job in result.jobs) or any(
+        f.database for f in result.keys_failed
+    ):
         sys.exit(EXIT_DATABASE)  # reported above, each in its job's row: the rest in full
+    if result.keys_failed:
+        sys.exit(EXIT_USAGE)  # keys refused: the config's query needs a person, not a gap
     # the metrics carry the gaps: a textfile collector's `scan … > f.tmp && mv f.tmp f.prom`
     # must publish them exactly when there are some
     if result.has_gaps and fmt != "openmetrics":

@@ -5,6 +5,7 @@ value catchup adds goes in as a parameter."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import date, datetime, time, timedelta
@@ -18,10 +19,10 @@ from psycopg.rows import class_row
 from .. import sqlfiles
 from ..errors import ConfigError
 from ..models import EvidenceState
-from .base import LedgerBase
+from .base import LedgerBase, settle_session
 
-# how long one evidence query may take before the scan reports it as that job's error
-EVIDENCE_TIMEOUT = "30s"
+# how long one evidence query may take before the scan reports it as that job's error, in s
+EVIDENCE_TIMEOUT = 30.0
 # the column types evidence may have, by the snippet that turns them into instants
 KINDS = {
     "date": "evidence_date",
@@ -30,6 +31,66 @@ KINDS = {
 }
 UTC = ZoneInfo("UTC")
 Range = tuple[datetime, datetime]
+
+
+@contextmanager
+def fenced(conn: psycopg.Connection[Any], schema: str, timeout: float) -> Iterator[None]:
+    """Around the user's SQL (a keys or evidence query): a read-only transaction, bounded by
+    ``timeout`` seconds, that is always rolled back, so a setting the query changed for the
+    session (``set_config(…, false)``: read-only by default, a timeout, a search path) is undone
+    with it; then ``DISCARD ALL`` (what a rollback keeps: advisory locks, cursors held) and the
+    session settled again, so the connection the claim path uses next is as it was opened.
+    The bound is the server's statement timeout, set before each statement, and a cancel this
+    process sends when it has passed: SQL the planner runs (a function that lies that it is
+    immutable) can lift the first, never the second."""
+    watch = _Watchdog(conn, timeout)
+    try:
+        with conn.transaction(force_rollback=True):
+            conn.execute(sqlfiles.query("evidence_begin", schema))
+            bound(conn, schema, timeout)
+            yield
+    except psycopg.errors.QueryCanceled:
+        if watch.stop():  # ours: said as the timeout it is
+            raise psycopg.errors.QueryCanceled(f"ran longer than {timeout:g} s") from None
+        raise
+    finally:
+        watch.stop()
+        idle = conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+        if idle and not conn.closed and not conn.broken:
+            conn.execute(sqlfiles.query("evidence_discard", schema))
+            settle_session(conn)  # UTC, ISO dates: what every catchup connection is put in
+
+
+class _Watchdog:
+    """Cancels what ``conn`` runs once ``timeout`` seconds have passed, unless stopped first;
+    the cancel is sent under a lock that :meth:`stop` takes, so none is sent after it."""
+
+    def __init__(self, conn: psycopg.Connection[Any], timeout: float) -> None:
+        self.conn, self.fired, self.done = conn, False, False
+        self.lock = threading.Lock()
+        self.timer = threading.Timer(timeout, self._fire)
+        self.timer.daemon = True
+        self.timer.start()
+
+    def _fire(self) -> None:
+        with self.lock:
+            if not self.done:
+                self.fired = True
+                self.conn.cancel_safe(timeout=5)
+
+    def stop(self) -> bool:
+        """No cancel from now on; whether one was sent."""
+        with self.lock:
+            self.done = True
+        self.timer.cancel()
+        return self.fired
+
+
+def bound(conn: psycopg.Connection[Any], schema: str, timeout: float) -> None:
+    """The statement timeout set (again) before one of the user's statements: the statement
+    before cannot have lifted it."""
+    said = f"{round(timeout * 1000)}ms"
+    conn.execute(sqlfiles.query("evidence_timeout", schema), {"timeout": said})
 
 
 class EvidenceQuery:
@@ -54,16 +115,17 @@ class EvidenceQuery:
 
     @contextmanager
     def read_only(self) -> Iterator[None]:
-        with self.conn.transaction():
-            self.conn.execute(sqlfiles.query("evidence_begin", self.schema))
-            self.conn.execute(
-                sqlfiles.query("evidence_timeout", self.schema), {"timeout": EVIDENCE_TIMEOUT}
-            )
+        with fenced(self.conn, self.schema, EVIDENCE_TIMEOUT):
             yield
+
+    def bound(self) -> None:
+        """Its timeout set again, before each statement that holds it."""
+        bound(self.conn, self.schema, EVIDENCE_TIMEOUT)
 
     def kind(self) -> str:
         """The column's type name (date, timestamp or timestamptz); a ConfigError otherwise."""
         probe = sqlfiles.query_naming("evidence_probe", self.schema, evidence=self.evidence)
+        self.bound()
         cur = self.conn.execute(probe)
         columns = cur.description or []
         wanted = 2 if self.keyed else 1
@@ -117,6 +179,7 @@ class EvidenceQuery:
         another database's ledger)."""
         ranged, params = self.ranged(kind, ranges)
         query = sqlfiles.query_naming("evidence_values", self.schema, ranged=ranged)
+        self.bound()
         return [row[0] for row in self.conn.execute(query, params)]
 
     def present(self, kind: str, lo: datetime, hi: datetime, key: str = "") -> bool:
@@ -126,6 +189,7 @@ class EvidenceQuery:
         query = sqlfiles.query_naming(name, self.schema, source=source)
         elo, ehi = self.bounds(kind, lo, hi)
         params = {"zone": self.zone, "elo": elo, "ehi": ehi, "lo": lo, "hi": hi, "key": key}
+        self.bound()
         row = self.conn.execute(query, params).fetchone()
         return bool(row and row[0])
 
@@ -141,6 +205,7 @@ class EvidenceQuery:
         another database's ledger)."""
         window, params = self.window(kind, lo, hi)
         query = sqlfiles.query_naming("evidence_pairs", self.schema, window=window)
+        self.bound()
         return [(k, v) for k, v in self.conn.execute(query, params)]
 
 
@@ -170,6 +235,7 @@ class EvidenceCheck(LedgerBase):
         if query is not None:
             source, extra = query.ranged(kind, ranges)
             params |= extra
+            query.bound()
         else:
             source = self._q("evidence_listed")
             params["values"] = values or []
@@ -194,6 +260,7 @@ class EvidenceCheck(LedgerBase):
         if query is not None:
             source, extra = query.window(kind, lo, hi)
             params |= extra
+            query.bound()
         else:
             source = self._q("evidence_listed_keys")
             params["ks"] = [k for k, _ in pairs or []]

@@ -15,9 +15,10 @@ from .. import sqlfiles
 from ..errors import ConfigError
 from ..targets import KeyRange, KeyRow
 from .base import LedgerBase
+from .evidence import bound, fenced
 
 # how long one keys query may take, and how many keys it may return
-KEYS_TIMEOUT = "30s"
+KEYS_TIMEOUT = 30.0  # seconds
 MAX_KEYS = 10_000_000
 # an index probe for one (key, period) costs about what reading this many of a job's rows in a
 # merge does (benchmarks/keys.py: 4.5 us against 0.15 us): below that share of unverified
@@ -38,9 +39,8 @@ def read_keys(
     statement timeout; and whether it has the second, dated column. A ConfigError says what is
     wrong with its columns or its size."""
     keys = sql.SQL(text.replace("%", "%%"))  # the user's SQL: % is not a placeholder
-    with conn.transaction():
-        conn.execute(sqlfiles.query("evidence_begin", schema))
-        conn.execute(sqlfiles.query("evidence_timeout", schema), {"timeout": KEYS_TIMEOUT})
+    timeout = KEYS_TIMEOUT
+    with fenced(conn, schema, timeout):  # nothing it changes outlives it
         columns = conn.execute(sqlfiles.query_naming("keys_probe", schema, keys=keys)).description
         columns = columns or []
         if len(columns) not in (1, 2):
@@ -61,6 +61,7 @@ def read_keys(
             names=sql.SQL("(key, since)" if kind else "(key)"),
             since=sqlfiles.query(SINCE_KINDS[kind], schema),
         )
+        bound(conn, schema, timeout)  # the probe cannot have lifted it
         rows = conn.execute(query, {"zone": zone, "limit": MAX_KEYS + 1}).fetchall()
     if len(rows) > MAX_KEYS:
         raise ConfigError(f"returns more than {MAX_KEYS:,} keys")

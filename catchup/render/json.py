@@ -11,6 +11,7 @@ from typing import Any
 from ..models import JobScan, Outcome, Range, ScanReport
 from ..pulsefacts import Pulse
 from ..results import Batch, History, JobsReport, KeysReport, NotDue, Why
+from ..targets import KeysFailure
 from .text import iso_utc
 
 
@@ -144,8 +145,14 @@ def _batch_json(batch: Batch) -> str:
                 if batch.left.outside
                 else {}
             ),
+            **({"keys_failed": keys_failed_json(batch.keys_failed)} if batch.keys_failed else {}),
         }
     )
+
+
+def keys_failed_json(failed: tuple[KeysFailure, ...]) -> list[dict[str, object]]:
+    """Each keyed job whose keys query failed: why, and how many keys it went on with."""
+    return [{"job": f.job, "error": f.error, "keys": f.known} for f in failed]
 
 
 def jobs_json(report: JobsReport) -> str:
@@ -271,6 +278,7 @@ def scan_json_chunks(report: ScanReport) -> Iterator[str]:
                 "paused": job.paused,
                 **({"paused_keys": list(job.paused_keys)} if job.keys or job.range_keys else {}),
                 **({"error": job.evidence_error} if job.evidence_error else {}),
+                **({"keys_error": job.keys_error} if job.keys_error else {}),
             }
         )
         yield (", " if n else "") + head[:-1] + ', "gaps": ['

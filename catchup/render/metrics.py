@@ -57,6 +57,14 @@ def families(served: Served) -> Iterator[Metric]:
     for job in report.jobs:
         paused.add_metric([job.job], int(job.paused))
     yield paused
+    keys_failed = GaugeMetricFamily(
+        "catchup_keys_read_failed",
+        "1 when the job's keys query failed (it goes on with the keys it read last), else 0.",
+        labels=["job"],
+    )
+    for job in report.jobs:
+        keys_failed.add_metric([job.job], int(job.keys_error is not None))
+    yield keys_failed
     success = GaugeMetricFamily(
         "catchup_last_success_timestamp_seconds",
         "Start of the newest succeeded period.",

@@ -152,6 +152,9 @@ def verdict(report: ScanReport | None, failed: str | None = None) -> Verdict:
         said.append(
             f"scheduler: no tick for {span(round((pulse.now - pulse.last_tick).total_seconds()))}"
         )
+    if keys_failed := [job.job for job in report.jobs if job.keys_error]:
+        # each goes on with the keys it read last, or not at all: a person must look
+        said.append(f"keys query failed: {', '.join(keys_failed)}")
     if failed:
         said.append("the newest scan failed")
     if said:
@@ -202,7 +205,7 @@ def home(
                 "last_success": when(spec, j, j.last_success),
                 "next_due": "-" if due is None else iso_utc(due),
                 "counts": counts(j),
-                "error": j.evidence_error,
+                "error": j.evidence_error or j.keys_error,
                 "key_count": j.keys,
                 "keys_href": "/keys/" + quote(j.job, safe=""),
                 "strip": strip(grids.get(j.job)),

@@ -8,7 +8,14 @@
 SET TRANSACTION READ ONLY;
 
 -- name: evidence_timeout
+-- Set again before each of the user's statements: one that changed it cannot unbound the next.
 SELECT set_config('statement_timeout', %(timeout)s, true);
+
+-- name: evidence_discard
+-- After a keys or evidence query on the ledger's own connection (its transaction rolled back
+-- already): whatever session state the user's SQL left (advisory locks, cursors held, settings,
+-- prepared statements) is gone before the claim path uses the connection again.
+DISCARD ALL;
 
 -- name: evidence_probe
 -- The evidence query's columns, without running it.
