@@ -98,25 +98,6 @@ class LockedRow(_RunStatusRow):
 
 
 @dataclass(frozen=True)
-class Standbys:
-    """The standbys the ledger's server streams to (doctor, durable_claims)."""
-
-    names: str  # synchronous_standby_names ('' : every standby is asynchronous)
-    synchronous: int  # streaming now as sync or quorum standbys
-    streaming: int  # every standby streaming now
-    unseen: int  # of those, whose state this role may not read (no pg_read_all_stats)
-
-
-@dataclass(frozen=True)
-class Probe:
-    """What doctor asks the server: its clock, its port, this backend's pid."""
-
-    now: datetime
-    port: int
-    pid: int
-
-
-@dataclass(frozen=True)
 class Blocker:
     """The live run of another period that keeps an overlap-forbidden job from starting."""
 

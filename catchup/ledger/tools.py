@@ -4,6 +4,7 @@ server's bootstrap, and the demo's and benchmarks' (``sql/queries/tools.sql``)."
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, cast
 
@@ -12,8 +13,26 @@ from psycopg import sql
 from psycopg.rows import class_row
 
 from .. import sqlfiles
-from ..models import Probe, Standbys
 from .base import LedgerBase
+
+
+@dataclass(frozen=True)
+class Standbys:
+    """The standbys the ledger's server streams to (doctor, durable_claims)."""
+
+    names: str  # synchronous_standby_names ('' : every standby is asynchronous)
+    synchronous: int  # streaming now as sync or quorum standbys
+    streaming: int  # every standby streaming now
+    unseen: int  # of those, whose state this role may not read (no pg_read_all_stats)
+
+
+@dataclass(frozen=True)
+class Probe:
+    """What doctor asks the server: its clock, its port, this backend's pid."""
+
+    now: datetime
+    port: int
+    pid: int
 
 
 class Tools(LedgerBase):
