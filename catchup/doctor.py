@@ -14,6 +14,7 @@ from .errors import CatchupError, first_line
 from .findings import Finding
 from .job import Config
 from .ledger import Ledger
+from .privileges import privilege_findings
 from .pulse import read_pulse
 from .replication import replication_findings
 from .session import Session
@@ -348,6 +349,8 @@ def examine(config_path: str | None, dsn: str | None) -> list[Finding]:
         if version == latest:
             found += _guarded("jobs", lambda: unconfigured_findings(session))
             found += _guarded("jobs", lambda: definition_findings(session))
+        if target.embedded_data is None:  # the embedded server's role is catchup's own
+            found += _guarded("role", lambda: privilege_findings(session, config.schema))
         found += _guarded("pooler", lambda: pooler_findings(session))
         found += _guarded("failover", lambda: replication_findings(session, version == latest))
         start = time.monotonic()

@@ -19,6 +19,7 @@ import psycopg
 import psycopg.sql
 import pytest
 from paths import ROOT
+from psycopg.conninfo import make_conninfo
 
 
 def reachable_place(path: Path) -> Path:
@@ -47,10 +48,24 @@ TEST_HOME = reachable_place(
 )
 
 
+# What catchup sets on each of its connections (sql/queries/base.sql: settle_session), for the
+# tests' own connections to a team's database (CATCHUP_TEST_TEAM)
+SETTLED = "-c TimeZone=UTC -c DateStyle=ISO,MDY -c IntervalStyle=postgres"
+
+
 @dataclass(frozen=True)
 class Database:
     conninfo: str = field(repr=False)  # its password is never printed, not even by a test
     env: dict[str, str] = field(repr=False)  # what a child needs to reach the same server
+    # CATCHUP_TEST_TEAM: the suite runs as a role that owns only its schema, on a database set
+    # up as a team's (fix_team): the DBA's conninfo to the same database, and that role
+    admin: str = field(default="", repr=False)
+    owner: str = ""
+
+    @property
+    def superuser(self) -> str:
+        """A conninfo to the same database that may do anything (the DBA's, in team mode)."""
+        return self.admin or self.conninfo
 
 
 @pytest.fixture(scope="session")
@@ -79,7 +94,16 @@ def database() -> Iterator[Database]:
             conn.execute("select 1")
     except psycopg.Error as exc:
         pytest.exit(f"test database unreachable: {exc}", returncode=3)
-    yield Database(conninfo, env)
+    if os.environ.get("CATCHUP_TEST_TEAM"):
+        from fix_team import TEAM_ROLE, setup
+
+        team = setup(conninfo)
+        role = team.dsn(TEAM_ROLE)
+        # the tests' own connections read times as catchup's do; catchup gets the role as is
+        own = make_conninfo(role, options=SETTLED)
+        yield Database(own, {"CATCHUP_DSN": role}, team.admin, team.role(TEAM_ROLE))
+    else:
+        yield Database(conninfo, env)
     if started and not os.environ.get("CATCHUP_TEST_KEEP_SERVER"):
         from catchup import embedded
 
@@ -90,10 +114,17 @@ def database() -> Iterator[Database]:
 def throwaway_schema(database: Database) -> Iterator[str]:
     """A schema name of this test's own, dropped (with all in it) when the test ends."""
     name = f"t_{uuid.uuid4().hex[:12]}"
+    if database.owner:  # as a DBA hands one out: made for the role, all it owns
+        with psycopg.connect(database.admin, autocommit=True) as conn:
+            conn.execute(
+                psycopg.sql.SQL("CREATE SCHEMA {} AUTHORIZATION {}").format(
+                    psycopg.sql.Identifier(name), psycopg.sql.Identifier(database.owner)
+                )
+            )
     try:
         yield name
     finally:
-        drop_schema(database.conninfo, name)
+        drop_schema(database.superuser, name)
 
 
 def drop_schema(conninfo: str, name: str) -> None:
@@ -198,6 +229,8 @@ def sql(database: Database, schema: str) -> Iterator[Callable[..., list[tuple[An
 
 
 def pytest_report_header(config: pytest.Config) -> str:
+    if os.environ.get("CATCHUP_TEST_TEAM"):
+        return "catchup: a team's database (fix_team), as a role that owns only its schema"
     if os.environ.get("CATCHUP_TEST_DSN"):
         return "catchup: CATCHUP_TEST_DSN"
     from catchup import embedded

@@ -8,7 +8,7 @@ and most containers' default), and for each test a schema the DBA made and gave 
 
 from __future__ import annotations
 
-import secrets
+import hashlib
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -19,10 +19,11 @@ import pytest
 from fix_db import Database, drop_schema
 from fix_project import Project
 from psycopg import sql
-from psycopg.conninfo import make_conninfo
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 TEAM_DATABASE = "catchup_team"
 ZONES = {"la": "America/Los_Angeles", "etc": "Etc/UTC"}
+TEAM_ROLE = "la"  # the role the whole suite runs as under CATCHUP_TEST_TEAM
 
 # what a DBA might have in the way: objects named like catchup's, earlier in the search_path
 _DECOYS = """
@@ -51,7 +52,10 @@ class Team:
         return f"team_{zone}"
 
 
-def _setup(admin_server: str) -> Team:
+def setup(admin_server: str) -> Team:
+    """The team's database and roles, made or made again (the same passwords: each is drawn
+    from the server's own, so a Team made earlier in the run stays good)."""
+    secret = str(conninfo_to_dict(admin_server).get("password") or "")
     with psycopg.connect(admin_server, autocommit=True) as conn:
         if not conn.execute(
             "SELECT 1 FROM pg_database WHERE datname = %s", [TEAM_DATABASE]
@@ -73,7 +77,7 @@ def _setup(admin_server: str) -> Team:
         roles = {}
         for zone, name in ZONES.items():
             role = sql.Identifier(f"team_{zone}")
-            password = secrets.token_hex(16)
+            password = hashlib.sha256(f"{secret}/{zone}".encode()).hexdigest()[:32]
             exists = conn.execute(
                 "SELECT 1 FROM pg_roles WHERE rolname = %s", [f"team_{zone}"]
             ).fetchone()
@@ -95,10 +99,15 @@ def _setup(admin_server: str) -> Team:
     return Team(admin, roles)
 
 
+def _server(admin: str) -> str:
+    """The DBA's conninfo to the server's first database (the team's is made from it)."""
+    return make_conninfo(admin, dbname="postgres")
+
+
 @pytest.fixture(scope="session")
 def team(database: Database) -> Team:
     """The team's database and roles on the test server (made once per run)."""
-    return _setup(database.conninfo)
+    return setup(database.superuser if not database.owner else _server(database.admin))
 
 
 @pytest.fixture(params=sorted(ZONES))

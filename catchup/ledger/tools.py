@@ -27,6 +27,19 @@ class Standbys:
 
 
 @dataclass(frozen=True)
+class Privileges:
+    """What the ledger's role may do, as doctor reports it."""
+
+    role: str
+    superuser: bool
+    create_databases: bool
+    create_schemas: bool  # CREATE on the database: may make a schema that is not there yet
+    schema_present: bool
+    owns_schema: bool
+    read_all_stats: bool  # pg_read_all_stats (pg_monitor has it): the standbys' state
+
+
+@dataclass(frozen=True)
 class Probe:
     """What doctor asks the server: its clock, its port, this backend's pid."""
 
@@ -50,6 +63,13 @@ class Tools(LedgerBase):
         stream from it, synchronously or not (or unseen: a role without pg_read_all_stats)."""
         with self.conn.cursor(row_factory=class_row(Standbys)) as cur:
             row = cur.execute(self._q("standbys")).fetchone()
+        assert row is not None
+        return row
+
+    def privileges(self) -> Privileges:
+        """What the ledger's role may do, and whether it owns the ledger's schema."""
+        with self.conn.cursor(row_factory=class_row(Privileges)) as cur:
+            row = cur.execute(self._q("role_privileges"), {"schema": self.schema}).fetchone()
         assert row is not None
         return row
 

@@ -101,6 +101,21 @@ SELECT current_setting('synchronous_standby_names') AS names,
        count(*) FILTER (WHERE r.sync_state IS NULL) AS unseen
 FROM pg_stat_replication r;
 
+-- name: role_privileges
+-- What the ledger's role may do (doctor): what catchup needs (the schema, owned) and what it
+-- only uses when it has it (pg_read_all_stats: the standbys' state; CREATE on the database: a
+-- schema that is not there yet), and what it has beyond any need (superuser, CREATEDB).
+SELECT current_user AS role,
+       r.rolsuper AS superuser,
+       r.rolcreatedb AS create_databases,
+       pg_catalog.has_database_privilege(pg_catalog.current_database(), 'CREATE') AS create_schemas,
+       n.oid IS NOT NULL AS schema_present,
+       coalesce(n.nspowner = r.oid, false) AS owns_schema,
+       r.rolsuper OR pg_catalog.pg_has_role('pg_read_all_stats', 'MEMBER') AS read_all_stats
+FROM pg_catalog.pg_roles r
+LEFT JOIN pg_catalog.pg_namespace n ON n.nspname = %(schema)s
+WHERE r.rolname = current_user;
+
 -- name: timeline_durable
 -- Whether the server's timeline is durable (sql/migrations/0021): true (declared by a session
 -- with durable_claims), false (a claim on it did not wait for a synchronous standby), NULL

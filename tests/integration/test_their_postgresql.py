@@ -162,3 +162,31 @@ def test_the_scheduler_leads_on_a_role_that_owns_only_its_schema(team_project: P
         _, err = proc.communicate(timeout=30)
     assert proc.returncode == 0, err
     assert "leading (term 1)" in err and "Traceback" not in err, err
+
+
+def test_doctor_says_what_the_role_may_do_and_what_each_missing_privilege_turns_off(
+    team_project: Project, team: Team, team_zone: str
+) -> None:
+    project = team_project
+    project.write(job_toml("daily", schedule="daily", start="2026-03-05", command=["true"]))
+    role = team.role(team_zone)
+    done = project.run("doctor")
+    lines = done.stdout.splitlines()
+    assert f"✓ role: {role} owns the schema {project.schema}: all catchup needs" in lines, done
+    assert any(
+        line.startswith(f"i role: {role} lacks pg_read_all_stats (GRANT pg_monitor TO {role})")
+        for line in lines
+    ), done.stdout
+    assert not any("superuser" in line for line in lines), done.stdout
+
+    # a schema nobody made, and a role that may not make one: serious, with the DBA's command
+    text = project.config.read_text().replace(project.schema, "nowhere")
+    project.config.write_text(text)
+    done = project.run("doctor")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert (
+        f"✗ role: the schema nowhere is not there and {role} may not create one (no CREATE on "
+        f"the database): have a DBA run CREATE SCHEMA nowhere AUTHORIZATION {role}"
+    ) in done.stdout.replace("\n  ", " "), done.stdout
+    with psycopg.connect(team.admin) as conn:
+        assert conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = 'nowhere'").fetchall() == []
