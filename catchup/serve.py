@@ -153,6 +153,13 @@ class Watcher:
         if self._after is not None:
             try:
                 problems = self._after(report)
+            except (psycopg.errors.ReadOnlySqlTransaction, psycopg.errors.InsufficientPrivilege):
+                # a serve whose role may only read ([serve] dsn's kind): said once, not retried
+                self._after = None
+                problems = [
+                    "alerts: not recorded nor sent by this serve: its role may only read; a "
+                    "serve or `catchup scheduler --serve` whose role writes sends them"
+                ]
             except (psycopg.Error, CatchupError) as exc:
                 text = first_line(exc) if isinstance(exc, psycopg.Error) else str(exc)
                 self._reset()

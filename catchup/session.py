@@ -38,11 +38,15 @@ def owner_name() -> str:
 class Session:
     """An open ledger for one config: a connection, the schema made current, job ids known."""
 
-    def __init__(self, config: Config, target: db.Target, *, prepare: bool = True) -> None:
+    def __init__(
+        self, config: Config, target: db.Target, *, prepare: bool = True, writes: bool = True
+    ) -> None:
         self.config = config
         self.target = target
         self.durable = db.durable_claims(config.durable_claims)
-        self.conn = db.connect(target)
+        # writes=False: a session that only reads (serve's), fine on a role or server that may
+        # only read (a read-only role for the page, a standby)
+        self.conn = db.connect(target, writes=writes)
         self.ledger = Ledger(self.conn, config.schema, durable=self.durable)
         # a new timeline of the server (a failover), said by the command that saw it first
         self.moved: Moved | None = None

@@ -13,6 +13,7 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
@@ -50,6 +51,15 @@ class Team:
 
     def role(self, zone: str) -> str:
         return f"team_{zone}"
+
+    def grant_page(self, schema: str) -> None:
+        """What a DBA grants the page's read-only role: the ledger's tables, to read."""
+        name = sql.Identifier(schema)
+        with psycopg.connect(self.admin, autocommit=True) as conn:
+            conn.execute(sql.SQL("GRANT USAGE ON SCHEMA {} TO team_page").format(name))
+            conn.execute(
+                sql.SQL("GRANT SELECT ON ALL TABLES IN SCHEMA {} TO team_page").format(name)
+            )
 
 
 def setup(admin_server: str) -> Team:
@@ -92,6 +102,7 @@ def setup(admin_server: str) -> Team:
             roles[zone] = make_conninfo(
                 admin_server, dbname=TEAM_DATABASE, user=f"team_{zone}", password=password
             )
+        roles["page"] = _page_role(conn, secret, admin_server)
     admin = make_conninfo(admin_server, dbname=TEAM_DATABASE)
     with psycopg.connect(admin, autocommit=True) as conn:
         conn.execute("REVOKE CREATE ON SCHEMA public FROM PUBLIC")
@@ -102,6 +113,25 @@ def setup(admin_server: str) -> Team:
 def _server(admin: str) -> str:
     """The DBA's conninfo to the server's first database (the team's is made from it)."""
     return make_conninfo(admin, dbname="postgres")
+
+
+def _page_role(conn: psycopg.Connection[Any], secret: str, admin_server: str) -> str:
+    """``team_page``: SELECT only, read-only by default (``[serve] dsn``'s kind of role); a test
+    grants it its schema's tables (``Team.grant_page``)."""
+    password = hashlib.sha256(f"{secret}/page".encode()).hexdigest()[:32]
+    role = sql.Identifier("team_page")
+    exists = conn.execute("SELECT 1 FROM pg_roles WHERE rolname = 'team_page'").fetchone()
+    verb = "ALTER" if exists else "CREATE"
+    conn.execute(
+        sql.SQL(verb + " ROLE {} LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE PASSWORD {}").format(
+            role, sql.Literal(password)
+        )
+    )
+    conn.execute(sql.SQL("ALTER ROLE {} SET default_transaction_read_only = on").format(role))
+    conn.execute(
+        sql.SQL("GRANT CONNECT ON DATABASE {} TO {}").format(sql.Identifier(TEAM_DATABASE), role)
+    )
+    return make_conninfo(admin_server, dbname=TEAM_DATABASE, user="team_page", password=password)
 
 
 @pytest.fixture(scope="session")

@@ -1734,6 +1734,28 @@ MUTATIONS = (
             "tests/integration/test_blast_radius.py::test_a_scheduler_whose_every_job_fails_its_keys_keeps_leading",
         ),
     ),
+    Mutation(
+        "serve-needs-a-writer",
+        "catchup serve reads through a role that may only read (read-only by default)",
+        "catchup/session.py",
+        "        self.conn = db.connect(target, writes=writes)\n",
+        "        self.conn = db.connect(target)\n",
+        (
+            "tests/integration/test_their_postgresql.py::"
+            "test_serve_reads_through_a_role_that_may_only_read",
+        ),
+    ),
+    Mutation(
+        "read-only-alerts-retried",
+        "a serve whose role may only read says once that it sends no alerts, not at every scan",
+        "catchup/serve.py",
+        "                self._after = None\n",
+        "                pass\n",
+        (
+            "tests/integration/test_their_postgresql.py::"
+            "test_serve_reads_through_a_role_that_may_only_read",
+        ),
+    ),
 )
 
 

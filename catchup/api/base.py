@@ -182,10 +182,12 @@ class Base:
             start_embedded=start_embedded,
         )
 
-    def _open(self, *, prepare: bool = True, start_embedded: bool = True) -> Session:
+    def _open(
+        self, *, prepare: bool = True, start_embedded: bool = True, writes: bool = True
+    ) -> Session:
         if self._session is None:
             target = self._target(start_embedded=start_embedded)
-            self._session = Session(self.config, target, prepare=prepare)
+            self._session = Session(self.config, target, prepare=prepare, writes=writes)
             if self._on_connect is not None:
                 self._on_connect(self.connected)
         return self._session

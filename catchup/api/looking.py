@@ -275,7 +275,7 @@ class Looking(Base):
                 jobs = list(newest.jobs.values())
             # it looks, it never migrates; and it never starts an embedded server someone
             # stopped (it started it once, above, when it had to)
-            session = self._open(prepare=False, start_embedded=False)
+            session = self._open(prepare=False, start_embedded=False, writes=False)
             self._on_connect = None  # the database line is said once, not at each reconnect
             version, latest = session.ledger.version(), len(sqlfiles.migrations())
             if version < latest:
@@ -295,7 +295,7 @@ class Looking(Base):
             keyed = [job for job in jobs if job.keyed]
             if not keyed:
                 return []
-            session = self._open(prepare=False, start_embedded=False)  # as scan_now's
+            session = self._open(prepare=False, start_embedded=False, writes=False)  # as scan_now's
             rows, now = session.job_rows(write=False), session.now()
             return [
                 KeysReport(
@@ -315,13 +315,13 @@ class Looking(Base):
         def size_now() -> LedgerSize:
             from ..compaction import measure
 
-            session = self._open(prepare=False, start_embedded=False)  # as scan_now's
+            session = self._open(prepare=False, start_embedded=False, writes=False)  # as scan_now's
             return measure(session, jobs, session.now())
 
         def facts_now() -> PageFacts:
             from ..pagefacts import read_facts
 
-            session = self._open(prepare=False, start_embedded=False)  # as scan_now's
+            session = self._open(prepare=False, start_embedded=False, writes=False)  # as scan_now's
             return read_facts(session, jobs)
 
         def after(report: ScanReport) -> list[str]:
@@ -339,7 +339,7 @@ class Looking(Base):
                 if reader.config is not self.config:  # reloaded: the reader follows
                     reader.use_config(self.config)
                 # its jobs' rows read at most once a scan, not on every page
-                reader._open(prepare=False, start_embedded=False).keep_rows(refresh)
+                reader._open(prepare=False, start_embedded=False, writes=False).keep_rows(refresh)
                 try:
                     return reader.period(name, period, key=key, limit=PERIOD_ATTEMPTS)
                 except psycopg.Error:

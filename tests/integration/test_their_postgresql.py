@@ -14,12 +14,14 @@ import socket
 import subprocess
 import urllib.error
 import urllib.request
+from pathlib import Path
 from typing import Any
 
 import psycopg
 from fix_processes import wait_for
 from fix_project import Project, job_toml
 from fix_team import Team
+from psycopg import sql
 
 
 def free_port() -> int:
@@ -190,3 +192,83 @@ def test_doctor_says_what_the_role_may_do_and_what_each_missing_privilege_turns_
     ) in done.stdout.replace("\n  ", " "), done.stdout
     with psycopg.connect(team.admin) as conn:
         assert conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = 'nowhere'").fetchall() == []
+
+
+def test_serve_reads_through_a_role_that_may_only_read(
+    team_project: Project, team: Team, team_zone: str
+) -> None:
+    """``catchup serve`` as a role with SELECT on the ledger only, read-only by default: the
+    page, /api/scan and /metrics answer, and nothing is written."""
+    project = team_project
+    project.write(DAILY + '[alerts.webhooks.ops]\nurl = "http://127.0.0.1:9/hook"\n')
+    assert project.run("replay", "--since", "2026-03-05", "--until", "2026-03-07").returncode == 0
+    team.grant_page(project.schema)
+    before = ledger_rows(team, project.schema)
+    port = free_port()
+    page = team.dsn("page")
+    err_file = project.path / "serve.err"
+    with err_file.open("w") as err_out:
+        proc = subprocess.Popen(
+            project.command("serve", "--listen", f"127.0.0.1:{port}", "--refresh", "1s"),
+            cwd=project.path,
+            env=project.env(CATCHUP_DSN=page),
+            text=True,
+            stdout=subprocess.DEVNULL,
+            stderr=err_out,
+        )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        said: list[str] = []
+
+        def answers() -> bool:
+            assert proc.poll() is None, read_so_far(err_file)
+            try:
+                status, body = get(base + "/readyz")
+            except OSError:
+                return False
+            said[:] = [body]
+            return status == 200
+
+        try:
+            wait_for(answers, timeout=60, what="serve to answer")
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}: /readyz said {said}") from None
+        for path in ("/", "/jobs/daily", "/jobs/daily/2026-03-06", "/keys/tenants", "/api/scan"):
+            status, body = get(base + path)
+            assert status == 200, (path, body[:300])
+        assert "catchup_up 1" in get(base + "/metrics")[1]
+        wait_for(lambda: "alerts: " in read_so_far(err_file), timeout=30, what="the alerts' line")
+        seen: set[str] = set()
+
+        def scanned_twice_more() -> bool:
+            seen.add(json.loads(get(base + "/api/scan")[1])["generated_at"])
+            return len(seen) >= 3
+
+        wait_for(scanned_twice_more, timeout=30, what="two more scans")
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
+    err = read_so_far(err_file)
+    assert "Traceback" not in err, err
+    # the alerts it may not record are said once, not at every scan
+    assert err.count("alerts: not recorded nor sent by this serve: its role may only read") == 1
+    assert ledger_rows(team, project.schema) == before
+
+
+def read_so_far(path: Path) -> str:
+    return path.read_text() if path.exists() else ""
+
+
+def ledger_rows(team: Team, schema: str) -> dict[str, int]:
+    """How many rows each table of the ledger holds (what a read-only serve leaves alone)."""
+    with psycopg.connect(team.admin) as conn:
+        tables = conn.execute(
+            "SELECT tablename FROM pg_tables WHERE schemaname = %s ORDER BY 1", [schema]
+        ).fetchall()
+        counts = {}
+        for (table,) in tables:
+            row = conn.execute(
+                sql.SQL("SELECT count(*) FROM {}").format(sql.Identifier(schema, table))
+            ).fetchone()
+            counts[table] = 0 if row is None else int(row[0])
+        return counts
