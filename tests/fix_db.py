@@ -127,6 +127,20 @@ def throwaway_schema(database: Database) -> Iterator[str]:
         drop_schema(database.superuser, name)
 
 
+def nothing_written(database: Database, schema: str) -> bool:
+    """Nothing of a ledger in ``schema``: catchup never made it, or, where a DBA made it for the
+    role (a team's database: CATCHUP_TEST_TEAM), not one table is in it."""
+    with psycopg.connect(database.superuser) as conn:
+        row = conn.execute(
+            "SELECT count(DISTINCT n.oid), count(c.oid) FROM pg_namespace n"
+            " LEFT JOIN pg_class c ON c.relnamespace = n.oid WHERE n.nspname = %s",
+            [schema],
+        ).fetchone()
+    assert row is not None
+    schemas, relations = row
+    return schemas == 0 or (bool(database.owner) and relations == 0)
+
+
 def drop_schema(conninfo: str, name: str) -> None:
     """Drop ``name`` with all in it, within a bound: a connection a failed test left open in
     a transaction (a worker thread still running, say) would hold the DROP, and with it the

@@ -5,9 +5,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-import psycopg
 import pytest
-from fix_db import Database
+from fix_db import Database, nothing_written
 from fix_processes import wait_for
 
 import catchup
@@ -140,9 +139,7 @@ def test_a_reason_or_actor_the_ledger_cannot_keep_is_refused_before_anything_is_
         ):
             with pytest.raises(ConfigError, match=words):
                 change()
-    with psycopg.connect(database.conninfo) as conn:
-        found = conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", [schema])
-        assert found.fetchall() == []  # not even the schema: the session never opened
+    assert nothing_written(database, schema)  # not even the schema: the session never opened
 
 
 def test_ctx_cancelled_is_false_until_the_call_is_told_to_stop(

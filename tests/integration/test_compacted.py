@@ -11,6 +11,7 @@ from typing import Any
 
 import psycopg
 import psycopg.sql
+import pytest
 from fix_catalog import CATALOG, catalog
 from fix_db import Database, drop_schema
 from fix_ledger import fill_settled
@@ -38,6 +39,7 @@ def scan(project: Project, *window: str) -> dict[str, Any]:
     }
 
 
+@pytest.mark.superuser
 def test_a_ledger_compacted_by_the_release_before_moves_its_facts_once(
     project: Project, sql: Any, database: Database
 ) -> None:

@@ -358,6 +358,7 @@ def test_doctor_says_how_big_the_ledger_is_and_how_far_compaction_is_behind(
     assert "compaction keeps up" in said and "days past keep_detail" not in said, said
 
 
+@pytest.mark.superuser
 def test_a_ledger_of_the_last_release_migrates_with_its_runs_and_compacts(
     project: Project, sql: Any, database: Database
 ) -> None:

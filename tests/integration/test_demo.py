@@ -7,12 +7,14 @@ import re
 from typing import Any
 
 import psycopg
+import pytest
 from click.testing import CliRunner
 from fix_db import Database
 
 from catchup.cli import cli
 
 
+@pytest.mark.superuser
 def test_demo_ends_with_a_clean_scan_and_drops_its_schema(database: Database) -> None:
     result = CliRunner().invoke(cli, ["-q", "demo"], env=database.env, catch_exceptions=False)
     assert result.exit_code == 0, result.output

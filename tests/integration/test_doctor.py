@@ -9,6 +9,7 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from click.testing import CliRunner
+from fix_db import nothing_written
 from fix_project import Project, job_toml
 from fix_proxy import Pooler
 
@@ -101,7 +102,7 @@ def test_doctor_writes_nothing(project: Project, sql: Any) -> None:
     assert result.exit_code == 0, result.output
     assert "is at version 0 of" in result.stdout
     assert "refused the check" not in result.stdout  # nothing asked of tables not made yet
-    assert sql("SELECT count(*) FROM pg_namespace WHERE nspname = %s", [project.schema]) == [(0,)]
+    assert nothing_written(project.database, project.schema)
 
 
 def test_local_time_zones(project: Project, sql: Any) -> None:

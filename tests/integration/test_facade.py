@@ -13,7 +13,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from fix_db import Database, throwaway_schema
+from fix_db import Database, nothing_written, throwaway_schema
 from fix_project import Project, job_toml
 from rich.console import Console
 
@@ -195,7 +195,7 @@ def test_bad_input_is_refused_alike_and_writes_nothing(
         result = project.cli("-q", *args)
         assert result.exit_code == 2, result.output
         assert len(result.stderr.splitlines()) == 1
-    assert sql("SELECT count(*) FROM pg_namespace WHERE nspname = %s", [project.schema]) == [(0,)]
+    assert nothing_written(project.database, project.schema)
 
 
 def test_rename_and_retire_give_the_same_result_through_both(

@@ -308,6 +308,7 @@ def test_a_slow_backlog_never_holds_another_jobs_period(project: Project, sql: A
     assert 1 <= count <= 2
 
 
+@pytest.mark.superuser
 def test_jobs_in_code_never_redefine_the_folders_jobs(
     project: Project, sql: Any, monkeypatch: Any
 ) -> None:

@@ -6,9 +6,11 @@ import threading
 import uuid
 
 import psycopg
+import pytest
 from fix_db import Database, drop_schema
 
 
+@pytest.mark.superuser
 def test_a_schema_a_stray_transaction_holds_is_still_dropped(database: Database) -> None:
     """A failed test can leave a connection idle in a transaction that read its ledger (a
     worker thread still running): dropping its schema ends that connection instead of

@@ -106,6 +106,7 @@ def one_line_error(result: Any, code: int = 2) -> str:
     return str(lines[0])
 
 
+@pytest.mark.superuser
 @pytest.mark.parametrize("dsn", BAD_DSNS)
 @pytest.mark.parametrize("source", ["--dsn", "CATCHUP_DSN", "config", "DATABASE_URL"])
 def test_a_dsn_that_does_not_parse_never_shows_its_password(
@@ -124,6 +125,7 @@ def test_a_dsn_that_does_not_parse_never_shows_its_password(
     assert list(home.iterdir()) == []  # no embedded server was started
 
 
+@pytest.mark.superuser
 @pytest.mark.parametrize(
     ("where", "value"),
     [
@@ -148,6 +150,7 @@ def test_an_empty_dsn_is_a_usage_error_never_a_local_server(
     assert list(home.iterdir()) == []
 
 
+@pytest.mark.superuser
 @pytest.mark.parametrize(
     ("setting", "config_line", "said"),
     [
@@ -288,6 +291,7 @@ def test_one_jobs_database_error_does_not_stop_a_tick(project: Project, sql: Any
     assert ran == [("alpha",), ("zulu",)]
 
 
+@pytest.mark.superuser
 def test_two_projects_on_one_host_keep_their_ledgers_apart(
     project: Project, sql: Any, tmp_path: Any
 ) -> None:
@@ -322,6 +326,7 @@ def test_two_projects_on_one_host_keep_their_ledgers_apart(
             sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
+@pytest.mark.superuser
 def test_a_ledger_made_before_project_databases_is_kept(
     project: Project, sql: Any, tmp_path: Any
 ) -> None:

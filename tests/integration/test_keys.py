@@ -121,6 +121,7 @@ def test_every_key_runs_its_own_period_and_one_failing_key_re_runs_alone(
     assert {a["key"] for a in acme["attempts"]} == {"acme"} and acme["total_attempts"] == 2
 
 
+@pytest.mark.superuser
 def test_a_tenant_added_mid_window_has_no_earlier_gaps_and_a_removed_one_stops(
     project: Project, sql: Any, schema: str
 ) -> None:
@@ -223,6 +224,7 @@ def test_an_unkeyed_upstream_gates_every_key(project: Project, sql: Any) -> None
     assert sorted(logged(log)) == [(k, "2026-03-01") for k in TENANTS]
 
 
+@pytest.mark.superuser
 def test_a_key_with_a_control_character_is_refused_in_one_line(
     project: Project, sql: Any, schema: str
 ) -> None:
@@ -357,6 +359,7 @@ def test_overlap_is_forbidden_per_key_unless_forbid_job(ledger: Ledger) -> None:
     assert blocker is not None
 
 
+@pytest.mark.superuser
 def test_a_ledger_from_before_keys_migrates_with_its_runs_and_answers_alike(
     project: Project, sql: Any, schema: str, database: Database, monkeypatch: Any
 ) -> None:

@@ -12,6 +12,7 @@ from datetime import timedelta
 from typing import Any
 
 import psycopg
+import pytest
 from fix_db import Database
 from fix_processes import wait_for
 
@@ -170,6 +171,7 @@ def race_to_create(conninfo: str, name: str, racers: int) -> tuple[list[bool], l
     return made, failed
 
 
+@pytest.mark.superuser
 def test_replicas_starting_at_once_create_the_project_database_once(database: Database) -> None:
     """Schedulers (or any commands) started together on a fresh embedded server race to create
     the project's database: one creates it, the others find it made; none fails (the loser of

@@ -77,9 +77,11 @@ def with_password(conninfo: str) -> tuple[str, str]:
 
 def url_form(conninfo: str) -> str:
     """The same database as ``postgresql://…?password=…``."""
-    from urllib.parse import urlencode
+    from urllib.parse import quote, urlencode
 
-    return "postgresql://?" + urlencode({k: str(v) for k, v in conninfo_to_dict(conninfo).items()})
+    # percent-encoded (libpq reads no + as a space): a value with spaces (options) survives
+    params = {k: str(v) for k, v in conninfo_to_dict(conninfo).items()}
+    return "postgresql://?" + urlencode(params, quote_via=quote)
 
 
 @pytest.fixture

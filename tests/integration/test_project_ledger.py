@@ -22,6 +22,9 @@ from psycopg.conninfo import make_conninfo
 from catchup.db import project_database_name
 from catchup.projectdb import named_database_name
 
+# each test makes or moves databases of the embedded server: not a team's role's to do
+pytestmark = pytest.mark.superuser
+
 
 def folder(tmp_path: Path, name: str, log: Path, project: str | None = None) -> Path:
     """A project folder with a daily ``export`` that appends its period to ``log``."""

@@ -15,6 +15,7 @@ import urllib.request
 from datetime import timedelta
 from typing import Any
 
+from fix_db import nothing_written
 from fix_processes import wait_for
 from fix_project import Project, job_toml
 
@@ -159,4 +160,4 @@ def test_a_serve_port_that_cannot_be_bound_is_refused_before_anything_is_written
     said = result.stderr.strip().splitlines()
     assert said[-1].startswith(f"catchup: --serve 127.0.0.1:{port}: "), result.stderr
     assert "Traceback" not in result.stderr
-    assert sql("SELECT count(*) FROM pg_namespace WHERE nspname = %s", [project.schema]) == [(0,)]
+    assert nothing_written(project.database, project.schema)

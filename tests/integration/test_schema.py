@@ -29,6 +29,7 @@ def two_schemas(database: Database) -> Iterator[tuple[psycopg.Connection[Any], s
             drop_schema(database.conninfo, name)
 
 
+@pytest.mark.superuser
 def test_schema_sql_is_what_the_migrations_make(
     two_schemas: tuple[psycopg.Connection[Any], str, str],
 ) -> None:
