@@ -50,7 +50,11 @@ TEST_HOME = reachable_place(
 
 # What catchup sets on each of its connections (sql/queries/base.sql: settle_session), for the
 # tests' own connections to a team's database (CATCHUP_TEST_TEAM)
-SETTLED = "-c TimeZone=UTC -c DateStyle=ISO,MDY -c IntervalStyle=postgres"
+SETTLED = (
+    "-c TimeZone=UTC -c DateStyle=ISO,MDY -c IntervalStyle=postgres -c statement_timeout=0"
+    " -c lock_timeout=0 -c idle_in_transaction_session_timeout=0"
+    " -c default_transaction_isolation=read\\ committed"
+)
 
 
 @dataclass(frozen=True)

@@ -2,9 +2,10 @@
 not catchup's (``DateStyle = 'SQL, DMY'``, ``IntervalStyle = 'sql_standard'``, a
 ``search_path`` that finds a decoy schema first, holding tables and functions named like
 catchup's), roles that may only connect (no CREATE on the database, no superuser, no
-CREATEDB), each in a zone of its own (``America/Los_Angeles``, with DST; ``Etc/UTC``, Debian's
-and most containers' default), and for each test a schema the DBA made and gave the role
-(``CREATE SCHEMA … AUTHORIZATION``): all the role owns."""
+CREATEDB) with a DBA's limits for people's sessions (statement, lock and idle-in-transaction
+timeouts, serializable by default), each in a zone of its own (``America/Los_Angeles``, with
+DST; ``Etc/UTC``, Debian's and most containers' default), and for each test a schema the DBA
+made and gave the role (``CREATE SCHEMA … AUTHORIZATION``): all the role owns."""
 
 from __future__ import annotations
 
@@ -25,6 +26,14 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 TEAM_DATABASE = "catchup_team"
 ZONES = {"la": "America/Los_Angeles", "etc": "Etc/UTC"}
 TEAM_ROLE = "la"  # the role the whole suite runs as under CATCHUP_TEST_TEAM
+# what a careful DBA gives roles people use (catchup's sessions lift them: a scan of years may
+# take longer, and its transactions are read committed by design)
+LIMITS = (
+    ("statement_timeout", "2s"),
+    ("lock_timeout", "1s"),
+    ("idle_in_transaction_session_timeout", "2s"),
+    ("default_transaction_isolation", "serializable"),
+)
 
 # what a DBA might have in the way: objects named like catchup's, earlier in the search_path
 _DECOYS = """
@@ -98,6 +107,12 @@ def setup(admin_server: str) -> Team:
                 ).format(role, sql.Literal(password))
             )
             conn.execute(sql.SQL("ALTER ROLE {} SET TimeZone = {}").format(role, sql.Literal(name)))
+            for setting, value in LIMITS:  # a DBA's limits for people's sessions
+                conn.execute(
+                    sql.SQL("ALTER ROLE {} SET {} = {}").format(
+                        role, sql.Identifier(setting), sql.Literal(value)
+                    )
+                )
             conn.execute(sql.SQL("GRANT CONNECT ON DATABASE {} TO {}").format(db, role))
             roles[zone] = make_conninfo(
                 admin_server, dbname=TEAM_DATABASE, user=f"team_{zone}", password=password

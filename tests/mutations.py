@@ -1756,6 +1756,25 @@ MUTATIONS = (
             "test_serve_reads_through_a_role_that_may_only_read",
         ),
     ),
+    Mutation(
+        "ledger-under-the-roles-limits",
+        "catchup's sessions carry none of the statement, lock and idle limits nor the "
+        "isolation level a DBA gave the role for people's sessions",
+        "sql/queries/base.sql",
+        "       pg_catalog.set_config('statement_timeout', '0', false),\n",
+        "",
+        (
+            "tests/integration/test_their_postgresql.py::"
+            "test_catchups_sessions_set_what_they_depend_on_whatever_the_role_sets",
+        ),
+        also=(
+            (
+                "       pg_catalog.set_config('default_transaction_isolation', 'read committed',"
+                " false);",
+                "       1;",
+            ),
+        ),
+    ),
 )
 
 

@@ -95,10 +95,17 @@ CREATE DATABASE {database};
 -- (catchup.db.connect, first): UTC, so every timestamptz leaves the ledger in UTC and interval
 -- arithmetic on one (a day added, generate_series over periods) never follows a zone's DST;
 -- ISO dates and postgres intervals, the forms the driver reads. A transaction-mode PgBouncer
--- keeps these three per client (it tracks them and sets them on the server it lends).
+-- keeps these three per client (it tracks them and sets them on the server it lends). And no
+-- limit a role may carry for people's sessions: catchup bounds its own waits (leases, the
+-- connect's retry, the user's keys and evidence queries), a scan of years of periods may take
+-- longer than a person's statement should, and its transactions are read committed by design.
 SELECT pg_catalog.set_config('TimeZone', 'UTC', false),
        pg_catalog.set_config('DateStyle', 'ISO, MDY', false),
-       pg_catalog.set_config('IntervalStyle', 'postgres', false);
+       pg_catalog.set_config('IntervalStyle', 'postgres', false),
+       pg_catalog.set_config('statement_timeout', '0', false),
+       pg_catalog.set_config('lock_timeout', '0', false),
+       pg_catalog.set_config('idle_in_transaction_session_timeout', '0', false),
+       pg_catalog.set_config('default_transaction_isolation', 'read committed', false);
 
 -- name: server_role
 -- Whether the server takes writes (catchup.db.connect, before anything else is sent): not in

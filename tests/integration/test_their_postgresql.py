@@ -23,6 +23,8 @@ from fix_project import Project, job_toml
 from fix_team import Team
 from psycopg import sql
 
+from catchup import db
+
 
 def free_port() -> int:
     with socket.socket() as probe:
@@ -52,6 +54,38 @@ def scan(project: Project, *window: str) -> dict[str, Any]:
     assert "Traceback" not in done.stderr
     document: dict[str, Any] = json.loads(done.stdout)
     return document
+
+
+def test_catchups_sessions_set_what_they_depend_on_whatever_the_role_sets(
+    team: Team, team_zone: str
+) -> None:
+    """Every connection catchup makes reads UTC and ISO dates, and carries none of the limits
+    the DBA gave the role for people's sessions."""
+    conn = db.connect(db.Target(team.dsn(team_zone), "a team's DSN"))
+    try:
+        settings = {
+            name: conn.execute(sql.SQL("SHOW {}").format(sql.Identifier(name))).fetchone()
+            for name in (
+                "TimeZone",
+                "DateStyle",
+                "IntervalStyle",
+                "statement_timeout",
+                "lock_timeout",
+                "idle_in_transaction_session_timeout",
+                "default_transaction_isolation",
+            )
+        }
+    finally:
+        conn.close()
+    assert settings == {
+        "TimeZone": ("UTC",),
+        "DateStyle": ("ISO, MDY",),
+        "IntervalStyle": ("postgres",),
+        "statement_timeout": ("0",),
+        "lock_timeout": ("0",),
+        "idle_in_transaction_session_timeout": ("0",),
+        "default_transaction_isolation": ("read committed",),
+    }
 
 
 def test_a_role_that_owns_only_its_schema_migrates_replays_scans_and_compacts(
