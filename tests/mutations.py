@@ -1036,8 +1036,8 @@ MUTATIONS = (
         "serve-never-starts",
         "a running serve never starts an embedded server someone stopped",
         "catchup/api/looking.py",
-        "            session = self._open(prepare=False, start_embedded=False)\n",
-        "            session = self._open(prepare=False)\n",
+        "            session = self._open(prepare=False, start_embedded=False, writes=False)\n",
+        "            session = self._open(prepare=False, writes=False)\n",
         (
             "tests/integration/test_serve.py::"
             "test_a_stopped_embedded_server_stays_stopped_while_serve_runs",
