@@ -320,6 +320,11 @@ def connect(
     # No server-side prepared statements: they do not survive a transaction-mode pooler
     # (PgBouncer before 1.21), and catchup's statements are cheap to plan.
     conn.prepare_threshold = None
+    # Every transaction catchup opens says read committed in its BEGIN: a role's default
+    # (serializable, say) reaches it through a transaction-mode pooler, which keeps no session
+    # setting but the reported ones, and a migration's lock taken inside a snapshot older than
+    # the lock would apply a migration twice.
+    conn.isolation_level = psycopg.IsolationLevel.READ_COMMITTED
     version = conn.info.server_version
     if version < MIN_SERVER_VERSION:
         conn.close()

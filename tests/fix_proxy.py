@@ -7,6 +7,7 @@ import os
 import subprocess
 import textwrap
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,9 +25,17 @@ class Pooler:
 
 
 @pytest.fixture(scope="session")
-def pgbouncer(database: Database, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pooler]:
+def pgbouncer(database: Database) -> Iterator[Pooler]:
     """PgBouncer in transaction pooling mode in front of the test server (Debian's package,
     installed by .ci/run), run as the server's system user: PgBouncer refuses root."""
+    with pooler_for(database.conninfo) as pooler:
+        yield pooler
+
+
+@contextmanager
+def pooler_for(conninfo: str) -> Iterator[Pooler]:
+    """PgBouncer in transaction pooling mode in front of ``conninfo``'s server, logging in as
+    its role to any database asked for."""
     import pwd
     import shutil
     import socket
@@ -36,7 +45,7 @@ def pgbouncer(database: Database, tmp_path_factory: pytest.TempPathFactory) -> I
         pytest.fail("pgbouncer is not installed (apt-get install pgbouncer; .ci/run does)")
     import tempfile
 
-    params = psycopg.conninfo.conninfo_to_dict(database.conninfo)
+    params = psycopg.conninfo.conninfo_to_dict(conninfo)
     # not under pytest's own tmp (mode 700): the server's user must reach it
     folder = Path(tempfile.mkdtemp(prefix="catchup-pgbouncer-"))
     folder.chmod(0o777)
@@ -46,10 +55,13 @@ def pgbouncer(database: Database, tmp_path_factory: pytest.TempPathFactory) -> I
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
+    # the test database's own role and database (a team's role that owns only its schema, in
+    # CATCHUP_TEST_TEAM): catchup's settings go through the pooler as a team's would
+    role, dbname = params.get("user", "postgres"), params.get("dbname", "postgres")
     (folder / "pgbouncer.ini").write_text(
         textwrap.dedent(f"""\
         [databases]
-        * = {server} user={params.get("user", "postgres")}
+        * = {server} user={role}
         [pgbouncer]
         listen_addr = 127.0.0.1
         listen_port = {port}
@@ -71,7 +83,7 @@ def pgbouncer(database: Database, tmp_path_factory: pytest.TempPathFactory) -> I
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    dsn = f"host=127.0.0.1 port={port} user=postgres dbname=postgres"
+    dsn = f"host=127.0.0.1 port={port} user={role} dbname={dbname}"
 
     def ready() -> bool:
         try:
@@ -81,7 +93,10 @@ def pgbouncer(database: Database, tmp_path_factory: pytest.TempPathFactory) -> I
         except psycopg.Error:
             return proc.poll() is not None  # stop waiting if it died
 
-    wait_for(ready, timeout=30, what="pgbouncer to accept connections")
+    try:
+        wait_for(ready, timeout=30, what="pgbouncer to accept connections")
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}: {(folder / 'pgbouncer.log').read_text()[-2000:]}") from None
     assert proc.poll() is None, (folder / "pgbouncer.log").read_text()
     yield Pooler(dsn, port)
     proc.terminate()

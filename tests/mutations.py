@@ -1775,6 +1775,18 @@ MUTATIONS = (
             ),
         ),
     ),
+    Mutation(
+        "transactions-in-the-roles-isolation",
+        "every transaction catchup opens is read committed, whatever the role's default and "
+        "through a transaction-mode pooler (a migration is never applied twice)",
+        "catchup/db.py",
+        "    conn.isolation_level = psycopg.IsolationLevel.READ_COMMITTED\n",
+        "",
+        (
+            "tests/integration/test_their_postgresql.py::"
+            "test_migrations_racing_through_a_transaction_pooler_apply_once",
+        ),
+    ),
 )
 
 

@@ -20,6 +20,7 @@ from typing import Any
 import psycopg
 from fix_processes import wait_for
 from fix_project import Project, job_toml
+from fix_proxy import pooler_for
 from fix_team import Team
 from psycopg import sql
 
@@ -306,3 +307,36 @@ def ledger_rows(team: Team, schema: str) -> dict[str, int]:
             ).fetchone()
             counts[table] = 0 if row is None else int(row[0])
         return counts
+
+
+def test_migrations_racing_through_a_transaction_pooler_apply_once(
+    team_project: Project, team: Team, team_zone: str
+) -> None:
+    """Eight first commands at once, through a transaction-mode PgBouncer, as a role whose
+    transactions are serializable by default (the pooler keeps none of catchup's session
+    settings but the reported ones): each migration is applied once, every command exits 0."""
+    project = team_project
+    project.write(job_toml("daily", schedule="daily", start="2026-03-05", command=["true"]))
+    with pooler_for(team.dsn(team_zone)) as pooler:
+        env = project.env(CATCHUP_DSN=pooler.dsn)
+        procs = [
+            subprocess.Popen(
+                project.command("migrate"),
+                cwd=project.path,
+                env=env,
+                text=True,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+            )
+            for _ in range(8)
+        ]
+        said = [proc.communicate(timeout=120) for proc in procs]
+    for proc, (_, err) in zip(procs, said, strict=True):
+        assert proc.returncode == 0, err
+    with psycopg.connect(team.admin) as conn:
+        versions = conn.execute(
+            sql.SQL("SELECT version, count(*) FROM {}.schema_version GROUP BY 1").format(
+                sql.Identifier(project.schema)
+            )
+        ).fetchall()
+    assert versions and all(count == 1 for _, count in versions), versions
