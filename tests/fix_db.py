@@ -193,9 +193,9 @@ def reachable(path: Path) -> Path:
 HOMES = reachable_place(ROOT / ".catchup-test-homes")
 
 
-@pytest.fixture
-def server_home() -> Iterator[Path]:
-    """An empty CATCHUP_HOME of this test's own that the server's user can reach."""
+@contextmanager
+def own_home() -> Iterator[Path]:
+    """An empty CATCHUP_HOME that the server's user can reach, removed after."""
     import shutil
     import tempfile
 
@@ -205,8 +205,17 @@ def server_home() -> Iterator[Path]:
     folder.chmod(0o755)
     home = folder / "home"
     home.mkdir()
-    yield home
-    shutil.rmtree(folder, ignore_errors=True)
+    try:
+        yield home
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture
+def server_home() -> Iterator[Path]:
+    """An empty CATCHUP_HOME of this test's own that the server's user can reach."""
+    with own_home() as home:
+        yield home
 
 
 @pytest.fixture

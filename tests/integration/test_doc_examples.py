@@ -31,7 +31,6 @@ import shutil
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -39,7 +38,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from fix_db import HOMES, reachable_place
+from fix_db import own_home, reachable_place
 from paths import ROOT
 
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
@@ -268,19 +267,13 @@ def embedded(env: dict[str, str], call: str) -> None:
 @pytest.fixture(scope="module")
 def pinned() -> Iterator[Pinned]:
     """An embedded server of the examples' own, started on the pinned clock (stopped after)."""
-    HOMES.mkdir(exist_ok=True)
-    HOMES.chmod(0o755)
-    folder = Path(tempfile.mkdtemp(dir=HOMES))
-    folder.chmod(0o755)
-    home = folder / "home"
-    home.mkdir()
-    env = pinned_env(home)
-    embedded(env, "ensure_running")
-    try:
-        yield Pinned(env, home)
-    finally:
-        embedded(env, "stop")
-        shutil.rmtree(folder, ignore_errors=True)
+    with own_home() as home:
+        env = pinned_env(home)
+        embedded(env, "ensure_running")
+        try:
+            yield Pinned(env, home)
+        finally:
+            embedded(env, "stop")
 
 
 def test_the_examples_run_on_the_pinned_clock(pinned: Pinned, tmp_path: Path) -> None:
