@@ -252,10 +252,9 @@ def tick(
 def gap_count(job: Job, result: JobScan, states: frozenset[str]) -> int:
     """How many periods (of a job with keys: (key, period)s) of a scan's gaps are in
     ``states``: what :func:`gap_periods` would give, counted from the ranges."""
-    if job.keyed and len(result.range_keys) == len(result.ranges):
-        grouped = zip(result.ranges, result.range_keys, strict=True)
-        return sum(r.periods * len(keys) for r, keys in grouped if r.state in states)
-    ranges = result.key_ranges if job.keyed else result.ranges
+    # a range grouped across keys already counts each (key, period) of it (keychain.group)
+    grouped = not job.keyed or len(result.range_keys) == len(result.ranges)
+    ranges = result.ranges if grouped else result.key_ranges
     return sum(r.periods for r in ranges if r.state in states)
 
 

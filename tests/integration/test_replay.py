@@ -335,6 +335,25 @@ def test_tick_says_what_max_per_tick_left_and_what_lies_before_catchup_window(
     assert "catchup_window" not in recent and "missing" in recent
 
 
+def test_a_keyed_jobs_tick_counts_what_it_left_by_key_and_period(
+    project: Project, sql: Any
+) -> None:
+    """Two keys, four due days, max_per_tick = 3 (a key's): 6 run, 2 (key, period)s left; the
+    next tick with room for all runs them and says it left none (it counted each key's period
+    once per key more: 10 left, then 8 after running every one)."""
+    log = project.path / "log"
+    (today,) = sql("SELECT (clock_timestamp() AT TIME ZONE 'UTC')::date")[0]
+    start = (today - timedelta(days=4)).isoformat()
+    project.write(job("bill", recorder(log), start=start, keys=["a", "b"], max_per_tick=3))
+    data = json.loads(project.cli("-q", "tick", "--json").stdout)
+    assert data["totals"]["succeeded"] == 6
+    assert data["left_to_max_per_tick"] == {"bill": 2}, data
+    project.write(job("bill", recorder(log), start=start, keys=["a", "b"], max_per_tick=100))
+    data = json.loads(project.cli("-q", "tick", "--json").stdout)
+    assert data["totals"]["succeeded"] == 2
+    assert "left_to_max_per_tick" not in data, data
+
+
 def test_paused_job_is_not_ticked(project: Project, sql: Any) -> None:
     log = project.path / "log"
     project.write(job("alpha", recorder(log), start="2026-11-01"))
