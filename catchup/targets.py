@@ -68,6 +68,14 @@ class KeysFailure:
             return f"{self.error}; {self.job} went on with the {keys} it read last"
         return f"{self.error}; {self.job} has no keys read before: nothing of it ran (unstartable)"
 
+    @property
+    def scan_line(self) -> str:
+        """What a scan says of it (a scan runs nothing): on which keys it was scanned."""
+        if self.known:
+            keys = f"{self.known} key{'s' if self.known != 1 else ''}"
+            return f"{self.error}; {self.job} is scanned on the {keys} it read last"
+        return f"{self.error}; {self.job} has no keys read before: none of its periods is known"
+
 
 def keys_failed(targets: list[ScanTarget]) -> tuple[KeysFailure, ...]:
     """The keyed jobs of ``targets`` whose keys query failed."""

@@ -125,7 +125,7 @@ def scan(
             Path(output), scan_report.export(output, result, limit=shown), "--output"
         )
     for failure in result.keys_failed:  # each in one line; the other jobs in full above
-        click.echo(f"catchup: {_safe(failure.line)}", err=True)
+        click.echo(f"catchup: {_safe(failure.scan_line)}", err=True)
     if any(job.evidence_error for job in result.jobs) or any(
         f.database for f in result.keys_failed
     ):

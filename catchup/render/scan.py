@@ -134,11 +134,18 @@ def scan_tables(console: Console, report: ScanReport, *, limit: int | None = GAP
     for job in report.jobs:
         if job.evidence_error:  # the job's own text, plain
             console.print(Text(f"{job.job}: {safe(job.evidence_error)}", style="red"))
+        if job.keys_error:  # names the job; scanned on the keys it read last
+            console.print(Text(safe(job.keys_error), style="red"))
     if (said := suspect_line(report)) is not None:
         console.print(Text(said, style=STYLE["suspect"]))
     total = gap_count(report)
     if not total:
-        console.print(Text("no gaps", style="green"))
+        unread = [job.job for job in report.jobs if job.keys_error]
+        if unread:  # not "no gaps": what those jobs' keys would show is not known
+            names = ", ".join(safe(name) for name in unread)
+            console.print(Text(f"no gaps on the keys known; not read now: {names}", style="red"))
+        else:
+            console.print(Text("no gaps", style="green"))
         return
     rows = gaps_oldest_first(report, limit)
     gap_cells = [

@@ -133,6 +133,29 @@ def test_scan_reports_the_others_gaps_and_exits_3_not_1(
     by_job = {job["job"]: job for job in document["jobs"]}
     assert by_job["export"]["missing"] == 3 and by_job["export"]["gaps"]
     assert "tenants" in by_job["billing"]["keys_error"]
+    # a scan runs nothing: it says on which keys it scanned the job, not that nothing ran
+    (line,) = said(result.stderr, "billing")
+    assert line.endswith("billing has no keys read before: none of its periods is known"), line
+
+
+def test_a_scan_whose_keys_query_failed_never_says_no_gaps(
+    project: Project, sql: Any, schema: str
+) -> None:
+    """billing's keys query failing beside a job with nothing due: the table names the failure
+    and never says "no gaps" (what billing's keys would show is not known), and exits 3 (it
+    said "no gaps", exit 3)."""
+    first = start(sql)
+    ((later,),) = sql("SELECT date_trunc('day', clock_timestamp(), 'UTC') + interval '2 days'")
+    project.write(
+        job_toml("billing", "daily", first, command=["true"], keys=MISSING.format(schema=schema))
+        + job_toml("export", "daily", f"{later:%Y-%m-%d}", command=["true"])
+    )
+    result = project.run("scan")
+    assert result.returncode == 3, result.stderr
+    lines = result.stdout.splitlines()
+    assert "no gaps" not in lines, result.stdout
+    assert "no gaps on the keys known; not read now: billing" in lines, result.stdout
+    assert any(line.startswith("jobs.billing.keys: the keys query failed") for line in lines)
 
 
 def test_the_scheduler_says_it_and_keeps_leading_and_its_page_and_metrics_show_it(
