@@ -41,12 +41,14 @@ def lookalikes(
 
 
 def held_said(new: str, old: str) -> str:
-    """The one line that says ``new`` is held, naming ``old``, and the ways out."""
+    """The one line that says ``new`` is held, naming ``old``, and the ways out: keeping
+    ``old``'s name first (the way out after ``catchup rename`` was run before the config was
+    edited), then ``new``'s, then a new job."""
     return (
         f"{new} is held: it is new to the ledger and has the schedule of {old}, which this "
-        f"config no longer names, so nothing of {new} runs until the config says which it is: "
-        f"the same job (`{command('rename', old, new, reason=True)}`, "
-        f'renamed_from = "{old}" in '
-        f"[jobs.{new}], or [jobs.{new}] renamed [jobs.{old}] in the config) or a new one "
-        f"({NOT_RENAMED} = true in [jobs.{new}])"
+        f"config no longer names, so nothing of {new} runs until the config says which it is. "
+        f"The same job as {old}: rename [jobs.{new}] to [jobs.{old}] in the config to keep "
+        f"{old}'s name, or keep {new}'s with `{command('rename', old, new, reason=True)}` or "
+        f'renamed_from = "{old}" in [jobs.{new}]. A new job: {NOT_RENAMED} = true in '
+        f"[jobs.{new}]"
     )
