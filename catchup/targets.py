@@ -34,6 +34,21 @@ class KeyRow:
     # ranges [lo, hi) of period starts a scan found to have a row each (catchup/verified.py)
     verified: tuple[tuple[datetime, datetime], ...] | None = None
 
+    def unexpected(self, start: datetime) -> str | None:
+        """Why the period starting at ``start`` is not one of this key's (before the key was
+        expected, or after it was gone), or None when it is."""
+        if start < self.expected_from:
+            return (
+                f"{self.key} is expected from {self.expected_from:%Y-%m-%dT%H:%M:%SZ} (when its"
+                " keys first held it): this period is not one of its own"
+            )
+        if self.gone_at is not None and start >= self.gone_at:
+            return (
+                f"{self.key} is gone since {self.gone_at:%Y-%m-%dT%H:%M:%SZ} (its keys no longer"
+                " hold it): this period is not one of its own"
+            )
+        return None
+
 
 @dataclass(frozen=True)
 class ScanTarget:

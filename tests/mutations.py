@@ -1787,6 +1787,18 @@ MUTATIONS = (
             "test_migrations_racing_through_a_transaction_pooler_apply_once",
         ),
     ),
+    Mutation(
+        "key-run-before-expected",
+        "run of one key's period before the key was expected (or after it was gone) is "
+        "refused: nothing is claimed",
+        "catchup/api/running.py",
+        "(why := known.unexpected(chosen.start)) is not None:\n",
+        "(why := None) is not None:\n",
+        (
+            "tests/integration/test_key_options.py::"
+            "test_a_keys_period_before_it_was_expected_is_not_expected_nor_run",
+        ),
+    ),
 )
 
 

@@ -13,7 +13,7 @@ from ..errors import ConfigError, DatabaseError
 from ..explain import Explanation
 from ..findings import Finding
 from ..job import Config, Job
-from ..models import ScanReport
+from ..models import JobRow, ScanReport
 from ..results import History, JobsReport, KeysReport, PageFacts, PeriodReport, Running, Why
 from ..retention import LedgerSize
 from ..session import Session
@@ -191,6 +191,8 @@ class Looking(Base):
             return said
         # one key's period: named by its key, and every command that would move it too
         row = session.job_rows(write=False).get(spec.name)
+        if (outside := self._unexpected(spec, row, said)) is not None:
+            return outside
         paused = None if row is None else session.ledger.key_paused(row.id, spec.key)
         first = (
             ()
@@ -202,6 +204,20 @@ class Looking(Base):
             label=f"{spec.key} {said.label}",
             said=(*first, *said.said),
             commands=tuple(keyed(c, spec.key) for c in said.commands),
+        )
+
+    def _unexpected(self, spec: Job, row: JobRow | None, said: Why) -> Why | None:
+        """A key's period before the key was expected or after it was gone: not expected,
+        nothing to move (``why`` said missing, and its ``run`` ran it)."""
+        from ..keyed import known_keys
+
+        rows = known_keys(self.session.ledger, spec, row.id if row else 0, self.session.now())
+        known = next((r for r in rows if r.key == spec.key), None)
+        why = None if known is None else known.unexpected(said.period.start)
+        if why is None:
+            return None
+        return replace(
+            said, label=f"{spec.key} {said.label}", state="not expected", said=(why,), commands=()
         )
 
     def period(

@@ -48,8 +48,12 @@ class Running(Base):
             from ..keyed import current_keys
 
             job_id = session.registered_id(spec.name)  # the key history is recorded
-            current_keys(session.ledger, spec, job_id, session.now(), write=True)
+            rows = current_keys(session.ledger, spec, job_id, session.now(), write=True)
             spec = spec.for_key(spec.selected_keys[0])
+            known = next((r for r in rows if r.key == spec.key), None)
+            if known is not None and (why := known.unexpected(chosen.start)) is not None:
+                label = spec.label(chosen.start)
+                raise ConfigError(f"{spec.name} {label}: {why}; nothing was run")
         return run_period(
             session,
             spec,

@@ -204,3 +204,32 @@ def test_a_change_of_every_key_is_refused_whole_when_one_key_runs(
     assert refused.exit_code == 2, refused.output
     assert "invoice: refusing: 2026-03-01 is running; nothing was changed" in refused.output
     assert ledger_contents(sql, project.schema) == before
+
+
+def test_a_keys_period_before_it_was_expected_is_not_expected_nor_run(
+    project: Project, sql: Any
+) -> None:
+    """A key added today is expected from today: `why` of an earlier day with `--key` says not
+    expected (it said missing, with a `run` to paste) and that `run` refuses in one line,
+    nothing claimed (it ran it); a key expected then is explained and run as before."""
+    invoice(project, keys=["acme"])
+    assert (
+        project.cli("-q", "run", "invoice", "--period", "2026-03-02", "--key", "acme").exit_code
+        == 0
+    )
+    invoice(project, keys=["acme", "newco"])  # newco first read now: expected from now
+    said = json.loads(
+        project.cli("-q", "why", "invoice", "2026-03-03", "--key", "newco", "--json").stdout
+    )
+    assert said["state"] == "not expected" and said["commands"] == [], said
+    assert "newco is expected from " in said["said"][0]
+    refused = project.cli("-q", "run", "invoice", "--period", "2026-03-03", "--key", "newco")
+    assert refused.exit_code == 2, refused.output
+    assert refused.stderr.strip().endswith("this period is not one of its own; nothing was run")
+    assert len(refused.stderr.strip().splitlines()) == 1
+    assert sql("SELECT count(*) FROM {schema}.runs WHERE key = 'newco'") == [(0,)]
+    # acme, expected from the job's start, as before
+    acme = json.loads(
+        project.cli("-q", "why", "invoice", "2026-03-03", "--key", "acme", "--json").stdout
+    )
+    assert acme["state"] == "missing"
