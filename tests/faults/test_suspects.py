@@ -233,6 +233,9 @@ def test_a_runner_whose_claim_a_failover_lost_writes_its_row_again_and_records_i
         schedule="hourly",
         start="2026-03-01",
         lease="15s",  # renewed every 5 s; outlives the failover
+        # billing, which this config no longer names, has export's schedule: export is a job
+        # of its own, not billing renamed (else it is held, and nothing of it runs)
+        not_renamed=True,
         command=[
             "sh",
             "-c",
