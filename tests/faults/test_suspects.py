@@ -262,7 +262,10 @@ def test_a_runner_whose_claim_a_failover_lost_writes_its_row_again_and_records_i
         # a job added now, first of all, takes an id from the sequence past export's (written
         # again with the id its runner held, which the promoted sequence may not have reached)
         project.write(  # (first in the config: registered first)
-            job_toml("audit", schedule="hourly", start="2026-03-01", command=["true"]) + export
+            job_toml(
+                "audit", schedule="hourly", start="2026-03-01", command=["true"], not_renamed=True
+            )
+            + export
         )
         reported = project.run("-q", "run", "audit", "--period", period)
         assert reported.returncode == 0, reported.stderr
