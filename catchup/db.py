@@ -291,8 +291,12 @@ def connect(
                 application_name=application,
                 connect_timeout=10 if within is None else max(2, math.ceil(within)),
             )
-            _settle(conn)
-            refused = _read_only(conn) if writes else None
+            try:
+                _settle(conn)
+                refused = _read_only(conn) if writes else None
+            except BaseException:
+                conn.close()  # one that answered the handshake and not the first statement
+                raise
             if refused is None:
                 break
             conn.close()
