@@ -46,6 +46,7 @@ class Session:
         self.durable = db.durable_claims(config.durable_claims)
         # writes=False: a session that only reads (serve's), fine on a role or server that may
         # only read (a read-only role for the page, a standby)
+        self.writes = writes
         self.conn = db.connect(target, writes=writes)
         self.ledger = Ledger(self.conn, config.schema, durable=self.durable)
         # a new timeline of the server (a failover), said by the command that saw it first
@@ -285,7 +286,7 @@ class Session:
             self.conn.close()
         except psycopg.Error:
             pass
-        self.conn = db.connect(self.target)
+        self.conn = db.connect(self.target, writes=self.writes)
         self.ledger = Ledger(self.conn, self.config.schema, durable=self.durable)
         if self.durable:  # on the server it reached: a failover's new primary, perhaps
             self.ledger.declare_durable()
