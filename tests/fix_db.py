@@ -131,6 +131,14 @@ def throwaway_schema(database: Database) -> Iterator[str]:
         drop_schema(database.superuser, name)
 
 
+def schema_made(sql: Callable[..., list[tuple[Any, ...]]], schema: str) -> None:
+    """The test's schema made where it is not there yet (where the team keeps its tenants, in a
+    test), asking first: a role that owns only its schema may not run CREATE SCHEMA IF NOT
+    EXISTS, which needs CREATE on the database even when the schema is there."""
+    if not sql("SELECT 1 FROM pg_namespace WHERE nspname = %s", [schema]):
+        sql("CREATE SCHEMA {schema}")
+
+
 def nothing_written(database: Database, schema: str) -> bool:
     """Nothing of a ledger in ``schema``: catchup never made it, or, where a DBA made it for the
     role (a team's database: CATCHUP_TEST_TEAM), not one table is in it."""

@@ -17,7 +17,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from fix_db import Database
+from fix_db import Database, schema_made
 from fix_processes import wait_for
 from fix_project import Project, job_toml
 from psycopg.conninfo import make_conninfo
@@ -74,7 +74,7 @@ def test_a_failing_keys_query_fails_its_job_alone_and_tick_runs_the_others(
 def test_the_keyed_job_goes_on_with_the_keys_it_read_last(
     project: Project, sql: Any, schema: str
 ) -> None:
-    sql("CREATE SCHEMA IF NOT EXISTS {schema}")  # where the team keeps its tenants, here
+    schema_made(sql, schema)  # where the team keeps its tenants, here
     sql("CREATE TABLE {schema}.tenants (id text)")
     sql("INSERT INTO {schema}.tenants VALUES ('acme'), ('globex')")
     configure(project, sql, MISSING.format(schema=schema))
@@ -258,7 +258,7 @@ def test_the_connection_is_as_it_was_after_a_keys_or_evidence_query(
 ) -> None:
     """On a connection as catchup opens it (put in UTC, here over a role's zone): every
     setting, cursor and lock the user's SQL left is gone, and it is in UTC again."""
-    sql("CREATE SCHEMA IF NOT EXISTS {schema}")
+    schema_made(sql, schema)
     sql(
         "CREATE FUNCTION {schema}.held() RETURNS text LANGUAGE plpgsql AS $$"
         " DECLARE c refcursor := 'held'; BEGIN OPEN c FOR SELECT 1; RETURN 'a'; END $$"
@@ -313,7 +313,7 @@ def test_a_keys_query_cannot_lift_its_own_timeout(
     import catchup.ledger.keys as keys_module
 
     monkeypatch.setattr(keys_module, "KEYS_TIMEOUT", 0.5)
-    sql("CREATE SCHEMA IF NOT EXISTS {schema}")
+    schema_made(sql, schema)
     sql(
         "CREATE FUNCTION {schema}.lift() RETURNS text IMMUTABLE LANGUAGE plpgsql AS $$"
         " BEGIN PERFORM set_config('statement_timeout', '0', false); RETURN 'x'; END $$"

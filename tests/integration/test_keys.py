@@ -14,7 +14,7 @@ from typing import Any
 import psycopg
 import psycopg.sql
 import pytest
-from fix_db import Database, ledger_contents
+from fix_db import Database, ledger_contents, schema_made
 from fix_project import Project, job_toml
 
 from catchup.ledger import Ledger
@@ -121,13 +121,12 @@ def test_every_key_runs_its_own_period_and_one_failing_key_re_runs_alone(
     assert {a["key"] for a in acme["attempts"]} == {"acme"} and acme["total_attempts"] == 2
 
 
-@pytest.mark.superuser
 def test_a_tenant_added_mid_window_has_no_earlier_gaps_and_a_removed_one_stops(
     project: Project, sql: Any, schema: str
 ) -> None:
     base = today(sql)
     start = base - timedelta(days=6)
-    sql("CREATE SCHEMA IF NOT EXISTS {schema}")  # where the team keeps its tenants, here
+    schema_made(sql, schema)  # where the team keeps its tenants, here
     sql("CREATE TABLE {schema}.tenants (id text, created date)")
     sql("INSERT INTO {schema}.tenants VALUES ('acme', NULL)")
     log = project.path / "ran"
@@ -224,11 +223,10 @@ def test_an_unkeyed_upstream_gates_every_key(project: Project, sql: Any) -> None
     assert sorted(logged(log)) == [(k, "2026-03-01") for k in TENANTS]
 
 
-@pytest.mark.superuser
 def test_a_key_with_a_control_character_is_refused_in_one_line(
     project: Project, sql: Any, schema: str
 ) -> None:
-    sql("CREATE SCHEMA IF NOT EXISTS {schema}")  # where the team keeps its tenants, here
+    schema_made(sql, schema)  # where the team keeps its tenants, here
     sql("CREATE TABLE {schema}.tenants (id text)")
     sql("INSERT INTO {schema}.tenants VALUES ('acme'), (%s)", ["evil\x1b[31m"])
     project.write(
