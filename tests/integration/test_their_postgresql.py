@@ -317,7 +317,15 @@ def test_migrations_racing_through_a_transaction_pooler_apply_once(
     settings but the reported ones): each migration is applied once, every command exits 0."""
     project = team_project
     project.write(job_toml("daily", schedule="daily", start="2026-03-05", command=["true"]))
-    with pooler_for(team.dsn(team_zone)) as pooler:
+    lock = "SELECT pg_advisory_xact_lock(hashtext('catchup.migrate'), hashtext(%s))"
+    waiting = (
+        "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
+        " AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+    )
+    with pooler_for(team.dsn(team_zone)) as pooler, psycopg.connect(team.admin) as holder:
+        # the migrations' own lock held until all eight wait for it: each took its snapshot
+        # before it got the lock, the moment a transaction in the role's isolation would
+        holder.execute(lock, [project.schema])
         env = project.env(CATCHUP_DSN=pooler.dsn)
         procs = [
             subprocess.Popen(
@@ -330,6 +338,15 @@ def test_migrations_racing_through_a_transaction_pooler_apply_once(
             )
             for _ in range(8)
         ]
+        with psycopg.connect(team.admin, autocommit=True) as watcher:
+
+            def all_waiting() -> bool:
+                assert all(proc.poll() is None for proc in procs), [p.poll() for p in procs]
+                row = watcher.execute(waiting).fetchone()
+                return row is not None and row[0] >= 8
+
+            wait_for(all_waiting, timeout=60, what="the eight migrations to wait for the lock")
+        holder.commit()
         said = [proc.communicate(timeout=120) for proc in procs]
     for proc, (_, err) in zip(procs, said, strict=True):
         assert proc.returncode == 0, err
