@@ -188,9 +188,10 @@ def blocks(
 
 def title_lines(console: Console, title: str) -> None:
     """A title above blocks: broken only between its `` · `` phrases (``database clock`` stays
-    beside its time), a phrase wider than a line on one of its own."""
+    beside its time), a phrase wider than a line on lines of its own (wrapped: a team's DSN
+    with its socket folder is wider than 80 columns)."""
     for line in packed(title.split(" · "), console.width):
-        console.print(Text(line, style="bold"), soft_wrap=True)
+        console.print(Text(line, style="bold"))
 
 
 def print_pairs(console: Console, pairs: Sequence[str]) -> None:
