@@ -22,7 +22,7 @@ import psycopg
 from fix_processes import wait_for
 from fix_project import Project, job_toml
 from fix_proxy import pooler_for
-from fix_team import Team
+from fix_team import Team, serializable_role
 from psycopg import sql
 
 from catchup import db
@@ -323,7 +323,11 @@ def test_migrations_racing_through_a_transaction_pooler_apply_once(
         "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
         " AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
     )
-    with pooler_for(team.dsn(team_zone)) as pooler, psycopg.connect(team.admin) as holder:
+    with (
+        serializable_role(team, team.role(team_zone)),
+        pooler_for(team.dsn(team_zone)) as pooler,
+        psycopg.connect(team.admin) as holder,
+    ):
         # the migrations' own lock held until all eight wait for it: each took its snapshot
         # before it got the lock, the moment a transaction in the role's isolation would
         holder.execute(lock, [project.schema])
