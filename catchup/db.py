@@ -7,7 +7,7 @@ import os
 import re
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from .dsn import hidden
 from .dsn import redact as redact
@@ -329,8 +329,6 @@ def connect(
     # setting but the reported ones, and a migration's lock taken inside a snapshot older than
     # the lock would apply a migration twice.
     conn.isolation_level = psycopg.IsolationLevel.READ_COMMITTED
-    # and a statement of its own that a serializable default failed runs again (Retrying)
-    conn.cursor_factory = _retrying()
     version = conn.info.server_version
     if version < MIN_SERVER_VERSION:
         conn.close()
@@ -339,12 +337,6 @@ def connect(
             "catchup needs PostgreSQL 17 or newer"
         )
     return conn
-
-
-def _retrying() -> type[psycopg.Cursor[Any]]:
-    from .ledger.base import Retrying
-
-    return Retrying
 
 
 def _settle(conn: psycopg.Connection[object]) -> None:

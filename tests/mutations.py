@@ -1799,18 +1799,6 @@ MUTATIONS = (
             "test_a_keys_period_before_it_was_expected_is_not_expected_nor_run",
         ),
     ),
-    Mutation(
-        "serialization-failure-not-retried",
-        "a statement of catchup's own that a role's serializable default failed (through a "
-        "transaction-mode pooler) runs again",
-        "catchup/db.py",
-        "    conn.cursor_factory = _retrying()\n",
-        "",
-        (
-            "tests/integration/test_their_postgresql.py::"
-            "test_a_statement_a_serializable_default_failed_is_run_again",
-        ),
-    ),
 )
 
 

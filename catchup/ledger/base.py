@@ -24,34 +24,6 @@ from ..schedule import iso_utc
 from ..timelines import Failover, Moved
 from ..vocabulary import EventAction
 
-SERIALIZATION_TRIES = 5
-
-
-class Retrying(psycopg.Cursor[Any]):
-    """Every ledger connection's cursor: a statement whose own implicit transaction met a
-    serialization failure is run again. A role serializable by default reaches catchup's
-    single statements through a transaction-mode pooler, which keeps none of its session
-    settings but the reported ones; such a statement was rolled back whole, so it runs again
-    as a new one. Inside a transaction (read committed in its BEGIN) none is retried."""
-
-    def execute(
-        self,
-        query: Any,
-        params: Any = None,
-        *,
-        prepare: bool | None = None,
-        binary: bool | None = None,
-    ) -> Retrying:
-        tries = 1
-        while True:
-            try:
-                return super().execute(query, params, prepare=prepare, binary=binary)
-            except pg_errors.SerializationFailure:
-                alone = self.connection.info.transaction_status == pq.TransactionStatus.IDLE
-                if not alone or tries >= SERIALIZATION_TRIES:
-                    raise
-                tries += 1
-
 
 def settle_session(conn: psycopg.Connection[Any]) -> None:
     """Put ``conn`` in UTC, ISO dates and postgres intervals, whatever the server, database or

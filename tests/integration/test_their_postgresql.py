@@ -12,7 +12,6 @@ import json
 import signal
 import socket
 import subprocess
-import threading
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -362,46 +361,3 @@ def test_migrations_racing_through_a_transaction_pooler_apply_once(
             )
         ).fetchall()
     assert versions and all(count == 1 for _, count in versions), versions
-
-
-def test_a_statement_a_serializable_default_failed_is_run_again(
-    team: Team, team_zone: str, team_schema: str
-) -> None:
-    """A pooler hands catchup a server connection in the role's serializable default (it keeps
-    no session setting of catchup's but the reported ones): a statement of its own that meets
-    a serialization failure (a row another transaction changed and committed while it waited)
-    runs again, once rolled back whole, and succeeds."""
-    conn = db.connect(db.Target(team.dsn(team_zone), "a team's DSN"))
-    table = sql.Identifier(team_schema, "counter")
-    try:
-        conn.execute(sql.SQL("CREATE TABLE {} (n integer)").format(table))
-        conn.execute(sql.SQL("INSERT INTO {} VALUES (1)").format(table))
-        conn.execute("SET default_transaction_isolation = 'serializable'")  # as a pooler's
-        with psycopg.connect(team.admin) as holder:
-            holder.execute(sql.SQL("UPDATE {} SET n = n + 1").format(table))
-            done: list[object] = []
-            writer = threading.Thread(
-                target=lambda: done.append(
-                    conn.execute(sql.SQL("UPDATE {} SET n = n + 10").format(table)).rowcount
-                ),
-                daemon=True,
-            )
-            writer.start()
-            with psycopg.connect(team.admin, autocommit=True) as watcher:
-
-                def waiting() -> bool:
-                    row = watcher.execute(
-                        "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
-                        " AND query LIKE %s",
-                        ["%n = n + 10%"],
-                    ).fetchone()
-                    return row is not None and row[0] == 1
-
-                wait_for(waiting, timeout=30, what="catchup's update to wait for the row")
-            holder.commit()  # its update wins: catchup's, serializable, cannot follow it
-            writer.join(timeout=30)
-        assert done == [1], done  # run again, on the committed row
-        row = conn.execute(sql.SQL("SELECT n FROM {}").format(table)).fetchone()
-        assert row == (12,)
-    finally:
-        conn.close()
