@@ -78,18 +78,18 @@ class KeysFailure:
 
     @property
     def line(self) -> str:
-        if self.known:
-            keys = f"{self.known} key{'s' if self.known != 1 else ''}"
-            return f"{self.error}; {self.job} went on with the {keys} it read last"
-        return f"{self.error}; {self.job} has no keys read before: nothing of it ran (unstartable)"
+        return self._said("went on with", "nothing of it ran (unstartable)")
 
     @property
     def scan_line(self) -> str:
         """What a scan says of it (a scan runs nothing): on which keys it was scanned."""
+        return self._said("is scanned on", "none of its periods is known")
+
+    def _said(self, went: str, none: str) -> str:
         if self.known:
             keys = f"{self.known} key{'s' if self.known != 1 else ''}"
-            return f"{self.error}; {self.job} is scanned on the {keys} it read last"
-        return f"{self.error}; {self.job} has no keys read before: none of its periods is known"
+            return f"{self.error}; {self.job} {went} the {keys} it read last"
+        return f"{self.error}; {self.job} has no keys read before: {none}"
 
 
 def keys_failed(targets: list[ScanTarget]) -> tuple[KeysFailure, ...]:
