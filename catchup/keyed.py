@@ -114,6 +114,20 @@ def known_keys(ledger: Ledger, job: Job, job_id: int, now: datetime) -> list[Key
         return ledger.key_history(job_id) if job_id > 0 else []
 
 
+def keys_to_run(
+    ledger: Ledger, job: Job, job_id: int, now: datetime
+) -> tuple[list[KeyRow], KeysFailure | None]:
+    """:func:`current_keys`, recorded, for ``run`` of one key: when the keys query fails, the
+    keys read last and the failure (said as a tick says it); with none read before, the
+    failure is raised (nothing of the job can run)."""
+    try:
+        return current_keys(ledger, job, job_id, now, write=True), None
+    except KeysFailed as exc:
+        if not (known := ledger.key_history(job_id)):
+            raise
+        return known, KeysFailure(job.name, str(exc), exc.database, len(known))
+
+
 def current_keys(
     ledger: Ledger,
     job: Job,

@@ -41,6 +41,7 @@ class Outcome:
     # a failed period's last lines of output, when it was not streamed (tick, replay)
     output: str = ""
     key: str = ""  # the period's key, for a job with keys
+    keys_failed: KeysFailure | None = None  # run of one key: its job's keys query failed
 
 
 class _RunStatusRow:

@@ -93,6 +93,23 @@ def find(conninfo: str, project: Project) -> Found:
     return Found(name, f"created database {name} for {whose}")
 
 
+def unmade(conninfo: str, project: Project) -> bool:
+    """Whether :func:`find` would create the project's database: none of its name, none kept
+    under another, and postgres holds none of its jobs. Reads only."""
+    import psycopg
+
+    from .ledger import Ledger
+
+    name = database_name(project)
+    with psycopg.connect(conninfo, autocommit=True, connect_timeout=10) as conn:
+        ledger = Ledger(conn, project.schema)
+        if ledger.database_exists(name):
+            return False
+        if project.name is not None and _kept(conninfo, ledger, project) is not None:
+            return False
+        return not ledger.holds_jobs(list(project.jobs))
+
+
 def _quoted(name: str) -> str:
     """A project's name in a line, as a TOML or JSON string (quotes and backslashes escaped)."""
     import json

@@ -172,6 +172,28 @@ MUTATIONS = (
         ),
     ),
     Mutation(
+        "keys-read-before-the-ledger-is-made",
+        "a config whose every keys query fails makes no database and no schema",
+        "catchup/api/base.py",
+        "        if self._session is None:\n            from ..firstread import keys_before_making",
+        "        if False:\n            from ..firstread import keys_before_making",
+        (
+            "tests/integration/test_blast_radius.py::"
+            "test_a_config_whose_every_keys_query_fails_makes_no_ledger",
+        ),
+    ),
+    Mutation(
+        "run-of-one-key-on-the-keys-read-last",
+        "run --key on a failing keys query runs the key from the keys read last, saying so",
+        "catchup/keyed.py",
+        "        if not (known := ledger.key_history(job_id)):",
+        "        if True:",
+        (
+            "tests/integration/test_blast_radius.py::"
+            "test_run_of_one_key_goes_on_with_the_keys_it_read_last",
+        ),
+    ),
+    Mutation(
         "keys-read-before-writes",
         "a keys query that fails leaves the ledger as it was: its keys are read before any write",
         "catchup/scan.py",

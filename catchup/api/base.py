@@ -192,6 +192,21 @@ class Base:
                 self._on_connect(self.connected)
         return self._session
 
+    def keys_first(self, jobs: list[Job]) -> None:
+        """Before a command first opens the ledger (which makes it): when it is not made yet
+        and every one of ``jobs`` fails its keys, that failure, with nothing written
+        (:mod:`catchup.firstread`)."""
+        if self._session is None:
+            from ..firstread import keys_before_making
+
+            config = self.config
+            keys_before_making(
+                jobs,
+                config.schema,
+                config.project,
+                lambda: db.resolve(self._dsn, config.dsn, embedded_allowed=config.embedded),
+            )
+
     @property
     def session(self) -> Session:
         """The open ledger (opened, and the schema brought up to date, on first use)."""
@@ -240,6 +255,7 @@ class Base:
         )
         wanted = tuple(dict.fromkeys(keys or ()))
         if not wanted:
+            self.keys_first(jobs)
             return jobs
         for key in wanted:
             if (said := key_problem(key)) is not None:
@@ -251,6 +267,7 @@ class Base:
             raise ConfigError("--key: no job has keys")
         from ..keyed import check_selected
 
+        self.keys_first(keyed)
         check_selected(self.session, keyed)  # a key the job lacks: refused before any write
         return keyed
 

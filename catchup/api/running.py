@@ -13,6 +13,8 @@ from ..errors import ConfigError
 from ..job import Job
 from ..models import ClaimRules, Outcome
 from ..results import Batch, NotDue, Planned
+from ..schedule import Period
+from ..targets import KeysFailure
 from ..window import Moment
 from .base import Base, check, check_actor, check_reason, instant
 
@@ -42,19 +44,10 @@ class Running(Base):
         if chosen is None:
             first = spec.timeline.period(spec.anchor)
             return NotDue(spec.name, first, spec.label(first.start), first.end + spec.delay)
+        failed = None
         if spec.keyed:
-            if len(spec.selected_keys) != 1:
-                raise ConfigError(f"{spec.name} has keys: run one with a key, or use run_keys")
-            from ..keyed import current_keys
-
-            job_id = session.registered_id(spec.name)  # the key history is recorded
-            rows = current_keys(session.ledger, spec, job_id, session.now(), write=True)
-            spec = spec.for_key(spec.selected_keys[0])
-            known = next((r for r in rows if r.key == spec.key), None)
-            if known is not None and (why := known.unexpected(chosen.start)) is not None:
-                label = spec.label(chosen.start)
-                raise ConfigError(f"{spec.name} {label}: {why}; nothing was run")
-        return run_period(
+            spec, failed = self._one_key(spec, chosen)
+        outcome = run_period(
             session,
             spec,
             chosen,
@@ -62,6 +55,24 @@ class Running(Base):
             stream=stream,
             rules=ClaimRules(ignore_evidence=ignore_evidence),
         )
+        return outcome if failed is None else replace(outcome, keys_failed=failed)
+
+    def _one_key(self, spec: Job, chosen: Period) -> tuple[Job, KeysFailure | None]:
+        """``run`` of a keyed job: its one key's job, its keys recorded first (or, when its keys
+        query fails, those read last and the failure); a key not expected then is refused."""
+        if len(spec.selected_keys) != 1:
+            raise ConfigError(f"{spec.name} has keys: run one with a key, or use run_keys")
+        from ..keyed import keys_to_run
+
+        session = self.session
+        job_id = session.registered_id(spec.name)  # the key history is recorded
+        rows, failed = keys_to_run(session.ledger, spec, job_id, session.now())
+        spec = spec.for_key(spec.selected_keys[0])
+        known = next((r for r in rows if r.key == spec.key), None)
+        if known is not None and (why := known.unexpected(chosen.start)) is not None:
+            label = spec.label(chosen.start)
+            raise ConfigError(f"{spec.name} {label}: {why}; nothing was run")
+        return spec, failed
 
     def run_keys(
         self,

@@ -162,9 +162,14 @@ def exit_for_outcome(result: Outcome) -> None:
     though no failure is counted), 3 on a database error (as ``tick`` and ``replay``: its
     evidence query failed, its durable claim was not confirmed), 2 when the job cannot start
     (a configuration error), 1 when it failed, lost its period or waits for upstream periods
-    not done, else 0."""
+    not done, else 0. Run of one key whose job's keys query failed (it ran on the keys read
+    last): the failure said in one line, and its exit code unless interrupted."""
+    if result.keys_failed is not None:  # said even under -q: that job needs a person
+        click.echo(f"catchup: {_safe(result.keys_failed.line)}", err=True)
     if result.status in (OutcomeStatus.interrupted, OutcomeStatus.cancelled):
         sys.exit(EXIT_INTERRUPTED)
+    if result.keys_failed is not None:
+        sys.exit(result.keys_failed.exit_code)
     if result.status == OutcomeStatus.error:
         sys.exit(EXIT_DATABASE)
     if result.status == OutcomeStatus.unstartable:

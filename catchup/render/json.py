@@ -34,6 +34,7 @@ def outcome_json(result: Outcome) -> dict[str, Any]:
         "detail": result.detail or None,
         "exit_code": result.exit_code,
         "seconds": None if result.seconds is None else round(result.seconds, 3),
+        **({"keys_failed": keys_failed_json((f,))[0]} if (f := result.keys_failed) else {}),
     }
 
 

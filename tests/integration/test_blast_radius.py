@@ -17,7 +17,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from fix_db import Database, schema_made
+from fix_db import Database, nothing_written, schema_made
 from fix_processes import wait_for
 from fix_project import Project, job_toml
 from psycopg.conninfo import make_conninfo
@@ -359,3 +359,58 @@ def test_a_scheduler_whose_every_job_fails_its_keys_keeps_leading(
         code = proc.wait(timeout=30)
     assert code == 0, log.read_text()
     assert "leading" in log.read_text()
+
+
+def test_run_of_one_key_goes_on_with_the_keys_it_read_last(
+    project: Project, sql: Any, schema: str
+) -> None:
+    """``run billing --key acme`` while the keys query fails: acme's period runs, as a tick's
+    would, on the keys read last; the failure is said in one line and the exit is the query's."""
+    schema_made(sql, schema)
+    sql("CREATE TABLE {schema}.tenants (id text)")
+    sql("INSERT INTO {schema}.tenants VALUES ('acme'), ('globex')")
+    configure(project, sql, MISSING.format(schema=schema))
+    assert project.run("-q", "keys", "billing").returncode == 0  # the keys read, recorded
+    sql("ALTER TABLE {schema}.tenants RENAME TO customers")
+    result = project.run("run", "billing", "--key", "acme", "--json")
+    assert result.returncode == 3, result.stderr
+    (line,) = said(result.stderr, "billing")
+    assert "billing went on with the 2 keys it read last" in line
+    assert json.loads(result.stdout)["status"] == "succeeded"
+    assert json.loads(result.stdout)["keys_failed"]["keys"] == 2
+    assert ran(sql, "billing") == ["acme"]
+    assert "Traceback" not in result.stderr
+
+
+def test_run_of_one_key_with_no_keys_read_before_is_unstartable_and_writes_nothing(
+    project: Project, sql: Any, schema: str
+) -> None:
+    configure(project, sql, MISSING.format(schema=schema))
+    assert project.run("-q", "tick", "--job", "export").returncode == 0  # the ledger exists
+    result = project.run("run", "billing", "--key", "acme")
+    assert result.returncode == 2, result.stderr  # acme is no key it knows
+    assert "billing has no key 'acme'" in result.stderr
+    assert ran(sql, "billing") == []
+    assert sql("SELECT count(*) FROM {schema}.job_keys") == [(0,)]
+    assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    "args", [("tick",), ("scan",), ("replay", "--since", "2020-01-01"), ("run", "billing")]
+)
+def test_a_config_whose_every_keys_query_fails_makes_no_ledger(
+    project: Project, sql: Any, schema: str, database: Database, args: tuple[str, ...]
+) -> None:
+    """The first command of a config whose one job is keyed, its keys query failing: the
+    failure in one line, its exit code, and nothing written: not even the schema."""
+    project.write(
+        job_toml(
+            "billing", "daily", start(sql), keys=MISSING.format(schema=schema), command=["true"]
+        )
+    )
+    assert nothing_written(database, schema)
+    result = project.run(*args)
+    assert result.returncode == 3, result.stdout + result.stderr
+    (line,) = said(result.stderr, "billing")
+    assert "jobs.billing.keys: the keys query failed:" in line and "Traceback" not in result.stderr
+    assert nothing_written(database, schema)

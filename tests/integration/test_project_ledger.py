@@ -180,3 +180,27 @@ def test_two_ledgers_of_one_project_are_warned_of(
             proc.wait(timeout=60)
     said = [ln for ln in err.read_text().splitlines() if "has another ledger" in ln]
     assert len(said) == 1 and said[0].startswith("catchup scheduler: warning: project")
+
+
+def test_a_project_whose_every_keys_query_fails_makes_no_database(
+    project: Project, database: Database, tmp_path: Path, databases: list[str]
+) -> None:
+    """A fresh folder whose one job is keyed, its keys query failing on the embedded default:
+    the first tick says so, exits 3 and makes no database for the project."""
+    made = tmp_path / "fresh"
+    made.mkdir()
+    config = made / "catchup.toml"
+    config.write_text(
+        '[jobs.billing]\nschedule = "daily"\nstart = "2026-10-01"\n'
+        'keys = "SELECT id FROM tenants"\ncommand = ["true", "{key}"]\n'
+    )
+    own = project_database_name(made.resolve())
+    databases.append(own)
+    result = project.cli("--config", str(config), "tick")
+    assert result.exit_code == 3, result.output
+    assert "jobs.billing.keys: the keys query failed:" in result.stderr
+    assert 'relation "tenants" does not exist' in result.stderr
+    assert not exists(database, own)
+    config.write_text(config.read_text().replace("FROM tenants", "FROM (VALUES ('acme')) t(id)"))
+    assert project.cli("--config", str(config), "tick").exit_code == 0  # now it is made
+    assert exists(database, own)
