@@ -188,6 +188,9 @@ class JobLine:
     timezone: str = "UTC"
     exhausted: int = 0  # failed with no attempts left (not in ``failed``)
     interrupted: int = 0  # its last attempt was interrupted, no failure counted (not in ``failed``)
+    cancelled: int = (
+        0  # its last attempt a person cancelled, no failure counted (not in ``failed``)
+    )
     first_start: datetime | None = None  # UTC, for JSON: the labels above are for people
     last_success_start: datetime | None = None
     paused_keys: tuple[str, ...] | None = None  # a job with keys: its paused keys

@@ -35,6 +35,7 @@ def overview(session: Session, jobs: list[Job]) -> list[JobLine]:
                 failed=counts[PeriodState.failed],
                 exhausted=counts[PeriodState.exhausted],
                 interrupted=counts[PeriodState.interrupted],
+                cancelled=counts[PeriodState.cancelled],
                 timezone=job.timezone,
                 paused=rows[job.name].paused_at is not None,
                 first_start=job.anchor,

@@ -42,6 +42,7 @@ class JsonNames:
     missing = Count()
     blocked = Count()
     interrupted = Count()
+    cancelled = Count()
     stale = Count()
     suspect = Count()
     failed = Count()

@@ -36,6 +36,7 @@ ROW_STATES = (
     PeriodState.stale,
     PeriodState.failed,
     PeriodState.interrupted,
+    PeriodState.cancelled,
     PeriodState.exhausted,
 )
 

@@ -49,6 +49,8 @@ class PeriodState(StrEnum):
     # its last attempt stopped before its end (catchup was asked to stop, or a claim handed
     # over was given back) and counted no failure: runnable again at once
     interrupted = "interrupted"
+    # interrupted because a person asked (catchup cancel): no failure counted, runnable again
+    cancelled = "cancelled"
     stale = "stale"
     # after a failover: the old primary may have claimed or finished it, the new one does not
     # show it settled; not run until its evidence or a person decides (sql/migrations/0021)
@@ -66,6 +68,7 @@ GAP_STATES = frozenset(
         PeriodState.missing,
         PeriodState.blocked,
         PeriodState.interrupted,
+        PeriodState.cancelled,
         PeriodState.failed,
         PeriodState.exhausted,
         PeriodState.stale,
@@ -90,6 +93,7 @@ REPLAYABLE = frozenset(
         PeriodState.suspect,
         PeriodState.blocked,
         PeriodState.interrupted,
+        PeriodState.cancelled,
         PeriodState.failed,
         PeriodState.stale,
     }

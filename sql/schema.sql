@@ -265,6 +265,17 @@ BEGIN
 END
 $$;
 
+-- function ended_cancelled(bigint, text, timestamp with time zone)
+
+CREATE FUNCTION {schema}.ended_cancelled(p_job_id bigint, p_key text, p_period_start timestamp with time zone) RETURNS boolean
+    LANGUAGE sql STABLE PARALLEL SAFE
+    AS $$
+    SELECT coalesce((SELECT h.status = 'cancelled' FROM {schema}.history h
+                     WHERE h.job_id = p_job_id AND h.key = p_key
+                       AND h.period_start = p_period_start
+                     ORDER BY h.attempt DESC LIMIT 1), false)
+$$;
+
 -- function failover_window(boolean)
 
 CREATE FUNCTION {schema}.failover_window(p_note boolean, OUT timeline integer, OUT seen_at timestamp with time zone, OUT replayed_until timestamp with time zone, OUT failover boolean) RETURNS record
@@ -498,6 +509,24 @@ CREATE FUNCTION {schema}.period_state(status text, failures integer, interrupted
         WHEN status = 'running' AND lease_expires_at > now THEN 'running'
         WHEN status = 'running' THEN 'stale'
         WHEN failures >= max_attempts THEN 'exhausted'
+        WHEN interrupted THEN 'interrupted'
+        ELSE 'failed'
+    END
+$$;
+
+-- function period_state(text, integer, boolean, boolean, timestamp with time zone, timestamp with time zone, integer)
+
+CREATE FUNCTION {schema}.period_state(status text, failures integer, interrupted boolean, cancelled boolean, lease_expires_at timestamp with time zone, now timestamp with time zone, max_attempts integer) RETURNS text
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    AS $$
+    SELECT CASE
+        WHEN status IS NULL THEN 'missing'
+        WHEN status = 'succeeded' THEN 'succeeded'
+        WHEN status = 'waived' THEN 'waived'
+        WHEN status = 'running' AND lease_expires_at > now THEN 'running'
+        WHEN status = 'running' THEN 'stale'
+        WHEN failures >= max_attempts THEN 'exhausted'
+        WHEN interrupted AND cancelled THEN 'cancelled'
         WHEN interrupted THEN 'interrupted'
         ELSE 'failed'
     END

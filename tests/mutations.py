@@ -194,6 +194,17 @@ MUTATIONS = (
         ),
     ),
     Mutation(
+        "cancelled-read-as-interrupted",
+        "a period a person cancelled is cancelled in the scan, jobs and /metrics, not interrupted",
+        "sql/migrations/0023_cancelled_state.sql",
+        "        WHEN interrupted AND cancelled THEN 'cancelled'",
+        "        WHEN false THEN 'cancelled'",
+        (
+            "tests/integration/test_cancel.py::"
+            "test_a_cancelled_period_is_cancelled_in_why_and_a_later_failure_counts_as_the_first",
+        ),
+    ),
+    Mutation(
         "keys-read-before-writes",
         "a keys query that fails leaves the ledger as it was: its keys are read before any write",
         "catchup/scan.py",

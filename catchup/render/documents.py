@@ -146,6 +146,11 @@ METRICS = (
         "Periods whose last attempt was interrupted, counting no failure.",
         PeriodState.interrupted,
     ),
+    (
+        "catchup_cancelled_periods",
+        "Periods whose last attempt a person cancelled (catchup cancel), counting no failure.",
+        PeriodState.cancelled,
+    ),
     ("catchup_running_periods", "Periods running with a live lease.", PeriodState.running),
     (
         "catchup_outdated_periods",

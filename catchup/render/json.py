@@ -176,6 +176,7 @@ def jobs_json(report: JobsReport) -> str:
                 "failed": line.failed,
                 "exhausted": line.exhausted,
                 "interrupted": line.interrupted,
+                "cancelled": line.cancelled,
                 "paused": line.paused,
                 **({} if line.paused_keys is None else {"paused_keys": list(line.paused_keys)}),
             }
@@ -348,6 +349,7 @@ JSON_STATES = (
     "exhausted",
     "stale",
     "interrupted",
+    "cancelled",
     "unverified",
     "untracked",
     "blocked",

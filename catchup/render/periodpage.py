@@ -26,7 +26,7 @@ ATTEMPT_LOOK = {
     AttemptStatus.failed: "failed",
     AttemptStatus.lost: "stale",
     AttemptStatus.interrupted: "interrupted",
-    AttemptStatus.cancelled: "interrupted",
+    AttemptStatus.cancelled: "cancelled",
 }
 TAIL_SHOWN = 4_000  # characters of each attempt's output tail on the page (its end)
 BAD = {"failed", "exhausted", "stale"}

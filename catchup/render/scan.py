@@ -36,9 +36,9 @@ EVIDENCE_COLUMNS = (PeriodState.unverified, PeriodState.untracked)
 
 
 def summary_states(jobs: Sequence[JobScan]) -> tuple[PeriodState, ...]:
-    """The state columns of a report of ``jobs``: they add up to ``expected``. ``blocked`` and
-    ``interrupted`` only when a job has such a period (most reports never do), the evidence
-    columns when a job has an evidence query."""
+    """The state columns of a report of ``jobs``: they add up to ``expected``. ``blocked``,
+    ``interrupted`` and ``cancelled`` only when a job has such a period (most reports never
+    do), the evidence columns when a job has an evidence query."""
     states: tuple[PeriodState, ...] = SUMMARY_STATES
     if any(job.counts.get(PeriodState.blocked) for job in jobs):
         at = states.index(PeriodState.missing) + 1
@@ -52,6 +52,9 @@ def summary_states(jobs: Sequence[JobScan]) -> tuple[PeriodState, ...]:
     if any(job.counts.get(PeriodState.interrupted) for job in jobs):
         at = states.index(PeriodState.stale)
         states = (*states[:at], PeriodState.interrupted, *states[at:])
+    if any(job.counts.get(PeriodState.cancelled) for job in jobs):
+        at = states.index(PeriodState.stale)
+        states = (*states[:at], PeriodState.cancelled, *states[at:])
     if any(job.evidence for job in jobs):
         return states + EVIDENCE_COLUMNS
     return states

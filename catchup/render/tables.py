@@ -108,7 +108,8 @@ def jobs(console: Console, report: JobsReport) -> None:
             str(line.running),
             str(line.failed)
             + (f" + {line.exhausted} exhausted" if line.exhausted else "")
-            + (f" + {line.interrupted} interrupted" if line.interrupted else ""),
+            + (f" + {line.interrupted} interrupted" if line.interrupted else "")
+            + (f" + {line.cancelled} cancelled" if line.cancelled else ""),
         ]
         for line in report.lines
     ]

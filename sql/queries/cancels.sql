@@ -12,7 +12,9 @@ WITH locked AS (
     SELECT r.status, r.attempt, r.owner, r.claimed_at, r.lease_expires_at,
            r.status = 'running' AND r.lease_expires_at > clock_timestamp() AS live,
            clock_timestamp() AS now,
-           {schema}.period_state(r.status, r.failures, r.interrupted, r.lease_expires_at,
+           {schema}.period_state(r.status, r.failures, r.interrupted,
+                                 r.interrupted AND {schema}.ended_cancelled(r.job_id, r.key, r.period_start),
+                                 r.lease_expires_at,
                                  clock_timestamp(), %(max_attempts)s) AS state
     FROM {schema}.runs r
     WHERE r.job_id = %(job_id)s AND r.key = %(key)s AND r.period_start = %(period_start)s

@@ -19,8 +19,9 @@ SELECT * FROM {schema}.claim_period(
 -- until it ends, so a reset of an upstream period cannot commit between this check and the
 -- claim (it waits for the claim, or the check waits for it and reads what it wrote).
 SELECT n.job_id, n.period_start, r.status,
-       {schema}.period_state(r.status, r.failures, r.interrupted, r.lease_expires_at,
-                             clock_timestamp(), n.max_attempts)
+       {schema}.period_state(r.status, r.failures, r.interrupted,
+                             r.interrupted AND {schema}.ended_cancelled(n.job_id, n.key, n.period_start),
+                             r.lease_expires_at, clock_timestamp(), n.max_attempts)
 FROM unnest(%(job_ids)s::bigint[], %(keys)s::text[], %(starts)s::timestamptz[],
             %(max_attempts)s::integer[])
      AS n (job_id, key, period_start, max_attempts)

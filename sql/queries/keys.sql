@@ -114,7 +114,9 @@ WITH k AS (
     CROSS JOIN LATERAL generate_series(u.i0, u.i1 - 1) AS g (i)
 ), j AS (
     SELECT k.key, p.i, p.s,
-           {schema}.period_state(r.status, r.failures, r.interrupted, r.lease_expires_at,
+           {schema}.period_state(r.status, r.failures, r.interrupted,
+                                 r.interrupted AND {schema}.ended_cancelled(r.job_id, r.key, r.period_start),
+                                 r.lease_expires_at,
                                  %(now)s, %(max_attempts)s) AS state
     FROM {schema}.runs r
     JOIN k ON k.key = r.key

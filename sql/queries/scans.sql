@@ -60,6 +60,7 @@ WITH w AS (
 ), classified AS (
     SELECT w.job_id, w.step, r.period_start,
            {schema}.period_state(r.status, r.failures, r.interrupted,
+                                 r.interrupted AND {schema}.ended_cancelled(r.job_id, r.key, r.period_start),
                                   r.lease_expires_at, %(now)s, w.max_attempts) AS state
     FROM w
     JOIN {schema}.runs r
@@ -115,6 +116,7 @@ ORDER BY u.job_id, h.first;
 WITH classified AS (
     SELECT e.period_start,
            {schema}.period_state(r.status, r.failures, r.interrupted,
+                                 r.interrupted AND {schema}.ended_cancelled(r.job_id, r.key, r.period_start),
                                   r.lease_expires_at, %(now)s, %(max_attempts)s) AS state
     FROM generate_series(%(first)s::timestamptz, %(last)s::timestamptz,
                          %(step)s::interval) AS e (period_start)
@@ -163,6 +165,7 @@ ORDER BY k;
 -- one (grouped into runs in Python, which knows the schedule). Reads only the partial index.
 SELECT w.job_id,
        {schema}.period_state(r.status, r.failures, r.interrupted,
+                             r.interrupted AND {schema}.ended_cancelled(r.job_id, r.key, r.period_start),
                                   r.lease_expires_at, %(now)s, w.max_attempts) AS state,
        r.period_start
 FROM unnest(%(job_ids)s::bigint[], %(firsts)s::timestamptz[], %(untils)s::timestamptz[],
@@ -196,6 +199,7 @@ ORDER BY job_id, first;
 WITH classified AS (
     SELECT e.k, e.period_start,
            {schema}.period_state(r.status, r.failures, r.interrupted,
+                                 r.interrupted AND {schema}.ended_cancelled(r.job_id, r.key, r.period_start),
                                   r.lease_expires_at, %(now)s, %(max_attempts)s) AS state
     FROM {schema}.local_series(%(origin)s::timestamp, %(step)s::interval, %(k0)s, %(n)s,
                                %(tz)s) AS e
@@ -214,6 +218,7 @@ ORDER BY first;
 WITH classified AS (
     SELECT e.i, e.period_start,
            {schema}.period_state(r.status, r.failures, r.interrupted,
+                                 r.interrupted AND {schema}.ended_cancelled(r.job_id, r.key, r.period_start),
                                   r.lease_expires_at, %(now)s, %(max_attempts)s) AS state
     FROM unnest(%(starts)b::timestamptz[]) WITH ORDINALITY AS e (period_start, i)
     LEFT JOIN {schema}.periods r
@@ -231,7 +236,9 @@ ORDER BY first;
 -- the periods of downstream jobs that wait for them (after): what is not succeeded or waived,
 -- or has no row, is not done. One statement for every span a scan needs.
 SELECT x.n, r.period_start,
-       {schema}.period_state(r.status, r.failures, r.interrupted, r.lease_expires_at,
+       {schema}.period_state(r.status, r.failures, r.interrupted,
+                             r.interrupted AND {schema}.ended_cancelled(r.job_id, r.key, r.period_start),
+                             r.lease_expires_at,
                              %(now)s::timestamptz, x.max_attempts)
 FROM unnest(%(job_ids)s::bigint[], %(los)s::timestamptz[], %(his)s::timestamptz[],
             %(max_attempts)s::integer[]) WITH ORDINALITY AS x (job_id, lo, hi, max_attempts, n)

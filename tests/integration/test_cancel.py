@@ -275,6 +275,19 @@ def test_a_cancelled_period_is_cancelled_in_why_and_a_later_failure_counts_as_th
     assert said["said"][0].startswith("cancelled (attempt 1, no failure counted): cancelled by ")
     text = project.run("why", "bill", day.isoformat()).stdout
     assert f"bill {day.isoformat()}: cancelled" in text and "interrupted" not in text
+    # and so in every report: the scan, its table, jobs, the metrics (issue 46)
+    window = ("--since", day.isoformat(), "--until", (day + timedelta(days=1)).isoformat())
+    (job,) = json.loads(project.run("scan", *window, "--json").stdout)["jobs"]
+    assert job["cancelled"] == 1 and job["interrupted"] == 0, job
+    assert [gap["status"] for gap in job["gaps"]] == ["cancelled"], job
+    table = project.run("scan", *window).stdout
+    assert "cancelled" in table and "interrupted" not in table, table
+    (line,) = json.loads(project.run("jobs", "--json").stdout)
+    assert line["cancelled"] == 1 and line["interrupted"] == 0, line
+    assert "1 cancelled" in project.run("jobs").stdout
+    metrics = project.run("scan", *window, "--format", "openmetrics").stdout
+    assert 'catchup_cancelled_periods{job="bill"} 1' in metrics, metrics
+    assert 'catchup_interrupted_periods{job="bill"} 0' in metrics, metrics
 
     failed = project.run("run", "bill", "--period", day.isoformat())
     assert failed.returncode == 1, failed.stdout + failed.stderr

@@ -45,12 +45,12 @@ def test_period_state_returns_exactly_the_period_states(sql: Any, ledger: Ledger
     statuses: list[str | None] = [None, *RunStatus]
     leases = [None, now - timedelta(seconds=1), now + timedelta(seconds=1)]
     seen = set()
-    for status, failures, interrupted, lease in itertools.product(
-        statuses, [0, 3], [False, True], leases
+    for status, failures, interrupted, cancelled, lease in itertools.product(
+        statuses, [0, 3], [False, True], [False, True], leases
     ):
         ((state,),) = sql(
-            "SELECT {schema}.period_state(%s, %s, %s, %s, %s, 3)",
-            [status, failures, interrupted, lease, now],
+            "SELECT {schema}.period_state(%s, %s, %s, %s, %s, %s, 3)",
+            [status, failures, interrupted, cancelled, lease, now],
         )
         seen.add(state)
     assert seen == set(PeriodState) - DERIVED_STATES
