@@ -9,11 +9,19 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from datetime import datetime
+from typing import Protocol
 
 from .job import Job
 from .results import Planned
 
 LOOKAHEAD = 512
+
+
+class Flag(Protocol):
+    """What ``draining`` is: a ``threading.Event``, or the scheduler's fence (set once a stop
+    is asked or the term that planned is lost: nothing new starts)."""
+
+    def is_set(self) -> bool: ...
 
 
 def lane(job: Job) -> str:
@@ -31,7 +39,7 @@ class Dispatcher:
         items: Iterator[Planned],
         limit: int | None,
         deadline: float | None = None,
-        draining: threading.Event | None = None,
+        draining: Flag | None = None,
     ) -> None:
         self._items = items
         self._left = limit

@@ -42,10 +42,14 @@ def next_due(job: Job, now: datetime) -> datetime:
     return job.timeline.period(until).end + job.delay
 
 
-def wake_in(jobs: Iterable[Job], now: datetime, most: float) -> float:
-    """Seconds until the next period of any of ``jobs`` falls due, at most ``most`` (and
-    never below 0): how long the leader may sleep."""
-    soonest = min((next_due(job, now) for job in jobs), default=None)
+def wake_in(
+    jobs: Iterable[Job], now: datetime, most: float, retry: datetime | None = None
+) -> float:
+    """Seconds until the next period of any of ``jobs`` falls due, or ``retry`` (the soonest
+    backoff of a failed period ends), at most ``most`` (and never below 0): how long the
+    leader may sleep."""
+    moments = [next_due(job, now) for job in jobs] + ([retry] if retry is not None else [])
+    soonest = min(moments, default=None)
     if soonest is None:
         return most
     return max(0.0, min(most, (soonest - now) / timedelta(seconds=1)))

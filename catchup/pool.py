@@ -16,7 +16,7 @@ from . import db
 from .batch import BATCH_MAX, Sizes, batchable, run_batch
 from .callthread import CallThread
 from .claim import Handed, keyed, release, run_chained
-from .dispatch import Dispatcher
+from .dispatch import Dispatcher, Flag
 from .errors import first_line
 from .job import Job
 from .lease import HeartbeatLine
@@ -42,7 +42,7 @@ def run_planned(
     prepare: Callable[[Session, Planned], None] | None = None,
     max_time: float | None = None,
     batch: int = BATCH_MAX,
-    draining: threading.Event | None = None,
+    draining: Flag | None = None,
 ) -> Batch:
     """Run ``items`` on ``workers`` threads, each with a connection of its own (the first
     worker uses ``session``'s), and one more connection that all of them renew leases on: a pool

@@ -15,6 +15,8 @@ from datetime import datetime
 
 from .batch import BATCH_MAX
 from .bounds import TICK_WORKERS
+from .dispatch import Flag
+from .inflight import Holding
 from .job import Job
 from .models import ClaimRules, JobScan, Outcome, TickLeft
 from .planning import DependencyOrder, gap_periods, oldest_first, plan_upstream
@@ -162,9 +164,10 @@ def tick(
     interrupted: threading.Event | None = None,
     on_done: Callable[[Outcome], None] | None = None,
     max_time: float | None = None,
-    draining: threading.Event | None = None,
+    draining: Flag | None = None,
     term: int | None = None,
     look_back: bool = False,
+    holding: Holding | None = None,
 ) -> Batch:
     """What the one scheduler calls every few minutes: for each job, the due periods its
     catch-up policy allows, oldest first, on a pool of ``workers`` (one job's periods in order,
@@ -177,7 +180,8 @@ def tick(
     tick started on schedule is never late behind the previous one's backlog. The batch says
     how many gap periods of each job ``max_per_tick`` left for later ticks and, with
     ``look_back`` (one more scan), how many lie before ``catchup_window`` (replay's, never a
-    tick's)."""
+    tick's). ``holding``: the scheduler's, whose other ticks still run (:mod:`catchup.inflight`):
+    what they hold is not planned again, and each period this one plans is held until done."""
     ready = prepare(session, jobs)
     now = ready.now
     previous = session.ledger.record_tick(socket.gethostname(), term)
@@ -220,6 +224,8 @@ def tick(
             )
         else:
             chosen = []
+        if holding is not None:
+            chosen = holding.plan(chosen)
         planned += len(chosen)
         if chosen:
             chosen_per_job.append(chosen)
@@ -238,7 +244,7 @@ def tick(
         planned=planned,
         workers=max(1, min(workers, planned)),
         interrupted=interrupted,
-        on_done=on_done,
+        on_done=on_done if holding is None else _releasing(holding, on_done),
         max_time=max_time,
         prepare=functools.partial(_reopen, RERUN) if rerun else None,
         draining=draining,
@@ -247,6 +253,19 @@ def tick(
     return dataclasses.replace(
         ran, left=TickLeft(tuple(left), outside), keys_failed=keys_failed(ready.targets)
     )
+
+
+def _releasing(
+    holding: Holding, on_done: Callable[[Outcome], None] | None
+) -> Callable[[Outcome], None]:
+    """``on_done``, each period released by ``holding`` first (another tick may plan it)."""
+
+    def done(outcome: Outcome) -> None:
+        holding.done(outcome.job, outcome.key, outcome.period.start)
+        if on_done is not None:
+            on_done(outcome)
+
+    return done
 
 
 def gap_count(job: Job, result: JobScan, states: frozenset[str]) -> int:

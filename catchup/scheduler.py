@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import secrets
 import threading
+import time
 from collections.abc import Callable
 from datetime import timedelta
 
@@ -24,6 +25,7 @@ import psycopg
 
 from . import db
 from .errors import DatabaseError, first_line
+from .inflight import InFlight
 from .leadership import Lead
 from .ledger import Ledger
 from .session import owner_name
@@ -32,6 +34,8 @@ STANDBY_POLL = 1.0  # seconds between a standby's asks for the lead
 LONGEST_SLEEP = 60.0  # a leader with nothing due still looks at least this often
 LATE = 0.05  # seconds past a period's due moment it wakes (the hosts' clocks drift)
 CONFIG_POLL = 2.0  # seconds between looks at the config file (and at a SIGHUP)
+RECHECK_POLL = 1.0  # seconds between looks at a recheck asked (a failure, a tick ended)
+FINISH_SLACK = 60.0  # seconds past the grace and a lease a stopping leader waits for its ticks
 
 
 class Keeper(threading.Thread):
@@ -120,27 +124,52 @@ class Keeper(threading.Thread):
         self.changed.set()
 
 
+class Fence:
+    """What a leader's tick is drained by: set once a stop is asked or the term it was started
+    under is gone (lost, handed back), read before each period starts (the dispatcher's
+    ``draining``): a leader that lost the lead starts nothing more, and what runs finishes
+    under its own lease and fence."""
+
+    def __init__(self, keeper: Keeper, term: int, stopping: threading.Event) -> None:
+        self._keeper, self._term, self._stopping = keeper, term, stopping
+
+    def is_set(self) -> bool:
+        return self._stopping.is_set() or self._keeper.term != self._term
+
+
+Tick = Callable[[Fence, threading.Event, int, int], object]
+
+
 def schedule(
     target: db.Target,
     schema: str,
-    tick: Callable[[threading.Event, int], object],
+    tick: Tick,
     wake_in: Callable[[], float],
     *,
     lease: float,
     grace: float,
     stopping: threading.Event,
     say: Callable[[str], None],
+    flight: InFlight,
+    recheck: threading.Event | None = None,
     pending: Callable[[], bool] = lambda: False,
     reload: Callable[[], None] = lambda: None,
 ) -> None:
-    """Lead or stand by until ``stopping``; as the leader, ``tick(interrupted, term)``
-    whenever a period falls due (and once on taking the lead: what came due while nobody
-    led), then sleep ``wake_in()`` seconds (until the next period falls due), woken early if
-    the lead changes hands, a stop is asked, or ``pending()`` says the config must be read
-    again: ``reload()`` then, between ticks (a leader ticks at once after it)."""
+    """Lead or stand by until ``stopping``; as the leader, start a tick, ``tick(fence,
+    interrupted, term, workers)`` on a thread of its own, whenever a period falls due (and once
+    on taking the lead: what came due while nobody led), never waiting for the ticks before it:
+    their periods run on (each a worker of ``flight``'s) while it sleeps ``wake_in()`` seconds
+    (until the next period falls due, or a retry's backoff ends). A due moment with every
+    worker busy waits for one. It is woken early when the lead changes hands, a stop is asked,
+    or ``pending()`` says the config must be read again: ``reload()`` then, between starts
+    (and a tick at once after it). ``recheck`` (set by the caller when a period failed, and
+    here when a tick ends): when to wake is asked again, as a retry's backoff may end sooner."""
     holder = f"{owner_name()}:{secrets.token_hex(3)}"
     keeper = Keeper(target, schema, holder, lease, say)
     interrupted = threading.Event()
+    ticks: list[threading.Thread] = []
+    failed: list[BaseException] = []
+    recheck = recheck or threading.Event()
 
     def watch_config() -> None:
         while not stopping.wait(CONFIG_POLL):
@@ -156,32 +185,84 @@ def schedule(
             interrupted.set()  # what still runs after the grace is stopped
 
     threading.Thread(target=on_stop, name="catchup-scheduler-stop", daemon=True).start()
+
+    def run(fence: Fence, term: int, workers: int) -> None:
+        try:
+            tick(fence, interrupted, term, workers)
+        except (psycopg.Error, DatabaseError) as exc:
+            # the ledger went away mid-tick: said; the claims it made are fenced and their
+            # leases run out, and the next tick takes them over
+            say(first_line(exc) if isinstance(exc, psycopg.Error) else str(exc))
+        except BaseException as exc:  # raised by the loop: a bug is never swallowed
+            failed.append(exc)
+            keeper.changed.set()
+        finally:
+            recheck.set()
+
     keeper.start()
     try:
         while not stopping.is_set():
+            if failed:
+                raise failed[0]
             if pending():
                 reload()
             if keeper.term is None:
                 keeper.changed.wait(STANDBY_POLL)
                 keeper.changed.clear()
                 continue
-            # the term fence: renewed right before each tick, so a leader that was paused
+            if flight.free() == 0:  # every worker busy: what falls due waits for one
+                flight.wait_free(STANDBY_POLL)
+                continue
+            # the term fence: renewed right before each start, so a leader that was paused
             # past its lease finds its term gone and starts nothing
             term = keeper.renew()
             if term is None or stopping.is_set():
                 continue
             keeper.changed.clear()
-            try:
-                tick(interrupted, term)
-                wait = wake_in()
-            except (psycopg.Error, DatabaseError) as exc:
-                # the ledger went away mid-tick: said, and tried again (the claims it made
-                # are fenced and their leases run out; the next tick takes them over)
-                say(first_line(exc) if isinstance(exc, psycopg.Error) else str(exc))
-                wait = STANDBY_POLL
-            keeper.changed.wait(wait + LATE if wait else LATE)
+            ticks[:] = [t for t in ticks if t.is_alive()]
+            started = threading.Thread(
+                target=run,
+                args=(Fence(keeper, term, stopping), term, flight.free()),
+                name=f"catchup-scheduler-tick-{term}",
+                daemon=True,
+            )
+            started.start()
+            ticks.append(started)
+            _sleep(keeper.changed, recheck, lambda: _wait(wake_in, say))
     finally:
         stopping.set()
+        _finish(ticks, grace + lease + FINISH_SLACK)
         interrupted.set()  # the loop is done: nothing of it runs on
         keeper.stop.set()
         keeper.join(timeout=lease)
+
+
+def _wait(wake_in: Callable[[], float], say: Callable[[str], None]) -> float:
+    """How long the leader sleeps: until the next period falls due (a bit after it)."""
+    try:
+        wait = wake_in()
+    except (psycopg.Error, DatabaseError) as exc:
+        say(first_line(exc) if isinstance(exc, psycopg.Error) else str(exc))
+        return STANDBY_POLL
+    return wait + LATE if wait else LATE
+
+
+def _sleep(woken: threading.Event, recheck: threading.Event, wait: Callable[[], float]) -> None:
+    """Until the next start: ``wait()`` seconds (the next period falls due), or ``woken`` (the
+    lead, a stop, the config). ``recheck`` makes it ask ``wait()`` again within a second: a
+    period failed or a tick ended, and a retry's backoff may end sooner."""
+    until = time.monotonic() + wait()
+    while not woken.wait(max(0.0, min(until - time.monotonic(), RECHECK_POLL))):
+        if time.monotonic() >= until:
+            return
+        if recheck.is_set():
+            recheck.clear()
+            until = min(until, time.monotonic() + wait())
+
+
+def _finish(ticks: list[threading.Thread], within: float) -> None:
+    """Wait for the running ticks (their periods finish within the grace, then are stopped
+    and recorded), at most ``within`` seconds."""
+    deadline = time.monotonic() + within
+    for started in ticks:
+        started.join(max(0.0, deadline - time.monotonic()))

@@ -9,7 +9,9 @@ from dataclasses import replace
 
 from ..bounds import MAX_TIME, REPLAY_WORKERS, TICK_WORKERS
 from ..claim import choose_period, run_period
+from ..dispatch import Flag
 from ..errors import ConfigError
+from ..inflight import Holding
 from ..job import Job
 from ..models import ClaimRules, Outcome
 from ..results import Batch, NotDue, Planned
@@ -113,15 +115,17 @@ class Running(Base):
         on_done: Callable[[Outcome], None] | None = None,
         max_time: float | None = None,
         keys: Iterable[str] | None = None,
-        draining: threading.Event | None = None,
+        draining: Flag | None = None,
         term: int | None = None,
         look_back: bool = False,
+        holding: Holding | None = None,
     ) -> Batch:
         """Run what each job's catch-up policy allows, on a pool of ``workers``: what
         ``catchup tick`` does. After ``max_time`` seconds, or once ``draining`` is set,
         nothing new starts (what runs finishes). ``term``: the scheduler leader's, recorded
         with the tick (the pulse tells its ticks from a CronJob's). ``look_back``: also count
-        the gaps before each job's ``catchup_window`` (``Batch.outside``; one more scan)."""
+        the gaps before each job's ``catchup_window`` (``Batch.outside``; one more scan).
+        ``holding``: the scheduler's, its other ticks still running (:mod:`catchup.inflight`)."""
         from ..replay import tick
 
         check(TICK_WORKERS, workers)
@@ -138,6 +142,7 @@ class Running(Base):
             draining=draining,
             term=term,
             look_back=look_back,
+            holding=holding,
         )
         if self.config.keep_detail is not None and not ran.interrupted:
             # after what was due, a bounded slice of compaction: a tick stays quick

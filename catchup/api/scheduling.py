@@ -49,12 +49,11 @@ class Scheduling(Running, Looking):
         SIGHUP); a version that does not load is refused and the last good one kept. With
         ``serve`` (host, port), the status page, ``/metrics`` and the probes are served from
         this process, scanned every ``refresh`` seconds."""
-        import psycopg
 
-        from ..errors import DatabaseError
         from ..held import held_said
+        from ..inflight import InFlight
         from ..leadership import wake_in
-        from ..scheduler import LONGEST_SLEEP, schedule
+        from ..scheduler import LONGEST_SLEEP, Fence, schedule
 
         check(TICK_WORKERS, workers)
         check(SCHEDULER_LEASE, lease)
@@ -68,35 +67,50 @@ class Scheduling(Running, Looking):
                 on_done(outcome)
 
         told: set[tuple[str, str]] = set()  # the held jobs said (once each, while held)
+        flight = InFlight(workers)
+        recheck = threading.Event()  # a period failed: its retry may be the next to fall due
 
-        def tick(interrupted: threading.Event, term: int) -> Batch:
+        def finished(outcome: Outcome) -> None:
+            if outcome.status.is_failure:
+                recheck.set()
+            done(outcome)
+
+        def tick(fence: Fence, interrupted: threading.Event, term: int, free: int) -> Batch:
             say(f"tick (term {term})")
+            # a facade of its own (its own connections): the ticks before it may still run
+            runner = type(self)(self.config, dsn=self._dsn)
             try:
-                ran = self.tick(
-                    workers=workers,
-                    interrupted=interrupted,
-                    on_done=done,
-                    draining=stopping,
-                    term=term,
-                )
+                with flight.tick(free) as holding:
+                    ran = runner.tick(
+                        workers=free,
+                        interrupted=interrupted,
+                        on_done=finished,
+                        draining=fence,
+                        term=term,
+                        holding=holding,
+                    )
             except KeysFailed as exc:  # every job is one whose keys fail: none ran, still led
                 say(str(exc))
                 return Batch(planned=0, outcomes=(), interrupted=False)
-            except (psycopg.Error, DatabaseError):
-                self.close()  # the next tick opens a new connection
-                raise
+            finally:
+                runner.close()
             for failure in ran.keys_failed:  # that job's alone: the lead is kept
                 say(failure.line)
-            for new, old in sorted(set(ran.held) - told):  # the rest of the jobs ran
-                say(f"warning: {held_said(new, old)}")
-            told.intersection_update(ran.held)
-            told.update(ran.held)
+            with lock:
+                for new, old in sorted(set(ran.held) - told):  # the rest of the jobs ran
+                    say(f"warning: {held_said(new, old)}")
+                told.intersection_update(ran.held)
+                told.update(ran.held)
             return ran
+
+        lock = threading.Lock()
 
         def wake() -> float:
             session = self.session
             jobs = session.resolve_all(list(self.config.jobs.values()), write=False)
-            return wake_in(jobs, session.now(), LONGEST_SLEEP)
+            rows = session.job_rows(write=False)
+            retry = session.ledger.next_retry([row.id for row in rows.values()])
+            return wake_in(jobs, session.now(), LONGEST_SLEEP, retry)
 
         def pending() -> bool:
             return hup.is_set() or (watch is not None and watch.pending())
@@ -141,6 +155,8 @@ class Scheduling(Running, Looking):
                 grace=grace,
                 stopping=stopping,
                 say=say,
+                flight=flight,
+                recheck=recheck,
                 pending=pending,
                 reload=reloaded,
             )

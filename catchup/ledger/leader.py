@@ -3,7 +3,7 @@ who leads now (``sql/queries/leader.sql``, migration 0018)."""
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from psycopg.rows import class_row
 
@@ -29,3 +29,8 @@ class Leading(LedgerBase):
     def leader_now(self) -> Leader | None:
         with self.conn.cursor(row_factory=class_row(Leader)) as cur:
             return cur.execute(self._q("leader_now"), {"name": SCOPE}).fetchone()
+
+    def next_retry(self, job_ids: list[int]) -> datetime | None:
+        """When the soonest backoff of a failed period of these jobs ends (after now)."""
+        row = self.conn.execute(self._q("next_retry"), {"job_ids": job_ids}).fetchone()
+        return None if row is None else row[0]

@@ -38,3 +38,11 @@ SELECT holder, term, since, expires_at, renewed_at,
        expires_at > clock_timestamp() AS live, clock_timestamp() AS now
 FROM {schema}.leader
 WHERE name = %(name)s;
+
+-- name: next_retry
+-- When the soonest backoff of a failed period of these jobs ends, after now: the leader wakes
+-- for it as for a period falling due (a retry is never left to the next due moment).
+SELECT min(r.retry_after) AS at
+FROM {schema}.runs r
+WHERE r.job_id = ANY(%(job_ids)s::bigint[]) AND r.status = 'failed'
+  AND r.retry_after > clock_timestamp();

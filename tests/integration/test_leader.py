@@ -18,7 +18,8 @@ from fix_processes import wait_for
 
 from catchup import db
 from catchup.ledger import Ledger
-from catchup.scheduler import Keeper, schedule
+from catchup.inflight import InFlight
+from catchup.scheduler import Fence, Keeper, schedule
 
 
 def expire(ledger: Ledger) -> None:
@@ -82,13 +83,19 @@ def test_a_leader_whose_term_was_taken_starts_no_tick_under_it(
     stopping = threading.Event()
     said: list[str] = []
 
-    def tick(interrupted: threading.Event, term: int) -> None:
+    def tick(fence: Fence, interrupted: threading.Event, term: int, workers: int) -> None:
         ticks.append((term, time.monotonic()))
 
     runner = threading.Thread(
         target=schedule,
         args=(target, schema, tick, lambda: 0.3),
-        kwargs={"lease": 30.0, "grace": 1.0, "stopping": stopping, "say": said.append},
+        kwargs={
+            "lease": 30.0,
+            "grace": 1.0,
+            "stopping": stopping,
+            "say": said.append,
+            "flight": InFlight(2),
+        },
     )
     runner.start()
     try:

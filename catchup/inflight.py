@@ -1,0 +1,116 @@
+"""The ticks a scheduler leader has running at once (issue 49). The leader never waits for a
+tick: it starts one whenever a period falls due, a retry's backoff ends or the config changes,
+while earlier ticks' periods still run. Each tick holds the periods it planned until they are
+done, so a later tick plans none of them, nor another period of a job (or key) that forbids
+overlap while one of its periods is held: it would only wait for it, holding a worker. The
+workers are shared: a tick starts with those free, and a period that is due while none is
+waits for the next one freed (:meth:`InFlight.wait_free`). No I/O here."""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime
+
+from .dispatch import lane
+from .job import Job
+from .results import Planned
+
+Identity = tuple[str, str, datetime]  # job, key, period start
+
+
+class InFlight:
+    """The periods each running tick holds, and the workers they keep busy, of ``workers``."""
+
+    def __init__(self, workers: int) -> None:
+        self.workers = workers
+        self._lock = threading.Lock()
+        self._freed = threading.Condition(self._lock)
+        self._ticks: dict[int, Holding] = {}
+        self._next = 0
+
+    def _busy(self) -> int:
+        return sum(min(h.workers, len(h.items)) for h in self._ticks.values())
+
+    def free(self) -> int:
+        """Workers no running tick keeps (a tick keeps one per period it holds, up to its
+        own): what the next tick may start with."""
+        with self._lock:
+            return max(0, self.workers - self._busy())
+
+    def busy(self) -> int:
+        with self._lock:
+            return self._busy()
+
+    def wait_free(self, timeout: float) -> bool:
+        """Wait until a worker is free (True), or ``timeout`` seconds."""
+        with self._freed:
+            return self._freed.wait_for(lambda: self._busy() < self.workers, timeout=timeout)
+
+    @contextmanager
+    def tick(self, workers: int) -> Iterator[Holding]:
+        """One tick of at most ``workers``: each period it plans held until it is done, or
+        the tick ends."""
+        with self._lock:
+            holding = Holding(self, workers)
+            self._ticks[id(holding)] = holding
+        try:
+            yield holding
+        finally:
+            with self._freed:
+                del self._ticks[id(holding)]
+                self._freed.notify_all()
+
+    def _plan(self, holding: Holding, chosen: list[Planned]) -> list[Planned]:
+        with self._lock:
+            others: Counter[Identity | str] = Counter()
+            for other in self._ticks.values():
+                if other is not holding:
+                    others.update(other.marks)
+            kept = [
+                item
+                for item in chosen
+                if not any(others[m] for m in _marks(item.job, item.period.start))
+            ]
+            for item in kept:
+                holding.items[_identity(item.job, item.period.start)] = item
+                holding.marks.update(_marks(item.job, item.period.start))
+            return kept
+
+    def _done(self, holding: Holding, identity: Identity) -> None:
+        with self._freed:
+            item = holding.items.pop(identity, None)
+            if item is not None:
+                holding.marks.subtract(_marks(item.job, item.period.start))
+                holding.marks = +holding.marks
+                self._freed.notify_all()
+
+
+def _identity(job: Job, start: datetime) -> Identity:
+    return (job.name, job.key or "", start)
+
+
+def _marks(job: Job, start: datetime) -> tuple[Identity | str, ...]:
+    """What a held period keeps from later ticks: itself, and (overlap forbidden) its lane."""
+    identity = _identity(job, start)
+    return (identity,) if job.overlap == "allow" else (identity, lane(job))
+
+
+class Holding:
+    """What one tick holds: the periods it planned, each released when it is done."""
+
+    def __init__(self, flight: InFlight, workers: int) -> None:
+        self._flight = flight
+        self.workers = workers
+        self.items: dict[Identity, Planned] = {}
+        self.marks: Counter[Identity | str] = Counter()
+
+    def plan(self, chosen: list[Planned]) -> list[Planned]:
+        """``chosen`` but what another running tick holds; the rest held by this one."""
+        return self._flight._plan(self, chosen)
+
+    def done(self, job: str, key: str, start: datetime) -> None:
+        """That period is done (or will not start): another tick may plan it, or its lane."""
+        self._flight._done(self, (job, key, start))
