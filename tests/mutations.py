@@ -205,6 +205,37 @@ MUTATIONS = (
         ),
     ),
     Mutation(
+        "the-leader-waits-for-the-tick",
+        "the scheduler never waits on a period: what falls due starts while a long one runs",
+        "catchup/scheduler.py",
+        "            started.start()\n",
+        "            started.start()\n            started.join()\n",
+        (
+            "tests/faults/test_scheduler_busy.py::test_a_job_added_runs_while_a_long_period_runs",
+            "tests/faults/test_scheduler_busy.py::"
+            "test_minute_periods_start_while_a_long_period_runs",
+        ),
+    ),
+    Mutation(
+        "retry-moments-do-not-wake-the-leader",
+        "the leader wakes when a failed period's backoff ends, not at the next due moment",
+        "catchup/api/scheduling.py",
+        "            return wake_in(jobs, session.now(), LONGEST_SLEEP, retry)",
+        "            return wake_in(jobs, session.now(), LONGEST_SLEEP, None)",
+        (
+            "tests/faults/test_scheduler_busy.py::"
+            "test_a_retry_starts_when_its_backoff_ends_while_a_long_period_runs",
+        ),
+    ),
+    Mutation(
+        "a-later-tick-plans-what-another-holds",
+        "a tick never plans a period another running tick holds, nor its lane",
+        "catchup/inflight.py",
+        "                if not any(others[m] for m in _marks(item.job, item.period.start))",
+        "                if True",
+        ("tests/unit/test_inflight.py",),
+    ),
+    Mutation(
         "keys-read-before-writes",
         "a keys query that fails leaves the ledger as it was: its keys are read before any write",
         "catchup/scan.py",

@@ -17,8 +17,8 @@ from fix_db import Database
 from fix_processes import wait_for
 
 from catchup import db
-from catchup.ledger import Ledger
 from catchup.inflight import InFlight
+from catchup.ledger import Ledger
 from catchup.scheduler import Fence, Keeper, schedule
 
 
