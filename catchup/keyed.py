@@ -108,24 +108,17 @@ def known_keys(ledger: Ledger, job: Job, job_id: int, now: datetime) -> list[Key
     """:func:`current_keys` read-only; when the keys query fails, the keys the ledger
     recorded when it last read them (a read that decides nothing: an upstream's keys, a
     ``--key`` checked)."""
-    try:
-        return current_keys(ledger, job, job_id, now, write=False)
-    except KeysFailed:
-        return ledger.key_history(job_id) if job_id > 0 else []
+    return known_or_last(ledger, job, job_id, now)[0]
 
 
-def keys_to_run(
+def known_or_last(
     ledger: Ledger, job: Job, job_id: int, now: datetime
-) -> tuple[list[KeyRow], KeysFailure | None]:
-    """:func:`current_keys`, recorded, for ``run`` of one key: when the keys query fails, the
-    keys read last and the failure (said as a tick says it); with none read before, the
-    failure is raised (nothing of the job can run)."""
+) -> tuple[list[KeyRow], KeysFailed | None]:
+    """:func:`known_keys`, and the keys query's failure when they are the keys read last."""
     try:
-        return current_keys(ledger, job, job_id, now, write=True), None
+        return current_keys(ledger, job, job_id, now, write=False), None
     except KeysFailed as exc:
-        if not (known := ledger.key_history(job_id)):
-            raise
-        return known, KeysFailure(job.name, str(exc), exc.database, len(known))
+        return (ledger.key_history(job_id) if job_id > 0 else []), exc
 
 
 def current_keys(
@@ -160,15 +153,18 @@ def current_keys(
     return [merged[k] for k in sorted(merged)]
 
 
-def selected(job: Job, keys: list[KeyRow]) -> list[KeyRow]:
-    """``keys`` cut to the job's ``--key`` selection; a ConfigError names a key it lacks."""
+def selected(job: Job, keys: list[KeyRow], failed: KeysFailed | None = None) -> list[KeyRow]:
+    """``keys`` cut to the job's ``--key`` selection; a ConfigError names a key it lacks (and,
+    when ``keys`` are those read last, the keys query's ``failed``: a new key is not known)."""
     if not job.selected_keys:
         return keys
     by_key = {row.key: row for row in keys}
     unknown = [k for k in job.selected_keys if k not in by_key]
     if unknown:
         known = ", ".join(list(by_key)[:5]) + (", …" if len(by_key) > 5 else "")
-        raise ConfigError(f"{job.name} has no key {unknown[0]!a} (its keys: {known or 'none'})")
+        whose = "its keys" if failed is None else "its keys read last"
+        said = f"{job.name} has no key {unknown[0]!a} ({whose}: {known or 'none'})"
+        raise ConfigError(said if failed is None else f"{said}; {failed}")
     return [by_key[k] for k in job.selected_keys]
 
 
@@ -180,7 +176,7 @@ def check_selected(session: Session, jobs: list[Job]) -> None:
     now = session.now()
     for job in jobs:
         row = rows.get(job.name)
-        selected(job, known_keys(session.ledger, job, row.id if row else 0, now))
+        selected(job, *known_or_last(session.ledger, job, row.id if row else 0, now))
 
 
 def expected_count(keys: list[KeyRow], starts: list[datetime], ends: list[datetime]) -> int:

@@ -175,7 +175,8 @@ MUTATIONS = (
         "keys-read-before-the-ledger-is-made",
         "a config whose every keys query fails makes no database and no schema",
         "catchup/api/base.py",
-        "        if self._session is None:\n            from ..firstread import keys_before_making",
+        "        if self._session is None and not self.keys_checked:\n"
+        "            from ..firstread import keys_before_making",
         "        if False:\n            from ..firstread import keys_before_making",
         (
             "tests/integration/test_blast_radius.py::"
@@ -185,7 +186,7 @@ MUTATIONS = (
     Mutation(
         "run-of-one-key-on-the-keys-read-last",
         "run --key on a failing keys query runs the key from the keys read last, saying so",
-        "catchup/keyed.py",
+        "catchup/api/running.py",
         "        if not (known := ledger.key_history(job_id)):",
         "        if True:",
         (

@@ -169,6 +169,9 @@ class Base:
         self._dsn = dsn
         self._on_connect = on_connect
         self._session: Session | None = None
+        # the ledger may be made without reading the keys first (firstread): the scheduler's,
+        # which keeps leading whatever a job's keys do
+        self.keys_checked = False
 
     # -- the ledger ------------------------------------------------------------------------
 
@@ -186,6 +189,8 @@ class Base:
         self, *, prepare: bool = True, start_embedded: bool = True, writes: bool = True
     ) -> Session:
         if self._session is None:
+            if prepare and writes:  # a config whose every job fails its keys: nothing made
+                self.keys_first(list(self.config.jobs.values()))
             target = self._target(start_embedded=start_embedded)
             self._session = Session(self.config, target, prepare=prepare, writes=writes)
             if self._on_connect is not None:
@@ -196,7 +201,7 @@ class Base:
         """Before a command first opens the ledger (which makes it): when it is not made yet
         and every one of ``jobs`` fails its keys, that failure, with nothing written
         (:mod:`catchup.firstread`)."""
-        if self._session is None:
+        if self._session is None and not self.keys_checked:
             from ..firstread import keys_before_making
 
             config = self.config
@@ -206,6 +211,7 @@ class Base:
                 config.project,
                 lambda: db.resolve(self._dsn, config.dsn, embedded_allowed=config.embedded),
             )
+            self.keys_checked = True  # asked once: the answer holds for this facade
 
     @property
     def session(self) -> Session:

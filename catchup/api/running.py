@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import replace
+from datetime import datetime
 
 from ..bounds import MAX_TIME, REPLAY_WORKERS, TICK_WORKERS
 from ..claim import choose_period, run_period
@@ -13,10 +14,12 @@ from ..dispatch import Flag
 from ..errors import ConfigError
 from ..inflight import Holding
 from ..job import Job
+from ..keyed import KeysFailed, current_keys
+from ..ledger import Ledger
 from ..models import ClaimRules, Outcome
 from ..results import Batch, NotDue, Planned
 from ..schedule import Period
-from ..targets import KeysFailure
+from ..targets import KeyRow, KeysFailure
 from ..window import Moment
 from .base import Base, check, check_actor, check_reason, instant
 
@@ -64,11 +67,9 @@ class Running(Base):
         query fails, those read last and the failure); a key not expected then is refused."""
         if len(spec.selected_keys) != 1:
             raise ConfigError(f"{spec.name} has keys: run one with a key, or use run_keys")
-        from ..keyed import keys_to_run
-
         session = self.session
         job_id = session.registered_id(spec.name)  # the key history is recorded
-        rows, failed = keys_to_run(session.ledger, spec, job_id, session.now())
+        rows, failed = _keys_to_run(session.ledger, spec, job_id, session.now())
         spec = spec.for_key(spec.selected_keys[0])
         known = next((r for r in rows if r.key == spec.key), None)
         if known is not None and (why := known.unexpected(chosen.start)) is not None:
@@ -221,3 +222,17 @@ class Running(Base):
             on_done=on_done,
         )
         return replace(ran, held=held) if held else ran
+
+
+def _keys_to_run(
+    ledger: Ledger, job: Job, job_id: int, now: datetime
+) -> tuple[list[KeyRow], KeysFailure | None]:
+    """:func:`current_keys`, recorded, for ``run`` of one key: when the keys query fails, the
+    keys read last and the failure (said as a tick says it); with none read before, the
+    failure is raised (nothing of the job can run)."""
+    try:
+        return current_keys(ledger, job, job_id, now, write=True), None
+    except KeysFailed as exc:
+        if not (known := ledger.key_history(job_id)):
+            raise
+        return known, KeysFailure(job.name, str(exc), exc.database, len(known))

@@ -44,7 +44,7 @@ GLYPH = {
     "missing": "□",
     "blocked": "⧖",
     "interrupted": "◐",
-    "cancelled": "⊘",
+    "cancelled": "⊖",
     "stale": "◌",
     "suspect": "⁇",
     "failed": "✗",

@@ -23,7 +23,8 @@ LIMIT %(limit)s;
 -- name: standing_failures
 -- Per job, its newest failed periods (at most per_job, newest finish first) with what the
 -- last attempt said: the error, the exit code, the end of its output tail (its last
--- tail_chars characters). Failed runs are few and in the runs_unfinished index.
+-- tail_chars characters). Failed runs are few and in the runs_unfinished index. A period whose
+-- last attempt was interrupted or cancelled counted no failure: it is not one of them.
 SELECT j.name AS job, f.key, f.period_start, f.attempt, f.failures, f.owner, f.claimed_at,
        f.finished_at, f.exit_code, f.error, f.output_tail, f.retry_after, f.tail_cut
 FROM {schema}.jobs j
@@ -32,7 +33,7 @@ CROSS JOIN LATERAL (
            r.finished_at, r.exit_code, r.error, right(r.output_tail, %(tail_chars)s) AS output_tail,
            coalesce(length(r.output_tail) > %(tail_chars)s, false) AS tail_cut, r.retry_after
     FROM {schema}.runs r
-    WHERE r.job_id = j.id AND r.status = 'failed'
+    WHERE r.job_id = j.id AND r.status = 'failed' AND NOT r.interrupted
     ORDER BY r.finished_at DESC NULLS LAST, r.key, r.period_start DESC
     LIMIT %(per_job)s
 ) f

@@ -389,14 +389,25 @@ def test_run_of_one_key_with_no_keys_read_before_is_unstartable_and_writes_nothi
     assert project.run("-q", "tick", "--job", "export").returncode == 0  # the ledger exists
     result = project.run("run", "billing", "--key", "acme")
     assert result.returncode == 2, result.stderr  # acme is no key it knows
-    assert "billing has no key 'acme'" in result.stderr
+    (line,) = said(result.stderr, "billing")
+    assert "billing has no key 'acme' (its keys read last: none)" in line
+    assert "jobs.billing.keys: the keys query failed:" in line  # why it may not know a new one
     assert ran(sql, "billing") == []
     assert sql("SELECT count(*) FROM {schema}.job_keys") == [(0,)]
     assert "Traceback" not in result.stderr
 
 
 @pytest.mark.parametrize(
-    "args", [("tick",), ("scan",), ("replay", "--since", "2020-01-01"), ("run", "billing")]
+    "args",
+    [
+        ("tick",),
+        ("scan",),
+        ("replay", "--since", "2020-01-01"),
+        ("run", "billing"),
+        ("keys", "billing"),
+        ("jobs",),
+        ("why", "billing", "2020-01-01"),
+    ],
 )
 def test_a_config_whose_every_keys_query_fails_makes_no_ledger(
     project: Project, sql: Any, schema: str, database: Database, args: tuple[str, ...]
