@@ -29,6 +29,8 @@ class Bound:
 
 
 TICK_WORKERS = Bound("--workers", 1, 64, 4)
+# the scheduler's: its periods run side by side, a long one holding one worker (issue 49)
+SCHEDULER_WORKERS = Bound("--workers", 1, 64, 8)
 REPLAY_WORKERS = Bound("--workers", 1, 64, 1)
 MAX_TIME = Bound("--max-time", 1, 86400, unit="s", words="from 1 second to 1 day")
 HISTORY_LIMIT = Bound("--limit", 1, 100_000, 50)

@@ -11,6 +11,11 @@ from datetime import datetime
 from .leadership import Leader
 from .schedule import span
 
+# the last hour's due-to-start p99 (seconds) past which the pulse is amber, then red: never a
+# green tick beside an hour of periods started late (issue 49)
+LATE_WARN = 60.0
+LATE_BAD = 15 * 60.0
+
 
 @dataclass(frozen=True)
 class Lateness:
@@ -22,6 +27,11 @@ class Lateness:
     p50: float
     p99: float
     worst: float
+
+    @property
+    def level(self) -> str:
+        """``ok``, ``warn`` (p99 past :data:`LATE_WARN`) or ``bad`` (past :data:`LATE_BAD`)."""
+        return "bad" if self.p99 > LATE_BAD else "warn" if self.p99 > LATE_WARN else "ok"
 
     @classmethod
     def of(cls, waits: list[float]) -> Lateness | None:
@@ -79,6 +89,14 @@ class Pulse:
                 f"no tick for {span(round(ago))} (they came every "
                 f"{span(round(self.interval))}): the "
                 "scheduler that calls `catchup tick` seems to be gone"
+            )
+        if (late := self.late) is not None and late.level != "ok":
+            bound = span(round(LATE_BAD if late.level == "bad" else LATE_WARN))
+            found.append(
+                f"the last hour's periods started late: p99 {span(round(late.p99))} after "
+                f"falling due (over {bound}; worst {span(round(late.worst))}): every worker "
+                "busy, or the scheduler held up (`catchup scheduler --workers`, `why JOB "
+                "PERIOD`)"
             )
         if self.crowded:
             minute, hosts = self.crowded[0]

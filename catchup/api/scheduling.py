@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from .. import db
-from ..bounds import SCHEDULER_GRACE, SCHEDULER_LEASE, SERVE_REFRESH, TICK_WORKERS
+from ..bounds import SCHEDULER_GRACE, SCHEDULER_LEASE, SCHEDULER_WORKERS, SERVE_REFRESH
 from ..errors import ConfigError
 from ..keyed import KeysFailed
 from ..models import Outcome
@@ -31,7 +31,7 @@ class Scheduling(Running, Looking):
     def scheduler(
         self,
         *,
-        workers: int = TICK_WORKERS.default or 1,
+        workers: int = SCHEDULER_WORKERS.default or 1,
         lease: float = SCHEDULER_LEASE.default or 15,
         grace: float = SCHEDULER_GRACE.default or 0,
         stopping: threading.Event,
@@ -55,7 +55,7 @@ class Scheduling(Running, Looking):
         from ..leadership import wake_in
         from ..scheduler import LONGEST_SLEEP, Fence, schedule
 
-        check(TICK_WORKERS, workers)
+        check(SCHEDULER_WORKERS, workers)
         check(SCHEDULER_LEASE, lease)
         check(SCHEDULER_GRACE, grace)
         check(SERVE_REFRESH, refresh)

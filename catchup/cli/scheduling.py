@@ -7,7 +7,7 @@ import threading
 
 import click
 
-from ..bounds import SCHEDULER_GRACE, SCHEDULER_LEASE, TICK_WORKERS
+from ..bounds import SCHEDULER_GRACE, SCHEDULER_LEASE, SCHEDULER_WORKERS
 from ..render.text import safe
 from .base import State, console, pass_state, stop_signals
 from .options import Listen, Seconds, refresh_option, workers_option
@@ -18,7 +18,10 @@ from .options import Listen, Seconds, refresh_option, workers_option
     "(a config that does not load at start, a --serve port that cannot be bound), 3 the "
     "database cannot be reached at start."
 )
-@workers_option(TICK_WORKERS, what="Periods the leader runs at once, the jobs taking turns")
+@workers_option(
+    SCHEDULER_WORKERS,
+    what="Periods the leader runs at once (a long one holds one, never the others)",
+)
 @click.option(
     "--lease",
     type=Seconds(SCHEDULER_LEASE.low, SCHEDULER_LEASE.high),
@@ -61,7 +64,9 @@ def scheduler(
     The replicas elect a leader through the ledger (a lease on the database clock and a term
     that fences a leader whose lease ran out). Only the leader runs what is due, as `catchup
     tick` does (each job's catch-up policy, the same claim path), and it wakes when the next
-    period of any job falls due, not on a fixed minute; the others stand by and take over
+    period of any job falls due or a failed one's backoff ends, not on a fixed minute. It
+    never waits for what runs: a period starts as it falls due on one of --workers while the
+    others run (a two-hour job holds one worker, nothing else). The others stand by and take over
     within --lease plus a second when it is gone. On SIGTERM (a rolling deploy) the leader
     hands the lead back at once, starts nothing new, lets what runs finish for up to --grace,
     and exits 0. The config file is read again on SIGHUP and when it changes (a ConfigMap
@@ -69,7 +74,7 @@ def scheduler(
     in the log, on the page and by /readyz (503) until the file loads again. Outcomes go to
     stdout as `tick` prints them, the lead's changes and reloads to stderr.
 
-    Example: catchup scheduler --workers 4 --serve 0.0.0.0:9187
+    Example: catchup scheduler --workers 8 --serve 0.0.0.0:9187
     """
     from ..render import tables
 

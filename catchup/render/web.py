@@ -133,7 +133,9 @@ def pulse_line(report: ScanReport | None) -> dict[str, object]:
         text += f"; {leader_text(pulse)}"
     if (late := lateness_text(pulse)) is not None:
         text += f"; {late}"
-    return {"level": "ok", "glyph": "✓", "text": text, "warnings": others}
+    level = "ok" if pulse.late is None else pulse.late.level
+    glyph = {"ok": "✓", "warn": "?", "bad": "✖"}[level]  # periods start late: never a ✓
+    return {"level": level, "glyph": glyph, "text": text, "warnings": others}
 
 
 def verdict(report: ScanReport | None, failed: str | None = None) -> Verdict:

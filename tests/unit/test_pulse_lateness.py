@@ -1,0 +1,37 @@
+"""The pulse is never a green tick beside an hour of periods started late (issue 49): amber
+past a minute's p99, red past a quarter of an hour, with a warning that says so."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from catchup.models import ScanReport
+from catchup.pulsefacts import Lateness, Pulse
+from catchup.render.web import pulse_line
+
+NOW = datetime(2026, 10, 1, 12, tzinfo=UTC)
+
+
+def pulse(waits: list[float]) -> Pulse:
+    return Pulse(NOW - timedelta(seconds=30), "host", 60.0, False, (), NOW, late=Lateness.of(waits))
+
+
+def report(p: Pulse) -> ScanReport:
+    return ScanReport(generated_at=NOW, since=NOW, until=NOW, jobs=(), pulse=p)
+
+
+def test_periods_started_on_time_keep_the_pulse_green() -> None:
+    on_time = pulse([0.2] * 100)
+    assert on_time.warnings == []
+    assert pulse_line(report(on_time))["level"] == "ok"
+
+
+def test_a_p99_past_a_minute_is_amber_and_past_a_quarter_hour_red() -> None:
+    late = pulse([0.2] * 90 + [120.0] * 10)
+    assert pulse_line(report(late))["level"] == "warn"
+    (warning,) = late.warnings
+    assert "p99 2m after falling due (over 1m" in warning
+    hours = pulse([0.2] * 50 + [3600.0] * 50)
+    line = pulse_line(report(hours))
+    assert line["level"] == "bad" and line["glyph"] == "✖"
+    assert "over 15m" in hours.warnings[0]
