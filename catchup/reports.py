@@ -7,13 +7,14 @@ from .job import Job
 from .models import JobLine, Unconfigured
 from .scan import prepare, scan_jobs
 from .session import Session
+from .targets import KeysFailure, keys_failed
 from .vocabulary import PeriodState
 
 
-def overview(session: Session, jobs: list[Job]) -> list[JobLine]:
-    """``catchup jobs``: per job, how many of its due periods are done, on the database clock.
-    The counts are the scan's (one set of statements for every job), so `jobs` and `scan`
-    never disagree."""
+def overview(session: Session, jobs: list[Job]) -> tuple[list[JobLine], tuple[KeysFailure, ...]]:
+    """``catchup jobs``: per job, how many of its due periods are done, on the database clock,
+    and the keyed jobs whose keys query failed (counted on the keys read last). The counts are
+    the scan's (one set of statements for every job), so `jobs` and `scan` never disagree."""
     ready = prepare(session, jobs)
     now, resolved, rows = ready.now, ready.jobs, ready.rows
     results = scan_jobs(session.ledger, ready.targets, now=now, since=None, until=None)
@@ -43,7 +44,7 @@ def overview(session: Session, jobs: list[Job]) -> list[JobLine]:
                 paused_keys=result.paused_keys if job.keyed else None,
             )
         )
-    return lines
+    return lines, keys_failed(ready.targets)
 
 
 def unconfigured(

@@ -89,6 +89,7 @@ class JobsReport:
     lines: tuple[JobLine, ...]
     pulse: Pulse
     unconfigured: tuple[Unconfigured, ...] = ()  # the ledger's jobs this config does not name
+    keys_failed: tuple[KeysFailure, ...] = ()  # keyed jobs whose keys query failed: alone
 
 
 @dataclass(frozen=True)

@@ -175,7 +175,7 @@ MUTATIONS = (
         "keys-read-before-the-ledger-is-made",
         "a config whose every keys query fails makes no database and no schema",
         "catchup/api/base.py",
-        "        if self._session is None and not self.keys_checked:\n"
+        "        if self._session is None and not self._keys_checked:\n"
         "            from ..firstread import keys_before_making",
         "        if False:\n            from ..firstread import keys_before_making",
         (

@@ -171,7 +171,7 @@ class Base:
         self._session: Session | None = None
         # the ledger may be made without reading the keys first (firstread): the scheduler's,
         # which keeps leading whatever a job's keys do
-        self.keys_checked = False
+        self._keys_checked = False
 
     # -- the ledger ------------------------------------------------------------------------
 
@@ -190,18 +190,18 @@ class Base:
     ) -> Session:
         if self._session is None:
             if prepare and writes:  # a config whose every job fails its keys: nothing made
-                self.keys_first(list(self.config.jobs.values()))
+                self._keys_first(list(self.config.jobs.values()))
             target = self._target(start_embedded=start_embedded)
             self._session = Session(self.config, target, prepare=prepare, writes=writes)
             if self._on_connect is not None:
                 self._on_connect(self.connected)
         return self._session
 
-    def keys_first(self, jobs: list[Job]) -> None:
+    def _keys_first(self, jobs: list[Job]) -> None:
         """Before a command first opens the ledger (which makes it): when it is not made yet
         and every one of ``jobs`` fails its keys, that failure, with nothing written
         (:mod:`catchup.firstread`)."""
-        if self._session is None and not self.keys_checked:
+        if self._session is None and not self._keys_checked:
             from ..firstread import keys_before_making
 
             config = self.config
@@ -211,7 +211,7 @@ class Base:
                 config.project,
                 lambda: db.resolve(self._dsn, config.dsn, embedded_allowed=config.embedded),
             )
-            self.keys_checked = True  # asked once: the answer holds for this facade
+            self._keys_checked = True  # asked once: the answer holds for this facade
 
     @property
     def session(self) -> Session:
@@ -261,7 +261,7 @@ class Base:
         )
         wanted = tuple(dict.fromkeys(keys or ()))
         if not wanted:
-            self.keys_first(jobs)
+            self._keys_first(jobs)
             return jobs
         for key in wanted:
             if (said := key_problem(key)) is not None:
@@ -273,7 +273,7 @@ class Base:
             raise ConfigError("--key: no job has keys")
         from ..keyed import check_selected
 
-        self.keys_first(keyed)
+        self._keys_first(keyed)
         check_selected(self.session, keyed)  # a key the job lacks: refused before any write
         return keyed
 

@@ -90,10 +90,10 @@ class Looking(Base):
 
         session = self.session
         jobs = list(self.config.jobs.values())
-        lines = overview(session, jobs)
+        lines, failed = overview(session, jobs)
         gone, _ = unconfigured(session)
         pulse = read_pulse(session, jobs)
-        return JobsReport(session.target.describe(), tuple(lines), pulse, gone)
+        return JobsReport(session.target.describe(), tuple(lines), pulse, gone, failed)
 
     def history(
         self,

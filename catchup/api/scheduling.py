@@ -79,7 +79,7 @@ class Scheduling(Running, Looking):
             say(f"tick (term {term})")
             # a facade of its own (its own connections): the ticks before it may still run
             runner = type(self)(self.config, dsn=self._dsn)
-            runner.keys_checked = True  # the ledger is made: the leader's session made it
+            runner._keys_checked = True  # the ledger is made: the leader's session made it
             try:
                 with flight.tick(free) as holding:
                     ran = runner.tick(
@@ -140,7 +140,7 @@ class Scheduling(Running, Looking):
                 serve, refresh, stopping, on_listening, watch, lambda: self.config
             )
             republish.append(again)
-        self.keys_checked = True  # it keeps leading whatever a job's keys do (issue 46)
+        self._keys_checked = True  # it keeps leading whatever a job's keys do (issue 46)
         try:
             session = self.session  # opened (and the ledger migrated) before anything leads
             if self._on_connect is not None:  # it said the held jobs: the first tick need not

@@ -148,7 +148,12 @@ def jobs(state: State, as_json: bool) -> None:
     """
     from ..render import json, tables
 
-    show(state.app().jobs(), as_json, json.jobs_json, tables.jobs)
+    report = state.app().jobs()
+    show(report, as_json, json.jobs_json, tables.jobs)
+    for failure in report.keys_failed:  # counted on the keys read last: a person must look
+        click.echo(f"catchup: {_safe(failure.scan_line)}", err=True)
+    if report.keys_failed:
+        sys.exit(max(f.exit_code for f in report.keys_failed))
 
 
 @click.command(epilog=EXIT_CODES)

@@ -425,3 +425,18 @@ def test_a_config_whose_every_keys_query_fails_makes_no_ledger(
     (line,) = said(result.stderr, "billing")
     assert "jobs.billing.keys: the keys query failed:" in line and "Traceback" not in result.stderr
     assert nothing_written(database, schema)
+
+
+def test_jobs_says_a_failing_keys_query_and_lists_every_job(
+    project: Project, sql: Any, schema: str
+) -> None:
+    """`jobs` of a config whose keyed job's keys query fails: every job listed (the keyed one
+    on the keys read last), the failure said in one line, exit 3, never a silent 0."""
+    configure(project, sql, MISSING.format(schema=schema))
+    assert project.run("-q", "tick", "--job", "export").returncode == 0
+    result = project.run("jobs", "--json")
+    assert result.returncode == 3, result.stderr
+    assert [line["job"] for line in json.loads(result.stdout)] == ["export", "billing"]
+    (line,) = said(result.stderr, "billing")
+    assert "jobs.billing.keys: the keys query failed:" in line
+    assert "none of its periods is known" in line
