@@ -103,12 +103,13 @@ def busy_config(path: Path, start: datetime, long_minutes: int) -> None:
 
 
 def add_job(conninfo: str, path: Path, n: int, start: datetime) -> datetime:
-    """Append job ``added{n}`` (due at once); the database clock's moment of the edit."""
+    """Append job ``added{n}`` (yesterday due at once); the database clock's moment of the
+    edit."""
     with psycopg.connect(conninfo, autocommit=True) as conn:
         edited: datetime = conn.execute("SELECT clock_timestamp()").fetchone()[0]  # type: ignore[index]
     with path.open("a") as config:
         config.write(
-            f'[jobs.added{n}]\nschedule = "daily"\nstart = "{start:%Y-%m-%d}"\n'
+            f'[jobs.added{n}]\nschedule = "daily"\nstart = "{start - timedelta(days=1):%Y-%m-%d}"\n'
             'catchup = "latest"\ncommand = ["true"]\n'
         )
     return edited

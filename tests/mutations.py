@@ -1111,7 +1111,7 @@ MUTATIONS = (
     Mutation(
         "interrupted-state",
         "a period whose last attempt was interrupted is interrupted in reports, not failed",
-        "sql/migrations/0012_definitions.sql",
+        "sql/migrations/0023_cancelled_state.sql",
         "        WHEN interrupted THEN 'interrupted'\n",
         "",
         (
