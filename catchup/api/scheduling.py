@@ -50,6 +50,9 @@ class Scheduling(Running, Looking):
         ``serve`` (host, port), the status page, ``/metrics`` and the probes are served from
         this process, scanned every ``refresh`` seconds."""
 
+        import psycopg
+
+        from ..errors import DatabaseError
         from ..held import held_said
         from ..inflight import InFlight
         from ..leadership import wake_in
@@ -107,11 +110,15 @@ class Scheduling(Running, Looking):
         lock = threading.Lock()
 
         def wake() -> float:
-            session = self.session
-            jobs = session.resolve_all(list(self.config.jobs.values()), write=False)
-            rows = session.job_rows(write=False)
-            retry = session.ledger.next_retry([row.id for row in rows.values()])
-            return wake_in(jobs, session.now(), LONGEST_SLEEP, retry)
+            try:
+                session = self.session
+                jobs = session.resolve_all(list(self.config.jobs.values()), write=False)
+                rows = session.job_rows(write=False)
+                retry = session.ledger.next_retry([row.id for row in rows.values()])
+                return wake_in(jobs, session.now(), LONGEST_SLEEP, retry)
+            except (psycopg.Error, DatabaseError):
+                self.close()  # the next look opens a new connection
+                raise
 
         def pending() -> bool:
             return hup.is_set() or (watch is not None and watch.pending())
