@@ -29,7 +29,11 @@ def long_job(path: Path, sql: Any) -> str:
     """A daily period due now that runs until the test writes ``release`` (its start in
     ``long.started``)."""
     started, release = path / "long.started", path / "release"
-    script = f"date +%s.%N > {started}; while [ ! -f {release} ]; do sleep 0.2; done"
+    # written whole, then moved into place: the test never reads it half-written
+    script = (
+        f"date +%s.%N > {started}.part && mv {started}.part {started}; "
+        f"while [ ! -f {release} ]; do sleep 0.2; done"
+    )
     return job_toml(
         "long", "daily", day_before(sql), catchup="latest", command=["sh", "-c", script]
     )
@@ -104,7 +108,7 @@ def test_minute_periods_start_while_a_long_period_runs(
 
     def after_it() -> list[str]:
         leader.up()
-        lines = log.read_text().splitlines() if log.exists() else []
+        lines = log.read_text().split("\n")[:-1] if log.exists() else []  # whole lines
         return [line for line in lines if float(line.split()[0]) > began + 1]
 
     # the next minute falls due within 60 s of the long period's start
