@@ -218,6 +218,17 @@ MUTATIONS = (
         ),
     ),
     Mutation(
+        "a-rename-fails-on-a-registration-under-way",
+        "a rename racing a scheduler's registration of the new name is asked once more",
+        "catchup/ledger/changes.py",
+        "        except pg_errors.UniqueViolation:\n",
+        "        except pg_errors.DataError:\n",
+        (
+            "tests/integration/test_rename_hold.py::"
+            "test_a_rename_while_a_scheduler_registers_the_new_name_renames",
+        ),
+    ),
+    Mutation(
         "retry-moments-do-not-wake-the-leader",
         "the leader wakes when a failed period's backoff ends, not at the next due moment",
         "catchup/api/scheduling.py",

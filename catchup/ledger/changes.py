@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from psycopg import errors as pg_errors
 from psycopg.rows import class_row
 
 from ..models import EventRow, HistoryRow, LockedRow, Unconfigured
@@ -32,10 +33,16 @@ class Changing(LedgerBase):
     def rename_job(self, old: str, new: str, reason: str, actor: str) -> str | None:
         """Rename ``old`` to ``new``, keeping its id (and so everything recorded for it); an
         empty row for ``new`` (registered after the config was edited) is removed. None when
-        done, else why not."""
-        row = self.conn.execute(
-            self._q("rename_job"), {"old": old, "new": new, "reason": reason, "actor": actor}
-        ).fetchone()
+        done, else why not. A session registering ``new`` meanwhile (a scheduler's tick read
+        the edited config) commits its row between this one's look and its rename: the
+        rename is then asked once more, and finds that row, empty, to remove."""
+        params = {"old": old, "new": new, "reason": reason, "actor": actor}
+        try:
+            with self.transaction():
+                row = self.conn.execute(self._q("rename_job"), params).fetchone()
+        except pg_errors.UniqueViolation:
+            with self.transaction():  # the row is there now, and locked by the rename
+                row = self.conn.execute(self._q("rename_job"), params).fetchone()
         assert row is not None
         job_id, why = row
         return None if job_id is not None else str(why)

@@ -14,8 +14,10 @@ import subprocess
 from datetime import timedelta
 from typing import Any
 
+import psycopg
 from fix_processes import wait_for
 from fix_project import Project, job_toml
+from psycopg import sql as pgsql
 
 HELD = "report is held: it is new to the ledger and has the schedule of daily-report"
 
@@ -302,6 +304,42 @@ def test_the_scheduler_runs_a_held_job_once_the_ledger_follows_the_config(
     assert code == 0, log
     assert "Traceback" not in log and "error" not in log, log
     assert " ".join(log.split()).count(held) == 1, log  # on connecting, not again each tick
+
+
+def test_a_rename_while_a_scheduler_registers_the_new_name_renames(
+    project: Project, sql: Any
+) -> None:
+    """What CI once caught: a scheduler's tick, having read the edited config, registered
+    `daily-report` while `catchup rename` ran; its row, committed between the rename's look
+    and its rename, failed the rename (a duplicate name). Here that registration is held open
+    until the rename waits on it: the rename removes the empty row and keeps report's id."""
+    _, ran = three_of_four_days(project, sql)
+    (report_id,) = sql("SELECT id FROM {schema}.jobs WHERE name = 'report'")[0]
+    with psycopg.connect(project.database.conninfo) as registering:
+        registering.execute(
+            pgsql.SQL("INSERT INTO {}.jobs (name) VALUES ('daily-report')").format(
+                pgsql.Identifier(project.schema)
+            )
+        )
+        (pid,) = registering.execute("SELECT pg_backend_pid()").fetchone() or (0,)
+        rename = project.spawn("rename", "report", "daily-report", "--reason", "one team")
+        try:
+            wait_for(
+                lambda: sql(
+                    "SELECT 1 FROM pg_locks l JOIN pg_locks h ON h.transactionid = l.transactionid"
+                    " WHERE NOT l.granted AND h.granted AND h.pid = %s",
+                    [pid],
+                ),
+                timeout=60,
+                what="the rename waiting on the registration",
+            )
+            registering.commit()
+            out, err = rename.communicate(timeout=60)
+        finally:
+            rename.kill()
+    assert rename.returncode == 0, out + err
+    assert sql("SELECT id FROM {schema}.jobs WHERE name = 'daily-report'") == [(report_id,)]
+    assert runs(sql, "daily-report") == ran
 
 
 def test_another_projects_job_with_the_same_schedule_holds_nothing(
