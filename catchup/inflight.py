@@ -4,28 +4,35 @@ while earlier ticks' periods still run. Each tick holds the periods it planned u
 done, so a later tick plans none of them, nor another period of a job (or key) that forbids
 overlap while one of its periods is held: it would only wait for it, holding a worker. The
 workers are shared: a tick starts with those free, and a period that is due while none is
-waits for the next one freed (:meth:`InFlight.wait_free`). No I/O here."""
+waits for the next one freed. Each lane of the scheduler (``[scheduler.lanes]``, a job's
+``lane``) has an :class:`InFlight` of its own, so a lane's slow jobs never take another's
+workers (:class:`Lanes`). No I/O here."""
 
 from __future__ import annotations
 
 import threading
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from datetime import datetime
 
 from .dispatch import lane
-from .job import Job
+from .job import DEFAULT_LANE, Job
 from .results import Planned
 
 Identity = tuple[str, str, datetime]  # job, key, period start
 
 
 class InFlight:
-    """The periods each running tick holds, and the workers they keep busy, of ``workers``."""
+    """The periods each running tick of one lane holds, and the workers they keep busy, of
+    ``workers``; ``on_free(lane)`` is called (outside its lock) each time one is freed."""
 
-    def __init__(self, workers: int) -> None:
+    def __init__(
+        self, workers: int, name: str = DEFAULT_LANE, on_free: Callable[[str], None] | None = None
+    ) -> None:
         self.workers = workers
+        self.name = name
+        self._on_free = on_free
         self._lock = threading.Lock()
         self._freed = threading.Condition(self._lock)
         self._ticks: dict[int, Holding] = {}
@@ -43,6 +50,15 @@ class InFlight:
     def busy(self) -> int:
         with self._lock:
             return self._busy()
+
+    def running(self) -> list[Planned]:
+        """The periods its ticks hold now (planned, running, or queued for a worker)."""
+        with self._lock:
+            return [item for h in self._ticks.values() for item in h.items.values()]
+
+    def _freed_one(self) -> None:
+        if self._on_free is not None:
+            self._on_free(self.name)
 
     def wait_free(self, timeout: float) -> bool:
         """Wait until a worker is free (True), or ``timeout`` seconds."""
@@ -62,6 +78,7 @@ class InFlight:
             with self._freed:
                 del self._ticks[id(holding)]
                 self._freed.notify_all()
+            self._freed_one()
 
     def _plan(self, holding: Holding, chosen: list[Planned]) -> list[Planned]:
         with self._lock:
@@ -86,6 +103,8 @@ class InFlight:
                 holding.marks.subtract(_marks(item.job, item.period.start))
                 holding.marks = +holding.marks
                 self._freed.notify_all()
+        if item is not None:
+            self._freed_one()
 
 
 def _identity(job: Job, start: datetime) -> Identity:
@@ -114,3 +133,35 @@ class Holding:
     def done(self, job: str, key: str, start: datetime) -> None:
         """That period is done (or will not start): another tick may plan it, or its lane."""
         self._flight._done(self, (job, key, start))
+
+
+class Lanes:
+    """The scheduler's lanes, each an :class:`InFlight` of its own workers: the default
+    lane's ``workers`` (``--workers``), the others' from the config (``[scheduler.lanes]``),
+    resized as it is read again; a lane the config drops keeps what it holds until done."""
+
+    def __init__(self, workers: int, on_free: Callable[[str], None] | None = None) -> None:
+        self._workers = workers
+        self._on_free = on_free
+        self._lock = threading.Lock()
+        self._flights: dict[str, InFlight] = {}
+
+    def of(self, sizes: Mapping[str, int], names: list[str]) -> dict[str, InFlight]:
+        """The lanes ``names`` (those with jobs), sized as ``sizes`` says (the default lane:
+        ``--workers``), each made on first use."""
+        with self._lock:
+            found = {}
+            for name in names:
+                workers = self._workers if name == DEFAULT_LANE else sizes[name]
+                flight = self._flights.get(name)
+                if flight is None:
+                    flight = self._flights[name] = InFlight(workers, name, self._on_free)
+                flight.workers = workers  # a resized lane: what it holds runs on
+                found[name] = flight
+            return found
+
+    def loads(self) -> dict[str, tuple[int, int]]:
+        """Each lane's workers and how many are busy: what the leader publishes."""
+        with self._lock:
+            flights = list(self._flights.values())
+        return {f.name: (f.workers, f.busy()) for f in flights}

@@ -69,6 +69,8 @@ class Job:
     renamed_from: str | None = None
     # new to the ledger, not a renamed job: never held (catchup/held.py) for its schedule
     not_renamed: bool = False
+    # the scheduler's lane of workers its periods run on ([scheduler.lanes]); None: the default
+    lane: str | None = None
     # the upstream jobs whose periods each period waits for (docs/how-to/chain-jobs.md)
     after: tuple[Dependency, ...] = ()
     when_outdated: Literal["report", "rerun"] = _DEFAULT["when_outdated"]
@@ -183,6 +185,10 @@ class Alerts:
     max_per_minute: int = 6  # posts per webhook; more wait their turn
 
 
+# the scheduler's lane of the jobs that name none: its workers are --workers
+DEFAULT_LANE = "default"
+
+
 @dataclass(frozen=True)
 class Serve:
     """``[serve]``: what the status page and the alerts call this deployment (never its
@@ -223,9 +229,20 @@ class Config:
     # ``[ledger] keep_detail``: a settled run's detail older than this is compacted (None: kept)
     keep_detail: timedelta | None = None
     serve: Serve = field(default_factory=Serve)
+    # ``[scheduler.lanes]``: each lane's own workers (a job's ``lane``); the default lane has
+    # the scheduler's --workers
+    lanes: Mapping[str, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "dsn", hidden(self.dsn))  # its repr: no password
+
+    def lane_jobs(self) -> dict[str, list[str]]:
+        """The scheduler's lanes that have jobs, with their jobs' names (in the config's
+        order): the default lane's, then the others by name."""
+        found: dict[str, list[str]] = {}
+        for name, job in self.jobs.items():
+            found.setdefault(job.lane or DEFAULT_LANE, []).append(name)
+        return dict(sorted(found.items(), key=lambda item: (item[0] != DEFAULT_LANE, item[0])))
 
     @property
     def title(self) -> str:

@@ -144,6 +144,7 @@ def parse_job(name: str, spec: dict[str, Any], problem: Any) -> Job | None:
         bad("not_renamed", f"expected true or false, got {type_name(not_renamed)}")
     elif not_renamed and "renamed_from" in spec:
         bad("not_renamed", "and renamed_from say opposite things: keep the one that is true")
+    lane = _lane_key(spec.get("lane"), bad)
     if command is not None and keys is None and any("{key" in arg for arg in command):
         bad("command", "{key} needs keys (the job's tenants, regions or shards)")
     after: tuple[Dependency, ...] = ()
@@ -183,7 +184,24 @@ def parse_job(name: str, spec: dict[str, Any], problem: Any) -> Job | None:
         keys=keys,
         keys_dsn=keys_dsn,
         not_renamed=not_renamed is True,
+        lane=lane,
     )
+
+
+def _lane_key(value: object, bad: Callable[[str, str], None]) -> str | None:
+    """A job's ``lane``: a lane's name (that [scheduler.lanes] has one is the config's to
+    check); None when not given."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        bad("lane", f"expected {JOB_KEY['lane'].accepts}, got {type_name(value)}")
+        return None
+    from .values import name_problem
+
+    if (said := name_problem(value, "lane")) is not None:
+        bad("lane", said)
+        return None
+    return value
 
 
 def _duration(key: JobKey, value: object, bad: Callable[[str, str], None]) -> timedelta | None:

@@ -204,6 +204,12 @@ JOB_KEYS: tuple[JobKey, ...] = (
         "the ledger's old name for this job: renamed on the first write",
     ),
     JobKey(
+        "lane",
+        "text",
+        "a lane's name from [scheduler.lanes]",
+        "the scheduler's workers its periods run on (default: the default lane, --workers)",
+    ),
+    JobKey(
         "not_renamed",
         "flag",
         "true or false",

@@ -32,6 +32,14 @@ class Leader:
     renewed_at: datetime
     live: bool
     now: datetime
+    # each lane's workers and how many were busy at the last renewal (None: a leader that
+    # predates migration 0024)
+    lanes: dict[str, list[int]] | None = None
+
+    def lane(self, name: str) -> tuple[int, int] | None:
+        """A lane's (workers, busy), as the live leader last said; None when it did not."""
+        load = (self.lanes or {}).get(name) if self.live else None
+        return None if load is None else (int(load[0]), int(load[1]))
 
 
 def next_due(job: Job, now: datetime) -> datetime:

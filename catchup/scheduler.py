@@ -43,14 +43,23 @@ class Keeper(threading.Thread):
     while another replica leads). Asked to ``stop``, it hands the lease back."""
 
     def __init__(
-        self, target: db.Target, schema: str, holder: str, lease: float, say: Callable[[str], None]
+        self,
+        target: db.Target,
+        schema: str,
+        holder: str,
+        lease: float,
+        say: Callable[[str], None],
+        changed: threading.Event | None = None,
+        loads: Callable[[], dict[str, tuple[int, int]]] = dict,
     ) -> None:
         super().__init__(name="catchup-scheduler-lead", daemon=True)
         self._target, self._schema = target, schema
         self.holder, self.lease, self._say = holder, lease, say
         self.term: int | None = None
         self.lead: Lead | None = None
-        self.changed = threading.Event()  # set when the lead is taken or lost
+        # set when the lead is taken or lost (and by the caller: a worker freed, a reload)
+        self.changed = changed if changed is not None else threading.Event()
+        self._loads = loads  # each lane's workers and how many are busy: published each renewal
         self.stop = threading.Event()
         self._lock = threading.Lock()
         self._ledger: Ledger | None = None
@@ -73,7 +82,9 @@ class Keeper(threading.Thread):
             held = self.term
             asked = held or self._cut or 0
             try:
-                lead = self._connected().lead(self.holder, asked, timedelta(seconds=self.lease))
+                lead = self._connected().lead(
+                    self.holder, asked, timedelta(seconds=self.lease), self._loads()
+                )
             except (psycopg.Error, DatabaseError) as exc:
                 text = first_line(exc) if isinstance(exc, psycopg.Error) else str(exc)
                 self._drop()
@@ -137,7 +148,7 @@ class Fence:
         return self._stopping.is_set() or self._keeper.term != self._term
 
 
-Tick = Callable[[Fence, threading.Event, int, int], object]
+Tick = Callable[[Fence, threading.Event, int, InFlight, int], object]
 
 
 def schedule(
@@ -150,22 +161,27 @@ def schedule(
     grace: float,
     stopping: threading.Event,
     say: Callable[[str], None],
-    flight: InFlight,
+    lanes: Callable[[], dict[str, InFlight]],
+    owed: set[str] | None = None,
+    woken: threading.Event | None = None,
+    loads: Callable[[], dict[str, tuple[int, int]]] = dict,
     recheck: threading.Event | None = None,
     pending: Callable[[], bool] = lambda: False,
     reload: Callable[[], None] = lambda: None,
 ) -> None:
-    """Lead or stand by until ``stopping``; as the leader, start a tick, ``tick(fence,
-    interrupted, term, workers)`` on a thread of its own, whenever a period falls due (and once
-    on taking the lead: what came due while nobody led), never waiting for the ticks before it:
-    their periods run on (each a worker of ``flight``'s) while it sleeps ``wake_in()`` seconds
-    (until the next period falls due, or a retry's backoff ends). A due moment with every
-    worker busy waits for one. It is woken early when the lead changes hands, a stop is asked,
-    or ``pending()`` says the config must be read again: ``reload()`` then, between starts
-    (and a tick at once after it). ``recheck`` (set by the caller when a period failed, and
-    here when a tick ends): when to wake is asked again, as a retry's backoff may end sooner."""
+    """Lead or stand by until ``stopping``; as the leader, start a tick of each lane with a
+    free worker, ``tick(fence, interrupted, term, lane, workers)`` on a thread of its own,
+    whenever a period falls due (and once on taking the lead: what came due while nobody led),
+    never waiting for the ticks before it: their periods run on (each a worker of its lane's
+    :class:`InFlight`, ``lanes()``) while it sleeps ``wake_in()`` seconds (until the next
+    period falls due, or a retry's backoff ends). A lane with every worker busy is ``owed`` a
+    tick: the caller's ``on_free`` of the lanes wakes it (``keeper.changed``) once one is
+    freed. It is woken early when the lead changes hands, a stop is asked, or ``pending()``
+    says the config must be read again: ``reload()`` then, between starts (and a tick at once
+    after it). ``recheck`` (set by the caller when a period failed, and here when a tick
+    ends): when to wake is asked again, as a retry's backoff may end sooner."""
     holder = f"{owner_name()}:{secrets.token_hex(3)}"
-    keeper = Keeper(target, schema, holder, lease, say)
+    keeper = Keeper(target, schema, holder, lease, say, woken, loads)
     interrupted = threading.Event()
     ticks: list[threading.Thread] = []
     failed: list[BaseException] = []
@@ -186,9 +202,9 @@ def schedule(
 
     threading.Thread(target=on_stop, name="catchup-scheduler-stop", daemon=True).start()
 
-    def run(fence: Fence, term: int, workers: int) -> None:
+    def run(fence: Fence, term: int, lane: InFlight, workers: int) -> None:
         try:
-            tick(fence, interrupted, term, workers)
+            tick(fence, interrupted, term, lane, workers)
         except (psycopg.Error, DatabaseError) as exc:
             # the ledger went away mid-tick: said; the claims it made are fenced and their
             # leases run out, and the next tick takes them over
@@ -199,35 +215,33 @@ def schedule(
         finally:
             recheck.set()
 
+    owed = owed if owed is not None else set()
     keeper.start()
     try:
         while not stopping.is_set():
+            keeper.changed.clear()  # what sets it from here on wakes the sleep below
             if failed:
                 raise failed[0]
             if pending():
                 reload()
             if keeper.term is None:
                 keeper.changed.wait(STANDBY_POLL)
-                keeper.changed.clear()
                 continue
-            if flight.free() == 0:  # every worker busy: what falls due waits for one
-                flight.wait_free(STANDBY_POLL)
-                continue
-            # the term fence: renewed right before each start, so a leader that was paused
-            # past its lease finds its term gone and starts nothing
-            term = keeper.renew()
-            if term is None or stopping.is_set():
-                continue
-            keeper.changed.clear()
-            ticks[:] = [t for t in ticks if t.is_alive()]
-            started = threading.Thread(
-                target=run,
-                args=(Fence(keeper, term, stopping), term, flight.free()),
-                name=f"catchup-scheduler-tick-{term}",
-                daemon=True,
-            )
-            started.start()
-            ticks.append(started)
+            current = lanes()
+            owed.update(current)  # a worker freed from here on wakes the sleep below
+            free = {name: flight.free() for name, flight in current.items()}
+            owed.intersection_update(name for name, n in free.items() if n == 0)
+            if any(free.values()):
+                # the term fence: renewed right before each start, so a leader that was
+                # paused past its lease finds its term gone and starts nothing
+                term = keeper.renew()
+                if term is None or stopping.is_set():
+                    continue
+                ticks[:] = [t for t in ticks if t.is_alive()]
+                for name, workers in free.items():
+                    if workers:  # a lane with every worker busy: its due periods wait
+                        fence = Fence(keeper, term, stopping)
+                        ticks.append(_start(run, fence, term, current[name], workers))
             _sleep(keeper.changed, recheck, lambda: _wait(wake_in, say))
     finally:
         stopping.set()
@@ -235,6 +249,24 @@ def schedule(
         interrupted.set()  # the loop is done: nothing of it runs on
         keeper.stop.set()
         keeper.join(timeout=lease)
+
+
+def _start(
+    run: Callable[[Fence, int, InFlight, int], None],
+    fence: Fence,
+    term: int,
+    lane: InFlight,
+    workers: int,
+) -> threading.Thread:
+    """One lane's tick, on a thread of its own (never waited for)."""
+    started = threading.Thread(
+        target=run,
+        args=(fence, term, lane, workers),
+        name=f"catchup-scheduler-tick-{term}-{lane.name}",
+        daemon=True,
+    )
+    started.start()
+    return started
 
 
 def _wait(wake_in: Callable[[], float], say: Callable[[str], None]) -> float:

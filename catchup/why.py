@@ -10,7 +10,7 @@ from dataclasses import replace
 from datetime import datetime
 
 from .held import held_said
-from .job import Job
+from .job import DEFAULT_LANE, Job
 from .models import JobRow
 from .pasted import command
 from .results import Why
@@ -22,7 +22,8 @@ from .vocabulary import RunStatus
 
 MAX_DEPTH = 6  # how far down a chain of blocks it follows
 MAX_SHOWN = 5  # upstream periods explained per period (the rest counted)
-TICK_RUNS = frozenset({"missing", "failed", "interrupted", "cancelled", "stale"})  # its gaps
+TICK_RUNS = frozenset({"missing", "failed", "interrupted", "cancelled", "stale", "waiting"})
+LANE_RUNNING = 1000  # running periods read to name what keeps a lane's workers busy
 
 
 def explain_period(
@@ -185,8 +186,36 @@ def _explain(
         window = ("--since", value, "--until", iso_utc(period.end))
         adopt = command("adopt", job.name, *window, reason=True)
         return Why(job.name, period, label, "untracked", tuple(said), (adopt,))
+    if run is None and (busy := _lane_busy(session, job, now)) is not None:
+        said.insert(0, f"waiting: due since {iso_utc(due)}, waiting for a free worker {busy}")
+        return Why(job.name, period, label, "waiting", tuple(said), (run_it,))
     said.insert(0, f"missing: due since {iso_utc(due)}, never run")
     return Why(job.name, period, label, "missing", tuple(said), (run_it,))
+
+
+def _lane_busy(session: Session, job: Job, now: datetime) -> str | None:
+    """When the live scheduler leader said every worker of ``job``'s lane is busy: "in lane
+    L: n of n busy with JOB PERIOD for 1h12m" (the lane's oldest running period); else None."""
+    leader = session.ledger.leader_now()
+    lane = job.lane or DEFAULT_LANE
+    load = None if leader is None else leader.lane(lane)
+    if load is None or load[1] < load[0]:
+        return None
+    workers, busy = load
+    jobs = session.config.jobs
+    mine = [
+        r
+        for r in session.ledger.running_periods(LANE_RUNNING)
+        if r.job in jobs and (jobs[r.job].lane or DEFAULT_LANE) == lane
+    ]
+    said = f"in lane {lane}: {busy} of {workers} busy"
+    if not mine:
+        return said
+    oldest = mine[0]
+    with_key = f" {oldest.key}" if oldest.key else ""
+    began = span(round((now - (oldest.claimed_at or now)).total_seconds()))
+    what = f"{oldest.job}{with_key} {jobs[oldest.job].label(oldest.period_start)}"
+    return f"{said} with {what} for {began}"
 
 
 def _moving(

@@ -873,6 +873,7 @@ CREATE TABLE {schema}.leader (
     since timestamp with time zone NOT NULL,
     expires_at timestamp with time zone NOT NULL,
     renewed_at timestamp with time zone NOT NULL,
+    lanes jsonb,
     CONSTRAINT leader_term_check CHECK ((term > 0))
 );
 

@@ -209,8 +209,8 @@ MUTATIONS = (
         "the-leader-waits-for-the-tick",
         "the scheduler never waits on a period: what falls due starts while a long one runs",
         "catchup/scheduler.py",
-        "            started.start()\n",
-        "            started.start()\n            started.join()\n",
+        "    started.start()\n",
+        "    started.start()\n    started.join()\n",
         (
             "tests/faults/test_scheduler_busy.py::test_a_job_added_runs_while_a_long_period_runs",
             "tests/faults/test_scheduler_busy.py::"
@@ -226,6 +226,17 @@ MUTATIONS = (
         (
             "tests/integration/test_rename_hold.py::"
             "test_a_rename_while_a_scheduler_registers_the_new_name_renames",
+        ),
+    ),
+    Mutation(
+        "a-lane-takes-every-worker",
+        "a lane's jobs run on its own workers only: a slow lane never takes the default lane's",
+        "catchup/inflight.py",
+        "                workers = self._workers if name == DEFAULT_LANE else sizes[name]\n",
+        "                workers = self._workers\n",
+        (
+            "tests/faults/test_scheduler_busy.py::"
+            "test_a_lane_never_takes_another_lanes_workers",
         ),
     ),
     Mutation(

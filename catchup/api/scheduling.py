@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from .. import db
 from ..bounds import SCHEDULER_GRACE, SCHEDULER_LEASE, SCHEDULER_WORKERS, SERVE_REFRESH
 from ..errors import ConfigError
+from ..job import DEFAULT_LANE
 from ..keyed import KeysFailed
 from ..models import Outcome
 from ..results import Batch
@@ -54,7 +55,7 @@ class Scheduling(Running, Looking):
 
         from ..errors import DatabaseError
         from ..held import held_said
-        from ..inflight import InFlight
+        from ..inflight import InFlight, Lanes
         from ..leadership import wake_in
         from ..scheduler import LONGEST_SLEEP, Fence, schedule
 
@@ -70,7 +71,14 @@ class Scheduling(Running, Looking):
                 on_done(outcome)
 
         told: set[tuple[str, str]] = set()  # the held jobs said (once each, while held)
-        flight = InFlight(workers)
+        owed: set[str] = set()  # the lanes whose every worker was busy at the last start
+        woken = threading.Event()  # set (through schedule's keeper) when an owed lane frees
+
+        def freed(lane: str) -> None:
+            if lane in owed:
+                woken.set()
+
+        lanes = Lanes(workers, freed)
         recheck = threading.Event()  # a period failed: its retry may be the next to fall due
 
         def finished(outcome: Outcome) -> None:
@@ -78,14 +86,21 @@ class Scheduling(Running, Looking):
                 recheck.set()
             done(outcome)
 
-        def tick(fence: Fence, interrupted: threading.Event, term: int, free: int) -> Batch:
-            say(f"tick (term {term})")
+        def tick(
+            fence: Fence, interrupted: threading.Event, term: int, lane: InFlight, free: int
+        ) -> Batch:
+            named = "" if lane.name == DEFAULT_LANE else f", lane {lane.name}"
+            say(f"tick (term {term}{named})")
+            names = self.config.lane_jobs().get(lane.name, [])
+            if not names:
+                return Batch(planned=0, outcomes=(), interrupted=False)
             # a facade of its own (its own connections): the ticks before it may still run
             runner = type(self)(self.config, dsn=self._dsn)
             runner._keys_checked = True  # the ledger is made: the leader's session made it
             try:
-                with flight.tick(free) as holding:
+                with lane.tick(free) as holding:
                     ran = runner.tick(
+                        jobs=names,
                         workers=free,
                         interrupted=interrupted,
                         on_done=finished,
@@ -164,7 +179,10 @@ class Scheduling(Running, Looking):
                 grace=grace,
                 stopping=stopping,
                 say=say,
-                flight=flight,
+                lanes=lambda: lanes.of(self.config.lanes, list(self.config.lane_jobs())),
+                owed=owed,
+                woken=woken,
+                loads=lanes.loads,
                 recheck=recheck,
                 pending=pending,
                 reload=reloaded,

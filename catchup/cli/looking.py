@@ -237,7 +237,8 @@ def why(
 ) -> None:
     """Say why PERIOD of JOB is in its state: not due yet (and when), running where, blocked
     by which upstream periods (down the chain to what blocks them), failed with which error
-    and when it retries, exhausted, paused, or done; with the command that would move it.
+    and when it retries, exhausted, paused, waiting for a free worker of the scheduler, or
+    done; with the command that would move it.
     A job with keys, without one --key: how many of its keys are in each state, the first
     few of each state not done, and the paused ones.
 

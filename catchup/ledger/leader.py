@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from psycopg.rows import class_row
+from psycopg.types.json import Jsonb
 
 from ..leadership import Lead, Leader
 from .base import LedgerBase
@@ -14,10 +15,19 @@ SCOPE = "scheduler"  # the leader row's name: one scheduler per ledger schema
 
 
 class Leading(LedgerBase):
-    def lead(self, holder: str, term: int, lease: timedelta) -> Lead | None:
+    def lead(
+        self,
+        holder: str,
+        term: int,
+        lease: timedelta,
+        lanes: dict[str, tuple[int, int]] | None = None,
+    ) -> Lead | None:
         """Take the lead, or keep the ``term`` held (0: none held); the term led after it,
-        or None when another holder leads."""
+        or None when another holder leads. ``lanes``: each one's workers and how many are
+        busy, published with the lead."""
+        loads = {name: list(load) for name, load in (lanes or {}).items()}
         params = {"name": SCOPE, "holder": holder, "term": term, "lease": lease}
+        params["lanes"] = Jsonb(loads)
         with self.conn.cursor(row_factory=class_row(Lead)) as cur:
             return cur.execute(self._q("lead"), params).fetchone()
 

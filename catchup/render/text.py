@@ -31,6 +31,7 @@ STYLE = {
     "stale": "magenta",
     "suspect": "bold magenta",
     "held": "bold yellow",  # why: a rename in progress (catchup/held.py)
+    "waiting": "yellow",  # why: due, every worker of its scheduler lane busy
     "untracked": "dim cyan",
     "unverified": "bold yellow",
     "outdated": "yellow",

@@ -6,10 +6,11 @@
 -- its term. A holder renews only the term it holds, and only while that term's lease is live; a
 -- lease that ran out (or was handed back) is taken by whoever asks first, as the next term. Two
 -- standbys asking at once: the row lock orders them, the second finds the lease live and gets no
--- row. The lead's own lease is measured on the database clock, never the host's.
-INSERT INTO {schema}.leader AS l (name, holder, term, since, expires_at, renewed_at)
+-- row. The lead's own lease is measured on the database clock, never the host's. With it, the
+-- leader's lanes: each one's workers and how many are busy (0024).
+INSERT INTO {schema}.leader AS l (name, holder, term, since, expires_at, renewed_at, lanes)
 VALUES (%(name)s, %(holder)s, 1, clock_timestamp(), clock_timestamp() + %(lease)s,
-        clock_timestamp())
+        clock_timestamp(), %(lanes)s)
 ON CONFLICT (name) DO UPDATE
 SET term = CASE WHEN l.holder = EXCLUDED.holder AND l.term = %(term)s
                      AND l.expires_at > clock_timestamp()
@@ -19,7 +20,8 @@ SET term = CASE WHEN l.holder = EXCLUDED.holder AND l.term = %(term)s
                  THEN l.since ELSE clock_timestamp() END,
     holder = EXCLUDED.holder,
     expires_at = EXCLUDED.expires_at,
-    renewed_at = EXCLUDED.renewed_at
+    renewed_at = EXCLUDED.renewed_at,
+    lanes = EXCLUDED.lanes
 WHERE (l.holder = EXCLUDED.holder AND l.term = %(term)s AND l.expires_at > clock_timestamp())
    OR l.expires_at <= clock_timestamp()
 RETURNING l.term, l.since, l.expires_at, clock_timestamp() AS now;
@@ -35,7 +37,7 @@ WHERE name = %(name)s AND holder = %(holder)s AND term = %(term)s
 -- name: leader_now
 -- Who leads (for jobs, scan, the page, /metrics): the row, and whether its lease is live.
 SELECT holder, term, since, expires_at, renewed_at,
-       expires_at > clock_timestamp() AS live, clock_timestamp() AS now
+       expires_at > clock_timestamp() AS live, clock_timestamp() AS now, lanes
 FROM {schema}.leader
 WHERE name = %(name)s;
 

@@ -188,3 +188,53 @@ def test_a_job_added_runs_while_a_long_period_runs(
     wait_for(ran, timeout=30, what="the added job's period")
     assert running(project.path), "the long period ended: the test proves nothing"
     assert "config reloaded" in said(project)
+
+
+def slow_job(path: Path, sql: Any, name: str) -> str:
+    """A daily period due now in lane ``slow``, running until the test writes ``release``
+    (``NAME.started`` says it started)."""
+    started, release = path / f"{name}.started", path / "release"
+    script = f"touch {started}; while [ ! -f {release} ]; do sleep 0.2; done"
+    return job_toml(
+        name, "daily", day_before(sql), catchup="latest", lane="slow", command=["sh", "-c", script]
+    )
+
+
+def test_a_lane_never_takes_another_lanes_workers(
+    project: Project, sql: Any, leader: Leader
+) -> None:
+    """Two slow jobs in a lane of one worker, a quick one in the default lane (--workers 4):
+    one slow period runs, the other waits for the lane's worker (and `why` says so, naming
+    what keeps it busy), while the quick job runs on the default lane's."""
+    quick = project.path / "quick.ran"
+    project.write(
+        "[scheduler.lanes]\nslow = 1\n\n"
+        + slow_job(project.path, sql, "billing")
+        + slow_job(project.path, sql, "invoices")
+        + job_toml(
+            "quick", "daily", day_before(sql), catchup="latest", command=["touch", str(quick)]
+        )
+    )
+    leader.start()
+
+    def slow_started() -> list[str]:
+        leader.up()
+        return sorted(p.stem for p in project.path.glob("*.started"))
+
+    wait_for(
+        lambda: slow_started() != [] and quick.exists(), timeout=60, what="a slow and the quick"
+    )
+    (first,) = slow_started()
+    other = ({"billing", "invoices"} - {first}).pop()
+
+    def waiting() -> str:
+        leader.up()
+        why = project.run("why", other, day_before(sql))
+        return " ".join(why.stdout.split())
+
+    wait_for(
+        lambda: f"waiting for a free worker in lane slow: 1 of 1 busy with {first}" in waiting(),
+        timeout=30,
+        what=f"why {other} to say it waits for the lane's worker",
+    )
+    assert slow_started() == [first], said(project)  # the lane's one worker: never two
