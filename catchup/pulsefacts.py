@@ -15,6 +15,8 @@ from .schedule import span
 # green tick beside an hour of periods started late (issue 49)
 LATE_WARN = 60.0
 LATE_BAD = 15 * 60.0
+# the histogram's upper bounds (seconds) of catchup_due_to_start_seconds in /metrics
+LATE_BUCKETS = (1.0, 2.0, 5.0, 15.0, 60.0, 300.0, 900.0, 3600.0)
 
 
 @dataclass(frozen=True)
@@ -27,6 +29,8 @@ class Lateness:
     p50: float
     p99: float
     worst: float
+    # how many waited at most each bound of LATE_BUCKETS (cumulative, as a histogram says it)
+    buckets: tuple[int, ...] = ()
 
     @property
     def level(self) -> str:
@@ -42,7 +46,14 @@ class Lateness:
         def rank(q: float) -> float:  # nearest rank
             return ranked[max(0, min(len(ranked) - 1, math.ceil(len(ranked) * q) - 1))]
 
-        return cls(len(ranked), sum(ranked), rank(0.5), rank(0.99), ranked[-1])
+        counted = tuple(sum(1 for w in ranked if w <= le) for le in LATE_BUCKETS)
+        return cls(len(ranked), sum(ranked), rank(0.5), rank(0.99), ranked[-1], counted)
+
+    def histogram(self) -> list[tuple[str, int]]:
+        """(le, count) for each bound, then +Inf: the histogram's buckets."""
+        return [(f"{le:g}", n) for le, n in zip(LATE_BUCKETS, self.buckets, strict=True)] + [
+            ("+Inf", self.count)
+        ]
 
 
 @dataclass(frozen=True)

@@ -234,10 +234,7 @@ MUTATIONS = (
         "catchup/inflight.py",
         "                workers = self._workers if name == DEFAULT_LANE else sizes[name]\n",
         "                workers = self._workers\n",
-        (
-            "tests/faults/test_scheduler_busy.py::"
-            "test_a_lane_never_takes_another_lanes_workers",
-        ),
+        ("tests/faults/test_scheduler_busy.py::test_a_lane_never_takes_another_lanes_workers",),
     ),
     Mutation(
         "retry-moments-do-not-wake-the-leader",

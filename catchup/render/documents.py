@@ -173,6 +173,8 @@ METRICS = (
 DUE_TO_START = (
     "How long the periods that fell due in the last hour waited to start (first attempts)."
 )
+WORKERS = "The live `catchup scheduler` leader's workers in the lane (the default: --workers)."
+WORKERS_BUSY = "Of those, how many run a period now: all busy, and a due period waits."
 
 
 def scan_openmetrics(report: ScanReport) -> str:
@@ -220,13 +222,23 @@ def scan_openmetrics(report: ScanReport) -> str:
         out.append(f'catchup_scheduler_leader{{holder="{_label(lead.holder)}"}} {int(lead.live)}')
         family("catchup_scheduler_term", "The term of the newest `catchup scheduler` lead.")
         out.append(f"catchup_scheduler_term {lead.term}")
+    if pulse is not None and (lead := pulse.leader) is not None and lead.live:
+        for name, said, at in (
+            ("catchup_scheduler_workers", WORKERS, 0),
+            ("catchup_scheduler_workers_busy", WORKERS_BUSY, 1),
+        ):
+            family(name, said)
+            for lane, load in sorted((lead.lanes or {}).items()):
+                out.append(f'{name}{{lane="{_label(lane)}"}} {load[at]}')
     if pulse is not None and (late := pulse.late) is not None:
         out += [
-            "# TYPE catchup_due_to_start_seconds summary",
+            "# TYPE catchup_due_to_start_seconds histogram",
             "# UNIT catchup_due_to_start_seconds seconds",
             f"# HELP catchup_due_to_start_seconds {DUE_TO_START}",
-            f'catchup_due_to_start_seconds{{quantile="0.5"}} {late.p50:.6g}',
-            f'catchup_due_to_start_seconds{{quantile="0.99"}} {late.p99:.6g}',
+            *(
+                f'catchup_due_to_start_seconds_bucket{{le="{le}"}} {count}'
+                for le, count in late.histogram()
+            ),
             f"catchup_due_to_start_seconds_count {late.count}",
             f"catchup_due_to_start_seconds_sum {late.total:.6g}",
         ]

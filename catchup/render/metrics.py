@@ -11,9 +11,10 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.exposition import choose_encoder
 from prometheus_client.registry import Collector, CollectorRegistry
 
+from ..leadership import Leader
 from ..models import ScanReport
 from ..retention import LedgerSize
-from .documents import DUE_TO_START, METRICS
+from .documents import DUE_TO_START, METRICS, WORKERS, WORKERS_BUSY
 
 
 @dataclass(frozen=True)
@@ -105,13 +106,16 @@ def families(served: Served) -> Iterator[Metric]:
         )
         term.add_metric([], lead.term)
         yield term
+    if pulse is not None and pulse.leader is not None and pulse.leader.live:
+        yield from lane_families(pulse.leader)
     if pulse is not None and (late := pulse.late) is not None:
-        summary = Metric("catchup_due_to_start_seconds", DUE_TO_START, "summary", unit="seconds")
-        for quantile, value in (("0.5", late.p50), ("0.99", late.p99)):
-            summary.add_sample("catchup_due_to_start_seconds", {"quantile": quantile}, value)
-        summary.add_sample("catchup_due_to_start_seconds_count", {}, late.count)
-        summary.add_sample("catchup_due_to_start_seconds_sum", {}, late.total)
-        yield summary
+        name = "catchup_due_to_start_seconds"
+        histogram = Metric(name, DUE_TO_START, "histogram", unit="seconds")
+        for le, count in late.histogram():
+            histogram.add_sample(f"{name}_bucket", {"le": le}, count)
+        histogram.add_sample(f"{name}_count", {}, late.count)
+        histogram.add_sample(f"{name}_sum", {}, late.total)
+        yield histogram
     scanned = GaugeMetricFamily(
         "catchup_scan_timestamp_seconds", "When the scan ran (database clock).", unit="seconds"
     )
@@ -119,6 +123,17 @@ def families(served: Served) -> Iterator[Metric]:
     yield scanned
     if served.size is not None:
         yield from ledger_families(served.size, [job.job for job in report.jobs])
+
+
+def lane_families(leader: Leader) -> Iterator[Metric]:
+    """The live leader's lanes: each one's workers, and how many are busy."""
+    workers = GaugeMetricFamily("catchup_scheduler_workers", WORKERS, labels=["lane"])
+    busy = GaugeMetricFamily("catchup_scheduler_workers_busy", WORKERS_BUSY, labels=["lane"])
+    for lane, (size, used) in sorted((leader.lanes or {}).items()):
+        workers.add_metric([lane], size)
+        busy.add_metric([lane], used)
+    yield workers
+    yield busy
 
 
 def ledger_families(size: LedgerSize, jobs: list[str]) -> Iterator[Metric]:

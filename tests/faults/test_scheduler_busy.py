@@ -238,3 +238,7 @@ def test_a_lane_never_takes_another_lanes_workers(
         what=f"why {other} to say it waits for the lane's worker",
     )
     assert slow_started() == [first], said(project)  # the lane's one worker: never two
+    metrics = project.run("scan", "--format", "openmetrics").stdout
+    assert 'catchup_scheduler_workers{lane="slow"} 1\n' in metrics, metrics
+    assert 'catchup_scheduler_workers_busy{lane="slow"} 1\n' in metrics, metrics
+    assert 'catchup_scheduler_workers{lane="default"} 4\n' in metrics, metrics

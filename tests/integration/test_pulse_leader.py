@@ -104,8 +104,9 @@ def test_due_to_start_latency_is_in_the_json_and_the_metrics(project: Project, s
     assert late["p50_seconds"] == late["p99_seconds"] == pytest.approx(waited, abs=0.002)
     assert 0 <= waited < 60
     metrics = project.cli("scan", "--format", "openmetrics").stdout
-    assert "# TYPE catchup_due_to_start_seconds summary" in metrics
-    assert 'catchup_due_to_start_seconds{quantile="0.99"} ' in metrics
+    assert "# TYPE catchup_due_to_start_seconds histogram" in metrics
+    assert 'catchup_due_to_start_seconds_bucket{le="+Inf"} 1\n' in metrics
+    assert 'catchup_due_to_start_seconds_bucket{le="60"} 1\n' in metrics  # waited below 60 s
     assert "catchup_due_to_start_seconds_count 1\n" in metrics
     # a period that fell due more than an hour ago, run now, is a replay, not a late start
     assert project.cli("run", "pulse", "--period", first).exit_code == 0
