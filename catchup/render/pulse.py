@@ -44,7 +44,12 @@ def leader_text(pulse: Pulse) -> str:
         return "catchup scheduler has never led here"
     if lead.live:
         since = span(round((lead.now - lead.since).total_seconds()))
-        return f"catchup scheduler led by {lead.holder} (term {lead.term}, for {since})"
+        lanes = ", ".join(
+            f"{lane} {busy} of {workers}"
+            for lane, (workers, busy) in sorted((lead.lanes or {}).items())
+        )
+        busy = f"; workers busy: {lanes}" if lanes else ""
+        return f"catchup scheduler led by {lead.holder} (term {lead.term}, for {since}{busy})"
     ago = span(round((lead.now - lead.expires_at).total_seconds()))
     return f"catchup scheduler: no leader for {ago} (the last: {lead.holder}, term {lead.term})"
 

@@ -242,3 +242,11 @@ def test_a_lane_never_takes_another_lanes_workers(
     assert 'catchup_scheduler_workers{lane="slow"} 1\n' in metrics, metrics
     assert 'catchup_scheduler_workers_busy{lane="slow"} 1\n' in metrics, metrics
     assert 'catchup_scheduler_workers{lane="default"} 4\n' in metrics, metrics
+    wait_for(  # published with the lease's next renewal, the quick period done
+        lambda: (
+            "workers busy: default 0 of 4, slow 1 of 1)"
+            in " ".join(project.run("scan").stdout.split())
+        ),
+        timeout=30,
+        what="the scan's pulse to name each lane's busy workers",
+    )
