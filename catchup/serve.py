@@ -90,6 +90,7 @@ class Watcher:
         self._generations = iter(range(1, 2**62))
         self._view = View(page=self._page(View()))
         self.stop = threading.Event()
+        self._soon = threading.Event()  # scan now, not at the next refresh (a reload)
         self.thread = threading.Thread(target=self._loop, name="catchup-serve-scan", daemon=True)
 
     @property
@@ -121,6 +122,10 @@ class Watcher:
     def republish(self) -> None:
         """Render the newest view's pages again now (what the site says changed)."""
         self._publish(self.view)
+
+    def scan_soon(self) -> None:
+        """Scan again now, not at the next refresh (the config was read again)."""
+        self._soon.set()
 
     def scan_once(self) -> None:
         started = time.monotonic()
@@ -191,7 +196,16 @@ class Watcher:
                 with contextlib.suppress(Exception):
                     self._reset()
                 self._publish(replace(self.view, error=said))
-            self.stop.wait(self.refresh)
+            self._rest()
+
+    def _rest(self) -> None:
+        """Until the next scan: ``refresh`` seconds, a stop (looked at every second), or a
+        scan asked for sooner."""
+        until = time.monotonic() + self.refresh
+        while not self.stop.is_set() and (left := until - time.monotonic()) > 0:
+            if self._soon.wait(min(left, 1.0)):
+                break
+        self._soon.clear()
 
     def period(self, name: str, period: str, key: str | None) -> PeriodReport | str | None:
         """One period's page, read now (``/jobs/NAME/PERIOD``): its report; or what is wrong

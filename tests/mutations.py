@@ -237,6 +237,14 @@ MUTATIONS = (
         ("tests/faults/test_scheduler_busy.py::test_a_lane_never_takes_another_lanes_workers",),
     ),
     Mutation(
+        "serve-stops-on-sighup",
+        "catchup serve reads its config again on SIGHUP and goes on serving",
+        "catchup/cli/admin.py",
+        "    with stop_signals(reload=hup) as stop:\n",
+        "    with stop_signals() as stop:\n",
+        ("tests/integration/test_serve.py::test_sighup_reads_the_config_again_and_serve_goes_on",),
+    ),
+    Mutation(
         "retry-moments-do-not-wake-the-leader",
         "the leader wakes when a failed period's backoff ends, not at the next due moment",
         "catchup/api/scheduling.py",

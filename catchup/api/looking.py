@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from .. import db, sqlfiles
 from ..bounds import EXPLAIN_COUNT, HISTORY_LIMIT, PS_LIMIT
@@ -20,6 +21,10 @@ from ..session import Session
 from ..targets import KeyRow
 from ..window import Moment
 from .base import Base, check, instant
+
+if TYPE_CHECKING:
+    from ..reloading import ConfigWatch
+    from ..serve import Watcher
 
 PERIOD_WAIT = 5.0  # seconds a period page waits for the reads before it (then: 503)
 PERIOD_ATTEMPTS = 50  # the newest attempts and changes a period page shows
@@ -270,11 +275,17 @@ class Looking(Base):
         notice: Callable[[], str | None] = lambda: None,
         option: str = "--listen",
         on_watcher: Callable[[Callable[[], None]], None] | None = None,
+        reload: threading.Event | None = None,
+        say: Callable[[str], None] = lambda line: None,
     ) -> None:
         """``catchup serve``: scan every ``refresh`` seconds, read-only, and serve the status
         page, ``/metrics``, ``/api/scan``, ``/healthz`` and ``/readyz`` until ``stop``.
         ``configs`` gives the config to serve at each scan (``catchup scheduler --serve``
-        reloads it), ``notice`` why it is not the file's newest (then not ready)."""
+        reloads it), ``notice`` why it is not the file's newest (then not ready). Given
+        ``reload`` (set by a SIGHUP), it reads its config's file again then, and when the
+        file changes (:mod:`catchup.reloading`), saying each reload with ``say``, and scans at
+        once with the new jobs; a version that does not load is refused (not ready), the last
+        good one kept."""
         import psycopg
 
         from ..httpd import serve
@@ -283,6 +294,10 @@ class Looking(Base):
 
         target = self._target()
         jobs = list(self.config.jobs.values())
+        watch = self.config_watch() if reload is not None else None
+        if watch is not None:
+            configs = lambda: watch.state.config  # noqa: E731 (read at each scan)
+            notice = lambda: watch.state.notice  # noqa: E731
 
         def scan_now() -> ScanReport:
             nonlocal jobs
@@ -379,10 +394,39 @@ class Looking(Base):
         )
         if on_watcher is not None:  # how to render the pages again when the notice changes
             on_watcher(watcher.republish)
+        if watch is not None and reload is not None:
+            _reloading(watch, watcher, reload, stop, say)
         try:
             serve(watcher, host, port, stop, on_listening, option)
         finally:
             reader.close()
+
+
+def _reloading(
+    watch: ConfigWatch,
+    watcher: Watcher,
+    reload: threading.Event,
+    stop: threading.Event,
+    say: Callable[[str], None],
+) -> None:
+    """A thread that reads the config again on ``reload`` (a SIGHUP) or a change of its file,
+    every :data:`~catchup.scheduler.CONFIG_POLL` seconds: said, and scanned at once."""
+    from ..scheduler import CONFIG_POLL
+
+    def run() -> None:
+        while not stop.wait(CONFIG_POLL):
+            if reload.is_set():
+                reload.clear()
+                watch.hup.set()
+            if not watch.pending():
+                continue
+            state, said = watch.load()
+            if said:
+                say(said)
+            watcher.title = state.config.title
+            watcher.scan_soon()  # its jobs, and the notice, on the page at once
+
+    threading.Thread(target=run, name="catchup-serve-config", daemon=True).start()
 
 
 def from_start(job: Job, rows: Iterable[KeyRow]) -> tuple[KeyRow, ...]:

@@ -4,6 +4,7 @@ its embedded PostgreSQL."""
 from __future__ import annotations
 
 import sys
+import threading
 
 import click
 
@@ -55,8 +56,9 @@ def serve(state: State, listen: tuple[str, int], refresh: float) -> None:
     unreachable database makes the page say so and catchup_up 0. /metrics is Prometheus's
     text format, or OpenMetrics when the scraper asks for it; /api/scan is the scan --json
     document; /keys/JOB lists a keyed job's keys (/api/keys/JOB: their JSON); /readyz
-    answers 503 unless the newest scan succeeded recently. Stops on SIGINT, SIGTERM or
-    SIGHUP (exit 0).
+    answers 503 unless the newest scan succeeded recently. The config file is read again
+    on SIGHUP and when it changes (then scanned at once; a version that does not load is
+    refused, said, and /readyz answers 503 until fixed). Stops on SIGINT or SIGTERM (exit 0).
 
     Example: catchup serve --listen 127.0.0.1:9187 --refresh 30s
     """
@@ -68,8 +70,20 @@ def serve(state: State, listen: tuple[str, int], refresh: float) -> None:
     def listening(url: str) -> None:
         click.echo(f"catchup serve: {url} (scans every {refresh:g}s)", err=True)
 
-    with stop_signals() as stop:
-        app.serve(host=host, port=port, refresh=refresh, stop=stop, on_listening=listening)
+    def say(line: str) -> None:
+        click.echo(f"catchup serve: {line}", err=True)
+
+    hup = threading.Event()
+    with stop_signals(reload=hup) as stop:
+        app.serve(
+            host=host,
+            port=port,
+            refresh=refresh,
+            stop=stop,
+            on_listening=listening,
+            reload=hup,
+            say=say,
+        )
 
 
 @click.command(epilog=EXIT_CODES)

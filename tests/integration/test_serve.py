@@ -365,3 +365,42 @@ def test_the_keys_page_says_each_keys_state_and_nothing_before_the_jobs_start(
     }
     assert re.fullmatch(r"[\d,]+ missing", rows["acme"]), rows
     assert re.fullmatch(r"[\d,]+ missing, 2 failed", rows["globex"]), rows
+
+
+def test_sighup_reads_the_config_again_and_serve_goes_on(project: Project) -> None:
+    """SIGHUP is a daemon's "read your config again", not a stop: a job added is scanned at
+    once (well before the next refresh), a version that does not load is refused (said,
+    /readyz 503, the last good jobs served), and a fix makes it ready again."""
+    project.write(job_toml("billing", "daily", "2026-10-01", command=["true"]))
+    assert project.cli("-q", "migrate").exit_code == 0  # serve only reads
+    port = free_port()
+    proc = project.spawn("serve", "--listen", f"127.0.0.1:{port}", "--refresh", "1h")
+    base = f"http://127.0.0.1:{port}"
+
+    def jobs() -> list[str]:
+        assert proc.poll() is None, proc.communicate()[1]
+        return [job["job"] for job in json.loads(get(base + "/api/scan")[2])["jobs"]]
+
+    try:
+        wait_for(lambda: _answers(base), timeout=60, what="serve to answer")
+        assert jobs() == ["billing"]
+        good = project.config.read_text() + job_toml(
+            "export", "hourly", "2026-11-01", command=["true"]
+        )
+        project.config.write_text(good)
+        proc.send_signal(signal.SIGHUP)
+        wait_for(lambda: jobs() == ["billing", "export"], timeout=30, what="the added job")
+        assert get(base + "/readyz")[0] == 200
+        project.config.write_text(good + "[jobs.broken]\nschedule = 3\n")
+        proc.send_signal(signal.SIGHUP)
+        wait_for(lambda: get(base + "/readyz")[0] == 503, timeout=30, what="not ready")
+        assert jobs() == ["billing", "export"]  # the last good config, still served
+        project.config.write_text(good)  # fixed: read again without a signal (it changed)
+        wait_for(lambda: get(base + "/readyz")[0] == 200, timeout=30, what="ready again")
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+    assert "catchup serve: config reloaded: 2 jobs (added export)" in err, err
+    assert "catchup serve: config not reloaded: " in err and "jobs.broken" in err, err
+    assert "Traceback" not in err
