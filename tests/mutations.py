@@ -245,6 +245,17 @@ MUTATIONS = (
         ("tests/integration/test_serve.py::test_sighup_reads_the_config_again_and_serve_goes_on",),
     ),
     Mutation(
+        "a-takeover-waits-for-the-next-due-moment",
+        "the leader wakes when the lease of a period another process ran runs out",
+        "sql/queries/leader.sql",
+        "      AND r.lease_expires_at > clock_timestamp() AND r.owner <> %(owner)s\n",
+        "      AND false AND r.owner <> %(owner)s\n",
+        (
+            "tests/faults/test_scheduler.py::"
+            "test_a_leader_killed_mid_period_leaves_it_to_its_lease_then_attempt_2_once",
+        ),
+    ),
+    Mutation(
         "retry-moments-do-not-wake-the-leader",
         "the leader wakes when a failed period's backoff ends, not at the next due moment",
         "catchup/api/scheduling.py",

@@ -58,6 +58,7 @@ class Scheduling(Running, Looking):
         from ..inflight import InFlight, Lanes
         from ..leadership import wake_in
         from ..scheduler import LONGEST_SLEEP, Fence, schedule
+        from ..session import owner_name
 
         check(SCHEDULER_WORKERS, workers)
         check(SCHEDULER_LEASE, lease)
@@ -123,13 +124,14 @@ class Scheduling(Running, Looking):
             return ran
 
         lock = threading.Lock()
+        owner = owner_name()  # its own periods' leases are renewed: no wake for them
 
         def wake() -> float:
             try:
                 session = self.session
                 jobs = session.resolve_all(list(self.config.jobs.values()), write=False)
                 rows = session.job_rows(write=False)
-                retry = session.ledger.next_retry([row.id for row in rows.values()])
+                retry = session.ledger.next_retry([row.id for row in rows.values()], owner)
                 return wake_in(jobs, session.now(), LONGEST_SLEEP, retry)
             except (psycopg.Error, DatabaseError):
                 self.close()  # the next look opens a new connection

@@ -40,7 +40,9 @@ class Leading(LedgerBase):
         with self.conn.cursor(row_factory=class_row(Leader)) as cur:
             return cur.execute(self._q("leader_now"), {"name": SCOPE}).fetchone()
 
-    def next_retry(self, job_ids: list[int]) -> datetime | None:
-        """When the soonest backoff of a failed period of these jobs ends (after now)."""
-        row = self.conn.execute(self._q("next_retry"), {"job_ids": job_ids}).fetchone()
+    def next_retry(self, job_ids: list[int], owner: str) -> datetime | None:
+        """When the soonest backoff of a failed period of these jobs ends (after now), or
+        the lease of a period that another than ``owner`` runs."""
+        params = {"job_ids": job_ids, "owner": owner}
+        row = self.conn.execute(self._q("next_retry"), params).fetchone()
         return None if row is None else row[0]

@@ -42,9 +42,19 @@ FROM {schema}.leader
 WHERE name = %(name)s;
 
 -- name: next_retry
--- When the soonest backoff of a failed period of these jobs ends, after now: the leader wakes
--- for it as for a period falling due (a retry is never left to the next due moment).
-SELECT min(r.retry_after) AS at
-FROM {schema}.runs r
-WHERE r.job_id = ANY(%(job_ids)s::bigint[]) AND r.status = 'failed'
-  AND r.retry_after > clock_timestamp();
+-- When, after now, the soonest backoff of a failed period of these jobs ends, or the lease of a
+-- period another process runs does (a leader killed mid-period: its period is taken over once
+-- its lease runs out): the leader wakes for it as for a period falling due, never leaving a
+-- retry or a takeover to the next due moment. The leader's own periods renew their leases.
+SELECT min(m.at) AS at
+FROM (
+    SELECT r.retry_after AS at
+    FROM {schema}.runs r
+    WHERE r.job_id = ANY(%(job_ids)s::bigint[]) AND r.status = 'failed'
+      AND r.retry_after > clock_timestamp()
+    UNION ALL
+    SELECT r.lease_expires_at
+    FROM {schema}.runs r
+    WHERE r.job_id = ANY(%(job_ids)s::bigint[]) AND r.status = 'running'
+      AND r.lease_expires_at > clock_timestamp() AND r.owner <> %(owner)s
+) m;

@@ -235,6 +235,102 @@ def test_a_stopped_leader_loses_its_term_and_starts_no_tick_when_it_wakes(
             r.stop()
 
 
+def long_period(project: Project, sql: Any) -> Path:
+    """A daily period due now whose first attempt runs until the test writes ``release`` (a
+    later attempt ends at once), with an 8-second lease (longer than the lead's: the new
+    leader takes the lead while it still holds); each attempt logs its number in the file
+    returned."""
+    ((today,),) = sql("SELECT date_trunc('day', clock_timestamp(), 'UTC')")
+    attempts, release = project.path / "attempts.log", project.path / "release"
+    script = (
+        f'echo "$CATCHUP_ATTEMPT" >> {attempts}; [ "$CATCHUP_ATTEMPT" -ge 2 ] || '
+        f"while [ ! -f {release} ]; do sleep 0.2; done"
+    )
+    start = f"{today - timedelta(days=1):%Y-%m-%d}"
+    project.write(
+        job_toml("long", "daily", start, catchup="latest", lease="8s", command=["sh", "-c", script])
+    )
+    return attempts
+
+
+def attempts_of(log: Path) -> list[str]:
+    return log.read_text().split() if log.exists() else []
+
+
+def taken_over(
+    sql: Any, project: Project, strike: Any, replicas: dict[int, Replica]
+) -> tuple[int, Replica]:
+    """Two ``replicas``; the leader's long period runs (attempt 1); ``strike(pid)``; then the
+    period's lease as the struck leader left it: attempt 2 starts only after it, once."""
+    attempts = long_period(project, sql)
+    replicas.update(three(project, "ab"))
+    pid, term = wait_for(lambda: leader(sql), timeout=30, what="a leader")
+    wait_for(lambda: attempts_of(attempts) == ["1"], timeout=30, what="attempt 1 to start")
+    strike(pid)
+    # as it left it: its lease is renewed no more
+    ((expires,),) = sql("SELECT lease_expires_at FROM {schema}.runs WHERE attempt = 1")
+    new_leader(sql, pid)
+    wait_for(
+        lambda: sql("SELECT attempt, status FROM {schema}.runs") == [(2, "succeeded")],
+        timeout=30,  # the new leader wakes when the lease runs out, not at the next due day
+        what="attempt 2, once the lease ran out",
+    )
+    ((started,),) = sql("SELECT started_at FROM {schema}.history WHERE attempt = 2")
+    assert started >= expires, f"attempt 2 started {started}, attempt 1's lease ran to {expires}"
+    assert attempts_of(attempts) == ["1", "2"]
+    return term, replicas[pid]
+
+
+def test_a_leader_killed_mid_period_leaves_it_to_its_lease_then_attempt_2_once(
+    project: Project, sql: Any
+) -> None:
+    replicas: dict[int, Replica] = {}
+
+    def kill(pid: int) -> None:
+        os.kill(pid, signal.SIGKILL)
+        replicas[pid].proc.wait(timeout=10)
+
+    try:
+        taken_over(sql, project, kill, replicas)
+    finally:
+        (project.path / "release").touch()  # attempt 1's orphaned command ends
+        for r in replicas.values():
+            r.stop()
+    assert sql("SELECT attempt, status FROM {schema}.runs") == [(2, "succeeded")]
+
+
+def test_a_leader_stopped_mid_period_finds_it_taken_over_when_it_wakes(
+    project: Project, sql: Any
+) -> None:
+    """SIGSTOP past both leases: attempt 2 runs on the new leader; woken, the old one finds
+    its term and its claim gone, records nothing over attempt 2 and starts nothing."""
+    stopped: list[int] = []
+
+    def stop(pid: int) -> None:
+        os.kill(pid, signal.SIGSTOP)
+        stopped.append(pid)
+
+    replicas: dict[int, Replica] = {}
+    try:
+        term, old = taken_over(sql, project, stop, replicas)
+        os.kill(stopped[0], signal.SIGCONT)
+        wait_for(lambda: f"term {term} ended" in old.said(), timeout=30, what="its term ended")
+        (project.path / "release").touch()
+        wait_for(
+            lambda: (
+                sql("SELECT count(*) FROM {schema}.history WHERE finished_at IS NULL") == [(0,)]
+            ),
+            timeout=30,
+            what="attempt 1 settled",
+        )
+        assert sql("SELECT attempt, status FROM {schema}.runs") == [(2, "succeeded")]
+        assert attempts_of(project.path / "attempts.log") == ["1", "2"]
+    finally:
+        (project.path / "release").touch()
+        for r in replicas.values():
+            r.stop()
+
+
 def test_sigterm_hands_the_lead_back_at_once_and_exits_0(project: Project, sql: Any) -> None:
     setup(project, sql, due_in=40)
     replicas = {r.proc.pid: r for r in (Replica(project, "a"), Replica(project, "b"))}
