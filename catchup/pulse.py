@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 import psycopg
 
 from .job import Job
-from .pulsefacts import Lateness, Pulse
+from .pulsefacts import Lateness, Pulse, due_within
 from .session import Session
 
 LATENESS_ROWS = 20_000  # periods read for the due-to-start latency (the last hour's)
@@ -35,7 +35,8 @@ def read_pulse(session: Session, jobs: Iterable[Job] | None = None) -> Pulse:
         if leader is not None and leader.live
         else ()
     )
-    late = lateness(session, list(jobs), now) if jobs is not None else None
+    leads = leader is not None and leader.live
+    late = lateness(session, list(jobs), now, waiting=leads) if jobs is not None else None
     ticks = session.ledger.recent_ticks(50)
     crowded = tuple((minute, tuple(hosts)) for minute, hosts in session.ledger.crowded_minutes())
     if not ticks:
@@ -51,9 +52,13 @@ def read_pulse(session: Session, jobs: Iterable[Job] | None = None) -> Pulse:
     return Pulse(last, last_host, interval, stopped, crowded, now, leader, beside, late)
 
 
-def lateness(session: Session, jobs: list[Job], now: datetime) -> Lateness | None:
+def lateness(
+    session: Session, jobs: list[Job], now: datetime, *, waiting: bool = False
+) -> Lateness | None:
     """How long the periods that fell due in the last hour waited to start (their first
-    attempt's claim): None when none did."""
+    attempt's claim), and with ``waiting`` (a scheduler leads: it starts each as it falls
+    due), those still waiting, since they fell due (every worker busy, or the leader held
+    up); None when none did."""
     rows = session.job_rows(write=False)
     by_id = {rows[job.name].id: job for job in jobs if job.name in rows}
     if not by_id:
@@ -65,4 +70,33 @@ def lateness(session: Session, jobs: list[Job], now: datetime) -> Lateness | Non
         due = job.timeline.period(start).end + job.delay
         if now - due <= LATENESS_WINDOW and started >= due:  # not a replay, nor run early
             waits.append((started - due).total_seconds())
-    return Lateness.of(waits)
+    unstarted = _unstarted(session, by_id, resolved, now) if waiting else []
+    return Lateness.of(waits, [(now - due).total_seconds() for due in unstarted])
+
+
+def _unstarted(
+    session: Session, by_id: dict[int, Job], resolved: dict[str, Job], now: datetime
+) -> list[datetime]:
+    """When each period that fell due in the last hour, and that a tick would start now, fell
+    due, of those the ledger has no run of: still waiting. Only what waits on the scheduler
+    alone: not a keyed job's (its keys each wait apart), a paused or held one's, nor one
+    that waits for upstream periods (``after``)."""
+    rows = session.job_rows(write=False)
+    held = session.held()
+    ids, starts, dues = [], [], []
+    for job_id, job in by_id.items():
+        row = rows[job.name]
+        if job.keyed or job.after or row.paused_at is not None or job.name in held:
+            continue
+        for period in due_within(resolved[job.name], now, LATENESS_WINDOW, LATENESS_ROWS):
+            ids.append(job_id)
+            starts.append(period.start)
+            dues.append(period.end + resolved[job.name].delay)
+    if not ids:
+        return []
+    ran = set(session.ledger.periods_with_runs(ids, starts))
+    return [
+        due
+        for job_id, start, due in zip(ids, starts, dues, strict=True)
+        if (job_id, start) not in ran
+    ]

@@ -5,11 +5,13 @@ how late periods start, and the warnings all of that gives."""
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
+from .job import Job
 from .leadership import Leader
-from .schedule import span
+from .schedule import Period, span
 
 # the last hour's due-to-start p99 (seconds) past which the pulse is amber, then red: never a
 # green tick beside an hour of periods started late (issue 49)
@@ -17,6 +19,25 @@ LATE_WARN = 60.0
 LATE_BAD = 15 * 60.0
 # the histogram's upper bounds (seconds) of catchup_due_to_start_seconds in /metrics
 LATE_BUCKETS = (1.0, 2.0, 5.0, 15.0, 60.0, 300.0, 900.0, 3600.0)
+
+
+def due_within(job: Job, now: datetime, window: timedelta, most: int) -> list[Period]:
+    """The periods of ``job`` that fell due in the ``window`` before ``now`` (newest first, at
+    most ``most``) and that its catch-up policy would start: every one (``all``, inside its
+    ``catchup_window``), else only the newest."""
+    found: list[Period] = []
+    latest = job.timeline.latest_due(job.delay, now)
+    while latest is not None and len(found) < most and latest.start >= job.anchor:
+        if latest.end + job.delay <= now - window:
+            break
+        if job.catchup != "all" and found:
+            break
+        if job.catchup == "all" and latest.start < now - job.catchup_window:
+            break
+        found.append(latest)
+        before = job.timeline.before(latest.start)
+        latest = None if before is None else Period(before, latest.start)
+    return found
 
 
 @dataclass(frozen=True)
@@ -31,6 +52,7 @@ class Lateness:
     worst: float
     # how many waited at most each bound of LATE_BUCKETS (cumulative, as a histogram says it)
     buckets: tuple[int, ...] = ()
+    waiting: int = 0  # of ``count``, how many have not started yet (their wait so far)
 
     @property
     def level(self) -> str:
@@ -38,7 +60,9 @@ class Lateness:
         return "bad" if self.p99 > LATE_BAD else "warn" if self.p99 > LATE_WARN else "ok"
 
     @classmethod
-    def of(cls, waits: list[float]) -> Lateness | None:
+    def of(cls, waits: Sequence[float], waiting: Sequence[float] = ()) -> Lateness | None:
+        """Of the started periods' ``waits``, and the ``waiting`` ones' waits so far."""
+        waits = [*waits, *waiting]
         if not waits:
             return None
         ranked = sorted(waits)
@@ -47,7 +71,8 @@ class Lateness:
             return ranked[max(0, min(len(ranked) - 1, math.ceil(len(ranked) * q) - 1))]
 
         counted = tuple(sum(1 for w in ranked if w <= le) for le in LATE_BUCKETS)
-        return cls(len(ranked), sum(ranked), rank(0.5), rank(0.99), ranked[-1], counted)
+        late = rank(0.5), rank(0.99), ranked[-1]
+        return cls(len(ranked), sum(ranked), *late, counted, len(waiting))
 
     def histogram(self) -> list[tuple[str, int]]:
         """(le, count) for each bound, then +Inf: the histogram's buckets."""

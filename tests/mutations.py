@@ -256,6 +256,17 @@ MUTATIONS = (
         ),
     ),
     Mutation(
+        "waiting-periods-are-never-late",
+        "while a scheduler leads, a due period not started yet counts as late as it is",
+        "catchup/pulse.py",
+        "    unstarted = _unstarted(session, by_id, resolved, now) if waiting else []\n",
+        "    unstarted: list[datetime] = []\n",
+        (
+            "tests/integration/test_pulse_leader.py::"
+            "test_periods_still_waiting_while_a_scheduler_leads_turn_the_pulse_red",
+        ),
+    ),
+    Mutation(
         "retry-moments-do-not-wake-the-leader",
         "the leader wakes when a failed period's backoff ends, not at the next due moment",
         "catchup/api/scheduling.py",

@@ -175,6 +175,14 @@ class Changing(LedgerBase):
         rows = self.conn.execute(self._q("first_starts"), params).fetchall()
         return [(row[0], row[1], row[2]) for row in rows]
 
+    def periods_with_runs(
+        self, job_ids: list[int], starts: list[datetime]
+    ) -> list[tuple[int, datetime]]:
+        """Of the pairs (``job_ids[n]``, ``starts[n]``), those the ledger has a run of."""
+        params = {"job_ids": job_ids, "starts": starts}
+        rows = self.conn.execute(self._q("periods_with_runs"), params).fetchall()
+        return [(row[0], row[1]) for row in rows]
+
     def ticks_beside_leader(self, since: datetime) -> list[tuple[str, int, datetime]]:
         """Hosts whose ``catchup tick`` ran since the scheduler's lead was taken (``since``,
         within the last hour): host, how many ticks, the newest."""

@@ -171,7 +171,8 @@ METRICS = (
 
 
 DUE_TO_START = (
-    "How long the periods that fell due in the last hour waited to start (first attempts)."
+    "How long the periods that fell due in the last hour waited to start (first attempts;"
+    " while a scheduler leads, one not started yet counts its wait so far)."
 )
 WORKERS = "The live `catchup scheduler` leader's workers in the lane (the default: --workers)."
 WORKERS_BUSY = "Of those, how many run a period now: all busy, and a due period waits."

@@ -335,6 +335,7 @@ def scheduler_json(pulse: Pulse) -> dict[str, object]:
             "p50_seconds": round(late.p50, 3),
             "p99_seconds": round(late.p99, 3),
             "max_seconds": round(late.worst, 3),
+            "waiting": late.waiting,
         },
     }
 

@@ -59,10 +59,11 @@ def lateness_text(pulse: Pulse) -> str | None:
     late = pulse.late
     if late is None:
         return None
+    still = f"; {late.waiting} still waiting, counted as late as they are" if late.waiting else ""
     return (
         f"the last hour's {late.count} {'period' if late.count == 1 else 'periods'} started "
         f"{seconds(late.p50)} after falling due (p99 {seconds(late.p99)}, "
-        f"worst {seconds(late.worst)})"
+        f"worst {seconds(late.worst)}{still})"
     )
 
 

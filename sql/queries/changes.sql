@@ -179,6 +179,14 @@ FROM (
 GROUP BY r.job_id, r.period_start
 LIMIT %(limit)s;
 
+-- name: periods_with_runs
+-- Of these (job, unkeyed period) pairs, those the ledger has a run of: the rest fell due and
+-- wait to start (the pulse's due-to-start latency counts them as late as they are).
+SELECT c.job_id, c.period_start
+FROM unnest(%(job_ids)s::bigint[], %(starts)s::timestamptz[]) AS c(job_id, period_start)
+WHERE EXISTS (SELECT 1 FROM {schema}.runs r
+              WHERE r.job_id = c.job_id AND r.key = '' AND r.period_start = c.period_start);
+
 -- name: decide_suspects
 -- Suspect periods decided (lost, adopted, waived) by sql/migrations/0021's decide_suspects:
 -- those decided, each with the attempt number it now has.

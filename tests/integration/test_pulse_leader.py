@@ -111,3 +111,32 @@ def test_due_to_start_latency_is_in_the_json_and_the_metrics(project: Project, s
     # a period that fell due more than an hour ago, run now, is a replay, not a late start
     assert project.cli("run", "pulse", "--period", first).exit_code == 0
     assert pulse(project)["due_to_start"]["periods"] == 1
+
+
+def test_periods_still_waiting_while_a_scheduler_leads_turn_the_pulse_red(
+    project: Project, sql: Any, ledger: Ledger
+) -> None:
+    """Every worker busy for an hour: no period of the last hour started, so none has a
+    due-to-start time; yet while a scheduler leads, those still waiting count as late as they
+    are, and the pulse is red, never a green tick beside an hour of lateness."""
+    now = sql("SELECT clock_timestamp()")[0][0]
+    start = (now - timedelta(hours=2)).replace(minute=0, second=0, microsecond=0)
+    project.write(
+        job_toml(
+            "sixth",
+            schedule="every 10 minutes",
+            start=start.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            command=["true"],
+        )
+    )
+    assert project.cli("-q", "migrate").exit_code == 0
+    assert project.cli("-q", "mark", "sixth", start.strftime("%Y-%m-%dT%H:%M:%SZ"), "--done",
+                       "--reason", "registered").exit_code == 0  # fmt: skip
+    assert pulse(project)["due_to_start"] is None  # no scheduler: a CronJob's interval decides
+    assert ledger.lead("replica-a:1:abc", 0, timedelta(seconds=60)) is not None
+    said = pulse(project)
+    late = said["due_to_start"]
+    assert late["waiting"] == late["periods"] >= 5, late  # six fell due in the hour (or five)
+    assert late["p99_seconds"] > 15 * 60, late
+    assert [w for w in said["warnings"] if w.startswith("the last hour's periods started late")]
+    assert "still waiting" in project.cli("jobs").output

@@ -35,3 +35,24 @@ def test_a_p99_past_a_minute_is_amber_and_past_a_quarter_hour_red() -> None:
     line = pulse_line(report(hours))
     assert line["level"] == "bad" and line["glyph"] == "✖"
     assert "over 15m" in hours.warnings[0]
+
+
+def test_the_periods_that_fell_due_in_the_hour_that_a_tick_would_start() -> None:
+    """Every one a catch-up-all job's tick would start (newest first), the newest only of a
+    catch-up-latest job's; none before the job's start, nor at `now` not yet due."""
+    from catchup.config import make_job
+    from catchup.pulsefacts import due_within
+
+    now = NOW + timedelta(minutes=5)  # 12:05: due at 11:10 … 12:00 (11:05's end is 11:10)
+    every = make_job("a", "every 10 minutes", "2026-10-01T09:00:00Z", command=["true"])
+    dues = [p.end for p in due_within(every, now, timedelta(hours=1), 100)]
+    assert dues == [NOW - timedelta(minutes=10 * n) for n in range(6)]
+    assert len(due_within(every, now, timedelta(hours=1), 2)) == 2  # bounded
+    latest = make_job(
+        "b", "every 10 minutes", "2026-10-01T09:00:00Z", catchup="latest", command=["true"]
+    )
+    assert [p.end for p in due_within(latest, now, timedelta(hours=1), 100)] == [NOW]
+    young = make_job("c", "every 10 minutes", "2026-10-01T11:40:00Z", command=["true"])
+    assert [p.start for p in due_within(young, now, timedelta(hours=1), 100)] == [
+        NOW - timedelta(minutes=10), NOW - timedelta(minutes=20)
+    ]  # fmt: skip
