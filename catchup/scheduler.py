@@ -51,6 +51,7 @@ class Keeper(threading.Thread):
         say: Callable[[str], None],
         changed: threading.Event | None = None,
         loads: Callable[[], dict[str, tuple[int, int]]] = dict,
+        on_lead: Callable[[], object] = lambda: None,
     ) -> None:
         super().__init__(name="catchup-scheduler-lead", daemon=True)
         self._target, self._schema = target, schema
@@ -60,6 +61,7 @@ class Keeper(threading.Thread):
         # set when the lead is taken or lost (and by the caller: a worker freed, a reload)
         self.changed = changed if changed is not None else threading.Event()
         self._loads = loads  # each lane's workers and how many are busy: published each renewal
+        self._on_lead = on_lead  # called each time it takes the lead
         self.stop = threading.Event()
         self._lock = threading.Lock()
         self._ledger: Ledger | None = None
@@ -101,6 +103,7 @@ class Keeper(threading.Thread):
                     self._say(f"leading again (term {self.term}, its lease outlived the cut)")
                 elif self.term is not None:
                     self._say(f"leading (term {self.term})")
+                    self._on_lead()
                 elif held is not None and self._cut is None:
                     self._say(f"term {held} ended: another replica leads")
                 self.changed.set()
@@ -168,6 +171,7 @@ def schedule(
     recheck: threading.Event | None = None,
     pending: Callable[[], bool] = lambda: False,
     reload: Callable[[], None] = lambda: None,
+    on_lead: Callable[[], object] = lambda: None,
 ) -> None:
     """Lead or stand by until ``stopping``; as the leader, start a tick of each lane with a
     free worker, ``tick(fence, interrupted, term, lane, workers)`` on a thread of its own,
@@ -181,7 +185,7 @@ def schedule(
     after it). ``recheck`` (set by the caller when a period failed, and here when a tick
     ends): when to wake is asked again, as a retry's backoff may end sooner."""
     holder = f"{owner_name()}:{secrets.token_hex(3)}"
-    keeper = Keeper(target, schema, holder, lease, say, woken, loads)
+    keeper = Keeper(target, schema, holder, lease, say, woken, loads, on_lead)
     interrupted = threading.Event()
     ticks: list[threading.Thread] = []
     failed: list[BaseException] = []

@@ -267,6 +267,17 @@ MUTATIONS = (
         ),
     ),
     Mutation(
+        "the-page-waits-a-refresh-to-name-its-leader",
+        "a scheduler's --serve page scans again the moment its process takes the lead",
+        "catchup/scheduler.py",
+        "                    self._on_lead()\n",
+        "                    pass\n",
+        (
+            "tests/integration/test_scheduler_reload.py::"
+            "test_the_page_names_the_leader_once_its_own_process_leads",
+        ),
+    ),
+    Mutation(
         "retry-moments-do-not-wake-the-leader",
         "the leader wakes when a failed period's backoff ends, not at the next due moment",
         "catchup/api/scheduling.py",

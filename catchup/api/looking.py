@@ -274,7 +274,7 @@ class Looking(Base):
         configs: Callable[[], Config] | None = None,
         notice: Callable[[], str | None] = lambda: None,
         option: str = "--listen",
-        on_watcher: Callable[[Callable[[], None]], None] | None = None,
+        on_watcher: Callable[[Watcher], None] | None = None,
         reload: threading.Event | None = None,
         say: Callable[[str], None] = lambda line: None,
     ) -> None:
@@ -392,8 +392,8 @@ class Looking(Base):
             title=self.config.title,
             notice=notice,
         )
-        if on_watcher is not None:  # how to render the pages again when the notice changes
-            on_watcher(watcher.republish)
+        if on_watcher is not None:  # to render the pages again, or scan, when things change
+            on_watcher(watcher)
         if watch is not None and reload is not None:
             _reloading(watch, watcher, reload, stop, say)
         try:

@@ -24,6 +24,7 @@ from .running import Running
 if TYPE_CHECKING:
     from ..job import Config
     from ..reloading import ConfigWatch
+    from ..serve import Watcher
 
 LISTEN_WAIT = 30.0  # seconds the page's port may take to be bound before the scheduler starts
 
@@ -142,6 +143,7 @@ class Scheduling(Running, Looking):
 
         page: threading.Thread | None = None
         republish: list[Callable[[], None]] = []  # the served pages, rendered again
+        rescan: list[Callable[[], None]] = []  # the served pages, scanned again
 
         def reloaded() -> None:
             if watch is None:
@@ -160,10 +162,11 @@ class Scheduling(Running, Looking):
                 again()
 
         if serve is not None:  # bound first: a bad port is refused, nothing written
-            page, again = self._serve_beside(
+            page, again, soon = self._serve_beside(
                 serve, refresh, stopping, on_listening, watch, lambda: self.config
             )
             republish.append(again)
+            rescan.append(soon)
         self._keys_checked = True  # it keeps leading whatever a job's keys do (issue 46)
         try:
             session = self.session  # opened (and the ledger migrated) before anything leads
@@ -188,6 +191,7 @@ class Scheduling(Running, Looking):
                 recheck=recheck,
                 pending=pending,
                 reload=reloaded,
+                on_lead=lambda: [again() for again in rescan],  # the page says who leads now
             )
         finally:
             stopping.set()
@@ -202,13 +206,13 @@ class Scheduling(Running, Looking):
         on_listening: Callable[[str], None] | None,
         watch: ConfigWatch | None,
         configs: Callable[[], Config],
-    ) -> tuple[threading.Thread, Callable[[], None]]:
+    ) -> tuple[threading.Thread, Callable[[], None], Callable[[], None]]:
         """Serve the pages from a thread of this process, on a facade of its own (its own
         connections): returned once the port is bound; a port that cannot be is refused."""
         pages = type(self)(self.config, dsn=self._dsn)
         bound = threading.Event()
         failed: list[BaseException] = []
-        watchers: list[Callable[[], None]] = []
+        watchers: list[Watcher] = []
 
         def notice() -> str | None:
             return None if watch is None else watch.state.notice
@@ -246,7 +250,11 @@ class Scheduling(Running, Looking):
             raise ConfigError(f"--serve {at[0]}:{at[1]}: not listening after {LISTEN_WAIT:g} s")
 
         def changed() -> None:
-            for republish in watchers:
-                republish()
+            for watcher in watchers:
+                watcher.republish()
 
-        return thread, changed
+        def scan_soon() -> None:
+            for watcher in watchers:
+                watcher.scan_soon()
+
+        return thread, changed, scan_soon

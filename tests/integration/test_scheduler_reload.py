@@ -161,3 +161,19 @@ def test_a_serve_port_that_cannot_be_bound_is_refused_before_anything_is_written
     assert said[-1].startswith(f"catchup: --serve 127.0.0.1:{port}: "), result.stderr
     assert "Traceback" not in result.stderr
     assert nothing_written(project.database, project.schema)
+
+
+def test_the_page_names_the_leader_once_its_own_process_leads(project: Project, sql: Any) -> None:
+    """The page's first scan comes before the lead is taken (it is served first, so a bad port
+    is refused before anything leads); taking the lead scans again at once, so the page never
+    says "no leader" for a whole refresh (an hour here) beside the leader itself."""
+    project.write(jobs(start_of(sql), "bill"))
+    scheduler = Scheduler(project, "--serve", f"127.0.0.1:{free_port()}", "--refresh", "1h")
+    try:
+        scheduler.saying("leading (term 1)", "the lead")
+        found = re.search(r"serving (http://127\.0\.0\.1:\d+/)", scheduler.said())
+        assert found is not None, scheduler.said()
+        wait_for(lambda: "led by " in get(found.group(1))[1], timeout=30, what="the leader named")
+    finally:
+        code = scheduler.stop()
+    assert code == 0, scheduler.said()
