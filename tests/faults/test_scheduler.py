@@ -331,6 +331,61 @@ def test_a_leader_stopped_mid_period_finds_it_taken_over_when_it_wakes(
             r.stop()
 
 
+def test_sigterm_mid_period_hands_the_lead_back_and_lets_the_period_finish(
+    project: Project, sql: Any
+) -> None:
+    """SIGTERM while the leader's long period runs: a standby leads at once (handed back, not
+    expired), starts nothing of that period, and the period finishes within --grace on the
+    old leader, which then exits 0: attempt 1 succeeded, no attempt 2."""
+    attempts = long_period(project, sql)
+    replicas = three(project, "ab")
+    try:
+        pid, term = wait_for(lambda: leader(sql), timeout=30, what="a leader")
+        wait_for(lambda: attempts_of(attempts) == ["1"], timeout=30, what="attempt 1 to start")
+        asked = time.monotonic()
+        replicas[pid].proc.send_signal(signal.SIGTERM)
+        _, second = new_leader(sql, pid)
+        assert second == term + 1 and time.monotonic() - asked < LEASE
+        assert replicas[pid].proc.poll() is None  # its period runs on, within the grace
+        (project.path / "release").touch()
+        assert replicas[pid].proc.wait(timeout=30) == 0, replicas[pid].said()
+        assert sql("SELECT attempt, status FROM {schema}.runs") == [(1, "succeeded")]
+        assert attempts_of(attempts) == ["1"]
+    finally:
+        (project.path / "release").touch()
+        for r in replicas.values():
+            r.stop()
+
+
+def test_sigterm_past_the_grace_stops_the_period_and_the_new_leader_runs_it_once(
+    project: Project, sql: Any
+) -> None:
+    """The period outlives --grace (5 s): stopped, recorded interrupted (no failure counted),
+    the old leader exits 0, and the new leader runs it again as attempt 2, once."""
+    attempts = long_period(project, sql)
+    replicas = three(project, "ab")
+    try:
+        pid, _ = wait_for(lambda: leader(sql), timeout=30, what="a leader")
+        wait_for(lambda: attempts_of(attempts) == ["1"], timeout=30, what="attempt 1 to start")
+        replicas[pid].proc.send_signal(signal.SIGTERM)
+        assert replicas[pid].proc.wait(timeout=30) == 0, replicas[pid].said()
+        wait_for(
+            lambda: (
+                sql("SELECT attempt, status, failures FROM {schema}.runs") == [(2, "succeeded", 0)]
+            ),
+            timeout=30,
+            what="attempt 2 on the new leader",
+        )
+        assert sql("SELECT status FROM {schema}.history ORDER BY attempt") == [
+            ("interrupted",), ("succeeded",)
+        ]  # fmt: skip
+        assert attempts_of(attempts) == ["1", "2"]
+    finally:
+        (project.path / "release").touch()
+        for r in replicas.values():
+            r.stop()
+
+
 def test_sigterm_hands_the_lead_back_at_once_and_exits_0(project: Project, sql: Any) -> None:
     setup(project, sql, due_in=40)
     replicas = {r.proc.pid: r for r in (Replica(project, "a"), Replica(project, "b"))}
