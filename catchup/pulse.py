@@ -28,7 +28,8 @@ def read_pulse(session: Session, jobs: Iterable[Job] | None = None) -> Pulse:
     now = session.now()
     try:
         leader = session.ledger.leader_now()
-    except psycopg.errors.UndefinedTable:  # a ledger from before migration 0018 (doctor reads)
+    # a ledger from before migration 0018 (or 0024, the lanes), read where nothing migrates
+    except (psycopg.errors.UndefinedTable, psycopg.errors.UndefinedColumn):
         leader = None
     beside = (
         tuple(session.ledger.ticks_beside_leader(leader.since))
