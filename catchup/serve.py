@@ -62,6 +62,9 @@ class View:
     generation: int = 0  # a new one per view: what rendered pages are cached by
 
 
+SOON_POLL = 0.25  # seconds between looks at a scan asked for sooner (a reload)
+
+
 class Watcher:
     """Scans every ``refresh`` seconds with ``scan()`` and keeps the newest :class:`View`."""
 
@@ -199,11 +202,11 @@ class Watcher:
             self._rest()
 
     def _rest(self) -> None:
-        """Until the next scan: ``refresh`` seconds, a stop (looked at every second), or a
-        scan asked for sooner."""
+        """Until the next scan: ``refresh`` seconds, a stop, or a scan asked for sooner
+        (looked at every quarter of a second)."""
         until = time.monotonic() + self.refresh
-        while not self.stop.is_set() and (left := until - time.monotonic()) > 0:
-            if self._soon.wait(min(left, 1.0)):
+        while not self._soon.is_set() and (left := until - time.monotonic()) > 0:
+            if self.stop.wait(min(left, SOON_POLL)):
                 break
         self._soon.clear()
 
