@@ -83,8 +83,12 @@ def test_a_leader_whose_term_was_taken_starts_no_tick_under_it(
     stopping = threading.Event()
     said: list[str] = []
 
-    def tick(fence: Fence, interrupted: threading.Event, term: int, workers: int) -> None:
+    def tick(
+        fence: Fence, interrupted: threading.Event, term: int, lane: InFlight, workers: int
+    ) -> None:
         ticks.append((term, time.monotonic()))
+
+    lane = InFlight(2)
 
     runner = threading.Thread(
         target=schedule,
@@ -94,7 +98,7 @@ def test_a_leader_whose_term_was_taken_starts_no_tick_under_it(
             "grace": 1.0,
             "stopping": stopping,
             "say": said.append,
-            "flight": InFlight(2),
+            "lanes": lambda: {lane.name: lane},
         },
     )
     runner.start()
