@@ -250,3 +250,33 @@ def test_a_lane_never_takes_another_lanes_workers(
         timeout=30,
         what="the scan's pulse to name each lane's busy workers",
     )
+
+
+def test_a_job_removed_while_its_period_runs_lets_it_finish(
+    project: Project, sql: Any, leader: Leader
+) -> None:
+    """The config drops the long job while its period runs: the period finishes and is
+    recorded (a removed job starts nothing more; what runs is not cut off)."""
+    quick = job_toml("quick", "daily", day_before(sql), catchup="latest", command=["true"])
+    project.write(long_job(project.path, sql) + quick)
+    leader.start()
+    wait_for(lambda: running(project.path), timeout=60, what="the long period to start")
+    project.write(quick)
+
+    def reloaded() -> bool:
+        leader.up()
+        return "config reloaded: 1 job (removed long)" in said(project)
+
+    wait_for(reloaded, timeout=30, what="the reload")
+    (project.path / "release").touch()
+    wait_for(
+        lambda: (
+            sql(
+                "SELECT r.status, r.attempt FROM {schema}.runs r JOIN {schema}.jobs j"
+                " ON j.id = r.job_id WHERE j.name = 'long'"
+            )
+            == [("succeeded", 1)]
+        ),
+        timeout=30,
+        what="the long period's success recorded",
+    )
