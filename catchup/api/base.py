@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Self
 
 from .. import db
 from ..bounds import Bound
-from ..config import find_config, load_config
+from ..config import find_config, lane_unknown, load_config
 from ..errors import ConfigError
 from ..job import Config, Job
 from ..results import Connected
@@ -159,6 +159,11 @@ class Base:
             keys = {name: job.keys for name, job in loaded.jobs.items()}
             problems = graph_problems(after, policies, keys)
             wrong = [f"jobs.{n}.after: {said}" for n, said in problems.items()]
+            wrong += [
+                f"jobs.{name}.lane: {lane_unknown(job.lane, loaded.lanes)}"
+                for name, job in loaded.jobs.items()
+                if job.lane is not None and job.lane not in loaded.lanes
+            ]
             if wrong:
                 raise ConfigError(wrong)
         self.config = loaded

@@ -216,3 +216,32 @@ def test_not_renamed_is_a_flag_that_contradicts_renamed_from(tmp_path: Path) -> 
         with pytest.raises(ConfigError) as info:
             parse_config((GOOD + extra).encode(), path)
         assert said in str(info.value), info.value
+
+
+def test_lanes_and_a_jobs_lane_are_checked_naming_the_line(tmp_path: Path) -> None:
+    """[scheduler.lanes]: each a name and 1 to 64 workers, never `default` (that lane's are
+    --workers); a job's lane must be one of them. Each mistake on its own line."""
+    job = '[jobs.{}]\nschedule = "daily"\nstart = "2026-10-01"\ncommand = ["true"]\nlane = "{}"\n'
+    text = (
+        "[scheduler.lanes]\nslow = 1\nfast = 0\ndefault = 3\n\n"
+        + job.format("a", "slwo")
+        + job.format("b", "default")
+        + job.format("c", "slow")
+    )
+    with pytest.raises(ConfigError) as caught:
+        parse_config(text.encode(), tmp_path / "catchup.toml")
+    assert str(caught.value).splitlines() == [
+        f"{tmp_path / 'catchup.toml'}:3: scheduler.lanes.fast: expected 1 to 64 workers, got 0",
+        f"{tmp_path / 'catchup.toml'}:4: scheduler.lanes.default: the default lane's workers "
+        "are the scheduler's --workers",
+        f"{tmp_path / 'catchup.toml'}:10: jobs.a.lane: [scheduler.lanes] has no lane 'slwo' "
+        "(did you mean 'slow'?)",
+        f"{tmp_path / 'catchup.toml'}:15: jobs.b.lane: 'default' is the lane of jobs without "
+        "one: leave lane out",
+    ]
+    good = parse_config(
+        b"[scheduler.lanes]\nslow = 2\n\n" + job.format("c", "slow").encode(),
+        tmp_path / "catchup.toml",
+    )
+    assert good.lanes == {"slow": 2} and good.jobs["c"].lane == "slow"
+    assert good.lane_jobs() == {"slow": ["c"]}
