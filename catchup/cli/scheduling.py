@@ -20,7 +20,10 @@ from .options import Listen, Seconds, refresh_option, workers_option
 )
 @workers_option(
     SCHEDULER_WORKERS,
-    what="Periods the leader runs at once (a long one holds one, never the others)",
+    what=(
+        "Periods the leader runs at once in the default lane (a long one holds one, never "
+        "the others; [scheduler.lanes] have their own)"
+    ),
 )
 @click.option(
     "--lease",
@@ -66,7 +69,8 @@ def scheduler(
     tick` does (each job's catch-up policy, the same claim path), and it wakes when the next
     period of any job falls due or a failed one's backoff ends, not on a fixed minute. It
     never waits for what runs: a period starts as it falls due on one of --workers while the
-    others run (a two-hour job holds one worker, nothing else). The others stand by and take over
+    others run (a two-hour job holds one worker, nothing else; a job with a lane runs on that
+    lane's own workers, [scheduler.lanes] in catchup.toml). The others stand by and take over
     within --lease plus a second when it is gone. On SIGTERM (a rolling deploy) the leader
     hands the lead back at once, starts nothing new, lets what runs finish for up to --grace,
     and exits 0. The config file is read again on SIGHUP and when it changes (a ConfigMap
