@@ -6,16 +6,16 @@ from __future__ import annotations
 
 import os
 import tomllib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from .bounds import SCHEDULER_WORKERS
 from .errors import ConfigError
-from .job import DEFAULT_LANE, Alerts, Config, Job, Serve, Webhook
+from .job import Alerts, Config, Job, Serve, Webhook
 from .jobkeys import parse_job, suggest, workdir_of
+from .lanes import lane_unknown, parse_lanes
 from .tomllines import KeyLines, toml_error
 from .upstream import graph_problems
 from .values import (
@@ -134,7 +134,7 @@ def parse_config(raw: bytes, path: Path, *, schema: str | None = None) -> Config
     project_name = _parse_project(data.get("project"), problem) if "project" in data else None
     keep_detail = _parse_ledger(data.get("ledger"), problem) if "ledger" in data else None
     serve = _parse_serve(data.get("serve"), problem) if "serve" in data else Serve()
-    lanes = _parse_scheduler(data.get("scheduler"), problem) if "scheduler" in data else {}
+    lanes = parse_lanes(data.get("scheduler"), problem) if "scheduler" in data else {}
 
     jobs: dict[str, Job] = {}
     table = data.get("jobs", {})
@@ -249,48 +249,6 @@ def _parse_ledger(
         problem(("ledger", "keep_detail"), "ledger.keep_detail: at least 1d")
         return None
     return kept
-
-
-def _parse_scheduler(
-    value: object, problem: Callable[[tuple[str, ...], str], None]
-) -> dict[str, int]:
-    """``[scheduler.lanes]``: each lane's name and its own number of workers (the default
-    lane's are the scheduler's --workers)."""
-    if not isinstance(value, dict):
-        problem(("scheduler",), "[scheduler] must be a table, like [scheduler.lanes] slow = 1")
-        return {}
-    for key in value:
-        if key != "lanes":
-            problem(("scheduler", key), f"scheduler.{key}: unknown key{suggest(key, {'lanes'})}")
-    table = value.get("lanes", {})
-    if not isinstance(table, dict):
-        problem(("scheduler", "lanes"), "scheduler.lanes: a table of lanes, like slow = 1")
-        return {}
-    lanes: dict[str, int] = {}
-    for name, workers in table.items():
-        where = ("scheduler", "lanes", name)
-        if name == DEFAULT_LANE:
-            default = "the default lane's workers are the scheduler's --workers"
-            problem(where, f"scheduler.lanes.{name}: {default}")
-        elif (said := name_problem(name, "lane")) is not None:
-            problem(where, f"scheduler.lanes: {said}")
-        elif isinstance(workers, bool) or not isinstance(workers, int):
-            wanted = f"a whole number of workers, got {type_name(workers)}"
-            problem(where, f"scheduler.lanes.{name}: {wanted}")
-        elif SCHEDULER_WORKERS.problem(workers) is not None:
-            bounds = f"{SCHEDULER_WORKERS.low} to {SCHEDULER_WORKERS.high}"
-            problem(where, f"scheduler.lanes.{name}: expected {bounds} workers, got {workers}")
-        else:
-            lanes[name] = workers
-    return lanes
-
-
-def lane_unknown(lane: str, lanes: Mapping[str, int]) -> str:
-    """Why a job's ``lane`` is refused: [scheduler.lanes] has no such lane."""
-    if lane == DEFAULT_LANE:
-        return f"{lane!r} is the lane of jobs without one: leave lane out"
-    known = f" (it has {', '.join(sorted(lanes))})" if lanes else ""
-    return f"[scheduler.lanes] has no lane {lane!r}{suggest(lane, set(lanes)) or known}"
 
 
 SERVE_KEYS = frozenset({"title", "public_url"})

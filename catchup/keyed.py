@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import bisect
 import heapq
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import replace
 from datetime import datetime
 
@@ -386,3 +386,9 @@ def keys_findings(ledger: Ledger, jobs: list[Job]) -> list[Finding]:
         said = f"{job.name}: the keys query returns {len(rows):,} key(s) on {where}"
         found.append(Finding("ok", "keys", said))
     return found
+
+
+def from_start(job: Job, rows: Iterable[KeyRow]) -> tuple[KeyRow, ...]:
+    """The keys as people see them: none expected before the job's start (a keys query's
+    date column may say 2019 for a job that starts in 2026)."""
+    return tuple(replace(k, expected_from=max(k.expected_from, job.anchor)) for k in rows)

@@ -1,23 +1,29 @@
-"""A long-running process's config, read again when it changes (``catchup scheduler``): on
-SIGHUP, and when the file's content changes (an edit, a Kubernetes ConfigMap swapped under
-it). A version that does not load, or names another ledger, is refused: the last good config
-stays in use, and the problem is said once in the log and shown until a good version comes
-(the page, ``/readyz``)."""
+"""A long-running process's config, read again when it changes (``catchup scheduler``,
+``catchup serve``): on SIGHUP, and when the file's content changes (an edit, a Kubernetes
+ConfigMap swapped under it). A version that does not load, or names another ledger, is
+refused: the last good config stays in use, and the problem is said once in the log and shown
+until a good version comes (the page, ``/readyz``)."""
 
 from __future__ import annotations
 
 import hashlib
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .config import load_config
 from .errors import ConfigError
 from .job import Config
 
+if TYPE_CHECKING:
+    from .serve import Watcher
+
 SETTLE = 0.1  # seconds a changed file must stay the same before it is read
+CONFIG_POLL = 2.0  # seconds between looks at the config file (and at a SIGHUP)
 
 
 @dataclass(frozen=True)
@@ -122,3 +128,29 @@ class ConfigWatch:
     def _refused(self, problem: str) -> tuple[ConfigState, str]:
         self.state = ConfigState(self.state.config, self.state.loaded_at, problem)
         return self.state, f"config not reloaded: {self.state.notice}"
+
+
+def reread(
+    watch: ConfigWatch,
+    watcher: Watcher,
+    reload: threading.Event,
+    stop: threading.Event,
+    say: Callable[[str], None],
+) -> None:
+    """``catchup serve``'s: a thread that reads the config again on ``reload`` (a SIGHUP) or
+    a change of its file, every :data:`CONFIG_POLL` seconds: said, and scanned at once."""
+
+    def run() -> None:
+        while not stop.wait(CONFIG_POLL):
+            if reload.is_set():
+                reload.clear()
+                watch.hup.set()
+            if not watch.pending():
+                continue
+            state, said = watch.load()
+            if said:
+                say(said)
+            watcher.title = state.config.title
+            watcher.scan_soon()  # its jobs, and the notice, on the page at once
+
+    threading.Thread(target=run, name="catchup-serve-config", daemon=True).start()

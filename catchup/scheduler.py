@@ -28,12 +28,12 @@ from .errors import DatabaseError, first_line
 from .inflight import InFlight
 from .leadership import Lead
 from .ledger import Ledger
+from .reloading import CONFIG_POLL
 from .session import owner_name
 
 STANDBY_POLL = 1.0  # seconds between a standby's asks for the lead
 LONGEST_SLEEP = 60.0  # a leader with nothing due still looks at least this often
 LATE = 0.05  # seconds past a period's due moment it wakes (the hosts' clocks drift)
-CONFIG_POLL = 2.0  # seconds between looks at the config file (and at a SIGHUP)
 RECHECK_POLL = 1.0  # seconds between looks at a recheck asked (a failure, a tick ended)
 FINISH_SLACK = 60.0  # seconds past the grace and a lease a stopping leader waits for its ticks
 

@@ -736,8 +736,9 @@ MUTATIONS = (
         "scheduler-term-fence",
         "a leader whose term ended (paused, cut off, taken over) starts no tick under it",
         "catchup/scheduler.py",
-        "            term = keeper.renew()\n            if term is None or stopping.is_set():\n",
-        "            term = keeper.term or 0\n            if stopping.is_set():\n",
+        "                term = keeper.renew()\n"
+        "                if term is None or stopping.is_set():\n",
+        "                term = keeper.term or 0\n                if stopping.is_set():\n",
         (
             "tests/integration/test_leader.py::"
             "test_a_leader_whose_term_was_taken_starts_no_tick_under_it",
@@ -1735,7 +1736,7 @@ MUTATIONS = (
     Mutation(
         "keys-expected-before-start",
         "keys and the keys page expect no key before the job's start",
-        "catchup/api/looking.py",
+        "catchup/keyed.py",
         "max(k.expected_from, job.anchor)",
         "k.expected_from",
         (

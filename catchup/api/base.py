@@ -13,9 +13,10 @@ from typing import TYPE_CHECKING, Self
 
 from .. import db
 from ..bounds import Bound
-from ..config import find_config, lane_unknown, load_config
+from ..config import find_config, load_config
 from ..errors import ConfigError
 from ..job import Config, Job
+from ..lanes import lane_unknown
 from ..results import Connected
 from ..session import Session
 from ..upstream import graph_problems

@@ -15,15 +15,14 @@ from ..explain import Explanation
 from ..findings import Finding
 from ..job import Config, Job
 from ..models import JobRow, ScanReport
+from ..reloading import reread
 from ..results import History, JobsReport, KeysReport, PageFacts, PeriodReport, Running, Why
 from ..retention import LedgerSize
 from ..session import Session
-from ..targets import KeyRow
 from ..window import Moment
 from .base import Base, check, instant
 
 if TYPE_CHECKING:
-    from ..reloading import ConfigWatch
     from ..serve import Watcher
 
 PERIOD_WAIT = 5.0  # seconds a period page waits for the reads before it (then: 503)
@@ -76,7 +75,7 @@ class Looking(Base):
     def keys(self, job: str) -> KeysReport:
         """``catchup keys JOB``: the job's keys as its keys query (or list) gives them now,
         recorded, with when each was first and last seen and from when it is expected."""
-        from ..keyed import current_keys, read_sources
+        from ..keyed import current_keys, from_start, read_sources
 
         spec = self.job(job)
         if not spec.keyed:
@@ -281,11 +280,9 @@ class Looking(Base):
         """``catchup serve``: scan every ``refresh`` seconds, read-only, and serve the status
         page, ``/metrics``, ``/api/scan``, ``/healthz`` and ``/readyz`` until ``stop``.
         ``configs`` gives the config to serve at each scan (``catchup scheduler --serve``
-        reloads it), ``notice`` why it is not the file's newest (then not ready). Given
-        ``reload`` (set by a SIGHUP), it reads its config's file again then, and when the
-        file changes (:mod:`catchup.reloading`), saying each reload with ``say``, and scans at
-        once with the new jobs; a version that does not load is refused (not ready), the last
-        good one kept."""
+        reloads it), ``notice`` why it is not the file's newest (then not ready). ``reload``
+        (a SIGHUP sets it): the file is read again then and when it changes, said with
+        ``say``, and scanned at once (:func:`catchup.reloading.reread`)."""
         import psycopg
 
         from ..httpd import serve
@@ -321,7 +318,7 @@ class Looking(Base):
         def keys_now() -> list[KeysReport]:
             # each keyed job's keys as its source gives them, merged with the history, unwritten
             # (the history alone when the source fails: the scan's banner says it failed)
-            from ..keyed import known_keys
+            from ..keyed import from_start, known_keys
 
             keyed = [job for job in jobs if job.keyed]
             if not keyed:
@@ -395,41 +392,8 @@ class Looking(Base):
         if on_watcher is not None:  # to render the pages again, or scan, when things change
             on_watcher(watcher)
         if watch is not None and reload is not None:
-            _reloading(watch, watcher, reload, stop, say)
+            reread(watch, watcher, reload, stop, say)
         try:
             serve(watcher, host, port, stop, on_listening, option)
         finally:
             reader.close()
-
-
-def _reloading(
-    watch: ConfigWatch,
-    watcher: Watcher,
-    reload: threading.Event,
-    stop: threading.Event,
-    say: Callable[[str], None],
-) -> None:
-    """A thread that reads the config again on ``reload`` (a SIGHUP) or a change of its file,
-    every :data:`~catchup.scheduler.CONFIG_POLL` seconds: said, and scanned at once."""
-    from ..scheduler import CONFIG_POLL
-
-    def run() -> None:
-        while not stop.wait(CONFIG_POLL):
-            if reload.is_set():
-                reload.clear()
-                watch.hup.set()
-            if not watch.pending():
-                continue
-            state, said = watch.load()
-            if said:
-                say(said)
-            watcher.title = state.config.title
-            watcher.scan_soon()  # its jobs, and the notice, on the page at once
-
-    threading.Thread(target=run, name="catchup-serve-config", daemon=True).start()
-
-
-def from_start(job: Job, rows: Iterable[KeyRow]) -> tuple[KeyRow, ...]:
-    """The keys as people see them: none expected before the job's start (a keys query's
-    date column may say 2019 for a job that starts in 2026)."""
-    return tuple(replace(k, expected_from=max(k.expected_from, job.anchor)) for k in rows)
