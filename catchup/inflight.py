@@ -51,19 +51,9 @@ class InFlight:
         with self._lock:
             return self._busy()
 
-    def running(self) -> list[Planned]:
-        """The periods its ticks hold now (planned, running, or queued for a worker)."""
-        with self._lock:
-            return [item for h in self._ticks.values() for item in h.items.values()]
-
     def _freed_one(self) -> None:
         if self._on_free is not None:
             self._on_free(self.name)
-
-    def wait_free(self, timeout: float) -> bool:
-        """Wait until a worker is free (True), or ``timeout`` seconds."""
-        with self._freed:
-            return self._freed.wait_for(lambda: self._busy() < self.workers, timeout=timeout)
 
     @contextmanager
     def tick(self, workers: int) -> Iterator[Holding]:

@@ -59,5 +59,25 @@ def test_a_tick_keeps_a_worker_per_period_it_holds_up_to_its_own() -> None:
         for n in range(4):
             first.done("j", "", DAY + timedelta(days=n))
         assert flight.free() == 3  # one period left: one worker
-        assert flight.wait_free(0)  # a worker is free: no wait
     assert flight.free() == 4
+
+
+def test_each_lane_has_its_own_workers_and_says_when_one_is_freed() -> None:
+    """Lanes: the default lane's workers are --workers, another's the config's (resized as it
+    is read again); a period done, or a tick ended, tells which lane freed a worker."""
+    from catchup.inflight import Lanes
+
+    freed: list[str] = []
+    lanes = Lanes(8, freed.append)
+    found = lanes.of({"slow": 1}, ["default", "slow"])
+    assert {n: f.workers for n, f in found.items()} == {"default": 8, "slow": 1}
+    slow = found["slow"]
+    job = make_job("billing", "daily", "2026-09-01", command=["true"], lane="slow")
+    with slow.tick(1) as holding:
+        holding.plan([planned(job)])
+        assert slow.free() == 0 and found["default"].free() == 8  # never another lane's
+        assert lanes.loads() == {"default": (8, 0), "slow": (1, 1)}
+        holding.done("billing", "", DAY)
+        assert freed == ["slow"] and slow.free() == 1
+    assert freed == ["slow", "slow"]  # the tick ended too
+    assert lanes.of({"slow": 3}, ["slow"])["slow"] is slow and slow.workers == 3  # resized
