@@ -70,8 +70,10 @@ def serve(state: State, listen: tuple[str, int], refresh: float) -> None:
     def listening(url: str) -> None:
         click.echo(f"catchup serve: {url} (scans every {refresh:g}s)", err=True)
 
-    def say(line: str) -> None:
-        click.echo(f"catchup serve: {line}", err=True)
+    def say(line: str) -> None:  # a reload, or why not: the config's words are data
+        from ..render.text import safe
+
+        click.echo(f"catchup serve: {safe(line)}", err=True)
 
     hup = threading.Event()
     with stop_signals(reload=hup) as stop:
