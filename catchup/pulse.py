@@ -13,6 +13,7 @@ from datetime import datetime, timedelta
 import psycopg
 
 from .job import Job
+from .models import JobRow
 from .pulsefacts import Lateness, Pulse, due_within
 from .session import Session
 
@@ -71,18 +72,21 @@ def lateness(
         due = job.timeline.period(start).end + job.delay
         if now - due <= LATENESS_WINDOW and started >= due:  # not a replay, nor run early
             waits.append((started - due).total_seconds())
-    unstarted = _unstarted(session, by_id, resolved, now) if waiting else []
+    unstarted = _unstarted(session, rows, by_id, resolved, now) if waiting else []
     return Lateness.of(waits, [(now - due).total_seconds() for due in unstarted])
 
 
 def _unstarted(
-    session: Session, by_id: dict[int, Job], resolved: dict[str, Job], now: datetime
+    session: Session,
+    rows: dict[str, JobRow],
+    by_id: dict[int, Job],
+    resolved: dict[str, Job],
+    now: datetime,
 ) -> list[datetime]:
     """When each period that fell due in the last hour, and that a tick would start now, fell
     due, of those the ledger has no run of: still waiting. Only what waits on the scheduler
     alone: not a keyed job's (its keys each wait apart), a paused or held one's, nor one
-    that waits for upstream periods (``after``)."""
-    rows = session.job_rows(write=False)
+    that waits for upstream periods (``after``). ``rows``: the jobs' rows, read once."""
     held = session.held()
     ids, starts, dues = [], [], []
     for job_id, job in by_id.items():

@@ -259,7 +259,7 @@ MUTATIONS = (
         "waiting-periods-are-never-late",
         "while a scheduler leads, a due period not started yet counts as late as it is",
         "catchup/pulse.py",
-        "    unstarted = _unstarted(session, by_id, resolved, now) if waiting else []\n",
+        "    unstarted = _unstarted(session, rows, by_id, resolved, now) if waiting else []\n",
         "    unstarted: list[datetime] = []\n",
         (
             "tests/integration/test_pulse_leader.py::"
