@@ -38,7 +38,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from catchup import db
+from catchup.postgres import database as db
 
 LEASE = 3.0  # the scheduler's --lease
 JOB_LEASE = 15  # the jobs' lease (s): longer than any stop, so a stopped runner keeps its claim

@@ -45,9 +45,9 @@ from test_failover import failover_project, trial  # noqa: E402
 from test_suspects import suspects_project  # noqa: E402
 from test_suspects import trial as suspect_trial  # noqa: E402
 
-from catchup import db  # noqa: E402
-from catchup.config import Config  # noqa: E402
+from catchup.config.loading import Config  # noqa: E402
 from catchup.ledger import FinishFields  # noqa: E402
+from catchup.postgres import database as db  # noqa: E402
 from catchup.schedule import Period  # noqa: E402
 from catchup.session import Session  # noqa: E402
 

@@ -16,7 +16,7 @@ On the embedded PostgreSQL (or CATCHUP_DSN), in a throwaway schema, in one run:
   formats `catchup scan` (table, piped) and `--format markdown` against `--json` (<= 1.5x each);
   replay  a replay of one day of every key of a no-op `call` job (operator:truth), --workers,
           in periods/s: each period in its own round trips (batch_size=1) and claimed in
-          batches (catchup.batch; target: >= 5x the first), each against the bare claim and
+          batches (catchup.claims.batch; target: >= 5x the first), each against the bare claim and
           finish statements on one connection (period by period, and in batches).
 Every figure but the first scan is the median of --repeat runs. The last line holds the ratios.
 """
@@ -38,12 +38,12 @@ from typing import cast
 
 from psycopg import sql
 
-from catchup import db
-from catchup.batch import BATCH_MAX
-from catchup.config import Config, Job
+from catchup.claims.batch import BATCH_MAX
+from catchup.config.loading import Config, Job
 from catchup.ledger import FinishFields, Many
-from catchup.replay import replay
-from catchup.scan import scan
+from catchup.postgres import database as db
+from catchup.replay.runs import replay
+from catchup.scan.detector import scan
 from catchup.schedule import Timeline, parse_schedule
 from catchup.session import Session
 

@@ -52,10 +52,11 @@ from typing import cast
 import psycopg
 from psycopg import sql
 
-from catchup import Catchup, db
-from catchup.config import Config
+from catchup import Catchup
+from catchup.config.loading import Config
 from catchup.ledger import FinishFields
 from catchup.models import Outcome
+from catchup.postgres import database as db
 from catchup.schedule import Period
 from catchup.session import Session
 

@@ -30,10 +30,10 @@ from typing import Any
 
 from psycopg import sql
 
-from catchup import db
-from catchup.config import Config, Job
+from catchup.config.loading import Config, Job
 from catchup.ledger import ClaimRequest, FinishFields
-from catchup.replay import replay
+from catchup.postgres import database as db
+from catchup.replay.runs import replay
 from catchup.schedule import Period, Timeline, parse_schedule
 from catchup.session import Session
 

@@ -45,14 +45,14 @@ from pathlib import Path
 
 from psycopg import sql
 
-from catchup import db
-from catchup.config import Config, Job
-from catchup.scan import scan
+from catchup.config.loading import Config, Job
+from catchup.config.upstream import Dependency
+from catchup.postgres import database as db
+from catchup.reports.why import explain_period
+from catchup.scan.detector import scan
+from catchup.scan.window import window
 from catchup.schedule import Period, Timeline, parse_schedule
 from catchup.session import Session
-from catchup.upstream import Dependency
-from catchup.why import explain_period
-from catchup.window import window
 
 ROOT = Path(__file__).resolve().parent.parent
 HOURLY = parse_schedule("hourly")

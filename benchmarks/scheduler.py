@@ -34,8 +34,8 @@ from pathlib import Path
 import psycopg
 from psycopg import sql
 
-from catchup import db
-from catchup.job import Config
+from catchup.config.job import Config
+from catchup.postgres import database as db
 from catchup.session import Session
 
 SCHEMAS = ("bench_scheduler", "bench_cron", "bench_busy")

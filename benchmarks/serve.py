@@ -39,7 +39,7 @@ import psycopg
 from fleet import SCHEMA, build, timed, write_config
 from psycopg import sql
 
-from catchup import db
+from catchup.postgres import database as db
 
 
 def answer_seconds(url: str, repeat: int) -> float:

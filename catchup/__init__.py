@@ -21,11 +21,11 @@ __version__ = "0.1.0"
 
 _EXPORTS = {
     "Catchup": "catchup.api",
-    "make_job": "catchup.config",
-    "load_config": "catchup.config",
-    "Config": "catchup.job",
-    "Job": "catchup.job",
-    "JobContext": "catchup.runner",
+    "make_job": "catchup.config.loading",
+    "load_config": "catchup.config.loading",
+    "Config": "catchup.config.job",
+    "Job": "catchup.config.job",
+    "JobContext": "catchup.execution.runner",
     "Outcome": "catchup.models",
     "ScanReport": "catchup.models",
     "JobScan": "catchup.models",
@@ -60,12 +60,12 @@ __all__ = [
 
 if TYPE_CHECKING:
     from .api import Catchup
-    from .config import load_config, make_job
+    from .config.job import Config, Job
+    from .config.loading import load_config, make_job
     from .errors import CatchupError, ConfigError, DatabaseError
-    from .job import Config, Job
+    from .execution.runner import JobContext
     from .models import Island, JobScan, Outcome, Range, ScanReport
     from .results import Batch
-    from .runner import JobContext
     from .schedule import Period
 
 

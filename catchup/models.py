@@ -8,11 +8,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal, NamedTuple
 
-from .pulsefacts import Pulse
-from .scannames import JsonNames
+from .claims.failover import Failover
+from .scan.names import JsonNames
+from .scan.targets import KeyRange, KeysFailure
 from .schedule import Period, iso_utc
-from .targets import KeyRange, KeysFailure
-from .timelines import Failover
+from .scheduler.pulsefacts import Pulse
 from .vocabulary import (
     GAP_STATES,
     AttemptStatus,

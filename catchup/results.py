@@ -9,14 +9,14 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Literal
 
-from .explain import Explanation
-from .job import Job
+from .claims.failover import Moved
+from .config.job import Job
+from .maintenance.retention import CompactedRun
 from .models import STATUSES, EventRow, HistoryRow, JobLine, Outcome, RunRow, TickLeft, Unconfigured
-from .pulsefacts import Pulse
-from .retention import CompactedRun
+from .reports.explain import Explanation
+from .scan.targets import KeyRow, KeysFailure
 from .schedule import Period, iso_utc
-from .targets import KeyRow, KeysFailure
-from .timelines import Moved
+from .scheduler.pulsefacts import Pulse
 from .vocabulary import EventAction, OutcomeStatus, PeriodState
 
 
@@ -212,7 +212,7 @@ class Batch:
     # upstream periods planned because the jobs asked for wait for them: (job, count), in order
     upstream: tuple[tuple[str, int], ...] = ()
     compacted: int = 0  # a tick's slice of compaction ([ledger] keep_detail): periods compacted
-    held: tuple[tuple[str, str], ...] = ()  # held jobs (catchup/held.py): (job, old name)
+    held: tuple[tuple[str, str], ...] = ()  # held jobs (catchup/changes/held.py): (job, old name)
     left: TickLeft = field(default_factory=TickLeft)  # gaps: by max_per_tick, catchup_window
     keys_failed: tuple[KeysFailure, ...] = ()  # keyed jobs whose keys query failed: alone
 

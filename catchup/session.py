@@ -17,18 +17,18 @@ from typing import Any
 
 import psycopg
 
-from . import db
+from .changes.held import held_said, lookalikes
+from .claims.failover import Moved
+from .claims.lease import HeartbeatLine
+from .config.job import Config, Job
+from .config.upstream import needed
 from .errors import ConfigError, DatabaseError
-from .held import held_said, lookalikes
-from .job import Config, Job
-from .lease import HeartbeatLine
+from .execution.preflight import cannot_start
 from .ledger import Ledger
 from .models import JobRow, Unconfigured
-from .preflight import cannot_start
-from .reconcile import reconcile
+from .postgres import database as db
 from .schedule import Period, ScheduleError, Timeline
-from .timelines import Moved
-from .upstream import needed
+from .schedule.reconcile import reconcile
 
 
 def owner_name() -> str:
@@ -116,9 +116,10 @@ class Session:
         return found
 
     def cannot_start(self, job: Job) -> str | None:
-        """:func:`catchup.preflight.cannot_start`, asked once per job while it can start (a
+        """:func:`catchup.execution.preflight.cannot_start`, asked once per job while it can start
+        (a
         backlog of periods checks its program or import once, not per period); and a held
-        job (:mod:`catchup.held`) starts nothing, whatever asks."""
+        job (:mod:`catchup.changes.held`) starts nothing, whatever asks."""
         if (old := self.held().get(job.name)) is not None:
             return held_said(job.name, old)
         if job.name in self._startable:
@@ -249,7 +250,7 @@ class Session:
 
     def _sync(self, *, write: bool = True) -> None:
         """Register the configured jobs and record schedule or start changes (see
-        :func:`catchup.reconcile.reconcile`); steady state is two reads and no writes."""
+        :func:`catchup.schedule.reconcile.reconcile`); steady state is two reads and no writes."""
         rows = self.job_rows(write=write)
         ids = {n: r.id for n, r in rows.items()}
         stored = self.ledger.schedules(list(ids.values()))

@@ -1,5 +1,5 @@
 """Write the table of a job's keys in docs/reference/config.md anew, from
-:data:`catchup.job.JOB_KEYS` (the table the parser and ``make_job`` read).
+:data:`catchup.config.job.JOB_KEYS` (the table the parser and ``make_job`` read).
 ``tests/unit/test_docs.py`` fails when the two drift apart.
 
     uv run python tests/config_reference.py
@@ -12,10 +12,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from catchup.jobtable import JOB_KEYS, JobKey
+from catchup.config.settings import JOB_KEYS, JobKey
 
 PAGE = Path(__file__).resolve().parent.parent / "docs" / "reference" / "config.md"
-BEGIN = "<!-- job keys: generated from catchup/jobtable.py by tests/config_reference.py -->"
+BEGIN = "<!-- job keys: generated from catchup/config/settings.py by tests/config_reference.py -->"
 END = "<!-- end of job keys -->"
 
 

@@ -29,7 +29,7 @@ def reachable_place(path: Path) -> Path:
     name under /var/tmp/catchup-tests/, one per checkout."""
     import hashlib
 
-    from catchup import embedded, processes
+    from catchup.postgres import embedded, processes
 
     user = processes.server_user()  # root: made now if need be, as catchup itself would
     if user is None or embedded.unreachable(path, user) is None:
@@ -83,7 +83,7 @@ def database() -> Iterator[Database]:
         os.environ["CATCHUP_HOME"] = str(TEST_HOME)
         for name in ("CATCHUP_DSN", "DATABASE_URL", "PGHOST", "PGDATABASE", "PGUSER", "PGPORT"):
             os.environ.pop(name, None)
-        from catchup import embedded
+        from catchup.postgres import embedded
 
         TEST_HOME.mkdir(exist_ok=True)
         try:
@@ -109,7 +109,7 @@ def database() -> Iterator[Database]:
     else:
         yield Database(conninfo, env)
     if started and not os.environ.get("CATCHUP_TEST_KEEP_SERVER"):
-        from catchup import embedded
+        from catchup.postgres import embedded
 
         embedded.stop()
 
@@ -229,7 +229,7 @@ def server_home() -> Iterator[Path]:
 @pytest.fixture
 def private_server(server_home: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     """An embedded server of this test's own, to stop and restart at will."""
-    from catchup import embedded
+    from catchup.postgres import embedded
 
     monkeypatch.setenv("CATCHUP_HOME", str(server_home))
     server = embedded.ensure_running()
@@ -268,7 +268,7 @@ def pytest_report_header(config: pytest.Config) -> str:
         return "catchup: a team's database (fix_team), as a role that owns only its schema"
     if os.environ.get("CATCHUP_TEST_DSN"):
         return "catchup: CATCHUP_TEST_DSN"
-    from catchup import embedded
+    from catchup.postgres import embedded
 
     bins = embedded.bin_dir()
     return f"catchup: embedded PostgreSQL {embedded.major_version(bins)} from {bins}"

@@ -21,7 +21,7 @@ from fix_db import HOMES
 from psycopg import sql as pgsql
 from psycopg.conninfo import make_conninfo
 
-from catchup import datafolder, embedded, processes
+from catchup.postgres import datafolder, embedded, processes
 
 STANDBY_NAME = "catchup_standby"  # its application_name, as synchronous_standby_names names it
 

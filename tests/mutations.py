@@ -50,7 +50,7 @@ MUTATIONS = (
     Mutation(
         "slow-batches-keep-their-size",
         "a compaction batch that held its rows too long makes the next one smaller",
-        "catchup/retention.py",
+        "catchup/maintenance/retention.py",
         "        return max(BATCH_MIN, limit // 2)",
         "        return limit",
         ("tests/unit/test_retention.py::test_a_slow_batch_halves_the_next_down_to_the_floor",),
@@ -153,7 +153,7 @@ MUTATIONS = (
     Mutation(
         "scan-blocked-by-own-previous-key",
         "a keyed job after its own previous period: a key's missing day blocks its later ones",
-        "catchup/keychain.py",
+        "catchup/scan/keyblocked.py",
         "    for a, b, active in carried(job, lo, hi, pieces) if own else pieces:",
         "    for a, b, active in pieces:",
         (
@@ -164,7 +164,7 @@ MUTATIONS = (
     Mutation(
         "scan-outdated-per-key",
         "a keyed upstream's re-run of one key makes that key's downstream periods outdated",
-        "catchup/outdated.py",
+        "catchup/scan/outdated.py",
         '        again = max(latest.get(("", start), ran), latest.get((key, start), ran))',
         '        again = latest.get(("", start), ran)',
         (
@@ -208,7 +208,7 @@ MUTATIONS = (
     Mutation(
         "the-leader-waits-for-the-tick",
         "the scheduler never waits on a period: what falls due starts while a long one runs",
-        "catchup/scheduler.py",
+        "catchup/scheduler/leading.py",
         "    started.start()\n",
         "    started.start()\n    started.join()\n",
         (
@@ -231,7 +231,7 @@ MUTATIONS = (
     Mutation(
         "a-lane-takes-every-worker",
         "a lane's jobs run on its own workers only: a slow lane never takes the default lane's",
-        "catchup/inflight.py",
+        "catchup/scheduler/inflight.py",
         "                workers = self._workers if name == DEFAULT_LANE else sizes[name]\n",
         "                workers = self._workers\n",
         ("tests/faults/test_scheduler_busy.py::test_a_lane_never_takes_another_lanes_workers",),
@@ -258,7 +258,7 @@ MUTATIONS = (
     Mutation(
         "waiting-periods-are-never-late",
         "while a scheduler leads, a due period not started yet counts as late as it is",
-        "catchup/pulse.py",
+        "catchup/scheduler/pulse.py",
         "    unstarted = _unstarted(session, rows, by_id, resolved, now) if waiting else []\n",
         "    unstarted: list[datetime] = []\n",
         (
@@ -269,7 +269,7 @@ MUTATIONS = (
     Mutation(
         "the-page-waits-a-refresh-to-name-its-leader",
         "a scheduler's --serve page scans again the moment its process takes the lead",
-        "catchup/scheduler.py",
+        "catchup/scheduler/leading.py",
         "                    self._on_lead()\n",
         "                    pass\n",
         (
@@ -291,7 +291,7 @@ MUTATIONS = (
     Mutation(
         "a-later-tick-plans-what-another-holds",
         "a tick never plans a period another running tick holds, nor its lane",
-        "catchup/inflight.py",
+        "catchup/scheduler/inflight.py",
         "                if not any(others[m] for m in _marks(item.job, item.period.start))",
         "                if True",
         ("tests/unit/test_inflight.py",),
@@ -299,7 +299,7 @@ MUTATIONS = (
     Mutation(
         "keys-read-before-writes",
         "a keys query that fails leaves the ledger as it was: its keys are read before any write",
-        "catchup/scan.py",
+        "catchup/scan/detector.py",
         "        sources = read_each(session, jobs)  # before anything is written; failures each"
         " its own",
         "        sources = ({}, {})",
@@ -308,7 +308,7 @@ MUTATIONS = (
     Mutation(
         "replay-plans-keyed-upstream",
         "a replay of one job runs the keyed upstream periods of its own keys that it waits for",
-        "catchup/planning.py",
+        "catchup/replay/planning.py",
         '                    key = item.job.key if up.keyed else ""',
         '                    key = ""',
         (
@@ -319,7 +319,7 @@ MUTATIONS = (
     Mutation(
         "scan-blocked-by-own-key",
         "a keyed job's period is blocked by the undone period of its own key in a keyed upstream",
-        "catchup/keychain.py",
+        "catchup/scan/keyblocked.py",
         "        own = {name: keys[r.key] for name, keys in by_key.items() if r.key in keys}",
         "        own: dict[str, list[UpstreamRun]] = {}",
         (
@@ -330,7 +330,7 @@ MUTATIONS = (
     Mutation(
         "batch-claim-read-back",
         "a batch claim whose answer was lost is read back and adopted, not claimed again",
-        "catchup/surely.py",
+        "catchup/claims/reconnecting.py",
         "            if back:\n                return back  # the batch commits whole",
         "            if False:\n                return back  # the batch commits whole",
         ("tests/faults/test_faults.py::test_a_batch_whose_answer_is_lost_runs_every_key_once",),
@@ -338,7 +338,7 @@ MUTATIONS = (
     Mutation(
         "batch-finish-read-back",
         "a batch finish whose answer was lost is read back: what it recorded stays recorded",
-        "catchup/surely.py",
+        "catchup/claims/reconnecting.py",
         "            if row.status != RunStatus.running:\n"
         "                assert row.finished_at is not None\n"
         "                found[i] = Finished(row.finished_at, row.failures, row.retry_after)\n"
@@ -350,7 +350,7 @@ MUTATIONS = (
     Mutation(
         "scan-blocked-keys",
         "a keyed job's missing periods an unkeyed upstream's undone periods hold are blocked",
-        "catchup/chained.py",
+        "catchup/scan/blocked.py",
         "        return carved_keys(job, result, runs, uppers, by_key or {}, own_dep)",
         "        return result",
         (
@@ -380,7 +380,7 @@ MUTATIONS = (
     Mutation(
         "batch-give-back",
         "a caller that fails mid-batch strands nothing: what ran is recorded, the rest given back",
-        "catchup/batch.py",
+        "catchup/claims/batch.py",
         "        batch.give_back()  # the caller failed",
         "        pass  # the caller failed",
         ("tests/integration/test_batches.py::test_a_caller_that_fails_mid_batch_strands_nothing",),
@@ -388,7 +388,7 @@ MUTATIONS = (
     Mutation(
         "batch-goes-on-after-a-timeout",
         "a call that times out in a batch fails alone: the keys claimed after it still run",
-        "catchup/batch.py",
+        "catchup/claims/batch.py",
         "        while self.waiting and not self.halted():\n",
         "        for _ in range(1 if self.waiting and not self.halted() else 0):\n",
         ("tests/integration/test_batches.py::test_a_call_that_times_out_in_a_batch_fails_alone",),
@@ -474,7 +474,7 @@ MUTATIONS = (
     Mutation(
         "batch-waiting-leases",
         "the periods waiting in a batch are renewed with the one that runs, never taken over",
-        "catchup/batch.py",
+        "catchup/claims/batch.py",
         "            return self.renew([n, *behind], within).get(n)",
         "            return self.renew([n], within).get(n)",
         (
@@ -485,7 +485,7 @@ MUTATIONS = (
     Mutation(
         "alerts-per-state-for-keys",
         "a job with keys is told once per state, with how many keys, not once per span of keys",
-        "catchup/alerts.py",
+        "catchup/reports/alerts.py",
         "    if not _keyed(job):\n        return list(job.gaps)",
         "    if True:\n        return list(job.gaps)",
         (
@@ -510,7 +510,7 @@ MUTATIONS = (
     Mutation(
         "key-verified-stops-at-a-hole",
         "what a scan verifies of a key leaves out its holes, so a later scan still finds them",
-        "catchup/verified.py",
+        "catchup/scan/verified.py",
         "        for a, b in sorted(holes.get(key, ())):",
         "        for a, b in ():",
         (
@@ -590,7 +590,7 @@ MUTATIONS = (
     Mutation(
         "tick-pool",
         "a tick holds a bounded pool of connections, whatever the number of due jobs",
-        "catchup/replay.py",
+        "catchup/replay/runs.py",
         "        workers=max(1, min(workers, planned)),",
         "        workers=max(1, planned),",
         (
@@ -601,7 +601,7 @@ MUTATIONS = (
     Mutation(
         "shared-heartbeat",
         "a pool renews every lease on one heartbeat connection",
-        "catchup/pool.py",
+        "catchup/replay/pool.py",
         "            own.share_heartbeats(heartbeats)",
         "            pass",
         (
@@ -612,7 +612,7 @@ MUTATIONS = (
     Mutation(
         "window-order",
         "--since not before --until is refused, in both front ends, before anything is written",
-        "catchup/window.py",
+        "catchup/scan/window.py",
         '            raise ConfigError(f"--since {iso_utc(lo)} is not before '
         '--until {iso_utc(hi)}")',
         "            pass",
@@ -621,7 +621,7 @@ MUTATIONS = (
     Mutation(
         "local-midnight",
         "a bare date in --since/--until is each job's own local midnight",
-        "catchup/window.py",
+        "catchup/scan/window.py",
         "        return parse_instant(value, job.timezone)",
         "        return parse_instant(value)",
         ("tests/integration/test_labels.py::test_since_and_until_are_the_jobs_local_midnight",),
@@ -667,7 +667,7 @@ MUTATIONS = (
     Mutation(
         "cancel-is-not-heard",
         "a running job whose heartbeat saw a cancel request stops",
-        "catchup/runner.py",
+        "catchup/execution/runner.py",
         "    if keeper.cancel is not None:\n        return Ended.cancelled, keeper.cancel\n",
         "",
         (
@@ -678,7 +678,7 @@ MUTATIONS = (
     Mutation(
         "cancel-counts-a-failure",
         "a cancelled attempt counts no failure: no backoff, the period runnable again at once",
-        "catchup/claim.py",
+        "catchup/claims/path.py",
         "        counts_as_failure=not (succeeded or interrupted or cancelled),",
         "        counts_as_failure=not (succeeded or interrupted),",
         (
@@ -735,7 +735,7 @@ MUTATIONS = (
     Mutation(
         "scheduler-term-fence",
         "a leader whose term ended (paused, cut off, taken over) starts no tick under it",
-        "catchup/scheduler.py",
+        "catchup/scheduler/leading.py",
         "                term = keeper.renew()\n"
         "                if term is None or stopping.is_set():\n",
         "                term = keeper.term or 0\n                if stopping.is_set():\n",
@@ -755,7 +755,7 @@ MUTATIONS = (
     Mutation(
         "leader-resumes-after-a-cut",
         "a leader whose connection was cut keeps its live term on reconnecting (no handover)",
-        "catchup/scheduler.py",
+        "catchup/scheduler/leading.py",
         "            asked = held or self._cut or 0\n",
         "            asked = held or 0\n",
         (
@@ -785,7 +785,7 @@ MUTATIONS = (
     Mutation(
         "replays-count-as-late-starts",
         "due-to-start latency counts the periods that fell due in the last hour, not replays",
-        "catchup/pulse.py",
+        "catchup/scheduler/pulse.py",
         "        if now - due <= LATENESS_WINDOW and started >= due:",
         "        if started >= due:",
         (
@@ -796,7 +796,7 @@ MUTATIONS = (
     Mutation(
         "reload-switches-ledger",
         "a reloaded config never moves a running scheduler to another ledger",
-        "catchup/reloading.py",
+        "catchup/config/reloading.py",
         "            if ledger_of(new) != ledger_of(used):\n",
         "            if False:\n",
         (
@@ -807,7 +807,7 @@ MUTATIONS = (
     Mutation(
         "readyz-ignores-a-refused-config",
         "/readyz answers 503 while the config file does not load (the last good one in use)",
-        "catchup/serve.py",
+        "catchup/serve/watcher.py",
         "        if view.error is not None or view.finished is None or self.notice() is not None:",
         "        if view.error is not None or view.finished is None:",
         (
@@ -878,7 +878,7 @@ MUTATIONS = (
     Mutation(
         "claim-reclaim",
         "a claim that committed though its answer was lost is reclaimed, not left to expire",
-        "catchup/surely.py",
+        "catchup/claims/reconnecting.py",
         "        if reconnected and (",
         "        if False and (",
         ("tests/faults/test_faults.py::test_a_claim_whose_commit_answer_is_lost_is_reclaimed",),
@@ -886,7 +886,7 @@ MUTATIONS = (
     Mutation(
         "handoff-reclaim",
         "a next claim committed with a finish whose answer was lost is reclaimed, never left",
-        "catchup/surely.py",
+        "catchup/claims/reconnecting.py",
         "        return finished, UNCLAIMED if reclaimed is None else reclaimed",
         "        return finished, UNCLAIMED",
         (
@@ -896,7 +896,7 @@ MUTATIONS = (
     Mutation(
         "handoff-fallback",
         "a finish whose carried claim failed is recorded on its own, not lost with the claim",
-        "catchup/surely.py",
+        "catchup/claims/reconnecting.py",
         "        return finish_surely(session, job_id, period_start, attempt, key, **fields),"
         " UNCLAIMED",
         "        raise",
@@ -908,7 +908,7 @@ MUTATIONS = (
     Mutation(
         "handoff-release",
         "a claim handed over with a finish but never started is given back, not left running",
-        "catchup/pool.py",
+        "catchup/replay/pool.py",
         "                            record(release(session, item.job, item.period, claimed))",
         "                            pass",
         ("tests/integration/test_handoff.py::test_a_handed_claim_that_will_not_run_is_given_back",),
@@ -938,7 +938,7 @@ MUTATIONS = (
     Mutation(
         "untracked-never-runs",
         "a period whose output exists and that the ledger never saw is not run again",
-        "catchup/claim.py",
+        "catchup/claims/path.py",
         "            if (refusal := _untracked(session, job, job_id, period, label)) is not None:",
         "            if (refusal := None) is not None:",
         ("tests/integration/test_evidence.py::test_onboarding_a_job_that_ran_from_cron",),
@@ -946,7 +946,7 @@ MUTATIONS = (
     Mutation(
         "verify-evidence",
         "with verify = true, a run that exits 0 but leaves no evidence is failed",
-        "catchup/claim.py",
+        "catchup/claims/path.py",
         "        execution = _verified(session, job, period, label, execution)",
         "        pass",
         ("tests/integration/test_evidence.py::test_verify_fails_a_success_that_left_nothing",),
@@ -954,7 +954,7 @@ MUTATIONS = (
     Mutation(
         "evidence-recheck-changed",
         "a later scan reads the evidence again for rows that finished since it was verified",
-        "catchup/evidence.py",
+        "catchup/scan/evidence.py",
         "                *ledger.evidence_changed(job_id, lo, until, state.verified_at),",
         "",
         (
@@ -965,7 +965,7 @@ MUTATIONS = (
     Mutation(
         "evidence-recheck-holes",
         "a later scan reads the evidence again in the periods that have no row",
-        "catchup/evidence.py",
+        "catchup/scan/evidence.py",
         "                *[(max(i.first, lo), min(timeline.after(i.last), until)) for i in holes],",
         "",
         (
@@ -987,7 +987,7 @@ MUTATIONS = (
     Mutation(
         "unregistered-ids",
         "jobs the ledger has no row for yet are scanned each on its own",
-        "catchup/scan.py",
+        "catchup/scan/detector.py",
         "            rows[job.name].id if job.name in rows else -n,",
         "            rows[job.name].id if job.name in rows else -1,",
         (
@@ -998,7 +998,7 @@ MUTATIONS = (
     Mutation(
         "alerts-lock",
         "replicas compare gap ranges one at a time, so a range is told once",
-        "catchup/alerts.py",
+        "catchup/reports/alerts.py",
         "        ledger.lock_alerts()\n",
         "",
         ("tests/integration/test_alerts.py::test_the_alert_lock_serialises_notifiers",),
@@ -1006,7 +1006,7 @@ MUTATIONS = (
     Mutation(
         "alerts-delivered",
         "a post delivered is never sent again",
-        "catchup/alerts.py",
+        "catchup/reports/alerts.py",
         "                ledger.alert_delivered(alert_id)",
         "                pass",
         (
@@ -1029,7 +1029,7 @@ MUTATIONS = (
     Mutation(
         "alerts-rate",
         "a webhook gets at most max_per_minute posts a minute",
-        "catchup/alerts.py",
+        "catchup/reports/alerts.py",
         "        for _ in range(max(0, alerts.max_per_minute - sent.get(webhook.name, 0))):",
         "        for _ in range(100):",
         ("tests/integration/test_alerts.py::test_posts_beyond_the_rate_wait_their_turn",),
@@ -1056,7 +1056,7 @@ MUTATIONS = (
     Mutation(
         "process-group-kill",
         "a timeout or a lost lease stops the job's whole process group, grandchildren too",
-        "catchup/runner.py",
+        "catchup/execution/runner.py",
         "        os.killpg(pgid, sig)",
         "        os.kill(pgid, sig)",
         (
@@ -1075,7 +1075,7 @@ MUTATIONS = (
     Mutation(
         "unrenderable-call",
         "a `call` whose exception cannot be rendered is a failure, never a success",
-        "catchup/runner.py",
+        "catchup/execution/runner.py",
         '    result: dict[str, str | None] = {"error": "the call ended without returning"}',
         "    result: dict[str, str | None] = {}",
         (
@@ -1094,7 +1094,7 @@ MUTATIONS = (
     Mutation(
         "data-folder-removed",
         "a data folder catchup did not make (no marker, no server's data) is never removed",
-        "catchup/datafolder.py",
+        "catchup/postgres/datafolder.py",
         "        raise ConfigError(\n"
         '            f"CATCHUP_HOME: {data} holds files but no PostgreSQL data (no PG_VERSION): '
         '{hint}"\n'
@@ -1108,7 +1108,7 @@ MUTATIONS = (
     Mutation(
         "watcher-dies",
         "serve's watcher survives an unexpected error, and /healthz fails when it is gone",
-        "catchup/serve.py",
+        "catchup/serve/watcher.py",
         "            except Exception as exc:\n                # the watcher outlives any surprise",
         "            except ZeroDivisionError as exc:\n                # the watcher outlives",
         (
@@ -1120,7 +1120,7 @@ MUTATIONS = (
         "cannot-start-preflight",
         "a job that cannot start (program, module or folder missing) claims nothing, counts no "
         "attempt",
-        "catchup/claim.py",
+        "catchup/claims/path.py",
         "    if (why := session.cannot_start(job)) is not None:\n",
         "    if (why := session.cannot_start(job)) is not None and False:\n",
         ("tests/integration/test_first_week.py::test_what_cannot_start_counts_no_attempt",),
@@ -1139,7 +1139,7 @@ MUTATIONS = (
     Mutation(
         "tick-fewest-first",
         "a job's on-time period never waits behind another job's backlog in a tick",
-        "catchup/replay.py",
+        "catchup/replay/runs.py",
         "    chosen_per_job.sort(key=lambda chosen: (len(chosen), chosen[0].job.name))\n",
         "",
         (
@@ -1204,7 +1204,7 @@ MUTATIONS = (
         "pool-waits-for-upstream",
         "a worker pool starts a downstream period only once its upstream periods in the plan"
         " are done",
-        "catchup/dispatch.py",
+        "catchup/replay/dispatch.py",
         "            if any(self._unfinished[n] for n in item.needs if n != recording):\n",
         "            if False:\n",
         (
@@ -1215,7 +1215,7 @@ MUTATIONS = (
     Mutation(
         "scan-blocked",
         "a missing period waiting for upstream periods not done is reported blocked",
-        "catchup/chained.py",
+        "catchup/scan/blocked.py",
         "        for a, b, active in carried(job, lo, hi, pieces) if own else pieces:\n",
         "        for a, b, active in []:\n",
         (
@@ -1226,7 +1226,7 @@ MUTATIONS = (
     Mutation(
         "scan-blocked-by-own-previous",
         "a missing period waiting for its own blocked previous period is blocked, by the root",
-        "catchup/chained.py",
+        "catchup/scan/blocked.py",
         "        for a, b, active in carried(job, lo, hi, pieces) if own else pieces:\n",
         "        for a, b, active in pieces:\n",
         (
@@ -1237,7 +1237,7 @@ MUTATIONS = (
     Mutation(
         "upstream-evidence-gate",
         "a period whose upstream period succeeded without its evidence (unverified) is not claimed",
-        "catchup/claim.py",
+        "catchup/claims/path.py",
         "        if job.after and (waits := unverified_upstream(session, job, period)):\n",
         "        if False:\n",
         ("tests/integration/test_chains.py::test_an_unverified_upstream_period_blocks_like_a_gap",),
@@ -1245,7 +1245,7 @@ MUTATIONS = (
     Mutation(
         "scan-unverified-upstream",
         "a missing period waiting for an unverified upstream period is reported blocked",
-        "catchup/chained.py",
+        "catchup/scan/blocked.py",
         "                if p.start not in checked:\n",
         "                if True:\n",
         ("tests/integration/test_chains.py::test_an_unverified_upstream_period_blocks_like_a_gap",),
@@ -1253,7 +1253,7 @@ MUTATIONS = (
     Mutation(
         "scan-outdated",
         "a downstream period that finished before an upstream period it used ran again is outdated",
-        "catchup/outdated.py",
+        "catchup/scan/outdated.py",
         '        stale = sorted(t for t, (ran, _) in done.items() if ran < latest[("", t)])\n',
         "        stale = sorted(t for t, (ran, _) in done.items() if 0)\n",
         (
@@ -1305,7 +1305,7 @@ MUTATIONS = (
     Mutation(
         "standby-taken-for-ledger",
         "a server that takes no writes is refused as the ledger, in one line",
-        "catchup/db.py",
+        "catchup/postgres/database.py",
         "            refused = _read_only(conn) if writes else None\n",
         "            refused = None\n",
         (
@@ -1375,7 +1375,7 @@ MUTATIONS = (
     Mutation(
         "batch-lost-rows-not-renewed-again",
         "a batch's runner whose claims a failover lost writes their rows again at its heartbeat",
-        "catchup/lease.py",
+        "catchup/claims/lease.py",
         "            if gone:\n",
         "            if False:\n",
         (
@@ -1386,7 +1386,7 @@ MUTATIONS = (
     Mutation(
         "batch-lost-rows-not-recorded",
         "a batch's runner whose claims a failover lost writes their rows again at its finish",
-        "catchup/batch.py",
+        "catchup/claims/batch.py",
         "        if unrecorded := [place for place in range(len(ran)) if place not in finished]:\n",
         "        if unrecorded := []:\n",
         (
@@ -1420,7 +1420,7 @@ MUTATIONS = (
     Mutation(
         "keyed-suspect-unseen",
         "a keyed job's scan shows the periods a failover left in doubt as suspect",
-        "catchup/keyed.py",
+        "catchup/scan/keyed.py",
         "        found = suspects.apply_keyed(ledger, job, job_id, found, failover, first, end)\n",
         "        found = list(found)\n",
         (
@@ -1431,7 +1431,7 @@ MUTATIONS = (
     Mutation(
         "reload-mid-write",
         "a config file caught between its truncation and its new content is not loaded",
-        "catchup/reloading.py",
+        "catchup/config/reloading.py",
         "            if fingerprint(self.path) != seen:\n",
         "            if False:\n",
         ("tests/unit/test_reloading.py::test_a_file_caught_mid_write_is_read_once_it_settles",),
@@ -1439,7 +1439,7 @@ MUTATIONS = (
     Mutation(
         "project-ledger-by-folder",
         "two folders of one [project] name share one ledger on the embedded server",
-        "catchup/projectdb.py",
+        "catchup/postgres/projectdb.py",
         "    if project.name is not None:\n        return named_database_name(project.name)\n",
         "",
         (
@@ -1450,7 +1450,7 @@ MUTATIONS = (
     Mutation(
         "project-ledger-left-behind",
         "a project's ledger kept under a folder's name is found, never left for an empty one",
-        "catchup/projectdb.py",
+        "catchup/postgres/projectdb.py",
         "        kept = _kept(conninfo, ledger, project) if project.name is not None else None\n",
         "        kept = None\n",
         (
@@ -1461,7 +1461,7 @@ MUTATIONS = (
     Mutation(
         "project-twin-ledgers-unsaid",
         "doctor and the scheduler warn of a second ledger of one project on the server",
-        "catchup/projectdb.py",
+        "catchup/postgres/projectdb.py",
         "        if database != in_use\n",
         "        if False\n",
         (
@@ -1472,7 +1472,7 @@ MUTATIONS = (
     Mutation(
         "pasted-unquoted",
         "a command printed to paste gives each value back as one argument (a hostile key too)",
-        "catchup/pasted.py",
+        "catchup/render/pasted.py",
         '    return " ".join(shlex.quote(word) for word in words)\n',
         '    return " ".join(words)\n',
         (
@@ -1483,7 +1483,7 @@ MUTATIONS = (
     Mutation(
         "kubernetes-names-unchecked",
         "deploy kubernetes takes only Kubernetes names for --secret and --config-map",
-        "catchup/deploy.py",
+        "catchup/deploy/tick.py",
         "    if len(name) > 253 or not _SUBDOMAIN.fullmatch(name):\n",
         "    if False:\n",
         (
@@ -1502,7 +1502,7 @@ MUTATIONS = (
     Mutation(
         "dsn-repr-password",
         "no password in the repr or str of a job, a config or any result of the facade",
-        "catchup/dsn.py",
+        "catchup/postgres/dsn.py",
         '        return f"<DSN {redact(self)}>"\n',
         "        return str.__repr__(self)\n",
         (
@@ -1515,7 +1515,7 @@ MUTATIONS = (
     Mutation(
         "job-dsn-plain",
         "a job holds its keys_dsn and evidence_dsn as DSNs whose repr has no password",
-        "catchup/job.py",
+        "catchup/config/job.py",
         '        object.__setattr__(self, "keys_dsn", hidden(self.keys_dsn))\n'
         '        object.__setattr__(self, "evidence_dsn", hidden(self.evidence_dsn))\n',
         "        pass\n",
@@ -1529,7 +1529,7 @@ MUTATIONS = (
     Mutation(
         "webhook-url-in-repr",
         "a webhook's URL (its path may hold a token) is not in the config's repr",
-        "catchup/job.py",
+        "catchup/config/job.py",
         "    url: str = field(repr=False)  # its path and query may hold a token\n",
         "    url: str\n",
         (
@@ -1540,7 +1540,7 @@ MUTATIONS = (
     Mutation(
         "make-job-command-split",
         "make_job refuses a command given as a string (it became one-letter arguments)",
-        "catchup/config.py",
+        "catchup/config/loading.py",
         "list(command) if isinstance(command, list | tuple) else command\n",
         "list(command)\n",
         ("tests/integration/test_api.py::test_code_is_checked_as_catchup_toml_is",),
@@ -1578,7 +1578,7 @@ MUTATIONS = (
     Mutation(
         "cancelled-always-true",
         "`if ctx.cancelled:` is false until the call is told to stop",
-        "catchup/runner.py",
+        "catchup/execution/runner.py",
         "        return self.is_set()\n",
         "        return True\n",
         (
@@ -1596,7 +1596,7 @@ MUTATIONS = (
     Mutation(
         "key-invisible",
         "a key with a zero-width, filler or direction-changing character is refused",
-        "catchup/values.py",
+        "catchup/config/values.py",
         '    if any(c != " " and invisible(c) for c in key):',
         "    if False:",
         (
@@ -1606,7 +1606,7 @@ MUTATIONS = (
     Mutation(
         "all-keys-piecemeal",
         "a change of several keys' periods is one transaction: refused whole when one runs",
-        "catchup/operations.py",
+        "catchup/changes/operations.py",
         "    with session.transaction():\n        done = [change(job, periods)",
         "    if True:\n        done = [change(job, periods)",
         (
@@ -1631,7 +1631,7 @@ MUTATIONS = (
         "ledger-in-the-sessions-date-style",
         "every connection reads dates in the form the driver parses, whatever DateStyle the "
         "server, database or role sets",
-        "catchup/db.py",
+        "catchup/postgres/database.py",
         "            _settle(conn)\n",
         "",
         (
@@ -1706,7 +1706,7 @@ MUTATIONS = (
     Mutation(
         "held-job-changed",
         "a held job takes no mark, reset or pause by hand until the config says which it is",
-        "catchup/operations.py",
+        "catchup/changes/operations.py",
         "    if (old := session.held().get(job.name)) is not None:\n",
         "    if (old := session.held().get(job.name)) is not None and False:\n",
         (
@@ -1736,7 +1736,7 @@ MUTATIONS = (
     Mutation(
         "keys-expected-before-start",
         "keys and the keys page expect no key before the job's start",
-        "catchup/keyed.py",
+        "catchup/scan/keyed.py",
         "max(k.expected_from, job.anchor)",
         "k.expected_from",
         (
@@ -1747,7 +1747,7 @@ MUTATIONS = (
     Mutation(
         "tick-window-unsaid",
         "tick says how many gap periods lie before catchup_window (no tick runs them)",
-        "catchup/replay.py",
+        "catchup/replay/runs.py",
         "before_window(session, targets, now) if look_back",
         "() if look_back",
         (
@@ -1758,7 +1758,7 @@ MUTATIONS = (
     Mutation(
         "keys-failure-stops-every-job",
         "a keyed job whose keys query fails fails alone: tick and scan go on with the others",
-        "catchup/keyed.py",
+        "catchup/scan/keyed.py",
         "                failed[job.name] = exc\n",
         "                raise\n",
         (
@@ -1769,7 +1769,7 @@ MUTATIONS = (
     Mutation(
         "keys-failure-forgets-last-keys",
         "a keyed job whose keys query fails goes on with the keys it read last",
-        "catchup/keyed.py",
+        "catchup/scan/keyed.py",
         "selected(t.job, ledger.key_history(t.job_id) if t.job_id > 0 else [])",
         "selected(t.job, [])",
         (
@@ -1874,7 +1874,7 @@ MUTATIONS = (
     Mutation(
         "read-only-alerts-retried",
         "a serve whose role may only read says once that it sends no alerts, not at every scan",
-        "catchup/serve.py",
+        "catchup/serve/watcher.py",
         "                self._after = None\n",
         "                pass\n",
         (
@@ -1905,7 +1905,7 @@ MUTATIONS = (
         "transactions-in-the-roles-isolation",
         "every transaction catchup opens is read committed, whatever the role's default and "
         "through a transaction-mode pooler (a migration is never applied twice)",
-        "catchup/db.py",
+        "catchup/postgres/database.py",
         "    conn.isolation_level = psycopg.IsolationLevel.READ_COMMITTED\n",
         "",
         (

@@ -17,8 +17,8 @@ from psycopg.conninfo import conninfo_to_dict
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from catchup import embedded
 from catchup.ledger import Ledger
+from catchup.postgres import embedded
 
 HEADER = """\
 -- The whole ledger schema as the migrations leave it, in one file to read (generated with

@@ -11,16 +11,12 @@ from datetime import date, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Self
 
-from .. import db
-from ..bounds import Bound
-from ..config import find_config, load_config
-from ..errors import ConfigError
-from ..job import Config, Job
-from ..lanes import lane_unknown
-from ..results import Connected
-from ..session import Session
-from ..upstream import graph_problems
-from ..values import (
+from ..config.bounds import Bound
+from ..config.job import Config, Job
+from ..config.lanes import lane_unknown
+from ..config.loading import find_config, load_config
+from ..config.upstream import graph_problems
+from ..config.values import (
     blank,
     invisible,
     key_problem,
@@ -29,10 +25,14 @@ from ..values import (
     storable,
     type_name,
 )
-from ..window import Moment
+from ..errors import ConfigError
+from ..postgres import database as db
+from ..results import Connected
+from ..scan.window import Moment
+from ..session import Session
 
 if TYPE_CHECKING:
-    from ..reloading import ConfigWatch
+    from ..config.reloading import ConfigWatch
 
 MAX_REASON = 1000
 
@@ -66,7 +66,7 @@ MAX_ACTOR = 200
 def check_actor(actor: str | None) -> str:
     """Who made a change, as the audit trail keeps it: ``actor`` checked (text PostgreSQL can
     store, on one line), or ``$USER@host`` when none is given."""
-    from ..operations import default_actor
+    from ..changes.operations import default_actor
 
     if actor is None or actor == "":
         return default_actor()
@@ -206,9 +206,9 @@ class Base:
     def _keys_first(self, jobs: list[Job]) -> None:
         """Before a command first opens the ledger (which makes it): when it is not made yet
         and every one of ``jobs`` fails its keys, that failure, with nothing written
-        (:mod:`catchup.firstread`)."""
+        (:mod:`catchup.scan.firstread`)."""
         if self._session is None and not self._keys_checked:
-            from ..firstread import keys_before_making
+            from ..scan.firstread import keys_before_making
 
             config = self.config
             keys_before_making(
@@ -228,7 +228,7 @@ class Base:
     def connected(self) -> Connected:
         import psycopg
 
-        from ..reports import unconfigured
+        from ..reports.jobs import unconfigured
 
         session = self.session
         try:
@@ -277,7 +277,7 @@ class Base:
         keyed = [replace(j, selected_keys=wanted) for j in jobs if j.keyed]
         if not keyed:
             raise ConfigError("--key: no job has keys")
-        from ..keyed import check_selected
+        from ..scan.keyed import check_selected
 
         self._keys_first(keyed)
         check_selected(self.session, keyed)  # a key the job lacks: refused before any write
@@ -311,12 +311,12 @@ class Base:
         config did not come from a file (or jobs were added in code)."""
         if not self._reloadable or self.config.path is None:
             return None
-        from ..reloading import ConfigWatch
+        from ..config.reloading import ConfigWatch
 
         return ConfigWatch(self.config, schema=self._schema)
 
     def use_config(self, config: Config) -> None:
-        """Use ``config`` from now on (a reload, :mod:`catchup.reloading`): the session open
+        """Use ``config`` from now on (a reload, :mod:`catchup.config.reloading`): the session open
         with the old one is closed, the next operation opens one with the new."""
         self.close()
         self.config = config

@@ -9,14 +9,14 @@ from collections.abc import Iterable, Sequence
 from datetime import date, datetime
 from typing import Literal
 
+from ..config.job import Job
 from ..errors import ConfigError
-from ..job import Job
-from ..pasted import command
+from ..maintenance.retention import Compacted
+from ..render.pasted import command
 from ..results import Cancelled, Changes, Migrated, Paused, Renamed, Resumed, Retired
-from ..retention import Compacted
+from ..scan.window import Moment
 from ..schedule import Period
 from ..session import Session
-from ..window import Moment
 from .base import Base, check_actor, check_reason, instant, texts
 
 
@@ -36,7 +36,7 @@ class Changing(Base):
         """Waive ``periods`` (``"2026-10-03"`` or ``"2026-10-01..2026-10-07"``): done out of
         band or skipped on purpose; audited. Refused whole when any of them is running. A job
         with keys: of ``key`` (and ``keys``), or ``all_keys``: every key expected in them."""
-        from .. import operations
+        from ..changes import operations
 
         if kind not in ("done", "skip"):
             raise ConfigError("mark needs --done or --skip")
@@ -62,7 +62,7 @@ class Changing(Base):
     ) -> tuple[Session, list[tuple[Job, list[Period]]]]:
         """The session, and the periods of each key a mark or reset names (all checked
         before anything is written)."""
-        from .. import operations
+        from ..changes import operations
 
         spec, wanted = self._keys_asked(job, key, keys, all_keys)
         if spec.keyed and wanted is None and not all_keys:
@@ -83,8 +83,8 @@ class Changing(Base):
     ) -> list[Changes]:
         """Record the untracked periods of ``jobs`` (output exists, no ledger row) as waived,
         audited as ``adopt``: for a job that ran elsewhere before catchup."""
-        from .. import operations
-        from ..window import check_window
+        from ..changes import operations
+        from ..scan.window import check_window
 
         why = check_reason(reason, required=True)
         who = check_actor(actor)
@@ -122,7 +122,7 @@ class Changing(Base):
     ) -> Changes:
         """Make succeeded, waived or exhausted periods runnable again; audited. A job with
         keys: of ``key`` (and ``keys``), or ``all_keys``: every key expected in them."""
-        from .. import operations
+        from ..changes import operations
 
         why = check_reason(reason, required=True)
         who = check_actor(actor)
@@ -148,7 +148,7 @@ class Changing(Base):
         request within a third of the lease); audited. With ``wait``, until the attempt is
         recorded ``cancelled`` (no failure counted, runnable again), or ended first, or its
         lease, grace and a few seconds more have passed. Refused when it is not running."""
-        from ..cancel import cancel
+        from ..changes.cancel import cancel
 
         why = check_reason(reason, required=True)
         who = check_actor(actor)
@@ -171,7 +171,7 @@ class Changing(Base):
         attempt, change, coverage and alert range, goes along (audited). A row for ``new`` that
         a command registered after the config was edited, and that holds nothing, is
         replaced."""
-        from ..operations import rename
+        from ..changes.operations import rename
 
         why = check_reason(reason, required=True)
         who = check_actor(actor)
@@ -183,7 +183,7 @@ class Changing(Base):
     def retire(self, job: str, *, reason: str, actor: str | None = None) -> Retired:
         """Record the ledger's job ``job`` (no longer configured) as gone on purpose: it is
         no longer said to be missing from the config; its history stays."""
-        from ..operations import retire
+        from ..changes.operations import retire
 
         why = check_reason(reason, required=True)
         who = check_actor(actor)
@@ -201,7 +201,7 @@ class Changing(Base):
     ) -> Paused:
         """Suspend ``job`` (or one ``key`` of it): nothing claims its periods until it is
         resumed."""
-        from .. import operations
+        from ..changes import operations
 
         why = check_reason(reason, required=False)
         who = check_actor(actor)
@@ -220,7 +220,7 @@ class Changing(Base):
     ) -> Resumed:
         """Resume ``job`` (or one ``key`` of it); the next tick follows its catch-up policy (no
         flood)."""
-        from .. import operations
+        from ..changes import operations
 
         why = check_reason(reason, required=False)
         who = check_actor(actor)
@@ -258,8 +258,8 @@ class Changing(Base):
         """Drop the detail of settled runs that ended before ``before`` (UTC; default: now
         minus ``[ledger] keep_detail``), keeping each period's fact: what ``catchup compact``
         does. ``dry_run``: only count what would go."""
-        from ..compaction import compact
-        from ..values import parse_instant
+        from ..config.values import parse_instant
+        from ..maintenance.compaction import compact
 
         try:
             cut = None if before is None else parse_instant(before)

@@ -8,22 +8,23 @@ from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from .. import db, sqlfiles
-from ..bounds import EXPLAIN_COUNT, HISTORY_LIMIT, PS_LIMIT
+from ..config.bounds import EXPLAIN_COUNT, HISTORY_LIMIT, PS_LIMIT
+from ..config.job import Config, Job
+from ..config.reloading import reread
 from ..errors import ConfigError, DatabaseError
-from ..explain import Explanation
-from ..findings import Finding
-from ..job import Config, Job
+from ..ledger import sqlfiles
+from ..maintenance.findings import Finding
+from ..maintenance.retention import LedgerSize
 from ..models import JobRow, ScanReport
-from ..reloading import reread
+from ..postgres import database as db
+from ..reports.explain import Explanation
 from ..results import History, JobsReport, KeysReport, PageFacts, PeriodReport, Running, Why
-from ..retention import LedgerSize
+from ..scan.window import Moment
 from ..session import Session
-from ..window import Moment
 from .base import Base, check, instant
 
 if TYPE_CHECKING:
-    from ..serve import Watcher
+    from ..serve.watcher import Watcher
 
 PERIOD_WAIT = 5.0  # seconds a period page waits for the reads before it (then: 503)
 PERIOD_ATTEMPTS = 50  # the newest attempts and changes a period page shows
@@ -42,8 +43,8 @@ class Looking(Base):
     ) -> ScanReport:
         """The gap detector: what ``catchup scan`` reports (with the scheduler's pulse, and a
         calendar per job when asked)."""
-        from ..scan import scan
-        from ..window import check_window
+        from ..scan.detector import scan
+        from ..scan.window import check_window
 
         chosen = self.select(jobs, keys)
         check_window(chosen, since, until)  # before the session opens (and migrates)
@@ -61,7 +62,7 @@ class Looking(Base):
         """Tell ``[alerts]``'s webhooks what changed in ``report``'s gap ranges since they were
         last told (once, whichever replica gets there first), and post what is due: the
         problems, a line each (a webhook's URL never appears)."""
-        from .. import alerts
+        from ..reports import alerts
 
         config = self.config.alerts
         if config is None:
@@ -75,7 +76,7 @@ class Looking(Base):
     def keys(self, job: str) -> KeysReport:
         """``catchup keys JOB``: the job's keys as its keys query (or list) gives them now,
         recorded, with when each was first and last seen and from when it is expected."""
-        from ..keyed import current_keys, from_start, read_sources
+        from ..scan.keyed import current_keys, from_start, read_sources
 
         spec = self.job(job)
         if not spec.keyed:
@@ -89,8 +90,8 @@ class Looking(Base):
 
     def jobs(self) -> JobsReport:
         """``catchup jobs``: per job, schedule, last success, next due, done of expected."""
-        from ..pulse import read_pulse
-        from ..reports import overview, unconfigured
+        from ..reports.jobs import overview, unconfigured
+        from ..scheduler.pulse import read_pulse
 
         session = self.session
         jobs = list(self.config.jobs.values())
@@ -145,7 +146,7 @@ class Looking(Base):
     ) -> Explanation:
         """``count`` periods of ``job`` from the one containing ``start`` (default: the current
         one): bounds, lengths, due times and DST notes."""
-        from ..explain import explain
+        from ..reports.explain import explain
 
         check(EXPLAIN_COUNT, count)
         spec = self.job(job)
@@ -158,7 +159,7 @@ class Looking(Base):
     def ps(self, *, limit: int = PS_LIMIT.default or 1) -> Running:
         """Every period running now on every host (at most ``limit``, oldest claim first): job,
         key, period, attempt, host:pid, since when, how long its lease has left. Read-only."""
-        from ..cancel import running
+        from ..changes.cancel import running
 
         check(PS_LIMIT, limit)
         return running(self.session, limit)
@@ -176,12 +177,12 @@ class Looking(Base):
         upstream periods down the chain, failed and when it retries, exhausted, paused, done),
         and the command that would move it. Read-only. A job with keys and not one ``key``:
         its keys summed up (of ``keys``, else every key): how many in each state, which."""
-        from ..pasted import keyed
-        from ..why import explain_period
+        from ..render.pasted import keyed
+        from ..reports.why import explain_period
 
         spec, wanted = self._keys_asked(job, key, keys, all_keys)
         if spec.keyed and (wanted is None or len(wanted) > 1):
-            from ..whykeys import keys_summary
+            from ..reports.whykeys import keys_summary
 
             spec = self.session.resolve(spec, write=False)
             at = spec.period_starting(instant(period, spec))
@@ -213,7 +214,7 @@ class Looking(Base):
     def _unexpected(self, spec: Job, row: JobRow | None, said: Why) -> Why | None:
         """A key's period before the key was expected or after it was gone: not expected,
         nothing to move (``why`` said missing, and its ``run`` ran it)."""
-        from ..keyed import known_keys
+        from ..scan.keyed import known_keys
 
         rows = known_keys(self.session.ledger, spec, row.id if row else 0, self.session.now())
         known = next((r for r in rows if r.key == spec.key), None)
@@ -258,7 +259,7 @@ class Looking(Base):
     def doctor(config: str | None = None, dsn: str | None = None) -> list[Finding]:
         """Check the config, the database, a pooler, the clocks, the schedules and the
         scheduler; works when the config or the database is broken (that is a finding)."""
-        from ..doctor import examine
+        from ..maintenance.doctor import examine
 
         return examine(config, dsn)
 
@@ -282,12 +283,12 @@ class Looking(Base):
         ``configs`` gives the config to serve at each scan (``catchup scheduler --serve``
         reloads it), ``notice`` why it is not the file's newest (then not ready). ``reload``
         (a SIGHUP sets it): the file is read again then and when it changes, said with
-        ``say``, and scanned at once (:func:`catchup.reloading.reread`)."""
+        ``say``, and scanned at once (:func:`catchup.config.reloading.reread`)."""
         import psycopg
 
-        from ..httpd import serve
-        from ..scan import scan
-        from ..serve import Watcher
+        from ..scan.detector import scan
+        from ..serve.httpd import serve
+        from ..serve.watcher import Watcher
 
         target = self._target()
         jobs = list(self.config.jobs.values())
@@ -318,7 +319,7 @@ class Looking(Base):
         def keys_now() -> list[KeysReport]:
             # each keyed job's keys as its source gives them, merged with the history, unwritten
             # (the history alone when the source fails: the scan's banner says it failed)
-            from ..keyed import from_start, known_keys
+            from ..scan.keyed import from_start, known_keys
 
             keyed = [job for job in jobs if job.keyed]
             if not keyed:
@@ -341,13 +342,13 @@ class Looking(Base):
             ]
 
         def size_now() -> LedgerSize:
-            from ..compaction import measure
+            from ..maintenance.compaction import measure
 
             session = self._open(prepare=False, start_embedded=False, writes=False)  # as scan_now's
             return measure(session, jobs, session.now())
 
         def facts_now() -> PageFacts:
-            from ..pagefacts import read_facts
+            from ..serve.pagefacts import read_facts
 
             session = self._open(prepare=False, start_embedded=False, writes=False)  # as scan_now's
             return read_facts(session, jobs)

@@ -8,19 +8,19 @@ from collections.abc import Callable, Iterable
 from dataclasses import replace
 from datetime import datetime
 
-from ..bounds import MAX_TIME, REPLAY_WORKERS, TICK_WORKERS
-from ..claim import choose_period, run_period
-from ..dispatch import Flag
+from ..claims.path import choose_period, run_period
+from ..config.bounds import MAX_TIME, REPLAY_WORKERS, TICK_WORKERS
+from ..config.job import Job
 from ..errors import ConfigError
-from ..inflight import Holding
-from ..job import Job
-from ..keyed import KeysFailed, current_keys
 from ..ledger import Ledger
 from ..models import ClaimRules, Outcome
+from ..replay.dispatch import Flag
 from ..results import Batch, NotDue, Planned
+from ..scan.keyed import KeysFailed, current_keys
+from ..scan.targets import KeyRow, KeysFailure
+from ..scan.window import Moment
 from ..schedule import Period
-from ..targets import KeyRow, KeysFailure
-from ..window import Moment
+from ..scheduler.inflight import Holding
 from .base import Base, check, check_actor, check_reason, instant
 
 
@@ -89,7 +89,7 @@ class Running(Base):
     ) -> Batch | NotDue:
         """:meth:`run` of a job with keys: the period (default: the latest due) of every key
         expected to have it, or of ``keys``, on a pool of ``workers``."""
-        from ..replay import run_keys
+        from ..replay.runs import run_keys
 
         check(REPLAY_WORKERS, workers)
         (spec,) = self.select([job], keys)
@@ -126,8 +126,9 @@ class Running(Base):
         nothing new starts (what runs finishes). ``term``: the scheduler leader's, recorded
         with the tick (the pulse tells its ticks from a CronJob's). ``look_back``: also count
         the gaps before each job's ``catchup_window`` (``Batch.outside``; one more scan).
-        ``holding``: the scheduler's, its other ticks still running (:mod:`catchup.inflight`)."""
-        from ..replay import tick
+        ``holding``: the scheduler's, its other ticks still running
+        (:mod:`catchup.scheduler.inflight`)."""
+        from ..replay.runs import tick
 
         check(TICK_WORKERS, workers)
         if max_time is not None:
@@ -147,8 +148,8 @@ class Running(Base):
         )
         if self.config.keep_detail is not None and not ran.interrupted:
             # after what was due, a bounded slice of compaction: a tick stays quick
-            from ..compaction import compact
-            from ..retention import TICK_SLICE
+            from ..maintenance.compaction import compact
+            from ..maintenance.retention import TICK_SLICE
 
             sliced = compact(self.session, chosen, max_periods=TICK_SLICE, max_time=1.0)
             if sliced.periods:
@@ -156,7 +157,7 @@ class Running(Base):
         return replace(ran, held=held) if held else ran
 
     def _unheld(self, jobs: list[Job]) -> tuple[list[Job], tuple[tuple[str, str], ...]]:
-        """``jobs`` but the held ones (:mod:`catchup.held`), read again now, and those:
+        """``jobs`` but the held ones (:mod:`catchup.changes.held`), read again now, and those:
         (job, the old name it looks like). Nothing of a held job is planned or claimed; the
         others run."""
         held = self.session.check_held()
@@ -190,8 +191,8 @@ class Running(Base):
         succeeded periods that left no evidence again, ``outdated`` those an upstream re-run
         made outdated (each reset with ``reason``, audited). With ``upstream`` (the default),
         the missing upstream periods the planned ones wait for are planned too."""
-        from ..replay import Audit, replay
-        from ..window import check_window
+        from ..replay.runs import Audit, replay
+        from ..scan.window import check_window
 
         if unverified and reason is None:
             raise ConfigError("--unverified needs --reason: it runs succeeded periods again")

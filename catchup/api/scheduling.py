@@ -1,6 +1,6 @@
 """The built-in scheduler (``catchup scheduler``): lead or stand by, tick when a period falls
-due (:mod:`catchup.scheduler`), read the config again when it changes
-(:mod:`catchup.reloading`), and with ``serve`` serve what ``catchup serve`` serves from the
+due (:mod:`catchup.scheduler.leading`), read the config again when it changes
+(:mod:`catchup.config.reloading`), and with ``serve`` serve what ``catchup serve`` serves from the
 same process."""
 
 from __future__ import annotations
@@ -9,22 +9,22 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from .. import db
-from ..bounds import SCHEDULER_GRACE, SCHEDULER_LEASE, SCHEDULER_WORKERS, SERVE_REFRESH
+from ..config.bounds import SCHEDULER_GRACE, SCHEDULER_LEASE, SCHEDULER_WORKERS, SERVE_REFRESH
+from ..config.job import DEFAULT_LANE
 from ..errors import ConfigError
-from ..job import DEFAULT_LANE
-from ..keyed import KeysFailed
 from ..models import Outcome
+from ..postgres import database as db
 from ..results import Batch
+from ..scan.keyed import KeysFailed
 from ..vocabulary import OutcomeStatus
 from .base import check
 from .looking import Looking
 from .running import Running
 
 if TYPE_CHECKING:
-    from ..job import Config
-    from ..reloading import ConfigWatch
-    from ..serve import Watcher
+    from ..config.job import Config
+    from ..config.reloading import ConfigWatch
+    from ..serve.watcher import Watcher
 
 LISTEN_WAIT = 30.0  # seconds the page's port may take to be bound before the scheduler starts
 
@@ -45,7 +45,7 @@ class Scheduling(Running, Looking):
         on_listening: Callable[[str], None] | None = None,
     ) -> None:
         """``catchup scheduler``: lead or stand by until ``stopping`` is set; as the leader,
-        tick whenever a period of any job falls due (:mod:`catchup.scheduler`). ``say`` gets
+        tick whenever a period of any job falls due (:mod:`catchup.scheduler.leading`). ``say`` gets
         the lead's changes and the config's reloads, ``on_done`` each outcome but the skipped
         ones. The config's file is read again when it changes, and when ``reload`` is set (a
         SIGHUP); a version that does not load is refused and the last good one kept. With
@@ -54,11 +54,11 @@ class Scheduling(Running, Looking):
 
         import psycopg
 
+        from ..changes.held import held_said
         from ..errors import DatabaseError
-        from ..held import held_said
-        from ..inflight import InFlight, Lanes
-        from ..leadership import wake_in
-        from ..scheduler import LONGEST_SLEEP, Fence, schedule
+        from ..scheduler.inflight import InFlight, Lanes
+        from ..scheduler.leadership import wake_in
+        from ..scheduler.leading import LONGEST_SLEEP, Fence, schedule
         from ..session import owner_name
 
         check(SCHEDULER_WORKERS, workers)

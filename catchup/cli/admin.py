@@ -98,8 +98,8 @@ def demo(state: State) -> None:
 
     Example: catchup demo
     """
-    from .. import db
-    from ..demo import run_demo
+    from ..deploy.demo import run_demo
+    from ..postgres import database as db
 
     config = state.app(require_config=False).config
     target = db.resolve(state.dsn, config.dsn, embedded_allowed=config.embedded)
@@ -164,7 +164,7 @@ def deploy_kubernetes(
 
     Example: catchup deploy kubernetes --image ghcr.io/acme/billing:1.4 | kubectl apply -f -
     """
-    from .. import deploy as recipes
+    from ..deploy import tick as recipes
 
     click.echo(
         recipes.kubernetes(
@@ -230,7 +230,7 @@ def deploy_systemd(
     """
     from pathlib import Path
 
-    from .. import units as recipes
+    from ..deploy import systemd as recipes
 
     recipe = recipes.systemd(
         name=name,
@@ -246,7 +246,7 @@ def deploy_systemd(
     if output_dir is None:
         click.echo(recipe.text(), nl=False)
         return
-    from .. import files
+    from . import files
 
     folder = Path(output_dir)
     if not folder.is_dir():  # a typo must not become a folder of units nobody loads
@@ -275,7 +275,7 @@ def server_status() -> None:
 
     Example: catchup server status
     """
-    from .. import embedded
+    from ..postgres import embedded
 
     data = embedded.data_dir()
     running = embedded.running(data)
@@ -291,7 +291,7 @@ def server_start() -> None:
 
     Example: catchup server start
     """
-    from .. import embedded
+    from ..postgres import embedded
 
     data = embedded.data_dir()
     if (up := embedded.running(data)) is not None:
@@ -308,6 +308,6 @@ def server_stop() -> None:
 
     Example: catchup server stop
     """
-    from .. import embedded
+    from ..postgres import embedded
 
     click.echo("stopped" if embedded.stop() else "was not running")

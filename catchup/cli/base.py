@@ -181,7 +181,8 @@ def exit_for_outcome(result: Outcome) -> None:
 def exit_for_batch(batch: Batch) -> None:
     """``tick`` and ``replay``: each keyed job whose keys query failed said in one line; then
     130 interrupted, 3 a database error (a keys query's too), 2 a job that cannot start, is
-    held (catchup/held.py) or had its keys refused (the other jobs ran), 1 a failure, else 0."""
+    held (catchup/changes/held.py) or had its keys refused (the other jobs ran), 1 a failure, else
+    0."""
     for failure in batch.keys_failed:  # said even under -q: that job needs a person
         click.echo(f"catchup: {_safe(failure.line)}", err=True)
     if batch.interrupted:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from ..bounds import EXPLAIN_COUNT, HISTORY_LIMIT, PS_LIMIT
+from ..config.bounds import EXPLAIN_COUNT, HISTORY_LIMIT, PS_LIMIT
 from ..errors import EXIT_DATABASE, EXIT_FAILED, EXIT_USAGE, ConfigError
 from .base import State, _safe, console, pass_state, show
 from .options import (
@@ -83,9 +83,9 @@ def scan(
 
     Example: catchup scan --since 2026-10-01 --format markdown >> "$GITHUB_STEP_SUMMARY"
     """
-    from .. import files
     from ..render import documents, json, pulse
     from ..render import scan as scan_report
+    from . import files
 
     if output is not None and not output.endswith((".svg", ".html", ".txt")):
         raise ConfigError(f"--output {output}: the name must end in .svg, .html or .txt")

@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 
 import click
 
-from ..bounds import SCHEDULER_GRACE, SERVE_REFRESH, Bound
+from ..config.bounds import SCHEDULER_GRACE, SERVE_REFRESH, Bound
 from ..render.limits import GAP_LIMIT
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -46,7 +46,7 @@ class When(click.ParamType):  # type: ignore[type-arg]
     name = "DATE"
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
-        from ..values import parse_instant
+        from ..config.values import parse_instant
 
         try:
             parse_instant(value)
@@ -75,7 +75,7 @@ class Listen(click.ParamType):  # type: ignore[type-arg]
     name = "HOST:PORT"
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
-        from ..values import parse_listen
+        from ..config.values import parse_listen
 
         try:
             return parse_listen(str(value))
@@ -92,7 +92,7 @@ class Seconds(click.ParamType):  # type: ignore[type-arg]
         self.low, self.high = low, high
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
-        from ..values import parse_duration
+        from ..config.values import parse_duration
 
         try:
             seconds = parse_duration(str(value)).total_seconds()

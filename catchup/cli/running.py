@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from ..bounds import MAX_TIME, REPLAY_WORKERS, TICK_WORKERS
+from ..config.bounds import MAX_TIME, REPLAY_WORKERS, TICK_WORKERS
 from ..errors import EXIT_FAILED, EXIT_INTERRUPTED
 from ..vocabulary import OutcomeStatus
 from .base import (

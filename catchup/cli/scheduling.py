@@ -7,7 +7,7 @@ import threading
 
 import click
 
-from ..bounds import SCHEDULER_GRACE, SCHEDULER_LEASE, SCHEDULER_WORKERS
+from ..config.bounds import SCHEDULER_GRACE, SCHEDULER_LEASE, SCHEDULER_WORKERS
 from ..render.text import safe
 from .base import State, console, pass_state, stop_signals
 from .options import Listen, Seconds, refresh_option, workers_option

@@ -16,13 +16,13 @@ from psycopg import pq
 from psycopg.rows import class_row
 from psycopg.types.json import Jsonb
 
-from .. import sqlfiles
+from ..claims.failover import Failover, Moved
 from ..errors import DatabaseError, Unconfirmed
 from ..models import JobRow
-from ..reconcile import Reconciliation, Recorded
 from ..schedule import iso_utc
-from ..timelines import Failover, Moved
+from ..schedule.reconcile import Reconciliation, Recorded
 from ..vocabulary import EventAction
+from . import sqlfiles
 
 
 def settle_session(conn: psycopg.Connection[Any]) -> None:
@@ -165,7 +165,8 @@ class LedgerBase:
     ) -> Reconciliation:
         """Bring the job's recorded schedule and start in line with its config, under a row lock
         so replicas that notice one change at once record it once. ``decide(recorded, now)``
-        gives the :class:`~catchup.reconcile.Reconciliation` for the rows as they are now."""
+        gives the :class:`~catchup.schedule.reconcile.Reconciliation` for the rows as they are
+        now."""
         with self.conn.transaction():
             self.conn.execute(self._q("lock_job_row"), {"job_id": job_id})
             recorded_start, rows = self.schedules([job_id]).get(job_id, (None, []))

@@ -8,9 +8,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from ..config.values import storable
 from ..models import Claim, Finished
 from ..results import Renewed
-from ..values import storable
 from .base import LedgerBase
 from .claims import FinishFields
 

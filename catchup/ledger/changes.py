@@ -8,9 +8,9 @@ from datetime import datetime
 from psycopg import errors as pg_errors
 from psycopg.rows import class_row
 
+from ..config.values import storable
 from ..models import EventRow, HistoryRow, LockedRow, Unconfigured
 from ..schedule import Period
-from ..values import storable
 from ..vocabulary import EventAction
 from .base import LedgerBase
 

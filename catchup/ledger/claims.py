@@ -10,11 +10,11 @@ from typing import NotRequired, TypedDict, Unpack
 
 from psycopg.rows import class_row
 
+from ..claims.failover import Failover, Held
+from ..config.values import storable
 from ..models import Blocked, Blocker, Claim, Finished, RunRow, Waiting
 from ..results import Renewed
 from ..schedule import Period
-from ..timelines import Failover, Held
-from ..values import storable
 from .base import LedgerBase
 
 

@@ -7,7 +7,7 @@ from datetime import datetime
 
 from psycopg.rows import class_row
 
-from ..retention import BatchDone, Behind, CompactedRun, Plan, TableSize
+from ..maintenance.retention import BatchDone, Behind, CompactedRun, Plan, TableSize
 from .base import LedgerBase
 
 

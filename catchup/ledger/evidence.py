@@ -16,9 +16,9 @@ import psycopg
 from psycopg import sql
 from psycopg.rows import class_row
 
-from .. import sqlfiles
 from ..errors import ConfigError
 from ..models import EvidenceState
+from . import sqlfiles
 from .base import LedgerBase, settle_session
 
 # how long one evidence query may take before the scan reports it as that job's error, in s

@@ -11,9 +11,9 @@ import psycopg
 from psycopg import sql
 from psycopg.rows import class_row
 
-from .. import sqlfiles
 from ..errors import ConfigError
-from ..targets import KeyRange, KeyRow
+from ..scan.targets import KeyRange, KeyRow
+from . import sqlfiles
 from .base import LedgerBase
 from .evidence import bound, fenced
 

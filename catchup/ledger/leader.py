@@ -8,7 +8,7 @@ from datetime import datetime, timedelta
 from psycopg.rows import class_row
 from psycopg.types.json import Jsonb
 
-from ..leadership import Lead, Leader
+from ..scheduler.leadership import Lead, Leader
 from .base import LedgerBase
 
 SCOPE = "scheduler"  # the leader row's name: one scheduler per ledger schema

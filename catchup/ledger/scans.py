@@ -1,6 +1,6 @@
 """The scan's statements: one read-only snapshot, the coverage a scan has verified, the rows
 that are not succeeded (through a server-side cursor), the holes between rows, and the
-coverage a scan learns. The gaps-and-ranges logic around them is in :mod:`catchup.scan`."""
+coverage a scan learns. The gaps-and-ranges logic around them is in :mod:`catchup.scan.detector`."""
 
 from __future__ import annotations
 

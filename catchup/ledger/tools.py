@@ -12,7 +12,7 @@ from psycopg import errors as pg_errors
 from psycopg import sql
 from psycopg.rows import class_row
 
-from .. import sqlfiles
+from . import sqlfiles
 from .base import LedgerBase
 
 

@@ -22,7 +22,7 @@ from .tables import outcome
 from .text import STYLE, iso_utc, safe, span
 
 if TYPE_CHECKING:
-    from ..job import Job
+    from ..config.job import Job
     from ..results import Batch, Planned
 
 

@@ -7,7 +7,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from ..retention import Compacted, JobCompaction
+from ..maintenance.retention import Compacted, JobCompaction
 from .json import dumps
 from .tables import blocks, fits
 from .text import iso_utc, safe

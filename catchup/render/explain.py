@@ -7,7 +7,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from ..explain import Explanation, describe_due
+from ..reports.explain import Explanation, describe_due
 from ..schedule import is_utc
 from .tables import blocks, fits
 from .text import iso_utc, span

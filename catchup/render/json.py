@@ -9,9 +9,9 @@ from datetime import datetime
 from typing import Any
 
 from ..models import JobScan, Outcome, Range, ScanReport
-from ..pulsefacts import Pulse
 from ..results import Batch, History, JobsReport, KeysReport, NotDue, Why
-from ..targets import KeysFailure
+from ..scan.targets import KeysFailure
+from ..scheduler.pulsefacts import Pulse
 from .text import iso_utc
 
 

@@ -11,9 +11,9 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.exposition import choose_encoder
 from prometheus_client.registry import Collector, CollectorRegistry
 
-from ..leadership import Leader
+from ..maintenance.retention import LedgerSize
 from ..models import ScanReport
-from ..retention import LedgerSize
+from ..scheduler.leadership import Leader
 from .documents import DUE_TO_START, METRICS, WORKERS, WORKERS_BUSY
 
 

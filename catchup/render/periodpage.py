@@ -11,10 +11,10 @@ import json
 from datetime import datetime
 
 from ..models import HistoryRow
-from ..pasted import command
 from ..results import PeriodReport, Why
 from ..vocabulary import AttemptStatus, RunStatus
 from .json import _why, history_json
+from .pasted import command
 from .text import LEGEND, iso_utc, safe, span
 from .web import Site, Verdict, frame, render
 from .webparts import job_path, period_link

@@ -6,7 +6,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.text import Text
 
-from ..pulsefacts import Pulse
+from ..scheduler.pulsefacts import Pulse
 from .text import iso_utc, safe, span
 
 

@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from ..job import Job
+from ..config.job import Job
 from ..results import Cancelled, Running, RunningRow
 from .json import period_json
 from .tables import blocks, fits

@@ -13,8 +13,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from ..claims.failover import told
 from ..models import Calendar, JobScan, Range, ScanReport
-from ..timelines import told
 from ..vocabulary import PeriodState
 from .limits import GAP_LIMIT
 from .pulse import scheduler

@@ -12,7 +12,8 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
-from ..held import held_said
+from ..changes.held import held_said
+from ..claims.failover import moved_said
 from ..models import Outcome
 from ..results import (
     Connected,
@@ -22,12 +23,11 @@ from ..results import (
     Migrated,
     NotDue,
 )
-from ..timelines import moved_said
 from .pulse import scheduler
 from .text import STYLE, iso_utc, keys_paused, safe, schedule_text, seconds
 
 if TYPE_CHECKING:
-    from ..findings import Finding
+    from ..maintenance.findings import Finding
 
 
 def outcome(console: Console, result: Outcome) -> None:

@@ -1,7 +1,7 @@
 """The one formatter of each kind every renderer uses: stored text made safe to print, the
 colour and glyph of each state, instants, durations and a job's schedule.
 
-Period labels come from the job (:meth:`catchup.config.Job.label`, carried by results as a
+Period labels come from the job (:meth:`catchup.config.loading.Job.label`, carried by results as a
 ``label`` or a ``labeler``); durations are :func:`catchup.schedule.span`; instants are
 :func:`catchup.schedule.iso_utc`. Re-exported here so renderers import them from one place.
 """
@@ -30,7 +30,7 @@ STYLE = {
     "missing": "yellow",
     "stale": "magenta",
     "suspect": "bold magenta",
-    "held": "bold yellow",  # why: a rename in progress (catchup/held.py)
+    "held": "bold yellow",  # why: a rename in progress (catchup/changes/held.py)
     "waiting": "yellow",  # why: due, every worker of its scheduler lane busy
     "untracked": "dim cyan",
     "unverified": "bold yellow",

@@ -7,11 +7,11 @@ from __future__ import annotations
 from datetime import datetime
 from urllib.parse import quote
 
-from ..job import Job
+from ..config.job import Job
 from ..models import Calendar, JobScan, Range
-from ..pasted import command
 from ..results import FailureRow, PageFacts, RunningRow
 from ..vocabulary import PeriodState
+from .pasted import command
 from .text import LEGEND, iso_utc, safe, span
 
 STRIP_CELLS = 24  # the recent periods on a job's row of /

@@ -18,7 +18,7 @@ never makes two periods out of one or none out of one.
 The parts: ``zones`` (time zones, the DST rule, periods, formats), ``steps`` (fixed and
 wall-clock steps), ``cron``, ``rrule``, ``parse`` (expressions into schedules), ``timeline``
 (every schedule a job has had) and ``labels`` (the names of periods). The reconciliation of
-the ledger's schedule history is :mod:`catchup.reconcile`.
+the ledger's schedule history is :mod:`catchup.schedule.reconcile`.
 """
 
 from __future__ import annotations

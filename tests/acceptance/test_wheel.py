@@ -57,7 +57,11 @@ def test_wheel_installs_and_runs(project: Project, tmp_path: Path) -> None:
     assert run.returncode == 0, run.stderr
     assert "nightly 2026-10-01 attempt 1: succeeded" in run.stdout
     where = subprocess.run(
-        [str(venv / "bin" / "python"), "-c", "import catchup.sqlfiles as s; print(s.sql_dir())"],
+        [
+            str(venv / "bin" / "python"),
+            "-c",
+            "import catchup.ledger.sqlfiles as s; print(s.sql_dir())",
+        ],
         capture_output=True,
         text=True,
         cwd=elsewhere,

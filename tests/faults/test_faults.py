@@ -24,7 +24,7 @@ from fix_processes import process_gone, wait_for
 from fix_project import Project, job_toml
 from fix_proxy import CutAfter, Pooler
 
-from catchup import embedded
+from catchup.postgres import embedded
 
 pytestmark = [pytest.mark.faults, pytest.mark.slow]
 PSQL = embedded.bin_dir() / "psql"

@@ -26,7 +26,7 @@ from fix_processes import wait_for
 from fix_project import Project, job_toml
 from fix_proxy import Gate
 
-from catchup import embedded
+from catchup.postgres import embedded
 
 pytestmark = pytest.mark.faults
 

@@ -15,9 +15,9 @@ import sys
 import time
 from pathlib import Path
 
-from catchup import db
-from catchup.claim import run_period
-from catchup.config import load_config, parse_instant
+from catchup.claims.path import run_period
+from catchup.config.loading import load_config, parse_instant
+from catchup.postgres import database as db
 from catchup.session import Session
 
 

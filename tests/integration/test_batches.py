@@ -19,10 +19,10 @@ import pytest
 from fix_db import Database
 from fix_project import Project, job_toml
 
-from catchup import db
-from catchup.config import Config, make_job
+from catchup.config.loading import Config, make_job
 from catchup.ledger import FinishFields, Ledger, Many
-from catchup.pool import run_planned
+from catchup.postgres import database as db
+from catchup.replay.pool import run_planned
 from catchup.results import Planned
 from catchup.schedule import Timeline, parse_schedule
 from catchup.session import Session

@@ -22,9 +22,9 @@ from fix_processes import wait_for
 from fix_project import Project, job_toml
 from psycopg.conninfo import make_conninfo
 
-from catchup import db
 from catchup.ledger.evidence import EvidenceQuery
 from catchup.ledger.keys import read_keys
+from catchup.postgres import database as db
 
 MISSING = 'SELECT id FROM "{schema}".tenants'  # a table a migration renamed away
 

@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 from fix_project import Project, job_toml
 
-from catchup.config import load_config
-from catchup.upstream import needed
+from catchup.config.loading import load_config
+from catchup.config.upstream import needed
 
 SCHEDULES = [
     ("hourly", "UTC"),

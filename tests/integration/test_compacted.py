@@ -17,8 +17,7 @@ from fix_db import Database, drop_schema
 from fix_ledger import fill_settled
 from fix_project import Project, job_toml
 
-from catchup import sqlfiles
-from catchup.ledger import Ledger
+from catchup.ledger import Ledger, sqlfiles
 
 ORIGIN = datetime(2024, 1, 1, tzinfo=UTC)
 WINDOW = ("--since", "2024-01-01", "--until", "2024-01-05")

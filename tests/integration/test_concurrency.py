@@ -18,7 +18,7 @@ from fix_project import Project
 from fix_proxy import Pooler
 from paths import ROOT
 
-from catchup import sqlfiles
+from catchup.ledger import sqlfiles
 
 WORKER = ROOT / "tests" / "helpers" / "worker.py"
 

@@ -259,7 +259,7 @@ def pinned_env(home: Path) -> dict[str, str]:
 
 
 def embedded(env: dict[str, str], call: str) -> None:
-    """``catchup.embedded.CALL()`` in a process of its own, on the pinned clock."""
+    """``catchup.postgres.embedded.CALL()`` in a process of its own, on the pinned clock."""
     code = f"from catchup import embedded; embedded.{call}()"
     subprocess.run([sys.executable, "-c", code], env=env, check=True, timeout=120)
 

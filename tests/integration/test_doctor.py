@@ -14,7 +14,7 @@ from fix_project import Project, job_toml
 from fix_proxy import Pooler
 
 from catchup.cli import cli
-from catchup.doctor import clock_finding
+from catchup.maintenance.doctor import clock_finding
 
 
 def setup(project: Project, **keys: Any) -> None:

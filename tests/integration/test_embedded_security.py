@@ -17,7 +17,7 @@ import pytest
 from fix_db import Database, reachable
 from fix_project import Project, job_toml
 
-from catchup import datafolder, embedded, processes
+from catchup.postgres import datafolder, embedded, processes
 
 INTRUDER = "catchup_intruder"
 

@@ -318,8 +318,8 @@ def test_jobs_in_code_never_redefine_the_folders_jobs(
     own: the CLI's job keeps its schedule, start and history."""
     from catchup import Catchup, make_job
     from catchup.api import code_origin
-    from catchup.db import project_database_name
-    from catchup.projectdb import named_database_name
+    from catchup.postgres.database import project_database_name
+    from catchup.postgres.projectdb import named_database_name
     from catchup.results import NotDue
 
     monkeypatch.chdir(project.path)

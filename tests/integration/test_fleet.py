@@ -14,7 +14,7 @@ from fix_db import Database
 from fix_processes import wait_for
 from fix_project import Project
 
-from catchup.replay import round_robin
+from catchup.replay.runs import round_robin
 from catchup.results import Planned
 
 JOBS = 250  # the embedded test server takes max_connections = 200

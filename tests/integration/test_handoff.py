@@ -12,9 +12,9 @@ from fix_db import Database
 from fix_project import Project
 from fix_proxy import CutAfter
 
-from catchup import db
-from catchup.config import Config, make_job
-from catchup.pool import run_planned
+from catchup.config.loading import Config, make_job
+from catchup.postgres import database as db
+from catchup.replay.pool import run_planned
 from catchup.results import Planned
 from catchup.session import Session
 from catchup.vocabulary import PeriodState

@@ -297,7 +297,7 @@ def test_two_projects_on_one_host_keep_their_ledgers_apart(
 ) -> None:
     """Two project folders with a job of the same name, both on the default embedded ledger
     (no schema chosen): each gets a database of its own, so one's run is not the other's."""
-    from catchup.db import project_database_name
+    from catchup.postgres.database import project_database_name
 
     folders = [tmp_path / "shop", tmp_path / "warehouse"]
     names = [project_database_name(f.resolve()) for f in folders]
@@ -332,7 +332,7 @@ def test_a_ledger_made_before_project_databases_is_kept(
 ) -> None:
     """A project whose jobs already have a ledger in the shared database (as an older catchup
     made it) keeps that ledger: nothing it ran is run again in a new database."""
-    from catchup.db import project_database_name
+    from catchup.postgres.database import project_database_name
 
     folder = tmp_path / "legacy"
     folder.mkdir()

@@ -19,7 +19,7 @@ import pytest
 from fix_processes import process_gone, wait_for
 from fix_project import Project, job_toml
 
-from catchup import datafolder, embedded
+from catchup.postgres import datafolder, embedded
 
 
 def call_job(project: Project, monkeypatch: pytest.MonkeyPatch, body: str) -> str:
@@ -439,8 +439,8 @@ def test_a_webhook_url_is_checked_whole_at_load_time(project: Project, sql: Any,
 def test_a_post_that_fails_in_any_way_is_a_failed_post(project: Project) -> None:
     """Whatever a post raises (here http.client's InvalidURL, which quotes the path) is a
     failed post, retried later, never a crash and never the URL's text."""
-    from catchup.alerts import post
-    from catchup.job import Webhook
+    from catchup.config.job import Webhook
+    from catchup.reports.alerts import post
 
     said = post(Webhook("ops", "http://127.0.0.1:1/hooks/TOKEN\x01SECRET-333", "json"), {})
     assert said is not None and "SECRET-333" not in said
@@ -460,8 +460,8 @@ def test_the_watcher_survives_any_error_and_healthz_follows_it(
     import urllib.request
 
     from catchup import Catchup
-    from catchup.httpd import serve
-    from catchup.serve import Watcher
+    from catchup.serve.httpd import serve
+    from catchup.serve.watcher import Watcher
 
     project.write(job_toml("billing", command=["true"]))
     app = Catchup(str(project.config))

@@ -367,7 +367,7 @@ def test_a_ledger_from_before_keys_migrates_with_its_runs_and_answers_alike(
     kept as the unkeyed job's (key ''), and the scan reads it as those rows say."""
     from fix_catalog import catalog
 
-    from catchup import sqlfiles
+    from catchup.ledger import sqlfiles
 
     shipped = sqlfiles.migrations()
     monkeypatch.setattr(sqlfiles, "migrations", lambda: [m for m in shipped if m[0] <= 13])

@@ -1,6 +1,6 @@
 """The scheduler's lead, on a real ledger: the lease and term of `Ledger.lead` (taken, kept,
 lost when it runs out, handed back, one winner among standbys that ask at once), and the term
-fence of `catchup.scheduler.schedule`: a leader whose term was taken renews before its next
+fence of `catchup.scheduler.leading.schedule`: a leader whose term was taken renews before its next
 tick, finds the term gone, and starts nothing under it."""
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ import pytest
 from fix_db import Database
 from fix_processes import wait_for
 
-from catchup import db
-from catchup.inflight import InFlight
 from catchup.ledger import Ledger
-from catchup.scheduler import Fence, Keeper, schedule
+from catchup.postgres import database as db
+from catchup.scheduler.inflight import InFlight
+from catchup.scheduler.leading import Fence, Keeper, schedule
 
 
 def expire(ledger: Ledger) -> None:

@@ -12,8 +12,7 @@ import pytest
 from fix_db import Database
 from fix_processes import wait_for
 
-from catchup import sqlfiles
-from catchup.ledger import Ledger
+from catchup.ledger import Ledger, sqlfiles
 from catchup.schedule import Period, Timeline, parse_schedule
 
 DAY = Timeline.single(parse_schedule("daily"), datetime(2026, 10, 1, tzinfo=UTC))

@@ -19,8 +19,8 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 import catchup
 from catchup import Catchup, CatchupError, JobContext, make_job
-from catchup.config import load_config
-from catchup.db import Target
+from catchup.config.loading import load_config
+from catchup.postgres.database import Target
 
 SECRET = "s3cret-never-shown"
 FORMS = [

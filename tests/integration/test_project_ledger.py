@@ -19,8 +19,8 @@ from fix_processes import wait_for
 from fix_project import Project
 from psycopg.conninfo import make_conninfo
 
-from catchup.db import project_database_name
-from catchup.projectdb import named_database_name
+from catchup.postgres.database import project_database_name
+from catchup.postgres.projectdb import named_database_name
 
 # each test makes or moves databases of the embedded server: not a team's role's to do
 pytestmark = pytest.mark.superuser

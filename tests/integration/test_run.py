@@ -9,7 +9,7 @@ from typing import Any
 from fix_processes import process_gone, wait_for
 from fix_project import Project, job_toml
 
-from catchup import sqlfiles
+from catchup.ledger import sqlfiles
 
 
 def daily(command: str, **extra: str) -> str:

@@ -14,12 +14,12 @@ from fix_db import Database
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from catchup.config import Job
+from catchup.config.loading import Job
 from catchup.ledger import Ledger
 from catchup.models import Range
-from catchup.reconcile import changed
-from catchup.scan import scan_job
+from catchup.scan.detector import scan_job
 from catchup.schedule import RRule, Timeline, parse_schedule
+from catchup.schedule.reconcile import changed
 
 SCHEDULES = [
     "hourly",

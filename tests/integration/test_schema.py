@@ -13,8 +13,7 @@ from fix_catalog import CATALOG, catalog
 from fix_db import Database, drop_schema
 from paths import ROOT
 
-from catchup import sqlfiles
-from catchup.ledger import Ledger
+from catchup.ledger import Ledger, sqlfiles
 
 
 @pytest.fixture

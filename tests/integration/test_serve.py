@@ -24,7 +24,7 @@ from prometheus_client.openmetrics.parser import (
 from prometheus_client.parser import text_string_to_metric_families
 from psycopg.conninfo import conninfo_to_dict
 
-from catchup import embedded
+from catchup.postgres import embedded
 
 
 def free_port() -> int:

@@ -24,7 +24,7 @@ from fix_proxy import pooler_for
 from fix_team import Team, serializable_role
 from psycopg import sql
 
-from catchup import db
+from catchup.postgres import database as db
 
 
 def free_port() -> int:

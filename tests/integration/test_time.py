@@ -235,7 +235,7 @@ def test_listed_starts_in_small_batches_give_the_same_gaps(
 ) -> None:
     """The starts of wall-clock schedules go to the server in batches; runs of missing periods
     cut by a batch boundary are joined again."""
-    from catchup import scan as detector
+    from catchup.scan import detector
 
     project.write(_config("0 */6 * * *", tz="Europe/Berlin", start="2026-11-01"))
     marked = project.cli(

@@ -8,8 +8,7 @@ import re
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from catchup import sqlfiles
-from catchup.ledger import Ledger
+from catchup.ledger import Ledger, sqlfiles
 from catchup.vocabulary import (
     DERIVED_STATES,
     AttemptStatus,

@@ -1,4 +1,4 @@
-"""catchup/bounds.py: a number a command takes has one range and one default, which the
+"""catchup/config/bounds.py: a number a command takes has one range and one default, which the
 command line's option and the facade's check both read."""
 
 from __future__ import annotations
@@ -9,7 +9,8 @@ import click
 import pytest
 
 from catchup import Catchup, ConfigError, make_job
-from catchup.bounds import (
+from catchup.cli import cli
+from catchup.config.bounds import (
     EXPLAIN_COUNT,
     HISTORY_LIMIT,
     MAX_TIME,
@@ -17,7 +18,6 @@ from catchup.bounds import (
     TICK_WORKERS,
     Bound,
 )
-from catchup.cli import cli
 
 NOWHERE = "postgresql://nobody@127.0.0.1:1/none"  # connecting would fail: nothing may connect
 

@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from catchup.cli import cli
-from catchup.config import load_config, parse_config, parse_duration
+from catchup.config.loading import load_config, parse_config, parse_duration
 from catchup.errors import ConfigError
 
 GOOD = """\
@@ -181,7 +181,7 @@ def test_keys_are_read_as_a_list_or_a_query(tmp_path: Path) -> None:
 def test_durable_claims_come_from_the_file_and_the_environment_wins(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from catchup.db import durable_claims
+    from catchup.postgres.database import durable_claims
 
     path = tmp_path / "catchup.toml"
     path.write_text("[database]\ndurable_claims = true\n" + GOOD)
@@ -199,8 +199,8 @@ def test_durable_claims_come_from_the_file_and_the_environment_wins(
 
 def test_not_renamed_is_a_flag_that_contradicts_renamed_from(tmp_path: Path) -> None:
     """`not_renamed = true`: a new job, never held for a dropped job's schedule
-    (catchup/held.py); not a string, and not beside renamed_from."""
-    from catchup.config import make_job
+    (catchup/changes/held.py); not a string, and not beside renamed_from."""
+    from catchup.config.loading import make_job
 
     path = tmp_path / "catchup.toml"
     assert parse_config((GOOD + "not_renamed = true\n").encode(), path).job("billing").not_renamed

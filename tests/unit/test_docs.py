@@ -46,14 +46,14 @@ def test_the_job_keys_table_is_generated_from_the_one_table_of_keys() -> None:
 
     text = PAGE.read_text()
     assert rewrite(text) == text, (
-        "docs/reference/config.md's job keys drifted from catchup/jobtable.py: run "
+        "docs/reference/config.md's job keys drifted from catchup/config/settings.py: run "
         "uv run python tests/config_reference.py"
     )
 
 
 def test_every_config_key_is_in_the_configuration_reference() -> None:
-    from catchup.config import ALERT_KEYS, DATABASE_KEYS, WEBHOOK_KEYS
-    from catchup.job import JOB_KEY as JOB_KEYS
+    from catchup.config.job import JOB_KEY as JOB_KEYS
+    from catchup.config.loading import ALERT_KEYS, DATABASE_KEYS, WEBHOOK_KEYS
 
     text = (DOCS / "reference" / "config.md").read_text()
     keys = {*JOB_KEYS, *DATABASE_KEYS, *ALERT_KEYS, *WEBHOOK_KEYS, "name"}

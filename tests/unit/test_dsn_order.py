@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from catchup import db
+from catchup.postgres import database as db
 
 SOURCES = ["--dsn", "CATCHUP_DSN", "catchup.toml [database] dsn", "DATABASE_URL", "PGHOST"]
 
@@ -32,8 +32,8 @@ def test_the_first_source_given_wins(monkeypatch: pytest.MonkeyPatch, first: int
 
 
 def test_connect_retry_is_bounded_seconds(monkeypatch: pytest.MonkeyPatch) -> None:
-    from catchup.db import busy_retry_seconds
     from catchup.errors import ConfigError
+    from catchup.postgres.database import busy_retry_seconds
 
     monkeypatch.delenv("CATCHUP_CONNECT_RETRY", raising=False)
     assert busy_retry_seconds() == 15
@@ -55,7 +55,7 @@ def test_a_project_name_names_a_safe_bounded_database(name: str) -> None:
     import re
     from pathlib import Path
 
-    from catchup.projectdb import named_database_name, project_database_name
+    from catchup.postgres.projectdb import named_database_name, project_database_name
 
     made = named_database_name(name)
     assert re.fullmatch(r"catchup_[a-z0-9_]+_[0-9a-f]{8}", made) and len(made.encode()) <= 63

@@ -11,8 +11,8 @@ from zoneinfo import ZoneInfo
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from catchup.config import make_job
-from catchup.explain import explain
+from catchup.config.loading import make_job
+from catchup.reports.explain import explain
 from catchup.schedule import span, transitions
 
 # Zones with DST gaps of different lengths and times of day (Santiago skips midnight, Lord

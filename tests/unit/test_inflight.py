@@ -1,4 +1,5 @@
-"""The ticks a scheduler leader has running at once (catchup/inflight.py): a later tick never
+"""The ticks a scheduler leader has running at once (catchup/scheduler/inflight.py): a later tick
+never
 plans what an earlier one holds, nor another period of a job (or key) that forbids overlap
 while one of its periods is held; the workers they keep busy."""
 
@@ -6,10 +7,10 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from catchup.config import make_job
-from catchup.inflight import InFlight
-from catchup.job import Job
+from catchup.config.job import Job
+from catchup.config.loading import make_job
 from catchup.results import Planned
+from catchup.scheduler.inflight import InFlight
 
 DAY = datetime(2026, 10, 1, tzinfo=UTC)
 
@@ -65,7 +66,7 @@ def test_a_tick_keeps_a_worker_per_period_it_holds_up_to_its_own() -> None:
 def test_each_lane_has_its_own_workers_and_says_when_one_is_freed() -> None:
     """Lanes: the default lane's workers are --workers, another's the config's (resized as it
     is read again); a period done, or a tick ended, tells which lane freed a worker."""
-    from catchup.inflight import Lanes
+    from catchup.scheduler.inflight import Lanes
 
     freed: list[str] = []
     lanes = Lanes(8, freed.append)

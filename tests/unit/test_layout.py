@@ -107,9 +107,9 @@ def test_each_query_file_holds_what_its_ledger_part_sends() -> None:
     whose name its part never uses belongs in another file (or nowhere)."""
     import re
 
-    from catchup.sqlfiles import parse_queries, query_files
+    from catchup.ledger.sqlfiles import parse_queries, query_files
 
-    # named by the scan's planner in catchup/scan.py, or by a test of the SQL generator
+    # named by the scan's planner in catchup/scan/detector.py, or by a test of the SQL generator
     elsewhere = {"scan_full", "scan_full_calendar", "scan_full_listed", "local_series"}
     misplaced = []
     for path in query_files():

@@ -8,7 +8,7 @@ from datetime import timedelta
 from hypothesis import given
 from hypothesis import strategies as st
 
-from catchup.lease import LeaseKeeper, retry_wait
+from catchup.claims.lease import LeaseKeeper, retry_wait
 from catchup.results import Renewed
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import hashlib
 
-from catchup import sqlfiles
+from catchup.ledger import sqlfiles
 
 SHIPPED = {
     "0001_ledger": "c5645e2fc583f0a982020ab98d4f6860e5f301d950043c01a55753ba9d6c8da5",

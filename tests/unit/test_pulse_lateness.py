@@ -6,8 +6,8 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from catchup.models import ScanReport
-from catchup.pulsefacts import Lateness, Pulse
 from catchup.render.web import pulse_line
+from catchup.scheduler.pulsefacts import Lateness, Pulse
 
 NOW = datetime(2026, 10, 1, 12, tzinfo=UTC)
 
@@ -40,8 +40,8 @@ def test_a_p99_past_a_minute_is_amber_and_past_a_quarter_hour_red() -> None:
 def test_the_periods_that_fell_due_in_the_hour_that_a_tick_would_start() -> None:
     """Every one a catch-up-all job's tick would start (newest first), the newest only of a
     catch-up-latest job's; none before the job's start, nor at `now` not yet due."""
-    from catchup.config import make_job
-    from catchup.pulsefacts import due_within
+    from catchup.config.loading import make_job
+    from catchup.scheduler.pulsefacts import due_within
 
     now = NOW + timedelta(minutes=5)  # 12:05: due at 11:10 … 12:00 (11:05's end is 11:10)
     every = make_job("a", "every 10 minutes", "2026-10-01T09:00:00Z", command=["true"])

@@ -15,25 +15,25 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from catchup.config import make_job
-from catchup.db import redact, scrub
-from catchup.dispatch import Dispatcher
+from catchup.changes.operations import parse_periods
+from catchup.claims.failover import Failover
+from catchup.config.loading import make_job
 from catchup.errors import ConfigError
+from catchup.execution.output import Tail
+from catchup.ledger.sqlfiles import parse_queries
 from catchup.models import JobScan, Range, ScanReport
-from catchup.operations import parse_periods
-from catchup.output import Tail
-from catchup.pulsefacts import Pulse
+from catchup.postgres.database import redact, scrub
 from catchup.render import batches, changes, documents, tables
 from catchup.render import json as render_json
 from catchup.render.scan import scan_tables, suspect_line
 from catchup.render.text import safe, schedule_text
 from catchup.render.webparts import replay_command
+from catchup.replay.dispatch import Dispatcher
 from catchup.results import Batch, Change, Changes, History, Planned
+from catchup.scan.window import bound, check_window
 from catchup.schedule import Period, span
-from catchup.sqlfiles import parse_queries
-from catchup.timelines import Failover
+from catchup.scheduler.pulsefacts import Pulse
 from catchup.vocabulary import EventAction, PeriodState
-from catchup.window import bound, check_window
 
 T0 = datetime(2026, 11, 1, tzinfo=UTC)
 
@@ -315,7 +315,8 @@ def test_the_render_layer_knows_neither_the_database_nor_click() -> None:
         "import sys\n"
         "import catchup.render.json, catchup.render.tables, catchup.render.scan\n"
         "import catchup.render.documents, catchup.render.batches\n"
-        "print(sorted({'psycopg', 'click', 'catchup.ledger', 'catchup.session', 'catchup.claim'}"
+        "print(sorted({'psycopg', 'click', 'catchup.ledger', 'catchup.session',"
+        " 'catchup.claims.path'}"
         " & set(sys.modules)))"
     )
     found = subprocess.run(

@@ -1,4 +1,4 @@
-"""The config watcher a long-running process reloads through (catchup/reloading.py): a file
+"""The config watcher a long-running process reloads through (catchup/config/reloading.py): a file
 caught between its truncation and its new content is not loaded (an empty config)."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import threading
 import time
 from pathlib import Path
 
-from catchup.config import load_config
-from catchup.reloading import SETTLE, ConfigWatch
+from catchup.config.loading import load_config
+from catchup.config.reloading import SETTLE, ConfigWatch
 
 TWO = """[jobs.bill]
 schedule = "daily"

@@ -3,7 +3,7 @@ batches take longer than BATCH_SECONDS and grows back, within its bounds, when t
 
 from __future__ import annotations
 
-from catchup.retention import BATCH_MIN, BATCH_PERIODS, BATCH_SECONDS, next_batch
+from catchup.maintenance.retention import BATCH_MIN, BATCH_PERIODS, BATCH_SECONDS, next_batch
 
 
 def test_a_slow_batch_halves_the_next_down_to_the_floor() -> None:

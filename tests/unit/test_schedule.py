@@ -10,7 +10,6 @@ from croniter import croniter
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from catchup.reconcile import Recorded, effective_from, reconcile, timeline_from
 from catchup.schedule import (
     Cron,
     ScheduleError,
@@ -21,6 +20,7 @@ from catchup.schedule import (
     to_wall,
     zone,
 )
+from catchup.schedule.reconcile import Recorded, effective_from, reconcile, timeline_from
 
 ZONES = [
     "UTC",
@@ -438,7 +438,7 @@ def test_periods_of_fixed_steps_are_the_periods_of_their_starts() -> None:
     it must give what the general path gives, across a schedule change too."""
     from random import Random
 
-    from catchup.reconcile import changed
+    from catchup.schedule.reconcile import changed
 
     rng = Random(7)
     for _ in range(300):

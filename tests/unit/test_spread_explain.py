@@ -8,11 +8,11 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from catchup.config import make_job
+from catchup.config.loading import make_job
+from catchup.config.values import spread_offset
 from catchup.errors import ConfigError
-from catchup.explain import explain
+from catchup.reports.explain import explain
 from catchup.schedule import parse_schedule
-from catchup.values import spread_offset
 
 NOW = datetime(2026, 11, 29, 14, 20, tzinfo=UTC)
 
@@ -27,7 +27,7 @@ def test_spread_is_stable_bounded_and_differs_by_name() -> None:
     assert len(set(offsets.values())) > 1
     # the same in another interpreter (a salted hash() would differ)
     code = (
-        "from datetime import timedelta; from catchup.values import spread_offset; "
+        "from datetime import timedelta; from catchup.config.values import spread_offset; "
         "from catchup.schedule import parse_schedule; "
         "print(spread_offset('billing', timedelta(minutes=10), "
         "parse_schedule('hourly')).total_seconds())"

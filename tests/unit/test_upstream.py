@@ -1,4 +1,4 @@
-"""catchup/upstream.py: which upstream periods a period needs (across zones, DST nights and
+"""catchup/config/upstream.py: which upstream periods a period needs (across zones, DST nights and
 schedule changes), the order that runs upstream first, and the graphs a config is refused for."""
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from catchup import ConfigError, make_job
-from catchup.config import load_config
-from catchup.job import Job
+from catchup.config.job import Job
+from catchup.config.loading import load_config
+from catchup.config.upstream import Dependency, graph_problems, needed, ranks
 from catchup.schedule import Period, Segment, Timeline, parse_schedule
-from catchup.upstream import Dependency, graph_problems, needed, ranks
 
 
 def utc(year: int, month: int, day: int, hour: int = 0) -> datetime:

@@ -1,11 +1,12 @@
-"""What scans verified of each key (catchup/verified.py), as plain arithmetic on period starts."""
+"""What scans verified of each key (catchup/scan/verified.py), as plain arithmetic on period
+starts."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from catchup.targets import KeyRange, KeyRow
-from catchup.verified import merged, unverified, verified_now
+from catchup.scan.targets import KeyRange, KeyRow
+from catchup.scan.verified import merged, unverified, verified_now
 
 DAY0 = datetime(2026, 3, 1, tzinfo=UTC)
 STARTS = [DAY0 + timedelta(days=n) for n in range(10)]

@@ -1,0 +1,374 @@
+"""The claim path of one period: pick it, claim it, run it under its lease, record how it
+ended (fenced by its attempt), and hand the next period over with the finish."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+
+import psycopg
+
+from ..config.job import Job
+from ..errors import CatchupError, ConfigError, DatabaseError, Unconfirmed
+from ..execution.callthread import CallThread
+from ..execution.runner import Execution
+from ..execution.setup import execute
+from ..ledger import ClaimRequest, FinishFields
+from ..models import (
+    ORDINARY,
+    UNCLAIMED,
+    Blocked,
+    Claim,
+    ClaimRules,
+    Finished,
+    HandOff,
+    Outcome,
+    Unclaimed,
+)
+from ..scan import evidence
+from ..schedule import Period, iso_utc
+from ..session import Session, owner_name
+from ..vocabulary import AttemptStatus, Ended, OutcomeStatus, RunStatus
+from . import suspects
+from .reconnecting import claim_surely, finish_surely, finish_then_claim_surely
+from .refusal import blocked_by, unverified_upstream, why_not
+
+# Backoff doubles per failure up to this (claims.sql: finish); a longer retry_backoff wins.
+BACKOFF_CAP = timedelta(hours=6)
+
+
+def choose_period(job: Job, now: datetime, requested: datetime | None) -> Period | None:
+    """The requested period, checked, or the latest due one; None when nothing is due yet."""
+    timeline = job.timeline
+    if requested is None:
+        return timeline.latest_due(job.delay, now)
+    period = job.period_starting(requested)
+    due = period.end + job.delay
+    if due > now:
+        raise ConfigError(
+            f"{job.name}: period {job.label(period.start)} is not due until "
+            f"{iso_utc(due)} (database clock: {iso_utc(now)})"
+        )
+    return period
+
+
+@dataclass(frozen=True)
+class Handed:
+    """The next period a worker runs, claimed in the transaction that recorded its last one
+    (``claim`` None: that claim found nothing to do)."""
+
+    job: Job
+    period: Period
+    claim: HandOff
+
+
+def run_period(
+    session: Session,
+    job: Job,
+    period: Period,
+    *,
+    interrupted: threading.Event | None = None,
+    stream: bool = True,
+    rules: ClaimRules = ORDINARY,
+) -> Outcome:
+    """Claim ``period`` and run it; or say why not (done, running elsewhere, backing off, its
+    output exists already). ``rules`` reach further for a replay a person asked for."""
+    outcome, _ = run_chained(
+        session, job, period, interrupted=interrupted, stream=stream, rules=rules
+    )
+    return keyed(outcome, job)
+
+
+def keyed(outcome: Outcome, job: Job) -> Outcome:
+    """``outcome`` naming the key of ``job``'s period, for a job with keys."""
+    return replace(outcome, key=job.key) if job.key else outcome
+
+
+def run_chained(
+    session: Session,
+    job: Job,
+    period: Period,
+    *,
+    interrupted: threading.Event | None = None,
+    stream: bool = True,
+    rules: ClaimRules = ORDINARY,
+    claimed: HandOff = UNCLAIMED,
+    next_period: Callable[[], tuple[Job, Period] | None] | None = None,
+    calls: CallThread | None = None,
+) -> tuple[Outcome, Handed | None]:
+    """:func:`run_period` for a worker with a backlog. ``claimed`` is the claim handed over by
+    the previous period, if any. When the period succeeds, ``next_period()`` names the worker's next
+    period, and its claim goes to the ledger in the same transaction as this finish (one round
+    trip, one commit); it comes back as the :class:`Handed` (unclaimed, for a job with an
+    evidence query: that is read before its claim).
+
+    A job's evidence is checked before the claim: a period with output and no ledger row
+    (untracked: done elsewhere) is not run, unless ``rules.ignore_evidence``. With ``verify``, a run
+    that exits 0 without evidence for its period is failed."""
+    job_id = session.registered_id(job.name)
+    label = job.label(period.start)
+    if (why := session.cannot_start(job)) is not None:
+        # a bad deploy is not an attempt: nothing is claimed (a claim handed over with the
+        # previous finish is given back), so no period is used up by it
+        if isinstance(claimed, Claim):
+            release(session, job, period, claimed)
+        detail = f"{why}; not claimed, no attempt counted"
+        return Outcome(job.name, period, label, OutcomeStatus.unstartable, detail=detail), None
+    if isinstance(claimed, Unclaimed):
+        if job.evidence is not None and not rules.ignore_evidence:
+            if (refusal := _untracked(session, job, job_id, period, label)) is not None:
+                return refusal, None
+        if job.after and (waits := unverified_upstream(session, job, period)):
+            claim: Claim | Blocked | None = waits
+        else:
+            try:
+                claim = claim_surely(session, _request(session, job, period, rules))
+            except Unconfirmed as exc:  # durable_claims: claimed on the primary only
+                return Outcome(job.name, period, label, OutcomeStatus.error, detail=str(exc)), None
+    else:
+        claim = claimed
+    if isinstance(claim, Blocked):
+        detail = blocked_by(session, job, period, claim)
+        return Outcome(job.name, period, label, OutcomeStatus.blocked, detail=detail), None
+    if claim is None and isinstance(claimed, Unclaimed):
+        settled = suspects.settle(session, job, job_id, period, label)
+        if isinstance(settled, Outcome):
+            return settled, None
+        if settled:  # decided lost by its evidence: claimed as its next attempt
+            again = claim_surely(session, _request(session, job, period, rules))
+            claim = again if isinstance(again, Claim) else None
+    if claim is None:
+        detail, blocked = why_not(session, job, job_id, period)
+        outcome = Outcome(
+            job.name, period, label, OutcomeStatus.skipped, detail=detail, blocked=blocked
+        )
+        return outcome, None
+    interrupted = interrupted or threading.Event()
+    execution = execute(session, job, job_id, period, claim, interrupted, stream, calls=calls)
+    if job.verify and execution.ended == Ended.exited and execution.error is None:
+        execution = _verified(session, job, period, label, execution)
+    chained = None
+    handed: Handed | None = None
+    if next_period is not None and execution.ended == Ended.exited and execution.error is None:
+        if not interrupted.is_set() and (following := next_period()) is not None:
+            next_job, after = following
+            # a job with evidence reads it before its claim, one with upstream jobs checks
+            # them in its claim's transaction: those are claimed the ordinary way
+            if (
+                next_job.evidence is None
+                and not next_job.after
+                and session.cannot_start(next_job) is None
+            ):
+                chained = _request(session, next_job, after, rules)
+            else:
+                handed = Handed(next_job, after, UNCLAIMED)
+    outcome, claim_next = _record(session, job, job_id, period, label, claim, execution, chained)
+    if (
+        not stream
+        and outcome.status in (OutcomeStatus.failed, OutcomeStatus.lost)
+        and execution.output_tail
+    ):
+        # tick and replay do not stream a job's output: a failure shows how it ended
+        outcome = replace(outcome, output=last_lines(execution.output_tail))
+    if chained is None:
+        return outcome, handed
+    return outcome, Handed(next_job, after, claim_next)
+
+
+def last_lines(tail: str, lines: int = 8, chars: int = 2000) -> str:
+    """The end of an output tail, as a failure line shows it (``history --period`` has more)."""
+    kept = tail.rstrip("\n").splitlines()[-lines:]
+    return "\n".join(kept)[-chars:]
+
+
+def _untracked(
+    session: Session, job: Job, job_id: int, period: Period, label: str
+) -> Outcome | None:
+    """The outcome that refuses ``period`` when its output exists and the ledger has no row
+    (or when the evidence query cannot say); None when it may be claimed."""
+    try:
+        if session.ledger.run_row(job_id, period.start, job.key) is not None:
+            return None  # the ledger knows it: the claim decides
+        if not evidence.present(session.ledger, job, period):
+            return None
+        if session.ledger.suspect(job_id, period, job.key) is not None:
+            return None  # a failover's: its claim is refused, and the evidence decides it
+    except (psycopg.Error, CatchupError) as exc:
+        if isinstance(exc, psycopg.OperationalError) and session.conn.broken:
+            raise
+        detail = f"{evidence.failure(exc, job)}; not run"
+        return Outcome(job.name, period, label, OutcomeStatus.error, detail=detail)
+    return Outcome(
+        job.name,
+        period,
+        label,
+        OutcomeStatus.skipped,
+        detail="untracked: its output exists (evidence) but the ledger has no run; "
+        "catchup adopt records it, run --ignore-evidence runs it",
+    )
+
+
+def _verified(
+    session: Session, job: Job, period: Period, label: str, execution: Execution
+) -> Execution:
+    """``execution`` failed when the job exited 0 but its evidence shows no output."""
+    try:
+        if evidence.present(session.ledger, job, period):
+            return execution
+        error = f"no evidence for {label}"
+    except (psycopg.Error, CatchupError) as exc:  # a broken connection: the finish reconnects
+        error = f"exited 0, but {evidence.failure(exc, job)}"
+    return replace(execution, error=error)
+
+
+def release(session: Session, job: Job, period: Period, claim: Claim) -> Outcome:
+    """Give back a handed claim that will not run now (the worker was asked to stop): recorded
+    as an interrupted attempt, claimable again at once, no failure counted."""
+    finish_surely(
+        session,
+        session.registered_id(job.name),
+        period.start,
+        claim.attempt,
+        job.key,
+        status=RunStatus.failed,
+        history_status=AttemptStatus.interrupted,
+        counts_as_failure=False,
+        backoff=job.retry_backoff,
+        backoff_cap=BACKOFF_CAP,
+        exit_code=None,
+        error="interrupted before it started: catchup was asked to stop",
+        output_tail=None,
+    )
+    return Outcome(
+        job.name,
+        period,
+        job.label(period.start),
+        OutcomeStatus.interrupted,
+        claim.attempt,
+        detail="stopped before it started; left for a retry",
+        key=job.key,
+    )
+
+
+def _request(session: Session, job: Job, period: Period, rules: ClaimRules) -> ClaimRequest:
+    needs = tuple(
+        (session.registered_id(up.name), p.start, up.max_attempts)
+        for up, p in session.needs(job, period)
+    )
+    return ClaimRequest(
+        job_id=session.registered_id(job.name),
+        needs=needs,
+        period=period,
+        owner=owner_name(),
+        lease=job.lease,
+        max_attempts=job.max_attempts,
+        allow_overlap=job.overlap == "allow",
+        ignore_backoff=rules.ignore_backoff,
+        retry_exhausted=rules.retry_exhausted,
+        key=job.key,
+        whole_job=job.whole_job_overlap,
+        need_keys=tuple(job.key if up.keyed else "" for up, _ in session.needs(job, period)),
+    )
+
+
+def _record(
+    session: Session,
+    job: Job,
+    job_id: int,
+    period: Period,
+    label: str,
+    claim: Claim,
+    execution: Execution,
+    next_request: ClaimRequest | None = None,
+) -> tuple[Outcome, HandOff]:
+    """Record the execution; with ``next_request``, claim that period in the same transaction and
+    return its claim beside the outcome."""
+    base = Outcome(
+        job.name,
+        period,
+        label,
+        OutcomeStatus.succeeded,
+        claim.attempt,
+        exit_code=execution.exit_code,
+        seconds=execution.seconds,
+    )
+    if execution.ended == Ended.lost:
+        try:
+            if session.conn.broken or session.conn.closed:
+                session.reconnect()
+            error = execution.error or "lost"
+            session.ledger.lose(job_id, period.start, claim.attempt, error, job.key)
+        except (psycopg.OperationalError, DatabaseError):
+            pass  # best effort: the row's lease runs out and the next claim says so
+        detail = f"{execution.error}; the job was stopped, nothing recorded"
+        return replace(base, status=OutcomeStatus.lost, detail=detail), None
+    succeeded = execution.ended == Ended.exited and execution.error is None
+    interrupted = execution.ended == Ended.interrupted
+    fields = finish_fields(job, execution)
+    next_claim: HandOff = UNCLAIMED
+    if next_request is None:
+        finished = finish_surely(session, job_id, period.start, claim.attempt, job.key, **fields)
+    else:
+        finished, next_claim = finish_then_claim_surely(
+            session, job_id, period.start, claim.attempt, next_request, fields, job.key
+        )
+    if finished is None and suspects.recreated(session, job, job_id, period, claim):
+        # a failover lost the claim: the row is written again and the outcome recorded
+        finished = finish_surely(session, job_id, period.start, claim.attempt, job.key, **fields)
+    return described(base, job, execution, finished, succeeded, interrupted), next_claim
+
+
+def finish_fields(job: Job, execution: Execution) -> FinishFields:
+    """What the ledger records of ``execution`` (it did not lose its lease)."""
+    succeeded = execution.ended == Ended.exited and execution.error is None
+    interrupted = execution.ended == Ended.interrupted
+    cancelled = execution.ended == Ended.cancelled  # by a person: no failure, runnable again
+    return dict(
+        status=RunStatus.succeeded if succeeded else RunStatus.failed,
+        history_status=AttemptStatus.succeeded
+        if succeeded
+        else AttemptStatus.interrupted
+        if interrupted
+        else AttemptStatus.cancelled
+        if cancelled
+        else AttemptStatus.failed,
+        counts_as_failure=not (succeeded or interrupted or cancelled),
+        backoff=job.retry_backoff,
+        backoff_cap=BACKOFF_CAP,
+        exit_code=execution.exit_code,
+        error=execution.error,
+        output_tail=execution.output_tail or None,
+    )
+
+
+def described(
+    base: Outcome,
+    job: Job,
+    execution: Execution,
+    finished: Finished | None,
+    succeeded: bool,
+    interrupted: bool,
+) -> Outcome:
+    if finished is None:
+        return replace(
+            base,
+            status=OutcomeStatus.lost,
+            detail="fenced off: another attempt took this period over; "
+            "this attempt's result was not recorded",
+        )
+    if succeeded:
+        return base
+    if execution.ended == Ended.cancelled:
+        detail = f"{execution.error}; the job was stopped, runnable again"
+        return replace(base, status=OutcomeStatus.cancelled, detail=detail)
+    if interrupted:
+        return replace(base, status=OutcomeStatus.interrupted, detail="stopped; left for a retry")
+    if finished.failures >= job.max_attempts:
+        detail = f"{execution.error}; no attempts left ({finished.failures}/{job.max_attempts})"
+    elif finished.retry_after is not None:
+        detail = f"{execution.error}; retry after {iso_utc(finished.retry_after)}"
+    else:
+        detail = execution.error or "failed"
+    return replace(base, status=OutcomeStatus.failed, detail=detail)

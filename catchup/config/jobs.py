@@ -1,0 +1,325 @@
+"""Reading a ``[jobs.NAME]`` table into a :class:`~catchup.config.job.Job`, key by key as
+:data:`~catchup.config.job.JOB_KEYS` describes them (default, what each accepts, its bounds), with a
+message naming the key when a value does not fit. ``catchup.toml`` (:mod:`catchup.config.loading`)
+and
+``make_job`` both read jobs through :func:`parse_job`, so a job in code is checked exactly as
+one in the file."""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from ..schedule import Schedule, ScheduleError, Timeline, parse_schedule, zone
+from .job import JOB_KEY, JOB_KEYS, Job, JobKey, default
+from .upstream import Dependency, parse_after
+from .values import (
+    SPREAD_DEFAULT,
+    check_placeholders,
+    key_problem,
+    parse_duration,
+    parse_written,
+    spread_offset,
+    type_name,
+)
+
+DEFAULTS: dict[str, Any] = {k.name: k.default for k in JOB_KEYS if k.default is not None}
+KEY_NAMES = frozenset(JOB_KEY)
+# An evidence query is a read-only SELECT (or WITH … SELECT): one statement, checked here
+# before anything runs; it also runs in a READ ONLY transaction.
+_SELECT = re.compile(r"^\s*(select|with)\b", re.IGNORECASE)
+
+
+def parse_job(name: str, spec: dict[str, Any], problem: Any) -> Job | None:
+    count = 0
+
+    def bad(key: str, message: str) -> None:
+        nonlocal count
+        count += 1
+        problem(key, f"jobs.{name}.{key}: {message}")
+
+    for key in spec:
+        if key not in KEY_NAMES:
+            bad(key, f"unknown key{suggest(key, KEY_NAMES)}")
+    values = {**DEFAULTS, **{k: v for k, v in spec.items() if k in KEY_NAMES}}
+
+    timezone: str | None = None
+    if not isinstance(values["timezone"], str):
+        got = type_name(values["timezone"])
+        bad("timezone", f"expected {JOB_KEY['timezone'].accepts}, got {got}")
+    else:
+        try:
+            zone(values["timezone"])
+            timezone = values["timezone"]
+        except ScheduleError as exc:
+            bad("timezone", str(exc))
+
+    schedule: Schedule | None = None
+    if "schedule" not in spec:
+        bad("schedule", f"missing ({JOB_KEY['schedule'].accepts})")
+    elif not isinstance(spec["schedule"], str):
+        bad("schedule", f"expected a string, got {type_name(spec['schedule'])}")
+    else:  # with a bad zone, still check the rest in UTC: every mistake is reported at once
+        try:
+            schedule = parse_schedule(spec["schedule"], timezone or "UTC")
+        except ScheduleError as exc:
+            bad("schedule", str(exc))
+
+    start: datetime | None = None
+    start_wall: datetime | None = None
+    if "start" not in spec:
+        bad("start", f"missing: the first period, {JOB_KEY['start'].accepts}")
+    else:
+        try:
+            start, start_wall = parse_written(spec["start"], timezone or "UTC")
+        except ValueError as exc:
+            bad("start", str(exc))
+
+    command: tuple[str, ...] | None = None
+    call: str | None = None
+    if ("command" in spec) == ("call" in spec):
+        bad("command", 'give exactly one of command (an argv list) or call ("module:function")')
+    elif "command" in spec:
+        raw = spec["command"]
+        if not isinstance(raw, list) or not raw or not all(isinstance(a, str) for a in raw):
+            bad("command", f"expected {JOB_KEY['command'].accepts}")
+        elif (at := next((n for n, a in enumerate(raw) if "\x00" in a), None)) is not None:
+            # no program can be given one: every run would fail, using up its attempts
+            bad("command", f"argument {at + 1} holds a NUL character, which no argv can carry")
+        elif not raw[0].strip():
+            bad("command", "the program (the first argument) is empty")
+        else:
+            for arg in raw:
+                error = check_placeholders(arg)
+                if error:
+                    bad("command", error)
+                    break
+            command = tuple(raw)
+    else:
+        raw = spec["call"]
+        if not isinstance(raw, str) or not re.fullmatch(r"[\w.]+:[\w.]+", raw):
+            bad("call", f"expected {JOB_KEY['call'].accepts}, got {raw!r}")
+        else:
+            call = raw
+
+    durations: dict[str, timedelta | None] = {}
+    ints: dict[str, int] = {}
+    for entry in JOB_KEYS:
+        value = values.get(entry.name)
+        if entry.kind == "duration":
+            durations[entry.name] = _duration(entry, value, bad)
+        elif entry.kind == "count":
+            if isinstance(value, bool) or not isinstance(value, int):
+                bad(entry.name, f"expected {entry.accepts}, got {type_name(value)}")
+            elif value < 1:
+                bad(entry.name, f"must be at least 1, got {value}")
+            elif entry.most is not None and value > entry.most:
+                bad(entry.name, f"at most {entry.most:,}, got {value:,}")
+            else:
+                ints[entry.name] = value
+        elif entry.kind == "choice" and value not in entry.choices:
+            bad(entry.name, f"expected one of {', '.join(entry.choices)}, got {value!r}")
+    bound: timedelta | None = None
+    raw_spread = values["spread"]
+    if raw_spread is True:
+        bound = SPREAD_DEFAULT
+    elif raw_spread is not False:
+        try:
+            bound = parse_duration(raw_spread)
+        except ValueError:
+            bad(
+                "spread",
+                f'expected true, false or a bound like "15m", got {type_name(raw_spread)}'
+                if not isinstance(raw_spread, str)
+                else f"{raw_spread!r} is not a duration",
+            )
+
+    evidence, evidence_dsn, verify = _evidence_keys(spec, bad)
+    keys, keys_dsn = _keys_keys(spec, bad)
+    not_renamed = values["not_renamed"]
+    if not isinstance(not_renamed, bool):
+        bad("not_renamed", f"expected true or false, got {type_name(not_renamed)}")
+    elif not_renamed and "renamed_from" in spec:
+        bad("not_renamed", "and renamed_from say opposite things: keep the one that is true")
+    lane = _lane_key(spec.get("lane"), bad)
+    if command is not None and keys is None and any("{key" in arg for arg in command):
+        bad("command", "{key} needs keys (the job's tenants, regions or shards)")
+    after: tuple[Dependency, ...] = ()
+    if "after" in spec:
+        after, said = parse_after(spec["after"])
+        if said is not None:
+            bad("after", said)
+
+    if count or schedule is None or start is None or timezone is None:
+        return None
+    spread = spread_offset(name, bound, schedule) if bound else timedelta(0)
+    return Job(
+        name=name,
+        schedule=schedule.bound(start, start_wall),
+        start=start,
+        start_wall=start_wall,
+        timeline=Timeline.single(schedule, start, start_wall),
+        delay=(durations["delay"] or timedelta(0)) + spread,
+        spread=spread,
+        command=command,
+        call=call,
+        timeout=durations["timeout"],
+        lease=durations["lease"] or default("lease"),
+        kill_grace=durations["kill_grace"] or default("kill_grace"),
+        max_attempts=ints["max_attempts"],
+        retry_backoff=durations["retry_backoff"] or timedelta(0),
+        overlap=values["overlap"],
+        catchup=values["catchup"],
+        catchup_window=durations["catchup_window"] or default("catchup_window"),
+        max_per_tick=ints["max_per_tick"],
+        timezone=timezone,
+        evidence=evidence,
+        evidence_dsn=evidence_dsn,
+        verify=verify,
+        after=after,
+        when_outdated=values["when_outdated"],
+        keys=keys,
+        keys_dsn=keys_dsn,
+        not_renamed=not_renamed is True,
+        lane=lane,
+    )
+
+
+def _lane_key(value: object, bad: Callable[[str, str], None]) -> str | None:
+    """A job's ``lane``: a lane's name (that [scheduler.lanes] has one is the config's to
+    check); None when not given."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        bad("lane", f"expected {JOB_KEY['lane'].accepts}, got {type_name(value)}")
+        return None
+    from .values import name_problem
+
+    if (said := name_problem(value, "lane")) is not None:
+        bad("lane", said)
+        return None
+    return value
+
+
+def _duration(key: JobKey, value: object, bad: Callable[[str, str], None]) -> timedelta | None:
+    if value is None:
+        return None
+    try:
+        parsed = parse_duration(value, allow_zero=key.zero)
+    except ValueError as exc:
+        bad(key.name, str(exc))
+        return None
+    if key.at_least is not None and parsed < parse_duration(key.at_least):
+        bad(key.name, f"must be at least {key.at_least}")
+    return parsed
+
+
+def workdir_of(value: object, path: Path) -> Path | str:
+    """A job's folder: ``workdir`` (relative to the config file's folder), else that folder
+    itself; a string says what is wrong with the value."""
+    folder = path.resolve().parent
+    if value is None:
+        return folder
+    if not isinstance(value, str):
+        return f"expected a folder, got {type_name(value)}"
+    if not value.strip():
+        return "is empty (leave it out for this file's folder)"
+    if any(ord(c) < 0x20 for c in value):
+        return "holds a control character"
+    return (folder / Path(value).expanduser()).resolve()
+
+
+def dsn_key(value: object, key: str, bad: Callable[[str, str], None]) -> str | None:
+    """A DSN-valued key of a job (``evidence_dsn``, and any later one): the rules of the
+    ledger's own DSN, at load time, and never a word of the value in the message."""
+    from ..postgres.database import dsn_problem
+
+    if not isinstance(value, str):
+        bad(key, f"expected a DSN, got {type_name(value)}")
+        return None
+    said = dsn_problem(value)
+    if said is not None:
+        bad(key, said)
+        return None
+    return value
+
+
+def _evidence_keys(
+    spec: dict[str, Any], bad: Callable[[str, str], None]
+) -> tuple[str | None, str | None, bool]:
+    """``evidence`` (a SELECT of one column), ``evidence_dsn`` and ``verify``, checked."""
+    evidence = spec.get("evidence")
+    if evidence is not None:
+        if not isinstance(evidence, str) or not evidence.strip():
+            what = "of the date; with keys, of the key and the date"
+            bad("evidence", f"expected a SELECT ({what}), got {type_name(evidence)}")
+            evidence = None
+        elif not _SELECT.match(evidence) or ";" in evidence.strip().rstrip(";"):
+            bad("evidence", "must be one read-only SELECT (or WITH … SELECT) of one column")
+            evidence = None
+        else:
+            evidence = evidence.strip().rstrip(";").strip()
+    evidence_dsn = spec.get("evidence_dsn")
+    if evidence_dsn is not None:
+        if "evidence" not in spec:
+            bad("evidence_dsn", "needs evidence (the query to run there)")
+        else:
+            evidence_dsn = dsn_key(evidence_dsn, "evidence_dsn", bad)
+    verify = spec.get("verify", False)
+    if not isinstance(verify, bool):
+        bad("verify", f"expected true or false, got {type_name(verify)}")
+        verify = False
+    elif verify and "evidence" not in spec:
+        bad("verify", "needs evidence (the query that shows a period's output)")
+    return evidence, evidence_dsn, verify
+
+
+MAX_LISTED_KEYS = 100_000
+
+
+def _keys_keys(
+    spec: dict[str, Any], bad: Callable[[str, str], None]
+) -> tuple[tuple[str, ...] | str | None, str | None]:
+    """``keys`` (a list of keys, or a SELECT of a key column and an optional date column) and
+    ``keys_dsn``, checked."""
+    keys = spec.get("keys")
+    result: tuple[str, ...] | str | None = None
+    if keys is not None:
+        if isinstance(keys, list):
+            problems = [(n, said) for n, k in enumerate(keys) if (said := key_problem(k))]
+            if not keys:
+                bad("keys", "is empty: give at least one key, or leave keys out")
+            elif len(keys) > MAX_LISTED_KEYS:
+                bad("keys", f"at most {MAX_LISTED_KEYS:,} in a list (a query has no limit)")
+            elif problems:
+                n, said = problems[0]
+                bad("keys", f"key {n + 1} {said}")
+            elif len(set(keys)) != len(keys):
+                twice = next(k for k in keys if keys.count(k) > 1)
+                bad("keys", f"{twice!a} is listed twice")
+            else:
+                result = tuple(keys)
+        elif isinstance(keys, str) and keys.strip():
+            if not _SELECT.match(keys) or ";" in keys.strip().rstrip(";"):
+                bad("keys", "must be a list, or one read-only SELECT (or WITH … SELECT)")
+            else:
+                result = keys.strip().rstrip(";").strip()
+        else:
+            bad("keys", f"expected a list of keys or a SELECT, got {type_name(keys)}")
+    keys_dsn = spec.get("keys_dsn")
+    if keys_dsn is not None:
+        if not isinstance(keys, str):
+            bad("keys_dsn", "needs keys as a query (the SELECT to run there)")
+            keys_dsn = None
+        else:
+            keys_dsn = dsn_key(keys_dsn, "keys_dsn", bad)
+    return result, keys_dsn
+
+
+def suggest(key: str, known: frozenset[str] | set[str]) -> str:
+    hint = difflib.get_close_matches(key, sorted(known), n=1)
+    return f" (did you mean {hint[0]!r}?)" if hint else ""

@@ -1,0 +1,371 @@
+"""One claimed period: run it as a process group or a callable, keep the lease, stop on loss."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import select
+import signal
+import subprocess
+import sys
+import threading
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from ..claims.lease import POLL_SECONDS, LeaseKeeper
+from ..config.job import Job
+from ..config.values import storable
+from ..errors import describe
+from ..schedule import Period, iso_utc, span
+from ..vocabulary import Ended
+from .callthread import CallThread
+from .output import TAIL_BYTES, Tail, capturing, forget_thread, pump
+from .preflight import load_call, not_runnable, program_path
+
+
+class Cancelled(threading.Event):
+    """``ctx.cancelled``: the event a call is told to stop by (a cancel, a timeout, a lost
+    lease), true exactly when it is set, so ``if ctx.cancelled:`` means what it says;
+    ``is_set()`` and ``wait()`` work as on any :class:`threading.Event`."""
+
+    def __bool__(self) -> bool:
+        return self.is_set()
+
+
+@dataclass
+class JobContext:
+    """What a Python ``call`` job receives: the period, the attempt, and its checkpoint."""
+
+    job: str
+    period: str
+    period_start: datetime
+    period_end: datetime
+    attempt: int
+    run_id: int
+    checkpoint: str | None
+    key: str = ""  # the period's key, for a job with keys ('' otherwise)
+    cancelled: Cancelled = field(default_factory=Cancelled)
+    _saver: Callable[[str], bool] | None = None
+
+    def save_checkpoint(self, value: str) -> None:
+        """Save progress for a later attempt of this period (fenced by this attempt)."""
+        if self._saver is None or not self._saver(value):
+            raise RuntimeError("checkpoint not saved: this attempt no longer owns the period")
+        self.checkpoint = value
+
+
+@dataclass(frozen=True)
+class Execution:
+    """How the job ended, before anything is written to the ledger."""
+
+    ended: Ended
+    exit_code: int | None
+    error: str | None
+    output_tail: str
+    seconds: float
+
+
+def placeholders(job: Job, period: Period, attempt: int) -> dict[str, Any]:
+    return {
+        "job": job.name,
+        "key": job.key,
+        "period": job.period_value(period.start),
+        "period_start": period.start,
+        "period_end": period.end,
+        "attempt": attempt,
+    }
+
+
+def child_env(
+    job: Job,
+    period: Period,
+    attempt: int,
+    run_id: int,
+    checkpoint: str | None,
+    extra: dict[str, str],
+) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(extra)
+    env.update(
+        {
+            "CATCHUP_JOB": job.name,
+            "CATCHUP_PERIOD": job.period_value(period.start),
+            "CATCHUP_PERIOD_START": iso_utc(period.start),
+            "CATCHUP_PERIOD_END": iso_utc(period.end),
+            "CATCHUP_ATTEMPT": str(attempt),
+            "CATCHUP_RUN_ID": str(run_id),
+        }
+    )
+    env.pop("CATCHUP_KEY", None)
+    if job.keyed:
+        env["CATCHUP_KEY"] = job.key
+    env.pop("CATCHUP_CHECKPOINT", None)
+    if checkpoint is not None:
+        env["CATCHUP_CHECKPOINT"] = checkpoint
+    return env
+
+
+# The job runs as the leader of its own process group, next to a watcher in the same group: if
+# this runner dies without cleaning up (SIGKILL, OOM), the watcher takes the whole group down,
+# grandchildren included, within a second or so plus the grace. The job's argv is passed as
+# arguments, never as shell text.
+GUARD = """\
+runner=$1; grace=$2; shift 2
+( while kill -0 "$runner" 2>/dev/null; do sleep 1; done
+  trap '' TERM; kill -TERM 0 2>/dev/null; sleep "$grace"; kill -KILL 0 2>/dev/null
+) </dev/null >/dev/null 2>&1 &
+exec "$@"
+"""
+
+
+def _signal_group(pgid: int, sig: int) -> bool:
+    try:
+        os.killpg(pgid, sig)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def _group_alive(pgid: int) -> bool:
+    return _signal_group(pgid, 0)
+
+
+def stop_group(proc: subprocess.Popen[bytes], grace: float) -> None:
+    """SIGTERM to the job's process group, SIGKILL to whatever is left after ``grace``."""
+    pgid = proc.pid
+    _signal_group(pgid, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline:
+        if proc.poll() is not None and not _group_alive(pgid):
+            return
+        time.sleep(POLL_SECONDS)
+    _signal_group(pgid, signal.SIGKILL)
+    proc.wait()
+
+
+def run_command(
+    job: Job,
+    argv: list[str],
+    env: dict[str, str],
+    keeper: LeaseKeeper,
+    interrupted: threading.Event,
+    stream: bool = True,
+) -> Execution:
+    """Run ``argv`` in its own process group until it exits, times out, loses its lease or is
+    interrupted; the whole group is stopped in every case but the first."""
+    started = time.monotonic()
+    tail = Tail()
+    shown = argv[0]
+    argv = [program_path(job, argv[0]), *argv[1:]]
+    missing = not_runnable(argv[0], env, shown)
+    if missing:
+        return Execution(Ended.exited, None, missing, "", time.monotonic() - started)
+    grace = max(1, round(job.kill_grace.total_seconds()))
+    try:
+        proc = subprocess.Popen(
+            ["/bin/sh", "-c", GUARD, "catchup-guard", str(os.getpid()), str(grace), *argv],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+            cwd=job.workdir,
+            start_new_session=True,
+        )
+    except OSError as exc:
+        return Execution(
+            Ended.exited,
+            None,
+            f"cannot start {shown!r}: {exc.strerror}",
+            "",
+            time.monotonic() - started,
+        )
+    assert proc.stdout is not None and proc.stderr is not None
+    pumps = [
+        threading.Thread(
+            target=pump,
+            args=(proc.stdout, sys.stdout.buffer if stream else None, tail),
+            daemon=True,
+        ),
+        threading.Thread(
+            target=pump,
+            args=(proc.stderr, sys.stderr.buffer if stream else None, tail),
+            daemon=True,
+        ),
+    ]
+    for pumping in pumps:
+        pumping.start()
+    timeout = job.timeout.total_seconds() if job.timeout else None
+    ended, error = Ended.exited, None
+    exited = _ExitWaiter(proc)
+    while proc.poll() is None:
+        reason = stop_reason(interrupted, keeper, started, timeout)
+        if reason is None:
+            exited.wait(POLL_SECONDS)
+            continue
+        ended, error = reason
+        stop_group(proc, job.kill_grace.total_seconds())
+        break
+    exited.close()
+    # Whatever the job left behind in its group (background children holding our pipes) goes.
+    _signal_group(proc.pid, signal.SIGKILL)
+    for pumping in pumps:
+        pumping.join(timeout=5)
+    code = proc.returncode
+    if ended == Ended.exited and code != 0:
+        error = f"exited with {code}" if code > 0 else f"killed by {signal.Signals(-code).name}"
+    return Execution(ended, code, error, tail.text(), time.monotonic() - started)
+
+
+class _ExitWaiter:
+    """Waits until the process exits (a pidfd on Linux) or ``seconds`` pass, whichever is
+    first; Popen.wait's own polling can notice an exit tens of milliseconds late."""
+
+    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
+        self.proc = proc
+        self.fd: int | None = None
+        try:
+            self.fd = os.pidfd_open(proc.pid)
+        except (AttributeError, OSError):
+            return
+        self.poller = select.poll()
+        self.poller.register(self.fd, select.POLLIN)
+
+    def wait(self, seconds: float) -> None:
+        if self.fd is None:
+            try:
+                self.proc.wait(seconds)
+            except subprocess.TimeoutExpired:
+                pass
+        else:
+            self.poller.poll(seconds * 1000)
+
+    def close(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+
+# the threads of the calls that run now: what each prints goes to its tail (and on, if streamed)
+def run_callable(
+    job: Job,
+    ctx: JobContext,
+    keeper: LeaseKeeper,
+    interrupted: threading.Event,
+    stream: bool = True,
+    calls: CallThread | None = None,
+) -> Execution:
+    """Run a Python ``call`` in a thread (of ``calls``, when given); on timeout, loss or
+    interrupt, ``ctx.cancelled`` is set and the outcome recorded without waiting (a callable
+    cannot be killed, only asked)."""
+    started = time.monotonic()
+    assert job.call is not None
+    try:
+        target = load_call(job.call, job.workdir)
+    except Exception as exc:
+        return Execution(
+            Ended.exited,
+            None,
+            f"cannot load {job.call}: {describe(exc)}",
+            "",
+            time.monotonic() - started,
+        )
+    # a failure until the callable returns: a handler that itself fails (an exception whose
+    # text cannot be rendered) must never leave "no error", which is a success
+    result: dict[str, str | None] = {"error": "the call ended without returning"}
+    printed = Tail()
+    capture = contextlib.ExitStack()
+    register = capture.enter_context(capturing(printed, stream))
+
+    def work() -> None:
+        register()
+        try:
+            target(ctx)
+            result["error"] = None
+        except BaseException as exc:  # report everything the job raised
+            result["error"] = describe(exc)
+            result["tail"] = traceback_text(exc)
+        finally:
+            forget_thread()
+
+    if calls is None:
+        thread = threading.Thread(target=work, name=f"catchup-call-{job.name}", daemon=True)
+        thread.start()
+        running: Callable[[float], bool] = _joiner(thread)
+    else:
+        running = calls.submit(work)
+    timeout = job.timeout.total_seconds() if job.timeout else None
+    ended, error = Ended.exited, None
+    while not running(0.0):
+        reason = stop_reason(interrupted, keeper, started, timeout)
+        if reason is None:
+            running(POLL_SECONDS)
+            continue
+        ended, error = reason
+        ctx.cancelled.set()
+        if not running(job.kill_grace.total_seconds()) and calls is not None:
+            calls.abandon()  # still running: the next call gets a thread of its own
+        break
+    capture.close()  # a call still running (timed out, asked to stop) prints through from now
+    reopen_standard_streams()
+    if ended == Ended.exited:
+        error = result.get("error")
+    # text a job raised is data: whatever it holds, it is stored and printed (cleaned like
+    # command output)
+    # what it printed, then (for a failure) the traceback, like a command's stdout and stderr
+    tail = printed.text() + (result.get("tail") or "")
+    return Execution(
+        ended,
+        None if error else 0,
+        None if error is None else storable(error),
+        storable(tail[-TAIL_BYTES:]),
+        time.monotonic() - started,
+    )
+
+
+def _joiner(thread: threading.Thread) -> Callable[[float], bool]:
+    def joined(seconds: float) -> bool:
+        thread.join(seconds)
+        return not thread.is_alive()
+
+    return joined
+
+
+def reopen_standard_streams() -> None:
+    """A callable that closed fd 1 or 2 (it runs in this process) gets /dev/null put there at
+    once, before anything this process opens next (a connection) could take that number."""
+    for fd in (1, 2):
+        try:
+            os.fstat(fd)
+        except OSError:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            if devnull != fd:
+                os.dup2(devnull, fd)
+                os.close(devnull)
+
+
+def traceback_text(exc: BaseException) -> str:
+    try:
+        return "".join(traceback.format_exception(exc))[-TAIL_BYTES:]
+    except BaseException:
+        return f"{describe(exc)} (its traceback could not be rendered)\n"
+
+
+def stop_reason(
+    interrupted: threading.Event, keeper: LeaseKeeper, started: float, timeout: float | None
+) -> tuple[Ended, str] | None:
+    """Why a running job must stop now, if it must: asked to, lease lost, cancelled by a
+    person (``catchup cancel``, seen by the heartbeat), or out of time."""
+    if interrupted.is_set():
+        return Ended.interrupted, "interrupted: catchup was asked to stop"
+    keeper.watch()
+    if (lost := keeper.expired()) is not None:
+        return Ended.lost, lost
+    if keeper.cancel is not None:
+        return Ended.cancelled, keeper.cancel
+    if timeout is not None and time.monotonic() - started >= timeout:
+        return Ended.timeout, f"timed out after {span(timeout)}"
+    return None

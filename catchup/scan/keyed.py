@@ -1,0 +1,396 @@
+"""Per-key periods: a job with ``keys`` runs one period per key (tenant, region, shard), each
+(job, key, period) claimed, fenced and recorded on its own. Here: the keys read and their
+history recorded, a keyed job's scan (each key's ranges, and the ranges grouped across keys),
+and the (key, period) items a replay or a tick runs."""
+
+from __future__ import annotations
+
+import bisect
+import heapq
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import replace
+from datetime import datetime
+
+import psycopg
+
+from ..claims import suspects
+from ..config.job import Job
+from ..config.values import key_problem
+from ..errors import EXIT_DATABASE, EXIT_USAGE, CatchupError, ConfigError, DatabaseError, first_line
+from ..ledger import Ledger, read_keys
+from ..maintenance.findings import Finding
+from ..models import COUNTED_STATES, JobScan, Range
+from ..postgres import database as db
+from ..results import Planned
+from ..session import Session
+from ..vocabulary import PeriodState
+from . import evidence
+from .coverage import signature
+from .keyblocked import grouped
+from .keyevidence import with_evidence
+from .targets import KeyRange, KeyRow, KeysFailure, ScanTarget
+from .verified import unverified, verified_now
+from .window import Moment, window
+
+
+class KeysFailed(CatchupError):
+    """A keyed job's keys query failed: a database error (exit 3: an error, a timeout, an
+    unreachable ``keys_dsn``) or rows that are refused (exit 2). One line, no password."""
+
+    def __init__(self, message: str, *, database: bool) -> None:
+        super().__init__(message)
+        self.database = database
+        self.exit_code = EXIT_DATABASE if database else EXIT_USAGE
+
+
+def source_keys(ledger: Ledger, job: Job) -> tuple[list[tuple[str, datetime | None]], bool]:
+    """The job's keys as its config gives them now: its list, or its query's rows (on the
+    ledger's database or ``keys_dsn``), each checked; and whether they come with a date. A
+    :class:`KeysFailed` when the query fails or what it returns is refused."""
+    if isinstance(job.keys, tuple):
+        return [(k, None) for k in job.keys], False
+    assert isinstance(job.keys, str)
+    where = f"jobs.{job.name}.keys"
+    try:
+        if job.keys_dsn is None:
+            rows, dated = read_keys(ledger.conn, job.keys, job.timezone, ledger.schema)
+        else:
+            target = db.Target(conninfo=job.keys_dsn, source=f"jobs.{job.name}.keys_dsn")
+            with db.connect(target, application="catchup-keys", writes=False) as conn:
+                rows, dated = read_keys(conn, job.keys, job.timezone, ledger.schema)
+    except psycopg.Error as exc:
+        if isinstance(exc, psycopg.OperationalError) and ledger.conn.broken:
+            raise
+        said = db.scrub(first_line(exc), job.keys_dsn or "")
+        raise KeysFailed(f"{where}: the keys query failed: {said}", database=True) from None
+    except ConfigError as exc:
+        raise KeysFailed(f"{where}: the keys query {exc}", database=False) from None
+    except DatabaseError as exc:  # keys_dsn unreachable, too old
+        raise KeysFailed(f"{where}: {exc}", database=True) from None
+    seen: set[str] = set()
+    for n, (key, _) in enumerate(rows, start=1):
+        if (problem := key_problem(key)) is not None:
+            raise KeysFailed(f"{where}: row {n}: the key {problem}", database=False)
+        if key in seen:
+            raise KeysFailed(f"{where}: the key {key!a} is returned twice", database=False)
+        seen.add(key)
+    return rows, dated
+
+
+Source = list[tuple[str, datetime | None]]  # what a job's keys source gave: key, expected from
+
+
+def read_sources(ledger: Ledger, jobs: list[Job]) -> dict[str, Source]:
+    """Each keyed job's keys as its source gives them now, read before anything is written:
+    a keys query that fails, or returns what it must not, leaves the ledger as it was."""
+    return {job.name: source_keys(ledger, job)[0] for job in jobs if job.keyed}
+
+
+def read_each(session: Session, jobs: list[Job]) -> tuple[dict[str, Source], dict[str, KeysFailed]]:
+    """:func:`read_sources` where one job's failure is that job's: the keys read, and the
+    failures by job (each such job goes on with the keys it read last: :func:`with_keys`).
+    When every one of ``jobs`` failed and none has keys read before, nothing could run: the
+    first failure is raised, and nothing is written."""
+    read: dict[str, Source] = {}
+    failed: dict[str, KeysFailed] = {}
+    for job in jobs:
+        if job.keyed:
+            try:
+                read[job.name] = source_keys(session.ledger, job)[0]
+            except KeysFailed as exc:
+                failed[job.name] = exc
+    if failed and len(failed) == len(jobs):
+        rows = session.job_rows(write=False)
+        if not any(n in rows and session.ledger.key_history(rows[n].id) for n in failed):
+            raise next(iter(failed.values()))
+    return read, failed
+
+
+def known_keys(ledger: Ledger, job: Job, job_id: int, now: datetime) -> list[KeyRow]:
+    """:func:`current_keys` read-only; when the keys query fails, the keys the ledger
+    recorded when it last read them (a read that decides nothing: an upstream's keys, a
+    ``--key`` checked)."""
+    return known_or_last(ledger, job, job_id, now)[0]
+
+
+def known_or_last(
+    ledger: Ledger, job: Job, job_id: int, now: datetime
+) -> tuple[list[KeyRow], KeysFailed | None]:
+    """:func:`known_keys`, and the keys query's failure when they are the keys read last."""
+    try:
+        return current_keys(ledger, job, job_id, now, write=False), None
+    except KeysFailed as exc:
+        return (ledger.key_history(job_id) if job_id > 0 else []), exc
+
+
+def current_keys(
+    ledger: Ledger,
+    job: Job,
+    job_id: int,
+    now: datetime,
+    write: bool,
+    source: Source | None = None,
+) -> list[KeyRow]:
+    """The job's keys with their history: read from its source (unless given, as
+    :func:`read_sources` read them), recorded (with ``write``), and merged with what the
+    ledger knew. Without ``write`` nothing is written, and the keys are what recording them
+    would give."""
+    seen = source if source is not None else source_keys(ledger, job)[0]
+    if write and job_id > 0:
+        ledger.record_keys(job_id, seen, start=job.anchor)
+        return ledger.key_history(job_id)
+    known = {row.key: row for row in ledger.key_history(job_id)} if job_id > 0 else {}
+    merged = {key: replace(row, gone_at=row.gone_at or now) for key, row in known.items()}
+    for key, since in seen:
+        row = known.get(key)
+        if row is None:
+            expected = since or (job.anchor if not known else now)
+            merged[key] = KeyRow(key, expected, now, now)
+        else:
+            expected = since or row.expected_from
+            verified = None if expected < row.expected_from else row.verified
+            merged[key] = replace(
+                row, gone_at=None, last_seen=now, expected_from=expected, verified=verified
+            )
+    return [merged[k] for k in sorted(merged)]
+
+
+def selected(job: Job, keys: list[KeyRow], failed: KeysFailed | None = None) -> list[KeyRow]:
+    """``keys`` cut to the job's ``--key`` selection; a ConfigError names a key it lacks (and,
+    when ``keys`` are those read last, the keys query's ``failed``: a new key is not known)."""
+    if not job.selected_keys:
+        return keys
+    by_key = {row.key: row for row in keys}
+    unknown = [k for k in job.selected_keys if k not in by_key]
+    if unknown:
+        known = ", ".join(list(by_key)[:5]) + (", …" if len(by_key) > 5 else "")
+        whose = "its keys" if failed is None else "its keys read last"
+        said = f"{job.name} has no key {unknown[0]!a} ({whose}: {known or 'none'})"
+        raise ConfigError(said if failed is None else f"{said}; {failed}")
+    return [by_key[k] for k in job.selected_keys]
+
+
+def check_selected(session: Session, jobs: list[Job]) -> None:
+    """Refuse (a ConfigError, from :func:`selected`) a ``--key`` that one of ``jobs`` has
+    neither in its keys' source nor in its key history. Nothing is written: the command that
+    asked has not started, and a refusal must leave the ledger as it was."""
+    rows = session.job_rows(write=False)
+    now = session.now()
+    for job in jobs:
+        row = rows.get(job.name)
+        selected(job, *known_or_last(session.ledger, job, row.id if row else 0, now))
+
+
+def expected_count(keys: list[KeyRow], starts: list[datetime], ends: list[datetime]) -> int:
+    """How many (key, period) pairs are expected: a key's periods end after it is expected and
+    start before it is gone."""
+    total = 0
+    for row in keys:
+        lo = bisect.bisect_right(ends, row.expected_from)
+        hi = len(starts) if row.gone_at is None else bisect.bisect_left(starts, row.gone_at)
+        total += max(0, hi - lo)
+    return total
+
+
+def scan_keyed(
+    ledger: Ledger,
+    job: Job,
+    job_id: int,
+    keys: list[KeyRow],
+    *,
+    now: datetime,
+    since: Moment | None,
+    until: Moment | None,
+    paused: bool,
+    record: bool = True,
+) -> JobScan:
+    """A keyed job's scan: its (key, period) pairs in the window, by state; each key's ranges;
+    and those ranges grouped, one per state and span, with the keys each holds. Holes (no row)
+    are looked for only after what earlier scans verified of each key, and (with ``record``)
+    what this one verified is recorded."""
+    first, end = window(job, now, since, until)
+    periods = [(p.start, p.end) for p in job.timeline.periods(first, end)]
+    starts, ends = [s for s, _ in periods], [e for _, e in periods]
+    expected = expected_count(keys, starts, ends)
+    with ledger.scan_snapshot():  # the generation and the rows it vouches for, together
+        state = ledger.scan_states([job_id]).get(job_id) if job_id > 0 else None
+        valid = state is not None and state[0] == signature(job)
+        checked = unverified(keys, starts, ends, valid)
+        found = ledger.scan_keys(
+            job_id, keys, periods, checked, now=now, max_attempts=job.max_attempts
+        )
+    if record and job_id > 0 and checked:
+        grown = verified_now(keys, valid, checked, found, starts, end)
+        if grown or not valid:
+            ledger.record_verified(job_id, signature(job), state, grown)
+    # up to now, the window's newest periods are the job's newest: its scan may know
+    last_success = newest_success(keys, found, periods) if until is None else None
+    if last_success is None and job_id > 0:  # not among those: the ledger says
+        last_success = ledger.last_success_of_keys(job_id, [k.key for k in keys])
+    evidence_error = None
+    if job.evidence is not None and expected and job_id > 0:
+        seen = evidence.read_keys(ledger, job, job_id, first, end, [k.key for k in keys])
+        evidence_error = seen.error
+        if seen.error is None:
+            found = with_evidence(job.timeline, keys, found, seen.untracked, seen.unverified)
+    if expected and job_id > 0 and (failover := ledger.failover()) is not None:
+        found = suspects.apply_keyed(ledger, job, job_id, found, failover, first, end)
+    counts: dict[str, int] = dict.fromkeys(COUNTED_STATES, 0)
+    for r in found:
+        counts[r.state] += r.periods
+    counts[PeriodState.succeeded] = expected - sum(
+        v for k, v in counts.items() if k != PeriodState.succeeded
+    )
+    ranges, range_keys = grouped(found)
+    return JobScan(
+        job=job.name,
+        schedule=job.schedule.text,
+        timezone=job.timezone,
+        daily_or_longer=job.schedule.daily_or_longer,
+        paused=paused,
+        first=first if expected else None,
+        until=end if expected else None,
+        expected=expected,
+        counts=counts,
+        ranges=ranges,
+        last_success=last_success,
+        labeler=job.label,
+        keys=len(keys),
+        evidence=job.evidence is not None,
+        evidence_error=evidence_error,
+        key_ranges=tuple(found),
+        range_keys=range_keys,
+        paused_keys=tuple(sorted(k.key for k in keys if k.paused_at is not None)),
+    )
+
+
+def newest_success(
+    keys: list[KeyRow],
+    found: list[KeyRange],
+    periods: list[tuple[datetime, datetime]],
+    look: int = 3,
+) -> datetime | None:
+    """The newest of the window's last ``look`` periods that some key succeeded in, from the
+    scan's own ranges (a key expected there that no range of it holds has a succeeded row:
+    what scans verified has a row each, and every row not succeeded is in ``found``); None
+    when none of them has (the ledger then says)."""
+    for start, end in reversed(periods[-look:]):
+        expected = {
+            k.key
+            for k in keys
+            if end > k.expected_from and (k.gone_at is None or start < k.gone_at)
+        }
+        held = {r.key for r in found if r.first <= start <= r.last}
+        if expected - held:
+            return start
+    return None
+
+
+def gap_items(job: Job, result: JobScan, states: frozenset[str]) -> Iterator[Planned]:
+    """Every (key, period) of a keyed job's gaps in ``states``, oldest first, then by key: the
+    ranges grouped across keys merged (a few streams, not one per key), one job per key."""
+    timeline = job.timeline
+    jobs: dict[str, Job] = {}
+
+    def of(r: Range | KeyRange, keys: tuple[str, ...]) -> Iterator[tuple[datetime, str, Planned]]:
+        state = PeriodState(r.state)
+        ordered = sorted(keys)
+        for period in timeline.periods(r.first, timeline.after(r.last)):
+            for key in ordered:
+                if (keyed := jobs.get(key)) is None:
+                    keyed = jobs[key] = job.for_key(key)
+                yield period.start, key, Planned(keyed, period, state)
+
+    if len(result.range_keys) == len(result.ranges):
+        grouped = zip(result.ranges, result.range_keys, strict=True)
+        streams = [of(r, keys) for r, keys in grouped if r.state in states]
+    else:
+        streams = [of(r, (r.key,)) for r in result.key_ranges if r.state in states]
+    for _, _, item in heapq.merge(*streams, key=lambda t: (t[0], t[1])):
+        yield item
+
+
+def with_keys(
+    ledger: Ledger,
+    targets: list[ScanTarget],
+    now: datetime,
+    write: bool,
+    sources: dict[str, Source] | None = None,
+    failed: dict[str, KeysFailed] | None = None,
+) -> list[ScanTarget]:
+    """``targets`` with each keyed job's keys (read unless in ``sources``, recorded with
+    ``write``, cut to those asked for). A job whose keys query ``failed`` keeps the keys the
+    ledger recorded when it last read them, unchanged (none: nothing of it runs), and says so
+    (``keys_failed``)."""
+    out = []
+    for t in targets:
+        if t.job.keyed and (why := (failed or {}).get(t.job.name)) is not None:
+            keys = selected(t.job, ledger.key_history(t.job_id) if t.job_id > 0 else [])
+            known = sum(1 for k in keys if k.gone_at is None)
+            told = KeysFailure(t.job.name, str(why), why.database, known)
+            t = replace(t, keys=tuple(keys), keys_failed=told)
+        elif t.job.keyed:
+            source = (sources or {}).get(t.job.name)
+            keys = selected(t.job, current_keys(ledger, t.job, t.job_id, now, write, source))
+            t = replace(t, keys=tuple(keys))
+        out.append(t)
+    return out
+
+
+def scan_with_keys(
+    ledger: Ledger,
+    targets: list[ScanTarget],
+    now: datetime,
+    since: Moment | None,
+    until: Moment | None,
+    full: bool,
+    record: bool,
+    plain: Callable[..., list[JobScan]],
+) -> list[JobScan]:
+    """:func:`catchup.scan.detector.scan_jobs` of ``targets``: the keyed ones here, the rest by
+    ``plain``, in their order."""
+    others = [t for t in targets if not t.job.keyed]
+    done = iter(plain(ledger, others, now=now, since=since, until=until, full=full, record=record))
+    results = []
+    for t in targets:
+        if not t.job.keyed:
+            results.append(next(done))
+            continue
+        result = scan_keyed(
+            ledger,
+            t.job,
+            t.job_id,
+            list(t.keys),
+            now=now,
+            since=t.since or since,
+            until=until,
+            paused=t.paused,
+            record=record,
+        )
+        failed = t.keys_failed  # scanned on the keys it read last: said in its row
+        results.append(result if failed is None else replace(result, keys_error=failed.error))
+    return results
+
+
+def keys_findings(ledger: Ledger, jobs: list[Job]) -> list[Finding]:
+    """``catchup doctor``: each keys query run once, read-only and bounded as a tick runs it
+    (on its ``keys_dsn`` when it has one), one line per job: how many keys, or why none."""
+    found = []
+    for job in jobs:
+        if not isinstance(job.keys, str):
+            continue
+        try:
+            rows, _ = source_keys(ledger, job)
+        except KeysFailed as exc:
+            found.append(Finding("serious", "keys", f"{job.name}: {exc}"))
+            continue
+        where = "its keys_dsn" if job.keys_dsn else "the ledger's database"
+        said = f"{job.name}: the keys query returns {len(rows):,} key(s) on {where}"
+        found.append(Finding("ok", "keys", said))
+    return found
+
+
+def from_start(job: Job, rows: Iterable[KeyRow]) -> tuple[KeyRow, ...]:
+    """The keys as people see them: none expected before the job's start (a keys query's
+    date column may say 2019 for a job that starts in 2026)."""
+    return tuple(replace(k, expected_from=max(k.expected_from, job.anchor)) for k in rows)

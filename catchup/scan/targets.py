@@ -1,0 +1,97 @@
+"""What a scan is asked to look at: a job's :class:`ScanTarget`, and a keyed job's keys
+(:class:`KeyRow`) and ranges of one key (:class:`KeyRange`). Plain values, no I/O."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import NamedTuple
+
+from ..config.job import Job
+
+
+class KeyRange(NamedTuple):
+    """Consecutive periods of one key of a job in one state (``first``, ``last``: starts)."""
+
+    key: str
+    state: str
+    first: datetime
+    last: datetime
+    periods: int
+
+
+@dataclass(frozen=True)
+class KeyRow:
+    """One key of a job as the ledger knows it: expected from ``expected_from`` (and, when
+    ``gone_at`` is set, no longer from then on), first and last seen by a read of its keys."""
+
+    key: str
+    expected_from: datetime
+    first_seen: datetime | None = None
+    last_seen: datetime | None = None
+    gone_at: datetime | None = None
+    paused_at: datetime | None = None
+    # ranges [lo, hi) of period starts a scan found to have a row each (catchup/scan/verified.py)
+    verified: tuple[tuple[datetime, datetime], ...] | None = None
+
+    def unexpected(self, start: datetime) -> str | None:
+        """Why the period starting at ``start`` is not one of this key's (before the key was
+        expected, or after it was gone), or None when it is."""
+        if start < self.expected_from:
+            return (
+                f"{self.key} is expected from {self.expected_from:%Y-%m-%dT%H:%M:%SZ} (when its"
+                " keys first held it): this period is not one of its own"
+            )
+        if self.gone_at is not None and start >= self.gone_at:
+            return (
+                f"{self.key} is gone since {self.gone_at:%Y-%m-%dT%H:%M:%SZ} (its keys no longer"
+                " hold it): this period is not one of its own"
+            )
+        return None
+
+
+@dataclass(frozen=True)
+class ScanTarget:
+    """One job to scan: its config, its ledger id, whether it is paused, and where its window
+    starts when that is its own (a tick's ``catchup_window``) rather than the scan's."""
+
+    job: Job
+    job_id: int
+    paused: bool
+    since: datetime | None = None
+    keys: tuple[KeyRow, ...] = ()  # a keyed job's keys (those asked for), with their history
+    keys_failed: KeysFailure | None = None  # its keys query failed: ``keys`` are those read last
+
+
+@dataclass(frozen=True)
+class KeysFailure:
+    """A keyed job whose keys query failed: it went on with the ``known`` keys it read last."""
+
+    job: str
+    error: str  # one line, without a password
+    database: bool  # a database error (exit 3); else what it returned is refused (2)
+    known: int
+
+    @property
+    def exit_code(self) -> int:
+        return 3 if self.database else 2
+
+    @property
+    def line(self) -> str:
+        return self._said("went on with", "nothing of it ran (unstartable)")
+
+    @property
+    def scan_line(self) -> str:
+        """What a scan says of it (a scan runs nothing): on which keys it was scanned."""
+        return self._said("is scanned on", "none of its periods is known")
+
+    def _said(self, went: str, none: str) -> str:
+        if self.known:
+            keys = f"{self.known} key{'s' if self.known != 1 else ''}"
+            return f"{self.error}; {self.job} {went} the {keys} it read last"
+        return f"{self.error}; {self.job} has no keys read before: {none}"
+
+
+def keys_failed(targets: list[ScanTarget]) -> tuple[KeysFailure, ...]:
+    """The keyed jobs of ``targets`` whose keys query failed."""
+    return tuple(t.keys_failed for t in targets if t.keys_failed is not None)
