@@ -176,8 +176,8 @@ MUTATIONS = (
         "a config whose every keys query fails makes no database and no schema",
         "catchup/api/base.py",
         "        if self._session is None and not self._keys_checked:\n"
-        "            from ..firstread import keys_before_making",
-        "        if False:\n            from ..firstread import keys_before_making",
+        "            from ..scan.firstread import keys_before_making",
+        "        if False:\n            from ..scan.firstread import keys_before_making",
         (
             "tests/integration/test_blast_radius.py::"
             "test_a_config_whose_every_keys_query_fails_makes_no_ledger",

@@ -21,7 +21,7 @@ from .base import Base, check_actor, check_reason, instant, texts
 
 
 class Changing(Base):
-    def mark(
+    def mark(  # noqa: PLR0913
         self,
         job: str,
         periods: Sequence[str | date | datetime],

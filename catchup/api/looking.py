@@ -263,7 +263,7 @@ class Looking(Base):
 
         return examine(config, dsn)
 
-    def serve(
+    def serve(  # noqa: C901, PLR0913, PLR0915
         self,
         *,
         host: str = "127.0.0.1",

@@ -107,7 +107,7 @@ class Running(Base):
         rules = ClaimRules(ignore_evidence=ignore_evidence)
         return run_keys(session, spec, chosen, workers, rules, interrupted)
 
-    def tick(
+    def tick(  # noqa: PLR0913
         self,
         *,
         jobs: Iterable[str] | None = None,
@@ -165,7 +165,7 @@ class Running(Base):
             (j.name, held[j.name]) for j in jobs if j.name in held
         )
 
-    def replay(
+    def replay(  # noqa: PLR0913
         self,
         *,
         since: Moment,

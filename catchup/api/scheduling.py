@@ -30,7 +30,7 @@ LISTEN_WAIT = 30.0  # seconds the page's port may take to be bound before the sc
 
 
 class Scheduling(Running, Looking):
-    def scheduler(
+    def scheduler(  # noqa: C901, PLR0913, PLR0915
         self,
         *,
         workers: int = SCHEDULER_WORKERS.default or 1,

@@ -94,7 +94,7 @@ def cancel(
         time.sleep(POLL_SECONDS)
 
 
-def _gone(
+def _gone(  # noqa: PLR0913
     session: Session,
     job: Job,
     job_id: int,

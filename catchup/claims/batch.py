@@ -76,7 +76,7 @@ class Sizes:
         return max(1, min(self.most, int(budget / max(seconds, 1e-4))))
 
 
-def run_batch(
+def run_batch(  # noqa: PLR0913
     session: Session,
     items: list[Planned],
     *,
@@ -142,7 +142,7 @@ class _Batch:
     """The claimed periods of one batch: their leases (renewed together), each one's start
     (or release), and their outcomes, recorded together."""
 
-    def __init__(
+    def __init__(  # noqa: PLR0913
         self,
         session: Session,
         job_id: int,

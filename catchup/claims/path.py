@@ -86,7 +86,7 @@ def keyed(outcome: Outcome, job: Job) -> Outcome:
     return replace(outcome, key=job.key) if job.key else outcome
 
 
-def run_chained(
+def run_chained(  # noqa: C901, PLR0913
     session: Session,
     job: Job,
     period: Period,
@@ -273,7 +273,7 @@ def _request(session: Session, job: Job, period: Period, rules: ClaimRules) -> C
     )
 
 
-def _record(
+def _record(  # noqa: PLR0913
     session: Session,
     job: Job,
     job_id: int,

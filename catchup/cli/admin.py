@@ -145,7 +145,7 @@ def deploy() -> None:
     help="Also a Deployment and Service running `catchup serve` (with scrape annotations).",
 )
 @scheduler_options("a Deployment of 2 `catchup scheduler` replicas with a PodDisruptionBudget")
-def deploy_kubernetes(
+def deploy_kubernetes(  # noqa: PLR0913
     name: str,
     image: str,
     every: int,
@@ -210,7 +210,7 @@ def deploy_kubernetes(
     "--serve", is_flag=True, help="Also a service running `catchup serve` on 127.0.0.1:9187."
 )
 @scheduler_options("a long-running `catchup scheduler` service, Restart=on-failure")
-def deploy_systemd(
+def deploy_systemd(  # noqa: PLR0913
     name: str,
     executable: str,
     every: int,

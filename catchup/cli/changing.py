@@ -33,7 +33,7 @@ from .options import (
 @reason_option(required=True)
 @actor_option
 @pass_state
-def mark(
+def mark(  # noqa: PLR0913
     state: State,
     job: str,
     periods: tuple[str, ...],
@@ -148,7 +148,7 @@ def reset(
 )
 @json_option("Print JSON instead of a line.")
 @pass_state
-def cancel(
+def cancel(  # noqa: PLR0913
     state: State,
     job: str,
     period: str,

@@ -57,7 +57,7 @@ from .options import (
 )
 @keys_option
 @pass_state
-def scan(
+def scan(  # noqa: C901, PLR0913
     state: State,
     job_names: tuple[str, ...],
     keys: tuple[str, ...],

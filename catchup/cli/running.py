@@ -220,7 +220,7 @@ def tick(
 @actor_option
 @json_option("Print the periods and totals as JSON.")
 @pass_state
-def replay(
+def replay(  # noqa: PLR0913
     state: State,
     since: str,
     until: str | None,

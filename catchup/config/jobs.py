@@ -34,7 +34,7 @@ KEY_NAMES = frozenset(JOB_KEY)
 _SELECT = re.compile(r"^\s*(select|with)\b", re.IGNORECASE)
 
 
-def parse_job(name: str, spec: dict[str, Any], problem: Any) -> Job | None:
+def parse_job(name: str, spec: dict[str, Any], problem: Any) -> Job | None:  # noqa: C901, PLR0915
     count = 0
 
     def bad(key: str, message: str) -> None:

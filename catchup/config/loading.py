@@ -64,7 +64,7 @@ def load_config(path: Path | None, *, schema: str | None = None) -> Config:
     return parse_config(raw, path, schema=schema)
 
 
-def parse_config(raw: bytes, path: Path, *, schema: str | None = None) -> Config:
+def parse_config(raw: bytes, path: Path, *, schema: str | None = None) -> Config:  # noqa: C901, PLR0915
     name = str(path)
     try:
         text = raw.decode("utf-8")
@@ -279,7 +279,7 @@ def _parse_serve(value: object, problem: Callable[[tuple[str, ...], str], None])
     return Serve(title=found.get("title"), public_url=found.get("public_url"))
 
 
-def _parse_alerts(raw: object, problem: Callable[[tuple[str, ...], str], None]) -> Alerts | None:
+def _parse_alerts(raw: object, problem: Callable[[tuple[str, ...], str], None]) -> Alerts | None:  # noqa: C901
     """``[alerts]`` with ``[alerts.webhooks.NAME]`` tables (``url``, ``format``) and
     ``max_per_minute``. A URL is checked for form only, and never repeated in a message."""
     if not isinstance(raw, dict):

@@ -55,7 +55,7 @@ UMask=0077
 """
 
 
-def systemd(
+def systemd(  # noqa: PLR0913
     *,
     name: str,
     executable: str,

@@ -93,7 +93,7 @@ def offset_for(every: int) -> int:
     return min(3, every - 1) if every > 1 else 0
 
 
-def kubernetes(
+def kubernetes(  # noqa: PLR0913
     *,
     name: str,
     image: str,

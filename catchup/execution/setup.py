@@ -23,7 +23,7 @@ def held(job: Job, job_id: int, period: Period, claim: Claim) -> Held:
     return Held(job_id, job.name, job.key, period, claim.attempt, owner_name(), claimed_at)
 
 
-def execute(
+def execute(  # noqa: PLR0913
     session: Session,
     job: Job,
     job_id: int,

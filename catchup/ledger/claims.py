@@ -73,7 +73,7 @@ def _finish_params(
 
 
 class ClaimPath(LedgerBase):
-    def claim(
+    def claim(  # noqa: PLR0913
         self,
         job_id: int,
         period: Period,

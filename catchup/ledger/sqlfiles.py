@@ -13,10 +13,11 @@ _HEADER = re.compile(r"^-- name: (\w+)\s*$", re.MULTILINE)
 
 def sql_dir() -> Path:
     """The folder holding the SQL: inside the wheel, or the top-level ``sql/`` of a checkout."""
-    packaged = Path(__file__).parent / "sql"
+    package = Path(__file__).parent.parent  # catchup/
+    packaged = package / "sql"
     if packaged.is_dir():
         return packaged
-    return Path(__file__).parent.parent / "sql"
+    return package.parent / "sql"
 
 
 def parse_queries(text: str) -> dict[str, str]:

@@ -296,7 +296,7 @@ def _guarded(topic: str, probe: Callable[[], list[Finding]]) -> list[Finding]:
         return [Finding("serious", topic, f"the server refused the check: {first_line(exc)}")]
 
 
-def examine(config_path: str | None, dsn: str | None) -> list[Finding]:
+def examine(config_path: str | None, dsn: str | None) -> list[Finding]:  # noqa: PLR0915
     found: list[Finding] = []
     config: Config | None = None
     try:

@@ -178,7 +178,7 @@ WORKERS = "The live `catchup scheduler` leader's workers in the lane (the defaul
 WORKERS_BUSY = "Of those, how many run a period now: all busy, and a due period waits."
 
 
-def scan_openmetrics(report: ScanReport) -> str:
+def scan_openmetrics(report: ScanReport) -> str:  # noqa: C901
     """Gauges per job for a node_exporter textfile collector (OpenMetrics text format)."""
     out: list[str] = []
 

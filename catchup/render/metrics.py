@@ -29,7 +29,7 @@ class Served:
     size: LedgerSize | None = None
 
 
-def families(served: Served) -> Iterator[Metric]:
+def families(served: Served) -> Iterator[Metric]:  # noqa: C901, PLR0915
     """The metric families for ``served``."""
     up = GaugeMetricFamily("catchup_up", "1 when the newest scan of the ledger succeeded.")
     up.add_metric([], 1 if served.up else 0)

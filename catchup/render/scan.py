@@ -113,7 +113,7 @@ def gap_count(report: ScanReport) -> int:
     return sum(len(job.gaps) for job in report.jobs)
 
 
-def scan_tables(console: Console, report: ScanReport, *, limit: int | None = GAP_LIMIT) -> None:
+def scan_tables(console: Console, report: ScanReport, *, limit: int | None = GAP_LIMIT) -> None:  # noqa: C901, PLR0915
     """One line per job (counts, oldest gap, last success), then the oldest ``limit`` gap
     ranges (every one with ``None``), saying how many more there are. A table where it fits the
     console, else one block per job and one line per range, so names and dates stay whole."""

@@ -27,7 +27,7 @@ from ..vocabulary import OutcomeStatus
 from .dispatch import Dispatcher, Flag
 
 
-def run_planned(
+def run_planned(  # noqa: C901, PLR0913, PLR0915
     session: Session,
     items: Iterator[Planned],
     *,

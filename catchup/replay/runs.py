@@ -30,7 +30,7 @@ from .planning import DependencyOrder, gap_periods, oldest_first, plan_upstream
 from .pool import run_planned
 
 
-def replay(
+def replay(  # noqa: PLR0913
     session: Session,
     jobs: list[Job],
     *,
@@ -157,7 +157,7 @@ def _reopen(audit: Audit | None, session: Session, item: Planned) -> None:
         reset(session, item.job, [item.period], reason=audit.reason, actor=audit.actor)
 
 
-def tick(
+def tick(  # noqa: PLR0913
     session: Session,
     jobs: list[Job],
     *,

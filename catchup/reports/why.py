@@ -59,7 +59,7 @@ def _no_tick(job: Job, period: Period, now: datetime, why: Why) -> Why:
     return replace(why, said=(*why.said, said))
 
 
-def _explain(
+def _explain(  # noqa: C901, PLR0915
     session: Session,
     job: Job,
     period: Period,

@@ -156,7 +156,7 @@ def _blocking_reads(i: int, job: Job, result: JobScan, uppers: dict[str, Job]) -
     return reads
 
 
-def with_blocked(
+def with_blocked(  # noqa: PLR0913
     job: Job,
     result: JobScan,
     now: datetime,

@@ -14,7 +14,7 @@ def signature(job: Job) -> str:
     return job.timeline.signature
 
 
-def record_coverage(
+def record_coverage(  # noqa: PLR0913
     ledger: Ledger,
     job: Job,
     job_id: int,

@@ -84,7 +84,7 @@ def targets_for(jobs: list[Job], rows: dict[str, JobRow]) -> list[ScanTarget]:
     ]
 
 
-def scan_job(
+def scan_job(  # noqa: PLR0913
     ledger: Ledger,
     job: Job,
     job_id: int,
@@ -102,7 +102,7 @@ def scan_job(
     return result
 
 
-def scan_jobs(
+def scan_jobs(  # noqa: C901, PLR0915
     ledger: Ledger,
     targets: list[ScanTarget],
     *,
@@ -329,7 +329,7 @@ def _full_query(
     return "scan_full_listed", {**params, "starts": list(schedule.starts(lo, hi))}
 
 
-def scan(
+def scan(  # noqa: PLR0913
     session: Session,
     jobs: list[Job],
     *,

@@ -50,7 +50,7 @@ def signature(job: Job) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def read(
+def read(  # noqa: PLR0913
     ledger: Ledger,
     job: Job,
     job_id: int,

@@ -192,7 +192,7 @@ def expected_count(keys: list[KeyRow], starts: list[datetime], ends: list[dateti
     return total
 
 
-def scan_keyed(
+def scan_keyed(  # noqa: PLR0913
     ledger: Ledger,
     job: Job,
     job_id: int,
@@ -337,7 +337,7 @@ def with_keys(
     return out
 
 
-def scan_with_keys(
+def scan_with_keys(  # noqa: PLR0913
     ledger: Ledger,
     targets: list[ScanTarget],
     now: datetime,

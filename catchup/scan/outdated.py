@@ -25,7 +25,7 @@ def with_outdated(
     return outdated_states(session, [job], [result], rows)[0]
 
 
-def outdated_states(
+def outdated_states(  # noqa: C901
     session: Session, jobs: list[Job], results: list[JobScan], rows: dict[str, JobRow]
 ) -> list[JobScan]:
     """Each job's scan with the succeeded periods an upstream re-run made stale as

@@ -34,7 +34,7 @@ _MACROS = {
 }
 
 
-def _cron_field(text: str, index: int, expression: str) -> frozenset[int]:
+def _cron_field(text: str, index: int, expression: str) -> frozenset[int]:  # noqa: C901
     name, lo, hi = _CRON_FIELDS[index]
     names = _MONTH_NAMES if index == 3 else _DAY_NAMES if index == 4 else {}
 

@@ -64,7 +64,7 @@ def _rule(text: str, origin: datetime) -> rrule:
     return result
 
 
-def parse_rrule(text: str, timezone: str = "UTC") -> RRule:
+def parse_rrule(text: str, timezone: str = "UTC") -> RRule:  # noqa: C901
     body = text.strip()
     shown = " ".join(body.split())
     if "\n" in body or not body.upper().startswith("RRULE:"):

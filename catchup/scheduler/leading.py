@@ -42,7 +42,7 @@ class Keeper(threading.Thread):
     """Takes and keeps the lead on a connection of its own; ``term`` is the term held (None
     while another replica leads). Asked to ``stop``, it hands the lease back."""
 
-    def __init__(
+    def __init__(  # noqa: PLR0913
         self,
         target: db.Target,
         schema: str,
@@ -154,7 +154,7 @@ class Fence:
 Tick = Callable[[Fence, threading.Event, int, InFlight, int], object]
 
 
-def schedule(
+def schedule(  # noqa: C901, PLR0913, PLR0915
     target: db.Target,
     schema: str,
     tick: Tick,

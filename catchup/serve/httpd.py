@@ -150,7 +150,7 @@ class Handler(BaseHTTPRequestHandler):
 
     do_POST = do_PUT = do_DELETE = do_PATCH = do_OPTIONS = do_TRACE = do_CONNECT = _refuse
 
-    def _answer(self, head: bool) -> None:
+    def _answer(self, head: bool) -> None:  # noqa: C901
         self.head = head
         watcher = self.server.watcher
         parts = urlsplit(self.path)

@@ -68,7 +68,7 @@ SOON_POLL = 0.25  # seconds between looks at a scan asked for sooner (a reload)
 class Watcher:
     """Scans every ``refresh`` seconds with ``scan()`` and keeps the newest :class:`View`."""
 
-    def __init__(
+    def __init__(  # noqa: PLR0913
         self,
         scan: Callable[[], ScanReport],
         reset: Callable[[], None],
