@@ -264,7 +264,7 @@ class Changing(Base):
         try:
             cut = None if before is None else parse_instant(before)
         except ValueError as exc:
-            raise ConfigError(f"--before: {exc}") from None
+            raise ConfigError(f"--until: {exc}") from None
         chosen = self.select(jobs)
         return compact(self.session, chosen, before=cut, dry_run=dry_run)
 

@@ -44,7 +44,7 @@ def _reason(session: Session, job: Job, job_id: int, period: Period) -> tuple[st
             failed = f"failed {row.failures} times (max_attempts = {job.max_attempts})"
             label = job.period_value(period.start)
             again = (
-                f"`{command('replay', '--job', job.name, '--since', label, '--max', '1')} "
+                f"`{command('replay', '--job', job.name, '--since', label, '--max-periods', '1')} "
                 f"--retry-exhausted` or `{command('reset', job.name, label)} --reason …` runs "
                 "it again"
             )

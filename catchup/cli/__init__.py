@@ -11,7 +11,7 @@ from __future__ import annotations
 import click
 
 from .. import __version__
-from .admin import demo, deploy, doctor, serve, server
+from .admin import demo, deploy, doctor, postgres, serve
 from .base import CatchupGroup, State
 from .changing import (
     adopt,
@@ -58,37 +58,19 @@ def cli(ctx: click.Context, config_path: str | None, dsn: str | None, quiet: boo
     ctx.obj = State(config_path, dsn, quiet)
 
 
-# in the order `catchup --help` lists them (click sorts them by name)
-for command in (
-    run,
-    tick,
-    scheduler,
-    scan,
-    replay,
-    jobs,
-    ps,
-    history,
-    keys,
-    why,
-    mark,
-    reset,
-    cancel,
-    adopt,
-    rename,
-    retire,
-    pause,
-    resume,
-    explain,
-    checkpoint,
-    compact,
-    migrate,
-    doctor,
-    serve,
-    demo,
-    deploy,
-    server,
-):
-    cli.add_command(command)
+# `catchup --help` lists them in these sections, in this order (click alone sorts them by name)
+SECTIONS: tuple[tuple[str, tuple[click.Command, ...]], ...] = (
+    ("Run periods", (run, tick, scheduler, replay)),
+    ("Look", (scan, jobs, ps, history, keys, why, explain, serve)),
+    ("Change the ledger", (mark, reset, cancel, adopt, rename, retire, pause, resume, checkpoint)),
+    ("Operate", (doctor, migrate, compact, deploy, postgres, demo)),
+)
+for _, commands in SECTIONS:
+    for command in commands:
+        cli.add_command(command)
+cli.sections = tuple((title, tuple(c.name or "" for c in cs)) for title, cs in SECTIONS)
+# old names that still work for a release, and say what they are now
+cli.aliases = {"server": "postgres"}
 
 
 def main(argv: list[str] | None = None) -> None:

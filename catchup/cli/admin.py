@@ -1,4 +1,4 @@
-"""``doctor``, ``demo``, ``deploy`` and ``server``: checking, showing, installing catchup and
+"""``doctor``, ``demo``, ``deploy`` and ``postgres``: checking, showing, installing catchup and
 its embedded PostgreSQL."""
 
 from __future__ import annotations
@@ -261,19 +261,20 @@ def deploy_systemd(  # noqa: PLR0913
         click.echo(f"wrote {folder / filename}")
 
 
-@click.group()
-def server() -> None:
-    """The embedded PostgreSQL used when no database is configured.
+@click.group("postgres")
+def postgres() -> None:
+    """The embedded PostgreSQL used when no database is configured (`catchup postgres`, its
+    old name, still works for a release and says so).
 
-    Example: catchup server status
+    Example: catchup postgres status
     """
 
 
-@server.command("status")
+@postgres.command("status")
 def server_status() -> None:
     """Say whether the embedded server runs, and where its data is.
 
-    Example: catchup server status
+    Example: catchup postgres status
     """
     from ..postgres import embedded
 
@@ -285,11 +286,11 @@ def server_status() -> None:
         click.echo(f"stopped: {data}")
 
 
-@server.command("start")
+@postgres.command("start")
 def server_start() -> None:
     """Start the embedded server (a command that needs it starts it too).
 
-    Example: catchup server start
+    Example: catchup postgres start
     """
     from ..postgres import embedded
 
@@ -301,12 +302,12 @@ def server_start() -> None:
     click.echo(f"started: {data} (socket {started.socket_dir}, port {started.port})")
 
 
-@server.command("stop")
+@postgres.command("stop")
 def server_stop() -> None:
     """Stop the embedded server (the next command that needs it starts it again; a
-    running serve waits for `catchup server start`).
+    running serve waits for `catchup postgres start`).
 
-    Example: catchup server stop
+    Example: catchup postgres stop
     """
     from ..postgres import embedded
 

@@ -289,7 +289,37 @@ def _safe(text: str) -> str:
 
 
 class CatchupGroup(click.Group):
-    """Turns every failure into one line on stderr and the documented exit code."""
+    """Turns every failure into one line on stderr and the documented exit code; lists its
+    commands in ``sections`` (title, names) and takes the old names in ``aliases``."""
+
+    sections: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    aliases: dict[str, str] = {}  # noqa: RUF012 (set once, on the top group)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        if not self.sections:
+            super().format_commands(ctx, formatter)
+            return
+        width = formatter.width - 6 - max(len(n) for _, names in self.sections for n in names)
+        for title, names in self.sections:
+            rows = [(n, self.commands[n].get_short_help_str(width)) for n in names]
+            with formatter.section(title):
+                formatter.write_dl(rows)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        return super().get_command(ctx, self.aliases.get(cmd_name, cmd_name))
+
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        if args and args[0] in self.aliases:  # said once, where the command is chosen
+            old, now = args[0], self.aliases[args[0]]
+            click.echo(
+                f"catchup: `catchup {old}` is now `catchup {now}` (the old name goes in a later"
+                " release)",
+                err=True,
+            )
+            args = [now, *args[1:]]
+        return super().resolve_command(ctx, args)
 
     def main(self, *args: Any, **kwargs: Any) -> Any:
         with guarded_stdout():

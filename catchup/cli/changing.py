@@ -276,9 +276,12 @@ def checkpoint(state: State, value: str) -> None:
 @click.command(epilog=EXIT_CODES)
 @jobs_option
 @click.option(
+    "--until",
     "--before",
+    "before",
     type=When(),
-    help="Compact runs that ended before this (UTC; default: now minus [ledger] keep_detail).",
+    help="Compact runs that ended before this (UTC; default: now minus [ledger] keep_detail). "
+    "(--before: its old name.)",
 )
 @click.option("--dry-run", is_flag=True, help="Only count what would go; change nothing.")
 @json_option("Print JSON instead of a table.")
@@ -291,7 +294,7 @@ def compact(
     a waiver's note. A compacted period is never claimed again; scan still counts it; a reset
     makes it runnable again. In batches, safe beside running ticks; resumes where it stopped.
 
-    Example: catchup compact --before 2026-09-01 --dry-run
+    Example: catchup compact --until 2026-09-01 --dry-run
     """
     from ..render import compaction
 

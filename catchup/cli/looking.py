@@ -253,16 +253,21 @@ def why(
 @click.command(epilog=EXIT_CODES)
 @click.argument("job")
 @click.option(
+    "--since",
     "--from",
     "start",
     type=When(),
-    help=f"Start at the period containing this (default: the current period); {DATE_HELP}.",
+    help=f"Start at the period containing this (default: the current period); {DATE_HELP}. "
+    "(--from: its old name.)",
 )
 @click.option(
+    "--limit",
     "--count",
+    "count",
     type=click.IntRange(EXPLAIN_COUNT.low, EXPLAIN_COUNT.high),
     default=EXPLAIN_COUNT.default,
     show_default=True,
+    help="How many periods to spell out. (--count: its old name.)",
 )
 @pass_state
 def explain(state: State, job: str, start: str | None, count: int) -> None:
@@ -271,7 +276,7 @@ def explain(state: State, job: str, start: str | None, count: int) -> None:
     change skips or repeats in the 400 days from the first period shown (and what systemd and
     cron would do with them instead), a job due exactly on the hour with others.
 
-    Example: catchup explain billing --count 5
+    Example: catchup explain billing --limit 5
     """
     from ..render import explain as rendered
 

@@ -186,7 +186,13 @@ def tick(
 @window_options(since_required=True)
 @jobs_option
 @keys_option
-@click.option("--max", "limit", type=click.IntRange(min=1), help="Run at most this many periods.")
+@click.option(
+    "--max-periods",
+    "--max",
+    "limit",
+    type=click.IntRange(min=1),
+    help="Run at most this many periods. (--max: its old name.)",
+)
 @workers_option(REPLAY_WORKERS, what="Periods run at once in this process")
 @click.option(
     "--dry-run",

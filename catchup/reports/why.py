@@ -126,9 +126,8 @@ def _explain(  # noqa: C901, PLR0915
                 f"exhausted: failed {run.failures} time(s) (max_attempts = {job.max_attempts})"
                 f"{error}",
             )
-            again = command(
-                "replay", "--job", job.name, "--since", value, "--max", "1", "--retry-exhausted"
-            )
+            once = ("--max-periods", "1", "--retry-exhausted")
+            again = command("replay", "--job", job.name, "--since", value, *once)
             reset = command("reset", job.name, value, reason=True)
             return Why(job.name, period, label, "exhausted", tuple(said), (again, reset))
         if run.retry_after is not None and run.retry_after > now:

@@ -66,7 +66,7 @@ def test_a_compaction_killed_mid_batch_resumes_and_loses_nothing(
         ).format(psycopg.sql.Identifier(project.schema)),
         [job_id],
     )
-    proc = project.spawn("-q", "compact", "--before", before)
+    proc = project.spawn("-q", "compact", "--until", before)
     # (pg_stat_activity's query text is cut at 1 kB, inside the statement's header comment)
     waiting = (
         f"SELECT array_agg(pid) FROM pg_stat_activity WHERE {held.info.backend_pid}"
@@ -102,7 +102,7 @@ def test_a_compaction_killed_mid_batch_resumes_and_loses_nothing(
     assert prefix == [(compacted,)]
     consistent(sql)
     assert sql("SELECT count(*) FROM {schema}.periods")[0][0] == written
-    report = json.loads(project.cli("-q", "compact", "--json", "--before", before).stdout)
+    report = json.loads(project.cli("-q", "compact", "--json", "--until", before).stdout)
     assert report["periods"] == written - compacted  # it went on from the cursor
     ((done, counted),) = sql(
         "SELECT (SELECT count(*) FROM {schema}.periods WHERE compacted_at IS NOT NULL),"
@@ -120,9 +120,9 @@ def test_two_compactors_racing_a_replay_count_every_period_once(project: Project
     before = now_text(sql)
     until = (ORIGIN + timedelta(hours=4_000)).isoformat()
     procs = [
-        project.spawn("-q", "compact", "--json", "--before", before),
+        project.spawn("-q", "compact", "--json", "--until", before),
         project.spawn("-q", "replay", "--json", "--since", "2024-01-01", "--until", until),
-        project.spawn("-q", "compact", "--json", "--before", before),
+        project.spawn("-q", "compact", "--json", "--until", before),
     ]
     outs = []
     for proc in procs:
@@ -161,19 +161,17 @@ def test_the_busy_turn_is_left_to_the_other_compactor(project: Project, sql: Any
         [project.schema, job_id],
     )
     try:
-        report = json.loads(
-            project.cli("-q", "compact", "--json", "--before", now_text(sql)).stdout
-        )
+        report = json.loads(project.cli("-q", "compact", "--json", "--until", now_text(sql)).stdout)
         assert report["jobs"][0]["busy"] is True and report["periods"] == 0
         assert (
             "another host is compacting it"
-            in project.cli("-q", "compact", "--before", now_text(sql)).stdout
+            in project.cli("-q", "compact", "--until", now_text(sql)).stdout
         )
     finally:
         conn.rollback()
         conn.close()
     assert (
-        json.loads(project.cli("-q", "compact", "--json", "--before", now_text(sql)).stdout)[
+        json.loads(project.cli("-q", "compact", "--json", "--until", now_text(sql)).stdout)[
             "periods"
         ]
         == 10
@@ -204,7 +202,7 @@ def test_a_claim_meeting_a_batch_mid_move_is_refused_after_it(
         "SELECT pid FROM pg_stat_activity WHERE %s = ANY(pg_blocking_pids(pid))"
         " AND backend_type = 'client backend'"
     )
-    compactor = project.spawn("-q", "compact", "--before", before)
+    compactor = project.spawn("-q", "compact", "--until", before)
     claimer: Any = None
     try:
         wait_for(

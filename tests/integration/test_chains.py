@@ -414,7 +414,7 @@ def test_replay_of_a_downstream_job_plans_the_upstream_periods_it_needs(project:
 
 def test_explain_shows_what_each_period_waits_for_and_doctor_the_graph(project: Project) -> None:
     project.write(CHAIN)
-    explained = project.cli("-q", "explain", "billing", "--from", "2026-03-29", "--count", "2")
+    explained = project.cli("-q", "explain", "billing", "--since", "2026-03-29", "--limit", "2")
     assert explained.exit_code == 0, explained.output
     flat = " ".join(explained.output.split())
     assert "waits for export 2026-03-28T23:00:00Z .. 2026-03-29T21:00:00Z (23)" in flat

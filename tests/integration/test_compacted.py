@@ -72,7 +72,7 @@ def test_a_ledger_compacted_by_the_release_before_moves_its_facts_once(
         conn.close()
     before = scan(project, *WINDOW)  # (the facts still in runs)
     assert before["export"]["succeeded"] == written
-    report = json.loads(project.cli("-q", "compact", "--json", "--before", db_now(sql)).stdout)
+    report = json.loads(project.cli("-q", "compact", "--json", "--until", db_now(sql)).stdout)
     assert report["periods"] == 0  # moved, not compacted a second time
     assert sql("SELECT periods FROM {schema}.compaction") == [(written,)]
     assert sql("SELECT count(*) FROM {schema}.runs") == [(0,)]
@@ -93,7 +93,7 @@ def test_a_compacted_period_can_be_marked_and_is_not_running_to_cancel(
     assert (
         project.cli("-q", "replay", "--since", "2026-03-01", "--until", "2026-03-04").exit_code == 0
     )
-    project.cli("-q", "compact", "--before", db_now(sql))
+    project.cli("-q", "compact", "--until", db_now(sql))
     assert sql("SELECT count(*) FROM {schema}.compacted") == [(3,)]
     cancel = project.cli("-q", "cancel", "export", "2026-03-02", "--reason", "x")
     assert cancel.exit_code == 2 and "not running (it is succeeded)" in cancel.output, cancel.output
@@ -112,7 +112,7 @@ def test_a_downstream_job_runs_after_its_compacted_upstream(project: Project, sq
     assert (
         project.cli("-q", "replay", "--since", "2026-03-01", "--until", "2026-03-04").exit_code == 0
     )
-    project.cli("-q", "compact", "--before", db_now(sql))
+    project.cli("-q", "compact", "--until", db_now(sql))
     assert sql("SELECT count(*) FROM {schema}.runs") == [(0,)]
     project.write(
         upstream + job_toml("billing", start="2026-03-01", command=["true"], after=["export"])
@@ -136,7 +136,7 @@ def test_a_periods_row_is_read_through_each_tables_primary_key(
     project.write(job_toml("export", start="2026-03-01", command=["true"]))
     replayed = project.cli("-q", "replay", "--since", "2026-03-01", "--until", "2026-03-04")
     assert replayed.exit_code == 0, replayed.output
-    project.cli("-q", "compact", "--before", db_now(sql))
+    project.cli("-q", "compact", "--until", db_now(sql))
     ((job_id,),) = sql("SELECT id FROM {schema}.jobs WHERE name = 'export'")
     with psycopg.connect(database.conninfo, autocommit=True) as conn:
         conn.execute("SET enable_seqscan = off")  # on tables this small a scan would win

@@ -90,7 +90,7 @@ def test_compaction_keeps_each_periods_fact_and_drops_its_detail(
             " JOIN {schema}.jobs j ON j.id = h.job_id WHERE j.name = 'billing' GROUP BY 1"
         )
     )
-    report = compact(project, "--before", db_now(sql).isoformat())
+    report = compact(project, "--until", db_now(sql).isoformat())
     by_job = {j["job"]: j for j in report["jobs"]}
     # ten succeeded (eleven attempts: the 4th took two) and one waived (no attempt)
     assert (by_job["billing"]["periods"], by_job["billing"]["attempts"]) == (11, 11)
@@ -131,24 +131,24 @@ def test_compaction_keeps_each_periods_fact_and_drops_its_detail(
     )["compacted"]
     assert record["attempts"] == 2 and record["status"] == "succeeded"
     # and a second compaction finds nothing more
-    assert compact(project, "--before", db_now(sql).isoformat())["periods"] == 0
+    assert compact(project, "--until", db_now(sql).isoformat())["periods"] == 0
 
 
 def test_a_dry_run_counts_what_would_go_and_changes_nothing(project: Project, sql: Any) -> None:
     build(project)
     before = db_now(sql).isoformat()
     contents = ledger_contents(sql, project.schema)
-    plan = compact(project, "--before", before, "--dry-run")
+    plan = compact(project, "--until", before, "--dry-run")
     assert ledger_contents(sql, project.schema) == contents
     billing = next(j for j in plan["jobs"] if j["job"] == "billing")
     assert (billing["periods"], billing["attempts"]) == (11, 11) and billing["bytes"] > 0
-    done = compact(project, "--before", before)
+    done = compact(project, "--until", before)
     assert (done["periods"], done["attempts"]) == (plan["periods"], plan["attempts"])
 
 
 def test_a_reset_after_compaction_runs_the_period_again(project: Project, sql: Any) -> None:
     build(project)
-    compact(project, "--before", db_now(sql).isoformat())
+    compact(project, "--until", db_now(sql).isoformat())
     reset = project.cli("-q", "reset", "billing", "2026-03-02", "--reason", "rebill")
     assert reset.exit_code == 0, reset.output
     assert sql(
@@ -202,8 +202,8 @@ def test_tick_compacts_a_slice_when_keep_detail_is_set(project: Project, sql: An
 @pytest.mark.parametrize(
     ("args", "said"),
     [
-        (("--before", "2199-01-01"), "is after the database's clock"),
-        (("--before", "yesterday-ish"), "--before"),
+        (("--until", "2199-01-01"), "is after the database's clock"),
+        (("--until", "yesterday-ish"), "--until"),
         ((), "nothing says what is old"),
     ],
 )
@@ -324,7 +324,7 @@ def test_compaction_never_changes_the_scan_nor_makes_a_period_claimable(
     cutoffs = sorted(now - timedelta(seconds=rng.randint(0, 40_000_000)) for _ in range(2))
     cutoffs.append(now)
     for cut in cutoffs:
-        compact(project, "--before", cut.isoformat())
+        compact(project, "--until", cut.isoformat())
         assert scan_jobs(project, *window) == scanned
         assert facts(sql) == kept
         assert claimable(sql, project.schema, job_id) == could
@@ -381,4 +381,4 @@ def test_a_ledger_of_the_last_release_migrates_with_its_runs_and_compacts(
             drop_schema(database.conninfo, fresh)
     finally:
         conn.close()
-    assert compact(project, "--before", db_now(sql).isoformat())["periods"] == written
+    assert compact(project, "--until", db_now(sql).isoformat())["periods"] == written

@@ -32,7 +32,7 @@ def catchup(home: Path, *args: str, **env: str) -> subprocess.Popen[str]:
 
 
 def stop(home: Path, **env: str) -> None:
-    proc = catchup(home, "server", "stop", **env)
+    proc = catchup(home, "postgres", "stop", **env)
     proc.communicate(timeout=60)
 
 
@@ -46,13 +46,13 @@ def test_racing_processes_share_one_new_server(server_home: Path) -> None:
         assert [proc.returncode for proc in procs] == [0] * 4, results
         assert sum("applied 0001_ledger" in out for out, _ in results) == 1
         assert all("embedded PostgreSQL in" in err for _, err in results)
-        status = catchup(home, "server", "status")
+        status = catchup(home, "postgres", "status")
         out, _ = status.communicate(timeout=60)
         assert out.startswith("running: ")
         assert len(list(home.glob("pg*/PG_VERSION"))) == 1
     finally:
         stop(home)
-    out, _ = catchup(home, "server", "status").communicate(timeout=60)
+    out, _ = catchup(home, "postgres", "status").communicate(timeout=60)
     assert out.startswith("stopped: ")
 
 

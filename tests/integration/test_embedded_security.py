@@ -148,7 +148,7 @@ def test_a_home_with_spaces_quotes_and_commands_is_a_plain_path(
             assert socket_dir == data
         assert (data / datafolder.PASSWORD_FILE).stat().st_mode & 0o777 == 0o600
     finally:
-        subprocess.run([*command, "server", "stop"], env=env, capture_output=True, timeout=120)
+        subprocess.run([*command, "postgres", "stop"], env=env, capture_output=True, timeout=120)
     assert not list(root.rglob("proof")) and not Path("/proof").exists()
     assert not list(root.rglob("z")) and not Path("/z").exists()
     shutil.rmtree(root, ignore_errors=True)

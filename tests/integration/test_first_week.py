@@ -126,7 +126,9 @@ def test_an_exhausted_period_says_how_to_run_it_again(project: Project, sql: Any
     assert again.exit_code == 0, again.output
     said = " ".join(again.stdout.split())
     assert "exhausted: failed 1 times" in said
-    assert "catchup replay --job billing --since 2026-10-02 --max 1 --retry-exhausted" in said
+    assert (
+        "catchup replay --job billing --since 2026-10-02 --max-periods 1 --retry-exhausted" in said
+    )
 
 
 def test_ages_are_whole_seconds_and_scan_json_has_the_scheduler(project: Project, sql: Any) -> None:

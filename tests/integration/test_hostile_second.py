@@ -189,7 +189,7 @@ def home(server_home: Path, project: Project) -> Iterator[Home]:
     made = Home(server_home, project)
     yield made
     if embedded.running(made.data) is not None:
-        made.run("server", "stop")
+        made.run("postgres", "stop")
 
 
 def refused(result: subprocess.CompletedProcess[str], code: int = 2) -> str:
@@ -263,7 +263,7 @@ def test_a_server_whose_password_was_never_saved_says_what_to_do(home: Home) -> 
     """A data folder left by an older catchup whose first start was interrupted: scram and no
     saved password. One line that says so and what to do, not `fe_sendauth: no password`."""
     assert home.run("migrate").returncode == 0
-    assert home.run("server", "stop").returncode == 0
+    assert home.run("postgres", "stop").returncode == 0
     (home.data / datafolder.PASSWORD_FILE).unlink()
     line = refused(home.run("jobs"), code=3)
     assert "requires a password that was never saved" in line and f"remove {home.data}" in line
@@ -329,7 +329,7 @@ def test_roots_default_home_needs_no_folder_opened(home: Home, tmp_path: Path) -
     env = home.env(HOME=str(tmp_path / "roothome"))
     del env["CATCHUP_HOME"]
     shown = subprocess.run(
-        [sys.executable, "-m", "catchup", "server", "status"],
+        [sys.executable, "-m", "catchup", "postgres", "status"],
         env=env,
         capture_output=True,
         text=True,
@@ -365,7 +365,7 @@ def test_binaries_the_servers_user_cannot_reach_are_copied_not_opened(home: Home
         again = home.run("jobs", CATCHUP_PG_BIN=str(install / "bin"))
         assert again.returncode == 0 and "copied" not in again.stderr, again.stderr
     finally:
-        home.run("server", "stop", CATCHUP_PG_BIN=str(install / "bin"))
+        home.run("postgres", "stop", CATCHUP_PG_BIN=str(install / "bin"))
 
 
 # --- secrets ---------------------------------------------------------------------------------

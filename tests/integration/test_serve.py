@@ -222,9 +222,9 @@ def test_bad_listen_and_refresh_are_one_line(project: Project) -> None:
 def test_a_stopped_embedded_server_stays_stopped_while_serve_runs(
     project: Project, server_home: Path
 ) -> None:
-    """`catchup server stop` was undone within seconds by a running `catchup serve`, which
+    """`catchup postgres stop` was undone within seconds by a running `catchup serve`, which
     started the embedded server again on its next scan. Now serve says it is stopped and
-    waits; `catchup server start` brings it back."""
+    waits; `catchup postgres start` brings it back."""
     import sys
 
     env = {**project.env(), "CATCHUP_HOME": str(server_home)}
@@ -265,7 +265,7 @@ def test_a_stopped_embedded_server_stays_stopped_while_serve_runs(
     data = server_home / f"pg{embedded.major_version(embedded.bin_dir())}"
     try:
         wait_for(lambda: _ready(base), timeout=120, what="ready")
-        stopped = catchup("server", "stop")
+        stopped = catchup("postgres", "stop")
         assert stopped.returncode == 0, stopped.stderr
         said = wait_for(
             lambda: "server is stopped" in (body := get(base + "/readyz")[2]) and body,
@@ -277,13 +277,13 @@ def test_a_stopped_embedded_server_stays_stopped_while_serve_runs(
             lambda: _scan_age(base) >= 4, timeout=60, what="more scans to fail"
         )
         assert embedded.running(data) is None
-        assert catchup("server", "start").returncode == 0
+        assert catchup("postgres", "start").returncode == 0
         wait_for(lambda: _ready(base), timeout=60, what="ready again")
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=30)
         if embedded.running(data) is not None:
-            catchup("server", "stop")
+            catchup("postgres", "stop")
 
 
 def _scan_age(base: str) -> float:

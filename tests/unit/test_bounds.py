@@ -65,7 +65,7 @@ def app() -> Catchup:
         (lambda a: a.tick(max_time=0.5), "--max-time 0.5s: from 1 second to 1 day"),
         (lambda a: a.replay(since="2026-10-01", workers=0), "--workers 0: from 1 to 64"),
         (lambda a: a.history("export", limit=100_001), "--limit 100001: from 1 to 100,000"),
-        (lambda a: a.explain("export", count=0), "--count 0: from 1 to 1,000"),
+        (lambda a: a.explain("export", count=0), "--limit 0: from 1 to 1,000"),
     ],
 )
 def test_the_facade_refuses_a_number_out_of_bounds_before_it_connects(
