@@ -32,27 +32,64 @@ _EXPORTS = {
     "Range": "catchup.models",
     "Island": "catchup.models",  # Range's old name
     "Period": "catchup.schedule",
-    "Batch": "catchup.results",
     "CatchupError": "catchup.errors",
     "ConfigError": "catchup.errors",
     "DatabaseError": "catchup.errors",
+    # what the facade's methods return (tests/unit/test_exported_members.py pins them)
+    "Batch": "catchup.results",
+    "Cancelled": "catchup.results",
+    "Changes": "catchup.results",
+    "Compacted": "catchup.maintenance.retention",
+    "ConfigWatch": "catchup.config.reloading",
+    "Explanation": "catchup.reports.explain",
+    "Finding": "catchup.maintenance.findings",
+    "History": "catchup.results",
+    "JobsReport": "catchup.results",
+    "KeysReport": "catchup.results",
+    "Migrated": "catchup.results",
+    "NotDue": "catchup.results",
+    "Paused": "catchup.results",
+    "PeriodReport": "catchup.results",
+    "Renamed": "catchup.results",
+    "Resumed": "catchup.results",
+    "Retired": "catchup.results",
+    "Running": "catchup.results",
+    "Why": "catchup.results",
 }
 
 __all__ = [
     "Batch",
+    "Cancelled",
     "Catchup",
     "CatchupError",
+    "Changes",
+    "Compacted",
     "Config",
     "ConfigError",
+    "ConfigWatch",
     "DatabaseError",
+    "Explanation",
+    "Finding",
+    "History",
     "Island",
     "Job",
     "JobContext",
     "JobScan",
+    "JobsReport",
+    "KeysReport",
+    "Migrated",
+    "NotDue",
     "Outcome",
+    "Paused",
     "Period",
+    "PeriodReport",
     "Range",
+    "Renamed",
+    "Resumed",
+    "Retired",
+    "Running",
     "ScanReport",
+    "Why",
     "__version__",
     "load_config",
     "make_job",
@@ -62,10 +99,30 @@ if TYPE_CHECKING:
     from .api import Catchup
     from .config.job import Config, Job
     from .config.loading import load_config, make_job
+    from .config.reloading import ConfigWatch
     from .errors import CatchupError, ConfigError, DatabaseError
     from .execution.runner import JobContext
+    from .maintenance.findings import Finding
+    from .maintenance.retention import Compacted
     from .models import Island, JobScan, Outcome, Range, ScanReport
-    from .results import Batch
+    from .reports.explain import Explanation
+    from .results import (
+        Batch,
+        Cancelled,
+        Changes,
+        History,
+        JobsReport,
+        KeysReport,
+        Migrated,
+        NotDue,
+        Paused,
+        PeriodReport,
+        Renamed,
+        Resumed,
+        Retired,
+        Running,
+        Why,
+    )
     from .schedule import Period
 
 
