@@ -9,31 +9,33 @@ import threading
 import click
 
 from ..errors import EXIT_FAILED, ConfigError
-from .base import State, console, pass_state
+from .base import State, console, pass_state, show
 from .options import (
     DOCTOR_EXIT_CODES,
     EXIT_CODES,
     Listen,
     deadline_option,
     every_option,
+    json_option,
     refresh_option,
     scheduler_options,
 )
 
 
 @click.command(epilog=DOCTOR_EXIT_CODES)
+@json_option("Print JSON instead of lines.")
 @pass_state
-def doctor(state: State) -> None:
+def doctor(state: State, as_json: bool) -> None:
     """Check the config, the database and its version, a pooler in the way, the host clock,
     jobs due on the hour, and whether one scheduler is ticking: one line per finding.
 
     Example: catchup doctor
     """
     from ..api import Catchup
-    from ..render import tables
+    from ..render import json, tables
 
     found = Catchup.doctor(state.config_path, state.dsn)
-    tables.findings(console(), found)
+    show(found, as_json, json.findings_json, tables.findings)
     if any(f.level == "serious" for f in found):
         sys.exit(EXIT_FAILED)
 
@@ -145,7 +147,7 @@ def deploy() -> None:
     help="Also a Deployment and Service running `catchup serve` (with scrape annotations).",
 )
 @scheduler_options("a Deployment of 2 `catchup scheduler` replicas with a PodDisruptionBudget")
-def deploy_kubernetes(  # noqa: PLR0913
+def deploy_kubernetes(
     name: str,
     image: str,
     every: int,
@@ -210,7 +212,7 @@ def deploy_kubernetes(  # noqa: PLR0913
     "--serve", is_flag=True, help="Also a service running `catchup serve` on 127.0.0.1:9187."
 )
 @scheduler_options("a long-running `catchup scheduler` service, Restart=on-failure")
-def deploy_systemd(  # noqa: PLR0913
+def deploy_systemd(
     name: str,
     executable: str,
     every: int,

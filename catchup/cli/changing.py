@@ -9,7 +9,7 @@ import sys
 import click
 
 from ..errors import EXIT_FAILED
-from .base import State, console, pass_state, show
+from .base import State, pass_state, show
 from .options import (
     CANCEL_EXIT_CODES,
     EXIT_CODES,
@@ -32,8 +32,9 @@ from .options import (
 @some_keys_options("The key whose periods these are (a job with keys needs one, or --all-keys)")
 @reason_option(required=True)
 @actor_option
+@json_option("Print JSON instead of lines.")
 @pass_state
-def mark(  # noqa: PLR0913
+def mark(
     state: State,
     job: str,
     periods: tuple[str, ...],
@@ -42,6 +43,7 @@ def mark(  # noqa: PLR0913
     all_keys: bool,
     reason: str,
     actor: str | None,
+    as_json: bool,
 ) -> None:
     """Record periods as waived: done out of band (--done) or skipped on purpose (--skip).
 
@@ -68,7 +70,7 @@ def mark(  # noqa: PLR0913
         keys=keys,
         all_keys=all_keys,
     )
-    changes.changes(console(), result)
+    show(result, as_json, changes.changes_json, changes.changes)
 
 
 @click.command(epilog=EXIT_CODES)
@@ -76,6 +78,7 @@ def mark(  # noqa: PLR0913
 @window_options()
 @reason_option(required=True)
 @actor_option
+@json_option("Print JSON instead of lines.")
 @pass_state
 def adopt(
     state: State,
@@ -84,6 +87,7 @@ def adopt(
     until: str | None,
     reason: str,
     actor: str | None,
+    as_json: bool,
 ) -> None:
     """Record periods whose output exists but that the ledger never saw (untracked).
 
@@ -97,7 +101,7 @@ def adopt(
     from ..render import changes
 
     result = state.app().adopt(jobs, since=since, until=until, reason=reason, actor=actor)
-    changes.adopted(console(), result)
+    show(result, as_json, changes.adopted_json, changes.adopted)
 
 
 @click.command(epilog=EXIT_CODES)
@@ -106,6 +110,7 @@ def adopt(
 @some_keys_options("The key whose periods these are (a job with keys needs one, or --all-keys)")
 @reason_option(required=True)
 @actor_option
+@json_option("Print JSON instead of lines.")
 @pass_state
 def reset(
     state: State,
@@ -115,6 +120,7 @@ def reset(
     all_keys: bool,
     reason: str,
     actor: str | None,
+    as_json: bool,
 ) -> None:
     """Make succeeded, waived or exhausted periods runnable again.
 
@@ -130,7 +136,7 @@ def reset(
     result = state.app().reset(
         job, periods, reason=reason, actor=actor, keys=keys, all_keys=all_keys
     )
-    changes.changes(console(), result)
+    show(result, as_json, changes.changes_json, changes.changes)
 
 
 @click.command(epilog=CANCEL_EXIT_CODES)
@@ -148,7 +154,7 @@ def reset(
 )
 @json_option("Print JSON instead of a line.")
 @pass_state
-def cancel(  # noqa: PLR0913
+def cancel(
     state: State,
     job: str,
     period: str,
@@ -183,15 +189,19 @@ def cancel(  # noqa: PLR0913
 @one_key_option("Only this key of a job with keys.")
 @reason_option(required=False)
 @actor_option
+@json_option("Print JSON instead of a line.")
 @pass_state
-def pause(state: State, job: str, key: str | None, reason: str | None, actor: str | None) -> None:
+def pause(
+    state: State, job: str, key: str | None, reason: str | None, actor: str | None, as_json: bool
+) -> None:
     """Suspend JOB: nothing claims its periods until it is resumed (running ones finish).
 
     Example: catchup pause billing --reason "gateway maintenance"
     """
     from ..render import changes
 
-    changes.paused(console(), state.app().pause(job, reason=reason, actor=actor, key=key))
+    result = state.app().pause(job, reason=reason, actor=actor, key=key)
+    show(result, as_json, changes.paused_json, changes.paused)
 
 
 @click.command(epilog=EXIT_CODES)
@@ -199,8 +209,11 @@ def pause(state: State, job: str, key: str | None, reason: str | None, actor: st
 @one_key_option("Only this key of a job with keys.")
 @reason_option(required=False)
 @actor_option
+@json_option("Print JSON instead of a line.")
 @pass_state
-def resume(state: State, job: str, key: str | None, reason: str | None, actor: str | None) -> None:
+def resume(
+    state: State, job: str, key: str | None, reason: str | None, actor: str | None, as_json: bool
+) -> None:
     """Resume JOB. The next tick follows its catch-up policy: no flood of missed periods unless
     the policy (catchup = all, within catchup_window, at most max_per_tick) says so.
 
@@ -208,7 +221,8 @@ def resume(state: State, job: str, key: str | None, reason: str | None, actor: s
     """
     from ..render import changes
 
-    changes.resumed(console(), state.app().resume(job, reason=reason, actor=actor, key=key))
+    result = state.app().resume(job, reason=reason, actor=actor, key=key)
+    show(result, as_json, changes.resumed_json, changes.resumed)
 
 
 @click.command(epilog=EXIT_CODES)
@@ -216,8 +230,9 @@ def resume(state: State, job: str, key: str | None, reason: str | None, actor: s
 @click.argument("new")
 @reason_option(required=True)
 @actor_option
+@json_option("Print JSON instead of a line.")
 @pass_state
-def rename(state: State, old: str, new: str, reason: str, actor: str | None) -> None:
+def rename(state: State, old: str, new: str, reason: str, actor: str | None, as_json: bool) -> None:
     """Rename the ledger's job OLD to NEW: every run, attempt and change goes with it, so a
     renamed job never runs its done periods again. Rename [jobs.OLD] to [jobs.NEW] in
     catchup.toml too, in either order: until both say NEW, a tick or scheduler in between
@@ -231,15 +246,17 @@ def rename(state: State, old: str, new: str, reason: str, actor: str | None) -> 
     from ..render import changes
 
     state.notices = False  # the job it renames is not news
-    changes.renamed(console(), state.app().rename(old, new, reason=reason, actor=actor))
+    result = state.app().rename(old, new, reason=reason, actor=actor)
+    show(result, as_json, changes.renamed_json, changes.renamed)
 
 
 @click.command(epilog=EXIT_CODES)
 @click.argument("job")
 @reason_option(required=True)
 @actor_option
+@json_option("Print JSON instead of a line.")
 @pass_state
-def retire(state: State, job: str, reason: str, actor: str | None) -> None:
+def retire(state: State, job: str, reason: str, actor: str | None, as_json: bool) -> None:
     """Record the ledger's job JOB, no longer in catchup.toml, as gone on purpose: commands stop
     saying the config lacks it; its history stays (a config naming it again brings it back).
 
@@ -248,7 +265,8 @@ def retire(state: State, job: str, reason: str, actor: str | None) -> None:
     from ..render import changes
 
     state.notices = False
-    changes.retired(console(), state.app().retire(job, reason=reason, actor=actor))
+    result = state.app().retire(job, reason=reason, actor=actor)
+    show(result, as_json, changes.retired_json, changes.retired)
 
 
 @click.command(epilog=EXIT_CODES)
@@ -303,12 +321,13 @@ def compact(
 
 
 @click.command(epilog=EXIT_CODES)
+@json_option("Print JSON instead of a line.")
 @pass_state
-def migrate(state: State) -> None:
+def migrate(state: State, as_json: bool) -> None:
     """Create or upgrade the ledger schema (every command also does this on first use).
 
     Example: catchup migrate
     """
-    from ..render import tables
+    from ..render import json, tables
 
-    tables.migrated(console(), state.app(require_config=False).migrate())
+    show(state.app(require_config=False).migrate(), as_json, json.migrated_json, tables.migrated)

@@ -57,7 +57,7 @@ from .options import (
 )
 @keys_option
 @pass_state
-def scan(  # noqa: C901, PLR0913
+def scan(  # noqa: C901
     state: State,
     job_names: tuple[str, ...],
     keys: tuple[str, ...],
@@ -269,8 +269,9 @@ def why(
     show_default=True,
     help="How many periods to spell out. (--count: its old name.)",
 )
+@json_option("Print JSON instead of a table.")
 @pass_state
-def explain(state: State, job: str, start: str | None, count: int) -> None:
+def explain(state: State, job: str, start: str | None, count: int, as_json: bool) -> None:
     """Spell out JOB's periods: UTC and local bounds, length, and when each falls due, with
     notes on what to watch: periods a DST change makes shorter or longer, local times a DST
     change skips or repeats in the 400 days from the first period shown (and what systemd and
@@ -280,4 +281,5 @@ def explain(state: State, job: str, start: str | None, count: int) -> None:
     """
     from ..render import explain as rendered
 
-    rendered.explanation(console(), state.app().explain(job, start=start, count=count))
+    result = state.app().explain(job, start=start, count=count)
+    show(result, as_json, rendered.explanation_json, rendered.explanation)

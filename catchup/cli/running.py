@@ -226,7 +226,7 @@ def tick(
 @actor_option
 @json_option("Print the periods and totals as JSON.")
 @pass_state
-def replay(  # noqa: PLR0913
+def replay(
     state: State,
     since: str,
     until: str | None,

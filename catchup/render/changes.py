@@ -1,5 +1,6 @@
-"""What changes by hand did, for people on a terminal: marks, resets, adoptions, pauses,
-resumes, renames and retirements, one line per period or per run of alike periods."""
+"""What changes by hand did: marks, resets, adoptions, pauses, resumes, renames and
+retirements, for people on a terminal (one line per period or per run of alike periods) and as
+JSON (``--json``)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from rich.text import Text
 
 from ..results import Changes, Paused, Renamed, Resumed, Retired
 from ..vocabulary import EventAction
+from .json import dumps, period_json
 from .text import STYLE, iso_utc, safe, span
 
 VERB = {
@@ -111,3 +113,57 @@ def retired(console: Console, result: Retired) -> None:
         safe(f"retired {result.job}: no longer said to be missing; its history stays"),
         soft_wrap=True,
     )
+
+
+def changes_dict(result: Changes) -> dict[str, object]:
+    """A mark's, reset's or one job's adoption as JSON: each period named, its state before
+    and after, and whether it changed."""
+    return {
+        "job": result.job,
+        "action": str(result.action),
+        "changed": result.changed,
+        "periods": [
+            {
+                **({"key": row.key} if row.key else {}),
+                **period_json(row.period.start, row.period.end, row.label),
+                "previous": str(row.previous),
+                "now": str(row.now),
+                "changed": row.changed,
+            }
+            for row in result.rows
+        ],
+    }
+
+
+def changes_json(result: Changes) -> str:
+    return dumps(changes_dict(result))
+
+
+def adopted_json(results: list[Changes]) -> str:
+    return dumps({"jobs": [changes_dict(result) for result in results]})
+
+
+def paused_json(result: Paused) -> str:
+    key = {"key": result.key} if result.key else {}
+    return dumps({"job": result.job, **key, "paused": True, "since": iso_utc(result.since)})
+
+
+def resumed_json(result: Resumed) -> str:
+    return dumps(
+        {
+            "job": result.job,
+            **({"key": result.key} if result.key else {}),
+            "resumed": result.resumed,
+            "catchup": result.catchup,
+            "catchup_window_seconds": int(result.catchup_window.total_seconds()),
+            "max_per_tick": result.max_per_tick,
+        }
+    )
+
+
+def renamed_json(result: Renamed) -> str:
+    return dumps({"old": result.old, "new": result.new, "config_behind": result.config_behind})
+
+
+def retired_json(result: Retired) -> str:
+    return dumps({"job": result.job, "retired": True})

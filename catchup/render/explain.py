@@ -1,5 +1,5 @@
 """``catchup explain``: a job's periods spelled out (UTC and local bounds, length, when each
-is due, DST notes, the upstream periods each waits for)."""
+is due, DST notes, the upstream periods each waits for), for people and as JSON."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from rich.text import Text
 
 from ..reports.explain import Explanation, describe_due
 from ..schedule import is_utc
+from .json import dumps, period_json
 from .tables import blocks, fits
 from .text import iso_utc, span
 
@@ -67,3 +68,31 @@ def explanation(console: Console, ex: Explanation) -> None:
 def _notes(console: Console, ex: Explanation) -> None:
     for warning in ex.warnings:
         console.print(Text(f"note: {warning}", style="yellow"), soft_wrap=True)
+
+
+def explanation_json(ex: Explanation) -> str:
+    """The periods as JSON: UTC bounds and label, local bounds with their offset, when each
+    falls due on the database clock, and the notes."""
+    return dumps(
+        {
+            "job": ex.job,
+            "schedule": ex.schedule,
+            "timezone": ex.timezone,
+            "delay_seconds": int(ex.delay.total_seconds()),
+            "spread_seconds": int(ex.spread.total_seconds()),
+            "now": iso_utc(ex.now),
+            "periods": [
+                {
+                    **period_json(row.period.start, row.period.end, row.label),
+                    "local_start": row.local_start.isoformat(),
+                    "local_end": row.local_end.isoformat(),
+                    "due": iso_utc(row.due),
+                    "is_due": row.is_due,
+                    "dst": row.dst,
+                    "waits": row.waits,
+                }
+                for row in ex.rows
+            ],
+            "warnings": list(ex.warnings),
+        }
+    )

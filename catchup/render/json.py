@@ -8,8 +8,9 @@ from collections.abc import Iterator, Sequence
 from datetime import datetime
 from typing import Any
 
+from ..maintenance.findings import Finding
 from ..models import JobScan, Outcome, Range, ScanReport
-from ..results import Batch, History, JobsReport, KeysReport, NotDue, Why
+from ..results import Batch, History, JobsReport, KeysReport, Migrated, NotDue, Why
 from ..scan.targets import KeysFailure
 from ..scheduler.pulsefacts import Pulse
 from .text import iso_utc
@@ -387,3 +388,19 @@ def _why(result: Why) -> dict[str, object]:
             else {}
         ),
     }
+
+
+def migrated_json(result: Migrated) -> str:
+    return dumps(
+        {"schema": result.schema, "applied": list(result.applied), "version": result.version}
+    )
+
+
+def findings_json(found: Sequence[Finding]) -> str:
+    """The doctor's findings, in the order found, and how many are serious (exit 1)."""
+    return dumps(
+        {
+            "findings": [{"level": f.level, "topic": f.topic, "text": f.text} for f in found],
+            "serious": sum(f.level == "serious" for f in found),
+        }
+    )

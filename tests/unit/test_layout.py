@@ -54,7 +54,7 @@ LONG: dict[str, int] = {
     "catchup/scheduler/leading.py:schedule": 99,
 }
 # Functions allowed over ruff's C901, PLR0913, PLR0915 (a `noqa` each), when the rules came in.
-ALLOWED = {"C901": 18, "PLR0913": 33, "PLR0915": 11}
+ALLOWED = {"C901": 18, "PLR0913": 27, "PLR0915": 11}
 
 
 def modules() -> dict[str, Path]:
