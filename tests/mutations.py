@@ -53,7 +53,7 @@ MUTATIONS = (
         "catchup/maintenance/retention.py",
         "        return max(BATCH_MIN, limit // 2)",
         "        return limit",
-        ("tests/unit/test_retention.py::test_a_slow_batch_halves_the_next_down_to_the_floor",),
+        ("tests/unit/maintenance/test_retention.py::test_a_slow_batch_halves_the_next_down_to_the_floor",),
     ),
     Mutation(
         "compaction-deletes-the-fact",
@@ -294,7 +294,7 @@ MUTATIONS = (
         "catchup/scheduler/inflight.py",
         "                if not any(others[m] for m in _marks(item.job, item.period.start))",
         "                if True",
-        ("tests/unit/test_inflight.py",),
+        ("tests/unit/scheduler/test_inflight.py",),
     ),
     Mutation(
         "keys-read-before-writes",
@@ -575,7 +575,7 @@ MUTATIONS = (
         "MARKDOWN_BUDGET = 1_000_000",
         "MARKDOWN_BUDGET = 1_000_000_000",
         (
-            "tests/unit/test_pure_parts.py::"
+            "tests/unit/render/test_renderers.py::"
             "test_markdown_of_a_hundred_thousand_gap_ranges_fits_a_job_summary",
         ),
     ),
@@ -1434,7 +1434,7 @@ MUTATIONS = (
         "catchup/config/reloading.py",
         "            if fingerprint(self.path) != seen:\n",
         "            if False:\n",
-        ("tests/unit/test_reloading.py::test_a_file_caught_mid_write_is_read_once_it_settles",),
+        ("tests/unit/config/test_reloading.py::test_a_file_caught_mid_write_is_read_once_it_settles",),
     ),
     Mutation(
         "project-ledger-by-folder",

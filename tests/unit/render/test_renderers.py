@@ -1,5 +1,5 @@
-"""The pure parts that the CLI tests reach only from afar: the renderers, the dispatcher, the
-output tail, password redaction, period parsing and the query files."""
+"""The renderers, pure: Markdown, OpenMetrics, tables, JSON and the lines of changes and
+dry runs, from results built by hand (no database)."""
 
 from __future__ import annotations
 
@@ -7,30 +7,21 @@ import io
 import json
 import subprocess
 import sys
-import threading
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import pytest
 from rich.console import Console
 
-from catchup.changes.operations import parse_periods
 from catchup.claims.failover import Failover
 from catchup.config.loading import make_job
-from catchup.errors import ConfigError
-from catchup.execution.output import Tail
-from catchup.ledger.sqlfiles import parse_queries
 from catchup.models import JobScan, Range, ScanReport
-from catchup.postgres.database import redact, scrub
 from catchup.render import batches, changes, documents, tables
 from catchup.render import json as render_json
 from catchup.render.scan import scan_tables, suspect_line
 from catchup.render.text import safe, schedule_text
 from catchup.render.webparts import replay_command
-from catchup.replay.dispatch import Dispatcher
 from catchup.results import Batch, Change, Changes, History, Planned
-from catchup.scan.window import bound, check_window
 from catchup.schedule import Period, span
 from catchup.scheduler.pulsefacts import Pulse
 from catchup.vocabulary import EventAction, PeriodState
@@ -64,9 +55,6 @@ def scan_result(job: str, gaps: list[Range], *, tz: str = "UTC") -> JobScan:
         last_success=T0,
         labeler=nightly.label,
     )
-
-
-# -- renderers ---------------------------------------------------------------------------------
 
 
 def test_markdown_orders_gaps_oldest_first_like_the_table_and_escapes_text() -> None:
@@ -188,126 +176,6 @@ def test_one_duration_format() -> None:
         "7d",
         "0.5s",
     ]
-
-
-# -- the dispatcher ------------------------------------------------------------------------
-
-
-def planned(job_name: str, k: int, overlap: str = "forbid") -> Planned:
-    job = make_job(job_name, "hourly", "2026-11-01", command=["true"], overlap=overlap)
-    start = T0 + timedelta(hours=k)
-    return Planned(job, Period(start, start + timedelta(hours=1)), PeriodState.missing)
-
-
-def test_the_dispatcher_never_hands_out_two_periods_of_a_forbid_job_at_once() -> None:
-    items = [planned("a", 0), planned("a", 1), planned("b", 0)]
-    dispatcher = Dispatcher(iter(items), None)
-    first = dispatcher.take()
-    second = dispatcher.take()
-    assert (first, second) == (items[0], items[2])  # a's second waits for a's first
-    taken: list[Planned | None] = []
-    waiter = threading.Thread(target=lambda: taken.append(dispatcher.take()))
-    waiter.start()
-    waiter.join(0.2)
-    assert waiter.is_alive() and taken == []  # blocked, not handed a's second period
-    assert first is not None
-    dispatcher.done(first)
-    waiter.join(5)
-    assert taken == [items[1]]
-
-
-def test_the_dispatcher_lets_allow_jobs_overlap_and_honours_the_limit() -> None:
-    items = [planned("a", k, overlap="allow") for k in range(5)]
-    dispatcher = Dispatcher(iter(items), 3)
-    assert [dispatcher.take() for _ in range(4)] == [*items[:3], None]
-
-
-def test_a_stopped_dispatcher_hands_out_nothing() -> None:
-    dispatcher = Dispatcher(iter([planned("a", 0)]), None)
-    dispatcher.stop()
-    assert dispatcher.take() is None
-
-
-# -- the output tail, redaction -----------------------------------------------------------------
-
-
-def test_the_tail_keeps_the_last_bytes_and_says_what_it_dropped() -> None:
-    tail = Tail(limit=10)
-    for n in range(100):
-        tail.add(f"{n:03d}\n".encode())
-    text = tail.text()
-    assert text.endswith("098\n099\n")
-    assert text.startswith("[catchup: 390 earlier bytes of output not kept]\n")
-    binary = Tail(limit=10)
-    binary.add(b"\xff\x00ok")
-    assert binary.text() == "\ufffd\ufffdok"
-
-
-@pytest.mark.parametrize(
-    "dsn",
-    [
-        "postgresql://app:s3cret@db.example:5433/ledger",
-        "host=db.example port=5433 user=app password=s3cret dbname=ledger",
-    ],
-)
-def test_redaction_never_shows_the_password(dsn: str) -> None:
-    assert redact(dsn) == "postgresql://app@db.example:5433/ledger"
-    assert "s3cret" not in scrub("FATAL: password s3cret rejected", dsn)
-
-
-def test_an_unparseable_dsn_is_not_echoed() -> None:
-    shown = redact("postgresql://app:s3cret@db:notaport/x?bad=1 ' junk")
-    assert "s3cret" not in shown
-
-
-# -- period parsing ------------------------------------------------------------------------
-
-
-def test_periods_are_parsed_in_the_jobs_zone_with_ranges() -> None:
-    job = make_job("j", "daily", "2026-11-01", command=["true"], timezone="Europe/Berlin")
-    chosen = parse_periods(job, ["2026-11-03..2026-11-05", "2026-11-04"])
-    assert [p.start for p in chosen] == [datetime(2026, 11, d, 23, tzinfo=UTC) for d in (2, 3, 4)]
-    # a bare date ending a range is that whole local day, in the job's zone
-    hourly = make_job("h", "hourly", "2026-11-01", command=["true"], timezone="Europe/Berlin")
-    day = parse_periods(hourly, ["2026-11-05..2026-11-05"])
-    assert [day[0].start, day[-1].start, len(day)] == [
-        datetime(2026, 11, 4, 23, tzinfo=UTC),
-        datetime(2026, 11, 5, 22, tzinfo=UTC),
-        24,
-    ]
-    with pytest.raises(ConfigError, match="ends before it starts"):
-        parse_periods(job, ["2026-11-05..2026-11-03"])
-    with pytest.raises(ConfigError, match="not a period start"):
-        parse_periods(job, ["2026-11-03T00:00:00Z"])
-    with pytest.raises(ConfigError, match="not a date"):
-        parse_periods(job, ["yesterday"])
-
-
-def test_a_window_bound_is_each_jobs_local_midnight() -> None:
-    berlin = make_job("b", "daily", "2026-11-01", command=["true"], timezone="Europe/Berlin")
-    utc = make_job("u", "daily", "2026-11-01", command=["true"])
-    assert bound("2026-11-25", berlin) == datetime(2026, 11, 24, 23, tzinfo=UTC)
-    assert bound("2026-11-25", utc) == datetime(2026, 11, 25, tzinfo=UTC)
-    assert bound("2026-11-25T00:00:00Z", berlin) == datetime(2026, 11, 25, tzinfo=UTC)
-    check_window([berlin, utc], "2026-11-25", "2026-11-26")
-    # 23:30Z on the 25th is after Berlin's midnight of the 26th but before UTC's
-    with pytest.raises(ConfigError, match="is not before"):
-        check_window([utc, berlin], "2026-11-25T23:30:00Z", "2026-11-26")
-    check_window([utc], "2026-11-25T23:30:00Z", "2026-11-26")
-    with pytest.raises(ConfigError, match="1900-01-02 to 2199-12-30"):
-        bound("2300-01-01", utc)
-
-
-# -- the query files -------------------------------------------------------------------------
-
-
-def test_query_files_split_into_named_statements() -> None:
-    text = (
-        "-- a header\n\n-- name: first\nSELECT 1;\n\n-- name: second\n-- what it does\nSELECT 2;\n"
-    )
-    assert parse_queries(text) == {"first": "SELECT 1;", "second": "-- what it does\nSELECT 2;"}
-    with pytest.raises(ValueError, match="defined twice"):
-        parse_queries("-- name: x\nSELECT 1;\n-- name: x\nSELECT 2;\n")
 
 
 def test_the_render_layer_knows_neither_the_database_nor_click() -> None:
