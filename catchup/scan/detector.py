@@ -1,36 +1,26 @@
-"""The gap detector: each job's expected periods against the ledger, collapsed into ranges.
-
-Two ways to the same answer. ``full`` is the plain detector (generate_series LEFT JOIN the
-ledger, every period classified). The default reads only what can still hold gaps: the rows that
-are not succeeded (a small partial index), and the holes between existing rows (the primary key)
-only where no earlier scan has verified that every period has a row. Rows are never removed by
-catchup, so that coverage stays true; when a person deletes rows, a trigger forgets it.
+"""The gap detector: each job's expected periods against the ledger, collapsed into ranges,
+and the report around them. :func:`prepare` is every scan's preamble (the window checked, the
+jobs resolved and registered, their keys read); :func:`scan_jobs` picks the strategy per job
+(:mod:`catchup.scan.unkeyed` for jobs without keys, :mod:`catchup.scan.keyed` for those with);
+:func:`scan` adds the states that need other jobs (``blocked``, ``outdated``), the pulse and
+the calendars.
 """
 
 from __future__ import annotations
 
-import operator
-from dataclasses import dataclass
-from datetime import datetime, timedelta
+from dataclasses import dataclass, replace
+from datetime import datetime
 from typing import Any
 
-from ..claims import suspects
 from ..config.job import Job
 from ..ledger import Ledger
-from ..ledger.scans import Pieces, Windows
-from ..models import COUNTED_STATES, JobRow, JobScan, Range, ScanReport
-from ..schedule import Fixed, Schedule, WallStep
+from ..models import JobRow, JobScan, ScanReport
 from ..scheduler.pulse import read_pulse
 from ..session import Session
-from ..vocabulary import PeriodState
-from . import evidence
-from .coverage import record_coverage, signature
-from .ranges import group, merge, present_ranges, uncovered
+from .keyed import read_each, scan_keyed, with_keys
 from .targets import ScanTarget as ScanTarget
-from .window import Moment, bound, check_window, window
-
-LISTED_BATCH = 50_000  # period starts sent per statement when Python lists them
-FIRST = operator.itemgetter(1)  # Range.first, without a Python call per range
+from .unkeyed import scan_unkeyed
+from .window import Moment, bound, check_window
 
 
 @dataclass(frozen=True)
@@ -57,16 +47,12 @@ def prepare(
     check_window(jobs, since, until)
     sources: tuple[dict[str, Any], dict[str, Any]] = ({}, {})
     if any(job.keyed for job in jobs):
-        from .keyed import read_each
-
         sources = read_each(session, jobs)  # before anything is written; failures each its own
     resolved = session.resolve_all(jobs, write=write)
     now = session.now()
     rows = session.job_rows(write=write)
     targets = targets_for(resolved, rows)
     if any(job.keyed for job in jobs):
-        from .keyed import with_keys
-
         targets = with_keys(session.ledger, targets, now, write, *sources)
     return Prepared(now, resolved, rows, targets)
 
@@ -102,7 +88,7 @@ def scan_job(  # noqa: PLR0913
     return result
 
 
-def scan_jobs(  # noqa: C901, PLR0915
+def scan_jobs(
     ledger: Ledger,
     targets: list[ScanTarget],
     *,
@@ -112,221 +98,43 @@ def scan_jobs(  # noqa: C901, PLR0915
     full: bool = False,
     record: bool = True,
 ) -> list[JobScan]:
-    """Classify every expected period of each job in its window, all in one snapshot and a
-    handful of statements whatever the number of jobs; see the module docstring.
-
-    A job's window is cut where its schedule changed. Pieces with a fixed step are computed in
-    SQL (``period + step``); pieces of wall-clock schedules get their period starts from the
-    schedule (generated in SQL for calendar schedules by ``--full``, listed by Python
-    otherwise). A job with keys is scanned by :func:`catchup.scan.keyed.scan_keyed`."""
-    if any(t.job.keyed for t in targets):
-        from .keyed import scan_with_keys
-
-        return scan_with_keys(ledger, targets, now, since, until, full, record, scan_jobs)
-    windows = {t.job_id: window(t.job, now, t.since or since, until) for t in targets}
-    expected = {t.job_id: t.job.timeline.count(*windows[t.job_id]) for t in targets}
-    active = [t for t in targets if expected[t.job_id] > 0]
-    by_id = {t.job_id: t for t in targets}
-    pieces = {t.job_id: list(t.job.timeline.pieces(*windows[t.job_id])) for t in active}
-    stepped = [(t, p) for t in active for p in pieces[t.job_id] if p[0].step_sql]
-    walled = [(t, p) for t in active for p in pieces[t.job_id] if not p[0].step_sql]
-    arrays: Windows = {
-        "job_ids": [t.job_id for t in active],
-        "firsts": [windows[t.job_id][0] for t in active],
-        "untils": [windows[t.job_id][1] for t in active],
-        "now": now,
-    }
-    covered: dict[int, list[tuple[datetime, datetime]]] = {t.job_id: [] for t in targets}
-    ranges: dict[int, list[Range]] = {t.job_id: [] for t in targets}
-    missing: dict[int, list[Range]] = {t.job_id: [] for t in targets}
-
-    def piece_arrays(
-        chosen: list[tuple[ScanTarget, tuple[Schedule, datetime, datetime]]],
-    ) -> Pieces:
-        return {
-            "job_ids": [t.job_id for t, _ in chosen],
-            "firsts": [lo for _, (_, lo, _) in chosen],
-            "untils": [hi for _, (_, _, hi) in chosen],
-            "steps": [s.step_sql for _, (s, _, _) in chosen],
-            "max_attempts": [t.job.max_attempts for t, _ in chosen],
-            "now": now,
-        }
-
-    # One snapshot for the coverage and the rows it vouches for.
-    with ledger.scan_snapshot():
-        states = ledger.scan_states(arrays["job_ids"])
-        if active and full:
-            for t, (schedule, lo, hi) in [*stepped, *walled]:
-                ranges[t.job_id].extend(ledger.full_piece(*_full_query(t, schedule, lo, hi, now)))
-        elif active:
-            for job_id, first, last in ledger.coverage(arrays):
-                if states.get(job_id, ("", 0))[0] == signature(by_id[job_id].job):
-                    covered[job_id].append((first, last))
-            if stepped:
-                ledger.unfinished_ranges(piece_arrays(stepped), ranges)
-            if walled:
-                rows_by_job: dict[int, list[tuple[str, datetime]]] = {}
-                for job_id, state, start in ledger.unfinished_rows(piece_arrays(walled)):
-                    rows_by_job.setdefault(job_id, []).append((state, start))
-                for job_id, listed in rows_by_job.items():
-                    ranges[job_id].extend(group(by_id[job_id].job.timeline, listed))
-            todo = [
-                (t, piece)
-                for t in active
-                for lo, hi in uncovered(t.job.timeline, *windows[t.job_id], covered[t.job_id])
-                for piece in t.job.timeline.pieces(lo, hi)
-            ]
-            todo_stepped = [(t, p) for t, p in todo if p[0].step_sql]
-            todo_walled = [(t, p) for t, p in todo if not p[0].step_sql]
-            if todo_stepped:
-                chosen = piece_arrays(todo_stepped)
-                rows = ledger.missing_ranges(
-                    {
-                        "job_ids": chosen["job_ids"],
-                        "los": chosen["firsts"],
-                        "his": chosen["untils"],
-                        "steps": chosen["steps"],
-                        "lasts": [s.before(hi) for _, (s, _, hi) in todo_stepped],
-                    },
-                )
-                kinds: dict[int, set[Schedule]] = {}
-                for t, (s, _, _) in todo_stepped:
-                    kinds.setdefault(t.job_id, set()).add(s)
-                for job_id, first, last in rows:
-                    (step, *others) = kinds[job_id]
-                    if not others and isinstance(step, Fixed):  # one grid: plain arithmetic
-                        count = (last - first) // timedelta(seconds=step.seconds) + 1
-                    else:
-                        timeline = by_id[job_id].job.timeline
-                        count = timeline.count(first, timeline.after(last))
-                    missing[job_id].append(Range(PeriodState.missing, first, last, count))
-            # Listed starts go in batches; runs cut between batches are joined by _merge.
-            job_ids: list[int] = []
-            numbers: list[int] = []
-            starts: list[datetime] = []
-
-            def flush() -> None:
-                rows = ledger.listed_missing(
-                    {"job_ids": job_ids, "pieces": numbers, "starts": starts}
-                )
-                for job_id, first, last, count in rows:
-                    missing[job_id].append(Range(PeriodState.missing, first, last, count))
-                job_ids.clear()
-                numbers.clear()
-                starts.clear()
-
-            for n, (t, (schedule, lo, hi)) in enumerate(todo_walled):
-                for start in schedule.starts(lo, hi):
-                    job_ids.append(t.job_id)
-                    numbers.append(n)
-                    starts.append(start)
-                    if len(starts) >= LISTED_BATCH:
-                        flush()
-            if starts:
-                flush()
-        last_success = ledger.last_successes([t.job_id for t in targets])
-
-    evidenced = [t.job_id for t in active if t.job.evidence is not None and t.job_id > 0]
-    checked = ledger.evidence_states(evidenced) if evidenced else {}
-    results = []
-    for t in targets:
-        job, job_id = t.job, t.job_id
-        first, end = windows[job_id]
-        timeline = job.timeline
-        # Runs from one statement over one piece are whole already; only runs from different
-        # pieces (a schedule change) or from batches of listed starts can meet.
-        cut = len(pieces.get(job_id, ())) > 1 or any(
-            not s.step_sql for s, _, _ in pieces.get(job_id, ())
-        )
-
-        if cut:
-            found = merge(timeline, ranges[job_id])
-            holes = merge(timeline, missing[job_id])
-            if not full:
-                found = merge(timeline, [*found, *holes])
-        else:  # each list comes ordered from its statement
-            found, holes = ranges[job_id], missing[job_id]
-            if not full:
-                found = sorted([*found, *holes], key=FIRST)
-        counts: dict[str, int] = dict.fromkeys(COUNTED_STATES, 0)
-        for item in found:
-            counts[item.state] += item.periods  # the text is the PeriodState's value
-        if full:
-            holes = [i for i in found if i.state == PeriodState.missing]
-        else:
-            counts[PeriodState.succeeded] = expected[job_id] - sum(
-                v for k, v in counts.items() if k != PeriodState.succeeded
-            )
-        if expected[job_id] > 0 and record:
-            present = present_ranges(timeline, first, end, holes)
-            record_coverage(
-                ledger, job, job_id, states.get(job_id), first, end, covered[job_id], present
-            )
-        results.append(
-            JobScan(
-                job=job.name,
-                schedule=job.schedule.text,
-                timezone=job.timezone,
-                daily_or_longer=job.schedule.daily_or_longer,
-                paused=t.paused,
-                first=first if expected[job_id] else None,
-                until=end if expected[job_id] else None,
-                expected=expected[job_id],
-                counts=counts,
-                # only the plain detector (full) reads succeeded runs; the shortcut never does
-                ranges=tuple(i for i in found if i.state != PeriodState.succeeded)
-                if full
-                else tuple(found),
-                last_success=last_success.get(job_id),
-                labeler=job.label,
-            )
-        )
-        if job.evidence is not None and expected[job_id] > 0:
-            holes_now = [i for i in results[-1].ranges if i.state == PeriodState.missing]
-            seen = evidence.read(
-                ledger,
-                job,
-                job_id,
-                first,
-                end,
-                now=now,
-                holes=holes_now,
-                state=checked.get(job_id),
-                full=full,
-            )
-            results[-1] = evidence.apply(results[-1], job, seen)
-            if record and seen.state is not None:
-                ledger.record_evidence_state(seen.state)
-    if results and (failover := ledger.failover()) is not None:
-        results = [
-            suspects.apply(ledger, t.job, t.job_id, r, failover)
-            for t, r in zip(targets, results, strict=True)
-        ]
-    return results
+    """Classify every expected period of each job in its window, in the order of ``targets``:
+    a job with keys by :func:`catchup.scan.keyed.scan_keyed` (each key's periods), the others
+    together by :func:`catchup.scan.unkeyed.scan_unkeyed` (a handful of statements whatever
+    the number of jobs). A job's window is cut where its schedule changed."""
+    plain = [t for t in targets if not t.job.keyed]
+    done = iter(
+        scan_unkeyed(ledger, plain, now=now, since=since, until=until, full=full, record=record)
+    )
+    return [
+        _scan_keyed(ledger, t, now, since, until, record) if t.job.keyed else next(done)
+        for t in targets
+    ]
 
 
-def _full_query(
-    t: ScanTarget, schedule: Schedule, lo: datetime, hi: datetime, now: datetime
-) -> tuple[str, dict[str, Any]]:
-    """The plain detector's statement for one piece of a job's window."""
-    params: dict[str, Any] = {
-        "job_id": t.job_id,
-        "now": now,
-        "max_attempts": t.job.max_attempts,
-    }
-    if schedule.step_sql:
-        last = schedule.before(hi)  # hi may be cut short of the grid by a schedule change
-        return "scan_full", {**params, "first": lo, "last": last, "step": schedule.step_sql}
-    if isinstance(schedule, WallStep):
-        return "scan_full_calendar", {
-            **params,
-            "origin": schedule.origin,
-            "step": schedule.interval_sql,
-            "k0": schedule.k_of(lo),
-            "n": schedule.count(lo, hi),
-            "tz": schedule.timezone,
-        }
-    return "scan_full_listed", {**params, "starts": list(schedule.starts(lo, hi))}
+def _scan_keyed(
+    ledger: Ledger,
+    t: ScanTarget,
+    now: datetime,
+    since: Moment | None,
+    until: Moment | None,
+    record: bool,
+) -> JobScan:
+    """A keyed job's scan; one whose keys query failed is scanned on the keys it read last,
+    and says so in its row."""
+    result = scan_keyed(
+        ledger,
+        t.job,
+        t.job_id,
+        list(t.keys),
+        now=now,
+        since=t.since or since,
+        until=until,
+        paused=t.paused,
+        record=record,
+    )
+    failed = t.keys_failed
+    return result if failed is None else replace(result, keys_error=failed.error)
 
 
 def scan(  # noqa: PLR0913

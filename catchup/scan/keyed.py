@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import bisect
 import heapq
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import replace
 from datetime import datetime
 
@@ -335,41 +335,6 @@ def with_keys(
             t = replace(t, keys=tuple(keys))
         out.append(t)
     return out
-
-
-def scan_with_keys(  # noqa: PLR0913
-    ledger: Ledger,
-    targets: list[ScanTarget],
-    now: datetime,
-    since: Moment | None,
-    until: Moment | None,
-    full: bool,
-    record: bool,
-    plain: Callable[..., list[JobScan]],
-) -> list[JobScan]:
-    """:func:`catchup.scan.detector.scan_jobs` of ``targets``: the keyed ones here, the rest by
-    ``plain``, in their order."""
-    others = [t for t in targets if not t.job.keyed]
-    done = iter(plain(ledger, others, now=now, since=since, until=until, full=full, record=record))
-    results = []
-    for t in targets:
-        if not t.job.keyed:
-            results.append(next(done))
-            continue
-        result = scan_keyed(
-            ledger,
-            t.job,
-            t.job_id,
-            list(t.keys),
-            now=now,
-            since=t.since or since,
-            until=until,
-            paused=t.paused,
-            record=record,
-        )
-        failed = t.keys_failed  # scanned on the keys it read last: said in its row
-        results.append(result if failed is None else replace(result, keys_error=failed.error))
-    return results
 
 
 def keys_findings(ledger: Ledger, jobs: list[Job]) -> list[Finding]:
