@@ -939,8 +939,8 @@ MUTATIONS = (
         "untracked-never-runs",
         "a period whose output exists and that the ledger never saw is not run again",
         "catchup/claims/path.py",
-        "            if (refusal := _untracked(session, job, job_id, period, label)) is not None:",
-        "            if (refusal := None) is not None:",
+        "        if (refusal := _untracked(session, job, job_id, period, label)) is not None:",
+        "        if (refusal := None) is not None:",
         ("tests/integration/test_evidence.py::test_onboarding_a_job_that_ran_from_cron",),
     ),
     Mutation(
@@ -1238,8 +1238,8 @@ MUTATIONS = (
         "upstream-evidence-gate",
         "a period whose upstream period succeeded without its evidence (unverified) is not claimed",
         "catchup/claims/path.py",
-        "        if job.after and (waits := unverified_upstream(session, job, period)):\n",
-        "        if False:\n",
+        "    if job.after and (waits := unverified_upstream(session, job, period)):\n",
+        "    if False:\n",
         ("tests/integration/test_chains.py::test_an_unverified_upstream_period_blocks_like_a_gap",),
     ),
     Mutation(

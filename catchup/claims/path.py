@@ -86,7 +86,22 @@ def keyed(outcome: Outcome, job: Job) -> Outcome:
     return replace(outcome, key=job.key) if job.key else outcome
 
 
-def run_chained(  # noqa: C901, PLR0913
+@dataclass(frozen=True)
+class ClaimWithFinish:
+    """The worker's next period, claimed in the same transaction as this period's finish."""
+
+    job: Job
+    period: Period
+    request: ClaimRequest
+
+
+# What follows a period on a worker with a backlog: its next period claimed with this finish,
+# handed over unclaimed (a job with evidence or upstream jobs is claimed the ordinary way), or
+# nothing (no next period, or this one did not succeed).
+Following = ClaimWithFinish | Handed | None
+
+
+def run_chained(  # noqa: PLR0913
     session: Session,
     job: Job,
     period: Period,
@@ -98,72 +113,30 @@ def run_chained(  # noqa: C901, PLR0913
     next_period: Callable[[], tuple[Job, Period] | None] | None = None,
     calls: CallThread | None = None,
 ) -> tuple[Outcome, Handed | None]:
-    """:func:`run_period` for a worker with a backlog. ``claimed`` is the claim handed over by
-    the previous period, if any. When the period succeeds, ``next_period()`` names the worker's next
-    period, and its claim goes to the ledger in the same transaction as this finish (one round
-    trip, one commit); it comes back as the :class:`Handed` (unclaimed, for a job with an
-    evidence query: that is read before its claim).
+    """:func:`run_period` for a worker with a backlog, in three stages: :func:`_gate` (may it
+    run: a claim, or the outcome that says why not), the run, and :func:`_record_and_hand_over`.
+    ``claimed`` is the claim handed over by the previous period, if any. When the period
+    succeeds, ``next_period()`` names the worker's next period, and its claim goes to the ledger
+    in the same transaction as this finish (one round trip, one commit); it comes back as the
+    :class:`Handed` (unclaimed, for a job with an evidence query: that is read before its claim).
 
     A job's evidence is checked before the claim: a period with output and no ledger row
     (untracked: done elsewhere) is not run, unless ``rules.ignore_evidence``. With ``verify``, a run
     that exits 0 without evidence for its period is failed."""
     job_id = session.registered_id(job.name)
     label = job.label(period.start)
-    if (why := session.cannot_start(job)) is not None:
-        # a bad deploy is not an attempt: nothing is claimed (a claim handed over with the
-        # previous finish is given back), so no period is used up by it
-        if isinstance(claimed, Claim):
-            release(session, job, period, claimed)
-        detail = f"{why}; not claimed, no attempt counted"
-        return Outcome(job.name, period, label, OutcomeStatus.unstartable, detail=detail), None
-    if isinstance(claimed, Unclaimed):
-        if job.evidence is not None and not rules.ignore_evidence:
-            if (refusal := _untracked(session, job, job_id, period, label)) is not None:
-                return refusal, None
-        if job.after and (waits := unverified_upstream(session, job, period)):
-            claim: Claim | Blocked | None = waits
-        else:
-            try:
-                claim = claim_surely(session, _request(session, job, period, rules))
-            except Unconfirmed as exc:  # durable_claims: claimed on the primary only
-                return Outcome(job.name, period, label, OutcomeStatus.error, detail=str(exc)), None
-    else:
-        claim = claimed
-    if isinstance(claim, Blocked):
-        detail = blocked_by(session, job, period, claim)
-        return Outcome(job.name, period, label, OutcomeStatus.blocked, detail=detail), None
-    if claim is None and isinstance(claimed, Unclaimed):
-        settled = suspects.settle(session, job, job_id, period, label)
-        if isinstance(settled, Outcome):
-            return settled, None
-        if settled:  # decided lost by its evidence: claimed as its next attempt
-            again = claim_surely(session, _request(session, job, period, rules))
-            claim = again if isinstance(again, Claim) else None
-    if claim is None:
-        detail, blocked = why_not(session, job, job_id, period)
-        outcome = Outcome(
-            job.name, period, label, OutcomeStatus.skipped, detail=detail, blocked=blocked
-        )
-        return outcome, None
+    claim = _gate(session, job, job_id, period, label, rules, claimed)
+    if isinstance(claim, Outcome):
+        return claim, None
     interrupted = interrupted or threading.Event()
     execution = execute(session, job, job_id, period, claim, interrupted, stream, calls=calls)
     if job.verify and execution.ended == Ended.exited and execution.error is None:
         execution = _verified(session, job, period, label, execution)
-    chained = None
-    handed: Handed | None = None
+    following = None
     if next_period is not None and execution.ended == Ended.exited and execution.error is None:
-        if not interrupted.is_set() and (following := next_period()) is not None:
-            next_job, after = following
-            # a job with evidence reads it before its claim, one with upstream jobs checks
-            # them in its claim's transaction: those are claimed the ordinary way
-            if (
-                next_job.evidence is None
-                and not next_job.after
-                and session.cannot_start(next_job) is None
-            ):
-                chained = _request(session, next_job, after, rules)
-            else:
-                handed = Handed(next_job, after, UNCLAIMED)
+        if not interrupted.is_set():
+            following = _following(session, next_period(), rules)
+    chained = following.request if isinstance(following, ClaimWithFinish) else None
     outcome, claim_next = _record(session, job, job_id, period, label, claim, execution, chained)
     if (
         not stream
@@ -172,9 +145,84 @@ def run_chained(  # noqa: C901, PLR0913
     ):
         # tick and replay do not stream a job's output: a failure shows how it ended
         outcome = replace(outcome, output=last_lines(execution.output_tail))
-    if chained is None:
-        return outcome, handed
-    return outcome, Handed(next_job, after, claim_next)
+    if isinstance(following, ClaimWithFinish):
+        return outcome, Handed(following.job, following.period, claim_next)
+    return outcome, following
+
+
+def _gate(
+    session: Session,
+    job: Job,
+    job_id: int,
+    period: Period,
+    label: str,
+    rules: ClaimRules,
+    claimed: HandOff,
+) -> Claim | Outcome:
+    """The claim to run ``period`` under (``claimed``, handed over, or one taken now), or the
+    outcome that says why it does not run: the job cannot start, the period is untracked, waits
+    for upstream periods, is suspect and not decided lost, or the claim found nothing."""
+    if (why := session.cannot_start(job)) is not None:
+        # a bad deploy is not an attempt: nothing is claimed (a claim handed over with the
+        # previous finish is given back), so no period is used up by it
+        if isinstance(claimed, Claim):
+            release(session, job, period, claimed)
+        detail = f"{why}; not claimed, no attempt counted"
+        return Outcome(job.name, period, label, OutcomeStatus.unstartable, detail=detail)
+    if isinstance(claimed, Unclaimed):
+        claim = _claim_now(session, job, job_id, period, label, rules)
+        if isinstance(claim, Outcome):
+            return claim
+    else:
+        claim = claimed
+    if isinstance(claim, Blocked):
+        detail = blocked_by(session, job, period, claim)
+        return Outcome(job.name, period, label, OutcomeStatus.blocked, detail=detail)
+    if claim is None:
+        detail, blocked = why_not(session, job, job_id, period)
+        return Outcome(
+            job.name, period, label, OutcomeStatus.skipped, detail=detail, blocked=blocked
+        )
+    return claim
+
+
+def _claim_now(
+    session: Session, job: Job, job_id: int, period: Period, label: str, rules: ClaimRules
+) -> Claim | Blocked | Outcome | None:
+    """A claim taken now (nothing was handed over): refused for an untracked period or one
+    whose upstream periods are not verified, and a suspect period settled by its evidence
+    (decided lost: claimed as its next attempt)."""
+    if job.evidence is not None and not rules.ignore_evidence:
+        if (refusal := _untracked(session, job, job_id, period, label)) is not None:
+            return refusal
+    if job.after and (waits := unverified_upstream(session, job, period)):
+        return waits
+    try:
+        claim = claim_surely(session, _request(session, job, period, rules))
+    except Unconfirmed as exc:  # durable_claims: claimed on the primary only
+        return Outcome(job.name, period, label, OutcomeStatus.error, detail=str(exc))
+    if claim is None:
+        settled = suspects.settle(session, job, job_id, period, label)
+        if isinstance(settled, Outcome):
+            return settled
+        if settled:  # decided lost by its evidence: claimed as its next attempt
+            again = claim_surely(session, _request(session, job, period, rules))
+            claim = again if isinstance(again, Claim) else None
+    return claim
+
+
+def _following(
+    session: Session, nxt: tuple[Job, Period] | None, rules: ClaimRules
+) -> ClaimWithFinish | Handed | None:
+    """What follows a period that succeeded: the worker's next period claimed with its finish,
+    or handed over unclaimed: a job with evidence reads it before its claim, one with upstream
+    jobs checks them in its claim's transaction, and one that cannot start claims nothing."""
+    if nxt is None:
+        return None
+    next_job, after = nxt
+    if next_job.evidence is None and not next_job.after and session.cannot_start(next_job) is None:
+        return ClaimWithFinish(next_job, after, _request(session, next_job, after, rules))
+    return Handed(next_job, after, UNCLAIMED)
 
 
 def last_lines(tail: str, lines: int = 8, chars: int = 2000) -> str:

@@ -212,7 +212,7 @@ _IMPORT_CHECK = """\
 import sys
 folder, call = sys.argv[1], sys.argv[2]
 from catchup.errors import describe
-from catchup.preflight import load_call
+from catchup.execution.preflight import load_call
 try:
     load_call(call, None if folder == "-" else __import__("pathlib").Path(folder))
 except BaseException as exc:

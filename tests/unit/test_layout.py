@@ -19,7 +19,6 @@ LONG: dict[str, int] = {
     "catchup/api/base.py:Base.__init__": 66,
     "catchup/api/looking.py:Looking.serve": 135,
     "catchup/api/scheduling.py:Scheduling.scheduler": 167,
-    "catchup/claims/path.py:run_chained": 89,
     "catchup/cli/looking.py:scan": 79,
     "catchup/cli/running.py:replay": 72,
     "catchup/cli/running.py:run": 63,
@@ -53,7 +52,7 @@ LONG: dict[str, int] = {
     "catchup/scheduler/leading.py:schedule": 99,
 }
 # Functions allowed over ruff's C901, PLR0913, PLR0915 (a `noqa` each), when the rules came in.
-ALLOWED = {"C901": 17, "PLR0913": 26, "PLR0915": 10}
+ALLOWED = {"C901": 16, "PLR0913": 26, "PLR0915": 10}
 
 
 def modules() -> dict[str, Path]:
