@@ -679,8 +679,8 @@ MUTATIONS = (
         "cancel-counts-a-failure",
         "a cancelled attempt counts no failure: no backoff, the period runnable again at once",
         "catchup/claims/path.py",
-        "        counts_as_failure=not (succeeded or interrupted or cancelled),",
-        "        counts_as_failure=not (succeeded or interrupted),",
+        "        RunStatus.failed, AttemptStatus.cancelled, False, OutcomeStatus.cancelled",
+        "        RunStatus.failed, AttemptStatus.cancelled, True, OutcomeStatus.cancelled",
         (
             "tests/integration/test_cancel.py::"
             "test_cancel_from_another_process_stops_the_job_and_the_next_tick_runs_it",

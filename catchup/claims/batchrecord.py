@@ -87,9 +87,7 @@ def told(
         detail = f"{execution.error}; the job was stopped, nothing recorded"
         outcome = replace(base, status=OutcomeStatus.lost, detail=detail)
     else:
-        succeeded = execution.ended == Ended.exited and execution.error is None
-        interrupted = execution.ended == Ended.interrupted
-        outcome = described(base, item.job, execution, finished, succeeded, interrupted)
+        outcome = described(base, item.job, execution, finished)
     if outcome.status in (OutcomeStatus.failed, OutcomeStatus.lost) and execution.output_tail:
         outcome = replace(outcome, output=last_lines(execution.output_tail))
     return outcome

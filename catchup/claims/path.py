@@ -7,6 +7,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
+from typing import NamedTuple
 
 import psycopg
 
@@ -352,8 +353,6 @@ def _record(  # noqa: PLR0913
             pass  # best effort: the row's lease runs out and the next claim says so
         detail = f"{execution.error}; the job was stopped, nothing recorded"
         return replace(base, status=OutcomeStatus.lost, detail=detail), None
-    succeeded = execution.ended == Ended.exited and execution.error is None
-    interrupted = execution.ended == Ended.interrupted
     fields = finish_fields(job, execution)
     next_claim: HandOff = UNCLAIMED
     if next_request is None:
@@ -365,24 +364,50 @@ def _record(  # noqa: PLR0913
     if finished is None and suspects.recreated(session, job, job_id, period, claim):
         # a failover lost the claim: the row is written again and the outcome recorded
         finished = finish_surely(session, job_id, period.start, claim.attempt, job.key, **fields)
-    return described(base, job, execution, finished, succeeded, interrupted), next_claim
+    return described(base, job, execution, finished), next_claim
+
+
+class Verdict(NamedTuple):
+    """How an execution that kept its lease is recorded (the run's status, the attempt's,
+    whether it counts a failure) and what its outcome says."""
+
+    status: RunStatus
+    attempt: AttemptStatus
+    counts_as_failure: bool
+    outcome: OutcomeStatus
+
+
+SUCCEEDED = Verdict(RunStatus.succeeded, AttemptStatus.succeeded, False, OutcomeStatus.succeeded)
+# How an execution that did not succeed ended → its verdict, the one table of them. A person's
+# cancel and an interruption count no failure: the period is runnable again at once. A lost one
+# records nothing (its lease is gone; `lose` says so in its history).
+VERDICTS: dict[Ended, Verdict] = {
+    Ended.exited: Verdict(RunStatus.failed, AttemptStatus.failed, True, OutcomeStatus.failed),
+    Ended.timeout: Verdict(RunStatus.failed, AttemptStatus.failed, True, OutcomeStatus.failed),
+    Ended.lost: Verdict(RunStatus.failed, AttemptStatus.failed, True, OutcomeStatus.lost),
+    Ended.interrupted: Verdict(
+        RunStatus.failed, AttemptStatus.interrupted, False, OutcomeStatus.interrupted
+    ),
+    Ended.cancelled: Verdict(
+        RunStatus.failed, AttemptStatus.cancelled, False, OutcomeStatus.cancelled
+    ),
+}
+
+
+def verdict(execution: Execution) -> Verdict:
+    """A run that exited 0 without an error succeeded; any other ends as the table says."""
+    if execution.ended == Ended.exited and execution.error is None:
+        return SUCCEEDED
+    return VERDICTS[execution.ended]
 
 
 def finish_fields(job: Job, execution: Execution) -> FinishFields:
     """What the ledger records of ``execution`` (it did not lose its lease)."""
-    succeeded = execution.ended == Ended.exited and execution.error is None
-    interrupted = execution.ended == Ended.interrupted
-    cancelled = execution.ended == Ended.cancelled  # by a person: no failure, runnable again
+    said = verdict(execution)
     return dict(
-        status=RunStatus.succeeded if succeeded else RunStatus.failed,
-        history_status=AttemptStatus.succeeded
-        if succeeded
-        else AttemptStatus.interrupted
-        if interrupted
-        else AttemptStatus.cancelled
-        if cancelled
-        else AttemptStatus.failed,
-        counts_as_failure=not (succeeded or interrupted or cancelled),
+        status=said.status,
+        history_status=said.attempt,
+        counts_as_failure=said.counts_as_failure,
         backoff=job.retry_backoff,
         backoff_cap=BACKOFF_CAP,
         exit_code=execution.exit_code,
@@ -391,14 +416,9 @@ def finish_fields(job: Job, execution: Execution) -> FinishFields:
     )
 
 
-def described(
-    base: Outcome,
-    job: Job,
-    execution: Execution,
-    finished: Finished | None,
-    succeeded: bool,
-    interrupted: bool,
-) -> Outcome:
+def described(base: Outcome, job: Job, execution: Execution, finished: Finished | None) -> Outcome:
+    """The outcome of an execution the ledger was asked to record (``finished``: what it
+    recorded, or None when another attempt fenced this one off)."""
     if finished is None:
         return replace(
             base,
@@ -406,12 +426,13 @@ def described(
             detail="fenced off: another attempt took this period over; "
             "this attempt's result was not recorded",
         )
-    if succeeded:
+    said = verdict(execution)
+    if said is SUCCEEDED:
         return base
-    if execution.ended == Ended.cancelled:
+    if said.outcome == OutcomeStatus.cancelled:
         detail = f"{execution.error}; the job was stopped, runnable again"
         return replace(base, status=OutcomeStatus.cancelled, detail=detail)
-    if interrupted:
+    if said.outcome == OutcomeStatus.interrupted:
         return replace(base, status=OutcomeStatus.interrupted, detail="stopped; left for a retry")
     if finished.failures >= job.max_attempts:
         detail = f"{execution.error}; no attempts left ({finished.failures}/{job.max_attempts})"
