@@ -183,32 +183,22 @@ def run_command(
             "",
             time.monotonic() - started,
         )
-    assert proc.stdout is not None and proc.stderr is not None
-    pumps = [
-        threading.Thread(
-            target=pump,
-            args=(proc.stdout, sys.stdout.buffer if stream else None, tail),
-            daemon=True,
-        ),
-        threading.Thread(
-            target=pump,
-            args=(proc.stderr, sys.stderr.buffer if stream else None, tail),
-            daemon=True,
-        ),
-    ]
-    for pumping in pumps:
-        pumping.start()
-    timeout = job.timeout.total_seconds() if job.timeout else None
-    ended, error = Ended.exited, None
+    pumps = _pumps(proc, stream, tail)
     exited = _ExitWaiter(proc)
-    while proc.poll() is None:
-        reason = stop_reason(interrupted, keeper, started, timeout)
-        if reason is None:
-            exited.wait(POLL_SECONDS)
-            continue
-        ended, error = reason
-        stop_group(proc, job.kill_grace.total_seconds())
-        break
+
+    def gone(seconds: float) -> bool:
+        if seconds and proc.poll() is None:
+            exited.wait(seconds)
+        return proc.poll() is not None
+
+    ended, error = supervise(
+        job,
+        gone,
+        lambda: stop_group(proc, job.kill_grace.total_seconds()),
+        interrupted,
+        keeper,
+        started,
+    )
     exited.close()
     # Whatever the job left behind in its group (background children holding our pipes) goes.
     _signal_group(proc.pid, signal.SIGKILL)
@@ -218,6 +208,20 @@ def run_command(
     if ended == Ended.exited and code != 0:
         error = f"exited with {code}" if code > 0 else f"killed by {signal.Signals(-code).name}"
     return Execution(ended, code, error, tail.text(), time.monotonic() - started)
+
+
+def _pumps(proc: subprocess.Popen[bytes], stream: bool, tail: Tail) -> list[threading.Thread]:
+    """The threads that copy a command's stdout and stderr into its tail (and on, streamed)."""
+    assert proc.stdout is not None and proc.stderr is not None
+    pumps = [
+        threading.Thread(
+            target=pump, args=(pipe, out.buffer if stream else None, tail), daemon=True
+        )
+        for pipe, out in ((proc.stdout, sys.stdout), (proc.stderr, sys.stderr))
+    ]
+    for pumping in pumps:
+        pumping.start()
+    return pumps
 
 
 class _ExitWaiter:
@@ -297,18 +301,13 @@ def run_callable(
         running: Callable[[float], bool] = _joiner(thread)
     else:
         running = calls.submit(work)
-    timeout = job.timeout.total_seconds() if job.timeout else None
-    ended, error = Ended.exited, None
-    while not running(0.0):
-        reason = stop_reason(interrupted, keeper, started, timeout)
-        if reason is None:
-            running(POLL_SECONDS)
-            continue
-        ended, error = reason
+
+    def ask_to_stop() -> None:
         ctx.cancelled.set()
         if not running(job.kill_grace.total_seconds()) and calls is not None:
             calls.abandon()  # still running: the next call gets a thread of its own
-        break
+
+    ended, error = supervise(job, running, ask_to_stop, interrupted, keeper, started)
     capture.close()  # a call still running (timed out, asked to stop) prints through from now
     reopen_standard_streams()
     if ended == Ended.exited:
@@ -352,6 +351,28 @@ def traceback_text(exc: BaseException) -> str:
         return "".join(traceback.format_exception(exc))[-TAIL_BYTES:]
     except BaseException:
         return f"{describe(exc)} (its traceback could not be rendered)\n"
+
+
+def supervise(
+    job: Job,
+    done: Callable[[float], bool],
+    stop: Callable[[], None],
+    interrupted: threading.Event,
+    keeper: LeaseKeeper,
+    started: float,
+) -> tuple[Ended, str | None]:
+    """The one supervision loop of a command and a call: wait until ``done`` (asked with 0,
+    whether it ended; with seconds, wait at most that long) or until a reason to stop it comes
+    (:func:`stop_reason`), then ``stop`` it and say why."""
+    timeout = job.timeout.total_seconds() if job.timeout else None
+    while not done(0.0):
+        reason = stop_reason(interrupted, keeper, started, timeout)
+        if reason is None:
+            done(POLL_SECONDS)
+            continue
+        stop()
+        return reason
+    return Ended.exited, None
 
 
 def stop_reason(
