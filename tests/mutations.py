@@ -1548,7 +1548,7 @@ MUTATIONS = (
     Mutation(
         "declared-twice",
         "two jobs declared in code under one name are refused (one was lost without a word)",
-        "catchup/api/base.py",
+        "catchup/config/resolve.py",
         "        if job.name in declared:\n",
         "        if False:\n",
         ("tests/integration/test_api.py::test_code_is_checked_as_catchup_toml_is",),

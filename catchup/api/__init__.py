@@ -8,7 +8,8 @@ The operations come in the command line's families: :mod:`.running`, :mod:`.look
 
 from __future__ import annotations
 
-from .base import code_origin, reason_problem
+from ..config.resolve import code_origin
+from .base import reason_problem
 from .changing import Changing
 from .scheduling import Scheduling
 

@@ -4,7 +4,6 @@ a person types (reasons, periods) that every family of operations shares."""
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from datetime import date, datetime
@@ -13,15 +12,12 @@ from typing import TYPE_CHECKING, Self
 
 from ..config.bounds import Bound
 from ..config.job import Config, Job
-from ..config.lanes import lane_unknown
-from ..config.loading import find_config, load_config
-from ..config.upstream import graph_problems
+from ..config.resolve import resolve_config
 from ..config.values import (
     blank,
     invisible,
     key_problem,
     parse_instant,
-    project_problem,
     storable,
     type_name,
 )
@@ -79,33 +75,11 @@ def check_actor(actor: str | None) -> str:
     return actor
 
 
-def declared_jobs(jobs: Iterable[Job]) -> dict[str, Job]:
-    """The jobs declared in code, by name; a :class:`ConfigError` for a name given twice (a
-    TOML table cannot be: one of the two would be lost without a word)."""
-    declared: dict[str, Job] = {}
-    for job in jobs:
-        if not isinstance(job, Job):
-            raise ConfigError(f"jobs: expected jobs from make_job, got {type_name(job)}")
-        if job.name in declared:
-            raise ConfigError(f"jobs.{job.name}: declared twice (a job's name names one job)")
-        declared[job.name] = job
-    return declared
-
-
 def check(bound: Bound, value: float) -> None:
     """A number a command takes, checked against its one bound (the CLI's option reads it
     too); a :class:`ConfigError` saying the range."""
     if (said := bound.problem(value)) is not None:
         raise ConfigError(said)
-
-
-def code_origin(project: str | None) -> Path:
-    """What names a project of jobs declared in code: ``project`` if given, else the script
-    that runs (``python billing.py``: billing.py), else the working folder."""
-    if project is not None:  # checked by Catchup()
-        return Path.cwd() / f"python-{project}"
-    main = getattr(sys.modules.get("__main__"), "__file__", None)
-    return Path(main).resolve() if main else Path.cwd() / "python"
 
 
 class Base:
@@ -123,54 +97,10 @@ class Base:
         on_connect: Callable[[Connected], None] | None = None,
         project: str | None = None,
     ) -> None:
-        declared = declared_jobs(jobs)
-        if project is not None and (said := project_problem(project)) is not None:
-            raise ConfigError(f"project: {said}")
-        if isinstance(config, Config):
-            loaded = config
-        elif declared and config is None:
-            # jobs in code are a project of their own: never the catchup.toml of the folder
-            # this happens to run in (its jobs of the same names would be redefined)
-            loaded = Config(
-                path=None,
-                schema=schema or "catchup",
-                schema_given=schema is not None,
-                origin=code_origin(project),
-            )
-        else:
-            path = find_config(None if config is None else str(config))
-            if path is None and require_config and not declared:
-                raise ConfigError(
-                    f"no catchup.toml in {Path.cwd()} or its parents (use --config or "
-                    "CATCHUP_CONFIG)"
-                )
-            loaded = load_config(path, schema=schema)
-        if project is not None:
-            loaded = replace(loaded, project_name=project)
-        if declared:
-            loaded = replace(
-                loaded,
-                jobs={**loaded.jobs, **declared},
-                schema=schema or loaded.schema,
-                schema_given=loaded.schema_given or schema is not None,
-            )
-        if declared:  # a file's jobs were checked as it loaded
-            after = {name: job.after for name, job in loaded.jobs.items()}
-            policies = {name: job.catchup for name, job in loaded.jobs.items()}
-            keys = {name: job.keys for name, job in loaded.jobs.items()}
-            problems = graph_problems(after, policies, keys)
-            wrong = [f"jobs.{n}.after: {said}" for n, said in problems.items()]
-            wrong += [
-                f"jobs.{name}.lane: {lane_unknown(job.lane, loaded.lanes)}"
-                for name, job in loaded.jobs.items()
-                if job.lane is not None and job.lane not in loaded.lanes
-            ]
-            if wrong:
-                raise ConfigError(wrong)
+        loaded, self._reloadable = resolve_config(
+            config, jobs=jobs, schema=schema, require_config=require_config, project=project
+        )
         self.config = loaded
-        # a config read from its file, with no jobs added in code, can be read again
-        # (catchup scheduler reloads it); with the schema it was first read with
-        self._reloadable = not declared and not isinstance(config, Config)
         self._schema = schema
         self._dsn = dsn
         self._on_connect = on_connect

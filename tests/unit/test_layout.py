@@ -16,7 +16,6 @@ TOP = 8  # modules at the top of catchup/ (issue 50): the shared nouns
 FUNCTION_LIMIT = 60  # lines a function may have
 # Functions still over the limit, at most as long as they are now: the list may only shrink.
 LONG: dict[str, int] = {
-    "catchup/api/base.py:Base.__init__": 66,
     "catchup/api/looking.py:Looking.serve": 135,
     "catchup/api/scheduling.py:Scheduling.scheduler": 167,
     "catchup/cli/looking.py:scan": 79,
