@@ -53,7 +53,9 @@ MUTATIONS = (
         "catchup/maintenance/retention.py",
         "        return max(BATCH_MIN, limit // 2)",
         "        return limit",
-        ("tests/unit/maintenance/test_retention.py::test_a_slow_batch_halves_the_next_down_to_the_floor",),
+        (
+            "tests/unit/maintenance/test_retention.py::test_a_slow_batch_halves_the_next_down_to_the_floor",
+        ),
     ),
     Mutation(
         "compaction-deletes-the-fact",
@@ -1434,7 +1436,9 @@ MUTATIONS = (
         "catchup/config/reloading.py",
         "            if fingerprint(self.path) != seen:\n",
         "            if False:\n",
-        ("tests/unit/config/test_reloading.py::test_a_file_caught_mid_write_is_read_once_it_settles",),
+        (
+            "tests/unit/config/test_reloading.py::test_a_file_caught_mid_write_is_read_once_it_settles",
+        ),
     ),
     Mutation(
         "project-ledger-by-folder",

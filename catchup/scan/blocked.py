@@ -35,7 +35,7 @@ class _Read:
     hi: datetime
 
 
-def chained_states(
+def blocked_states(
     session: Session,
     jobs: list[Job],
     results: list[JobScan],

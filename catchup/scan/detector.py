@@ -151,7 +151,7 @@ def scan(  # noqa: PLR0913
     """Scan ``jobs`` on the database clock: the report the CLI renders and the API returns,
     with the scheduler's pulse (``pulse``) and a calendar per job (``calendars``). ``read_only``
     writes nothing at all (``catchup serve``): no job rows, no coverage, no evidence state."""
-    from .blocked import chained_states
+    from .blocked import blocked_states
     from .calendars import calendar
 
     ready = prepare(session, jobs, since, until, write=not read_only)
@@ -166,7 +166,7 @@ def scan(  # noqa: PLR0913
         record=not read_only,
     )
     upstream = _keyed_upstream(session, jobs, now, since, until)
-    results = chained_states(session, jobs, results, now, ready.rows, upstream)
+    results = blocked_states(session, jobs, results, now, ready.rows, upstream)
     firsts = [bound(since, job) or job.anchor for job in jobs]
     ends = [bound(until, job) or now for job in jobs]
     last = max(ends, default=now)

@@ -6,7 +6,7 @@ same claim path as ``catchup tick``, per each job's catch-up policy, on its pool
 A second leader (a paused one waking up) is made harmless by the claim path, and rare by the
 term: a leader renews its term right before each tick and starts none once it lost it.
 
-The lead is kept by :class:`Keeper`, a thread of its own on a connection of its own: it renews
+The lead is kept by :class:`LeadKeeper`, a thread of its own on a connection of its own: it renews
 every third of the lease while the leader's tick runs its jobs, and a standby asks every
 :data:`STANDBY_POLL` seconds, so a dead leader is replaced within its lease plus that. On
 SIGINT or SIGTERM the leader hands the lease back at once (a rolling deploy fails over
@@ -38,7 +38,7 @@ RECHECK_POLL = 1.0  # seconds between looks at a recheck asked (a failure, a tic
 FINISH_SLACK = 60.0  # seconds past the grace and a lease a stopping leader waits for its ticks
 
 
-class Keeper(threading.Thread):
+class LeadKeeper(threading.Thread):
     """Takes and keeps the lead on a connection of its own; ``term`` is the term held (None
     while another replica leads). Asked to ``stop``, it hands the lease back."""
 
@@ -144,7 +144,7 @@ class Fence:
     ``draining``): a leader that lost the lead starts nothing more, and what runs finishes
     under its own lease and fence."""
 
-    def __init__(self, keeper: Keeper, term: int, stopping: threading.Event) -> None:
+    def __init__(self, keeper: LeadKeeper, term: int, stopping: threading.Event) -> None:
         self._keeper, self._term, self._stopping = keeper, term, stopping
 
     def is_set(self) -> bool:
@@ -185,7 +185,7 @@ def schedule(  # noqa: C901, PLR0913, PLR0915
     after it). ``recheck`` (set by the caller when a period failed, and here when a tick
     ends): when to wake is asked again, as a retry's backoff may end sooner."""
     holder = f"{owner_name()}:{secrets.token_hex(3)}"
-    keeper = Keeper(target, schema, holder, lease, say, woken, loads, on_lead)
+    keeper = LeadKeeper(target, schema, holder, lease, say, woken, loads, on_lead)
     interrupted = threading.Event()
     ticks: list[threading.Thread] = []
     failed: list[BaseException] = []

@@ -19,7 +19,7 @@ from fix_processes import wait_for
 from catchup.ledger import Ledger
 from catchup.postgres import database as db
 from catchup.scheduler.inflight import InFlight
-from catchup.scheduler.leading import Fence, Keeper, schedule
+from catchup.scheduler.leading import Fence, LeadKeeper, schedule
 
 
 def expire(ledger: Ledger) -> None:
@@ -135,14 +135,14 @@ def test_a_leader_whose_connection_was_ended_resumes_its_live_term(
     standby meanwhile), and the next, on a new connection, keeps the same term while its lease
     is live: no change of hands for a connection cut."""
     said: list[str] = []
-    keeper = Keeper(db.Target(database.conninfo, "test"), schema, "me:1:abc", 30.0, said.append)
+    keeper = LeadKeeper(db.Target(database.conninfo, "test"), schema, "me:1:abc", 30.0, said.append)
     try:
         resumed(keeper, ledger, sql, said)
     finally:
         keeper.close()
 
 
-def resumed(keeper: Keeper, ledger: Ledger, sql: Any, said: list[str]) -> None:
+def resumed(keeper: LeadKeeper, ledger: Ledger, sql: Any, said: list[str]) -> None:
     assert keeper.renew() == 1
     ended = sql(
         "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = %s",

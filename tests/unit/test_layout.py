@@ -45,7 +45,7 @@ LONG: dict[str, int] = {
     "catchup/replay/runs.py:replay": 104,
     "catchup/replay/runs.py:tick": 98,
     "catchup/reports/why.py:_explain": 132,
-    "catchup/scan/blocked.py:chained_states": 67,
+    "catchup/scan/blocked.py:blocked_states": 67,
     "catchup/scan/keyblocked.py:carved_keys": 61,
     "catchup/scan/keyed.py:scan_keyed": 70,
     "catchup/scheduler/leading.py:schedule": 99,
