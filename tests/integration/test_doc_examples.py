@@ -260,7 +260,7 @@ def pinned_env(home: Path) -> dict[str, str]:
 
 def embedded(env: dict[str, str], call: str) -> None:
     """``catchup.postgres.embedded.CALL()`` in a process of its own, on the pinned clock."""
-    code = f"from catchup import embedded; embedded.{call}()"
+    code = f"from catchup.postgres import embedded; embedded.{call}()"
     subprocess.run([sys.executable, "-c", code], env=env, check=True, timeout=120)
 
 
