@@ -280,7 +280,8 @@ def test_the_examples_run_on_the_pinned_clock(pinned: Pinned, tmp_path: Path) ->
     """A command of an example and the server it uses both read the pinned moment (a few
     minutes on), not the day the suite runs: otherwise the pages would hold only near it."""
     probe = (
-        "import time, psycopg; from catchup.postgres import embedded; s = embedded.ensure_running();"
+        "import time, psycopg; from catchup.postgres import embedded;"
+        " s = embedded.ensure_running();"
         "c = psycopg.connect(s.conninfo);"
         "print(time.time(), c.execute('SELECT extract(epoch FROM clock_timestamp())')"
         ".fetchone()[0])"
