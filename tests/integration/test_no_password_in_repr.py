@@ -102,9 +102,21 @@ def app(
             evidence_dsn=conninfo,
         ),
         make_job("spare", "daily", "2026-10-01", call=seen.append),
+        # its first period never due while this test lives: `run` of it is NotDue
+        make_job("later", "daily", "2199-12-01", call=seen.append),
     ]  # fmt: skip
     with Catchup(jobs=jobs, dsn=url_form(conninfo), schema=schema) as facade:
         yield facade, password, seen
+
+
+def written(dsn: str) -> Path:
+    """A catchup.toml in the working folder whose ``[database] dsn`` is ``dsn``."""
+    path = Path("catchup.toml")
+    path.write_text(
+        f"[database]\ndsn = {dsn!r}\n"
+        '[jobs.bill]\nschedule = "daily"\nstart = "2026-10-01"\ncommand = ["true"]\n'
+    )
+    return path.resolve()
 
 
 def calls(app: Catchup, dsn: str) -> dict[str, Callable[[], object]]:
@@ -137,7 +149,10 @@ def calls(app: Catchup, dsn: str) -> dict[str, Callable[[], object]]:
         "pause": lambda: app.pause("spare", reason="r"),
         "resume": lambda: app.resume("spare", reason="r"),
         "checkpoint": lambda: app.checkpoint("x", run_id=1, attempt=1),
-        "compact": lambda: app.compact(dry_run=True),
+        "compact": lambda: app.compact(before=UNTIL, dry_run=True),
+        "run_not_due": lambda: app.run("later"),
+        # a facade of a file whose [database] dsn holds the password: its watch holds that config
+        "config_watch_of_a_file": lambda: Catchup(written(dsn)).config_watch(),
         "migrate": lambda: app.migrate(),
         "connected": lambda: app.connected,
         "database": lambda: app.database,
@@ -199,4 +214,6 @@ def test_every_result_of_the_facade_shows_no_password(
     # each type catchup exports was among them (a job, the config, each result)
     exported = {getattr(catchup, name) for name in catchup.__all__ if name != "__version__"}
     missing = {t.__name__ for t in exported if isinstance(t, type) and t not in kinds}
-    assert missing <= {"CatchupError", "DatabaseError"}, missing
+    # Cancelled needs a running period whose runner hears the request (tests/integration/
+    # test_cancel.py); it holds names, an attempt, a host and a status, never a DSN
+    assert missing <= {"CatchupError", "DatabaseError", "Cancelled"}, missing
