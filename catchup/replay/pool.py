@@ -9,6 +9,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 
 import psycopg
 
@@ -27,7 +28,7 @@ from ..vocabulary import OutcomeStatus
 from .dispatch import Dispatcher, Flag
 
 
-def run_planned(  # noqa: C901, PLR0913, PLR0915
+def run_planned(  # noqa: PLR0913
     session: Session,
     items: Iterator[Planned],
     *,
@@ -52,46 +53,111 @@ def run_planned(  # noqa: C901, PLR0913, PLR0915
     1: each period in its own round trip)."""
     stop = interrupted or threading.Event()
     deadline = None if max_time is None else time.monotonic() + max_time
-    dispatcher = Dispatcher(items, limit, deadline, draining)
-    outcomes: list[Outcome] = []
-    lock = threading.Lock()
-    errors: list[BaseException] = []
-    config, target = session.config, session.target
-    heartbeats = HeartbeatLine(target, config.schema)
-    lent = session.heartbeats
+    pool = _Pool(
+        session,
+        Dispatcher(items, limit, deadline, draining),
+        stop=stop,
+        rules=rules,
+        hooks=_Hooks(on_start, on_done, prepare, stop_on_failure),
+        # a period reset first goes alone
+        sizes=Sizes(batch if prepare is None else 1),
+    )
+    pool.run(max(1, workers))
+    deferred = planned - len(pool.outcomes) if pool.dispatcher.expired else 0
+    return Batch(
+        planned=planned,
+        outcomes=tuple(pool.outcomes),
+        interrupted=stop.is_set(),
+        deferred=max(0, deferred),
+        max_time=max_time,
+    )
+
+
+@dataclass(frozen=True)
+class _Hooks:
+    """What the caller of the pool asked for around each period."""
+
+    on_start: Callable[[Planned], None] | None
+    on_done: Callable[[Outcome], None] | None
+    prepare: Callable[[Session, Planned], None] | None
+    stop_on_failure: bool
+
+
+class _Pool:
+    """The workers of one :func:`run_planned`: what they share (the dispatcher, the outcomes,
+    the heartbeat line, the batch sizes) and what each does (:meth:`work`)."""
+
+    def __init__(
+        self,
+        session: Session,
+        dispatcher: Dispatcher,
+        *,
+        stop: threading.Event,
+        rules: ClaimRules,
+        hooks: _Hooks,
+        sizes: Sizes,
+    ) -> None:
+        self.session, self.dispatcher, self.stop = session, dispatcher, stop
+        self.rules, self.hooks, self.sizes = rules, hooks, sizes
+        self.outcomes: list[Outcome] = []
+        self.lock = threading.Lock()
+        self.errors: list[BaseException] = []
+        self.config, self.target = session.config, session.target
+        self.heartbeats = HeartbeatLine(self.target, self.config.schema)
+        self.lent = session.heartbeats
+
+    def run(self, workers: int) -> None:
+        """The workers started, joined with a timeout (so the main thread keeps handling
+        SIGINT and SIGTERM), the first error raised here."""
+        threads = [
+            threading.Thread(target=self.work, args=(n,), name=f"catchup-worker-{n}", daemon=True)
+            for n in range(workers)
+        ]
+        try:
+            for thread in threads:
+                thread.start()
+            while any(thread.is_alive() for thread in threads):
+                for thread in threads:
+                    thread.join(0.1)
+                if self.stop.is_set():
+                    self.dispatcher.stop()
+        finally:
+            self.heartbeats.close()
+        if self.errors:
+            raise self.errors[0]
 
     @contextmanager
-    def worker_session(n: int) -> Iterator[Session]:
+    def worker_session(self, n: int) -> Iterator[Session]:
+        session, heartbeats = self.session, self.heartbeats
         if n == 0:  # the caller's session, idle while the pool runs
             session.heartbeats = heartbeats
             try:
                 yield session
             finally:
-                session.heartbeats = lent
+                session.heartbeats = self.lent
             return
-        with Session(config, target) as own:
+        with Session(self.config, self.target) as own:
             own.share_heartbeats(heartbeats)
             own.share_registration(session)
             yield own
 
-    def record(outcome: Outcome) -> None:
-        with lock:
-            outcomes.append(outcome)
-        if on_done:
-            on_done(outcome)
-        if stop_on_failure and outcome.status.is_failure:
-            dispatcher.stop()
+    def record(self, outcome: Outcome) -> None:
+        with self.lock:
+            self.outcomes.append(outcome)
+        if self.hooks.on_done:
+            self.hooks.on_done(outcome)
+        if self.hooks.stop_on_failure and outcome.status.is_failure:
+            self.dispatcher.stop()
 
-    sizes = Sizes(batch if prepare is None else 1)  # a period reset first goes alone
-
-    def batched(item: Planned) -> int:
+    def batched(self, item: Planned) -> int:
         """How many periods to claim with ``item`` (1: alone)."""
-        return sizes.size(item.job) if batchable(item) and not item.needs else 1
+        return self.sizes.size(item.job) if batchable(item) and not item.needs else 1
 
-    def work(n: int) -> None:
+    def work(self, n: int) -> None:
         calls = CallThread(f"catchup-call-{n}")
+        dispatcher, stop, record = self.dispatcher, self.stop, self.record
         try:
-            with worker_session(n) as session:
+            with self.worker_session(n) as session:
                 item = dispatcher.take()
                 claimed: HandOff = UNCLAIMED
                 while item is not None:
@@ -100,52 +166,53 @@ def run_planned(  # noqa: C901, PLR0913, PLR0915
                             record(release(session, item.job, item.period, claimed))
                         dispatcher.done(item)
                         return
-                    if not isinstance(claimed, Claim) and (size := batched(item)) > 1:
+                    if not isinstance(claimed, Claim) and (size := self.batched(item)) > 1:
                         more = dispatcher.take_more(item, size - 1, batchable)
                         if more:
-                            run_group(session, [item, *more], calls)
+                            self.run_group(session, [item, *more], calls)
                             item, claimed = dispatcher.take(), UNCLAIMED
                             continue
-                    item, claimed = run_one(session, item, claimed, calls)
+                    item, claimed = self.run_one(session, item, claimed, calls)
         except BaseException as exc:  # reported by the caller's thread
-            errors.append(exc)
+            self.errors.append(exc)
             dispatcher.stop()
         finally:
             calls.close()
 
-    def run_group(session: Session, group: list[Planned], calls: CallThread) -> None:
+    def run_group(self, session: Session, group: list[Planned], calls: CallThread) -> None:
         """``group`` claimed in one round trip; what another period of its key blocked runs
         alone after, waiting its turn."""
         settled: set[int] = set()
 
         def report(item: Planned, outcome: Outcome) -> None:
             settled.add(id(item))
-            sizes.note(item.job, outcome.seconds)
-            dispatcher.done(item)
-            record(outcome)
+            self.sizes.note(item.job, outcome.seconds)
+            self.dispatcher.done(item)
+            self.record(outcome)
 
         try:
             alone = run_batch(
                 session,
                 group,
-                rules=rules,
-                stop=stop,
-                halted=lambda: stop.is_set() or dispatcher.stopped,
+                rules=self.rules,
+                stop=self.stop,
+                halted=lambda: self.stop.is_set() or self.dispatcher.stopped,
                 calls=calls,
                 report=report,
-                on_start=on_start,
+                on_start=self.hooks.on_start,
             )
         except psycopg.Error as exc:
             if isinstance(exc, psycopg.OperationalError):
                 raise
             for item in group:
                 if id(item) not in settled:
-                    report(item, _database_error(item, exc, target.conninfo))
+                    report(item, _database_error(item, exc, self.target.conninfo))
             return
         for item in alone:
-            run_one(session, item, UNCLAIMED, calls, then=False)
+            self.run_one(session, item, UNCLAIMED, calls, then=False)
 
     def run_one(
+        self,
         session: Session,
         item: Planned,
         claimed: HandOff,
@@ -154,13 +221,14 @@ def run_planned(  # noqa: C901, PLR0913, PLR0915
     ) -> tuple[Planned | None, HandOff]:
         """Run ``item``; the worker's next item, and its claim if it came with this finish
         (``then`` False: none, the caller takes its own next item)."""
+        dispatcher = self.dispatcher
         following: list[Planned] = []
         released: list[bool] = []  # handoff() has freed the item's job (once: never again)
 
         def next_period() -> tuple[Job, Period] | None:
             # this item is done with (it succeeded); the next one is claimed with its finish,
             # unless its job's periods are claimed in batches now
-            if released or not then or batched(item) > 1:
+            if released or not then or self.batched(item) > 1:
                 return None
             released.append(True)
             if (nxt := dispatcher.handoff(item)) is None:
@@ -168,64 +236,56 @@ def run_planned(  # noqa: C901, PLR0913, PLR0915
             following.append(nxt)
             return nxt.job, nxt.period
 
-        handed = None
-        try:
-            if on_start:
-                on_start(item)
-            if prepare is not None:
-                prepare(session, item)
-            outcome, handed = _run_waiting(session, item, stop, rules, claimed, next_period, calls)
-            sizes.note(item.job, outcome.seconds)
-        except psycopg.Error as exc:
-            if isinstance(exc, psycopg.OperationalError):
-                raise  # the connection or the server: nothing else would run
-            # one period's database error: reported, the others still run
-            outcome = _database_error(item, exc, target.conninfo)
-        finally:
-            if released:  # handoff() freed its job; its finish is recorded now
-                dispatcher.settle(item)
-            else:
-                dispatcher.done(item)
+        outcome, handed = self.attempt(session, item, claimed, next_period, calls, released)
         nxt = handed.claim if following and handed is not None else UNCLAIMED
         try:
-            record(outcome)
+            self.record(outcome)
         except BaseException:
             # the caller's callback failed (its output went away, say): the claim handed over
             # with this finish is given back before the worker stops, never stranded
             if following and isinstance(nxt, Claim):
-                with lock:
-                    outcomes.append(release(session, following[0].job, following[0].period, nxt))
+                with self.lock:
+                    self.outcomes.append(
+                        release(session, following[0].job, following[0].period, nxt)
+                    )
                 dispatcher.done(following[0])
             raise
         if following:
             return following[0], nxt
         return (dispatcher.take() if then else None), UNCLAIMED
 
-    threads = [
-        threading.Thread(target=work, args=(n,), name=f"catchup-worker-{n}", daemon=True)
-        for n in range(max(1, workers))
-    ]
-    try:
-        for thread in threads:
-            thread.start()
-        # Join with a timeout, so the main thread keeps handling SIGINT and SIGTERM.
-        while any(thread.is_alive() for thread in threads):
-            for thread in threads:
-                thread.join(0.1)
-            if stop.is_set():
-                dispatcher.stop()
-    finally:
-        heartbeats.close()
-    if errors:
-        raise errors[0]
-    deferred = planned - len(outcomes) if dispatcher.expired else 0
-    return Batch(
-        planned=planned,
-        outcomes=tuple(outcomes),
-        interrupted=stop.is_set(),
-        deferred=max(0, deferred),
-        max_time=max_time,
-    )
+    def attempt(
+        self,
+        session: Session,
+        item: Planned,
+        claimed: HandOff,
+        next_period: Callable[[], tuple[Job, Period] | None],
+        calls: CallThread,
+        released: list[bool],
+    ) -> tuple[Outcome, Handed | None]:
+        """``item`` through the claim path (a database error of its own is its outcome), and
+        the dispatcher told it is done."""
+        handed = None
+        try:
+            if self.hooks.on_start:
+                self.hooks.on_start(item)
+            if self.hooks.prepare is not None:
+                self.hooks.prepare(session, item)
+            outcome, handed = _run_waiting(
+                session, item, self.stop, self.rules, claimed, next_period, calls
+            )
+            self.sizes.note(item.job, outcome.seconds)
+        except psycopg.Error as exc:
+            if isinstance(exc, psycopg.OperationalError):
+                raise  # the connection or the server: nothing else would run
+            # one period's database error: reported, the others still run
+            outcome = _database_error(item, exc, self.target.conninfo)
+        finally:
+            if released:  # handoff() freed its job; its finish is recorded now
+                self.dispatcher.settle(item)
+            else:
+                self.dispatcher.done(item)
+        return outcome, handed
 
 
 def _database_error(item: Planned, exc: psycopg.Error, conninfo: str) -> Outcome:

@@ -41,7 +41,6 @@ LONG: dict[str, int] = {
     "catchup/render/scan.py:scan_tables": 84,
     "catchup/render/tables.py:history": 75,
     "catchup/render/web.py:home": 75,
-    "catchup/replay/pool.py:run_planned": 199,
     "catchup/replay/runs.py:replay": 104,
     "catchup/replay/runs.py:tick": 98,
     "catchup/reports/why.py:_explain": 132,
@@ -51,7 +50,7 @@ LONG: dict[str, int] = {
     "catchup/scheduler/leading.py:schedule": 99,
 }
 # Functions allowed over ruff's C901, PLR0913, PLR0915 (a `noqa` each), when the rules came in.
-ALLOWED = {"C901": 16, "PLR0913": 26, "PLR0915": 10}
+ALLOWED = {"C901": 15, "PLR0913": 26, "PLR0915": 9}
 
 
 def modules() -> dict[str, Path]:
