@@ -97,7 +97,22 @@ def systemd(  # noqa: PLR0913
             sandbox=SANDBOX,
         )
         return Recipe({f"{name}-scheduler.service": unit} | (sysusers if user else {}))
-    service = f"""\
+    program = _quote(executable)
+    service = _tick_service(program, every, workdir, who, name, deadline)
+    files = {f"{name}.service": service, f"{name}.timer": _tick_timer(every, offset)}
+    if user is not None:  # the user the units name, made by systemd-sysusers if it is missing
+        files |= sysusers
+
+    if serve:
+        files[f"{name}-serve.service"] = _serve_service(program, workdir, who)
+    return Recipe(files)
+
+
+def _tick_service(
+    program: str, every: int, workdir: str, who: str, name: str, deadline: int
+) -> str:
+    """The oneshot service a timer starts: one ``catchup tick``."""
+    return f"""\
 [Unit]
 Description=catchup tick: run what is due, exactly once per period
 Wants=network-online.target
@@ -106,7 +121,7 @@ After=network-online.target
 [Service]
 Type=oneshot
 # nothing new starts after --max-time (the timer's interval): the next tick is never held back
-ExecStart={_quote(executable)} -q tick --max-time {every}m
+ExecStart={program} -q tick --max-time {every}m
 # CATCHUP_DSN=… (and CATCHUP_CONFIG) go here, readable by root only
 EnvironmentFile=-/etc/catchup/env
 # a missing DSN is an error, never a database on this host
@@ -119,7 +134,11 @@ TimeoutStartSec={deadline}
 KillMode=mixed
 TimeoutStopSec=60
 {SANDBOX}"""
-    timer = f"""\
+
+
+def _tick_timer(every: int, offset: int) -> str:
+    """The timer that starts the tick every ``every`` minutes, ``offset`` off the hour."""
+    return f"""\
 [Unit]
 Description=catchup tick every {every} minute(s), {offset} minute(s) off the hour
 
@@ -132,12 +151,11 @@ AccuracySec=1s
 [Install]
 WantedBy=timers.target
 """
-    files = {f"{name}.service": service, f"{name}.timer": timer}
-    if user is not None:  # the user the units name, made by systemd-sysusers if it is missing
-        files |= sysusers
 
-    if serve:
-        files[f"{name}-serve.service"] = f"""\
+
+def _serve_service(program: str, workdir: str, who: str) -> str:
+    """A long-running ``catchup serve`` on 127.0.0.1 (read-only towards the ledger)."""
+    return f"""\
 [Unit]
 Description=catchup serve: the status page and /metrics on 127.0.0.1:{SERVE_PORT} (read-only)
 Wants=network-online.target
@@ -145,7 +163,7 @@ After=network-online.target
 
 [Service]
 Type=simple
-ExecStart={_quote(executable)} -q serve --listen 127.0.0.1:{SERVE_PORT} --refresh 60s
+ExecStart={program} -q serve --listen 127.0.0.1:{SERVE_PORT} --refresh 60s
 EnvironmentFile=-/etc/catchup/env
 Environment=CATCHUP_EMBEDDED=never
 WorkingDirectory={workdir}
@@ -155,7 +173,6 @@ RestartSec=5
 [Install]
 WantedBy=multi-user.target
 """
-    return Recipe(files)
 
 
 def _quote(program: str) -> str:

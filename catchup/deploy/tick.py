@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from ..errors import ConfigError
 from ..render.pasted import shell
+from .fill import render_template
 from .scheduler import SERVE_PORT, kubernetes_scheduler
 
 # A CronJob's name is a DNS-1123 subdomain, at most 52 characters (its Jobs add 11); a systemd
@@ -109,14 +110,7 @@ def kubernetes(  # noqa: PLR0913
     """A CronJob calling ``catchup tick`` (and with ``serve`` a Deployment serving the page);
     with ``scheduler``, instead, a Deployment of ``catchup scheduler`` replicas
     (:mod:`catchup.deploy.scheduler`), which serve the page themselves."""
-    check_name("kubernetes", name)
-    check_every(every)
-    check_subdomain("--secret", secret)
-    check_subdomain("--config-map", config_map)
-    if namespace is not None and not re.fullmatch(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?", namespace):
-        raise ConfigError(f"--namespace {namespace[:70]!r}: not a Kubernetes namespace name")
-    if not image.strip() or any(ord(c) < 0x21 for c in image):
-        raise ConfigError("--image: an image reference, with no spaces or control characters")
+    _check_kubernetes(name, every, secret, config_map, namespace, image)
     offset = offset_for(every)
     meta = f"  name: {json.dumps(name)}\n"
     if namespace:
@@ -133,85 +127,37 @@ def kubernetes(  # noqa: PLR0913
             setup=setup,
         )
         return Recipe({f"{name}-scheduler.yaml": body})
-    body = f"""\
-# `catchup tick` every {every} minute(s), {offset} minute(s) off the hour; apply: kubectl apply -f -
-# First the Secret with the DSN and the ConfigMap with catchup.toml:
-{setup}# concurrencyPolicy Allow: two ticks at once are safe (each period is claimed once, in the
-# ledger), and a tick that still runs a slow period never holds the next one back; each tick
-# starts nothing new after --max-time (its interval), so ticks never pile up behind a backlog.
-# activeDeadlineSeconds is a last resort for a hung job without a timeout: make it longer
-# than your longest job's timeout (a killed job's lease runs out, and it is retried). Jobs run
-# in the config's folder, /etc/catchup (read-only): set workdir in catchup.toml to where they
-# live in the image.
-apiVersion: batch/v1
-kind: CronJob
-metadata:
-{meta}spec:
-  schedule: "{minutes(every, offset)} * * * *"
-  timeZone: "Etc/UTC"
-  concurrencyPolicy: Allow
-  startingDeadlineSeconds: {max(30, min(240, every * 60 - 30))}
-  successfulJobsHistoryLimit: 3
-  failedJobsHistoryLimit: 5
-  jobTemplate:
-    spec:
-      backoffLimit: 0
-      activeDeadlineSeconds: {deadline}
-      ttlSecondsAfterFinished: 86400
-      template:
-        spec:
-          restartPolicy: Never
-          terminationGracePeriodSeconds: 60
-          securityContext:
-            runAsNonRoot: true
-            runAsUser: 65532
-            runAsGroup: 65532
-            seccompProfile:
-              type: RuntimeDefault
-          containers:
-            - name: catchup
-              image: {json.dumps(image)}
-              command: ["catchup", "-q", "tick", "--max-time", "{every}m"]
-              securityContext:
-                allowPrivilegeEscalation: false
-                readOnlyRootFilesystem: true
-                capabilities:
-                  drop: ["ALL"]
-              # catchup itself needs little; size these for the jobs it runs
-              resources:
-                requests:
-                  cpu: "100m"
-                  memory: "128Mi"
-                limits:
-                  memory: "1Gi"
-              env:
-                - name: CATCHUP_DSN
-                  valueFrom:
-                    secretKeyRef:
-                      name: {json.dumps(secret)}
-                      key: dsn
-                - name: CATCHUP_CONFIG
-                  value: "/etc/catchup/catchup.toml"
-                # a missing DSN is an error, never a database inside the pod
-                - name: CATCHUP_EMBEDDED
-                  value: "never"
-              volumeMounts:
-                - name: config
-                  mountPath: /etc/catchup
-                  readOnly: true
-                - name: tmp
-                  mountPath: /tmp
-          volumes:
-            - name: config
-              configMap:
-                name: {json.dumps(config_map)}
-            - name: tmp
-              emptyDir: {{}}
-"""
+    body = render_template(
+        "cronjob.yaml",
+        every=every,
+        offset=offset,
+        setup=setup,
+        meta=meta,
+        minutes=minutes(every, offset),
+        starting_deadline=max(30, min(240, every * 60 - 30)),
+        deadline=deadline,
+        image=json.dumps(image),
+        secret=json.dumps(secret),
+        config_map=json.dumps(config_map),
+    )
     files = {f"{name}-cronjob.yaml": body}
     if serve:
         files[f"{name}-serve.yaml"] = _kubernetes_serve(name, meta, image, secret, config_map)
     return Recipe(files)
+
+
+def _check_kubernetes(
+    name: str, every: int, secret: str, config_map: str, namespace: str | None, image: str
+) -> None:
+    """Every value a Kubernetes recipe puts into YAML, checked: one line naming the option."""
+    check_name("kubernetes", name)
+    check_every(every)
+    check_subdomain("--secret", secret)
+    check_subdomain("--config-map", config_map)
+    if namespace is not None and not re.fullmatch(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?", namespace):
+        raise ConfigError(f"--namespace {namespace[:70]!r}: not a Kubernetes namespace name")
+    if not image.strip() or any(ord(c) < 0x21 for c in image):
+        raise ConfigError("--image: an image reference, with no spaces or control characters")
 
 
 def _kubernetes_serve(name: str, meta: str, image: str, secret: str, config_map: str) -> str:
