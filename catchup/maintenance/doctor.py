@@ -15,6 +15,7 @@ from ..ledger import Ledger, sqlfiles
 from ..postgres import database as db
 from ..scan import evidence
 from ..scheduler.pulse import read_pulse
+from ..scheduler.pulsefacts import Pulse
 from ..session import Session
 from .findings import Finding
 from .privileges import privilege_findings
@@ -296,26 +297,10 @@ def _guarded(topic: str, probe: Callable[[], list[Finding]]) -> list[Finding]:
         return [Finding("serious", topic, f"the server refused the check: {first_line(exc)}")]
 
 
-def examine(config_path: str | None, dsn: str | None) -> list[Finding]:  # noqa: PLR0915
-    found: list[Finding] = []
-    config: Config | None = None
-    try:
-        path = find_config(config_path)
-        config = load_config(path)
-        if path is None:
-            found.append(
-                Finding(
-                    "info",
-                    "config",
-                    "no catchup.toml here or above: only migrate, "
-                    "demo and server commands will work",
-                )
-            )
-        else:
-            found.append(Finding("ok", "config", f"{path}: {len(config.jobs)} job(s)"))
-    except CatchupError as exc:
-        found += [Finding("serious", "config", line) for line in str(exc).splitlines()]
-        config = Config(path=None)
+def examine(config_path: str | None, dsn: str | None) -> list[Finding]:
+    """Every finding, in the order people read them: the config and the jobs, then the
+    database, the ledger and the host against it, then the scheduler."""
+    config, found = _config_findings(config_path)
     found += start_findings(config)
     found += graph_findings(config)
     try:
@@ -330,62 +315,92 @@ def examine(config_path: str | None, dsn: str | None) -> list[Finding]:  # noqa:
     try:
         rtt = time.monotonic() - sent
         version, latest = session.ledger.version(), len(sqlfiles.migrations())
-        where = f"{target.describe()}, PostgreSQL {db.server_version(session.conn)}"
-        if version == latest:
-            found.append(
-                Finding("ok", "database", f"{where}, schema {config.schema} at version {version}")
-            )
-        else:
-            found.append(
-                Finding(
-                    "info",
-                    "database",
-                    f"{where}; schema {config.schema} is at "
-                    f"version {version} of {latest}: the next command (or "
-                    "`catchup migrate`) brings it up to date",
-                )
-            )
-        twins = db.twin_ledgers(target, config.project)  # another ledger of this project
-        found += [Finding("warning", "database", line) for line in twins]
-        if version == latest:
-            found += _guarded("jobs", lambda: unconfigured_findings(session))
-            found += _guarded("jobs", lambda: definition_findings(session))
-        if target.embedded_data is None:  # the embedded server's role is catchup's own
-            found += _guarded("role", lambda: privilege_findings(session, config.schema))
-        found += _guarded("pooler", lambda: pooler_findings(session))
-        found += _guarded("failover", lambda: replication_findings(session, version == latest))
-        start = time.monotonic()
-        db_now = session.now()
-        host_now = datetime.now(db_now.tzinfo)
-        found.append(clock_finding(host_now, db_now, rtt + time.monotonic() - start))
-        found += crowded_hour_findings(config, db_now)
-        found += dst_findings(config, db_now)
-        # one probe's database error is its finding; the others are still reported
-        found += _guarded("time zones", lambda: zone_agreement(session, config, db_now))
-        found += _guarded("evidence", lambda: evidence_findings(session, config, db_now))
-        from ..scan.keyed import keys_findings
-
-        found += _guarded("keys", lambda: keys_findings(session.ledger, [*config.jobs.values()]))
-        if version == latest:
-            from .compaction import ledger_findings
-
-            found += _guarded("ledger", lambda: ledger_findings(session, db_now))
-        pulse = read_pulse(session) if version == latest else None
-        if pulse is None:
-            pass
-        elif pulse.last_tick is None:
-            found.append(
-                Finding(
-                    "info",
-                    "scheduler",
-                    "no `catchup tick` recorded yet: call it "
-                    "from one scheduler (see `catchup deploy --help`)",
-                )
-            )
-        else:
-            found += [Finding("warning", "scheduler", w) for w in pulse.warnings]
-            if not pulse.warnings:
-                found.append(Finding("ok", "scheduler", f"last tick from {pulse.last_host}"))
+        current = version == latest
+        found += _database_findings(session, target, config, version, latest)
+        found += _ledger_findings(session, target, config, current, rtt)
+        found += _scheduler_findings(read_pulse(session) if current else None)
     finally:
         session.close()
     return found
+
+
+def _config_findings(config_path: str | None) -> tuple[Config, list[Finding]]:
+    """The config found and read (an empty one when it does not load), and what it says."""
+    try:
+        path = find_config(config_path)
+        config = load_config(path)
+    except CatchupError as exc:
+        return Config(path=None), [
+            Finding("serious", "config", line) for line in str(exc).splitlines()
+        ]
+    if path is None:
+        said = "no catchup.toml here or above: only migrate, demo and postgres commands will work"
+        return config, [Finding("info", "config", said)]
+    return config, [Finding("ok", "config", f"{path}: {len(config.jobs)} job(s)")]
+
+
+def _database_findings(
+    session: Session, target: db.Target, config: Config, version: int, latest: int
+) -> list[Finding]:
+    """Which server and version, the schema's version, another ledger of this project."""
+    where = f"{target.describe()}, PostgreSQL {db.server_version(session.conn)}"
+    if version == latest:
+        found = [Finding("ok", "database", f"{where}, schema {config.schema} at version {version}")]
+    else:
+        found = [
+            Finding(
+                "info",
+                "database",
+                f"{where}; schema {config.schema} is at "
+                f"version {version} of {latest}: the next command (or "
+                "`catchup migrate`) brings it up to date",
+            )
+        ]
+    twins = db.twin_ledgers(target, config.project)  # another ledger of this project
+    return found + [Finding("warning", "database", line) for line in twins]
+
+
+def _ledger_findings(
+    session: Session, target: db.Target, config: Config, current: bool, rtt: float
+) -> list[Finding]:
+    """The probes of the ledger and the host against it; one probe's database error is its
+    finding, the others are still reported."""
+    found: list[Finding] = []
+    if current:
+        found += _guarded("jobs", lambda: unconfigured_findings(session))
+        found += _guarded("jobs", lambda: definition_findings(session))
+    if target.embedded_data is None:  # the embedded server's role is catchup's own
+        found += _guarded("role", lambda: privilege_findings(session, config.schema))
+    found += _guarded("pooler", lambda: pooler_findings(session))
+    found += _guarded("failover", lambda: replication_findings(session, current))
+    start = time.monotonic()
+    db_now = session.now()
+    host_now = datetime.now(db_now.tzinfo)
+    found.append(clock_finding(host_now, db_now, rtt + time.monotonic() - start))
+    found += crowded_hour_findings(config, db_now)
+    found += dst_findings(config, db_now)
+    found += _guarded("time zones", lambda: zone_agreement(session, config, db_now))
+    found += _guarded("evidence", lambda: evidence_findings(session, config, db_now))
+    from ..scan.keyed import keys_findings
+
+    found += _guarded("keys", lambda: keys_findings(session.ledger, [*config.jobs.values()]))
+    if current:
+        from .compaction import ledger_findings
+
+        found += _guarded("ledger", lambda: ledger_findings(session, db_now))
+    return found
+
+
+def _scheduler_findings(pulse: Pulse | None) -> list[Finding]:
+    """Whether one scheduler ticks (nothing said of a ledger not yet migrated)."""
+    if pulse is None:
+        return []
+    if pulse.last_tick is None:
+        said = (
+            "no `catchup tick` recorded yet: call it "
+            "from one scheduler (see `catchup deploy --help`)"
+        )
+        return [Finding("info", "scheduler", said)]
+    if pulse.warnings:
+        return [Finding("warning", "scheduler", w) for w in pulse.warnings]
+    return [Finding("ok", "scheduler", f"last tick from {pulse.last_host}")]

@@ -14,6 +14,7 @@ from prometheus_client.registry import Collector, CollectorRegistry
 from ..maintenance.retention import LedgerSize
 from ..models import ScanReport
 from ..scheduler.leadership import Leader
+from ..scheduler.pulsefacts import Pulse
 from .documents import DUE_TO_START, METRICS, WORKERS, WORKERS_BUSY
 
 
@@ -29,8 +30,26 @@ class Served:
     size: LedgerSize | None = None
 
 
-def families(served: Served) -> Iterator[Metric]:  # noqa: C901, PLR0915
-    """The metric families for ``served``."""
+def families(served: Served) -> Iterator[Metric]:
+    """The metric families for ``served``: the scan's own, each job's, the scheduler's."""
+    yield from _scan_families(served)
+    report = served.report
+    if report is None:
+        return
+    yield from _job_families(report)
+    if report.pulse is not None:
+        yield from _pulse_families(report.pulse)
+    scanned = GaugeMetricFamily(
+        "catchup_scan_timestamp_seconds", "When the scan ran (database clock).", unit="seconds"
+    )
+    scanned.add_metric([], report.generated_at.timestamp())
+    yield scanned
+    if served.size is not None:
+        yield from ledger_families(served.size, [job.job for job in report.jobs])
+
+
+def _scan_families(served: Served) -> Iterator[Metric]:
+    """Whether the newest scan succeeded, how old it is and how long it took."""
     up = GaugeMetricFamily("catchup_up", "1 when the newest scan of the ledger succeeded.")
     up.add_metric([], 1 if served.up else 0)
     yield up
@@ -46,9 +65,10 @@ def families(served: Served) -> Iterator[Metric]:  # noqa: C901, PLR0915
         )
         took.add_metric([], served.duration)
         yield took
-    report = served.report
-    if report is None:
-        return
+
+
+def _job_families(report: ScanReport) -> Iterator[Metric]:
+    """Each job's periods by state, paused, keys failed, last success and oldest gap."""
     for name, help_text, state in METRICS:
         family = GaugeMetricFamily(name, help_text, labels=["job"])
         for job in report.jobs:
@@ -85,14 +105,18 @@ def families(served: Served) -> Iterator[Metric]:  # noqa: C901, PLR0915
             oldest.add_metric([job.job], job.gaps[0].first.timestamp())
     yield success
     yield oldest
-    pulse = report.pulse
-    if pulse is not None and pulse.last_tick is not None:
+
+
+def _pulse_families(pulse: Pulse) -> Iterator[Metric]:
+    """The scheduler's: the last tick, who leads and its term, the lanes, how late due periods
+    start."""
+    if pulse.last_tick is not None:
         tick = GaugeMetricFamily(
             "catchup_last_tick_timestamp_seconds", "When `catchup tick` last ran.", unit="seconds"
         )
         tick.add_metric([], pulse.last_tick.timestamp())
         yield tick
-    if pulse is not None and pulse.leader is not None:
+    if pulse.leader is not None:
         lead = pulse.leader
         leading = GaugeMetricFamily(
             "catchup_scheduler_leader",
@@ -106,9 +130,9 @@ def families(served: Served) -> Iterator[Metric]:  # noqa: C901, PLR0915
         )
         term.add_metric([], lead.term)
         yield term
-    if pulse is not None and pulse.leader is not None and pulse.leader.live:
+    if pulse.leader is not None and pulse.leader.live:
         yield from lane_families(pulse.leader)
-    if pulse is not None and (late := pulse.late) is not None:
+    if (late := pulse.late) is not None:
         name = "catchup_due_to_start_seconds"
         histogram = Metric(name, DUE_TO_START, "histogram", unit="seconds")
         for le, count in late.histogram():
@@ -116,13 +140,6 @@ def families(served: Served) -> Iterator[Metric]:  # noqa: C901, PLR0915
         histogram.add_sample(f"{name}_count", {}, late.count)
         histogram.add_sample(f"{name}_sum", {}, late.total)
         yield histogram
-    scanned = GaugeMetricFamily(
-        "catchup_scan_timestamp_seconds", "When the scan ran (database clock).", unit="seconds"
-    )
-    scanned.add_metric([], report.generated_at.timestamp())
-    yield scanned
-    if served.size is not None:
-        yield from ledger_families(served.size, [job.job for job in report.jobs])
 
 
 def lane_families(leader: Leader) -> Iterator[Metric]:

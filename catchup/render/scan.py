@@ -113,10 +113,41 @@ def gap_count(report: ScanReport) -> int:
     return sum(len(job.gaps) for job in report.jobs)
 
 
-def scan_tables(console: Console, report: ScanReport, *, limit: int | None = GAP_LIMIT) -> None:  # noqa: C901, PLR0915
+def scan_tables(console: Console, report: ScanReport, *, limit: int | None = GAP_LIMIT) -> None:
     """One line per job (counts, oldest gap, last success), then the oldest ``limit`` gap
     ranges (every one with ``None``), saying how many more there are. A table where it fits the
     console, else one block per job and one line per range, so names and dates stay whole."""
+    _summary(console, report)
+    _job_notes(console, report)
+    total = gap_count(report)
+    if not total:
+        unread = [job.job for job in report.jobs if job.keys_error]
+        if unread:  # not "no gaps": what those jobs' keys would show is not known
+            names = ", ".join(safe(name) for name in unread)
+            console.print(Text(f"no gaps on the keys known; not read now: {names}", style="red"))
+        else:
+            console.print(Text("no gaps", style="green"))
+        return
+    rows = gaps_oldest_first(report, limit)
+    _gap_ranges(console, rows)
+    for job, gap in rows:
+        if (waits := job.waits(gap)) is not None:
+            span = when(job, gap.first) + (
+                "" if gap.first == gap.last else f" .. {when(job, gap.last)}"
+            )
+            console.print(Text(f"{job.job} {span} waits for {safe(waits)}", style=STYLE["blocked"]))
+    if total > len(rows):
+        console.print(
+            Text(
+                f"{len(rows)} of {total:,} gap ranges shown, oldest first: --limit N or --all "
+                "for more (--json always has every one)",
+                style="yellow",
+            )
+        )
+
+
+def _summary(console: Console, report: ScanReport) -> None:
+    """One line per job: a table where it fits, else a block per job."""
     window = f"{iso_utc(report.since)} .. {iso_utc(report.until)}"
     title = f"catchup scan · {window} · database clock {iso_utc(report.generated_at)}"
     states = summary_states(report.jobs)
@@ -134,6 +165,10 @@ def scan_tables(console: Console, report: ScanReport, *, limit: int | None = GAP
         title_lines(console, title)
         for job in report.jobs:
             _stacked(console, job, states)
+
+
+def _job_notes(console: Console, report: ScanReport) -> None:
+    """What went wrong reading a job (its evidence, its keys) and who decides suspect periods."""
     for job in report.jobs:
         if job.evidence_error:  # the job's own text, plain
             console.print(Text(f"{job.job}: {safe(job.evidence_error)}", style="red"))
@@ -141,16 +176,10 @@ def scan_tables(console: Console, report: ScanReport, *, limit: int | None = GAP
             console.print(Text(safe(job.keys_error), style="red"))
     if (said := suspect_line(report)) is not None:
         console.print(Text(said, style=STYLE["suspect"]))
-    total = gap_count(report)
-    if not total:
-        unread = [job.job for job in report.jobs if job.keys_error]
-        if unread:  # not "no gaps": what those jobs' keys would show is not known
-            names = ", ".join(safe(name) for name in unread)
-            console.print(Text(f"no gaps on the keys known; not read now: {names}", style="red"))
-        else:
-            console.print(Text("no gaps", style="green"))
-        return
-    rows = gaps_oldest_first(report, limit)
+
+
+def _gap_ranges(console: Console, rows: list[tuple[JobScan, Range]]) -> None:
+    """The gap ranges shown, oldest first: a table where it fits, else a line each."""
     gap_cells = [
         [job.job, gap.state, when(job, gap.first), when(job, gap.last), str(gap.periods)]
         + (
@@ -183,20 +212,6 @@ def scan_tables(console: Console, report: ScanReport, *, limit: int | None = GAP
             if len(row) > 5 and row[5]:
                 line.append(f": {row[5]}")
             console.print(line)
-    for job, gap in rows:
-        if (waits := job.waits(gap)) is not None:
-            span = when(job, gap.first) + (
-                "" if gap.first == gap.last else f" .. {when(job, gap.last)}"
-            )
-            console.print(Text(f"{job.job} {span} waits for {safe(waits)}", style=STYLE["blocked"]))
-    if total > len(rows):
-        console.print(
-            Text(
-                f"{len(rows)} of {total:,} gap ranges shown, oldest first: --limit N or --all "
-                "for more (--json always has every one)",
-                style="yellow",
-            )
-        )
 
 
 def _summary_cells(job: JobScan, states: tuple[PeriodState, ...]) -> list[str]:

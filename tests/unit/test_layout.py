@@ -27,15 +27,12 @@ LONG: dict[str, int] = {
     "catchup/deploy/tick.py:_kubernetes_serve": 80,
     "catchup/execution/runner.py:run_callable": 74,
     "catchup/execution/runner.py:run_command": 71,
-    "catchup/maintenance/doctor.py:examine": 93,
     "catchup/postgres/database.py:connect": 77,
     "catchup/postgres/database.py:resolve": 78,
     "catchup/render/documents.py:scan_markdown": 80,
     "catchup/render/documents.py:scan_openmetrics": 69,
     "catchup/render/jobpage.py:job_page": 73,
-    "catchup/render/metrics.py:families": 94,
     "catchup/render/periodpage.py:period_page": 68,
-    "catchup/render/scan.py:scan_tables": 84,
     "catchup/render/tables.py:history": 75,
     "catchup/render/web.py:home": 75,
     "catchup/replay/runs.py:replay": 104,
@@ -47,7 +44,7 @@ LONG: dict[str, int] = {
     "catchup/scheduler/leading.py:schedule": 99,
 }
 # Functions allowed over ruff's C901, PLR0913, PLR0915 (a `noqa` each), when the rules came in.
-ALLOWED = {"C901": 15, "PLR0913": 26, "PLR0915": 9}
+ALLOWED = {"C901": 13, "PLR0913": 26, "PLR0915": 6}
 
 
 def modules() -> dict[str, Path]:
