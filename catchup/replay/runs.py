@@ -18,7 +18,7 @@ from ..config.bounds import TICK_WORKERS
 from ..config.job import Job
 from ..models import ClaimRules, JobScan, Outcome, TickLeft
 from ..results import Batch, Planned
-from ..scan.detector import prepare, scan_jobs
+from ..scan.detector import Prepared, prepare, scan_jobs
 from ..scan.targets import KeyRow, ScanTarget, keys_failed
 from ..scan.window import Moment
 from ..schedule import Period
@@ -51,8 +51,7 @@ def replay(  # noqa: PLR0913
     batch_size: int = BATCH_MAX,
 ) -> Batch:
     """Run the gaps the scan finds in ``[since, until)``, oldest first, through the claim path
-    (a keyed job's short periods claimed up to ``batch_size`` at a time:
-    :mod:`catchup.claims.batch`).
+    (a keyed job's short periods up to ``batch_size`` at a time: :mod:`catchup.claims.batch`).
 
     Missing, failed (at once, ignoring the backoff: a person asked) and stale periods; with
     ``retry_exhausted`` also those with no attempts left; with ``unverified`` (the reason and
@@ -61,36 +60,22 @@ def replay(  # noqa: PLR0913
     periods (output exists, no ledger row) never run. Paused jobs are left alone. A dry run
     reads and plans but writes nothing. A bare date is each job's local midnight."""
     ready = prepare(session, jobs, since, until, write=not dry_run)
-    now, targets = ready.now, ready.targets
-    results = scan_jobs(
-        session.ledger,
-        targets,
-        now=now,
-        since=since,
-        until=until,
-        record=not dry_run,
-    )
-    if outdated is not None:
-        from ..scan.outdated import with_outdated
-
-        results = [with_outdated(session, t.job, r) for t, r in zip(targets, results, strict=True)]
     states = (
         REPLAYABLE
         | ({PeriodState.exhausted} if retry_exhausted else set())
         | ({PeriodState.unverified} if unverified else set())
         | ({PeriodState.outdated} if outdated else set())
     )
-    live = [(t.job, r) for t, r in zip(targets, results, strict=True) if not t.paused]
+    live = _live_gaps(session, ready, since, until, outdated is not None, record=not dry_run)
     order = DependencyOrder(session)
     extra = (
-        plan_upstream(session, live, frozenset(states), now, record=not dry_run) if upstream else {}
+        plan_upstream(session, live, frozenset(states), ready.now, record=not dry_run)
+        if upstream
+        else {}
     )
     total = sum(i.periods for _, r in live for i in r.ranges if i.state in states)
     total += sum(len(items) for items in extra.values())
-    untracked = sum(
-        i.periods for _, r in live for i in r.ranges if i.state == PeriodState.untracked
-    )
-    untracked_keys = any(j.keyed and r.counts.get(PeriodState.untracked, 0) for j, r in live)
+    untracked, untracked_keys = _untracked(live)
     planned = total if limit is None else min(total, limit)
     if on_plan:
         on_plan(planned)
@@ -100,33 +85,24 @@ def replay(  # noqa: PLR0913
     told = tuple((name, len(found)) for name, found in extra.items() if found)
     if dry_run:
         plan = (item for _, item in zip(range(planned), items, strict=False))
-        return Batch(
+        batch = Batch(planned=planned, outcomes=(), interrupted=False, dry_run=True, plan=plan)
+    else:
+        batch = run_planned(
+            session,
+            items,
             planned=planned,
-            outcomes=(),
-            interrupted=False,
-            dry_run=True,
-            plan=plan,
-            untracked=untracked,
-            untracked_keys=untracked_keys,
-            upstream=told,
-            keys_failed=keys_failed(ready.targets),
+            workers=workers,
+            limit=limit,
+            stop_on_failure=stop_on_failure,
+            interrupted=interrupted,
+            rules=ClaimRules(ignore_backoff=True, retry_exhausted=retry_exhausted),
+            on_start=on_start,
+            on_done=on_done,
+            batch=batch_size,
+            prepare=None
+            if unverified is None and outdated is None
+            else functools.partial(_reopen, unverified or outdated),
         )
-    batch = run_planned(
-        session,
-        items,
-        planned=planned,
-        workers=workers,
-        limit=limit,
-        stop_on_failure=stop_on_failure,
-        interrupted=interrupted,
-        rules=ClaimRules(ignore_backoff=True, retry_exhausted=retry_exhausted),
-        on_start=on_start,
-        on_done=on_done,
-        batch=batch_size,
-        prepare=None
-        if unverified is None and outdated is None
-        else functools.partial(_reopen, unverified or outdated),
-    )
     return dataclasses.replace(
         batch,
         untracked=untracked,
@@ -134,6 +110,37 @@ def replay(  # noqa: PLR0913
         upstream=told,
         keys_failed=keys_failed(ready.targets),
     )
+
+
+def _untracked(live: list[tuple[Job, JobScan]]) -> tuple[int, bool]:
+    """How many periods are untracked (a replay leaves them alone), and whether a keyed job's
+    are among them."""
+    untracked = sum(
+        i.periods for _, r in live for i in r.ranges if i.state == PeriodState.untracked
+    )
+    return untracked, any(j.keyed and r.counts.get(PeriodState.untracked, 0) for j, r in live)
+
+
+def _live_gaps(
+    session: Session,
+    ready: Prepared,
+    since: Moment,
+    until: Moment | None,
+    outdated: bool,
+    *,
+    record: bool,
+) -> list[tuple[Job, JobScan]]:
+    """Each job's scan in the window (with its outdated periods when asked), paused jobs left
+    alone."""
+    targets = ready.targets
+    results = scan_jobs(
+        session.ledger, targets, now=ready.now, since=since, until=until, record=record
+    )
+    if outdated:
+        from ..scan.outdated import with_outdated
+
+        results = [with_outdated(session, t.job, r) for t, r in zip(targets, results, strict=True)]
+    return [(t.job, r) for t, r in zip(targets, results, strict=True) if not t.paused]
 
 
 @dataclass(frozen=True)
@@ -193,39 +200,14 @@ def tick(  # noqa: PLR0913
         if not target.paused
         and (latest := target.job.timeline.latest_due(target.job.delay, now)) is not None
     ]
-    # the gaps of every catch-up-all job in one scan, each from its own window
-    targets = [
-        dataclasses.replace(target, since=max(target.job.anchor, now - target.job.catchup_window))
-        for target, _ in due
-        if target.job.catchup == "all"
-    ]
-    scanned = scan_jobs(session.ledger, targets, now=now, since=None, until=None) if targets else []
-    gaps = {result.job: result for result in scanned}
-    rerun = {t.job.name for t in targets if t.job.after and t.job.when_outdated == "rerun"}
-    if rerun:  # when_outdated = "rerun": what an upstream re-run made outdated runs again
-        from ..scan.outdated import with_outdated
-
-        for target in targets:
-            if target.job.name in rerun:
-                gaps[target.job.name] = with_outdated(session, target.job, gaps[target.job.name])
+    targets, gaps, rerun = _tick_gaps(session, due, now)
     chosen_per_job: list[list[Planned]] = []
     planned = 0
     left: list[tuple[str, int]] = []
     for target, latest in due:
-        job = target.job
-        if job.catchup == "all":
-            runnable = REPLAYABLE | ({PeriodState.outdated} if job.name in rerun else set())
-            chosen = list(_take(gap_periods(job, gaps[job.name], runnable), job.max_per_tick))
-            if (more := gap_count(job, gaps[job.name], runnable) - len(chosen)) > 0:
-                left.append((job.name, more))
-        elif job.catchup == "latest" or previous is None or latest.end + job.delay > previous:
-            chosen = (
-                [Planned(job.for_key(k.key), latest, "due") for k in expected_at(target, latest)]
-                if job.keyed
-                else [Planned(job, latest, "due")]
-            )
-        else:
-            chosen = []
+        chosen, more = _tick_choice(target, latest, gaps, rerun, previous)
+        if more > 0:
+            left.append((target.job.name, more))
         if holding is not None:
             chosen = holding.plan(chosen)
         planned += len(chosen)
@@ -255,6 +237,51 @@ def tick(  # noqa: PLR0913
     return dataclasses.replace(
         ran, left=TickLeft(tuple(left), outside), keys_failed=keys_failed(ready.targets)
     )
+
+
+def _tick_gaps(
+    session: Session, due: list[tuple[ScanTarget, Period]], now: datetime
+) -> tuple[list[ScanTarget], dict[str, JobScan], set[str]]:
+    """The gaps of every catch-up-all job in one scan, each from its own window, and the jobs
+    whose outdated periods run again (``when_outdated = "rerun"``)."""
+    targets = [
+        dataclasses.replace(target, since=max(target.job.anchor, now - target.job.catchup_window))
+        for target, _ in due
+        if target.job.catchup == "all"
+    ]
+    scanned = scan_jobs(session.ledger, targets, now=now, since=None, until=None) if targets else []
+    gaps = {result.job: result for result in scanned}
+    rerun = {t.job.name for t in targets if t.job.after and t.job.when_outdated == "rerun"}
+    if rerun:  # when_outdated = "rerun": what an upstream re-run made outdated runs again
+        from ..scan.outdated import with_outdated
+
+        for target in targets:
+            if target.job.name in rerun:
+                gaps[target.job.name] = with_outdated(session, target.job, gaps[target.job.name])
+    return targets, gaps, rerun
+
+
+def _tick_choice(
+    target: ScanTarget,
+    latest: Period,
+    gaps: dict[str, JobScan],
+    rerun: set[str],
+    previous: datetime | None,
+) -> tuple[list[Planned], int]:
+    """What a tick runs of one due job by its catch-up policy, and how many of its gap periods
+    ``max_per_tick`` leaves for later ticks."""
+    job = target.job
+    if job.catchup == "all":
+        runnable = REPLAYABLE | ({PeriodState.outdated} if job.name in rerun else set())
+        chosen = list(_take(gap_periods(job, gaps[job.name], runnable), job.max_per_tick))
+        return chosen, gap_count(job, gaps[job.name], runnable) - len(chosen)
+    if job.catchup == "latest" or previous is None or latest.end + job.delay > previous:
+        if job.keyed:
+            return [
+                Planned(job.for_key(k.key), latest, "due") for k in expected_at(target, latest)
+            ], 0
+        return [Planned(job, latest, "due")], 0
+    return [], 0
 
 
 def _releasing(
