@@ -10,14 +10,15 @@ from __future__ import annotations
 
 import secrets
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from rich.console import Console
 from rich.rule import Rule
 
 from ..changes.operations import adopt
-from ..config.job import Config
+from ..config.job import Config, Job
 from ..config.loading import make_job
 from ..execution.runner import JobContext
 from ..models import Outcome
@@ -26,6 +27,7 @@ from ..render import batches, changes, tables
 from ..render import scan as scan_report
 from ..replay.runs import replay
 from ..scan.detector import scan
+from ..schedule import Period
 from ..session import Session
 from ..vocabulary import OutcomeStatus
 
@@ -60,13 +62,43 @@ def run_demo(target: db.Target, out: Console) -> DemoResult:
         session.close()
 
 
-def _demo(session: Session, target: db.Target, schema: str, out: Console) -> DemoResult:
-    now = session.now()
-    today = now.replace(hour=0, minute=0, second=0, microsecond=0)
-    start = today - timedelta(days=14)
+@dataclass(frozen=True)
+class _Story:
+    """The demo's ledger as it is written: its jobs, their first day, the outage, the day
+    catchup took the invoices over from the old cron job, and the billing night that failed."""
+
+    jobs: list[Job]
+    start: datetime
+    outage_from: datetime
+    adopted_from: datetime
+    night: Period
+
+
+def _printer(out: Console) -> Callable[[Outcome], None]:
+    """What the replay prints: the first few outcomes, every billing day (each after its
+    export hours), every failure, and … where it leaves some out."""
+    shown = [0, 0]  # outcomes, and the last one printed
+
+    def done(outcome: Outcome) -> None:
+        shown[0] += 1
+        if (
+            shown[0] <= 3
+            or outcome.job in ("billing", "statements")
+            or outcome.status != OutcomeStatus.succeeded
+        ):
+            if shown[1] != shown[0] - 1:
+                out.print("…")
+            tables.outcome(out, outcome)
+            shown[1] = shown[0]
+
+    return done
+
+
+def _demo_jobs(start: datetime, schema: str) -> list[Job]:
+    """The demo's four jobs, from ``start``."""
     # invoices: sent by an old cron job for its first week, by catchup since (its evidence
     # table has every day; the ledger only catchup's)
-    jobs = [
+    return [
         # each billing day waits for every export hour inside it
         make_job("billing", "daily", start, call=billing, delay="30m", after=["export"]),
         make_job("export", "hourly", start, call=export, delay="5m", max_per_tick=500),
@@ -81,6 +113,14 @@ def _demo(session: Session, target: db.Target, schema: str, out: Console) -> Dem
         # one statement per tenant a day: one tenant's night failed, and it runs alone
         make_job("statements", "daily", start, call=billing, delay="1h", keys=list(TENANTS)),
     ]
+
+
+def _written(session: Session, schema: str) -> _Story:
+    """Two weeks of the story written into the ledger, straight in SQL."""
+    now = session.now()
+    today = now.replace(hour=0, minute=0, second=0, microsecond=0)
+    start = today - timedelta(days=14)
+    jobs = _demo_jobs(start, schema)
     config = Config(path=None, jobs={job.name: job for job in jobs}, schema=schema)
     session.config = config
     ids = session.ledger.register_jobs([job.name for job in jobs])
@@ -122,7 +162,13 @@ def _demo(session: Session, target: db.Target, schema: str, out: Console) -> Dem
             "error": "exited with 1: globex's address is missing",
         },
     )
+    return _Story(jobs, start, outage_from, adopted_from, night)
 
+
+def _demo(session: Session, target: db.Target, schema: str, out: Console) -> DemoResult:
+    story = _written(session, schema)
+    jobs, start, outage_from = story.jobs, story.start, story.outage_from
+    adopted_from, night = story.adopted_from, story.night
     out.print(Rule("catchup demo"))
     out.print(
         f"A throwaway ledger (schema {schema}) in {target.describe()}: a nightly "
@@ -141,22 +187,8 @@ def _demo(session: Session, target: db.Target, schema: str, out: Console) -> Dem
     scan_report.calendars(out, before.calendars)
     out.print(Rule("2. catchup replay: the gaps, oldest first, export before billing"))
 
-    shown = [0, 0]  # outcomes, and the last one printed
-
-    def done(outcome: Outcome) -> None:
-        # the first few, every billing day (each after its export hours), every failure
-        shown[0] += 1
-        if (
-            shown[0] <= 3
-            or outcome.job in ("billing", "statements")
-            or outcome.status != OutcomeStatus.succeeded
-        ):
-            if shown[1] != shown[0] - 1:
-                out.print("…")
-            tables.outcome(out, outcome)
-            shown[1] = shown[0]
-
     since = min(job.anchor for job in jobs)
+    done = _printer(out)
     batch = replay(session, list(jobs), since=since, until=None, workers=2, on_done=done)
     batches.batch_summary(out, batch)
     out.print(Rule("3. catchup adopt invoices: record what the old cron job did"))

@@ -23,7 +23,6 @@ LONG: dict[str, int] = {
     "catchup/cli/running.py:run": 63,
     "catchup/config/jobs.py:parse_job": 153,
     "catchup/config/loading.py:parse_config": 133,
-    "catchup/deploy/demo.py:_demo": 122,
     "catchup/deploy/tick.py:_kubernetes_serve": 80,
     "catchup/execution/runner.py:run_callable": 69,
     "catchup/execution/runner.py:run_command": 61,
