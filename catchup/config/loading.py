@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import tomllib
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import date, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -64,21 +64,11 @@ def load_config(path: Path | None, *, schema: str | None = None) -> Config:
     return parse_config(raw, path, schema=schema)
 
 
-def parse_config(raw: bytes, path: Path, *, schema: str | None = None) -> Config:  # noqa: C901, PLR0915
+def parse_config(raw: bytes, path: Path, *, schema: str | None = None) -> Config:
+    """``catchup.toml``'s bytes as a :class:`Config`; every problem found (not just the first),
+    each as ``FILE:LINE: what``, in the order of the file."""
     name = str(path)
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = raw[: exc.start].count(b"\n") + 1
-        raise ConfigError(f"{name}:{line}: not valid UTF-8 (byte {raw[exc.start]:#04x})") from None
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(toml_error(name, str(exc), len(text.splitlines()) or 1)) from None
-    except RecursionError:  # the parser recurses once per level of arrays or inline tables
-        raise ConfigError(
-            f"{name}: arrays or tables nested too deeply (a config needs a few levels)"
-        ) from None
+    text, data = _read_toml(raw, name)
     lines = KeyLines(text)
     problems: list[tuple[int, str]] = []
 
@@ -90,30 +80,83 @@ def parse_config(raw: bytes, path: Path, *, schema: str | None = None) -> Config
     for key in data:
         if key not in sections:
             problem((key,), f"unknown section or key {key!r}{suggest(key, sections)}")
-
-    dsn = None
-    schema_name = schema or "catchup"
     database = data.get("database", {})
     if not isinstance(database, dict):
         problem(("database",), "[database] must be a table")
         database = {}
-    embedded = True
-    durable_claims = False
+    found = _parse_database(database, schema, problem)
+    project_name = _parse_project(data.get("project"), problem) if "project" in data else None
+    keep_detail = _parse_ledger(data.get("ledger"), problem) if "ledger" in data else None
+    serve = _parse_serve(data.get("serve"), problem) if "serve" in data else Serve()
+    lanes = parse_lanes(data.get("scheduler"), problem) if "scheduler" in data else {}
+    table = data.get("jobs", {})
+    if not isinstance(table, dict):
+        problem(("jobs",), "[jobs] must be a table of jobs, like [jobs.billing]")
+        table = {}
+    jobs = _parse_jobs(table, path, problem)
+    _check_jobs_together(table, jobs, lanes, problem)
+    alerts = _parse_alerts(data.get("alerts"), problem) if "alerts" in data else None
+    if problems:  # in the order of the file, as a person reads it
+        raise ConfigError([said for _, said in sorted(problems, key=lambda p: p[0])])
+    return Config(
+        path=path,
+        jobs=jobs,
+        dsn=found.dsn,
+        schema=found.schema,
+        embedded=found.embedded,
+        durable_claims=found.durable_claims,
+        alerts=alerts,
+        project_name=project_name,
+        keep_detail=keep_detail,
+        serve=serve,
+        lanes=lanes,
+        schema_given=schema is not None or "schema" in database,
+    )
+
+
+Problem = Callable[[tuple[str, ...], str], None]  # (where: the key's path, what is wrong)
+
+
+def _read_toml(raw: bytes, name: str) -> tuple[str, dict[str, Any]]:
+    """The file as text and as TOML, or the one line that says why it is neither."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        raise ConfigError(f"{name}:{line}: not valid UTF-8 (byte {raw[exc.start]:#04x})") from None
+    try:
+        return text, tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(toml_error(name, str(exc), len(text.splitlines()) or 1)) from None
+    except RecursionError:  # the parser recurses once per level of arrays or inline tables
+        raise ConfigError(
+            f"{name}: arrays or tables nested too deeply (a config needs a few levels)"
+        ) from None
+
+
+@dataclass(frozen=True)
+class _Database:
+    dsn: str | None = None
+    schema: str = "catchup"
+    embedded: bool = True
+    durable_claims: bool = False
+
+
+def _parse_database(database: dict[str, Any], schema: str | None, problem: Problem) -> _Database:
+    """``[database]``: the DSN, the schema (unless one is given), embedded, durable_claims."""
+    found = _Database(schema=schema or "catchup")
     for key, value in database.items():
         where = ("database", key)
         if key not in DATABASE_KEYS:
             problem(where, f"database.{key}: unknown key{suggest(key, DATABASE_KEYS)}")
-        elif key == "embedded":
-            if isinstance(value, bool):
-                embedded = value
-            else:
-                problem(where, f"database.embedded: expected true or false, got {type_name(value)}")
-        elif key == "durable_claims":
-            if isinstance(value, bool):
-                durable_claims = value
+        elif key in ("embedded", "durable_claims"):
+            if isinstance(value, bool) and key == "embedded":
+                found = replace(found, embedded=value)
+            elif isinstance(value, bool):
+                found = replace(found, durable_claims=value)
             else:
                 wanted = f"expected true or false, got {type_name(value)}"
-                problem(where, f"database.durable_claims: {wanted}")
+                problem(where, f"database.{key}: {wanted}")
         elif not isinstance(value, str):
             problem(where, f"database.{key}: expected a string, got {type_name(value)}")
         elif key == "dsn":
@@ -121,26 +164,22 @@ def parse_config(raw: bytes, path: Path, *, schema: str | None = None) -> Config
 
             said = dsn_problem(value)
             if said is None:
-                dsn = value
+                found = replace(found, dsn=value)
             else:
                 problem(where, f"database.dsn: {said}")
         elif schema is None:
             said = schema_problem(value)
             if said is None:
-                schema_name = value
+                found = replace(found, schema=value)
             else:
                 problem(where, f"database.schema: {said}")
+    return found
 
-    project_name = _parse_project(data.get("project"), problem) if "project" in data else None
-    keep_detail = _parse_ledger(data.get("ledger"), problem) if "ledger" in data else None
-    serve = _parse_serve(data.get("serve"), problem) if "serve" in data else Serve()
-    lanes = parse_lanes(data.get("scheduler"), problem) if "scheduler" in data else {}
 
+def _parse_jobs(table: dict[str, Any], path: Path, problem: Problem) -> dict[str, Job]:
+    """``[jobs.NAME]`` each, read key by key (:func:`parse_job`), with its folder and the name
+    it was renamed from."""
     jobs: dict[str, Job] = {}
-    table = data.get("jobs", {})
-    if not isinstance(table, dict):
-        problem(("jobs",), "[jobs] must be a table of jobs, like [jobs.billing]")
-        table = {}
     for job_name, spec in table.items():
         where = ("jobs", job_name)
         if (said := name_problem(job_name)) is not None:
@@ -155,23 +194,33 @@ def parse_config(raw: bytes, path: Path, *, schema: str | None = None) -> Config
         if isinstance(workdir, str):
             problem(("jobs", job_name, "workdir"), f"jobs.{job_name}.workdir: {workdir}")
         elif renamed_from is not None and (
-            not isinstance(renamed_from, str)
-            or (said := name_problem(renamed_from)) is not None
-            or renamed_from == job_name
-            or renamed_from in table
+            why := _renamed_from_problem(job_name, renamed_from, table)
         ):
-            why = (
-                f"expected the job's old name, got {type_name(renamed_from)}"
-                if not isinstance(renamed_from, str)
-                else said
-                if said is not None
-                else "names the job itself"
-                if renamed_from == job_name
-                else f"{renamed_from} is still configured"
-            )
             problem(("jobs", job_name, "renamed_from"), f"jobs.{job_name}.renamed_from: {why}")
         elif job is not None:
             jobs[job_name] = replace(job, workdir=workdir, renamed_from=renamed_from)
+    return jobs
+
+
+def _renamed_from_problem(job_name: str, renamed_from: object, table: dict[str, Any]) -> str | None:
+    """What is wrong with ``renamed_from``, if anything: it names another job, no longer
+    configured."""
+    if not isinstance(renamed_from, str):
+        return f"expected the job's old name, got {type_name(renamed_from)}"
+    if (said := name_problem(renamed_from)) is not None:
+        return said
+    if renamed_from == job_name:
+        return "names the job itself"
+    if renamed_from in table:
+        return f"{renamed_from} is still configured"
+    return None
+
+
+def _check_jobs_together(
+    table: dict[str, Any], jobs: dict[str, Job], lanes: dict[str, int], problem: Problem
+) -> None:
+    """What only the jobs together can say: the graph of ``after`` (unknown jobs, cycles) and
+    each job's lane."""
     after = {j: () for j in table} | {j: job.after for j, job in jobs.items()}
     policies = {j: job.catchup for j, job in jobs.items()}
     keys = {j: job.keys for j, job in jobs.items()}
@@ -180,23 +229,6 @@ def parse_config(raw: bytes, path: Path, *, schema: str | None = None) -> Config
     for j, job in jobs.items():
         if job.lane is not None and job.lane not in lanes:
             problem(("jobs", j, "lane"), f"jobs.{j}.lane: {lane_unknown(job.lane, lanes)}")
-    alerts = _parse_alerts(data.get("alerts"), problem) if "alerts" in data else None
-    if problems:  # in the order of the file, as a person reads it
-        raise ConfigError([said for _, said in sorted(problems, key=lambda p: p[0])])
-    return Config(
-        path=path,
-        jobs=jobs,
-        dsn=dsn,
-        schema=schema_name,
-        embedded=embedded,
-        durable_claims=durable_claims,
-        alerts=alerts,
-        project_name=project_name,
-        keep_detail=keep_detail,
-        serve=serve,
-        lanes=lanes,
-        schema_given=schema is not None or "schema" in database,
-    )
 
 
 ALERT_KEYS = frozenset({"webhooks", "max_per_minute"})

@@ -235,7 +235,7 @@ def test_listed_starts_in_small_batches_give_the_same_gaps(
 ) -> None:
     """The starts of wall-clock schedules go to the server in batches; runs of missing periods
     cut by a batch boundary are joined again."""
-    from catchup.scan import detector
+    from catchup.scan import unkeyed
 
     project.write(_config("0 */6 * * *", tz="Europe/Berlin", start="2026-11-01"))
     marked = project.cli(
@@ -243,7 +243,7 @@ def test_listed_starts_in_small_batches_give_the_same_gaps(
     )
     assert marked.exit_code == 0, marked.output
     full = json.loads(project.cli("-q", "scan", "--json", "--full").stdout)["jobs"][0]["gaps"]
-    monkeypatch.setattr(detector, "LISTED_BATCH", 3)
+    monkeypatch.setattr(unkeyed, "LISTED_BATCH", 3)
     small = json.loads(project.cli("-q", "scan", "--json").stdout)["jobs"][0]["gaps"]
     assert small == full
     assert len(full) == 2 and full[0]["periods"] == 9  # Nov 1 00:00 … Nov 3 00:00 local

@@ -22,7 +22,6 @@ LONG: dict[str, int] = {
     "catchup/cli/running.py:replay": 72,
     "catchup/cli/running.py:run": 63,
     "catchup/config/jobs.py:parse_job": 153,
-    "catchup/config/loading.py:parse_config": 133,
     "catchup/deploy/tick.py:_kubernetes_serve": 80,
     "catchup/execution/runner.py:run_callable": 69,
     "catchup/execution/runner.py:run_command": 61,
@@ -43,7 +42,7 @@ LONG: dict[str, int] = {
     "catchup/scheduler/leading.py:schedule": 99,
 }
 # Functions allowed over ruff's C901, PLR0913, PLR0915 (a `noqa` each), when the rules came in.
-ALLOWED = {"C901": 13, "PLR0913": 26, "PLR0915": 6}
+ALLOWED = {"C901": 12, "PLR0913": 26, "PLR0915": 5}
 
 
 def modules() -> dict[str, Path]:
