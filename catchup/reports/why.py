@@ -6,14 +6,14 @@ database failover, held (a rename in progress: catchup/changes/held.py). Read-on
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 from ..changes.held import held_said
 from ..claims.failover import told
 from ..config.job import DEFAULT_LANE, Job
 from ..config.upstream import needed
-from ..models import JobRow
+from ..models import JobRow, RunRow
 from ..render.pasted import command
 from ..results import Why
 from ..schedule import Period, iso_utc, span
@@ -59,7 +59,28 @@ def _no_tick(job: Job, period: Period, now: datetime, why: Why) -> Why:
     return replace(why, said=(*why.said, said))
 
 
-def _explain(  # noqa: C901, PLR0915
+@dataclass
+class _Asked:
+    """One period asked about, and what is said of it so far."""
+
+    session: Session
+    job: Job
+    period: Period
+    now: datetime
+    said: list[str]
+
+    @property
+    def value(self) -> str:
+        return self.job.period_value(self.period.start)
+
+    def why(self, state: str, first: str | None, *commands: str) -> Why:
+        """The answer: ``first`` said before the rest (the state's own line)."""
+        said = ([first] if first is not None else []) + self.said
+        label = self.job.label(self.period.start)
+        return Why(self.job.name, self.period, label, state, tuple(said), commands)
+
+
+def _explain(
     session: Session,
     job: Job,
     period: Period,
@@ -70,88 +91,118 @@ def _explain(  # noqa: C901, PLR0915
 ) -> Why:
     row = rows.get(job.name)
     run = None if row is None else session.ledger.run_row(row.id, period.start, job.key)
-    label, value = job.label(period.start), job.period_value(period.start)
-    run_it = command("run", job.name, "--period", value)
-    said: list[str] = []
+    asked = _Asked(session, job, period, now, [])
+    value = asked.value
     if row is not None and row.paused_at is not None:
-        said.append(
+        asked.said.append(
             f"{job.name} is paused since {iso_utc(row.paused_at)}: nothing claims its periods "
             f"until `{command('resume', job.name)}`"
         )
     if row is not None and (failover := session.ledger.suspect(row.id, period, job.key)):
-        said.insert(
-            0,
+        first = (
             f"suspect: {told(failover)}, so it may have claimed or finished this period; "
-            "nothing claims it until its evidence (at its next claim) or a person decides",
+            "nothing claims it until its evidence (at its next claim) or a person decides"
         )
         done = command("mark", job.name, value, "--done", reason=True)
         again = command("reset", job.name, value, reason=True)
-        return Why(job.name, period, label, "suspect", tuple(said), (done, again))
-    if run is not None and run.status == RunStatus.succeeded:
-        when = iso_utc(run.finished_at) if run.finished_at else "?"
-        reset = command("reset", job.name, value, reason=True)
-        stale = _ran_again(session, job, period, rows, run.finished_at)
-        if stale is not None:
-            up, q, finished = stale
-            said.insert(
-                0,
-                f"outdated: succeeded at {when} (attempt {run.attempt}), before {up.name} "
-                f"{up.label(q.start)} succeeded again at {iso_utc(finished)}",
-            )
-            window = ("--since", value, "--until", iso_utc(period.end))
-            rerun = command("replay", "--job", job.name, *window, "--outdated", reason=True)
-            return Why(job.name, period, label, "outdated", tuple(said), (rerun,))
-        said.insert(0, f"succeeded at {when} (attempt {run.attempt})")
-        return Why(job.name, period, label, "succeeded", tuple(said), (reset,))
-    if run is not None and run.status == RunStatus.waived:
-        said.insert(0, "waived by hand (`catchup history` says who and why)")
-        reset = command("reset", job.name, value, reason=True)
-        return Why(job.name, period, label, "waived", tuple(said), (reset,))
+        return asked.why("suspect", first, done, again)
+    if run is not None and run.status in (RunStatus.succeeded, RunStatus.waived):
+        return _settled(asked, run, rows)
     if run is not None and run.status == RunStatus.running:
-        if run.lease_live:
-            expires = iso_utc(run.lease_expires_at) if run.lease_expires_at else "?"
-            said.insert(0, f"running: attempt {run.attempt} on {run.owner}, lease until {expires}")
-            return Why(job.name, period, label, "running", tuple(said))
-        said.insert(
-            0,
-            f"stale: attempt {run.attempt} on {run.owner} stopped renewing its lease; the next "
-            "claim takes it over",
-        )
-        return Why(job.name, period, label, "stale", tuple(said), (run_it,))
+        return _running(asked, run)
     if run is not None and run.status == RunStatus.failed:
-        error = f": {run.error}" if run.error else ""
-        if run.failures >= job.max_attempts:
-            said.insert(
-                0,
-                f"exhausted: failed {run.failures} time(s) (max_attempts = {job.max_attempts})"
-                f"{error}",
-            )
-            once = ("--max-periods", "1", "--retry-exhausted")
-            again = command("replay", "--job", job.name, "--since", value, *once)
-            reset = command("reset", job.name, value, reason=True)
-            return Why(job.name, period, label, "exhausted", tuple(said), (again, reset))
-        if run.retry_after is not None and run.retry_after > now:
-            left = span(round((run.retry_after - now).total_seconds()))
-            retry = f"; the next try after {iso_utc(run.retry_after)} (in {left})"
-        else:
-            retry = "; it can run again now"
-        if run.interrupted:  # stopped before its end (asked to, or cancelled): no failure
-            word = "cancelled" if run.cancelled else "interrupted"
-            said.insert(0, f"{word} (attempt {run.attempt}, no failure counted){error}{retry}")
-            return Why(job.name, period, label, word, tuple(said), (run_it,))
-        # failures count toward max_attempts, not cancelled or interrupted attempts
-        tried = f"failure {run.failures} of {job.max_attempts}, attempt {run.attempt}"
-        said.insert(0, f"failed ({tried}){error}{retry}")
-        return Why(job.name, period, label, "failed", tuple(said), (run_it,))
+        return _failed(asked, run)
+    return _not_run(asked, run is None, depth, rows, seen)
+
+
+def _settled(asked: _Asked, run: RunRow, rows: dict[str, JobRow]) -> Why:
+    """A succeeded period (or an outdated one: an upstream period ran again after it), or a
+    waived one."""
+    job, period, value = asked.job, asked.period, asked.value
+    reset = command("reset", job.name, value, reason=True)
+    if run.status == RunStatus.waived:
+        return asked.why("waived", "waived by hand (`catchup history` says who and why)", reset)
+    when = iso_utc(run.finished_at) if run.finished_at else "?"
+    stale = _ran_again(asked.session, job, period, rows, run.finished_at)
+    if stale is None:
+        return asked.why("succeeded", f"succeeded at {when} (attempt {run.attempt})", reset)
+    up, q, finished = stale
+    first = (
+        f"outdated: succeeded at {when} (attempt {run.attempt}), before {up.name} "
+        f"{up.label(q.start)} succeeded again at {iso_utc(finished)}"
+    )
+    window = ("--since", value, "--until", iso_utc(period.end))
+    rerun = command("replay", "--job", job.name, *window, "--outdated", reason=True)
+    return asked.why("outdated", first, rerun)
+
+
+def _running(asked: _Asked, run: RunRow) -> Why:
+    """Running under a live lease, or stale: its runner stopped renewing it."""
+    if run.lease_live:
+        expires = iso_utc(run.lease_expires_at) if run.lease_expires_at else "?"
+        first = f"running: attempt {run.attempt} on {run.owner}, lease until {expires}"
+        return asked.why("running", first)
+    first = (
+        f"stale: attempt {run.attempt} on {run.owner} stopped renewing its lease; the next "
+        "claim takes it over"
+    )
+    return asked.why("stale", first, _run_it(asked))
+
+
+def _run_it(asked: _Asked) -> str:
+    return command("run", asked.job.name, "--period", asked.value)
+
+
+def _failed(asked: _Asked, run: RunRow) -> Why:
+    """Exhausted, failed (and when it is tried again), or stopped before its end (cancelled or
+    interrupted: no failure counted)."""
+    job, value, now = asked.job, asked.value, asked.now
+    error = f": {run.error}" if run.error else ""
+    if run.failures >= job.max_attempts:
+        first = (
+            f"exhausted: failed {run.failures} time(s) (max_attempts = {job.max_attempts}){error}"
+        )
+        once = ("--max-periods", "1", "--retry-exhausted")
+        again = command("replay", "--job", job.name, "--since", value, *once)
+        reset = command("reset", job.name, value, reason=True)
+        return asked.why("exhausted", first, again, reset)
+    if run.retry_after is not None and run.retry_after > now:
+        left = span(round((run.retry_after - now).total_seconds()))
+        retry = f"; the next try after {iso_utc(run.retry_after)} (in {left})"
+    else:
+        retry = "; it can run again now"
+    if run.interrupted:  # stopped before its end (asked to, or cancelled): no failure
+        word = "cancelled" if run.cancelled else "interrupted"
+        first = f"{word} (attempt {run.attempt}, no failure counted){error}{retry}"
+        return asked.why(word, first, _run_it(asked))
+    # failures count toward max_attempts, not cancelled or interrupted attempts
+    tried = f"failure {run.failures} of {job.max_attempts}, attempt {run.attempt}"
+    return asked.why("failed", f"failed ({tried}){error}{retry}", _run_it(asked))
+
+
+def _not_run(
+    asked: _Asked,
+    no_row: bool,
+    depth: int,
+    rows: dict[str, JobRow],
+    seen: dict[tuple[str, datetime, int], Why],
+) -> Why:
+    """A period with no run to speak of: not due yet, held, blocked (each upstream period
+    explained in turn), untracked, waiting for a worker, or missing."""
+    session, job, period, now, value = (
+        asked.session,
+        asked.job,
+        asked.period,
+        asked.now,
+        asked.value,
+    )
     due = period.end + job.delay
     if due > now:
         wait = span(round((due - now).total_seconds()))
-        said.insert(0, f"not due yet: due at {iso_utc(due)} (in {wait})")
-        return Why(job.name, period, label, "not due", tuple(said))
-    if run is None and (old := session.held().get(job.name)) is not None:
-        said.insert(0, f"held: due since {iso_utc(due)}; {held_said(job.name, old)}")
-        rename = command("rename", old, job.name, reason=True)
-        return Why(job.name, period, label, "held", tuple(said), (rename,))
+        return asked.why("not due", f"not due yet: due at {iso_utc(due)} (in {wait})")
+    if no_row and (old := session.held().get(job.name)) is not None:
+        first = f"held: due since {iso_utc(due)}; {held_said(job.name, old)}"
+        return asked.why("held", first, command("rename", old, job.name, reason=True))
     waiting = _undone_upstream(session, job, period, now, rows)
     if waiting:
         shown = waiting[:MAX_SHOWN]
@@ -160,36 +211,23 @@ def _explain(  # noqa: C901, PLR0915
             if depth < MAX_DEPTH
             else ()
         )
-        said.insert(
-            0,
+        first = (
             f"blocked: due since {iso_utc(due)}, waiting for {len(waiting)} upstream "
-            "period(s) not done",
+            "period(s) not done"
         )
-        commands = _moving(job, period, waiting, deeper)
-        return Why(
-            job.name,
-            period,
-            label,
-            "blocked",
-            tuple(said),
-            commands,
-            deeper,
-            len(waiting) - len(shown),
-        )
-    if run is None and job.evidence is not None and _untracked(session, job, period):
-        said.insert(
-            0,
+        blocked = asked.why("blocked", first, *_moving(job, period, waiting, deeper))
+        return replace(blocked, upstream=deeper, more=len(waiting) - len(shown))
+    if no_row and job.evidence is not None and _untracked(session, job, period):
+        first = (
             "untracked: its output exists (evidence) but the ledger has no run; done "
-            "elsewhere, so not a gap",
+            "elsewhere, so not a gap"
         )
         window = ("--since", value, "--until", iso_utc(period.end))
-        adopt = command("adopt", job.name, *window, reason=True)
-        return Why(job.name, period, label, "untracked", tuple(said), (adopt,))
-    if run is None and (busy := _lane_busy(session, job, now)) is not None:
-        said.insert(0, f"waiting: due since {iso_utc(due)}, waiting for a free worker {busy}")
-        return Why(job.name, period, label, "waiting", tuple(said), (run_it,))
-    said.insert(0, f"missing: due since {iso_utc(due)}, never run")
-    return Why(job.name, period, label, "missing", tuple(said), (run_it,))
+        return asked.why("untracked", first, command("adopt", job.name, *window, reason=True))
+    if no_row and (busy := _lane_busy(session, job, now)) is not None:
+        first = f"waiting: due since {iso_utc(due)}, waiting for a free worker {busy}"
+        return asked.why("waiting", first, _run_it(asked))
+    return asked.why("missing", f"missing: due since {iso_utc(due)}, never run", _run_it(asked))
 
 
 def _lane_busy(session: Session, job: Job, now: datetime) -> str | None:

@@ -35,14 +35,13 @@ LONG: dict[str, int] = {
     "catchup/render/web.py:home": 75,
     "catchup/replay/runs.py:replay": 80,
     "catchup/replay/runs.py:tick": 73,
-    "catchup/reports/why.py:_explain": 131,
     "catchup/scan/blocked.py:blocked_states": 67,
     "catchup/scan/keyblocked.py:carved_keys": 61,
     "catchup/scan/keyed.py:scan_keyed": 70,
     "catchup/scheduler/leading.py:schedule": 99,
 }
 # Functions allowed over ruff's C901, PLR0913, PLR0915 (a `noqa` each), when the rules came in.
-ALLOWED = {"C901": 12, "PLR0913": 26, "PLR0915": 5}
+ALLOWED = {"C901": 11, "PLR0913": 26, "PLR0915": 4}
 
 
 def modules() -> dict[str, Path]:
