@@ -34,7 +34,7 @@ KEY_NAMES = frozenset(JOB_KEY)
 _SELECT = re.compile(r"^\s*(select|with)\b", re.IGNORECASE)
 
 
-def parse_job(name: str, spec: dict[str, Any], problem: Any) -> Job | None:  # noqa: C901, PLR0915
+def parse_job(name: str, spec: dict[str, Any], problem: Any) -> Job | None:
     count = 0
 
     def bad(key: str, message: str) -> None:
@@ -47,97 +47,12 @@ def parse_job(name: str, spec: dict[str, Any], problem: Any) -> Job | None:  # n
             bad(key, f"unknown key{suggest(key, KEY_NAMES)}")
     values = {**DEFAULTS, **{k: v for k, v in spec.items() if k in KEY_NAMES}}
 
-    timezone: str | None = None
-    if not isinstance(values["timezone"], str):
-        got = type_name(values["timezone"])
-        bad("timezone", f"expected {JOB_KEY['timezone'].accepts}, got {got}")
-    else:
-        try:
-            zone(values["timezone"])
-            timezone = values["timezone"]
-        except ScheduleError as exc:
-            bad("timezone", str(exc))
-
-    schedule: Schedule | None = None
-    if "schedule" not in spec:
-        bad("schedule", f"missing ({JOB_KEY['schedule'].accepts})")
-    elif not isinstance(spec["schedule"], str):
-        bad("schedule", f"expected a string, got {type_name(spec['schedule'])}")
-    else:  # with a bad zone, still check the rest in UTC: every mistake is reported at once
-        try:
-            schedule = parse_schedule(spec["schedule"], timezone or "UTC")
-        except ScheduleError as exc:
-            bad("schedule", str(exc))
-
-    start: datetime | None = None
-    start_wall: datetime | None = None
-    if "start" not in spec:
-        bad("start", f"missing: the first period, {JOB_KEY['start'].accepts}")
-    else:
-        try:
-            start, start_wall = parse_written(spec["start"], timezone or "UTC")
-        except ValueError as exc:
-            bad("start", str(exc))
-
-    command: tuple[str, ...] | None = None
-    call: str | None = None
-    if ("command" in spec) == ("call" in spec):
-        bad("command", 'give exactly one of command (an argv list) or call ("module:function")')
-    elif "command" in spec:
-        raw = spec["command"]
-        if not isinstance(raw, list) or not raw or not all(isinstance(a, str) for a in raw):
-            bad("command", f"expected {JOB_KEY['command'].accepts}")
-        elif (at := next((n for n, a in enumerate(raw) if "\x00" in a), None)) is not None:
-            # no program can be given one: every run would fail, using up its attempts
-            bad("command", f"argument {at + 1} holds a NUL character, which no argv can carry")
-        elif not raw[0].strip():
-            bad("command", "the program (the first argument) is empty")
-        else:
-            for arg in raw:
-                error = check_placeholders(arg)
-                if error:
-                    bad("command", error)
-                    break
-            command = tuple(raw)
-    else:
-        raw = spec["call"]
-        if not isinstance(raw, str) or not re.fullmatch(r"[\w.]+:[\w.]+", raw):
-            bad("call", f"expected {JOB_KEY['call'].accepts}, got {raw!r}")
-        else:
-            call = raw
-
-    durations: dict[str, timedelta | None] = {}
-    ints: dict[str, int] = {}
-    for entry in JOB_KEYS:
-        value = values.get(entry.name)
-        if entry.kind == "duration":
-            durations[entry.name] = _duration(entry, value, bad)
-        elif entry.kind == "count":
-            if isinstance(value, bool) or not isinstance(value, int):
-                bad(entry.name, f"expected {entry.accepts}, got {type_name(value)}")
-            elif value < 1:
-                bad(entry.name, f"must be at least 1, got {value}")
-            elif entry.most is not None and value > entry.most:
-                bad(entry.name, f"at most {entry.most:,}, got {value:,}")
-            else:
-                ints[entry.name] = value
-        elif entry.kind == "choice" and value not in entry.choices:
-            bad(entry.name, f"expected one of {', '.join(entry.choices)}, got {value!r}")
-    bound: timedelta | None = None
-    raw_spread = values["spread"]
-    if raw_spread is True:
-        bound = SPREAD_DEFAULT
-    elif raw_spread is not False:
-        try:
-            bound = parse_duration(raw_spread)
-        except ValueError:
-            bad(
-                "spread",
-                f'expected true, false or a bound like "15m", got {type_name(raw_spread)}'
-                if not isinstance(raw_spread, str)
-                else f"{raw_spread!r} is not a duration",
-            )
-
+    timezone = _timezone_key(values["timezone"], bad)
+    schedule = _schedule_key(spec, timezone, bad)
+    start, start_wall = _start_key(spec, timezone, bad)
+    command, call = _runs_keys(spec, bad)
+    durations, ints = _table_keys(values, bad)
+    bound = _spread_key(values["spread"], bad)
     evidence, evidence_dsn, verify = _evidence_keys(spec, bad)
     keys, keys_dsn = _keys_keys(spec, bad)
     not_renamed = values["not_renamed"]
@@ -187,6 +102,123 @@ def parse_job(name: str, spec: dict[str, Any], problem: Any) -> Job | None:  # n
         not_renamed=not_renamed is True,
         lane=lane,
     )
+
+
+def _timezone_key(value: object, bad: Callable[[str, str], None]) -> str | None:
+    """``timezone``: an IANA zone, or None (said) when it is not one."""
+    if not isinstance(value, str):
+        bad("timezone", f"expected {JOB_KEY['timezone'].accepts}, got {type_name(value)}")
+        return None
+    try:
+        zone(value)
+    except ScheduleError as exc:
+        bad("timezone", str(exc))
+        return None
+    return value
+
+
+def _schedule_key(
+    spec: dict[str, Any], timezone: str | None, bad: Callable[[str, str], None]
+) -> Schedule | None:
+    """``schedule``, read in the job's zone (with a bad zone, still checked in UTC: every
+    mistake is reported at once)."""
+    if "schedule" not in spec:
+        bad("schedule", f"missing ({JOB_KEY['schedule'].accepts})")
+    elif not isinstance(spec["schedule"], str):
+        bad("schedule", f"expected a string, got {type_name(spec['schedule'])}")
+    else:
+        try:
+            return parse_schedule(spec["schedule"], timezone or "UTC")
+        except ScheduleError as exc:
+            bad("schedule", str(exc))
+    return None
+
+
+def _start_key(
+    spec: dict[str, Any], timezone: str | None, bad: Callable[[str, str], None]
+) -> tuple[datetime | None, datetime | None]:
+    """``start``: the first period, as an instant and as written on the job's wall clock."""
+    if "start" not in spec:
+        bad("start", f"missing: the first period, {JOB_KEY['start'].accepts}")
+        return None, None
+    try:
+        return parse_written(spec["start"], timezone or "UTC")
+    except ValueError as exc:
+        bad("start", str(exc))
+        return None, None
+
+
+def _runs_keys(
+    spec: dict[str, Any], bad: Callable[[str, str], None]
+) -> tuple[tuple[str, ...] | None, str | None]:
+    """``command`` (an argv list) or ``call`` ("module:function"): exactly one of them."""
+    if ("command" in spec) == ("call" in spec):
+        bad("command", 'give exactly one of command (an argv list) or call ("module:function")')
+        return None, None
+    if "call" in spec:
+        raw = spec["call"]
+        if not isinstance(raw, str) or not re.fullmatch(r"[\w.]+:[\w.]+", raw):
+            bad("call", f"expected {JOB_KEY['call'].accepts}, got {raw!r}")
+            return None, None
+        return None, raw
+    raw = spec["command"]
+    if not isinstance(raw, list) or not raw or not all(isinstance(a, str) for a in raw):
+        bad("command", f"expected {JOB_KEY['command'].accepts}")
+    elif (at := next((n for n, a in enumerate(raw) if "\x00" in a), None)) is not None:
+        # no program can be given one: every run would fail, using up its attempts
+        bad("command", f"argument {at + 1} holds a NUL character, which no argv can carry")
+    elif not raw[0].strip():
+        bad("command", "the program (the first argument) is empty")
+    else:
+        for arg in raw:
+            error = check_placeholders(arg)
+            if error:
+                bad("command", error)
+                break
+        return tuple(raw), None
+    return None, None
+
+
+def _table_keys(
+    values: dict[str, Any], bad: Callable[[str, str], None]
+) -> tuple[dict[str, timedelta | None], dict[str, int]]:
+    """The keys ``JOB_KEYS`` describes by kind: durations, counts, choices."""
+    durations: dict[str, timedelta | None] = {}
+    ints: dict[str, int] = {}
+    for entry in JOB_KEYS:
+        value = values.get(entry.name)
+        if entry.kind == "duration":
+            durations[entry.name] = _duration(entry, value, bad)
+        elif entry.kind == "count":
+            if isinstance(value, bool) or not isinstance(value, int):
+                bad(entry.name, f"expected {entry.accepts}, got {type_name(value)}")
+            elif value < 1:
+                bad(entry.name, f"must be at least 1, got {value}")
+            elif entry.most is not None and value > entry.most:
+                bad(entry.name, f"at most {entry.most:,}, got {value:,}")
+            else:
+                ints[entry.name] = value
+        elif entry.kind == "choice" and value not in entry.choices:
+            bad(entry.name, f"expected one of {', '.join(entry.choices)}, got {value!r}")
+    return durations, ints
+
+
+def _spread_key(raw: object, bad: Callable[[str, str], None]) -> timedelta | None:
+    """``spread``: true (the default bound), false, or a bound like "15m"."""
+    if raw is True:
+        return SPREAD_DEFAULT
+    if raw is False:
+        return None
+    try:
+        return parse_duration(raw)
+    except ValueError:
+        bad(
+            "spread",
+            f'expected true, false or a bound like "15m", got {type_name(raw)}'
+            if not isinstance(raw, str)
+            else f"{raw!r} is not a duration",
+        )
+        return None
 
 
 def _lane_key(value: object, bad: Callable[[str, str], None]) -> str | None:

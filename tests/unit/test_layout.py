@@ -21,7 +21,7 @@ LONG: dict[str, int] = {
     "catchup/cli/looking.py:scan": 79,
     "catchup/cli/running.py:replay": 72,
     "catchup/cli/running.py:run": 63,
-    "catchup/config/jobs.py:parse_job": 153,
+    "catchup/config/jobs.py:parse_job": 68,
     "catchup/deploy/tick.py:_kubernetes_serve": 80,
     "catchup/execution/runner.py:run_callable": 69,
     "catchup/execution/runner.py:run_command": 61,
@@ -41,7 +41,7 @@ LONG: dict[str, int] = {
     "catchup/scheduler/leading.py:schedule": 99,
 }
 # Functions allowed over ruff's C901, PLR0913, PLR0915 (a `noqa` each), when the rules came in.
-ALLOWED = {"C901": 11, "PLR0913": 26, "PLR0915": 4}
+ALLOWED = {"C901": 10, "PLR0913": 26, "PLR0915": 3}
 
 
 def modules() -> dict[str, Path]:
@@ -159,6 +159,9 @@ def test_no_function_over_the_limit() -> None:
     assert too_long == {}, f"over {FUNCTION_LIMIT} lines (or longer than in LONG): split them"
     shrunk = {w: n for w, n in LONG.items() if lengths.get(w, 0) <= FUNCTION_LIMIT}
     assert shrunk == {}, "now within the limit (or gone): take them out of LONG"
+    # the loops that run until stopped (the scheduler, its lead, serve) are the longest left
+    longest = sorted(where for where, lines in lengths.items() if lines > 80)
+    assert len(longest) <= 3, longest
 
 
 def test_the_ruff_allow_lists_only_shrink() -> None:
