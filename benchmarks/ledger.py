@@ -55,8 +55,8 @@ from psycopg import sql
 from catchup import Catchup
 from catchup.config.loading import Config
 from catchup.ledger import FinishFields
-from catchup.models import Outcome
 from catchup.postgres import database as db
+from catchup.results import Outcome
 from catchup.schedule import Period
 from catchup.session import Session
 

@@ -26,11 +26,11 @@ _EXPORTS = {
     "Config": "catchup.config.job",
     "Job": "catchup.config.job",
     "JobContext": "catchup.execution.runner",
-    "Outcome": "catchup.models",
-    "ScanReport": "catchup.models",
-    "JobScan": "catchup.models",
-    "Range": "catchup.models",
-    "Island": "catchup.models",  # Range's old name
+    "Outcome": "catchup.results",
+    "ScanReport": "catchup.results",
+    "JobScan": "catchup.results",
+    "Range": "catchup.results",
+    "Island": "catchup.results",  # Range's old name
     "Period": "catchup.schedule",
     "CatchupError": "catchup.errors",
     "ConfigError": "catchup.errors",
@@ -104,23 +104,27 @@ if TYPE_CHECKING:
     from .execution.runner import JobContext
     from .maintenance.findings import Finding
     from .maintenance.retention import Compacted
-    from .models import Island, JobScan, Outcome, Range, ScanReport
     from .reports.explain import Explanation
     from .results import (
         Batch,
         Cancelled,
         Changes,
         History,
+        Island,
+        JobScan,
         JobsReport,
         KeysReport,
         Migrated,
         NotDue,
+        Outcome,
         Paused,
         PeriodReport,
+        Range,
         Renamed,
         Resumed,
         Retired,
         Running,
+        ScanReport,
         Why,
     )
     from .schedule import Period

@@ -1,40 +1,251 @@
-"""What each operation of the facade returns: frozen objects, rendered by ``catchup.render``
-for people and scripts, returned as they are by the Python API (no I/O here)."""
+"""What each operation of the facade returns, and what commands report: frozen objects,
+rendered by ``catchup.render`` for people and scripts, returned as they are by the Python
+API (no I/O here). The rows the ledger reads are :mod:`catchup.ledger.rows`."""
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Literal
+from typing import TYPE_CHECKING, Literal, NamedTuple
 
-from .claims.failover import Moved
+from .claims.failover import Failover, Moved
 from .config.job import Job
 from .maintenance.retention import CompactedRun
-from .models import STATUSES, EventRow, HistoryRow, JobLine, Outcome, RunRow, TickLeft, Unconfigured
 from .reports.explain import Explanation
-from .scan.targets import KeyRow, KeysFailure
+from .scan.names import JsonNames
+from .scan.targets import KeyRange, KeyRow, KeysFailure
 from .schedule import Period, iso_utc
 from .scheduler.pulsefacts import Pulse
-from .vocabulary import EventAction, OutcomeStatus, PeriodState
+from .vocabulary import (
+    GAP_STATES,
+    EventAction,
+    OutcomeStatus,
+    PeriodState,
+)
+
+if TYPE_CHECKING:
+    from .ledger.rows import (
+        Claim,
+        EventRow,
+        FailureRow,
+        HistoryRow,
+        RunningRow,
+        RunRow,
+        Unconfigured,
+    )
+
+
+STATUSES: tuple[OutcomeStatus, ...] = tuple(OutcomeStatus)  # in this order in totals and tables
 
 
 @dataclass(frozen=True)
-class Renewed:
-    """A lease renewed by a heartbeat: its new expiry, and who asked the attempt to stop and
-    why (``catchup cancel``), when somebody did."""
+class Outcome:
+    """What ``run`` did with one period: the object the CLI and the Python API render."""
 
-    expires: datetime
-    cancel_actor: str | None = None
-    cancel_reason: str | None = None
+    job: str
+    period: Period
+    label: str
+    status: OutcomeStatus
+    attempt: int | None = None
+    detail: str = ""
+    exit_code: int | None = None
+    seconds: float | None = None
+    blocked: bool = False  # skipped only because another period of the job holds the lease
+    # a failed period's last lines of output, when it was not streamed (tick, replay)
+    output: str = ""
+    key: str = ""  # the period's key, for a job with keys
+    keys_failed: KeysFailure | None = None  # run of one key: its job's keys query failed
+
+
+@dataclass(frozen=True)
+class JobLine:
+    """One row of ``catchup jobs``."""
+
+    job: str
+    schedule: str
+    first_period: str
+    last_success: str | None
+    next_due: datetime | None
+    expected: int
+    done: int
+    running: int
+    failed: int
+    paused: bool
+    timezone: str = "UTC"
+    exhausted: int = 0  # failed with no attempts left (not in ``failed``)
+    interrupted: int = 0  # its last attempt was interrupted, no failure counted (not in ``failed``)
+    cancelled: int = (
+        0  # its last attempt a person cancelled, no failure counted (not in ``failed``)
+    )
+    first_start: datetime | None = None  # UTC, for JSON: the labels above are for people
+    last_success_start: datetime | None = None
+    paused_keys: tuple[str, ...] | None = None  # a job with keys: its paused keys
+
+
+class Range(NamedTuple):
+    """Consecutive periods of one job in one state: ``first`` and ``last`` are period starts.
+
+    A named tuple rather than a dataclass: a scan of a long, ragged history makes millions."""
+
+    state: str
+    first: datetime
+    last: datetime
+    periods: int
 
     @property
-    def cancel(self) -> str | None:
-        """The attempt's error once it stops: ``cancelled by ACTOR: REASON``."""
-        if self.cancel_actor is None:
+    def status(self) -> str:
+        """``state``, by its name in ``scan --json``'s gaps."""
+        return self.state
+
+
+COUNTED_STATES: tuple[PeriodState, ...] = tuple(PeriodState)
+
+
+Island = Range  # the old name of a range (catchup 0.1); kept for code that imports it
+
+
+@dataclass(frozen=True)
+class JobScan(JsonNames):
+    """One job's expected periods in the scanned window, by state (``counts``, or each by its
+    name in the JSON: ``missing``), and its gaps oldest-first."""
+
+    job: str
+    schedule: str
+    timezone: str
+    daily_or_longer: bool
+    paused: bool
+    first: datetime | None
+    until: datetime | None
+    expected: int
+    counts: dict[str, int]  # by PeriodState (a str): every state, zero or more
+    ranges: tuple[Range, ...]
+    last_success: datetime | None
+    evidence: bool = False  # the job has an evidence query: unverified/untracked are known
+    # why the job's evidence query could not be read (then its evidence states are not known)
+    evidence_error: str | None = None
+    keys_error: str | None = None  # why its keys query failed (scanned on the keys read last)
+    # what each blocked range waits for, by its first period: "export … (failed)"
+    blocked_by: tuple[tuple[datetime, str], ...] = ()
+    # a job with keys: how many keys were expected in the window, each key's ranges, and the
+    # keys of each of ``ranges`` (which then group the keys' ranges of one state and span)
+    keys: int = 0
+    key_ranges: tuple[KeyRange, ...] = ()
+    range_keys: tuple[tuple[str, ...], ...] = ()
+    paused_keys: tuple[str, ...] = ()  # the keys asked for that are paused (`pause --key`)
+    # the job's one name for a period (Job.label): a local date, or a UTC time
+    labeler: Callable[[datetime], str] = field(default=iso_utc, compare=False, repr=False)
+
+    def label(self, start: datetime) -> str:
+        return self.labeler(start)
+
+    @functools.cached_property
+    def _keys_by_range(self) -> dict[tuple[str, datetime, datetime], tuple[str, ...]]:
+        return {
+            (r.state, r.first, r.last): held
+            for r, held in zip(self.ranges, self.range_keys, strict=False)
+        }
+
+    def keys_in(self, gap: Range) -> tuple[str, ...] | None:
+        """The keys a range of a job with keys groups (None for a job without keys)."""
+        if not self.keys and not self.range_keys:
             return None
-        return f"cancelled by {self.cancel_actor}: {self.cancel_reason}"
+        return self._keys_by_range.get((gap.state, gap.first, gap.last), ())
+
+    def waits(self, gap: Range) -> str | None:
+        """What a blocked range waits for (``export … (failed)``); None for any other."""
+        if gap.state != PeriodState.blocked:
+            return None
+        return next((said for first, said in self.blocked_by if first == gap.first), None)
+
+    @property
+    def islands(self) -> tuple[Range, ...]:
+        """``ranges``, by its old name (catchup 0.1)."""
+        return self.ranges
+
+    @property
+    def gaps(self) -> tuple[Range, ...]:
+        """Missing, failed, exhausted and stale runs; none for a paused job."""
+        if self.paused:
+            return ()
+        return tuple(i for i in self.ranges if i.state in GAP_STATES)
+
+
+@dataclass(frozen=True)
+class TickLeft:
+    """The gap periods a tick left: to later ticks by ``max_per_tick``, (job, count); before
+    each job's ``catchup_window`` (a replay's, never a tick's), (job, count, the first's start)."""
+
+    later: tuple[tuple[str, int], ...] = ()
+    outside: tuple[tuple[str, int, datetime], ...] = ()
+
+
+@dataclass(frozen=True)
+class ScanReport:
+    generated_at: datetime
+    since: datetime
+    until: datetime
+    jobs: tuple[JobScan, ...]
+    pulse: Pulse | None = None  # the scheduler's pulse, read in the same call
+    calendars: tuple[Calendar, ...] = ()  # one per job, when asked for
+    failover: Failover | None = None  # the ledger's last failover: its periods may be suspect
+    keys_failed: tuple[KeysFailure, ...] = ()  # keyed jobs whose keys query failed
+
+    @property
+    def health(self) -> Pulse | None:
+        """``pulse``, by its old name (catchup 0.1)."""
+        return self.pulse
+
+    @property
+    def has_gaps(self) -> bool:
+        return any(job.gaps for job in self.jobs)
+
+
+@dataclass(frozen=True)
+class Calendar:
+    """A job's periods as a grid for people: one cell per day (rows are months) or per hour
+    (rows are days); each cell holds the worst state of the periods it touches, or None."""
+
+    job: str
+    unit: Literal["day", "hour"]
+    rows: tuple[tuple[str, tuple[str | None, ...]], ...]
+    truncated: bool
+    timezone: str = "UTC"  # the zone whose local days and hours the grid shows
+    # a keyed job's: how many of its keys have a period in a gap in each cell, row by row
+    keys: int = 0
+    key_gaps: tuple[tuple[int, ...], ...] = ()
+    gap_key: tuple[tuple[str, ...], ...] = ()  # of those cells, the key when there is one
+
+
+class Unclaimed:
+    """A next period handed over without a claim (claim it first): unlike ``None``, which says
+    its claim was tried and found nothing to do."""
+
+
+UNCLAIMED = Unclaimed()
+
+
+# What a hand-off brings for the next period: its ``Claim`` (won in the transaction that
+# recorded the last one), ``UNCLAIMED`` (not tried: claim it the ordinary way), or ``None``
+# (tried, and there was nothing to do).
+type HandOff = Claim | Unclaimed | None
+
+
+@dataclass(frozen=True)
+class ClaimRules:
+    """How far a command's claims reach past the ordinary, one bundle through the claim path:
+    ``ignore_backoff`` (a person asked: a failed period is retried at once, not after its
+    backoff), ``retry_exhausted`` (also a period with no attempts left), ``ignore_evidence``
+    (also a period whose output exists though the ledger never saw it run)."""
+
+    ignore_backoff: bool = False
+    retry_exhausted: bool = False
+    ignore_evidence: bool = False
+
+
+ORDINARY = ClaimRules()  # what a tick claims: due periods, backoffs waited out, attempts left
 
 
 @dataclass(frozen=True)
@@ -266,53 +477,6 @@ class PeriodReport:
 
 
 @dataclass(frozen=True)
-class RunningRow:
-    """A period running now (``catchup ps``, the status page): who runs it, since when, and
-    how long its lease has left, all on the database clock."""
-
-    job: str
-    key: str
-    period_start: datetime
-    period_end: datetime
-    attempt: int
-    owner: str | None  # host:pid
-    claimed_at: datetime | None
-    heartbeat_at: datetime | None
-    lease_expires_at: datetime | None
-    now: datetime
-    total: int = 0  # how many run now in all (the rows stop at a limit)
-    cancelling: bool = False  # somebody asked this attempt to stop (catchup cancel)
-
-    @property
-    def running_for(self) -> timedelta | None:
-        return None if self.claimed_at is None else self.now - self.claimed_at
-
-    @property
-    def lease_left(self) -> timedelta | None:
-        """Negative once the lease is past: its runner is gone or cut off."""
-        return None if self.lease_expires_at is None else self.lease_expires_at - self.now
-
-
-@dataclass(frozen=True)
-class FailureRow:
-    """A failed period that still stands, and what its last attempt said."""
-
-    job: str
-    key: str
-    period_start: datetime
-    attempt: int
-    failures: int
-    owner: str | None
-    claimed_at: datetime | None
-    finished_at: datetime | None
-    exit_code: int | None
-    error: str | None
-    output_tail: str | None  # its end only, when tail_cut
-    retry_after: datetime | None
-    tail_cut: bool = False
-
-
-@dataclass(frozen=True)
 class PageFacts:
     """What the status page shows beside a scan, read with it: the periods running now, each
     job's failures that still stand, when each job is next due, its periods spelled out, and
@@ -341,32 +505,6 @@ class Running:
     @property
     def total(self) -> int:
         return self.rows[0].total if self.rows else 0
-
-
-@dataclass(frozen=True)
-class CancelTarget:
-    """A period's row as ``catchup cancel`` locked it."""
-
-    status: str
-    attempt: int
-    owner: str | None
-    claimed_at: datetime | None
-    lease_expires_at: datetime | None
-    live: bool  # running, and its lease holds
-    now: datetime
-    state: str  # as a scan names it
-
-
-@dataclass(frozen=True)
-class CancelProgress:
-    """Where an attempt asked to stop stands now."""
-
-    attempt_status: str | None  # its history row's status
-    current_attempt: int
-    status: str
-    live: bool
-    lease_expires_at: datetime | None
-    now: datetime
 
 
 @dataclass(frozen=True)

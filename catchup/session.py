@@ -25,7 +25,7 @@ from .config.upstream import needed
 from .errors import ConfigError, DatabaseError
 from .execution.preflight import cannot_start
 from .ledger import Ledger
-from .models import JobRow, Unconfigured
+from .ledger.rows import JobRow, Unconfigured
 from .postgres import database as db
 from .schedule import Period, ScheduleError, Timeline
 from .schedule.reconcile import reconcile

@@ -13,12 +13,21 @@ from ..config.job import Config, Job
 from ..config.reloading import reread
 from ..errors import ConfigError, DatabaseError
 from ..ledger import sqlfiles
+from ..ledger.rows import JobRow
 from ..maintenance.findings import Finding
 from ..maintenance.retention import LedgerSize
-from ..models import JobRow, ScanReport
 from ..postgres import database as db
 from ..reports.explain import Explanation
-from ..results import History, JobsReport, KeysReport, PageFacts, PeriodReport, Running, Why
+from ..results import (
+    History,
+    JobsReport,
+    KeysReport,
+    PageFacts,
+    PeriodReport,
+    Running,
+    ScanReport,
+    Why,
+)
 from ..scan.window import Moment
 from ..session import Session
 from .base import Base, check, instant

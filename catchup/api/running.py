@@ -13,9 +13,8 @@ from ..config.bounds import MAX_TIME, REPLAY_WORKERS, TICK_WORKERS
 from ..config.job import Job
 from ..errors import ConfigError
 from ..ledger import Ledger
-from ..models import ClaimRules, Outcome
 from ..replay.dispatch import Flag
-from ..results import Batch, NotDue, Planned
+from ..results import Batch, ClaimRules, NotDue, Outcome, Planned
 from ..scan.keyed import KeysFailed, current_keys
 from ..scan.targets import KeyRow, KeysFailure
 from ..scan.window import Moment

@@ -12,9 +12,8 @@ from typing import TYPE_CHECKING
 from ..config.bounds import SCHEDULER_GRACE, SCHEDULER_LEASE, SCHEDULER_WORKERS, SERVE_REFRESH
 from ..config.job import DEFAULT_LANE
 from ..errors import ConfigError
-from ..models import Outcome
 from ..postgres import database as db
-from ..results import Batch
+from ..results import Batch, Outcome
 from ..scan.keyed import KeysFailed
 from ..vocabulary import OutcomeStatus
 from .base import check

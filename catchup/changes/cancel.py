@@ -18,7 +18,8 @@ from ..claims.path import BACKOFF_CAP
 from ..config.job import Job
 from ..errors import ConfigError
 from ..ledger import FinishFields
-from ..results import Cancelled, CancelTarget, Running
+from ..ledger.rows import CancelTarget
+from ..results import Cancelled, Running
 from ..schedule import Period
 from ..session import Session
 from ..vocabulary import AttemptStatus, EventAction, PeriodState, RunStatus

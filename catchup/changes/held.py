@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from ..config.job import Config
-from ..models import Unconfigured
+from ..ledger.rows import Unconfigured
 from ..render.pasted import command
 
 # the job key that says a job is new, not a renamed one (catchup/config/settings.py)

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from ..config.job import Job
 from ..config.values import parse_instant
 from ..errors import ConfigError, DatabaseError
-from ..models import LockedRow
+from ..ledger.rows import LockedRow
 from ..results import Change, Changes
 from ..schedule import Period
 from ..session import Session

@@ -27,8 +27,8 @@ from ..execution.runner import Execution
 from ..execution.setup import call_context, execute
 from ..execution.setup import held as held_claim
 from ..ledger import FinishFields, Many
-from ..models import Claim, ClaimRules, Finished, Outcome
-from ..results import Planned, Renewed
+from ..ledger.rows import Claim, Finished, Renewed
+from ..results import ClaimRules, Outcome, Planned
 from ..session import Session, owner_name
 from ..vocabulary import Ended, OutcomeStatus
 from .batchrecord import EXPIRED, RELEASED, failed, fields, lose, outcome_of, told

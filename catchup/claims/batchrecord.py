@@ -11,8 +11,8 @@ from ..config.job import Job
 from ..errors import DatabaseError
 from ..execution.runner import Execution
 from ..ledger import FinishFields
-from ..models import Finished, Outcome
-from ..results import Planned
+from ..ledger.rows import Finished
+from ..results import Outcome, Planned
 from ..session import Session
 from ..vocabulary import AttemptStatus, Ended, OutcomeStatus, RunStatus
 from .path import BACKOFF_CAP, described, finish_fields, last_lines

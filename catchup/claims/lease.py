@@ -18,8 +18,8 @@ from datetime import datetime, timedelta
 import psycopg
 
 from ..ledger import Ledger
+from ..ledger.rows import Renewed
 from ..postgres import database as db
-from ..results import Renewed
 from .failover import Held
 
 POLL_SECONDS = 0.05  # how often a running job's loop looks at its process and its lease

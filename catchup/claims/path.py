@@ -17,17 +17,8 @@ from ..execution.callthread import CallThread
 from ..execution.runner import Execution
 from ..execution.setup import execute
 from ..ledger import ClaimRequest, FinishFields
-from ..models import (
-    ORDINARY,
-    UNCLAIMED,
-    Blocked,
-    Claim,
-    ClaimRules,
-    Finished,
-    HandOff,
-    Outcome,
-    Unclaimed,
-)
+from ..ledger.rows import Blocked, Claim, Finished
+from ..results import ORDINARY, UNCLAIMED, ClaimRules, HandOff, Outcome, Unclaimed
 from ..scan import evidence
 from ..schedule import Period, iso_utc
 from ..session import Session, owner_name

@@ -12,7 +12,8 @@ import psycopg
 
 from ..errors import DatabaseError
 from ..ledger import ClaimRequest, FinishFields, Many
-from ..models import UNCLAIMED, Blocked, Claim, Finished, HandOff
+from ..ledger.rows import Blocked, Claim, Finished
+from ..results import UNCLAIMED, HandOff
 from ..session import Session
 from ..vocabulary import RunStatus
 

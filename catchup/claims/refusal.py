@@ -10,7 +10,7 @@ import psycopg
 
 from ..config.job import Job
 from ..errors import DatabaseError
-from ..models import Blocked, Waiting
+from ..ledger.rows import Blocked, Waiting
 from ..render.pasted import command
 from ..schedule import Period, iso_utc
 from ..session import Session

@@ -18,7 +18,8 @@ from ..config.job import Job
 from ..errors import DatabaseError
 from ..execution.setup import held
 from ..ledger import Ledger
-from ..models import Claim, JobScan, Outcome, Range
+from ..ledger.rows import Claim
+from ..results import JobScan, Outcome, Range
 from ..scan import evidence
 from ..scan.ranges import carve, merge
 from ..scan.targets import KeyRange

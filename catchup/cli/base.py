@@ -30,8 +30,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from ..api import Catchup
-    from ..models import Outcome
-    from ..results import Batch
+    from ..results import Batch, Outcome
 
 
 class State:

@@ -35,7 +35,7 @@ from .options import (
 )
 
 if TYPE_CHECKING:
-    from ..models import Outcome
+    from ..results import Outcome
 
 
 @click.command(epilog=EXIT_CODES)

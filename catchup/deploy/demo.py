@@ -21,11 +21,11 @@ from ..changes.operations import adopt
 from ..config.job import Config, Job
 from ..config.loading import make_job
 from ..execution.runner import JobContext
-from ..models import Outcome
 from ..postgres import database as db
 from ..render import batches, changes, tables
 from ..render import scan as scan_report
 from ..replay.runs import replay
+from ..results import Outcome
 from ..scan.detector import scan
 from ..schedule import Period
 from ..session import Session

@@ -9,8 +9,7 @@ from collections.abc import Callable
 from ..claims.failover import Held
 from ..claims.lease import LeaseKeeper
 from ..config.job import Job
-from ..models import Claim
-from ..results import Renewed
+from ..ledger.rows import Claim, Renewed
 from ..schedule import Period
 from ..session import Session, owner_name
 from .callthread import CallThread

@@ -1,21 +1,24 @@
 """The data-access layer: every statement catchup sends goes through :class:`Ledger` (its
-text in ``sql/``) and comes back as a typed row or value. Nothing else runs SQL."""
+text in ``sql/``) and comes back as a typed row (:mod:`catchup.ledger.rows`) or value. Nothing
+else runs SQL.
+
+Names are imported lazily: a row type (``catchup.ledger.rows``) is read without the driver and
+every part of the ledger being imported with it (the render layer knows no database)."""
 
 from __future__ import annotations
 
-from .alerts import Alerting
-from .base import LedgerBase
-from .batches import Batches, Many
-from .cancels import Cancels
-from .changes import Changing
-from .claims import ClaimPath, ClaimRequest, FinishFields
-from .compaction import Compaction
-from .evidence import EvidenceCheck, EvidenceQuery
-from .keys import Keys, read_keys
-from .leader import Leading
-from .pages import Pages
-from .scans import Scanning
-from .tools import Tools
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+_EXPORTS = {
+    "ClaimRequest": ".claims",
+    "EvidenceQuery": ".evidence",
+    "FinishFields": ".claims",
+    "Ledger": ".whole",
+    "LedgerBase": ".base",
+    "Many": ".batches",
+    "read_keys": ".keys",
+}
 
 __all__ = [
     "ClaimRequest",
@@ -27,19 +30,16 @@ __all__ = [
     "read_keys",
 ]
 
+if TYPE_CHECKING:
+    from .base import LedgerBase
+    from .batches import Many
+    from .claims import ClaimRequest, FinishFields
+    from .evidence import EvidenceQuery
+    from .keys import read_keys
+    from .whole import Ledger
 
-class Ledger(
-    ClaimPath,
-    Batches,
-    Changing,
-    EvidenceCheck,
-    Keys,
-    Alerting,
-    Scanning,
-    Compaction,
-    Pages,
-    Cancels,
-    Leading,
-    Tools,
-):
-    """The ledger in ``schema``, through one autocommit connection."""
+
+def __getattr__(name: str) -> Any:
+    if name in _EXPORTS:
+        return getattr(import_module(_EXPORTS[name], __name__), name)
+    raise AttributeError(f"module 'catchup.ledger' has no attribute {name!r}")

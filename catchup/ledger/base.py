@@ -18,11 +18,11 @@ from psycopg.types.json import Jsonb
 
 from ..claims.failover import Failover, Moved
 from ..errors import DatabaseError, Unconfirmed
-from ..models import JobRow
 from ..schedule import iso_utc
 from ..schedule.reconcile import Reconciliation, Recorded
 from ..vocabulary import EventAction
 from . import sqlfiles
+from .rows import JobRow
 
 
 def settle_session(conn: psycopg.Connection[Any]) -> None:

@@ -9,10 +9,9 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from ..config.values import storable
-from ..models import Claim, Finished
-from ..results import Renewed
 from .base import LedgerBase
 from .claims import FinishFields
+from .rows import Claim, Finished, Renewed
 
 
 @dataclass(frozen=True)

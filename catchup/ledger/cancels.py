@@ -7,8 +7,8 @@ from datetime import datetime
 
 from psycopg.rows import class_row
 
-from ..results import CancelProgress, CancelTarget
 from .base import LedgerBase
+from .rows import CancelProgress, CancelTarget
 
 
 class Cancels(LedgerBase):

@@ -9,10 +9,10 @@ from psycopg import errors as pg_errors
 from psycopg.rows import class_row
 
 from ..config.values import storable
-from ..models import EventRow, HistoryRow, LockedRow, Unconfigured
 from ..schedule import Period
 from ..vocabulary import EventAction
 from .base import LedgerBase
+from .rows import EventRow, HistoryRow, LockedRow, Unconfigured
 
 
 class Changing(LedgerBase):

@@ -12,10 +12,9 @@ from psycopg.rows import class_row
 
 from ..claims.failover import Failover, Held
 from ..config.values import storable
-from ..models import Blocked, Blocker, Claim, Finished, RunRow, Waiting
-from ..results import Renewed
 from ..schedule import Period
 from .base import LedgerBase
+from .rows import Blocked, Blocker, Claim, Finished, Renewed, RunRow, Waiting
 
 
 class FinishFields(TypedDict):

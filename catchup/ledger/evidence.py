@@ -17,9 +17,9 @@ from psycopg import sql
 from psycopg.rows import class_row
 
 from ..errors import ConfigError
-from ..models import EvidenceState
 from . import sqlfiles
 from .base import LedgerBase, settle_session
+from .rows import EvidenceState
 
 # how long one evidence query may take before the scan reports it as that job's error, in s
 EVIDENCE_TIMEOUT = 30.0

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from psycopg.rows import class_row
 
-from ..results import FailureRow, RunningRow
 from .base import LedgerBase
+from .rows import FailureRow, RunningRow
 
 
 class Pages(LedgerBase):

@@ -11,7 +11,7 @@ from typing import Any, TypedDict
 
 import psycopg
 
-from ..models import Range
+from ..results import Range
 from .base import LedgerBase
 
 UNFINISHED_BATCH = 20_000

@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from ..models import STATUSES, Outcome
+from ..results import STATUSES, Outcome
 from ..vocabulary import OutcomeStatus
 from .limits import GAP_LIMIT
 from .tables import outcome

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from ..models import ScanReport
+from ..results import ScanReport
 from ..vocabulary import PeriodState
 from .limits import GAP_LIMIT
 from .scan import gap_count, gaps_oldest_first, keys_said, summary_states, suspect_line, when

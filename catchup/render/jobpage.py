@@ -12,8 +12,7 @@ from urllib.parse import quote
 
 from rich.console import Console
 
-from ..models import ScanReport
-from ..results import PageFacts
+from ..results import PageFacts, ScanReport
 from .explain import explanation
 from .limits import GAP_LIMIT
 from .text import LEGEND, iso_utc

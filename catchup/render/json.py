@@ -9,8 +9,19 @@ from datetime import datetime
 from typing import Any
 
 from ..maintenance.findings import Finding
-from ..models import JobScan, Outcome, Range, ScanReport
-from ..results import Batch, History, JobsReport, KeysReport, Migrated, NotDue, Why
+from ..results import (
+    Batch,
+    History,
+    JobScan,
+    JobsReport,
+    KeysReport,
+    Migrated,
+    NotDue,
+    Outcome,
+    Range,
+    ScanReport,
+    Why,
+)
 from ..scan.targets import KeysFailure
 from ..scheduler.pulsefacts import Pulse
 from .text import iso_utc

@@ -12,7 +12,7 @@ from prometheus_client.exposition import choose_encoder
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from ..maintenance.retention import LedgerSize
-from ..models import ScanReport
+from ..results import ScanReport
 from ..scheduler.leadership import Leader
 from ..scheduler.pulsefacts import Pulse
 from .documents import DUE_TO_START, METRICS, WORKERS, WORKERS_BUSY

@@ -7,8 +7,7 @@ from __future__ import annotations
 from collections import Counter
 from urllib.parse import quote
 
-from ..models import JobScan
-from ..results import KeysReport
+from ..results import JobScan, KeysReport
 from ..vocabulary import PeriodState
 from .text import iso_utc
 from .web import Site, frame, render

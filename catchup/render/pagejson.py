@@ -7,8 +7,8 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 
-from ..models import ScanReport
-from ..results import FailureRow, PageFacts
+from ..ledger.rows import FailureRow
+from ..results import PageFacts, ScanReport
 from .json import period_json, scan_json
 from .running import running_json
 from .text import iso_utc

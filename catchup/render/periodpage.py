@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from datetime import datetime
 
-from ..models import HistoryRow
+from ..ledger.rows import HistoryRow
 from ..results import PeriodReport, Why
 from ..vocabulary import AttemptStatus, RunStatus
 from .json import _why, history_json

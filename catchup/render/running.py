@@ -11,7 +11,8 @@ from rich.table import Table
 from rich.text import Text
 
 from ..config.job import Job
-from ..results import Cancelled, Running, RunningRow
+from ..ledger.rows import RunningRow
+from ..results import Cancelled, Running
 from .json import period_json
 from .tables import blocks, fits
 from .text import STYLE, iso_utc, safe, span

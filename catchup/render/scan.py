@@ -14,7 +14,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..claims.failover import told
-from ..models import Calendar, JobScan, Range, ScanReport
+from ..results import Calendar, JobScan, Range, ScanReport
 from ..vocabulary import PeriodState
 from .limits import GAP_LIMIT
 from .pulse import scheduler

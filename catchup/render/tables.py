@@ -14,7 +14,6 @@ from rich.text import Text
 
 from ..changes.held import held_said
 from ..claims.failover import moved_said
-from ..models import Outcome
 from ..results import (
     Connected,
     History,
@@ -22,6 +21,7 @@ from ..results import (
     KeysReport,
     Migrated,
     NotDue,
+    Outcome,
 )
 from .pulse import scheduler
 from .text import STYLE, iso_utc, keys_paused, safe, schedule_text, seconds

@@ -18,8 +18,7 @@ from urllib.parse import quote, urlencode
 import jinja2
 import markupsafe
 
-from ..models import JobScan, ScanReport
-from ..results import PageFacts
+from ..results import JobScan, PageFacts, ScanReport
 from ..vocabulary import GAP_STATES, PeriodState
 from .limits import GAP_LIMIT
 from .pulse import lateness_text, leader_text

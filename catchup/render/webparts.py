@@ -8,8 +8,8 @@ from datetime import datetime
 from urllib.parse import quote
 
 from ..config.job import Job
-from ..models import Calendar, JobScan, Range
-from ..results import FailureRow, PageFacts, RunningRow
+from ..ledger.rows import FailureRow, RunningRow
+from ..results import Calendar, JobScan, PageFacts, Range
 from ..vocabulary import PeriodState
 from .pasted import command
 from .text import LEGEND, iso_utc, safe, span

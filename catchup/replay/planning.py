@@ -12,8 +12,7 @@ from datetime import datetime
 
 from ..config.job import Job
 from ..config.upstream import ranks
-from ..models import JobScan
-from ..results import Planned
+from ..results import JobScan, Planned
 from ..scan.detector import scan_jobs
 from ..scan.targets import ScanTarget
 from ..schedule import Period

@@ -19,9 +19,9 @@ from ..claims.path import Handed, keyed, release, run_chained
 from ..config.job import Job
 from ..errors import first_line
 from ..execution.callthread import CallThread
-from ..models import ORDINARY, UNCLAIMED, Claim, ClaimRules, HandOff, Outcome
+from ..ledger.rows import Claim
 from ..postgres import database as db
-from ..results import Batch, Planned
+from ..results import ORDINARY, UNCLAIMED, Batch, ClaimRules, HandOff, Outcome, Planned
 from ..schedule import Period
 from ..session import Session
 from ..vocabulary import OutcomeStatus

@@ -16,8 +16,7 @@ from datetime import datetime
 from ..claims.batch import BATCH_MAX
 from ..config.bounds import TICK_WORKERS
 from ..config.job import Job
-from ..models import ClaimRules, JobScan, Outcome, TickLeft
-from ..results import Batch, Planned
+from ..results import Batch, ClaimRules, JobScan, Outcome, Planned, TickLeft
 from ..scan.detector import Prepared, prepare, scan_jobs
 from ..scan.targets import KeyRow, ScanTarget, keys_failed
 from ..scan.window import Moment

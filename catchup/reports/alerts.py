@@ -19,7 +19,7 @@ from urllib.parse import quote
 from ..config.job import Alerts, Webhook
 from ..ledger import Ledger
 from ..ledger.alerts import AlertRange
-from ..models import JobScan, Range, ScanReport
+from ..results import JobScan, Range, ScanReport
 from ..schedule import iso_utc
 
 POST_TIMEOUT = 10.0

@@ -4,7 +4,8 @@ and the ledger's jobs a config does not name."""
 from __future__ import annotations
 
 from ..config.job import Job
-from ..models import JobLine, Unconfigured
+from ..ledger.rows import Unconfigured
+from ..results import JobLine
 from ..scan.detector import prepare, scan_jobs
 from ..scan.targets import KeysFailure, keys_failed
 from ..session import Session

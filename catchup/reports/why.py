@@ -13,7 +13,7 @@ from ..changes.held import held_said
 from ..claims.failover import told
 from ..config.job import DEFAULT_LANE, Job
 from ..config.upstream import needed
-from ..models import JobRow, RunRow
+from ..ledger.rows import JobRow, RunRow
 from ..render.pasted import command
 from ..results import Why
 from ..schedule import Period, iso_utc, span

@@ -13,7 +13,8 @@ from datetime import datetime
 
 from ..config.job import Job
 from ..config.upstream import Dependency, needed, ranks
-from ..models import JobRow, JobScan, Range
+from ..ledger.rows import JobRow
+from ..results import JobScan, Range
 from ..schedule import Period, Timeline
 from ..session import Session
 from ..vocabulary import PeriodState

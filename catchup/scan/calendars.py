@@ -10,7 +10,7 @@ from datetime import datetime, time, timedelta
 from typing import Literal
 
 from ..config.job import Job
-from ..models import Calendar, JobScan
+from ..results import Calendar, JobScan
 from ..schedule import to_utc, to_wall, zone
 from ..vocabulary import PeriodState
 

@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from ..config.job import Job
-from ..models import Range
+from ..results import Range
 
 
 @dataclass(frozen=True, order=True)

@@ -14,7 +14,8 @@ from typing import Any
 
 from ..config.job import Job
 from ..ledger import Ledger
-from ..models import JobRow, JobScan, ScanReport
+from ..ledger.rows import JobRow
+from ..results import JobScan, ScanReport
 from ..scheduler.pulse import read_pulse
 from ..session import Session
 from .keyed import read_each, scan_keyed, with_keys

@@ -20,8 +20,9 @@ import psycopg
 from ..config.job import Job
 from ..errors import CatchupError, first_line
 from ..ledger import EvidenceQuery, Ledger
-from ..models import EvidenceState, JobScan, Range
+from ..ledger.rows import EvidenceState
 from ..postgres import database as db
+from ..results import JobScan, Range
 from ..schedule import Period
 from ..vocabulary import PeriodState
 from .ranges import carve, group, merge

@@ -11,7 +11,7 @@ from dataclasses import replace
 from datetime import datetime
 
 from ..config.job import Job
-from ..models import JobScan, Range
+from ..results import JobScan, Range
 from ..vocabulary import PeriodState
 from .carving import UpstreamRun, carried, said_of, segments
 from .targets import KeyRange

@@ -19,9 +19,8 @@ from ..config.values import key_problem
 from ..errors import EXIT_DATABASE, EXIT_USAGE, CatchupError, ConfigError, DatabaseError, first_line
 from ..ledger import Ledger, read_keys
 from ..maintenance.findings import Finding
-from ..models import COUNTED_STATES, JobScan, Range
 from ..postgres import database as db
-from ..results import Planned
+from ..results import COUNTED_STATES, JobScan, Planned, Range
 from ..session import Session
 from ..vocabulary import PeriodState
 from . import evidence

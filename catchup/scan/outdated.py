@@ -10,7 +10,8 @@ from datetime import datetime
 
 from ..config.job import Job
 from ..config.upstream import Dependency, needed
-from ..models import JobRow, JobScan
+from ..ledger.rows import JobRow
+from ..results import JobScan
 from ..schedule import Timeline
 from ..session import Session
 from ..vocabulary import PeriodState

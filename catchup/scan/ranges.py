@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from ..models import Range
+from ..results import Range
 from ..schedule import Timeline
 
 

@@ -22,7 +22,7 @@ from typing import Any
 from ..claims import suspects
 from ..ledger import Ledger
 from ..ledger.scans import Pieces, Windows
-from ..models import COUNTED_STATES, JobScan, Range
+from ..results import COUNTED_STATES, JobScan, Range
 from ..schedule import Fixed, Schedule, WallStep
 from ..vocabulary import PeriodState
 from . import evidence

@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 import psycopg
 
 from ..config.job import Job
-from ..models import JobRow
+from ..ledger.rows import JobRow
 from ..session import Session
 from .pulsefacts import Lateness, Pulse, due_within
 

@@ -7,8 +7,9 @@ from __future__ import annotations
 from collections import defaultdict
 
 from ..config.job import Job
+from ..ledger.rows import FailureRow
 from ..reports.explain import Explanation, explain
-from ..results import FailureRow, PageFacts
+from ..results import PageFacts
 from ..scheduler.leadership import next_due as when_due
 from ..session import Session
 

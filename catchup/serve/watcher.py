@@ -33,12 +33,11 @@ import psycopg
 
 from ..errors import CatchupError, ConfigError, first_line
 from ..maintenance.retention import LedgerSize
-from ..models import JobScan, ScanReport
 from ..render import json as json_render
 from ..render.metrics import Served
 from ..render.page import keys_page, keys_path
 from ..render.web import Site, home
-from ..results import KeysReport, PageFacts, PeriodReport
+from ..results import JobScan, KeysReport, PageFacts, PeriodReport, ScanReport
 
 # a scan is "recent" for /readyz within this many refresh intervals (plus its own duration)
 READY_INTERVALS = 3

@@ -20,8 +20,8 @@ from fix_db import Database
 from fix_processes import wait_for
 from fix_project import Project, job_toml
 
-from catchup.models import JobScan, Range
 from catchup.reports.alerts import diff
+from catchup.results import JobScan, Range
 
 T = [datetime(2026, 10, d, tzinfo=UTC) for d in range(1, 31)]
 

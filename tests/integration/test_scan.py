@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from catchup.config.loading import Job
 from catchup.ledger import Ledger
-from catchup.models import Range
+from catchup.results import Range
 from catchup.scan.detector import scan_job
 from catchup.schedule import RRule, Timeline, parse_schedule
 from catchup.schedule.reconcile import changed

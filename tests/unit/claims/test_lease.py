@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from catchup.claims.lease import LeaseKeeper, retry_wait
-from catchup.results import Renewed
+from catchup.ledger.rows import Renewed
 
 
 def test_the_first_retry_is_immediate() -> None:

@@ -10,7 +10,8 @@ import pytest
 from catchup.claims.path import SUCCEEDED, VERDICTS, described, finish_fields, verdict
 from catchup.config.loading import make_job
 from catchup.execution.runner import Execution
-from catchup.models import Finished, Outcome
+from catchup.ledger.rows import Finished
+from catchup.results import Outcome
 from catchup.schedule import Period
 from catchup.vocabulary import AttemptStatus, Ended, OutcomeStatus, RunStatus
 

@@ -15,13 +15,12 @@ from rich.console import Console
 
 from catchup.claims.failover import Failover
 from catchup.config.loading import make_job
-from catchup.models import JobScan, Range, ScanReport
 from catchup.render import batches, changes, documents, tables
 from catchup.render import json as render_json
 from catchup.render.scan import scan_tables, suspect_line
 from catchup.render.text import safe, schedule_text
 from catchup.render.webparts import replay_command
-from catchup.results import Batch, Change, Changes, History, Planned
+from catchup.results import Batch, Change, Changes, History, JobScan, Planned, Range, ScanReport
 from catchup.schedule import Period, span
 from catchup.scheduler.pulsefacts import Pulse
 from catchup.vocabulary import EventAction, PeriodState
@@ -183,8 +182,8 @@ def test_the_render_layer_knows_neither_the_database_nor_click() -> None:
         "import sys\n"
         "import catchup.render.json, catchup.render.tables, catchup.render.scan\n"
         "import catchup.render.documents, catchup.render.batches\n"
-        "print(sorted({'psycopg', 'click', 'catchup.ledger', 'catchup.session',"
-        " 'catchup.claims.path'}"
+        "print(sorted({'psycopg', 'click', 'catchup.ledger.whole', 'catchup.ledger.base',"
+        " 'catchup.session', 'catchup.claims.path'}"
         " & set(sys.modules)))"
     )
     found = subprocess.run(

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from catchup.models import ScanReport
 from catchup.render.web import pulse_line
+from catchup.results import ScanReport
 from catchup.scheduler.pulsefacts import Lateness, Pulse
 
 NOW = datetime(2026, 10, 1, 12, tzinfo=UTC)
