@@ -30,6 +30,8 @@ from ..session import Session
 if TYPE_CHECKING:
     from ..config.reloading import ConfigWatch
 
+# Imports inside functions: at first use, so a command loads only the capability it runs.
+
 MAX_REASON = 1000
 
 

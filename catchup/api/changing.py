@@ -19,6 +19,8 @@ from ..schedule import Period
 from ..session import Session
 from .base import Base, check_actor, check_reason, instant, texts
 
+# Imports inside functions: at first use, so a command loads only the capability it runs.
+
 
 class Changing(Base):
     def mark(  # noqa: PLR0913

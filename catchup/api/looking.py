@@ -35,6 +35,8 @@ from .base import Base, check, instant
 if TYPE_CHECKING:
     from ..serve.watcher import Watcher
 
+# Imports inside functions: at first use, so a command loads only the capability it runs.
+
 PERIOD_WAIT = 5.0  # seconds a period page waits for the reads before it (then: 503)
 PERIOD_ATTEMPTS = 50  # the newest attempts and changes a period page shows
 

@@ -22,6 +22,8 @@ from ..schedule import Period
 from ..scheduler.inflight import Holding
 from .base import Base, check, check_actor, check_reason, instant
 
+# Imports inside functions: at first use, so a command loads only the capability it runs.
+
 
 class Running(Base):
     def run(

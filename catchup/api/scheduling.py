@@ -25,6 +25,8 @@ if TYPE_CHECKING:
     from ..config.reloading import ConfigWatch
     from ..serve.watcher import Watcher
 
+# Imports inside functions: at first use, so a command loads only the capability it runs.
+
 LISTEN_WAIT = 30.0  # seconds the page's port may take to be bound before the scheduler starts
 
 

@@ -15,13 +15,16 @@ from datetime import date, datetime, timedelta
 from typing import TYPE_CHECKING
 
 from ..config.job import Job
-from ..config.values import parse_instant
+from ..config.values import name_problem, parse_instant
 from ..errors import ConfigError, DatabaseError
 from ..ledger.rows import LockedRow
 from ..results import Change, Changes
+from ..scan.detector import prepare, scan_jobs
+from ..scan.keyed import current_keys, selected
 from ..schedule import Period
 from ..session import Session
 from ..vocabulary import EventAction, PeriodState, RunStatus
+from .held import held_said
 
 if TYPE_CHECKING:
     from ..scan.window import Moment
@@ -81,7 +84,6 @@ def by_key(
         return [(job, periods)]
     if keys is not None:
         return [(job.for_key(key), periods) for key in keys]
-    from ..scan.keyed import current_keys
 
     row = session.job_rows(write=False).get(job.name)
     known = current_keys(session.ledger, job, row.id if row else 0, session.now(), write=False)
@@ -126,8 +128,6 @@ def _changeable(session: Session, job: Job) -> int:
     refused: a change would make it no longer new (its old name's done periods would run
     again), or keep `catchup rename` from replacing its row. The config says which it is first."""
     if (old := session.held().get(job.name)) is not None:
-        from .held import held_said
-
         raise ConfigError(f"{held_said(job.name, old)}; nothing was changed")
     return session.registered_id(job.name)
 
@@ -258,7 +258,6 @@ def pause(session: Session, job: Job, *, reason: str | None, actor: str) -> date
 def _known_key(session: Session, job: Job, job_id: int) -> None:
     """Record the job's keys as its source gives them now; a ConfigError when ``job.key`` is
     not one of them."""
-    from ..scan.keyed import current_keys, selected
 
     keys = current_keys(session.ledger, job, job_id, session.now(), write=True)
     selected(replace(job, selected_keys=(job.key,)), keys)
@@ -292,7 +291,6 @@ def adopt(
 ) -> list[Changes]:
     """Record each job's untracked periods (its evidence exists, the ledger has no row) as
     waived, audited as ``adopt``: onboarding a job that ran elsewhere before."""
-    from ..scan.detector import prepare, scan_jobs
 
     for job in jobs:
         if job.evidence is None:
@@ -330,7 +328,6 @@ def adopt(
 def rename(session: Session, old: str, new: str, *, reason: str, actor: str) -> None:
     """``old`` (in the ledger) takes the name ``new``, keeping its id and everything recorded
     for it; refused, as a ConfigError, when it cannot be."""
-    from ..config.values import name_problem
 
     if (said := name_problem(new, "new name")) is not None:
         raise ConfigError(said)

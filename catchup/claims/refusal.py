@@ -12,6 +12,7 @@ from ..config.job import Job
 from ..errors import DatabaseError
 from ..ledger.rows import Blocked, Waiting
 from ..render.pasted import command
+from ..scan import evidence
 from ..schedule import Period, iso_utc
 from ..session import Session
 from ..vocabulary import RunStatus
@@ -87,7 +88,6 @@ def unverified_upstream(session: Session, job: Job, period: Period) -> Blocked |
     """The upstream periods ``period`` waits for that succeeded without the evidence their
     job's query looks for (``unverified``: a gap, so not done), read just before the claim;
     an evidence query that cannot say counts as not verified. None when there are none."""
-    from ..scan import evidence
 
     by_job: dict[str, tuple[Job, list[Period]]] = {}
     for up, p in session.needs(job, period):

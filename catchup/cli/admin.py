@@ -21,6 +21,9 @@ from .options import (
     scheduler_options,
 )
 
+# Imports inside functions: at first use, so `catchup --help` and each command load only
+# what they need.
+
 
 @click.command(epilog=DOCTOR_EXIT_CODES)
 @json_option("Print JSON instead of lines.")

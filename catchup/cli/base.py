@@ -32,6 +32,9 @@ if TYPE_CHECKING:
     from ..api import Catchup
     from ..results import Batch, Outcome
 
+# Imports inside functions: at first use, so `catchup --help` and each command load only
+# what they need.
+
 
 class State:
     """What every command shares: the options of the group, and the facade once opened."""

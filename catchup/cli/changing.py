@@ -23,6 +23,9 @@ from .options import (
     window_options,
 )
 
+# Imports inside functions: at first use, so `catchup --help` and each command load only
+# what they need.
+
 
 @click.command(epilog=EXIT_CODES)
 @click.argument("job")

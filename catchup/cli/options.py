@@ -12,6 +12,9 @@ import click
 from ..config.bounds import SCHEDULER_GRACE, SERVE_REFRESH, Bound
 from ..render.limits import GAP_LIMIT
 
+# Imports inside functions: at first use, so `catchup --help` and each command load only
+# what they need.
+
 F = TypeVar("F", bound=Callable[..., Any])
 
 EXIT_CODES = """\b

@@ -37,6 +37,9 @@ from .options import (
 if TYPE_CHECKING:
     from ..results import Outcome
 
+# Imports inside functions: at first use, so `catchup --help` and each command load only
+# what they need.
+
 
 @click.command(epilog=EXIT_CODES)
 @click.argument("job")

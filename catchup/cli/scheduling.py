@@ -12,6 +12,9 @@ from ..render.text import safe
 from .base import State, console, pass_state, stop_signals
 from .options import Listen, Seconds, refresh_option, workers_option
 
+# Imports inside functions: at first use, so `catchup --help` and each command load only
+# what they need.
+
 
 @click.command(
     epilog="Exit codes: 0 stopped on SIGINT or SIGTERM (the lead handed back), 2 bad input "

@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import copy
 import difflib
+import hashlib
+import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Literal
+from urllib.parse import urlsplit
 
 from ..errors import ConfigError
 from ..postgres.dsn import hidden
@@ -104,8 +107,6 @@ class Job:
         agree on to share the job: when it runs (schedule, zone, start) and what it runs. Of a
         command, only its program and a digest of the whole (its arguments may hold a
         secret; the ledger and the lines that name a clash never show them)."""
-        import hashlib
-        import json
 
         if self.command is not None:
             runs = self.command[0]
@@ -165,7 +166,6 @@ class Webhook:
 
     def describe(self) -> str:
         """The webhook as logs may show it: its name and host, never its path or query."""
-        from urllib.parse import urlsplit
 
         return f"{self.name} ({urlsplit(self.url).hostname or '?'})"
 

@@ -21,11 +21,14 @@ from .values import (
     SPREAD_DEFAULT,
     check_placeholders,
     key_problem,
+    name_problem,
     parse_duration,
     parse_written,
     spread_offset,
     type_name,
 )
+
+# Imports inside functions: at first use: reading a config never loads postgres/ (nor the driver).
 
 DEFAULTS: dict[str, Any] = {k.name: k.default for k in JOB_KEYS if k.default is not None}
 KEY_NAMES = frozenset(JOB_KEY)
@@ -229,7 +232,6 @@ def _lane_key(value: object, bad: Callable[[str, str], None]) -> str | None:
     if not isinstance(value, str):
         bad("lane", f"expected {JOB_KEY['lane'].accepts}, got {type_name(value)}")
         return None
-    from .values import name_problem
 
     if (said := name_problem(value, "lane")) is not None:
         bad("lane", said)

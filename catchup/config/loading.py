@@ -28,6 +28,8 @@ from .values import (
     url_problem,
 )
 
+# Imports inside functions: at first use: reading a config never loads postgres/ (nor the driver).
+
 CONFIG_NAME = "catchup.toml"
 
 DATABASE_KEYS = frozenset({"dsn", "schema", "embedded", "durable_claims"})

@@ -9,6 +9,7 @@ import re
 import string
 import unicodedata
 from datetime import UTC, date, datetime, time, timedelta
+from urllib.parse import urlsplit
 
 from ..schedule import Schedule, as_utc, to_utc, to_wall, zone
 
@@ -104,7 +105,6 @@ def storable(text: str) -> str:
 def url_problem(url: str) -> str | None:
     """Why ``url`` cannot be a webhook's address, in words that never repeat any of it (its
     path may hold a token); None when it can be posted to."""
-    from urllib.parse import urlsplit
 
     if any(not 0x21 <= ord(c) <= 0x7E for c in url):
         return "it holds a space, a control or a non-ASCII character (percent-encode them)"

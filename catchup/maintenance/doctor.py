@@ -2,21 +2,31 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 from collections.abc import Callable
-from datetime import datetime
+from datetime import datetime, timedelta
 
 import psycopg
 
+from ..changes.held import held_said
 from ..config.job import Config
 from ..config.loading import find_config, load_config
+from ..config.upstream import ranks
 from ..errors import CatchupError, first_line
+from ..execution.preflight import cannot_start
 from ..ledger import Ledger, sqlfiles
 from ..postgres import database as db
+from ..reports.explain import dst_warnings, falls_due_on_the_hour
+from ..reports.jobs import unconfigured
 from ..scan import evidence
+from ..scan.keyed import keys_findings
+from ..schedule import is_utc, iso_utc, span, to_wall, zone
 from ..scheduler.pulse import read_pulse
 from ..scheduler.pulsefacts import Pulse
-from ..session import Session
+from ..session import Session, definition_clashes
+from .compaction import ledger_findings
 from .findings import Finding
 from .privileges import privilege_findings
 from .replication import replication_findings
@@ -26,7 +36,6 @@ CLOCK_TOLERANCE = 2.0  # seconds
 
 def graph_findings(config: Config) -> list[Finding]:
     """The jobs that wait for others, upstream first: ``billing ← export``."""
-    from ..config.upstream import ranks
 
     waiting = {name: job.after for name, job in config.jobs.items() if job.after}
     if not waiting:
@@ -56,8 +65,6 @@ def clock_finding(host: datetime, database: datetime, rtt: float) -> Finding:
 
 def dst_findings(config: Config, now: datetime) -> list[Finding]:
     """Local times a DST change skips or repeats, per job in a time zone (see explain)."""
-    from ..reports.explain import dst_warnings
-    from ..schedule import is_utc
 
     local = [job for job in config.jobs.values() if not is_utc(job.timezone)]
     if not config.jobs:
@@ -83,9 +90,6 @@ def dst_findings(config: Config, now: datetime) -> list[Finding]:
 def zone_agreement(session: Session, config: Config, now: datetime) -> list[Finding]:
     """PostgreSQL and Python each carry a time zone database; catchup's schedules use Python's
     and ``scan --full`` PostgreSQL's. Compare them, hour by hour, over the next 400 days."""
-    from datetime import timedelta
-
-    from ..schedule import is_utc, to_wall, zone
 
     zones = sorted({job.timezone for job in config.jobs.values() if not is_utc(job.timezone)})
     if not zones:
@@ -122,14 +126,10 @@ def zone_agreement(session: Session, config: Config, now: datetime) -> list[Find
 
 def crowded_hour_findings(config: Config, now: datetime) -> list[Finding]:
     """Jobs due exactly on a UTC boundary start together with everything else."""
-    from ..reports.explain import falls_due_on_the_hour
 
     crowded = [job for job in config.jobs.values() if falls_due_on_the_hour(job, now)]
     if not crowded:
         return []
-    from datetime import timedelta
-
-    from ..schedule import span
 
     names = ", ".join(job.name for job in crowded[:5])
     more = f" and {len(crowded) - 5} more" if len(crowded) > 5 else ""
@@ -224,10 +224,6 @@ except BaseException as exc:
 def start_findings(config: Config) -> list[Finding]:
     """Every job's program resolved and every ``call`` imported (in a child process, so a
     module's import-time work never runs in doctor's): what cannot start, a line each."""
-    import subprocess
-    import sys
-
-    from ..execution.preflight import cannot_start
 
     found = []
     for job in config.jobs.values():
@@ -259,7 +255,6 @@ def start_findings(config: Config) -> list[Finding]:
 
 def definition_findings(session: Session) -> list[Finding]:
     """Jobs another project defines differently in this ledger: every command refuses them."""
-    from ..session import definition_clashes
 
     rows = session.ledger.job_rows(sorted(session.config.jobs))
     return [Finding("serious", "jobs", line) for line in definition_clashes(session.config, rows)]
@@ -267,9 +262,6 @@ def definition_findings(session: Session) -> list[Finding]:
 
 def unconfigured_findings(session: Session) -> list[Finding]:
     """Jobs the ledger has that the config does not name, and new jobs that look like them."""
-    from ..changes.held import held_said
-    from ..reports.jobs import unconfigured
-    from ..schedule import iso_utc
 
     gone, lookalikes = unconfigured(session)
     found = [Finding("warning", "jobs", held_said(new, old)) for new, old in lookalikes]
@@ -381,12 +373,9 @@ def _ledger_findings(
     found += dst_findings(config, db_now)
     found += _guarded("time zones", lambda: zone_agreement(session, config, db_now))
     found += _guarded("evidence", lambda: evidence_findings(session, config, db_now))
-    from ..scan.keyed import keys_findings
 
     found += _guarded("keys", lambda: keys_findings(session.ledger, [*config.jobs.values()]))
     if current:
-        from .compaction import ledger_findings
-
         found += _guarded("ledger", lambda: ledger_findings(session, db_now))
     return found
 

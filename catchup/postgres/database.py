@@ -20,6 +20,9 @@ if TYPE_CHECKING:
     from ..config.job import Project
     from .projectdb import Found
 
+# Imports inside functions: at first use: reading a DSN or a config never loads the driver
+# nor the ledger.
+
 MIN_SERVER_VERSION = 170000
 BUSY_RETRY_SECONDS = 15.0  # the default of CATCHUP_CONNECT_RETRY
 BUSY_RETRY_MOST = 3600.0

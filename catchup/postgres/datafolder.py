@@ -15,6 +15,9 @@ from pathlib import Path
 from ..errors import ConfigError, DatabaseError
 from .processes import run, socket_dir, write_private
 
+# Imports inside functions: at first use: reading a DSN or a config never loads the driver
+# nor the ledger.
+
 PASSWORD_FILE = "catchup.password"  # in the data folder, 0600
 SETTINGS_FILE = "catchup.conf"  # rewritten at each start, included by postgresql.conf
 _HBA = "# catchup: local connections only, with the password from catchup.password\n" + (

@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import os
 
+# Imports inside functions: at first use: reading a DSN or a config never loads the driver
+# nor the ledger.
+
 
 def redact(conninfo: str) -> str:
     """The conninfo as ``postgresql://user@host:port/db``: never the password."""

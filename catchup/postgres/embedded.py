@@ -33,6 +33,9 @@ from .datafolder import _HBA, check_data, create, password, read, require_passwo
 from .processes import launch, pg_ctl, server_user
 from .startlock import locked
 
+# Imports inside functions: at first use: reading a DSN or a config never loads the driver
+# nor the ledger.
+
 
 @dataclass(frozen=True)
 class Server:

@@ -21,6 +21,9 @@ if TYPE_CHECKING:
     from ..config.job import Project
     from ..ledger import Ledger
 
+# Imports inside functions: at first use: reading a DSN or a config never loads the driver
+# nor the ledger.
+
 SHARED = "postgres"  # the server's own database: where an older catchup kept every ledger
 
 

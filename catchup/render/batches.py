@@ -25,6 +25,8 @@ if TYPE_CHECKING:
     from ..config.job import Job
     from ..results import Batch, Planned
 
+# Imports inside functions: at first use: only a run on a terminal shows progress.
+
 
 def batch_summary(console: Console, batch: Batch, title: str = "replay") -> None:
     """Per job: how many periods succeeded, failed, were skipped, lost or interrupted."""

@@ -14,6 +14,7 @@ from ..config.job import Job
 from ..config.upstream import ranks
 from ..results import JobScan, Planned
 from ..scan.detector import scan_jobs
+from ..scan.keyed import gap_items, known_keys
 from ..scan.targets import ScanTarget
 from ..schedule import Period
 from ..session import Session
@@ -24,8 +25,6 @@ def gap_periods(job: Job, result: JobScan, states: frozenset[str]) -> Iterator[P
     """Every period of the job's gaps in ``states``, oldest first (of a job with keys: every
     (key, period), then by key)."""
     if job.keyed:
-        from ..scan.keyed import gap_items
-
         yield from gap_items(job, result, states)
         return
     timeline = job.timeline
@@ -140,7 +139,6 @@ def plan_upstream(
 
 def _with_keys(session: Session, target: ScanTarget, keys: set[str], now: datetime) -> ScanTarget:
     """``target`` (a keyed job) with those of ``keys`` it has, and their history; read only."""
-    from ..scan.keyed import known_keys
 
     known = known_keys(session.ledger, target.job, target.job_id, now)
     return dataclasses.replace(target, keys=tuple(row for row in known if row.key in keys))

@@ -13,11 +13,13 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 
+from ..changes.operations import reset
 from ..claims.batch import BATCH_MAX
 from ..config.bounds import TICK_WORKERS
 from ..config.job import Job
 from ..results import Batch, ClaimRules, JobScan, Outcome, Planned, TickLeft
 from ..scan.detector import Prepared, prepare, scan_jobs
+from ..scan.outdated import with_outdated
 from ..scan.targets import KeyRow, ScanTarget, keys_failed
 from ..scan.window import Moment
 from ..schedule import Period
@@ -136,8 +138,6 @@ def _live_gaps(
         session.ledger, targets, now=ready.now, since=since, until=until, record=record
     )
     if outdated:
-        from ..scan.outdated import with_outdated
-
         results = [with_outdated(session, t.job, r) for t, r in zip(targets, results, strict=True)]
     return [(t.job, r) for t, r in zip(targets, results, strict=True) if not t.paused]
 
@@ -157,7 +157,6 @@ RERUN = Audit("an upstream period it waited for ran again (when_outdated = rerun
 def _reopen(audit: Audit | None, session: Session, item: Planned) -> None:
     """Reset an unverified period (succeeded, no evidence) or an outdated one (succeeded before
     an upstream re-run) so the claim path runs it again."""
-    from ..changes.operations import reset
 
     if audit is not None and item.state in (PeriodState.unverified, PeriodState.outdated):
         reset(session, item.job, [item.period], reason=audit.reason, actor=audit.actor)
@@ -252,8 +251,6 @@ def _tick_gaps(
     gaps = {result.job: result for result in scanned}
     rerun = {t.job.name for t in targets if t.job.after and t.job.when_outdated == "rerun"}
     if rerun:  # when_outdated = "rerun": what an upstream re-run made outdated runs again
-        from ..scan.outdated import with_outdated
-
         for target in targets:
             if target.job.name in rerun:
                 gaps[target.job.name] = with_outdated(session, target.job, gaps[target.job.name])

@@ -13,12 +13,16 @@ from ..changes.held import held_said
 from ..claims.failover import told
 from ..config.job import DEFAULT_LANE, Job
 from ..config.upstream import needed
+from ..errors import CatchupError
 from ..ledger.rows import JobRow, RunRow
 from ..render.pasted import command
 from ..results import Why
+from ..scan import evidence
 from ..schedule import Period, iso_utc, span
 from ..session import Session
 from ..vocabulary import RunStatus
+
+# Imports inside functions: at first use: the driver's errors, only when a probe fails.
 
 MAX_DEPTH = 6  # how far down a chain of blocks it follows
 MAX_SHOWN = 5  # upstream periods explained per period (the rest counted)
@@ -332,9 +336,6 @@ def _ran_again(
 def _untracked(session: Session, job: Job, period: Period) -> bool:
     """Whether ``job``'s evidence shows output for ``period`` (False when it cannot say)."""
     import psycopg
-
-    from ..errors import CatchupError
-    from ..scan import evidence
 
     try:
         return evidence.present(session.ledger, job, period)

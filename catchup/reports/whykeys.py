@@ -10,6 +10,8 @@ from datetime import datetime
 from ..config.job import Job
 from ..render.pasted import command
 from ..results import Why
+from ..scan.detector import scan
+from ..scan.keyed import known_keys, selected
 from ..schedule import Period, iso_utc, span
 from ..session import Session
 from ..vocabulary import PeriodState
@@ -22,8 +24,6 @@ def keys_summary(
 ) -> Why:
     """``period`` of the keyed ``job`` across its keys (those of ``keys``; None: every key
     expected in it): a count per state, and what would move the keys not done."""
-    from ..scan.detector import scan
-    from ..scan.keyed import known_keys, selected
 
     chosen = job if keys is None else replace(job, selected_keys=keys)
     label, value = job.label(period.start), job.period_value(period.start)

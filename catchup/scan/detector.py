@@ -18,6 +18,8 @@ from ..ledger.rows import JobRow
 from ..results import JobScan, ScanReport
 from ..scheduler.pulse import read_pulse
 from ..session import Session
+from .blocked import blocked_states
+from .calendars import calendar
 from .keyed import read_each, scan_keyed, with_keys
 from .targets import ScanTarget as ScanTarget
 from .unkeyed import scan_unkeyed
@@ -152,8 +154,6 @@ def scan(  # noqa: PLR0913
     """Scan ``jobs`` on the database clock: the report the CLI renders and the API returns,
     with the scheduler's pulse (``pulse``) and a calendar per job (``calendars``). ``read_only``
     writes nothing at all (``catchup serve``): no job rows, no coverage, no evidence state."""
-    from .blocked import blocked_states
-    from .calendars import calendar
 
     ready = prepare(session, jobs, since, until, write=not read_only)
     now, jobs, targets = ready.now, ready.jobs, ready.targets

@@ -22,6 +22,8 @@ from ..ledger import Ledger
 from ..postgres import database as db
 from .keyed import KeysFailed, source_keys
 
+# Imports inside functions: at first use: the embedded server's side, only before a ledger is made.
+
 TEMPLATE = "template1"  # what CREATE DATABASE copies
 
 

@@ -15,7 +15,9 @@ from ..results import JobScan
 from ..schedule import Timeline
 from ..session import Session
 from ..vocabulary import PeriodState
+from .keyblocked import grouped
 from .ranges import group, merge
+from .targets import KeyRange
 
 
 def with_outdated(
@@ -96,8 +98,6 @@ def _outdated_keys(
     """A keyed job's scan with each key's succeeded periods that finished before an upstream
     period they need ran again (an unkeyed upstream's: every key; a keyed one's: its own key)
     as ``outdated``."""
-    from .keyblocked import grouped
-    from .targets import KeyRange
 
     starts = sorted({t for _, t in latest})
     keys = list(job.selected_keys) or None

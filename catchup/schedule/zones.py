@@ -9,6 +9,8 @@ from datetime import UTC, datetime, timedelta
 from functools import lru_cache
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
+# Imports inside functions: at first use: only a zone nobody knows needs suggestions.
+
 _EPOCH = datetime(1970, 1, 1)
 _EPOCH_MONDAY = datetime(1970, 1, 5)  # a Monday, for weekly alignment
 _EVERY = re.compile(

@@ -22,6 +22,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
+from ..errors import ConfigError
 from ..render.jobpage import job_page
 from ..render.metrics import exposition
 from ..render.pagejson import job_json
@@ -331,8 +332,6 @@ def serve(
     try:
         server = Server((host, port), watcher)
     except OSError as exc:
-        from ..errors import ConfigError
-
         raise ConfigError(f"{option} {host}:{port}: {exc.strerror}") from None
     watcher.thread.start()
     thread = threading.Thread(target=server.serve_forever, name="catchup-serve-http", daemon=True)

@@ -178,6 +178,31 @@ def test_the_ruff_allow_lists_only_shrink() -> None:
     assert grown == {}, "a function over ruff's limits: split it rather than allow it"
 
 
+def test_an_import_inside_a_function_is_there_for_start_up_and_says_so() -> None:
+    """Imports go at a module's top, where its header shows what it needs; one inside a
+    function is for start-up time only (a command loads what it runs, reading a config never
+    loads the driver), in the modules listed here, each saying so at its top."""
+    allowed: tuple[str, ...] = ("cli/", "api/", "postgres/", "config/jobs.py", "config/loading.py")
+    allowed += ("render/batches.py", "reports/why.py", "scan/firstread.py", "schedule/zones.py")
+    found, silent = [], []
+    for path in PACKAGE.rglob("*.py"):
+        text = path.read_text()
+        inside = [
+            node.lineno
+            for function in ast.walk(ast.parse(text))
+            if isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef)
+            for node in ast.walk(function)
+            if isinstance(node, ast.Import | ast.ImportFrom)
+        ]
+        where = str(path.relative_to(PACKAGE))
+        if inside and not where.startswith(allowed):
+            found.append(f"catchup/{where}:{min(inside)}")
+        elif inside and "# Imports inside functions: " not in text:
+            silent.append(f"catchup/{where}")
+    assert found == [], "an import inside a function: move it to the module's top"
+    assert silent == [], "say why at the module's top: # Imports inside functions: …"
+
+
 def test_the_layers_import_downwards_only() -> None:
     """The data-access layer and the render layer know nothing of the command line; rendering
     knows nothing of the database (an import inside a function counts too)."""
