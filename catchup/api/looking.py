@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import replace
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from ..config.bounds import EXPLAIN_COUNT, HISTORY_LIMIT, PS_LIMIT
@@ -156,16 +157,22 @@ class Looking(Base):
         self, job: str, *, start: Moment | None = None, count: int = EXPLAIN_COUNT.default or 1
     ) -> Explanation:
         """``count`` periods of ``job`` from the one containing ``start`` (default: the current
-        one): bounds, lengths, due times and DST notes."""
+        one): bounds, lengths, due times and DST notes. With ``start``, no ledger is opened:
+        the job as configured (its schedule counted from its ``start``, not the schedule history
+        the ledger records) and ``now`` from this host's clock (``clock`` says which)."""
         from ..reports.explain import explain
 
         check(EXPLAIN_COUNT, count)
         spec = self.job(job)
-        start_at = None if start is None else instant(start, spec)
+        if start is not None:  # from the config alone: no database, no embedded server
+            everyone = list(self.config.jobs.values())
+            start_at = instant(start, spec)
+            now = datetime.now(UTC)
+            return explain(spec, everyone, now=now, start=start_at, count=count, clock="host")
         session = self.session
         everyone = session.resolve_all(list(self.config.jobs.values()), write=False)
         spec = session.resolve(spec, write=False)
-        return explain(spec, everyone, now=session.now(), start=start_at, count=count)
+        return explain(spec, everyone, now=session.now(), start=None, count=count)
 
     def ps(self, *, limit: int = PS_LIMIT.default or 1) -> Running:
         """Every period running now on every host (at most ``limit``, oldest claim first): job,

@@ -261,7 +261,8 @@ def why(
     "start",
     type=When(),
     help=f"Start at the period containing this (default: the current period); {DATE_HELP}. "
-    "(--from: its old name.)",
+    "Given, it reads catchup.toml alone: no database, the job's schedule as configured, due "
+    "times on this host's clock. (--from: its old name.)",
 )
 @click.option(
     "--limit",

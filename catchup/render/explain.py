@@ -3,12 +3,15 @@ is due, DST notes, the upstream periods each waits for), for people and as JSON.
 
 from __future__ import annotations
 
+from datetime import timedelta
+from typing import Any
+
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from ..reports.explain import Explanation, describe_due
-from ..schedule import is_utc
+from ..reports.explain import ClockChange, Explanation, Row, describe_due
+from ..schedule import is_utc, to_wall, zone
 from .json import dumps, period_json
 from .tables import blocks, fits
 from .text import iso_utc, span
@@ -31,7 +34,8 @@ def explanation(console: Console, ex: Explanation) -> None:
     named = any(not row.label.startswith(iso_utc(row.period.start)) for row in ex.rows)
     columns = (["period"] if named else []) + ["start (UTC)", "end (UTC)"]
     columns += [f"start ({ex.timezone})", f"end ({ex.timezone})"] if local else []
-    columns += ["length", "due"] + (["DST"] if dst else [])
+    due_column = "due (this host's clock)" if ex.clock == "host" else "due"
+    columns += ["length", due_column] + (["DST"] if dst else [])
     waits = any(row.waits for row in ex.rows)
     rows = []
     for row in ex.rows:
@@ -42,17 +46,21 @@ def explanation(console: Console, ex: Explanation) -> None:
         cells += [span((row.period.end - row.period.start).total_seconds())]
         cells += [describe_due(row, ex.now)] + ([row.dst or ""] if dst else [])
         rows.append(cells)
-    if waits:  # the upstream periods each waits for: a block per period, the lines are long
+    if waits or not fits(console, columns, rows):
+        # a block per period: the upstream periods each waits for make long lines, or the
+        # console is too narrow for the table (whole dates)
+        at = columns.index(due_column)
+        for cells in rows:  # `due (this host's clock) 2027-…`, not `due (…) due 2027-…`
+            cells[at] = due_column + cells[at].removeprefix("due")
         blocks(
             console,
             f"{len(rows)} period(s)",
-            [*columns, "waits for"],
-            [[*cells, row.waits or ""] for cells, row in zip(rows, ex.rows, strict=True)],
+            [*columns, *(["waits for"] if waits else [])],
+            [
+                [*cells, *([row.waits or ""] if waits else [])]
+                for cells, row in zip(rows, ex.rows, strict=True)
+            ],
         )
-        _notes(console, ex)
-        return
-    if not fits(console, columns, rows):  # too narrow: whole dates, a block per period
-        blocks(console, f"{len(rows)} period(s)", columns, rows)
     else:
         table = Table()
         for column in columns:
@@ -71,8 +79,10 @@ def _notes(console: Console, ex: Explanation) -> None:
 
 
 def explanation_json(ex: Explanation) -> str:
-    """The periods as JSON: UTC bounds and label, local bounds with their offset, when each
-    falls due on the database clock, and the notes."""
+    """The periods as JSON: UTC bounds and label, local bounds with their offset, length, when
+    each falls due on ``clock`` ("database", or "host" when no ledger was used), and the DST
+    notes in words (``dst``, ``warnings``) and as data (``clock_changes``, ``moved``,
+    ``dst_changes``)."""
     return dumps(
         {
             "job": ex.job,
@@ -81,18 +91,59 @@ def explanation_json(ex: Explanation) -> str:
             "delay_seconds": int(ex.delay.total_seconds()),
             "spread_seconds": int(ex.spread.total_seconds()),
             "now": iso_utc(ex.now),
-            "periods": [
-                {
-                    **period_json(row.period.start, row.period.end, row.label),
-                    "local_start": row.local_start.isoformat(),
-                    "local_end": row.local_end.isoformat(),
-                    "due": iso_utc(row.due),
-                    "is_due": row.is_due,
-                    "dst": row.dst,
-                    "waits": row.waits,
-                }
-                for row in ex.rows
-            ],
+            "clock": ex.clock,
+            "periods": [_row_json(row, ex.timezone) for row in ex.rows],
             "warnings": list(ex.warnings),
+            "dst_changes": [_change_json(change, ex.timezone) for change in ex.dst_changes],
         }
     )
+
+
+def _row_json(row: Row, timezone: str) -> dict[str, Any]:
+    tz = zone(timezone)
+    return {
+        **period_json(row.period.start, row.period.end, row.label),
+        "local_start": row.local_start.isoformat(),
+        "local_end": row.local_end.isoformat(),
+        "due": iso_utc(row.due),
+        "is_due": row.is_due,
+        "dst": row.dst,
+        "waits": row.waits,
+        "length_seconds": int((row.period.end - row.period.start).total_seconds()),
+        "clock_changes": [
+            {"at": iso_utc(at), "offset_change_seconds": int(delta.total_seconds())}
+            for at, delta in row.clock_changes
+        ],
+        "moved": [
+            {
+                "edge": m.edge,
+                "scheduled_local": m.scheduled.isoformat(),
+                "at": iso_utc(m.at),
+                "at_local": m.at.astimezone(tz).isoformat(),
+                "later_seconds": int((to_wall(m.at, tz) - m.scheduled).total_seconds()),
+                "one_boundary_for_both": m.shared,
+            }
+            for m in row.moved
+        ],
+    }
+
+
+def _change_json(change: ClockChange, timezone: str) -> dict[str, Any]:
+    tz = zone(timezone)
+    forward = change.offset_change > timedelta(0)
+    return {
+        "at": iso_utc(change.at),
+        "offset_change_seconds": int(change.offset_change.total_seconds()),
+        "local_before": change.local_before.isoformat(),
+        "local_after": change.local_after.isoformat(),
+        "local_times": [
+            {
+                "scheduled_local": t.scheduled.isoformat(),
+                "kind": "skipped" if forward else "repeated",
+                "start": iso_utc(t.start),
+                "start_local": t.start.astimezone(tz).isoformat(),
+                "one_period_for_both": t.shared,
+            }
+            for t in change.local_times
+        ],
+    }

@@ -6,6 +6,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from itertools import islice, pairwise
+from zoneinfo import ZoneInfo
 
 from ..config.job import Job
 from ..config.upstream import needed
@@ -27,6 +28,39 @@ LOOKAHEAD = timedelta(days=400)
 
 
 @dataclass(frozen=True)
+class Moved:
+    """A period's boundary that a spring-forward gap moved: the local time the schedule meant
+    does not exist that night, and the boundary falls where the clocks resume."""
+
+    edge: str  # "start" or "end"
+    scheduled: datetime  # the local time the schedule meant (naive: it does not exist)
+    at: datetime  # where the boundary is (UTC)
+    shared: bool  # it lands on a local time scheduled anyway: one boundary for both
+
+
+@dataclass(frozen=True)
+class LocalTime:
+    """One of a schedule's local times that a DST change skips or repeats, and where its
+    period starts (one period each, never two, never none)."""
+
+    scheduled: datetime  # the local time as scheduled (naive)
+    start: datetime  # the instant its period starts (UTC)
+    shared: bool  # skipped, and landing on a local time scheduled anyway: one period there
+
+
+@dataclass(frozen=True)
+class ClockChange:
+    """A DST change of the job's time zone and the schedule's local times it skips (clocks go
+    forward) or repeats (clocks go back)."""
+
+    at: datetime  # UTC
+    offset_change: timedelta  # the new offset minus the old: positive when clocks go forward
+    local_before: datetime  # the wall clock reading it jumps from (naive)
+    local_after: datetime  # the reading it jumps to (naive)
+    local_times: tuple[LocalTime, ...]  # empty for a schedule that counts elapsed time
+
+
+@dataclass(frozen=True)
 class Row:
     period: Period
     label: str  # the one name of the period (Job.label)
@@ -36,6 +70,8 @@ class Row:
     is_due: bool
     dst: str | None  # how a DST change inside the period changes its length
     waits: str | None = None  # the upstream periods it waits for (after), in words
+    clock_changes: tuple[tuple[datetime, timedelta], ...] = ()  # inside it: (UTC, offset change)
+    moved: tuple[Moved, ...] = ()  # its boundaries a spring-forward gap moved
 
 
 @dataclass(frozen=True)
@@ -47,51 +83,30 @@ class Explanation:
     spread: timedelta
     rows: tuple[Row, ...]
     warnings: tuple[str, ...]
-    now: datetime  # the database clock when it was explained
+    now: datetime  # the clock it was explained by (see clock)
+    clock: str = "database"  # whose clock `now` is: "database", or "host" (no ledger used)
+    # the DST changes in the 400 days from the first period shown, as data (warnings: in words)
+    dst_changes: tuple[ClockChange, ...] = ()
 
 
 def explain(
-    job: Job, others: Iterable[Job], *, now: datetime, start: datetime | None, count: int
+    job: Job,
+    others: Iterable[Job],
+    *,
+    now: datetime,
+    start: datetime | None,
+    count: int,
+    clock: str = "database",
 ) -> Explanation:
-    """``count`` periods from the one containing ``start`` (default: the current one)."""
+    """``count`` periods from the one containing ``start`` (default: the current one), ``now``
+    read from ``clock`` ("database" or "host")."""
     timeline = job.timeline
-    tz = zone(job.timezone)
     first = timeline.floor(start or now) or job.anchor
     everyone = {other.name: other for other in others}
-    rows = []
-    for period in islice(timeline.periods(first, datetime.max.replace(tzinfo=first.tzinfo)), count):
-        due = period.end + job.delay
-        notes = [
-            _clock_change(at, delta) for at, delta in transitions(tz, period.start, period.end)
-        ]
-        schedule = timeline.schedule_at(period.start)
-        for edge, t in (("starts", period.start), ("ends", period.end)):
-            moved = _moved(schedule, t)
-            if moved is not None:
-                at = t.astimezone(tz)
-                if _scheduled(schedule, to_wall(t, tz)):
-                    notes.append(
-                        f"the period {edge} at {at:%H:%M %Z}: the scheduled {moved:%H:%M} does "
-                        f"not exist that night and falls on this {at:%H:%M}, one boundary for both"
-                    )
-                else:
-                    notes.append(
-                        f"the period {edge} at {at:%H:%M %Z}: the scheduled {moved:%H:%M} does "
-                        f"not exist that night and moves {span(to_wall(t, tz) - moved)} later"
-                    )
-        dst = "; ".join(notes) or None
-        rows.append(
-            Row(
-                period,
-                job.label(period.start),
-                period.start.astimezone(tz),
-                period.end.astimezone(tz),
-                due,
-                due <= now,
-                dst,
-                _waits(job, period, everyone),
-            )
-        )
+    periods = islice(timeline.periods(first, datetime.max.replace(tzinfo=first.tzinfo)), count)
+    rows = [_row(job, period, now, everyone) for period in periods]
+    # DST nights from the first period shown: `--from 2027-03-27` asks about that spring
+    shown = timeline.schedule_at(first)
     return Explanation(
         job.name,
         job.schedule.text,
@@ -99,10 +114,59 @@ def explain(
         job.delay,
         job.spread,
         tuple(rows),
-        # DST nights from the first period shown: `--from 2027-03-27` asks about that spring
         tuple(_warnings(job, list(everyone.values()), now, first)),
         now,
+        clock,
+        () if is_utc(job.timezone) else tuple(clock_changes(shown, first)),
     )
+
+
+def _row(job: Job, period: Period, now: datetime, everyone: dict[str, Job]) -> Row:
+    """One period: its bounds, when it falls due, and what DST does to it."""
+    tz = zone(job.timezone)
+    due = period.end + job.delay
+    changes = tuple(transitions(tz, period.start, period.end))
+    schedule = job.timeline.schedule_at(period.start)
+    moved = tuple(
+        m
+        for edge, t in (("start", period.start), ("end", period.end))
+        if (m := _moved_edge(schedule, edge, t)) is not None
+    )
+    notes = [_clock_change(at, delta) for at, delta in changes]
+    notes += [_moved_note(m, tz) for m in moved]
+    return Row(
+        period,
+        job.label(period.start),
+        period.start.astimezone(tz),
+        period.end.astimezone(tz),
+        due,
+        due <= now,
+        "; ".join(notes) or None,
+        _waits(job, period, everyone),
+        changes,
+        moved,
+    )
+
+
+def _moved_edge(schedule: Schedule, edge: str, t: datetime) -> Moved | None:
+    scheduled = _moved(schedule, t)
+    if scheduled is None:
+        return None
+    return Moved(edge, scheduled, t, _scheduled(schedule, to_wall(t, zone(schedule.timezone))))
+
+
+def _moved_note(m: Moved, tz: ZoneInfo) -> str:
+    """The words of a moved boundary: the period starts at, or runs until, a local time after
+    the clocks went forward. Never "ends": under the DST column, or after "DST" where a period
+    is printed as a block, "DST the period ends at 04:00 EEST" reads as DST ending, which is
+    the opposite of what happens that night."""
+    at = m.at.astimezone(tz)
+    where = "starts at" if m.edge == "start" else "runs until"
+    head = f"the period {where} {at:%H:%M %Z}: the scheduled {m.scheduled:%H:%M} does not "
+    if m.shared:
+        return head + f"exist that night and falls on this {at:%H:%M}, one boundary for both"
+    later = span(to_wall(m.at, tz) - m.scheduled)
+    return head + f"exist that night and moves {later} later"
 
 
 def _waits(job: Job, period: Period, everyone: dict[str, Job]) -> str | None:
@@ -154,49 +218,72 @@ def _warnings(job: Job, others: list[Job], now: datetime, shown: datetime) -> li
     return found
 
 
+def clock_changes(schedule: Schedule, now: datetime) -> list[ClockChange]:
+    """The DST changes of the schedule's time zone in the 400 days from ``now``, each with the
+    schedule's local times it skips or repeats (a schedule of local times only)."""
+    tz = zone(schedule.timezone)
+    found = []
+    for at, delta in transitions(tz, now, now + LOOKAHEAD):
+        before = to_wall(at - timedelta(microseconds=1), tz) + timedelta(microseconds=1)
+        after = to_wall(at, tz)
+        lo, hi = (before, after) if delta > timedelta(0) else (after, before)
+        walls = (
+            [w for w in islice(schedule.walls_from(lo), 1000) if w < hi]
+            if isinstance(schedule, Wall)
+            else []
+        )
+        local_times = []
+        for w in walls:
+            instant = to_utc(w, tz)
+            shared = delta > timedelta(0) and _scheduled(schedule, to_wall(instant, tz))
+            local_times.append(LocalTime(w, instant, shared))
+        found.append(ClockChange(at, delta, before, after, tuple(local_times)))
+    return found
+
+
 def dst_warnings(schedule: Schedule, now: datetime) -> list[str]:
     """The schedule's local times that a DST change in the 400 days from ``now`` skips or repeats,
     and what catchup does with them (one period each, never two, never none)."""
-    tz = zone(schedule.timezone)
+    changes = clock_changes(schedule, now)
     if not isinstance(schedule, Wall):
-        if transitions(tz, now, now + LOOKAHEAD):
+        if changes:
             return [
                 f"{schedule.text!r} counts elapsed time: its periods stay the same length "
                 "across DST changes, so their local start times shift with the clock"
             ]
         return []
     found = []
-    for at, delta in transitions(tz, now, now + LOOKAHEAD):
-        before = to_wall(at - timedelta(microseconds=1), tz) + timedelta(microseconds=1)
-        after = to_wall(at, tz)
-        lo, hi = (before, after) if delta > timedelta(0) else (after, before)
-        walls = [w for w in islice(schedule.walls_from(lo), 1000) if w < hi]
-        for w in walls[:3]:
-            instant = to_utc(w, tz)
-            local = instant.astimezone(tz)
-            if delta > timedelta(0):
-                where = f"{local:%H:%M %Z} ({iso_utc(instant)})"
-                what = (
-                    f"it falls on {where}, which is scheduled too: one period starts there, not two"
-                    if _scheduled(schedule, to_wall(instant, tz))
-                    else f"that period starts {span(delta)} later, at {where}"
-                )
-                found.append(
-                    f"{w:%H:%M} on {w:%Y-%m-%d} does not exist in {schedule.timezone} (clocks "
-                    f"jump from {lo:%H:%M} to {hi:%H:%M}): {what} (systemd would skip it; cron "
-                    f"and croniter run it at {hi:%H:%M})"
-                )
-            else:
-                first = w.replace(fold=0).replace(tzinfo=tz)
-                found.append(
-                    f"{w:%H:%M} on {w:%Y-%m-%d} happens twice in {schedule.timezone} (clocks go "
-                    f"back {span(-delta)} at {before:%H:%M}): the period starts at the second, "
-                    f"{local:%H:%M %Z} ({iso_utc(instant)}) (systemd, cron and croniter take "
-                    f"the first, {first:%H:%M %Z})"
-                )
-        if len(walls) > 3:
-            found.append(f"… and {len(walls) - 3} more local times on {lo:%Y-%m-%d}")
+    for change in changes:
+        found += [_local_time_note(schedule, change, t) for t in change.local_times[:3]]
+        if len(change.local_times) > 3:
+            lo = min(change.local_before, change.local_after)
+            found.append(f"… and {len(change.local_times) - 3} more local times on {lo:%Y-%m-%d}")
     return found
+
+
+def _local_time_note(schedule: Schedule, change: ClockChange, t: LocalTime) -> str:
+    tz = zone(schedule.timezone)
+    w, local = t.scheduled, t.start.astimezone(tz)
+    if change.offset_change > timedelta(0):
+        lo, hi = change.local_before, change.local_after
+        where = f"{local:%H:%M %Z} ({iso_utc(t.start)})"
+        what = (
+            f"it falls on {where}, which is scheduled too: one period starts there, not two"
+            if t.shared
+            else f"that period starts {span(change.offset_change)} later, at {where}"
+        )
+        return (
+            f"{w:%H:%M} on {w:%Y-%m-%d} does not exist in {schedule.timezone} (clocks "
+            f"jump from {lo:%H:%M} to {hi:%H:%M}): {what} (systemd would skip it; cron "
+            f"and croniter run it at {hi:%H:%M})"
+        )
+    first = w.replace(fold=0).replace(tzinfo=tz)
+    return (
+        f"{w:%H:%M} on {w:%Y-%m-%d} happens twice in {schedule.timezone} (clocks go "
+        f"back {span(-change.offset_change)} at {change.local_before:%H:%M}): the period starts "
+        f"at the second, {local:%H:%M %Z} ({iso_utc(t.start)}) (systemd, cron and croniter "
+        f"take the first, {first:%H:%M %Z})"
+    )
 
 
 def _scheduled(schedule: Schedule, wall: datetime) -> bool:

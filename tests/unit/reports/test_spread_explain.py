@@ -107,7 +107,7 @@ def test_explain_flags_a_0230_berlin_daily_job() -> None:
         (
             24 * hours,  # 03-28 02:30 CET → 03-29 03:30 CEST
             "clocks go forward 1h at 2026-03-29T01:00:00Z; "
-            "the period ends at 03:30 CEST: the scheduled 02:30 does not exist that night and "
+            "the period runs until 03:30 CEST: the scheduled 02:30 does not exist that night and "
             "moves 1h later",
         ),
         (
