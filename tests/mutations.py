@@ -48,6 +48,41 @@ class Mutation:
 
 MUTATIONS = (
     Mutation(
+        "bysetpos-counted-from-start",
+        "BYSETPOS counts over the whole week, month or year, wherever start falls in it",
+        "catchup/schedule/rrule.py",
+        "dtstart=interval_start(parts, start)",
+        "dtstart=start",
+        (
+            "tests/unit/schedule/test_rfc5545.py::"
+            "test_bysetpos_counts_the_whole_week_when_start_falls_inside_it",
+            "tests/unit/schedule/test_rfc5545.py::"
+            "test_bysetpos_counts_the_week_from_wkst_when_start_is_a_tuesday",
+        ),
+    ),
+    Mutation(
+        "phantom-week-53",
+        "BYWEEKNO keeps only the days of the weeks it names (dateutil finds a 53rd in some years)",
+        "catchup/schedule/rrule.py",
+        "        if self.weeks.isdisjoint(week_number(w.date(), self.wkst)):\n"
+        "            return False\n",
+        "",
+        ("tests/unit/schedule/test_rfc5545.py::test_by_week_number_keeps_only_the_weeks_named",),
+    ),
+    Mutation(
+        "implied-parts-from-dateutil",
+        "the parts RFC 5545 takes from DTSTART come from start as libical takes them",
+        "catchup/schedule/rrule.py",
+        "        full = implied(parts, start)\n",
+        "        full = dict(parts)\n",
+        (
+            "tests/unit/schedule/test_rfc5545.py::"
+            "test_yearly_by_week_number_takes_the_weekday_from_the_start",
+            "tests/unit/schedule/test_rfc5545.py::"
+            "test_yearly_by_month_day_takes_the_month_from_the_start",
+        ),
+    ),
+    Mutation(
         "slow-batches-keep-their-size",
         "a compaction batch that held its rows too long makes the next one smaller",
         "catchup/maintenance/retention.py",

@@ -26,6 +26,7 @@ from .values import (
     parse_written,
     spread_offset,
     type_name,
+    written_as_date,
 )
 
 # Imports inside functions: at first use: reading a config never loads postgres/ (nor the driver).
@@ -53,6 +54,7 @@ def parse_job(name: str, spec: dict[str, Any], problem: Any) -> Job | None:
     timezone = _timezone_key(values["timezone"], bad)
     schedule = _schedule_key(spec, timezone, bad)
     start, start_wall = _start_key(spec, timezone, bad)
+    schedule = _counted_from_start(schedule, start, start_wall, spec, bad)
     command, call = _runs_keys(spec, bad)
     durations, ints = _table_keys(values, bad)
     bound = _spread_key(values["spread"], bad)
@@ -71,7 +73,6 @@ def parse_job(name: str, spec: dict[str, Any], problem: Any) -> Job | None:
         after, said = parse_after(spec["after"])
         if said is not None:
             bad("after", said)
-
     if count or schedule is None or start is None or timezone is None:
         return None
     spread = spread_offset(name, bound, schedule) if bound else timedelta(0)
@@ -149,6 +150,24 @@ def _start_key(
     except ValueError as exc:
         bad("start", str(exc))
         return None, None
+
+
+def _counted_from_start(
+    schedule: Schedule | None,
+    start: datetime | None,
+    wall: datetime | None,
+    spec: dict[str, Any],
+    bad: Callable[[str, str], None],
+) -> Schedule | None:
+    """The schedule, unless counted from ``start`` it cannot be a job's (a rule that never
+    occurs from there, or names a time of day with a start written as a date): said."""
+    if schedule is None or start is None:
+        return schedule
+    said = schedule.bound(start, wall).refusal(written_as_date(spec["start"]))
+    if said is not None:
+        bad("schedule", said)
+        return None
+    return schedule
 
 
 def _runs_keys(

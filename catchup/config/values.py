@@ -184,6 +184,13 @@ def parse_written(value: object, timezone: str = "UTC") -> tuple[datetime, datet
     return as_utc(moment), to_wall(moment, tz)
 
 
+def written_as_date(value: object) -> bool:
+    """A start written as a date alone (``2026-10-01``), with no time of day."""
+    if isinstance(value, str):
+        return re.fullmatch(r"\d{4}-\d{2}-\d{2}", value.strip()) is not None
+    return isinstance(value, date) and not isinstance(value, datetime)
+
+
 def check_placeholders(arg: str) -> str | None:
     """None when every ``{…}`` in a command argument is known and formats; else the reason."""
     try:

@@ -61,6 +61,11 @@ class Schedule:
         :func:`written_wall`)."""
         return self
 
+    def refusal(self, date_only: bool = False) -> str | None:
+        """Why this schedule, counted from its start (``date_only``: a start written as a date),
+        cannot be a job's, or None. Only a rule's answer depends on the start."""
+        return None
+
     def asc(self, a: datetime) -> Iterator[datetime]:
         """Every boundary at or after ``a``, ascending."""
         raise NotImplementedError

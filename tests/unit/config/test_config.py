@@ -62,6 +62,26 @@ MISTAKES = [
         10,
         "billing has keys: only a job with the same keys can wait for it",
     ),
+    (
+        GOOD.replace('"daily"', '"RRULE:FREQ=DAILY;BYHOUR=2"'),
+        2,
+        "BYHOUR names a time of day, and RFC 5545 ignores it when the start is a date: write "
+        'the start with its time, like start = "2026-10-01T00:00"',
+    ),
+    (
+        GOOD.replace('"daily"', '"RRULE:FREQ=WEEKLY;BYMINUTE=5"').replace(
+            '"2026-10-01"', "2026-10-01"
+        ),
+        2,
+        "BYMINUTE names a time of day",
+    ),
+    (
+        GOOD.replace('"daily"', '"RRULE:FREQ=HOURLY;INTERVAL=2;BYHOUR=15"').replace(
+            '"2026-10-01"', '"2026-10-01T00:00"'
+        ),
+        2,
+        "it never occurs counted from the start, 2026-10-01 00:00",
+    ),
     (GOOD + "command = [\n", 5, "invalid TOML"),
     ("[jobs.billing\n", 1, "invalid TOML"),
 ]
@@ -245,3 +265,11 @@ def test_lanes_and_a_jobs_lane_are_checked_naming_the_line(tmp_path: Path) -> No
     )
     assert good.lanes == {"slow": 2} and good.jobs["c"].lane == "slow"
     assert good.lane_jobs() == {"slow": ["c"]}
+
+
+def test_a_rule_with_a_time_of_day_takes_a_start_written_with_one(tmp_path: Path) -> None:
+    text = GOOD.replace('"daily"', '"RRULE:FREQ=DAILY;BYHOUR=2"').replace(
+        '"2026-10-01"', '"2026-10-01T00:00"'
+    )
+    job = parse_config(text.encode(), tmp_path / "c.toml").job("billing")
+    assert job.schedule.ceil(job.start) == datetime(2026, 10, 1, 2, tzinfo=UTC)
