@@ -396,7 +396,7 @@ def _listed(values: frozenset[int]) -> str:
     return ",".join(map(str, sorted(values)))
 
 
-def parse_cron(text: str, timezone: str = "UTC") -> Cron:
+def parse_cron(text: str, timezone: str = "UTC", *, checked: bool = True) -> Cron:
     expression = " ".join(text.split())
     fields = _fields(expression)
     minutes, hours, months = (_Field(expression, i, fields[i]).read()[0] for i in (0, 1, 3))
@@ -415,7 +415,8 @@ def parse_cron(text: str, timezone: str = "UTC") -> Cron:
         either=not fields[2].startswith("*") and not fields[4].startswith("*"),
         marks=dom_marks | dow_marks,
     )
-    _check_days(cron, fields)
+    if checked:
+        _check_days(cron, fields)
     return cron
 
 

@@ -21,19 +21,21 @@ from .zones import (
 # -- parsing ---------------------------------------------------------------------------------
 
 
-def parse_schedule(text: str, timezone: str = "UTC") -> Schedule:
+def parse_schedule(text: str, timezone: str = "UTC", *, recorded: bool = False) -> Schedule:
     """``hourly``, ``daily``, ``weekly``, ``monthly``, ``every N minutes|hours|days|weeks``, a
     five-field cron expression (or ``@daily`` …), or ``RRULE:…``; evaluated in ``timezone``.
 
     Unbound: schedules that count from the job's start get it through :meth:`Schedule.bound`.
+    ``recorded``: a schedule from the ledger's history, which an older catchup accepted: read
+    without the refusals added since (a rule RFC 5545 forbids, a cron day years apart).
     """
     zone(timezone)
     words = " ".join(text.split()).lower()
     utc = is_utc(timezone)
     if words.startswith("rrule"):
-        return parse_rrule(text, timezone)
+        return parse_rrule(text, timezone, checked=not recorded)
     if words[:1] in ("@", "*") or words[:1].isdigit():
-        return parse_cron(text, timezone)
+        return parse_cron(text, timezone, checked=not recorded)
     if words == "hourly":
         return Fixed(text, timezone, seconds=3600)
     if words in ("daily", "weekly"):

@@ -83,10 +83,10 @@ def timeline_from(
 ) -> Timeline:
     """The timeline the ledger's rows describe, for a job configured to start at ``start``
     (written as the local time ``written``)."""
-    first = parse_schedule(recorded[0].schedule, recorded[0].timezone)
+    first = parse_schedule(recorded[0].schedule, recorded[0].timezone, recorded=True)
     timeline = Timeline.single(first, start, written)
     for row in recorded[1:]:
-        new = parse_schedule(row.schedule, row.timezone)
+        new = parse_schedule(row.schedule, row.timezone, recorded=True)
         timeline = changed(timeline, new, row.since, start, written)
     return timeline
 

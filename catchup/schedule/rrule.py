@@ -159,9 +159,10 @@ def _expansion(text: str, start: datetime) -> _Expansion:
     return _Expansion(text, start)
 
 
-def parse_rrule(text: str, timezone: str = "UTC") -> RRule:
+def parse_rrule(text: str, timezone: str = "UTC", *, checked: bool = True) -> RRule:
     """A rule as catchup reads it, or a :class:`ScheduleError` saying why not in one line; the
-    rule's length of period is checked once it is counted from a start (:meth:`RRule.refusal`)."""
+    rule's length of period is checked once it is counted from a start (:meth:`RRule.refusal`).
+    Not ``checked``: a rule from the ledger's history, only read."""
     body = text.strip()
     shown = " ".join(body.split())
     if "\n" in body or not body.upper().startswith("RRULE:"):
@@ -170,7 +171,7 @@ def parse_rrule(text: str, timezone: str = "UTC") -> RRule:
         parts = split(body[6:])
     except RuleError as exc:
         raise ScheduleError(f"RRULE {shown[:80]!r}: {exc}") from None
-    said = _unsupported(parts) or refusal(parts)
+    said = (_unsupported(parts) or refusal(parts)) if checked else None
     if said is not None:
         raise ScheduleError(f"RRULE {shown[:120]!r}: {said}")
     try:  # every value dateutil takes (whether it occurs is checked from the job's start)

@@ -13,6 +13,7 @@ import pytest
 from rfc5545_cases import CASES
 
 from catchup.schedule import ScheduleError, parse_rrule, parse_schedule
+from catchup.schedule.reconcile import Recorded, timeline_from
 from catchup.schedule.rfc5545 import week_year
 
 DOC = Path(__file__).resolve().parents[3] / "docs" / "explanation" / "time-and-dst.md"
@@ -231,3 +232,13 @@ def test_by_week_number_keeps_only_the_weeks_named() -> None:
     found = starts("RRULE:FREQ=YEARLY;BYWEEKNO=53;BYDAY=SA", "2000-01-01", 4)
     assert found == ["2005-01-01T00:00", "2010-01-02T00:00", "2016-01-02T00:00", "2021-01-02T00:00"]
     assert all(datetime.fromisoformat(f).isocalendar().week == 53 for f in found)
+
+
+def test_a_rule_an_older_catchup_recorded_is_still_read_from_the_ledger() -> None:
+    # refused in a config now, but a job's schedule history may hold them: they stay readable
+    start = datetime(2026, 1, 5, tzinfo=UTC)
+    for old in ("RRULE:FREQ=WEEKLY;BYDAY=1MO", "0 0 */30 2 1"):
+        with pytest.raises(ScheduleError):
+            parse_schedule(old)
+        timeline = timeline_from([Recorded(start, old, "UTC")], start)
+        assert timeline.first >= start
