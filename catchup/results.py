@@ -24,6 +24,8 @@ from .vocabulary import (
     EventAction,
     OutcomeStatus,
     PeriodState,
+    PingKind,
+    PingVerdict,
 )
 
 if TYPE_CHECKING:
@@ -290,6 +292,26 @@ class NotDue:
     first: Period
     label: str
     due: datetime  # when the first period falls due (database clock)
+
+
+@dataclass(frozen=True)
+class Pinged:
+    """What one ping of an observed job did (``catchup ping``, ``/ping/…``): the period it
+    settled (None when none is due yet), how, and the attempt it recorded."""
+
+    job: str
+    key: str
+    kind: PingKind
+    period: Period | None
+    label: str | None
+    verdict: PingVerdict
+    attempt: int | None
+    detail: str
+
+    @property
+    def settled(self) -> bool:
+        """It wrote its period's state (a start, a success, a failure)."""
+        return self.verdict in (PingVerdict.started, PingVerdict.succeeded, PingVerdict.failed)
 
 
 @dataclass(frozen=True)

@@ -136,6 +136,29 @@ class EventAction(StrEnum):
     rename = "rename"  # the job's name changed; its id, and everything keyed by it, kept
     retire = "retire"  # the job is gone on purpose: no longer said to be missing from a config
     cancel = "cancel"  # a person asked a running attempt to stop (catchup cancel)
+    ping = "ping"  # an observed job's ping that settled nothing, or a log line (catchup/pings/)
+
+
+class PingKind(StrEnum):
+    """What a ping says, as healthchecks' ping API says it (``/ping/<uuid>``, ``/start``,
+    ``/fail``, ``/log``, ``/<exit status>``)."""
+
+    start = "start"
+    success = "success"
+    fail = "fail"
+    log = "log"
+
+
+class PingVerdict(StrEnum):
+    """What a ping did to its period."""
+
+    started = "started"  # claimed: running until its finish, or its lease runs out
+    succeeded = "succeeded"
+    failed = "failed"
+    logged = "logged"  # a log line, kept in the audit trail
+    kept = "kept"  # the period was settled already: recorded, never unsettled
+    busy = "busy"  # the period runs under another claim (a replay): recorded, that claim wins
+    not_due = "not_due"  # no period of the job is due yet: nothing written
 
 
 class Ended(StrEnum):

@@ -1054,7 +1054,7 @@ ALTER TABLE ONLY {schema}.coverage
 -- check constraint events events_action_check
 
 ALTER TABLE {schema}.events
-    ADD CONSTRAINT events_action_check CHECK ((action = ANY (ARRAY['done'::text, 'skip'::text, 'reset'::text, 'pause'::text, 'resume'::text, 'schedule'::text, 'start'::text, 'adopt'::text, 'rename'::text, 'retire'::text, 'cancel'::text]))) NOT VALID;
+    ADD CONSTRAINT events_action_check CHECK ((action = ANY (ARRAY['done'::text, 'skip'::text, 'reset'::text, 'pause'::text, 'resume'::text, 'schedule'::text, 'start'::text, 'adopt'::text, 'rename'::text, 'retire'::text, 'cancel'::text, 'ping'::text]))) NOT VALID;
 
 -- constraint events events_pkey
 

@@ -14,12 +14,14 @@ from ..config.job import Job
 from ..errors import ConfigError
 from ..ledger import Ledger
 from ..replay.dispatch import Flag
-from ..results import Batch, ClaimRules, NotDue, Outcome, Planned
+from ..results import Batch, ClaimRules, NotDue, Outcome, Pinged, Planned
 from ..scan.keyed import KeysFailed, current_keys
 from ..scan.targets import KeyRow, KeysFailure
 from ..scan.window import Moment
 from ..schedule import Period
 from ..scheduler.inflight import Holding
+from ..session import owner_name
+from ..vocabulary import PingKind
 from .base import Base, check, check_actor, check_reason, instant
 
 # Imports inside functions: at first use, so a command loads only the capability it runs.
@@ -42,6 +44,7 @@ class Running(Base):
         ledger never saw (the job's evidence) is skipped, unless ``ignore_evidence``. A job with
         keys runs the period of one ``key`` here, of every key in :meth:`run_keys`."""
         (spec,) = self.select([job], None if key is None else [key])
+        refuse_observed(spec)
         start = None if period is None else instant(period, spec)
         session = self.session
         session.check_held()  # a held job's period is unstartable: nothing is claimed
@@ -94,6 +97,7 @@ class Running(Base):
 
         check(REPLAY_WORKERS, workers)
         (spec,) = self.select([job], keys)
+        refuse_observed(spec)
         if not spec.keyed:
             raise ConfigError(f"{spec.name} has no keys: run it with run()")
         start = None if period is None else instant(period, spec)
@@ -107,6 +111,44 @@ class Running(Base):
             return NotDue(spec.name, first, spec.label(first.start), first.end + spec.delay)
         rules = ClaimRules(ignore_evidence=ignore_evidence)
         return run_keys(session, spec, chosen, workers, rules, interrupted)
+
+    def ping(
+        self,
+        job: str,
+        kind: PingKind | str = PingKind.success,
+        *,
+        exit_status: int | None = None,
+        period: Moment | None = None,
+        rid: str | None = None,
+        key: str | None = None,
+        body: str | None = None,
+    ) -> Pinged:
+        """What a ping of ``job``'s own cron says (healthchecks' ping API: ``start``,
+        ``success``, ``fail``, ``log``, or an ``exit_status``), written through the claim path
+        (:mod:`catchup.pings`): the latest period due settles, or the one ``period`` names; a
+        finish settles the period its start (of run id ``rid``) claimed."""
+        from ..pings.ingest import Ping, ingest
+
+        (spec,) = self.select([job], None if key is None else [key])
+        said = pingable(spec, kind, exit_status)
+        if spec.keyed and key is None:
+            raise ConfigError(f"{spec.name} has keys: a ping names one (--key)")
+        session = self.session
+        spec = session.resolve(spec, write=False)
+        if key is not None:
+            spec = self._pinged_key(spec, key)
+        start = None if period is None else instant(period, spec)
+        who = f"catchup ping on {owner_name()}"
+        return ingest(session, spec, Ping(said, exit_status, start, rid, body, who))
+
+    def _pinged_key(self, spec: Job, key: str) -> Job:
+        """One key's job, for a ping: a key the job's keys have (read now, recorded)."""
+        session = self.session
+        job_id = session.registered_id(spec.name)
+        rows, _ = _keys_to_run(session.ledger, spec, job_id, session.now())
+        if not any(r.key == key for r in rows):
+            raise ConfigError(f"{spec.name}: no key {key!r} among its keys; nothing was written")
+        return spec.for_key(key)
 
     def tick(  # noqa: PLR0913
         self,
@@ -123,8 +165,9 @@ class Running(Base):
         holding: Holding | None = None,
     ) -> Batch:
         """Run what each job's catch-up policy allows, on a pool of ``workers``: what
-        ``catchup tick`` does. After ``max_time`` seconds, or once ``draining`` is set,
-        nothing new starts (what runs finishes). ``term``: the scheduler leader's, recorded
+        ``catchup tick`` does (never a job with a ``ping``: its own cron runs it). After
+        ``max_time`` seconds, or once ``draining`` is set, nothing new starts (what runs
+        finishes). ``term``: the scheduler leader's, recorded
         with the tick (the pulse tells its ticks from a CronJob's). ``look_back``: also count
         the gaps before each job's ``catchup_window`` (``Batch.outside``; one more scan).
         ``holding``: the scheduler's, its other ticks still running
@@ -137,7 +180,7 @@ class Running(Base):
         chosen, held = self._unheld(self.select(jobs, keys))
         ran = tick(
             self.session,
-            chosen,
+            [job for job in chosen if job.ping is None],  # a job with a ping: its cron runs it
             workers=workers,
             interrupted=interrupted,
             on_done=on_done,
@@ -224,6 +267,33 @@ class Running(Base):
             on_done=on_done,
         )
         return replace(ran, held=held) if held else ran
+
+
+def pingable(job: Job, kind: PingKind | str, exit_status: int | None) -> PingKind:
+    """The ping's kind, when ``job`` takes pings and the exit status is one (0-255)."""
+    if job.ping is None:
+        raise ConfigError(
+            f'{job.name} has no ping: add ping = "<uuid>" to [jobs.{job.name}] to let its own '
+            "cron report its runs"
+        )
+    if exit_status is not None and not 0 <= exit_status <= 255:
+        raise ConfigError(f"exit status {exit_status}: from 0 (a success) to 255")
+    try:
+        said = PingKind(kind)
+    except ValueError:
+        raise ConfigError(f"{kind!r}: a ping is {', '.join(PingKind)}") from None
+    if exit_status is not None and said in (PingKind.start, PingKind.log):
+        raise ConfigError(f"a {said.value} ping has no exit status: a finish has one")
+    return said
+
+
+def refuse_observed(job: Job) -> None:
+    """An observed job has nothing to run: its own cron runs it, and its pings settle it."""
+    if job.observed:
+        raise ConfigError(
+            f"{job.name} is observed: its own cron runs it and its pings settle its periods "
+            f"(catchup ping {job.name}); catchup has no command to run"
+        )
 
 
 def _keys_to_run(

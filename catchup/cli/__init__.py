@@ -28,7 +28,7 @@ from .changing import (
 )
 from .looking import explain, history, jobs, keys, ps, scan, why
 from .options import EXIT_CODES
-from .running import replay, run, tick
+from .running import ping, replay, run, tick
 from .scheduling import scheduler
 
 
@@ -60,7 +60,7 @@ def cli(ctx: click.Context, config_path: str | None, dsn: str | None, quiet: boo
 
 # `catchup --help` lists them in these sections, in this order (click alone sorts them by name)
 SECTIONS: tuple[tuple[str, tuple[click.Command, ...]], ...] = (
-    ("Run periods", (run, tick, scheduler, replay)),
+    ("Run periods", (run, tick, scheduler, replay, ping)),
     ("Look", (scan, jobs, ps, history, keys, why, explain, serve)),
     ("Change the ledger", (mark, reset, cancel, adopt, rename, retire, pause, resume, checkpoint)),
     ("Operate", (doctor, migrate, compact, deploy, postgres, demo)),

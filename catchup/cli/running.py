@@ -1,4 +1,5 @@
-"""``run``, ``tick`` and ``replay``: the commands that run periods through the claim path."""
+"""``run``, ``tick``, ``replay`` and ``ping``: the commands that run periods through the claim
+path, or (``ping``) record a run that an observed job's own cron ran."""
 
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ from .options import (
     json_option,
     keys_option,
     limit_options,
+    one_key_option,
     reason_option,
     window_options,
     workers_option,
@@ -301,3 +303,56 @@ def replay(
     else:
         batches.batch_summary(out, result)
     exit_for_batch(result)
+
+
+@click.command(epilog=EXIT_CODES)
+@click.argument("job")
+@click.option("--start", "kind", flag_value="start", help="The run started (its period runs).")
+@click.option("--fail", "kind", flag_value="fail", help="The run failed.")
+@click.option("--log", "kind", flag_value="log", help="A line for the record; nothing settles.")
+@click.option(
+    "--exit",
+    "exit_status",
+    type=click.IntRange(0, 255),
+    help="The run ended with this exit status: 0 a success, 1-255 a failure.",
+)
+@click.option(
+    "--period",
+    type=When(),
+    help=f"The period the run was for (default: the latest due); {DATE_HELP}.",
+)
+@click.option("--rid", metavar="ID", help="The run's id: pairs a --start with its finish.")
+@click.option("--body", metavar="TEXT", help="The run's output (kept as its tail); - reads stdin.")
+@one_key_option("The key the run was for, for a job with keys")
+@json_option("Print what the ping did as JSON.")
+@pass_state
+def ping(
+    state: State,
+    job: str,
+    kind: str | None,
+    exit_status: int | None,
+    period: str | None,
+    rid: str | None,
+    body: str | None,
+    key: str | None,
+    as_json: bool,
+) -> None:
+    """Report a run of JOB that its own cron ran, as healthchecks' ping would.
+
+    A job with ping = "<uuid>" in catchup.toml takes pings (tick leaves it to its own cron;
+    with no command or call it is observed, and catchup never runs it). A ping settles the
+    latest period due (a minute early counts as on time); a finish settles the period its
+    --start claimed (--rid pairs them). A period settled already, or running under another
+    claim, stays as it is, and the ping is kept in its history. Exits 0 when the ping was
+    recorded.
+
+    Example: catchup ping vendor-export --exit 0
+    """
+    from ..render import json, tables
+
+    said = "success" if kind is None and not exit_status else kind or "fail"
+    text = sys.stdin.read() if body == "-" else body
+    result = state.app().ping(
+        job, said, exit_status=exit_status, period=period, rid=rid, key=key, body=text
+    )
+    show(result, as_json, json.pinged_json, tables.pinged)

@@ -67,6 +67,9 @@ class Job:
     not_renamed: bool = False
     # the scheduler's lane of workers its periods run on ([scheduler.lanes]); None: the default
     lane: str | None = None
+    # its cron's pings settle its periods (catchup/pings/); None: it has none. Out of the repr:
+    # whoever knows it can ping
+    ping: str | None = field(default=None, repr=False)
     # the upstream jobs whose periods each period waits for (docs/how-to/chain-jobs.md)
     after: tuple[Dependency, ...] = ()
     when_outdated: Literal["report", "rerun"] = _DEFAULT["when_outdated"]
@@ -83,6 +86,11 @@ class Job:
         # its DSNs shown without their password by the job's repr, and by all that holds it
         object.__setattr__(self, "keys_dsn", hidden(self.keys_dsn))
         object.__setattr__(self, "evidence_dsn", hidden(self.evidence_dsn))
+
+    @property
+    def observed(self) -> bool:
+        """A job catchup never runs: no command or call, its cron's pings settle its periods."""
+        return self.command is None and self.call is None
 
     @property
     def keyed(self) -> bool:
@@ -111,6 +119,8 @@ class Job:
         if self.command is not None:
             runs = self.command[0]
             whole = json.dumps(list(self.command))
+        elif self.call is None:  # observed: its own cron runs it
+            runs = whole = "observed (pings)"
         elif callable(self.call):
             module = getattr(self.call, "__module__", None) or "?"
             runs = whole = f"{module}:{getattr(self.call, '__qualname__', repr(self.call))}"

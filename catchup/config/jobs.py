@@ -55,16 +55,13 @@ def parse_job(name: str, spec: dict[str, Any], problem: Any) -> Job | None:
     schedule = _schedule_key(spec, timezone, bad)
     start, start_wall = _start_key(spec, timezone, bad)
     schedule = _counted_from_start(schedule, start, start_wall, spec, bad)
-    command, call = _runs_keys(spec, bad)
+    ping = _ping_key(spec.get("ping"), bad)
+    command, call = _runs_keys(spec, bad, observed="ping" in spec)
     durations, ints = _table_keys(values, bad)
     bound = _spread_key(values["spread"], bad)
     evidence, evidence_dsn, verify = _evidence_keys(spec, bad)
     keys, keys_dsn = _keys_keys(spec, bad)
-    not_renamed = values["not_renamed"]
-    if not isinstance(not_renamed, bool):
-        bad("not_renamed", f"expected true or false, got {type_name(not_renamed)}")
-    elif not_renamed and "renamed_from" in spec:
-        bad("not_renamed", "and renamed_from say opposite things: keep the one that is true")
+    not_renamed = _not_renamed_key(values["not_renamed"], spec, bad)
     lane = _lane_key(spec.get("lane"), bad)
     if command is not None and keys is None and any("{key" in arg for arg in command):
         bad("command", "{key} needs keys (the job's tenants, regions or shards)")
@@ -103,8 +100,9 @@ def parse_job(name: str, spec: dict[str, Any], problem: Any) -> Job | None:
         when_outdated=values["when_outdated"],
         keys=keys,
         keys_dsn=keys_dsn,
-        not_renamed=not_renamed is True,
+        not_renamed=not_renamed,
         lane=lane,
+        ping=ping,
     )
 
 
@@ -171,9 +169,12 @@ def _counted_from_start(
 
 
 def _runs_keys(
-    spec: dict[str, Any], bad: Callable[[str, str], None]
+    spec: dict[str, Any], bad: Callable[[str, str], None], *, observed: bool = False
 ) -> tuple[tuple[str, ...] | None, str | None]:
-    """``command`` (an argv list) or ``call`` ("module:function"): exactly one of them."""
+    """``command`` (an argv list) or ``call`` ("module:function"): exactly one of them, or
+    (``observed``: a job with a ``ping``) neither."""
+    if observed and "command" not in spec and "call" not in spec:
+        return None, None
     if ("command" in spec) == ("call" in spec):
         bad("command", 'give exactly one of command (an argv list) or call ("module:function")')
         return None, None
@@ -241,6 +242,31 @@ def _spread_key(raw: object, bad: Callable[[str, str], None]) -> timedelta | Non
             else f"{raw!r} is not a duration",
         )
         return None
+
+
+def _not_renamed_key(value: object, spec: dict[str, Any], bad: Callable[[str, str], None]) -> bool:
+    """``not_renamed``: true or false, and not with ``renamed_from``."""
+    if not isinstance(value, bool):
+        bad("not_renamed", f"expected true or false, got {type_name(value)}")
+        return False
+    if value and "renamed_from" in spec:
+        bad("not_renamed", "and renamed_from say opposite things: keep the one that is true")
+    return value
+
+
+_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+
+
+def _ping_key(value: object, bad: Callable[[str, str], None]) -> str | None:
+    """A job's ``ping``: a UUID, as healthchecks names a check (lower case); None when not
+    given."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or not _UUID.fullmatch(value.strip().lower()):
+        shown = f"{value!r}"[:60] if isinstance(value, str) else type_name(value)
+        bad("ping", f"expected {JOB_KEY['ping'].accepts}, got {shown}")
+        return None
+    return value.strip().lower()
 
 
 def _lane_key(value: object, bad: Callable[[str, str], None]) -> str | None:

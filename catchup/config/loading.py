@@ -221,8 +221,8 @@ def _renamed_from_problem(job_name: str, renamed_from: object, table: dict[str, 
 def _check_jobs_together(
     table: dict[str, Any], jobs: dict[str, Job], lanes: dict[str, int], problem: Problem
 ) -> None:
-    """What only the jobs together can say: the graph of ``after`` (unknown jobs, cycles) and
-    each job's lane."""
+    """What only the jobs together can say: the graph of ``after`` (unknown jobs, cycles),
+    each job's lane, and that no two jobs share a ping."""
     after = {j: () for j in table} | {j: job.after for j, job in jobs.items()}
     policies = {j: job.catchup for j, job in jobs.items()}
     keys = {j: job.keys for j, job in jobs.items()}
@@ -231,6 +231,10 @@ def _check_jobs_together(
     for j, job in jobs.items():
         if job.lane is not None and job.lane not in lanes:
             problem(("jobs", j, "lane"), f"jobs.{j}.lane: {lane_unknown(job.lane, lanes)}")
+    pinged: dict[str, str] = {}
+    for j, job in jobs.items():
+        if job.ping is not None and (first := pinged.setdefault(job.ping, j)) != j:
+            problem(("jobs", j, "ping"), f"jobs.{j}.ping: {first} has this ping already")
 
 
 ALERT_KEYS = frozenset({"webhooks", "max_per_minute"})

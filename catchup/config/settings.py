@@ -210,6 +210,13 @@ JOB_KEYS: tuple[JobKey, ...] = (
         "the scheduler's workers its periods run on (default: the default lane, --workers)",
     ),
     JobKey(
+        "ping",
+        "other",
+        'a UUID like "5bf66975-d4c7-4bf5-bcc8-b8d8a82ea278"',
+        "its own cron reports each run by a ping (healthchecks' format), which settles its "
+        "period; without command or call catchup never runs it (an observed job)",
+    ),
+    JobKey(
         "not_renamed",
         "flag",
         "true or false",

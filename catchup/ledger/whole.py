@@ -13,6 +13,7 @@ from .evidence import EvidenceCheck
 from .keys import Keys
 from .leader import Leading
 from .pages import Pages
+from .pings import Pings
 from .scans import Scanning
 from .tools import Tools
 
@@ -28,6 +29,7 @@ class Ledger(
     Compaction,
     Pages,
     Cancels,
+    Pings,
     Leading,
     Tools,
 ):

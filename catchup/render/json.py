@@ -18,6 +18,7 @@ from ..results import (
     Migrated,
     NotDue,
     Outcome,
+    Pinged,
     Range,
     ScanReport,
     Why,
@@ -70,6 +71,27 @@ def keys_json(report: KeysReport) -> str:
                 }
                 for k in report.keys
             ],
+        }
+    )
+
+
+def pinged_json(result: Pinged) -> str:
+    """``{"job", "key", "ping", "verdict", "attempt", "detail", "period", "start", "end",
+    "label"}`` (the period's keys null when none was due)."""
+    period = (
+        period_json(result.period.start, result.period.end, result.label or "")
+        if result.period is not None
+        else dict.fromkeys(("period", "start", "end", "label"))
+    )
+    return dumps(
+        {
+            "job": result.job,
+            "key": result.key or None,
+            "ping": result.kind,
+            "verdict": result.verdict,
+            "attempt": result.attempt,
+            "detail": result.detail,
+            **period,
         }
     )
 

@@ -22,6 +22,7 @@ from ..results import (
     Migrated,
     NotDue,
     Outcome,
+    Pinged,
 )
 from .pulse import scheduler
 from .text import STYLE, iso_utc, keys_paused, safe, schedule_text, seconds
@@ -49,6 +50,20 @@ def outcome(console: Console, result: Outcome) -> None:
     console.print(text, soft_wrap=True)
     for line in result.output.splitlines():
         console.print(Text(f"  │ {safe(line)}", style="dim"), soft_wrap=True)
+
+
+def pinged(console: Console, result: Pinged) -> None:
+    """``catchup ping``: the period the ping settled and how, in one line."""
+    named = " ".join(p for p in (result.job, result.key, result.label or "") if p)
+    text = Text()
+    text.append(safe(named), style="bold")
+    if result.attempt is not None:
+        text.append(f" attempt {result.attempt}")
+    text.append(f": {result.kind.value} ping, ")
+    text.append(result.verdict.value.replace("_", " "), style=STYLE.get(result.verdict, ""))
+    if result.detail not in (result.verdict.value, "running", "logged"):
+        text.append(f" ({safe(result.detail)})")
+    console.print(text, soft_wrap=True)
 
 
 def keys(console: Console, report: KeysReport, limit: int | None = None) -> None:

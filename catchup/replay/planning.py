@@ -92,8 +92,8 @@ def plan_upstream(
 ) -> dict[str, list[Planned]]:
     """The gaps of jobs not asked for that the planned periods wait for (and what those wait
     for, down the chain), each job only over the periods needed: so ``replay --job billing``
-    after an outage runs the export hours billing needs first. Paused and held jobs are left
-    alone."""
+    after an outage runs the export hours billing needs first. Paused, held and observed jobs
+    are left alone."""
     asked = {job.name for job, _ in live}
     wanted: dict[str, set[tuple[str, datetime]]] = {}  # job -> (its key or "", start)
     rank = DependencyOrder(session).rank
@@ -118,6 +118,8 @@ def plan_upstream(
         row = rows.get(name)
         if (row is not None and row.paused_at is not None) or name in session.held():
             # paused, or held (catchup/changes/held.py): its periods wait, as the claim would
+            continue
+        if up.observed:  # its cron runs it, pings settle it: nothing here can
             continue
         # a job the ledger has no row for yet (a dry run on a new ledger): every period missing
         job_id = row.id if row is not None else -1 - len(found)

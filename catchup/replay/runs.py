@@ -131,15 +131,19 @@ def _live_gaps(
     *,
     record: bool,
 ) -> list[tuple[Job, JobScan]]:
-    """Each job's scan in the window (with its outdated periods when asked), paused jobs left
-    alone."""
+    """Each job's scan in the window (with its outdated periods when asked), paused jobs and
+    observed ones (nothing to run: their cron's pings settle them) left alone."""
     targets = ready.targets
     results = scan_jobs(
         session.ledger, targets, now=ready.now, since=since, until=until, record=record
     )
     if outdated:
         results = [with_outdated(session, t.job, r) for t, r in zip(targets, results, strict=True)]
-    return [(t.job, r) for t, r in zip(targets, results, strict=True) if not t.paused]
+    return [
+        (t.job, r)
+        for t, r in zip(targets, results, strict=True)
+        if not t.paused and not t.job.observed
+    ]
 
 
 @dataclass(frozen=True)

@@ -154,7 +154,31 @@ def _running(asked: _Asked, run: RunRow) -> Why:
 
 
 def _run_it(asked: _Asked) -> str:
-    return command("run", asked.job.name, "--period", asked.value)
+    """The command that runs the period; of an observed job (its own cron runs it), the ping
+    that settles it once that run is done by hand."""
+    verb = "ping" if asked.job.observed else "run"
+    return command(verb, asked.job.name, "--period", asked.value)
+
+
+def _missing(asked: _Asked, due: datetime) -> Why:
+    """Due and never run; for an observed job: no ping came for it, and the newest one that
+    did."""
+    if not asked.job.observed:
+        return asked.why("missing", f"missing: due since {iso_utc(due)}, never run", _run_it(asked))
+    ledger, job = asked.session.ledger, asked.job
+    job_id = asked.session.registered_id(job.name)
+    found = (
+        ledger.last_success_of_keys(job_id, [job.key])
+        if job.key
+        else ledger.last_successes([job_id]).get(job_id)
+    )
+    last = (
+        "none has settled a period yet"
+        if found is None
+        else f"the last one settled {job.label(found)}"
+    )
+    first = f"missing: due since {iso_utc(due)}, no ping for this period; {last}"
+    return asked.why("missing", first, _run_it(asked))
 
 
 def _failed(asked: _Asked, run: RunRow) -> Why:
@@ -231,7 +255,7 @@ def _not_run(
     if no_row and (busy := _lane_busy(session, job, now)) is not None:
         first = f"waiting: due since {iso_utc(due)}, waiting for a free worker {busy}"
         return asked.why("waiting", first, _run_it(asked))
-    return asked.why("missing", f"missing: due since {iso_utc(due)}, never run", _run_it(asked))
+    return _missing(asked, due)
 
 
 def _lane_busy(session: Session, job: Job, now: datetime) -> str | None:

@@ -38,6 +38,7 @@ PUBLIC = [
     "Paused",
     "Period",
     "PeriodReport",
+    "Pinged",
     "Range",
     "Renamed",
     "Resumed",
