@@ -34,6 +34,7 @@ from ..session import Session
 from .base import Base, check, instant
 
 if TYPE_CHECKING:
+    from ..serve.pinging import PingDesk
     from ..serve.watcher import Watcher
 
 # Imports inside functions: at first use, so a command loads only the capability it runs.
@@ -281,6 +282,17 @@ class Looking(Base):
 
         return examine(config, dsn)
 
+    def _ping_desk(self) -> PingDesk:
+        """Where ``serve`` writes pings: facades that run periods (their ``ping``), each on its
+        own connection, for the jobs with a ``ping`` in the config as it is now."""
+        from ..serve.pinging import PingDesk
+        from .running import Running as Runner  # not results.Running, which ps returns
+
+        def jobs() -> dict[str, str]:
+            return {j.ping: j.name for j in self.config.jobs.values() if j.ping is not None}
+
+        return PingDesk(lambda: Runner(self.config, dsn=self._dsn), jobs)
+
     def serve(  # noqa: C901, PLR0913, PLR0915
         self,
         *,
@@ -335,8 +347,7 @@ class Looking(Base):
             )
 
         def keys_now() -> list[KeysReport]:
-            # each keyed job's keys as its source gives them, merged with the history, unwritten
-            # (the history alone when the source fails: the scan's banner says it failed)
+            # keyed jobs' keys from their source and history, unwritten (the scan says a failure)
             from ..scan.keyed import from_start, known_keys
 
             keyed = [job for job in jobs if job.keyed]
@@ -374,8 +385,7 @@ class Looking(Base):
         def after(report: ScanReport) -> list[str]:
             return self.notify(report) if self.config.alerts is not None else []
 
-        # a period's page is read when it is asked for, on a connection of its own (the
-        # watcher's is busy scanning), one read at a time
+        # a period's page is read when asked for, on a connection of its own, one at a time
         reader = Looking(self.config, dsn=self._dsn)
         reading = threading.Lock()
 
@@ -412,7 +422,9 @@ class Looking(Base):
             on_watcher(watcher)
         if watch is not None and reload is not None:
             reread(watch, watcher, reload, stop, say)
+        desk = self._ping_desk()
         try:
-            serve(watcher, host, port, stop, on_listening, option)
+            serve(watcher, host, port, stop, on_listening, option, desk)
         finally:
             reader.close()
+            desk.close()

@@ -13,6 +13,7 @@ from ..config.bounds import MAX_TIME, REPLAY_WORKERS, TICK_WORKERS
 from ..config.job import Job
 from ..errors import ConfigError
 from ..ledger import Ledger
+from ..pings.ingest import PingAsk
 from ..replay.dispatch import Flag
 from ..results import Batch, ClaimRules, NotDue, Outcome, Pinged, Planned
 from ..scan.keyed import KeysFailed, current_keys
@@ -127,19 +128,26 @@ class Running(Base):
         ``success``, ``fail``, ``log``, or an ``exit_status``), written through the claim path
         (:mod:`catchup.pings`): the latest period due settles, or the one ``period`` names; a
         finish settles the period its start (of run id ``rid``) claimed."""
+        asked = PingAsk(kind, exit_status, period, rid, key, body)
+        return self.ping_from(f"catchup ping on {owner_name()}", job, asked)
+
+    def ping_from(self, source: str, job: str, asked: PingAsk) -> Pinged:
+        """:meth:`ping` of what ``asked`` says, sent by ``source`` (for the audit trail:
+        ``serve``'s ``/ping/…`` names the address)."""
         from ..pings.ingest import Ping, ingest
 
+        key = asked.key
         (spec,) = self.select([job], None if key is None else [key])
-        said = pingable(spec, kind, exit_status)
+        said = pingable(spec, asked.kind, asked.exit_status)
         if spec.keyed and key is None:
             raise ConfigError(f"{spec.name} has keys: a ping names one (--key)")
         session = self.session
         spec = session.resolve(spec, write=False)
         if key is not None:
             spec = self._pinged_key(spec, key)
-        start = None if period is None else instant(period, spec)
-        who = f"catchup ping on {owner_name()}"
-        return ingest(session, spec, Ping(said, exit_status, start, rid, body, who))
+        start = None if asked.period is None else instant(asked.period, spec)
+        ping = Ping(said, asked.exit_status, start, asked.rid, asked.body, source)
+        return ingest(session, spec, ping)
 
     def _pinged_key(self, spec: Job, key: str) -> Job:
         """One key's job, for a ping: a key the job's keys have (read now, recorded)."""

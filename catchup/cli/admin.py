@@ -54,10 +54,11 @@ def doctor(state: State, as_json: bool) -> None:
 @refresh_option
 @pass_state
 def serve(state: State, listen: tuple[str, int], refresh: float) -> None:
-    """Serve a status page, /metrics, /api/scan, /healthz and /readyz until stopped.
+    """Serve a status page, /metrics, /api/scan, /healthz, /readyz and /ping until stopped.
 
-    One long-running process, safe to run on every replica and read-only towards the ledger:
-    it scans on its own timer, so a scrape or a page load never costs a scan, and an
+    One long-running process, safe to run on every replica, that writes to the ledger only
+    the pings of jobs with a ping (/ping/<uuid>, healthchecks' ping API: see catchup ping).
+    It scans on its own timer, so a scrape or a page load never costs a scan, and an
     unreachable database makes the page say so and catchup_up 0. /metrics is Prometheus's
     text format, or OpenMetrics when the scraper asks for it; /api/scan is the scan --json
     document; /keys/JOB lists a keyed job's keys (/api/keys/JOB: their JSON); /readyz

@@ -340,7 +340,9 @@ def ping(
     """Report a run of JOB that its own cron ran, as healthchecks' ping would.
 
     A job with ping = "<uuid>" in catchup.toml takes pings (tick leaves it to its own cron;
-    with no command or call it is observed, and catchup never runs it). A ping settles the
+    with no command or call it is observed, and catchup never runs it): catchup serve
+    answers them at /ping/<uuid> (and /start, /fail, /log, /<exit status>, ?rid=), and this
+    command does the same from a host that reaches the database. A ping settles the
     latest period due (a minute early counts as on time); a finish settles the period its
     --start claimed (--rid pairs them). A period settled already, or running under another
     claim, stays as it is, and the ping is kept in its history. Exits 0 when the ping was

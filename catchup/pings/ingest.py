@@ -14,7 +14,8 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta
+from typing import NamedTuple
 
 from ..config.job import Job
 from ..ledger import FinishFields
@@ -27,6 +28,18 @@ from .attribution import named_period, ping_period
 OWNER = "ping"  # a start ping's claim is owned by "ping <run id>", or "ping" without one
 BODY_BYTES = 100_000  # what healthchecks keeps of a ping's body; the ledger keeps its tail
 LONGEST_LEASE = timedelta(days=1)
+
+
+class PingAsk(NamedTuple):
+    """What a ping says, as the facade's ``ping`` takes it (a period and a key as given,
+    read once the job is known)."""
+
+    kind: PingKind | str = PingKind.success
+    exit_status: int | None = None
+    period: datetime | date | str | None = None  # a Moment, read in the job's zone
+    rid: str | None = None
+    key: str | None = None
+    body: str | None = None
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,8 @@ cached until the next one). GET and HEAD only; conditional requests (``ETag``,
 Limits, against what the open internet sends: at most :data:`MAX_CONNECTIONS` at once (more
 are told 503 and closed), :data:`IDLE_SECONDS` for a connection to send its next request
 line or header, a request line of 8 KiB, 100 headers of 64 KiB each (the standard library's),
-no request bodies (a request that announces one is refused and its connection closed)."""
+no request bodies (a request that announces one is refused and its connection closed) but a
+ping's, of :data:`~catchup.serve.pinging.WIRE_LIMIT` bytes at most."""
 
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ from ..render.pagejson import job_json
 from ..render.periodpage import period_document, period_page
 from ..render.text import safe
 from ..render.web import STATE_FILTERS, home, stylesheet
+from .pinging import BODY_LIMIT, WIRE_LIMIT, PingDesk
 from .watcher import View, Watcher
 
 MAX_CONNECTIONS = 512
@@ -57,8 +59,11 @@ class Server(ThreadingHTTPServer):
     request_queue_size = 128  # the listen backlog: a burst of connections is not turned away
     block_on_close = False
 
-    def __init__(self, address: tuple[str, int], watcher: Watcher) -> None:
+    def __init__(
+        self, address: tuple[str, int], watcher: Watcher, pings: PingDesk | None = None
+    ) -> None:
         self.watcher = watcher
+        self.pings = pings
         self.slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
         self.pages: dict[tuple[int, str], tuple[int, bytes, str]] = {}
         self.pages_lock = threading.Lock()
@@ -127,6 +132,9 @@ class Handler(BaseHTTPRequestHandler):
             self._send(HTTPStatus.REQUEST_URI_TOO_LONG, b"request line too long\n", TEXT)
             return False
         length = self.headers.get("Content-Length", "0")
+        self.body = b""
+        if self.path.startswith("/ping/"):
+            return self._ping_body(length)
         if self.headers.get("Transfer-Encoding") or length != "0":
             self.close_connection = True  # the connection ends here
             if length.isdigit() and int(length) <= DRAINED:
@@ -137,19 +145,68 @@ class Handler(BaseHTTPRequestHandler):
             return False
         return True
 
+    def _ping_body(self, length: str) -> bool:
+        """A ping's body, read whole (it is the run's output) up to :data:`WIRE_LIMIT`."""
+        if self.headers.get("Transfer-Encoding"):
+            self.close_connection = True
+            self._send(HTTPStatus.LENGTH_REQUIRED, b"a ping's body needs a length\n", TEXT)
+            return False
+        if not length.isdigit() or int(length) > WIRE_LIMIT:
+            self.close_connection = True
+            body = f"a ping's body is at most {WIRE_LIMIT} bytes\n".encode()
+            self._send(HTTPStatus.CONTENT_TOO_LARGE, body, TEXT)
+            return False
+        self.body = self.rfile.read(int(length))
+        return True
+
+    def _ping(self) -> None:
+        """``/ping/…`` (:mod:`catchup.serve.pinging`): written, then answered as healthchecks
+        answers."""
+        parts = urlsplit(self.path)
+        try:
+            query = parse_qs(parts.query, max_num_fields=MAX_FIELDS)
+        except ValueError:
+            self._send(HTTPStatus.BAD_REQUEST, b"invalid url format", TEXT, cache="no-store")
+            return
+        desk = self.server.pings
+        source = f"ping from {self.client_address[0]}"
+        status, body = (
+            (HTTPStatus.NOT_FOUND, b"not found")
+            if desk is None
+            else desk.answer(parts.path, query, self.body, source)
+        )
+        extra = {"Ping-Body-Limit": str(BODY_LIMIT), "Access-Control-Allow-Origin": "*"}
+        self._send(status, body, TEXT, cache="no-store", extra=extra)
+
+    def do_POST(self) -> None:
+        if urlsplit(self.path).path.startswith("/ping/"):
+            self.head = False
+            self._ping()
+        else:
+            self._refuse()
+
     def do_GET(self) -> None:
-        self._answer(head=False)
+        self._route(head=False)
 
     def do_HEAD(self) -> None:
-        self._answer(head=True)
+        self._route(head=True)
+
+    def _route(self, head: bool) -> None:
+        """A ping, or the pages."""
+        if urlsplit(self.path).path.startswith("/ping/"):
+            self.head = head
+            self._ping()
+        else:
+            self._answer(head)
 
     def _refuse(self) -> None:
         self.close_connection = True
-        self._send(
-            HTTPStatus.METHOD_NOT_ALLOWED, b"GET or HEAD only\n", TEXT, extra={"Allow": "GET, HEAD"}
-        )
+        allowed = "GET, HEAD, POST" if self.path.startswith("/ping/") else "GET, HEAD"
+        said = allowed.replace(", POST", " or POST").replace("GET, HEAD", "GET or HEAD", 1)
+        body = f"{said} only\n".encode()
+        self._send(HTTPStatus.METHOD_NOT_ALLOWED, body, TEXT, extra={"Allow": allowed})
 
-    do_POST = do_PUT = do_DELETE = do_PATCH = do_OPTIONS = do_TRACE = do_CONNECT = _refuse
+    do_PUT = do_DELETE = do_PATCH = do_OPTIONS = do_TRACE = do_CONNECT = _refuse
 
     def _answer(self, head: bool) -> None:  # noqa: C901
         self.head = head
@@ -326,11 +383,12 @@ def serve(
     stop: threading.Event,
     on_listening: Callable[[str], None] | None = None,
     option: str = "--listen",
+    pings: PingDesk | None = None,
 ) -> None:
     """Scan and serve until ``stop`` is set (``option``: what a port that cannot be bound is
-    said to come from)."""
+    said to come from; ``pings``: where ``/ping/…`` is written, None: nothing takes pings)."""
     try:
-        server = Server((host, port), watcher)
+        server = Server((host, port), watcher, pings)
     except OSError as exc:
         raise ConfigError(f"{option} {host}:{port}: {exc.strerror}") from None
     watcher.thread.start()

@@ -1,7 +1,8 @@
 """``catchup serve``: one long-running process, safe on every replica, read-only towards the
-ledger. A watcher thread scans on its own timer and keeps the newest report rendered; the HTTP
-handlers only hand out what it rendered, so a scrape or a page load never costs a scan, and a
-slow or unreachable database makes the page say so and ``catchup_up`` 0, never a hung request.
+ledger but for the pings of the jobs that take them. A watcher thread scans on its own timer
+and keeps the newest report rendered; the HTTP handlers only hand out what it rendered, so a
+scrape or a page load never costs a scan, and a slow or unreachable database makes the page
+say so and ``catchup_up`` 0, never a hung request.
 
     /          the status page: a verdict, the scheduler's pulse, what runs, a row per job
                (filters: ?state=failed&job=bill); HTML that reloads itself, no JavaScript
@@ -13,6 +14,8 @@ slow or unreachable database makes the page say so and ``catchup_up`` 0, never a
     /api/jobs/JOB  a job's page as JSON (also /jobs/JOB with ``Accept: application/json``)
     /api/jobs/JOB/PERIOD  a period's page as JSON: ``why --json`` and ``history --json``
     /keys/JOB  a keyed job's keys, as ``catchup keys JOB`` lists them (/api/keys/JOB: its JSON)
+    /ping/UUID healthchecks' ping API for the jobs with a ``ping``: the one write serve makes
+               (/start, /fail, /log, /EXIT-STATUS, ?rid=; :mod:`catchup.serve.pinging`)
     /healthz   the process answers and its watcher thread runs (503 otherwise)
     /readyz    the newest scan succeeded recently (503 otherwise)
 
