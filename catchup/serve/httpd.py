@@ -168,14 +168,18 @@ class Handler(BaseHTTPRequestHandler):
         except ValueError:
             self._send(HTTPStatus.BAD_REQUEST, b"invalid url format", TEXT, cache="no-store")
             return
-        desk = self.server.pings
-        source = f"ping from {self.client_address[0]}"
+        desk, address = self.server.pings, str(self.client_address[0])
+        extra = {"Ping-Body-Limit": str(BODY_LIMIT), "Access-Control-Allow-Origin": "*"}
+        if desk is not None and not desk.turn(address):
+            extra["Retry-After"] = "1"
+            body = b"too many pings: slow down"
+            self._send(HTTPStatus.TOO_MANY_REQUESTS, body, TEXT, extra=extra)
+            return
         status, body = (
             (HTTPStatus.NOT_FOUND, b"not found")
             if desk is None
-            else desk.answer(parts.path, query, self.body, source)
+            else desk.answer(parts.path, query, self.body, f"ping from {address}")
         )
-        extra = {"Ping-Body-Limit": str(BODY_LIMIT), "Access-Control-Allow-Origin": "*"}
         self._send(status, body, TEXT, cache="no-store", extra=extra)
 
     def do_POST(self) -> None:

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import queue
 import re
+import threading
+import time
 from collections.abc import Callable
 from http import HTTPStatus
 from typing import Any
@@ -28,6 +30,9 @@ from ..errors import CatchupError, ConfigError, first_line
 from ..pings.ingest import PingAsk
 
 SLOTS = 4  # facades (connections) writing pings at once
+RATE = 500.0  # pings a second one address may send, on average …
+BURST = 1000.0  # … after a burst of this many; more wait (at most WAIT), then 429
+ADDRESSES = 4096  # addresses remembered; the longest idle is forgotten first
 WAIT = 5.0  # seconds a ping waits for one before it is told 503
 BODY_LIMIT = 10_000  # bytes of a body kept, as healthchecks keeps them (Ping-Body-Limit)
 WIRE_LIMIT = 100_000  # bytes of a body read at most; a longer one is refused (413)
@@ -44,6 +49,8 @@ class PingDesk:
     def __init__(self, make: Callable[[], Any], jobs: Callable[[], dict[str, str]]) -> None:
         self.jobs = jobs
         self.make = make
+        self.buckets: dict[str, tuple[float, float]] = {}  # address: (tokens, when)
+        self.buckets_lock = threading.Lock()
         self.free: queue.LifoQueue[Any] = queue.LifoQueue()
         self.slots = queue.Queue[None]()
         for _ in range(SLOTS):
@@ -52,6 +59,25 @@ class PingDesk:
     def close(self) -> None:
         while not self.free.empty():
             self.free.get_nowait().close()
+
+    def turn(self, address: str) -> bool:
+        """Whether ``address`` may ping now: each has a bucket of :data:`BURST` pings refilled
+        at :data:`RATE` a second; an empty one waits for its next ping, at most :data:`WAIT`
+        seconds (a flood is slowed, the others' pings and the page are not)."""
+        with self.buckets_lock:
+            now = time.monotonic()
+            tokens, when = self.buckets.pop(address, (BURST, now))
+            tokens = min(BURST, tokens + (now - when) * RATE) - 1
+            if len(self.buckets) >= ADDRESSES:
+                del self.buckets[next(iter(self.buckets))]
+            self.buckets[address] = (tokens, now)
+        if tokens >= 0:
+            return True
+        wait = -tokens / RATE
+        if wait > WAIT:
+            return False
+        time.sleep(wait)
+        return True
 
     def answer(self, path: str, query: dict[str, list[str]], body: bytes, source: str) -> Answer:
         """What a ping at ``path`` gets, written first when it names a job."""

@@ -221,3 +221,31 @@ def test_why_says_no_ping_came_and_names_the_ping_that_settles_it(
     flat = " ".join(said.output.split())
     assert f"no ping for this period; the last one settled {_days_ago(sql, 1)}" in flat
     assert f"catchup ping vendor --period {older}" in flat
+
+
+def test_a_keyed_job_takes_a_ping_per_key(project: Project, sql: Any) -> None:
+    project.write(job_toml("vendor", "daily", _days_ago(sql, 2), ping=UUID, keys=["eu", "us"]))
+    said = _ping(project, "vendor", "--key", "eu")
+    assert (said["key"], said["verdict"]) == ("eu", "succeeded")
+    assert sql("SELECT key, status FROM {schema}.runs") == [("eu", "succeeded")]
+    unknown = project.cli("-q", "ping", "vendor", "--key", "asia")
+    assert (
+        unknown.exit_code == 2 and "vendor has no key 'asia' (its keys: eu, us)" in unknown.stderr
+    )
+    keyless = project.cli("-q", "ping", "vendor")
+    assert keyless.exit_code == 2 and "a ping names one (--key)" in keyless.stderr
+
+
+def test_a_job_waits_for_an_observed_one_until_its_ping(project: Project, sql: Any) -> None:
+    """billing after the vendor's export: billing's period is blocked until the vendor's cron
+    reports the export's period, then it runs."""
+    start = _days_ago(sql, 2)
+    project.write(
+        job_toml("vendor", "daily", start, ping=UUID)
+        + job_toml("billing", "daily", start, command=["true"], after=["vendor"], catchup="latest")
+    )
+    first = json.loads(project.cli("-q", "tick", "--json").stdout)["periods"]
+    assert [(p["job"], p["status"]) for p in first] == [("billing", "blocked")]
+    assert _ping(project, "vendor")["verdict"] == "succeeded"
+    second = json.loads(project.cli("-q", "tick", "--json").stdout)["periods"]
+    assert [(p["job"], p["status"]) for p in second] == [("billing", "succeeded")]
