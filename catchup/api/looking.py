@@ -291,7 +291,10 @@ class Looking(Base):
         def jobs() -> dict[str, str]:
             return {j.ping: j.name for j in self.config.jobs.values() if j.ping is not None}
 
-        return PingDesk(lambda: Runner(self.config, dsn=self._dsn), jobs)
+        def key() -> str | None:
+            return self.config.serve.ping_key
+
+        return PingDesk(lambda: Runner(self.config, dsn=self._dsn), jobs, key)
 
     def serve(  # noqa: C901, PLR0913, PLR0915
         self,

@@ -199,6 +199,8 @@ class Serve:
 
     title: str | None = None  # None: the config's folder name
     public_url: str | None = None  # e.g. https://catchup.example.com (no trailing slash)
+    # /ping/<ping_key>/<job>: healthchecks' slug form; a secret, out of the repr
+    ping_key: str | None = field(default=None, repr=False)
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,7 @@ The types are in :mod:`catchup.config.job`, the value parsers in :mod:`catchup.c
 from __future__ import annotations
 
 import os
+import re
 import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -289,13 +290,15 @@ def _parse_ledger(
     return kept
 
 
-SERVE_KEYS = frozenset({"title", "public_url"})
+SERVE_KEYS = frozenset({"title", "public_url", "ping_key"})
+_PING_KEY = re.compile(r"[A-Za-z0-9_-]{16,64}")
 TITLE_LONGEST = 80
 
 
 def _parse_serve(value: object, problem: Callable[[tuple[str, ...], str], None]) -> Serve:
-    """``[serve] title`` (what the page and alerts call the deployment) and ``public_url``
-    (where its page is reached, for the links alerts carry)."""
+    """``[serve] title`` (what the page and alerts call the deployment), ``public_url``
+    (where its page is reached, for the links alerts carry) and ``ping_key`` (the secret of
+    ``/ping/<ping_key>/<job>``, healthchecks' slug form)."""
     if not isinstance(value, dict):
         problem(("serve",), '[serve] must be a table, like [serve] title = "billing, eu-west"')
         return Serve()
@@ -312,9 +315,13 @@ def _parse_serve(value: object, problem: Callable[[tuple[str, ...], str], None])
             problem(where, "serve.title: one line of printable text (no tab or control character)")
         elif key == "public_url" and (said := url_problem(given)) is not None:
             problem(where, f"serve.public_url: {said}")
+        elif key == "ping_key" and not _PING_KEY.fullmatch(given):
+            problem(where, "serve.ping_key: 16 to 64 letters, digits, '-' or '_' (a secret)")
         else:
             found[key] = given.rstrip("/") if key == "public_url" else given
-    return Serve(title=found.get("title"), public_url=found.get("public_url"))
+    return Serve(
+        title=found.get("title"), public_url=found.get("public_url"), ping_key=found.get("ping_key")
+    )
 
 
 def _parse_alerts(raw: object, problem: Callable[[tuple[str, ...], str], None]) -> Alerts | None:  # noqa: C901

@@ -5,6 +5,7 @@
     /ping/<uuid>/fail            the run failed
     /ping/<uuid>/log             a line for the record
     /ping/<uuid>/<exit status>   0 a success, 1-255 a failure, more: 400
+    /ping/<ping key>/<job>/…     the same by the job's name ([serve] ping_key: a secret)
     ?rid=<uuid>                  pairs a start with its finish
     ?key=<key>  ?period=<start>  catchup's own: the key of a job with keys; the period outright
 
@@ -16,6 +17,7 @@ and a flood waits its turn here (503 after :data:`WAIT` seconds), never the page
 
 from __future__ import annotations
 
+import hmac
 import queue
 import re
 import threading
@@ -38,6 +40,7 @@ BODY_LIMIT = 10_000  # bytes of a body kept, as healthchecks keeps them (Ping-Bo
 WIRE_LIMIT = 100_000  # bytes of a body read at most; a longer one is refused (413)
 _UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
 _ROUTE = re.compile(r"/ping/(?P<uuid>[^/]+)(?:/(?P<what>start|fail|log|\d{1,9}))?/?")
+_SLUG = re.compile(r"/ping/(?P<key>[^/]+)/(?P<job>[^/]+)(?:/(?P<what>start|fail|log|\d{1,9}))?/?")
 
 Answer = tuple[int, bytes]
 
@@ -46,9 +49,15 @@ class PingDesk:
     """Where pings are written: ``make()`` gives a facade (its own connection), ``jobs()`` the
     configured jobs by their ping's uuid (read at each ping: a reloaded config is followed)."""
 
-    def __init__(self, make: Callable[[], Any], jobs: Callable[[], dict[str, str]]) -> None:
+    def __init__(
+        self,
+        make: Callable[[], Any],
+        jobs: Callable[[], dict[str, str]],
+        ping_key: Callable[[], str | None] = lambda: None,
+    ) -> None:
         self.jobs = jobs
         self.make = make
+        self.ping_key = ping_key
         self.buckets: dict[str, tuple[float, float]] = {}  # address: (tokens, when)
         self.buckets_lock = threading.Lock()
         self.free: queue.LifoQueue[Any] = queue.LifoQueue()
@@ -81,13 +90,10 @@ class PingDesk:
 
     def answer(self, path: str, query: dict[str, list[str]], body: bytes, source: str) -> Answer:
         """What a ping at ``path`` gets, written first when it names a job."""
-        route = _ROUTE.fullmatch(path)
-        if route is None or _UUID.fullmatch(route["uuid"]) is None:
+        found = self._job(path)
+        if found is None:
             return HTTPStatus.NOT_FOUND, b"not found"
-        name = self.jobs().get(route["uuid"].lower())
-        if name is None:
-            return HTTPStatus.NOT_FOUND, b"not found"
-        what = route["what"] or "success"
+        name, what = found
         exit_status = int(what) if what.isdigit() else None
         if exit_status is not None and exit_status > 255:
             return HTTPStatus.BAD_REQUEST, b"invalid url format"
@@ -104,6 +110,20 @@ class PingDesk:
             "body": text,
         }
         return self._write(name, kind, asked, source)
+
+    def _job(self, path: str) -> tuple[str, str] | None:
+        """The job a ping's path names, and what it says: by its uuid, or (healthchecks' slug
+        form, with ``[serve] ping_key``) by the key and the job's name; None: no such job."""
+        route = _ROUTE.fullmatch(path)
+        if route is not None and _UUID.fullmatch(route["uuid"]) is not None:
+            name = self.jobs().get(route["uuid"].lower())
+            return None if name is None else (name, route["what"] or "success")
+        slug, key = _SLUG.fullmatch(path), self.ping_key()
+        if slug is None or key is None or not hmac.compare_digest(slug["key"], key):
+            return None
+        if slug["job"] not in self.jobs().values():
+            return None
+        return slug["job"], slug["what"] or "success"
 
     def _write(self, name: str, kind: str, asked: dict[str, Any], source: str) -> Answer:
         """The ping written by a free facade; 503 when none frees up in time, or the ledger

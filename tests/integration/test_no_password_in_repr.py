@@ -20,6 +20,7 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 import catchup
 from catchup import Catchup, CatchupError, JobContext, make_job
 from catchup.config.loading import load_config
+from catchup.pings.ingest import PingAsk
 from catchup.postgres.database import Target
 
 SECRET = "s3cret-never-shown"
@@ -57,11 +58,16 @@ def test_a_job_and_a_config_show_their_dsns_without_the_password(dsn: str, tmp_p
     path.write_text(
         f"[database]\ndsn = {dsn!r}\n"
         f'[alerts.webhooks.ops]\nurl = "https://hooks.example/T0/{SECRET}"\n'
+        f'[serve]\nping_key = "{SECRET}-ping"\n'
         '[jobs.bill]\nschedule = "daily"\nstart = "2026-10-01"\ncommand = ["true"]\n'
         f"keys = \"SELECT 'a'\"\nkeys_dsn = {dsn!r}\n"
+        '[jobs.vendor]\nschedule = "daily"\nstart = "2026-10-01"\n'
+        'ping = "5bf66975-d4c7-4bf5-bcc8-b8d8a82ea278"\n'
     )
     config = load_config(path)
     assert config.dsn == dsn and config.jobs["bill"].keys_dsn == dsn
+    assert config.serve.ping_key == f"{SECRET}-ping"  # held, never shown (below)
+    assert "5bf66975" not in shown(config) and "5bf66975" not in shown(config.jobs["vendor"])
     assert config.alerts is not None and SECRET in config.alerts.webhooks[0].url
     assert SECRET not in shown(config), shown(config)
 
@@ -104,6 +110,7 @@ def app(
         make_job("spare", "daily", "2026-10-01", call=seen.append),
         # its first period never due while this test lives: `run` of it is NotDue
         make_job("later", "daily", "2199-12-01", call=seen.append),
+        make_job("vendor", "daily", "2026-10-01", ping="5bf66975-d4c7-4bf5-bcc8-b8d8a82ea278"),
     ]  # fmt: skip
     with Catchup(jobs=jobs, dsn=url_form(conninfo), schema=schema) as facade:
         yield facade, password, seen
@@ -151,6 +158,8 @@ def calls(app: Catchup, dsn: str) -> dict[str, Callable[[], object]]:
         "checkpoint": lambda: app.checkpoint("x", run_id=1, attempt=1),
         "compact": lambda: app.compact(before=UNTIL, dry_run=True),
         "run_not_due": lambda: app.run("later"),
+        "ping": lambda: app.ping("vendor", exit_status=0),
+        "ping_from": lambda: app.ping_from("ping from here", "vendor", PingAsk("fail", period=DAY)),
         # a facade of a file whose [database] dsn holds the password: its watch holds that config
         "config_watch_of_a_file": lambda: Catchup(written(dsn)).config_watch(),
         "migrate": lambda: app.migrate(),

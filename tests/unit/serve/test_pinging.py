@@ -107,3 +107,16 @@ def test_a_flood_from_one_address_is_slowed_and_the_others_are_not(
     assert all(flooded.turn("10.0.0.9") for _ in range(5))
     assert not flooded.turn("10.0.0.9")  # empty: its next ping is 0.1 s away, over WAIT
     assert flooded.turn("10.0.0.10")
+
+
+def test_the_slug_form_needs_the_ping_key_and_a_job_that_takes_pings() -> None:
+    app = Recorder()
+    key = "k3y-of-twenty-chars_"
+    slugged = PingDesk(lambda: app, lambda: {UUID: "vendor"}, lambda: key)
+    assert slugged.answer(f"/ping/{key}/vendor/fail", {}, b"", "x") == (200, b"OK")
+    assert [(job, asked.kind) for _, job, asked in app.asked] == [("vendor", "fail")]
+    assert slugged.answer(f"/ping/{key[:-1]}X/vendor", {}, b"", "x") == (404, b"not found")
+    assert slugged.answer(f"/ping/{key}/billing", {}, b"", "x") == (404, b"not found")
+    keyless = PingDesk(lambda: app, lambda: {UUID: "vendor"})
+    assert keyless.answer(f"/ping/{key}/vendor", {}, b"", "x") == (404, b"not found")
+    assert len(app.asked) == 1
