@@ -7,6 +7,7 @@ from __future__ import annotations
 import shutil
 import signal
 import subprocess
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -165,3 +166,30 @@ def test_a_ping_for_a_job_without_one_is_not_found_and_the_page_still_answers(
     assert code == 405
     assert get(served + "/healthz")[0] == 200
     assert _runs(sql) == []
+
+
+def test_a_flood_of_pings_never_keeps_the_page_from_answering(served: str, sql: Any) -> None:
+    """Pings from one address as fast as sixteen connections send them, while the page, its
+    JSON and /metrics are asked for: every page answers; every ping is answered (written,
+    kept, slowed or told to wait), none is lost in between."""
+    wait_for(lambda: get(served + "/api/scan")[0] == 200, timeout=60, what="a first scan")
+    stop = threading.Event()
+    answered: list[int] = []
+
+    def flood() -> None:
+        while not stop.is_set():
+            answered.append(get(f"{served}/ping/{UUID}")[0])
+
+    threads = [threading.Thread(target=flood) for _ in range(16)]
+    for thread in threads:
+        thread.start()
+    try:
+        wait_for(lambda: len(answered) >= 50, timeout=60, what="the flood to be under way")
+        pages = [get(served + path)[0] for path in ("/", "/api/scan", "/metrics") * 3]
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join(timeout=60)
+    assert pages == [200] * 9
+    assert set(answered) <= {200, 429, 503}, set(answered)
+    assert _runs(sql)[0][1] == "succeeded"  # one settled the period; the rest were kept
