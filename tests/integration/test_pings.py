@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from fix_processes import wait_for
 from fix_project import Project, job_toml
 
 UUID = "5bf66975-d4c7-4bf5-bcc8-b8d8a82ea278"
@@ -249,3 +250,17 @@ def test_a_job_waits_for_an_observed_one_until_its_ping(project: Project, sql: A
     assert _ping(project, "vendor")["verdict"] == "succeeded"
     second = json.loads(project.cli("-q", "tick", "--json").stdout)["periods"]
     assert [(p["job"], p["status"]) for p in second] == [("billing", "succeeded")]
+
+
+def test_a_start_with_no_finish_by_its_lease_is_stale_and_a_late_finish_still_lands(
+    project: Project, sql: Any
+) -> None:
+    """A start holds its period for the job's timeout: no finish by then and the period is
+    stale, a gap as a vanished runner's; a finish that comes later still records the attempt
+    while nobody took the period over."""
+    project.write(job_toml("vendor", "daily", _days_ago(sql, 2), ping=UUID, timeout="1s"))
+    assert _ping(project, "vendor", "--start", "--rid", "r-1")["verdict"] == "started"
+    wait_for(lambda: _scan(project)["stale"] == 1, timeout=30, what="the start's lease to end")
+    finished = _ping(project, "vendor", "--rid", "r-1")
+    assert finished["verdict"] == "succeeded"
+    assert _scan(project)["stale"] == 0
