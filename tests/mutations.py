@@ -48,6 +48,28 @@ class Mutation:
 
 MUTATIONS = (
     Mutation(
+        "ping-finish-planted-elsewhere",
+        "a finish whose start was taken over is kept against its start's period, never another",
+        "catchup/pings/ingest.py",
+        "        if ping.rid and (began := session.ledger.ping_started(job_id, job.key, owner)):\n",
+        "        if False and (began := session.ledger.ping_started(job_id, job.key, owner)):\n",
+        (
+            "tests/integration/test_pings.py::"
+            "test_a_finish_whose_start_was_taken_over_is_kept_never_planted_elsewhere",
+        ),
+    ),
+    Mutation(
+        "ping-finishes-another-owners-attempt",
+        "a ping finishes only an attempt a start ping claimed, never a runner's",
+        "sql/queries/pings.sql",
+        "  AND r.owner = %(owner)s\n",
+        "  AND (r.owner = %(owner)s OR (%(owner)s = 'ping' AND r.owner LIKE 'ping%%'))\n",
+        (
+            "tests/integration/test_pings.py::"
+            "test_a_ping_never_finishes_an_attempt_a_host_named_ping_holds",
+        ),
+    ),
+    Mutation(
         "bysetpos-counted-from-start",
         "BYSETPOS counts over the whole week, month or year, wherever start falls in it",
         "catchup/schedule/rrule.py",

@@ -3,6 +3,7 @@ window (``replay``); each through the one claim path."""
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import replace
@@ -138,7 +139,7 @@ class Running(Base):
 
         key = asked.key
         (spec,) = self.select([job], None if key is None else [key])
-        said = pingable(spec, asked.kind, asked.exit_status)
+        said = pingable(spec, asked)
         if spec.keyed and key is None:
             raise ConfigError(f"{spec.name} has keys: a ping names one (--key)")
         session = self.session
@@ -277,8 +278,15 @@ class Running(Base):
         return replace(ran, held=held) if held else ran
 
 
-def pingable(job: Job, kind: PingKind | str, exit_status: int | None) -> PingKind:
-    """The ping's kind, when ``job`` takes pings and the exit status is one (0-255)."""
+_RID = re.compile(r"[A-Za-z0-9._:-]{1,64}")
+
+
+def pingable(job: Job, asked: PingAsk) -> PingKind:
+    """The ping's kind, when ``job`` takes pings, the exit status is one (0-255) and the run
+    id a word of 64 characters at most (a uuid, as healthchecks has it, is one)."""
+    kind, exit_status = asked.kind, asked.exit_status
+    if asked.rid is not None and not _RID.fullmatch(asked.rid):
+        raise ConfigError("a run id is 1 to 64 letters, digits, '.', '_', ':' or '-'")
     if job.ping is None:
         raise ConfigError(
             f'{job.name} has no ping: add ping = "<uuid>" to [jobs.{job.name}] to let its own '

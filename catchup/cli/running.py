@@ -353,8 +353,16 @@ def ping(
     from ..render import json, tables
 
     said = "success" if kind is None and not exit_status else kind or "fail"
-    text = sys.stdin.read() if body == "-" else body
+    text = _tail_of_stdin() if body == "-" else body
     result = state.app().ping(
         job, said, exit_status=exit_status, period=period, rid=rid, key=key, body=text
     )
     show(result, as_json, json.pinged_json, tables.pinged)
+
+
+def _tail_of_stdin(keep: int = 100_000) -> str:
+    """The last ``keep`` characters of stdin, read in pieces (a run's output may be huge)."""
+    kept = ""
+    while piece := sys.stdin.read(65_536):
+        kept = (kept + piece)[-keep:]
+    return kept

@@ -17,3 +17,11 @@ class Pings(LedgerBase):
             self._q("open_ping"), {"job_id": job_id, "key": key, "owner": owner}
         ).fetchone()
         return None if row is None else (row[0], row[1], row[2])
+
+    def ping_started(self, job_id: int, key: str, owner: str) -> datetime | None:
+        """The period an attempt of ``owner`` (``ping <rid>``) was ever claimed for, newest
+        first; None when that run id never started one."""
+        row = self.conn.execute(
+            self._q("ping_started"), {"job_id": job_id, "key": key, "owner": owner}
+        ).fetchone()
+        return None if row is None else row[0]

@@ -18,6 +18,7 @@ from datetime import date, datetime, timedelta
 from typing import NamedTuple
 
 from ..config.job import Job
+from ..config.values import storable
 from ..ledger import FinishFields
 from ..results import Pinged
 from ..schedule import Period
@@ -28,6 +29,7 @@ from .attribution import named_period, ping_period
 OWNER = "ping"  # a start ping's claim is owned by "ping <run id>", or "ping" without one
 BODY_BYTES = 100_000  # what healthchecks keeps of a ping's body; the ledger keeps its tail
 LONGEST_LEASE = timedelta(days=1)
+LOG_CHARS = 500  # of a log ping's body, kept in the audit trail
 
 
 class PingAsk(NamedTuple):
@@ -67,6 +69,9 @@ def ingest(session: Session, job: Job, ping: Ping) -> Pinged:
         if opened is not None:
             start, end, attempt = opened
             return _finish(session, job, job_id, Period(start, end), attempt, ping)
+        if ping.rid and (began := session.ledger.ping_started(job_id, job.key, owner)):
+            # its start's period, taken over meanwhile (or finished): the finish is kept
+            return _kept(session, job, job_id, job.timeline.period(began), ping)
     period = named_period(job, ping.period, now) if ping.period else ping_period(job, now)
     if period is None:
         return _pinged(job, ping, None, PingVerdict.not_due, None, "no period of it is due yet")
@@ -152,9 +157,10 @@ def _kept(session: Session, job: Job, job_id: int, period: Period, ping: Ping) -
 
 
 def _logged(session: Session, job: Job, job_id: int, ping: Ping, now: datetime) -> Pinged:
-    """A log ping: its body kept in the audit trail, against the period it would settle."""
-    period = ping_period(job, now) if ping.period is None else job.period_starting(ping.period)
-    line = " ".join((ping.body or "").split())[:500] or "(empty)"
+    """A log ping: its body's first line-ish 500 characters kept in the audit trail (storable
+    whatever they hold), against the period it would settle."""
+    period = ping_period(job, now) if ping.period is None else named_period(job, ping.period, now)
+    line = storable(" ".join((ping.body or "")[:LOG_CHARS].split())[:LOG_CHARS]) or "(empty)"
     start = None if period is None else period.start
     session.ledger.record_events(
         job_id, EventAction.ping, [start], [None], f"log: {line}", ping.source, key=job.key

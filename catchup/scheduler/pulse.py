@@ -62,7 +62,8 @@ def lateness(
     due), those still waiting, since they fell due (every worker busy, or the leader held
     up); None when none did."""
     rows = session.job_rows(write=False)
-    by_id = {rows[job.name].id: job for job in jobs if job.name in rows}
+    # a job with a ping is its own cron's to start: its pings never make the scheduler late
+    by_id = {rows[job.name].id: job for job in jobs if job.name in rows and job.ping is None}
     if not by_id:
         return None
     resolved = {job.name: job for job in session.resolve_all(list(by_id.values()), write=False)}

@@ -137,7 +137,7 @@ class Handler(BaseHTTPRequestHandler):
             return self._ping_body(length)
         if self.headers.get("Transfer-Encoding") or length != "0":
             self.close_connection = True  # the connection ends here
-            if length.isdigit() and int(length) <= DRAINED:
+            if _length(length) <= DRAINED:
                 # a small body is read and dropped, so closing does not reset the connection
                 # before the client has read the answer
                 self.rfile.read(int(length))
@@ -151,12 +151,12 @@ class Handler(BaseHTTPRequestHandler):
             self.close_connection = True
             self._send(HTTPStatus.LENGTH_REQUIRED, b"a ping's body needs a length\n", TEXT)
             return False
-        if not length.isdigit() or int(length) > WIRE_LIMIT:
+        if _length(length) > WIRE_LIMIT:
             self.close_connection = True
             body = f"a ping's body is at most {WIRE_LIMIT} bytes\n".encode()
             self._send(HTTPStatus.CONTENT_TOO_LARGE, body, TEXT)
             return False
-        self.body = self.rfile.read(int(length))
+        self.body = self.rfile.read(_length(length))
         return True
 
     def _ping(self) -> None:
@@ -408,6 +408,14 @@ def serve(
         watcher.stop.set()
         server.shutdown()
         server.server_close()
+
+
+def _length(header: str) -> int:
+    """A Content-Length's bytes: ASCII digits, nine at most (any other value is read as more
+    than any limit: refused, never converted)."""
+    if header.isascii() and header.isdecimal() and len(header) <= 9:
+        return int(header)
+    return 10**9
 
 
 def _host(host: str) -> str:

@@ -119,7 +119,7 @@ class PingDesk:
             name = self.jobs().get(route["uuid"].lower())
             return None if name is None else (name, route["what"] or "success")
         slug, key = _SLUG.fullmatch(path), self.ping_key()
-        if slug is None or key is None or not hmac.compare_digest(slug["key"], key):
+        if slug is None or key is None or not _same(slug["key"], key):
             return None
         if slug["job"] not in self.jobs().values():
             return None
@@ -134,7 +134,10 @@ class PingDesk:
             return HTTPStatus.SERVICE_UNAVAILABLE, b"busy: try again"
         app = None
         try:
-            app = self.free.get_nowait() if not self.free.empty() else self.make()
+            try:
+                app = self.free.get_nowait()
+            except queue.Empty:
+                app = self.make()
             app.ping_from(source, name, PingAsk(kind, **asked))
         except ConfigError as exc:  # a key or a period the job does not have
             return HTTPStatus.BAD_REQUEST, first_line(exc).encode()
@@ -154,3 +157,8 @@ class PingDesk:
 def _first(query: dict[str, list[str]], name: str) -> str | None:
     values = query.get(name)
     return values[0] if values else None
+
+
+def _same(given: str, key: str) -> bool:
+    """``given`` is the ping key, compared in constant time (whatever bytes the path held)."""
+    return hmac.compare_digest(given.encode("utf-8", "replace"), key.encode("utf-8"))

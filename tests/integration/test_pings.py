@@ -5,6 +5,7 @@ gaps like any other's."""
 from __future__ import annotations
 
 import json
+import subprocess
 from typing import Any
 
 from fix_processes import wait_for
@@ -264,3 +265,83 @@ def test_a_start_with_no_finish_by_its_lease_is_stale_and_a_late_finish_still_la
     finished = _ping(project, "vendor", "--rid", "r-1")
     assert finished["verdict"] == "succeeded"
     assert _scan(project)["stale"] == 0
+
+
+def test_a_finish_whose_start_was_taken_over_is_kept_never_planted_elsewhere(
+    project: Project, sql: Any
+) -> None:
+    older = _days_ago(sql, 3)
+    project.write(job_toml("vendor", "daily", _days_ago(sql, 4), ping=UUID, timeout="1s"))
+    assert _ping(project, "vendor", "--start", "--rid", "r-9", "--period", older)["attempt"] == 1
+    wait_for(lambda: _scan(project)["stale"] == 1, timeout=30, what="the start's lease to end")
+    # another report of that period takes the stale claim over and settles it
+    assert _ping(project, "vendor", "--period", older)["attempt"] == 2
+    late = _ping(project, "vendor", "--rid", "r-9", "--exit", "1")
+    assert (late["verdict"], late["period"]) == ("kept", f"{older}T00:00:00Z")
+    assert sql("SELECT period_start::date::text, status FROM {schema}.runs") == [
+        (older, "succeeded")
+    ]
+
+
+def test_a_start_without_a_run_id_pairs_only_while_its_lease_holds(
+    project: Project, sql: Any
+) -> None:
+    older = _days_ago(sql, 3)
+    project.write(job_toml("vendor", "daily", _days_ago(sql, 4), ping=UUID, timeout="1s"))
+    _ping(project, "vendor", "--start", "--period", older)
+    wait_for(lambda: _scan(project)["stale"] == 1, timeout=30, what="the start's lease to end")
+    later = _ping(project, "vendor")  # a run of its own: the latest period's
+    assert (later["verdict"], later["period"]) == ("succeeded", f"{_days_ago(sql, 1)}T00:00:00Z")
+
+
+def test_a_ping_never_finishes_an_attempt_a_host_named_ping_holds(
+    project: Project, sql: Any
+) -> None:
+    """An owner is "host:pid": a runner on a host whose name begins with "ping" is not a
+    start ping's attempt."""
+    project.write(
+        job_toml("vendor", "daily", _days_ago(sql, 2), ping=UUID, command=["sleep", "60"])
+    )
+    assert _ping(project, "vendor", "--log")["verdict"] == "logged"  # registered
+    (job_id,) = sql("SELECT id FROM {schema}.jobs WHERE name = 'vendor'")[0]
+    latest = _days_ago(sql, 1)
+    sql(
+        "INSERT INTO {schema}.runs (job_id, period_start, period_end, status, attempt, owner,"
+        " claimed_at, lease_expires_at) VALUES (%s, %s::date, %s::date + 1, 'running', 1,"
+        " 'pingworker:4242', now(), now() + interval '1 hour')",
+        (job_id, latest, latest),
+    )
+    said = _ping(project, "vendor")
+    assert said["verdict"] == "busy"
+    assert sql("SELECT status, owner FROM {schema}.runs") == [("running", "pingworker:4242")]
+
+
+def test_a_log_ping_keeps_what_the_database_could_not_and_names_no_future_period(
+    project: Project, sql: Any
+) -> None:
+    project.write(job_toml("vendor", "daily", _days_ago(sql, 2), ping=UUID))
+    assert _ping(project, "vendor", "--log", "--body", "a\x00b\x1b[31m")["verdict"] == "logged"
+    (reason,) = sql("SELECT reason FROM {schema}.events")[0]
+    assert reason.startswith("log: a") and "\x00" not in reason
+    future = project.cli("-q", "ping", "vendor", "--log", "--period", _days_ago(sql, 0))
+    assert future.exit_code == 2 and "a ping settles a period that is over" in future.stderr
+    bad_rid = project.cli("-q", "ping", "vendor", "--rid", "\x1b[31m")
+    assert bad_rid.exit_code == 2 and "a run id is 1 to 64 letters" in bad_rid.stderr
+
+
+def test_a_huge_body_on_stdin_keeps_its_tail(project: Project, sql: Any) -> None:
+    project.write(job_toml("vendor", "daily", _days_ago(sql, 2), ping=UUID))
+    body = "x" * 400_000 + "the end"
+    done = subprocess.run(
+        project.command("-q", "ping", "vendor", "--body", "-"),
+        input=body,
+        cwd=project.path,
+        env=project.env(),
+        text=True,
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    (tail,) = sql("SELECT output_tail FROM {schema}.runs")[0]
+    assert tail.endswith("the end") and len(tail) <= 100_000

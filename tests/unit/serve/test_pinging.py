@@ -120,3 +120,18 @@ def test_the_slug_form_needs_the_ping_key_and_a_job_that_takes_pings() -> None:
     keyless = PingDesk(lambda: app, lambda: {UUID: "vendor"})
     assert keyless.answer(f"/ping/{key}/vendor", {}, b"", "x") == (404, b"not found")
     assert len(app.asked) == 1
+
+
+def test_a_content_length_is_ascii_digits_or_more_than_any_limit() -> None:
+    from catchup.serve.httpd import _length
+
+    assert _length("0") == 0 and _length("100000") == 100_000
+    for odd in ("²", "1" * 5001, "-1", "", " 12", "1e3", "١٢"):
+        assert _length(odd) > 10**8, odd
+
+
+def test_a_slug_key_of_any_bytes_is_compared_not_raised() -> None:
+    app = Recorder()
+    slugged = PingDesk(lambda: app, lambda: {UUID: "vendor"}, lambda: "k3y-of-twenty-chars_")
+    assert slugged.answer("/ping/\xe9\xe9\xe9/vendor", {}, b"", "x") == (404, b"not found")
+    assert app.asked == []
