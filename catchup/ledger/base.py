@@ -123,6 +123,7 @@ class LedgerBase:
         for tests and benchmarks) in one transaction, serialised across processes."""
         applied = []
         with self.conn.transaction():
+            self.conn.execute(self._q("unbounded_here"))  # a pooler may have lost the session's
             self.conn.execute(self._q("lock_migrations"), {"schema": self.schema})
             self._create_schema()
             current = self.version()

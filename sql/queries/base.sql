@@ -28,6 +28,15 @@ CREATE TABLE IF NOT EXISTS {schema}.schema_version (
 -- name: record_migration
 INSERT INTO {schema}.schema_version (version, name) VALUES (%(version)s, %(name)s);
 
+-- name: unbounded_here
+-- The waits of this transaction bounded by nothing the role carries (as settle_session says for
+-- the session): through a transaction-mode pooler, settle_session's settings may sit on another
+-- of its server connections, and the role's lock_timeout would cancel a migration waiting its
+-- turn behind another process's. Local to the transaction, so it holds through any pooler.
+SELECT pg_catalog.set_config('lock_timeout', '0', true),
+       pg_catalog.set_config('statement_timeout', '0', true),
+       pg_catalog.set_config('idle_in_transaction_session_timeout', '0', true);
+
 -- name: lock_migrations
 -- Transaction-scoped, so it also works through a transaction-mode pooler.
 SELECT pg_advisory_xact_lock(hashtext('catchup.migrate'), hashtext(%(schema)s));

@@ -345,7 +345,8 @@ def test_migrations_racing_through_a_transaction_pooler_apply_once(
         with psycopg.connect(team.admin, autocommit=True) as watcher:
 
             def all_waiting() -> bool:
-                assert all(proc.poll() is None for proc in procs), [p.poll() for p in procs]
+                gone = [p for p in procs if p.poll() is not None]
+                assert not gone, [(p.returncode, p.communicate()[1]) for p in gone]
                 row = watcher.execute(waiting).fetchone()
                 return row is not None and row[0] >= 8
 
