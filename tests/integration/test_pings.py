@@ -28,8 +28,8 @@ def _ping(project: Project, *args: str) -> dict[str, Any]:
 
 def _scan(project: Project) -> dict[str, Any]:
     result = project.cli("-q", "scan", "--format", "json")
-    scanned: dict[str, Any] = json.loads(result.stdout)
-    return scanned["jobs"][0]
+    job: dict[str, Any] = json.loads(result.stdout)["jobs"][0]
+    return job
 
 
 def test_an_observed_job_is_never_run_and_its_missed_periods_are_gaps(

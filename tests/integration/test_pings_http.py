@@ -67,9 +67,10 @@ def curl(*args: str) -> tuple[int, str]:
 
 
 def _runs(sql: Any) -> list[tuple[Any, ...]]:
-    return sql(
+    rows: list[tuple[Any, ...]] = sql(
         "SELECT period_start::date::text, status, attempt, owner, output_tail FROM {schema}.runs"
     )
+    return rows
 
 
 def test_the_curl_line_of_healthchecks_docs_settles_the_latest_period(
