@@ -17,6 +17,10 @@ from fix_processes import wait_for
 from fix_project import Project, job_toml
 from test_serve import free_port, get
 
+# each starts a catchup serve of its own: run once, in the suite on PostgreSQL 18 (the SQL of a
+# ping on a team's database is test_pings.py's, which every leg runs)
+pytestmark = pytest.mark.slow
+
 UUID = "5bf66975-d4c7-4bf5-bcc8-b8d8a82ea278"
 RID = "3f6e2c1a-9a4b-4c7e-8f00-0123456789ab"
 CURL = shutil.which("curl")
