@@ -131,6 +131,9 @@ class JobScan(JsonNames):
     keys_error: str | None = None  # why its keys query failed (scanned on the keys read last)
     # what each blocked range waits for, by its first period: "export … (failed)"
     blocked_by: tuple[tuple[datetime, str], ...] = ()
+    # what excluded each excluded range, by its first period: "bank-holidays", or "a window
+    # recorded by ana: db migration" (catchup/scan/excluded.py)
+    excluded_by: tuple[tuple[datetime, str], ...] = ()
     # a job with keys: how many keys were expected in the window, each key's ranges, and the
     # keys of each of ``ranges`` (which then group the keys' ranges of one state and span)
     keys: int = 0
@@ -161,6 +164,12 @@ class JobScan(JsonNames):
         if gap.state != PeriodState.blocked:
             return None
         return next((said for first, said in self.blocked_by if first == gap.first), None)
+
+    def excluder(self, gap: Range) -> str | None:
+        """What excluded an excluded range (``bank-holidays``); None for any other."""
+        if gap.state != PeriodState.excluded:
+            return None
+        return next((said for first, said in self.excluded_by if first == gap.first), None)
 
     @property
     def islands(self) -> tuple[Range, ...]:

@@ -38,6 +38,9 @@ class PeriodState(StrEnum):
 
     succeeded = "succeeded"
     waived = "waived"
+    # nobody expects it: its start falls in a day or range its job's ``exclude`` names, or in
+    # a window recorded afterwards (catchup exclude); never claimed, never a gap
+    excluded = "excluded"
     untracked = "untracked"  # its output exists, the ledger has no row: done elsewhere
     running = "running"
     unverified = "unverified"  # succeeded in the ledger, but no evidence of its output
@@ -79,12 +82,17 @@ GAP_STATES = frozenset(
 )
 # derived from a job's evidence query, never by period_state() in SQL
 EVIDENCE_STATES = frozenset({PeriodState.untracked, PeriodState.unverified})
-# derived by the scan, never by period_state() in SQL: the evidence's, blocked and outdated
+# derived by the scan, never by period_state() in SQL: the evidence's, excluded, blocked and
+# outdated
 DERIVED_STATES = EVIDENCE_STATES | {
+    PeriodState.excluded,
     PeriodState.blocked,
     PeriodState.outdated,
     PeriodState.suspect,
 }
+# what an exclusion takes over: a gap with no outcome that stands (succeeded, waived and
+# running keep theirs; unverified and outdated periods succeeded in the ledger)
+EXCLUDABLE = GAP_STATES - {PeriodState.unverified, PeriodState.outdated}
 # what replay runs without being asked for more (exhausted only with --retry-exhausted); a
 # suspect period's claim is refused until its evidence (read then) or a person decides it
 REPLAYABLE = frozenset(
