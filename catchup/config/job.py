@@ -16,7 +16,8 @@ from urllib.parse import urlsplit
 
 from ..errors import ConfigError
 from ..postgres.dsn import hidden
-from ..schedule import Period, Schedule, Timeline, human_label, iso_utc, period_label
+from ..schedule import Period, Schedule, Timeline, human_label, iso_utc, period_label, zone
+from ..schedule.exclusions import Entry, Excluded, entry_spans
 from .settings import DEFAULT as _DEFAULT
 from .settings import JOB_KEY, JOB_KEYS, JobKey, default
 from .upstream import Dependency
@@ -70,6 +71,8 @@ class Job:
     # its cron's pings settle its periods (catchup/pings/); None: it has none. Out of the repr:
     # whoever knows it can ping
     ping: str | None = field(default=None, repr=False)
+    # the days, ranges and rules whose periods nobody expects (catchup/schedule/exclusions.py)
+    exclude: tuple[Entry, ...] = ()
     # the upstream jobs whose periods each period waits for (docs/how-to/chain-jobs.md)
     after: tuple[Dependency, ...] = ()
     when_outdated: Literal["report", "rerun"] = _DEFAULT["when_outdated"]
@@ -147,6 +150,13 @@ class Job:
     def period_value(self, start: datetime) -> str:
         """``{period}`` (and ``CATCHUP_PERIOD``) for the period starting at ``start``."""
         return period_label(self.timeline.schedule_at(start), start)
+
+    def excluded(self, lo: datetime, hi: datetime) -> Excluded:
+        """What the job's ``exclude`` excludes of ``[lo, hi)`` (windows recorded afterwards are
+        the ledger's: :mod:`catchup.scan.excluded`)."""
+        if not self.exclude:
+            return Excluded()
+        return entry_spans(self.exclude, zone(self.timezone), lo, hi)
 
     def period_starting(self, start: datetime) -> Period:
         """The period that starts at ``start``; a :class:`ConfigError` saying why when none."""

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from ..schedule import Schedule, ScheduleError, Timeline, parse_schedule, zone
+from ..schedule.exclusions import Entry, ExcludeError, read_entries, read_entry
 from .job import JOB_KEY, JOB_KEYS, Job, JobKey, default
 from .upstream import Dependency, parse_after
 from .values import (
@@ -38,7 +39,12 @@ KEY_NAMES = frozenset(JOB_KEY)
 _SELECT = re.compile(r"^\s*(select|with)\b", re.IGNORECASE)
 
 
-def parse_job(name: str, spec: dict[str, Any], problem: Any) -> Job | None:
+def parse_job(
+    name: str,
+    spec: dict[str, Any],
+    problem: Any,
+    calendars: Mapping[str, tuple[Entry, ...]] | None = None,
+) -> Job | None:
     count = 0
 
     def bad(key: str, message: str) -> None:
@@ -63,6 +69,7 @@ def parse_job(name: str, spec: dict[str, Any], problem: Any) -> Job | None:
     keys, keys_dsn = _keys_keys(spec, bad)
     not_renamed = _not_renamed_key(values["not_renamed"], spec, bad)
     lane = _lane_key(spec.get("lane"), bad)
+    exclude = _exclude_key(spec.get("exclude"), calendars or {}, bad)
     if command is not None and keys is None and any("{key" in arg for arg in command):
         bad("command", "{key} needs keys (the job's tenants, regions or shards)")
     after: tuple[Dependency, ...] = ()
@@ -103,6 +110,7 @@ def parse_job(name: str, spec: dict[str, Any], problem: Any) -> Job | None:
         not_renamed=not_renamed,
         lane=lane,
         ping=ping,
+        exclude=exclude,
     )
 
 
@@ -267,6 +275,52 @@ def _ping_key(value: object, bad: Callable[[str, str], None]) -> str | None:
         bad("ping", f"expected {JOB_KEY['ping'].accepts}, got {shown}")
         return None
     return value.strip().lower()
+
+
+def _exclude_key(
+    value: object, calendars: Mapping[str, tuple[Entry, ...]], bad: Callable[[str, str], None]
+) -> tuple[Entry, ...]:
+    """A job's ``exclude``: its entries read (a calendar's as its own); () when not given."""
+    if value is None:
+        return ()
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        bad("exclude", f"expected {JOB_KEY['exclude'].accepts}, got {type_name(value)}")
+        return ()
+    try:
+        return read_entries(value, calendars)
+    except ExcludeError as exc:
+        bad("exclude", str(exc))
+        return ()
+
+
+def parse_calendars(
+    value: object, problem: Callable[[tuple[str, ...], str], None]
+) -> dict[str, tuple[Entry, ...]]:
+    """``[calendars.NAME] dates = [...]``: named lists of excluded days, ranges and rules that
+    jobs share (``exclude = ["calendar:NAME"]``)."""
+    if not isinstance(value, dict):
+        problem(
+            ("calendars",), "[calendars] must be a table of calendars, like [calendars.holidays]"
+        )
+        return {}
+    found: dict[str, tuple[Entry, ...]] = {}
+    for name, table in value.items():
+        where = ("calendars", name)
+        if (said := name_problem(name)) is not None:
+            problem(where, f"calendars.{said}")
+            continue
+        if not isinstance(table, dict) or set(table) != {"dates"}:
+            problem(where, f'calendars.{name}: expected one key, dates = ["2026-12-25", …]')
+            continue
+        dates = table["dates"]
+        if not isinstance(dates, list) or not all(isinstance(d, str) for d in dates):
+            problem((*where, "dates"), f"calendars.{name}.dates: expected a list of strings")
+            continue
+        try:
+            found[name] = tuple(read_entry(d, f"calendar {name}") for d in dates)
+        except ExcludeError as exc:
+            problem((*where, "dates"), f"calendars.{name}.dates: {exc}")
+    return found
 
 
 def _lane_key(value: object, bad: Callable[[str, str], None]) -> str | None:

@@ -7,15 +7,16 @@ from __future__ import annotations
 import os
 import re
 import tomllib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from datetime import date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
+from ..schedule.exclusions import Entry
 from .job import Alerts, Config, Job, Serve, Webhook
-from .jobs import parse_job, suggest, workdir_of
+from .jobs import parse_calendars, parse_job, suggest, workdir_of
 from .lanes import lane_unknown, parse_lanes
 from .lines import KeyLines, toml_error
 from .upstream import graph_problems
@@ -79,7 +80,16 @@ def parse_config(raw: bytes, path: Path, *, schema: str | None = None) -> Config
         line = lines.find(where)
         problems.append((line, f"{name}:{line}: {message}"))
 
-    sections = {"project", "database", "jobs", "alerts", "ledger", "serve", "scheduler"}
+    sections = {
+        "project",
+        "database",
+        "jobs",
+        "alerts",
+        "ledger",
+        "serve",
+        "scheduler",
+        "calendars",
+    }
     for key in data:
         if key not in sections:
             problem((key,), f"unknown section or key {key!r}{suggest(key, sections)}")
@@ -96,7 +106,8 @@ def parse_config(raw: bytes, path: Path, *, schema: str | None = None) -> Config
     if not isinstance(table, dict):
         problem(("jobs",), "[jobs] must be a table of jobs, like [jobs.billing]")
         table = {}
-    jobs = _parse_jobs(table, path, problem)
+    calendars = parse_calendars(data["calendars"], problem) if "calendars" in data else {}
+    jobs = _parse_jobs(table, path, problem, calendars)
     _check_jobs_together(table, jobs, lanes, problem)
     alerts = _parse_alerts(data.get("alerts"), problem) if "alerts" in data else None
     if problems:  # in the order of the file, as a person reads it
@@ -179,7 +190,12 @@ def _parse_database(database: dict[str, Any], schema: str | None, problem: Probl
     return found
 
 
-def _parse_jobs(table: dict[str, Any], path: Path, problem: Problem) -> dict[str, Job]:
+def _parse_jobs(
+    table: dict[str, Any],
+    path: Path,
+    problem: Problem,
+    calendars: Mapping[str, tuple[Entry, ...]],
+) -> dict[str, Job]:
     """``[jobs.NAME]`` each, read key by key (:func:`parse_job`), with its folder and the name
     it was renamed from."""
     jobs: dict[str, Job] = {}
@@ -191,7 +207,12 @@ def _parse_jobs(table: dict[str, Any], path: Path, problem: Problem) -> dict[str
         if not isinstance(spec, dict):
             problem(where, f"jobs.{job_name}: expected a table like [jobs.{job_name}]")
             continue
-        job = parse_job(job_name, spec, lambda key, msg, j=job_name: problem(("jobs", j, key), msg))
+        job = parse_job(
+            job_name,
+            spec,
+            lambda key, msg, j=job_name: problem(("jobs", j, key), msg),
+            calendars,
+        )
         workdir = workdir_of(spec.get("workdir"), path)
         renamed_from = spec.get("renamed_from")
         if isinstance(workdir, str):

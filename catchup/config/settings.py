@@ -210,6 +210,13 @@ JOB_KEYS: tuple[JobKey, ...] = (
         "the scheduler's workers its periods run on (default: the default lane, --workers)",
     ),
     JobKey(
+        "exclude",
+        "other",
+        'a list of dates, ranges A..B, "RRULE:…" day rules, cron specs or "calendar:NAME"',
+        "periods nobody expects (holidays, maintenance): one whose start falls in one is "
+        "excluded, never run and never a gap",
+    ),
+    JobKey(
         "ping",
         "other",
         'a UUID like "5bf66975-d4c7-4bf5-bcc8-b8d8a82ea278"',

@@ -167,6 +167,11 @@ METRICS = (
         "Periods with evidence of output but no run in the ledger.",
         PeriodState.untracked,
     ),
+    (
+        "catchup_excluded_periods",
+        "Periods nobody expects: excluded by the job's exclude or a recorded window.",
+        PeriodState.excluded,
+    ),
 )
 
 

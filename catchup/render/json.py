@@ -374,7 +374,7 @@ def scheduler_json(pulse: Pulse) -> dict[str, object]:
     }
 
 
-# the order of the counts in scan --json (DESIGN.md)
+# the order of the counts in scan --json (DESIGN.md): a new state is appended, never inserted
 JSON_STATES = (
     "succeeded",
     "waived",
@@ -390,6 +390,7 @@ JSON_STATES = (
     "blocked",
     "outdated",
     "suspect",
+    "excluded",
 )
 
 

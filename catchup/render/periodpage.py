@@ -30,7 +30,7 @@ ATTEMPT_LOOK = {
 }
 TAIL_SHOWN = 4_000  # characters of each attempt's output tail on the page (its end)
 BAD = {"failed", "exhausted", "stale"}
-FINE = {"succeeded", "waived", "not due", "running"}
+FINE = {"succeeded", "waived", "excluded", "not due", "running"}
 
 
 def _verdict(state: str) -> Verdict:

@@ -36,10 +36,14 @@ EVIDENCE_COLUMNS = (PeriodState.unverified, PeriodState.untracked)
 
 
 def summary_states(jobs: Sequence[JobScan]) -> tuple[PeriodState, ...]:
-    """The state columns of a report of ``jobs``: they add up to ``expected``. ``blocked``,
-    ``interrupted`` and ``cancelled`` only when a job has such a period (most reports never
-    do), the evidence columns when a job has an evidence query."""
+    """The state columns of a report of ``jobs``: they add up to ``expected``. ``excluded``,
+    ``blocked``, ``outdated``, ``suspect``, ``interrupted`` and ``cancelled`` only when a job
+    has such a period (most reports never do), the evidence columns when a job has an
+    evidence query."""
     states: tuple[PeriodState, ...] = SUMMARY_STATES
+    if any(job.counts.get(PeriodState.excluded) for job in jobs):
+        at = states.index(PeriodState.waived) + 1
+        states = (*states[:at], PeriodState.excluded, *states[at:])
     if any(job.counts.get(PeriodState.blocked) for job in jobs):
         at = states.index(PeriodState.missing) + 1
         states = (*states[:at], PeriodState.blocked, *states[at:])

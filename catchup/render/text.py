@@ -17,6 +17,7 @@ __all__ = ["GLYPH", "LEGEND", "STYLE", "iso_utc", "safe", "schedule_text", "seco
 STYLE = {
     "succeeded": "green",
     "waived": "cyan",
+    "excluded": "dim",  # nobody expects it: calm, never a problem
     "running": "blue",
     "skipped": "dim",
     "failed": "red",
@@ -41,6 +42,7 @@ STYLE = {
 GLYPH = {
     "succeeded": "■",
     "waived": "▣",
+    "excluded": "∅",  # not ⊘: the page shows blocked as ⊘ (web.py)
     "running": "▶",
     "missing": "□",
     "blocked": "⧖",
@@ -57,6 +59,7 @@ GLYPH = {
 LEGEND = (
     "succeeded",
     "waived",
+    "excluded",
     "untracked",
     "running",
     "unverified",
