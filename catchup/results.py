@@ -249,11 +249,13 @@ class ClaimRules:
     """How far a command's claims reach past the ordinary, one bundle through the claim path:
     ``ignore_backoff`` (a person asked: a failed period is retried at once, not after its
     backoff), ``retry_exhausted`` (also a period with no attempts left), ``ignore_evidence``
-    (also a period whose output exists though the ledger never saw it run)."""
+    (also a period whose output exists though the ledger never saw it run),
+    ``include_excluded`` (also a period nobody expects: its job's ``exclude``, a window)."""
 
     ignore_backoff: bool = False
     retry_exhausted: bool = False
     ignore_evidence: bool = False
+    include_excluded: bool = False
 
 
 ORDINARY = ClaimRules()  # what a tick claims: due periods, backoffs waited out, attempts left

@@ -145,6 +145,8 @@ class EventAction(StrEnum):
     retire = "retire"  # the job is gone on purpose: no longer said to be missing from a config
     cancel = "cancel"  # a person asked a running attempt to stop (catchup cancel)
     ping = "ping"  # an observed job's ping that settled nothing, or a log line (catchup/pings/)
+    exclude = "exclude"  # a window of periods nobody expected recorded (catchup exclude)
+    include = "include"  # such a window undone (catchup exclude --undo)
 
 
 class PingKind(StrEnum):

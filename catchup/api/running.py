@@ -10,6 +10,7 @@ from dataclasses import replace
 from datetime import datetime
 
 from ..claims.path import choose_period, run_period
+from ..claims.refusal import excluded_by
 from ..config.bounds import MAX_TIME, REPLAY_WORKERS, TICK_WORKERS
 from ..config.job import Job
 from ..errors import ConfigError
@@ -22,7 +23,7 @@ from ..scan.targets import KeyRow, KeysFailure
 from ..scan.window import Moment
 from ..schedule import Period
 from ..scheduler.inflight import Holding
-from ..session import owner_name
+from ..session import Session, owner_name
 from ..vocabulary import PingKind
 from .base import Base, check, check_actor, check_reason, instant
 
@@ -39,12 +40,16 @@ class Running(Base):
         stream: bool = False,
         ignore_evidence: bool = False,
         key: str | None = None,
+        include_excluded: bool = False,
     ) -> Outcome | NotDue:
         """Run one period (default: the latest due) through the claim path. :class:`NotDue`
         when no period is due yet; a :class:`ConfigError` for a period that is not a period
         start or not due (nothing is written then). A period whose output exists but that the
         ledger never saw (the job's evidence) is skipped, unless ``ignore_evidence``. A job with
-        keys runs the period of one ``key`` here, of every key in :meth:`run_keys`."""
+        keys runs the period of one ``key`` here, of every key in :meth:`run_keys`. A period
+        nobody expects (its job's ``exclude``, a window recorded by ``exclude``) is refused
+        when asked for by ``period`` (skipped when it is the latest due), unless
+        ``include_excluded``."""
         (spec,) = self.select([job], None if key is None else [key])
         refuse_observed(spec)
         start = None if period is None else instant(period, spec)
@@ -55,16 +60,14 @@ class Running(Base):
         if chosen is None:
             first = spec.timeline.period(spec.anchor)
             return NotDue(spec.name, first, spec.label(first.start), first.end + spec.delay)
+        if start is not None and not include_excluded:
+            refuse_excluded(session, spec, chosen)
         failed = None
         if spec.keyed:
             spec, failed = self._one_key(spec, chosen)
+        rules = ClaimRules(ignore_evidence=ignore_evidence, include_excluded=include_excluded)
         outcome = run_period(
-            session,
-            spec,
-            chosen,
-            interrupted=interrupted,
-            stream=stream,
-            rules=ClaimRules(ignore_evidence=ignore_evidence),
+            session, spec, chosen, interrupted=interrupted, stream=stream, rules=rules
         )
         return outcome if failed is None else replace(outcome, keys_failed=failed)
 
@@ -92,6 +95,7 @@ class Running(Base):
         workers: int = REPLAY_WORKERS.default or 1,
         interrupted: threading.Event | None = None,
         ignore_evidence: bool = False,
+        include_excluded: bool = False,
     ) -> Batch | NotDue:
         """:meth:`run` of a job with keys: the period (default: the latest due) of every key
         expected to have it, or of ``keys``, on a pool of ``workers``."""
@@ -111,7 +115,9 @@ class Running(Base):
         if chosen is None:
             first = spec.timeline.period(spec.anchor)
             return NotDue(spec.name, first, spec.label(first.start), first.end + spec.delay)
-        rules = ClaimRules(ignore_evidence=ignore_evidence)
+        if start is not None and not include_excluded:
+            refuse_excluded(session, spec, chosen)
+        rules = ClaimRules(ignore_evidence=ignore_evidence, include_excluded=include_excluded)
         return run_keys(session, spec, chosen, workers, rules, interrupted)
 
     def ping(
@@ -324,3 +330,12 @@ def _keys_to_run(
         if not (known := ledger.key_history(job_id)):
             raise
         return known, KeysFailure(job.name, str(exc), exc.database, len(known))
+
+
+def refuse_excluded(session: Session, job: Job, period: Period) -> None:
+    """A :class:`ConfigError` when ``period`` of ``job`` is excluded: nothing is run."""
+    if (by := excluded_by(session, job, period)) is not None:
+        raise ConfigError(
+            f"{job.name}: period {job.label(period.start)} is excluded by {by}; nothing was "
+            f"run (--include-excluded runs it anyway)"
+        )

@@ -25,7 +25,7 @@ from ..session import Session, owner_name
 from ..vocabulary import AttemptStatus, Ended, OutcomeStatus, RunStatus
 from . import suspects
 from .reconnecting import claim_surely, finish_surely, finish_then_claim_surely
-from .refusal import blocked_by, unverified_upstream, why_not
+from .refusal import blocked_by, excluded_by, unverified_upstream, why_not
 
 # Backoff doubles per failure up to this (claims.sql: finish); a longer retry_backoff wins.
 BACKOFF_CAP = timedelta(hours=6)
@@ -152,8 +152,9 @@ def _gate(
     claimed: HandOff,
 ) -> Claim | Outcome:
     """The claim to run ``period`` under (``claimed``, handed over, or one taken now), or the
-    outcome that says why it does not run: the job cannot start, the period is untracked, waits
-    for upstream periods, is suspect and not decided lost, or the claim found nothing."""
+    outcome that says why it does not run: the job cannot start, the period is excluded or
+    untracked, waits for upstream periods, is suspect and not decided lost, or the claim found
+    nothing."""
     if (why := session.cannot_start(job)) is not None:
         # a bad deploy is not an attempt: nothing is claimed (a claim handed over with the
         # previous finish is given back), so no period is used up by it
@@ -162,6 +163,9 @@ def _gate(
         detail = f"{why}; not claimed, no attempt counted"
         return Outcome(job.name, period, label, OutcomeStatus.unstartable, detail=detail)
     if isinstance(claimed, Unclaimed):
+        if not rules.include_excluded and (by := excluded_by(session, job, period)) is not None:
+            detail = f"excluded by {by}; not claimed"
+            return Outcome(job.name, period, label, OutcomeStatus.skipped, detail=detail)
         claim = _claim_now(session, job, job_id, period, label, rules)
         if isinstance(claim, Outcome):
             return claim

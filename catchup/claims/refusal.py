@@ -18,6 +18,15 @@ from ..session import Session
 from ..vocabulary import RunStatus
 
 
+def excluded_by(session: Session, job: Job, period: Period) -> str | None:
+    """What excludes ``period`` of ``job`` (of its key): its ``exclude``, or a window recorded
+    afterwards (``catchup exclude``); None when nothing does."""
+    if (by := job.excluded(period.start, period.end).at(period.start)) is not None:
+        return by
+    window = session.ledger.exclusion_at(session.registered_id(job.name), job.key, period.start)
+    return None if window is None else window.by
+
+
 def why_not(session: Session, job: Job, job_id: int, period: Period) -> tuple[str, bool]:
     """Why a claim found nothing to do, and whether it is worth trying again soon."""
     try:

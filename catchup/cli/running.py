@@ -55,6 +55,11 @@ if TYPE_CHECKING:
     is_flag=True,
     help="Run the period even when the job's evidence shows its output already exists.",
 )
+@click.option(
+    "--include-excluded",
+    is_flag=True,
+    help="Run the period even when it is excluded (the job's exclude, or catchup exclude).",
+)
 @keys_option
 @workers_option(REPLAY_WORKERS, what="Keys run at once, for a job with keys")
 @json_option("Print the outcome as JSON.")
@@ -64,6 +69,7 @@ def run(
     job: str,
     period: str | None,
     ignore_evidence: bool,
+    include_excluded: bool,
     keys: tuple[str, ...],
     workers: int,
     as_json: bool,
@@ -72,8 +78,9 @@ def run(
 
     Without --period, runs the latest due period. Exits 0 when the period succeeded, was already
     done, another replica has it, its output already exists (untracked: the job's evidence
-    shows it and the ledger has no run), or nothing is due yet; 1 when the job failed; 130
-    when it was interrupted or its period cancelled (catchup cancel: not done, no failure).
+    shows it and the ledger has no run), it is excluded (the latest due only: a --period that
+    is excluded is refused, exit 2), or nothing is due yet; 1 when the job failed; 130 when it
+    was interrupted or its period cancelled (catchup cancel: not done, no failure).
 
     A job with keys runs the period of every key expected to have it (or of each --key), on
     a pool of --workers, and exits as tick does.
@@ -94,6 +101,7 @@ def run(
                 workers=workers,
                 interrupted=stop,
                 ignore_evidence=ignore_evidence,
+                include_excluded=include_excluded,
             )
         if isinstance(batch, NotDue):
             show(batch, as_json, lambda r: json.dumps(json.not_due_json(r)), tables.not_due)
@@ -116,6 +124,7 @@ def run(
             stream=not as_json,
             ignore_evidence=ignore_evidence,
             key=keys[0] if keys else None,
+            include_excluded=include_excluded,
         )
     if isinstance(result, NotDue):
         show(result, as_json, lambda r: json.dumps(json.not_due_json(r)), tables.not_due)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from ..schedule.zones import iso_utc
 from ..vocabulary import (
     AttemptStatus,
     EventAction,
@@ -149,6 +150,25 @@ class EvidenceState:
     signature: str
     verified_until: datetime
     verified_at: datetime
+
+
+@dataclass(frozen=True)
+class WindowRow:
+    """A window recorded afterwards (``catchup exclude``): ``[lo, hi)`` of a job's periods
+    (of ``key``; None: every key) nobody expected, who recorded it, when and why."""
+
+    job_id: int
+    key: str | None
+    lo: datetime
+    hi: datetime
+    reason: str
+    actor: str
+    at: datetime
+
+    @property
+    def by(self) -> str:
+        """What excluded its periods, as ``why`` and the scan say it."""
+        return f"a window recorded by {self.actor} at {iso_utc(self.at)}: {self.reason}"
 
 
 @dataclass(frozen=True)

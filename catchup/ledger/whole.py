@@ -10,6 +10,7 @@ from .changes import Changing
 from .claims import ClaimPath
 from .compaction import Compaction
 from .evidence import EvidenceCheck
+from .exclusions import Exclusions
 from .keys import Keys
 from .leader import Leading
 from .pages import Pages
@@ -30,6 +31,7 @@ class Ledger(
     Pages,
     Cancels,
     Pings,
+    Exclusions,
     Leading,
     Tools,
 ):

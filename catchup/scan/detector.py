@@ -20,6 +20,7 @@ from ..scheduler.pulse import read_pulse
 from ..session import Session
 from .blocked import blocked_states
 from .calendars import calendar
+from .excluded import with_excluded
 from .keyed import read_each, scan_keyed, with_keys
 from .targets import ScanTarget as ScanTarget
 from .unkeyed import scan_unkeyed
@@ -102,17 +103,20 @@ def scan_jobs(
     record: bool = True,
 ) -> list[JobScan]:
     """Classify every expected period of each job in its window, in the order of ``targets``:
-    a job with keys by :func:`catchup.scan.keyed.scan_keyed` (each key's periods), the others
-    together by :func:`catchup.scan.unkeyed.scan_unkeyed` (a handful of statements whatever
-    the number of jobs). A job's window is cut where its schedule changed."""
+        a job with keys by :func:`catchup.scan.keyed.scan_keyed` (each key's periods), the others
+        together by :func:`catchup.scan.unkeyed.scan_unkeyed` (a handful of statements whatever
+        the number of jobs). A job's window is cut where its schedule changed. Its gaps that its
+    ``exclude`` or a window recorded afterwards take over are excluded
+    (:mod:`catchup.scan.excluded`)."""
     plain = [t for t in targets if not t.job.keyed]
     done = iter(
         scan_unkeyed(ledger, plain, now=now, since=since, until=until, full=full, record=record)
     )
-    return [
+    results = [
         _scan_keyed(ledger, t, now, since, until, record) if t.job.keyed else next(done)
         for t in targets
     ]
+    return with_excluded(ledger, targets, results)
 
 
 def _scan_keyed(
