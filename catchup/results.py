@@ -396,6 +396,32 @@ class Changes:
 
 
 @dataclass(frozen=True)
+class Window:
+    """A window recorded afterwards (``catchup exclude``), or undone: ``[first, until)`` of a
+    job's periods (of ``key``; None: every key), how many period starts fall in it, and why."""
+
+    job: str
+    key: str | None
+    first: datetime
+    until: datetime
+    periods: int
+    reason: str
+    actor: str
+
+
+@dataclass(frozen=True)
+class Windows:
+    """The result of ``exclude``: the windows recorded (``exclude``) or undone (``include``)."""
+
+    action: EventAction
+    windows: tuple[Window, ...]
+
+    @property
+    def periods(self) -> int:
+        return sum(w.periods for w in self.windows)
+
+
+@dataclass(frozen=True)
 class Paused:
     job: str
     since: datetime

@@ -1,5 +1,6 @@
 """Changing the ledger by hand, every change audited: waive (``mark``), record what ran
-elsewhere (``adopt``), make runnable again (``reset``), rename, retire, pause and resume; a
+elsewhere (``adopt``), make runnable again (``reset``), windows nobody expected
+(``exclude``), rename, retire, pause and resume; a
 running job's checkpoint; and the schema's migration."""
 
 from __future__ import annotations
@@ -13,7 +14,16 @@ from ..config.job import Job
 from ..errors import ConfigError
 from ..maintenance.retention import Compacted
 from ..render.pasted import command
-from ..results import Cancelled, Changes, Migrated, Paused, Renamed, Resumed, Retired
+from ..results import (
+    Cancelled,
+    Changes,
+    Migrated,
+    Paused,
+    Renamed,
+    Resumed,
+    Retired,
+    Windows,
+)
 from ..scan.window import Moment
 from ..schedule import Period
 from ..session import Session
@@ -192,6 +202,35 @@ class Changing(Base):
         assert why is not None
         retire(self.session, job, reason=why, actor=who)
         return Retired(job)
+
+    def exclude(
+        self,
+        jobs: Iterable[str],
+        window: str,
+        *,
+        reason: str,
+        actor: str | None = None,
+        key: str | None = None,
+        all_jobs: bool = False,
+        undo: bool = False,
+    ) -> Windows:
+        """Record ``window`` (``"2026-12-01"``, ``"2026-12-01..2026-12-02"`` or times
+        ``"2026-12-01T02:00Z..2026-12-01T04:00Z"``) over ``jobs`` (``all_jobs``: every job of
+        the config; ``key``: one key of a job with keys) as periods nobody expected; audited.
+        ``undo``: the windows recorded within it undone. Everything is checked before
+        anything is written."""
+        from ..changes import windows
+
+        why = check_reason(reason, required=True)
+        who = check_actor(actor)
+        assert why is not None
+        names = list(jobs)
+        if all_jobs == bool(names):
+            raise ConfigError("exclude: name the jobs, or --all for every job (not both)")
+        entry = windows.read_window(window)
+        chosen = self.select(None if all_jobs else names, None if key is None else [key])
+        change = windows.undo if undo else windows.record
+        return change(self.session, chosen, entry, key, why, who)
 
     def pause(
         self,

@@ -334,7 +334,8 @@ def _keys_to_run(
 
 def refuse_excluded(session: Session, job: Job, period: Period) -> None:
     """A :class:`ConfigError` when ``period`` of ``job`` is excluded: nothing is run."""
-    if (by := excluded_by(session, job, period)) is not None:
+    by = excluded_by(session.ledger, job, session.registered_id(job.name), period)
+    if by is not None:
         raise ConfigError(
             f"{job.name}: period {job.label(period.start)} is excluded by {by}; nothing was "
             f"run (--include-excluded runs it anyway)"

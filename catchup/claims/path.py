@@ -163,7 +163,8 @@ def _gate(
         detail = f"{why}; not claimed, no attempt counted"
         return Outcome(job.name, period, label, OutcomeStatus.unstartable, detail=detail)
     if isinstance(claimed, Unclaimed):
-        if not rules.include_excluded and (by := excluded_by(session, job, period)) is not None:
+        by = None if rules.include_excluded else excluded_by(session.ledger, job, job_id, period)
+        if by is not None:
             detail = f"excluded by {by}; not claimed"
             return Outcome(job.name, period, label, OutcomeStatus.skipped, detail=detail)
         claim = _claim_now(session, job, job_id, period, label, rules)

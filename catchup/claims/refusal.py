@@ -10,6 +10,7 @@ import psycopg
 
 from ..config.job import Job
 from ..errors import DatabaseError
+from ..ledger import Ledger
 from ..ledger.rows import Blocked, Waiting
 from ..render.pasted import command
 from ..scan import evidence
@@ -18,12 +19,12 @@ from ..session import Session
 from ..vocabulary import RunStatus
 
 
-def excluded_by(session: Session, job: Job, period: Period) -> str | None:
+def excluded_by(ledger: Ledger, job: Job, job_id: int | None, period: Period) -> str | None:
     """What excludes ``period`` of ``job`` (of its key): its ``exclude``, or a window recorded
-    afterwards (``catchup exclude``); None when nothing does."""
+    afterwards (``catchup exclude``) in the ledger's job ``job_id``; None when nothing does."""
     if (by := job.excluded(period.start, period.end).at(period.start)) is not None:
         return by
-    window = session.ledger.exclusion_at(session.registered_id(job.name), job.key, period.start)
+    window = None if job_id is None else ledger.exclusion_at(job_id, job.key, period.start)
     return None if window is None else window.by
 
 

@@ -18,6 +18,7 @@ from .changing import (
     cancel,
     checkpoint,
     compact,
+    exclude,
     mark,
     migrate,
     pause,
@@ -62,7 +63,10 @@ def cli(ctx: click.Context, config_path: str | None, dsn: str | None, quiet: boo
 SECTIONS: tuple[tuple[str, tuple[click.Command, ...]], ...] = (
     ("Run periods", (run, tick, scheduler, replay, ping)),
     ("Look", (scan, jobs, ps, history, keys, why, explain, serve)),
-    ("Change the ledger", (mark, reset, cancel, adopt, rename, retire, pause, resume, checkpoint)),
+    (
+        "Change the ledger",
+        (mark, exclude, reset, cancel, adopt, rename, retire, pause, resume, checkpoint),
+    ),
     ("Operate", (doctor, migrate, compact, deploy, postgres, demo)),
 )
 for _, commands in SECTIONS:

@@ -77,6 +77,46 @@ def mark(
 
 
 @click.command(epilog=EXIT_CODES)
+@click.argument("jobs", nargs=-1, metavar="[JOB]...")
+@click.argument("window")
+@click.option("--all", "all_jobs", is_flag=True, help="The window is every job's.")
+@one_key_option("The one key whose periods it excludes (default: every key of the job)")
+@click.option("--undo", is_flag=True, help="Undo the windows recorded within WINDOW.")
+@reason_option(required=True)
+@actor_option
+@json_option("Print JSON instead of lines.")
+@pass_state
+def exclude(
+    state: State,
+    jobs: tuple[str, ...],
+    window: str,
+    all_jobs: bool,
+    key: str | None,
+    undo: bool,
+    reason: str,
+    actor: str | None,
+    as_json: bool,
+) -> None:
+    """Record a window of periods nobody expected, afterwards: a maintenance window, an outage.
+
+    WINDOW is a local date (2026-12-01, each job's own zone), dates with both ends included
+    (2026-12-01..2026-12-02) or times, the end left out (2026-12-01T02:00Z..2026-12-01T04:00Z).
+    A period whose start falls in it is excluded: never claimed, never a gap, never alerted;
+    one that succeeded stays succeeded. Recorded with who and why, shown by history; --undo
+    takes back the windows recorded within WINDOW (they are gaps again at the next scan).
+    Days nobody ever expects (holidays) belong in the job's exclude, in catchup.toml.
+
+    Example: catchup exclude billing 2026-12-01T02:00Z..2026-12-01T04:00Z --reason "db move"
+    """
+    from ..render import changes
+
+    result = state.app().exclude(
+        jobs, window, reason=reason, actor=actor, key=key, all_jobs=all_jobs, undo=undo
+    )
+    show(result, as_json, changes.windows_json, changes.windows)
+
+
+@click.command(epilog=EXIT_CODES)
 @click.argument("jobs", nargs=-1, required=True, metavar="JOB...")
 @window_options()
 @reason_option(required=True)

@@ -9,7 +9,7 @@ from typing import Any
 from rich.console import Console
 from rich.text import Text
 
-from ..results import Changes, Paused, Renamed, Resumed, Retired
+from ..results import Changes, Paused, Renamed, Resumed, Retired, Windows
 from ..vocabulary import EventAction
 from .json import dumps, period_json
 from .text import STYLE, iso_utc, safe, span
@@ -167,3 +167,38 @@ def renamed_json(result: Renamed) -> str:
 
 def retired_json(result: Retired) -> str:
     return dumps({"job": result.job, "retired": True})
+
+
+def windows(console: Console, result: Windows) -> None:
+    """What ``exclude`` recorded or undid: a line per window, then how many periods."""
+    for w in result.windows:
+        name = f"{w.job} {w.key}" if w.key else w.job
+        verb = "excluded" if result.action == EventAction.exclude else "no longer excluded"
+        line = Text(safe(f"{name}: "))
+        line.append(verb, style=STYLE.get("excluded", "") if verb == "excluded" else "")
+        line.append(
+            safe(f" {iso_utc(w.first)} .. {iso_utc(w.until)} ({w.periods:,} period(s)): {w.reason}")
+        )
+        console.print(line, soft_wrap=True)
+    done = "recorded" if result.action == EventAction.exclude else "undone"
+    console.print(f"{done}: {len(result.windows)} window(s), {result.periods:,} period(s)")
+
+
+def windows_json(result: Windows) -> str:
+    return dumps(
+        {
+            "action": str(result.action),
+            "windows": [
+                {
+                    "job": w.job,
+                    "key": w.key,
+                    "first": iso_utc(w.first),
+                    "until": iso_utc(w.until),
+                    "periods": w.periods,
+                    "reason": w.reason,
+                    "actor": w.actor,
+                }
+                for w in result.windows
+            ],
+        }
+    )

@@ -276,6 +276,8 @@ def _tick_choice(
         chosen = list(_take(gap_periods(job, gaps[job.name], runnable), job.max_per_tick))
         return chosen, gap_count(job, gaps[job.name], runnable) - len(chosen)
     if job.catchup == "latest" or previous is None or latest.end + job.delay > previous:
+        if job.excluded(latest.start, latest.end).at(latest.start) is not None:
+            return [], 0  # nobody expects it (its windows: the claim path refuses it)
         if job.keyed:
             return [
                 Planned(job.for_key(k.key), latest, "due") for k in expected_at(target, latest)

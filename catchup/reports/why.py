@@ -1,8 +1,9 @@
 """``catchup why JOB PERIOD``: why one period is in its state, in words, and the command that
 would move it: not due yet (and when), running where, blocked by which upstream periods (down
 the chain to what blocks them), failed with which error and when the retry comes, exhausted,
-paused, done, outdated by which upstream re-run, untracked (done elsewhere), suspect after a
-database failover, held (a rename in progress: catchup/changes/held.py). Read-only."""
+paused, done, excluded (by what), outdated by which upstream re-run, untracked (done
+elsewhere), suspect after a database failover, held (a rename in progress:
+catchup/changes/held.py). Read-only."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from datetime import datetime
 
 from ..changes.held import held_said
 from ..claims.failover import told
+from ..claims.refusal import excluded_by
 from ..config.job import DEFAULT_LANE, Job
 from ..config.upstream import needed
 from ..errors import CatchupError
@@ -114,6 +116,10 @@ def _explain(
         return _settled(asked, run, rows)
     if run is not None and run.status == RunStatus.running:
         return _running(asked, run)
+    if by := excluded_by(session.ledger, job, None if row is None else row.id, period):
+        first = f"excluded by {by}: nobody expects this period, nothing claims it"
+        anyway = command("run", job.name, "--period", value, "--include-excluded")
+        return asked.why("excluded", first, anyway)
     if run is not None and run.status == RunStatus.failed:
         return _failed(asked, run)
     return _not_run(asked, run is None, depth, rows, seen)
