@@ -56,6 +56,8 @@ _EXPORTS = {
     "Retired": "catchup.results",
     "Running": "catchup.results",
     "Why": "catchup.results",
+    "Window": "catchup.results",
+    "Windows": "catchup.results",
 }
 
 __all__ = [
@@ -92,6 +94,8 @@ __all__ = [
     "Running",
     "ScanReport",
     "Why",
+    "Window",
+    "Windows",
     "__version__",
     "load_config",
     "make_job",
@@ -129,6 +133,8 @@ if TYPE_CHECKING:
         Running,
         ScanReport,
         Why,
+        Window,
+        Windows,
     )
     from .schedule import Period
 

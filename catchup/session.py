@@ -105,14 +105,19 @@ class Session:
 
     def needs(self, job: Job, period: Period) -> list[tuple[Job, Period]]:
         """The upstream periods ``period`` of ``job`` waits for (its ``after``), each upstream
-        job with the timeline the ledger records for it."""
+        job with the timeline the ledger records for it; an upstream period its job's
+        ``exclude`` excludes is waited for by nobody."""
         found: list[tuple[Job, Period]] = []
         for dep in job.after:
             upstream = self._upstream.get(dep.job)
             if upstream is None or upstream.timeline is not self._timelines.get(dep.job):
                 # resolved once per timeline: a plan asks for every period it holds
                 upstream = self._upstream[dep.job] = self.resolve(self.config.job(dep.job))
-            found += [(upstream, p) for p in needed(upstream.timeline, period, dep.periods)]
+            found += [
+                (upstream, p)
+                for p in needed(upstream.timeline, period, dep.periods)
+                if upstream.excluded(p.start, p.end).at(p.start) is None
+            ]
         return found
 
     def cannot_start(self, job: Job) -> str | None:

@@ -298,13 +298,19 @@ def release(session: Session, job: Job, period: Period, claim: Claim) -> Outcome
 
 
 def _request(session: Session, job: Job, period: Period, rules: ClaimRules) -> ClaimRequest:
-    needs = tuple(
-        (session.registered_id(up.name), p.start, up.max_attempts)
+    """The claim of ``period``, with the upstream periods it waits for: those a window
+    recorded afterwards excludes wait for nothing (their job's ``exclude``: session.needs)."""
+    waits = [
+        (up, p)
         for up, p in session.needs(job, period)
-    )
+        if session.ledger.exclusion_at(
+            session.registered_id(up.name), job.key if up.keyed else "", p.start
+        )
+        is None
+    ]
     return ClaimRequest(
         job_id=session.registered_id(job.name),
-        needs=needs,
+        needs=tuple((session.registered_id(up.name), p.start, up.max_attempts) for up, p in waits),
         period=period,
         owner=owner_name(),
         lease=job.lease,
@@ -314,7 +320,7 @@ def _request(session: Session, job: Job, period: Period, rules: ClaimRules) -> C
         retry_exhausted=rules.retry_exhausted,
         key=job.key,
         whole_job=job.whole_job_overlap,
-        need_keys=tuple(job.key if up.keyed else "" for up, _ in session.needs(job, period)),
+        need_keys=tuple(job.key if up.keyed else "" for up, _ in waits),
     )
 
 

@@ -78,9 +78,9 @@ def run(
 
     Without --period, runs the latest due period. Exits 0 when the period succeeded, was already
     done, another replica has it, its output already exists (untracked: the job's evidence
-    shows it and the ledger has no run), it is excluded (the latest due only: a --period that
-    is excluded is refused, exit 2), or nothing is due yet; 1 when the job failed; 130 when it
-    was interrupted or its period cancelled (catchup cancel: not done, no failure).
+    shows it and the ledger has no run), it is excluded (a --period excluded is refused, exit
+    2), or nothing is due yet; 1 when the job failed; 130 when it was interrupted or its
+    period cancelled (catchup cancel: not done, no failure).
 
     A job with keys runs the period of every key expected to have it (or of each --key), on
     a pool of --workers, and exits as tick does.
@@ -91,18 +91,11 @@ def run(
     from ..results import NotDue
 
     app = state.app()
+    rules = {"ignore_evidence": ignore_evidence, "include_excluded": include_excluded}
     if app.job(job).keyed and len(keys) != 1:
         out = console()
         with stop_signals() as stop:
-            batch = app.run_keys(
-                job,
-                period,
-                keys=keys,
-                workers=workers,
-                interrupted=stop,
-                ignore_evidence=ignore_evidence,
-                include_excluded=include_excluded,
-            )
+            batch = app.run_keys(job, period, keys=keys, workers=workers, interrupted=stop, **rules)
         if isinstance(batch, NotDue):
             show(batch, as_json, lambda r: json.dumps(json.not_due_json(r)), tables.not_due)
             return
@@ -117,15 +110,8 @@ def run(
             sys.exit(EXIT_FAILED)  # as run of one period: it waits for upstream periods
         return
     with stop_signals() as stop:
-        result = app.run(
-            job,
-            period,
-            interrupted=stop,
-            stream=not as_json,
-            ignore_evidence=ignore_evidence,
-            key=keys[0] if keys else None,
-            include_excluded=include_excluded,
-        )
+        key = keys[0] if keys else None
+        result = app.run(job, period, interrupted=stop, stream=not as_json, key=key, **rules)
     if isinstance(result, NotDue):
         show(result, as_json, lambda r: json.dumps(json.not_due_json(r)), tables.not_due)
         return

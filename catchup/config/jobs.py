@@ -12,6 +12,7 @@ import re
 from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 from ..schedule import Schedule, ScheduleError, Timeline, parse_schedule, zone
@@ -39,11 +40,12 @@ KEY_NAMES = frozenset(JOB_KEY)
 _SELECT = re.compile(r"^\s*(select|with)\b", re.IGNORECASE)
 
 
+Calendars = Mapping[str, tuple[Entry, ...]]  # [calendars.NAME]: each one's entries
+NO_CALENDARS: Calendars = MappingProxyType({})
+
+
 def parse_job(
-    name: str,
-    spec: dict[str, Any],
-    problem: Any,
-    calendars: Mapping[str, tuple[Entry, ...]] | None = None,
+    name: str, spec: dict[str, Any], problem: Any, calendars: Calendars = NO_CALENDARS
 ) -> Job | None:
     count = 0
 
@@ -69,14 +71,10 @@ def parse_job(
     keys, keys_dsn = _keys_keys(spec, bad)
     not_renamed = _not_renamed_key(values["not_renamed"], spec, bad)
     lane = _lane_key(spec.get("lane"), bad)
-    exclude = _exclude_key(spec.get("exclude"), calendars or {}, bad)
+    exclude = _exclude_key(spec.get("exclude"), calendars, bad)
     if command is not None and keys is None and any("{key" in arg for arg in command):
         bad("command", "{key} needs keys (the job's tenants, regions or shards)")
-    after: tuple[Dependency, ...] = ()
-    if "after" in spec:
-        after, said = parse_after(spec["after"])
-        if said is not None:
-            bad("after", said)
+    after = _after_key(spec, bad)
     if count or schedule is None or start is None or timezone is None:
         return None
     spread = spread_offset(name, bound, schedule) if bound else timedelta(0)
@@ -277,8 +275,18 @@ def _ping_key(value: object, bad: Callable[[str, str], None]) -> str | None:
     return value.strip().lower()
 
 
+def _after_key(spec: dict[str, Any], bad: Callable[[str, str], None]) -> tuple[Dependency, ...]:
+    """``after``: the upstream jobs each period waits for; () when not given (or said)."""
+    if "after" not in spec:
+        return ()
+    after, said = parse_after(spec["after"])
+    if said is not None:
+        bad("after", said)
+    return after
+
+
 def _exclude_key(
-    value: object, calendars: Mapping[str, tuple[Entry, ...]], bad: Callable[[str, str], None]
+    value: object, calendars: Calendars, bad: Callable[[str, str], None]
 ) -> tuple[Entry, ...]:
     """A job's ``exclude``: its entries read (a calendar's as its own); () when not given."""
     if value is None:

@@ -13,16 +13,19 @@ from datetime import datetime
 
 from ..config.job import Job
 from ..config.upstream import Dependency, needed, ranks
-from ..ledger.rows import JobRow
+from ..ledger.rows import JobRow, WindowRow
 from ..results import JobScan, Range
 from ..schedule import Period, Timeline
+from ..schedule.exclusions import Excluded
 from ..session import Session
-from ..vocabulary import PeriodState
+from ..vocabulary import EXCLUDABLE, PeriodState
 from .carving import UpstreamRun, carried, runs_of, said_of, segments
+from .excluded import exclusions_of
 from .keyblocked import carved_keys, key_runs
 from .outdated import outdated_states
 
-DONE = frozenset({PeriodState.succeeded, PeriodState.waived})
+# an excluded upstream period (nobody expects it) blocks nothing
+DONE = frozenset({PeriodState.succeeded, PeriodState.waived, PeriodState.excluded})
 
 
 @dataclass(frozen=True)
@@ -66,12 +69,7 @@ def blocked_states(
         for read in _blocking_reads(i, job, results[i], uppers)
         if read.up.name in rows
     ]
-    states = session.ledger.upstream_states(
-        [(rows[r.up.name].id, r.lo, r.hi, r.up.max_attempts) for r in reads], now
-    )
-    read_states: dict[int, list[tuple[_Read, dict[datetime, str]]]] = {}
-    for read, read_state in zip(reads, states, strict=True):
-        read_states.setdefault(read.job, []).append((read, read_state))
+    read_states = _upstream_states(session, reads, rows, now)
     unverified = {
         r.job: {
             p.start
@@ -103,6 +101,45 @@ def blocked_states(
             firsts, lasts = [r.first for r in blocked], [r.last for r in blocked]
             known[job.name] = _Known(firsts, lasts, [said[t] for t in firsts])
     return out
+
+
+def _upstream_states(
+    session: Session, reads: list[_Read], rows: dict[str, JobRow], now: datetime
+) -> dict[int, list[tuple[_Read, dict[datetime, str]]]]:
+    """The states of the upstream periods each downstream job's reads cover (one statement),
+    an excluded one's as ``excluded``: it blocks nothing."""
+    states = session.ledger.upstream_states(
+        [(rows[r.up.name].id, r.lo, r.hi, r.up.max_attempts) for r in reads], now
+    )
+    gone = _excluded_upstream(session, reads, rows)
+    read_states: dict[int, list[tuple[_Read, dict[datetime, str]]]] = {}
+    for read, read_state in zip(reads, states, strict=True):
+        excluded = gone[read.up.name]
+        for p in read.up.timeline.periods(read.lo, read.hi) if excluded else ():
+            if read_state.get(p.start) in (None, *EXCLUDABLE) and excluded.at(p.start):
+                read_state[p.start] = PeriodState.excluded
+        read_states.setdefault(read.job, []).append((read, read_state))
+    return read_states
+
+
+def _excluded_upstream(
+    session: Session, reads: list[_Read], rows: dict[str, JobRow]
+) -> dict[str, Excluded]:
+    """What excludes each upstream job's periods over the spans read: its ``exclude`` and
+    the windows recorded for it (of every key), read in one statement."""
+    windows: dict[int, list[WindowRow]] = {}
+    spans = [(rows[r.up.name].id, r.lo, r.hi) for r in reads]
+    for w in session.ledger.live_exclusions(spans) if spans else []:
+        if w.key is None:
+            windows.setdefault(w.job_id, []).append(w)
+    bounds: dict[str, tuple[Job, datetime, datetime]] = {}
+    for r in reads:
+        _, lo, hi = bounds.get(r.up.name, (r.up, r.lo, r.hi))
+        bounds[r.up.name] = (r.up, min(lo, r.lo), max(hi, r.hi))
+    return {
+        name: exclusions_of(up, lo, hi, windows.get(rows[name].id, []))
+        for name, (up, lo, hi) in bounds.items()
+    }
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,8 @@ from ..vocabulary import PeriodState
 from .carving import UpstreamRun, carried, said_of, segments
 from .targets import KeyRange
 
-DONE = frozenset({PeriodState.succeeded, PeriodState.waived})
+# an excluded upstream period (nobody expects it) blocks nothing
+DONE = frozenset({PeriodState.succeeded, PeriodState.waived, PeriodState.excluded})
 
 # a piece of a missing range: its state, its first period's start, its end, what it waits for
 Piece = tuple[str, datetime, datetime, tuple[UpstreamRun, ...]]

@@ -46,6 +46,8 @@ PUBLIC = [
     "Running",
     "ScanReport",
     "Why",
+    "Window",
+    "Windows",
     "__version__",
     "load_config",
     "make_job",

@@ -20,7 +20,6 @@ LONG: dict[str, int] = {
     "catchup/api/scheduling.py:Scheduling.scheduler": 167,
     "catchup/cli/looking.py:scan": 79,
     "catchup/cli/running.py:replay": 72,
-    "catchup/cli/running.py:run": 63,
     "catchup/config/jobs.py:parse_job": 68,
     "catchup/deploy/tick.py:_kubernetes_serve": 80,
     "catchup/execution/runner.py:run_callable": 69,
