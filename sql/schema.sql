@@ -798,6 +798,34 @@ CREATE TABLE {schema}.evidence_state (
     verified_at timestamp with time zone NOT NULL
 );
 
+-- table exclusions
+
+CREATE TABLE {schema}.exclusions (
+    id bigint NOT NULL,
+    job_id bigint NOT NULL,
+    key text,
+    lo timestamp with time zone NOT NULL,
+    hi timestamp with time zone NOT NULL,
+    reason text NOT NULL,
+    actor text NOT NULL,
+    at timestamp with time zone DEFAULT clock_timestamp() NOT NULL,
+    undone_at timestamp with time zone,
+    undone_by text,
+    undo_reason text,
+    CONSTRAINT exclusions_check CHECK ((hi > lo))
+);
+
+-- sequence exclusions_id_seq
+
+ALTER TABLE {schema}.exclusions ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME {schema}.exclusions_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
 -- table history
 
 CREATE TABLE {schema}.history (
@@ -1054,7 +1082,7 @@ ALTER TABLE ONLY {schema}.coverage
 -- check constraint events events_action_check
 
 ALTER TABLE {schema}.events
-    ADD CONSTRAINT events_action_check CHECK ((action = ANY (ARRAY['done'::text, 'skip'::text, 'reset'::text, 'pause'::text, 'resume'::text, 'schedule'::text, 'start'::text, 'adopt'::text, 'rename'::text, 'retire'::text, 'cancel'::text, 'ping'::text]))) NOT VALID;
+    ADD CONSTRAINT events_action_check CHECK ((action = ANY (ARRAY['done'::text, 'skip'::text, 'reset'::text, 'pause'::text, 'resume'::text, 'schedule'::text, 'start'::text, 'adopt'::text, 'rename'::text, 'retire'::text, 'cancel'::text, 'ping'::text, 'exclude'::text, 'include'::text]))) NOT VALID;
 
 -- constraint events events_pkey
 
@@ -1065,6 +1093,11 @@ ALTER TABLE ONLY {schema}.events
 
 ALTER TABLE ONLY {schema}.evidence_state
     ADD CONSTRAINT evidence_state_pkey PRIMARY KEY (job_id);
+
+-- constraint exclusions exclusions_pkey
+
+ALTER TABLE ONLY {schema}.exclusions
+    ADD CONSTRAINT exclusions_pkey PRIMARY KEY (id);
 
 -- constraint history history_identity
 
@@ -1157,6 +1190,10 @@ CREATE INDEX compacted_reruns ON {schema}.compacted USING btree (job_id, period_
 
 CREATE INDEX events_job ON {schema}.events USING btree (job_id, at);
 
+-- index exclusions_live
+
+CREATE INDEX exclusions_live ON {schema}.exclusions USING btree (job_id, lo) WHERE (undone_at IS NULL);
+
 -- index runs_finished
 
 CREATE INDEX runs_finished ON {schema}.runs USING btree (job_id, finished_at);
@@ -1231,6 +1268,11 @@ ALTER TABLE ONLY {schema}.events
 
 ALTER TABLE ONLY {schema}.evidence_state
     ADD CONSTRAINT evidence_state_job_id_fkey FOREIGN KEY (job_id) REFERENCES {schema}.jobs(id);
+
+-- fk constraint exclusions exclusions_job_id_fkey
+
+ALTER TABLE ONLY {schema}.exclusions
+    ADD CONSTRAINT exclusions_job_id_fkey FOREIGN KEY (job_id) REFERENCES {schema}.jobs(id);
 
 -- fk constraint history history_job_id_fkey
 

@@ -48,6 +48,19 @@ class Mutation:
 
 MUTATIONS = (
     Mutation(
+        "an-excluded-period-is-claimed",
+        "a period nobody expects (its job's exclude, a window recorded afterwards) is never "
+        "claimed",
+        "catchup/claims/path.py",
+        "        by = None if rules.include_excluded else "
+        "excluded_by(session.ledger, job, job_id, period)\n",
+        "        by = None\n",
+        (
+            "tests/integration/test_exclusions.py::"
+            "test_a_job_whose_latest_period_is_excluded_runs_nothing",
+        ),
+    ),
+    Mutation(
         "ping-finish-planted-elsewhere",
         "a finish whose start was taken over is kept against its start's period, never another",
         "catchup/pings/ingest.py",
