@@ -109,6 +109,7 @@ def _row_json(row: Row, timezone: str) -> dict[str, Any]:
         "is_due": row.is_due,
         "dst": row.dst,
         "waits": row.waits,
+        "excluded_by": row.excluded_by,
         "length_seconds": int((row.period.end - row.period.start).total_seconds()),
         "clock_changes": [
             {"at": iso_utc(at), "offset_change_seconds": int(delta.total_seconds())}

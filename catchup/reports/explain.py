@@ -72,6 +72,8 @@ class Row:
     waits: str | None = None  # the upstream periods it waits for (after), in words
     clock_changes: tuple[tuple[datetime, timedelta], ...] = ()  # inside it: (UTC, offset change)
     moved: tuple[Moved, ...] = ()  # its boundaries a spring-forward gap moved
+    # what of its job's exclude excludes it (windows recorded afterwards are the ledger's)
+    excluded_by: str | None = None
 
 
 @dataclass(frozen=True)
@@ -145,6 +147,7 @@ def _row(job: Job, period: Period, now: datetime, everyone: dict[str, Job]) -> R
         _waits(job, period, everyone),
         changes,
         moved,
+        job.excluded(period.start, period.end).at(period.start),
     )
 
 
@@ -311,6 +314,8 @@ def _moved(schedule: Schedule, t: datetime) -> datetime | None:
 
 
 def describe_due(row: Row, now: datetime) -> str:
+    if row.excluded_by is not None:
+        return f"never: excluded by {row.excluded_by}"
     if row.is_due:
         return f"due since {iso_utc(row.due)}"
     left = int((row.due - now).total_seconds())
