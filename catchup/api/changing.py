@@ -229,8 +229,9 @@ class Changing(Base):
             raise ConfigError("exclude: name the jobs, or --all for every job (not both)")
         entry = windows.read_window(window)
         chosen = self.select(None if all_jobs else names, None if key is None else [key])
-        change = windows.undo if undo else windows.record
-        return change(self.session, chosen, entry, key, why, who)
+        if undo:
+            return windows.undo(self.session, chosen, entry, key, why, who)
+        return windows.record(self.session, chosen, entry, key, why, who, every=all_jobs)
 
     def pause(
         self,

@@ -44,19 +44,31 @@ def record(
     key: str | None,
     reason: str,
     actor: str,
+    *,
+    every: bool = False,
 ) -> Windows:
-    """The window recorded for each job (of ``key``), in one transaction."""
+    """The window recorded for each job (of ``key``), in one transaction. A job none of whose
+    periods starts in it is refused (a window of 02:00 to 04:00 over a daily job): with
+    ``every`` (``--all``) it is left out, unless every job is."""
     ledger = session.ledger
     done: list[Window] = []
+    spans = {job.name: span_of(job, entry) for job in jobs}
+    empty = [job.name for job in jobs if job.timeline.count(*spans[job.name]) == 0]
+    if empty and (not every or len(empty) == len(jobs)):
+        raise ConfigError(
+            f"window {entry.text}: no period of {', '.join(empty[:3])} starts in it; nothing "
+            f"was recorded (a period is excluded when its start falls in a window)"
+        )
     with ledger.transaction():
-        for job in jobs:
-            lo, hi = span_of(job, entry)
+        for job in [j for j in jobs if j.name not in empty]:
+            lo, hi = spans[job.name]
             job_id = session.registered_id(job.name)
             ledger.record_exclusion(job_id, key, lo, hi, reason, actor)
             ledger.record_events(
                 job_id, EventAction.exclude, [lo], [iso_utc(hi)], reason, actor, key=key or ""
             )
-            done.append(Window(job.name, key, lo, hi, job.timeline.count(lo, hi), reason, actor))
+            count = job.timeline.count(lo, hi)
+            done.append(Window(job.name, key, lo, hi, count, reason, actor))
     return Windows(EventAction.exclude, tuple(done))
 
 

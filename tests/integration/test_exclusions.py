@@ -202,6 +202,7 @@ def test_bad_exclusions_are_refused_in_one_line_and_write_nothing(
         ("2026-10-05..2026-10-01", "--reason", "x"),
         ("2026-10-05",),
         ("RRULE:FREQ=DAILY", "--reason", "x"),
+        ("2026-10-05T02:00Z..2026-10-05T04:00Z", "--reason", "no daily period starts in it"),
     ):
         result = project.cli("-q", "exclude", "billing", *args)
         assert result.exit_code == 2 and result.stderr.count("\n") == 1, result.output
