@@ -2,7 +2,7 @@
 scan of the same ledger without them.
 
     uv run python benchmarks/exclusions.py [--periods 100000] [--ranges 1000] [--width 2]
-                                           [--repeat 7]
+                                           [--repeat 5]
 
 On the embedded PostgreSQL (or CATCHUP_DSN), in a throwaway schema, in one run. One ledger of
 10 hourly jobs (UTC) of --periods periods each, the last ending at the current hour: every
@@ -202,7 +202,7 @@ def main() -> None:
     parser.add_argument("--periods", type=int, default=100_000, help="periods per job")
     parser.add_argument("--ranges", type=int, default=1_000, help="excluded ranges per job")
     parser.add_argument("--width", type=int, default=2, help="periods per excluded range")
-    parser.add_argument("--repeat", type=int, default=7)
+    parser.add_argument("--repeat", type=int, default=5)
     args = parser.parse_args()
     layout = Layout(args.periods, args.ranges, args.width)
     if args.ranges < 1 or args.width < 1 or layout.spacing < args.width + 1:

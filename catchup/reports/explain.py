@@ -315,7 +315,7 @@ def _moved(schedule: Schedule, t: datetime) -> datetime | None:
 
 def describe_due(row: Row, now: datetime) -> str:
     if row.excluded_by is not None:
-        return f"never: excluded by {row.excluded_by}"
+        return f"due never: excluded by {row.excluded_by}"
     if row.is_due:
         return f"due since {iso_utc(row.due)}"
     left = int((row.due - now).total_seconds())

@@ -31,13 +31,14 @@ def test_each_form_excludes_the_periods_that_start_in_it(project: Project) -> No
         "RRULE:FREQ=MONTHLY;BYMONTHDAY=20",
         "* * * * 0",  # the Sundays: 4, 11 (already in the range), 18, 25
         "calendar:holidays",
+        "2026-10-14T00:00Z..2026-10-15T00:00Z",
     ]
     project.write(
         CALENDAR + job_toml("billing", "daily", "2026-10-01", command=["true"], exclude=exclude)
     )
     window = ("--since", "2026-10-01", "--until", "2026-11-01")
     job = _scan(project, *window)["billing"]
-    assert (job["expected"], job["excluded"], job["missing"]) == (31, 8, 23)
+    assert (job["expected"], job["excluded"], job["missing"]) == (31, 9, 22)
     assert all(gap["status"] == "missing" for gap in job["gaps"])
     metrics = project.cli("-q", "scan", "--format", "openmetrics", *window).stdout
     assert 'catchup_excluded_periods{job="billing"} 8' in metrics
@@ -121,15 +122,16 @@ def test_a_window_recorded_afterwards_turns_gaps_into_excluded_and_back(
     assert sql("SELECT count(*) FROM {schema}.exclusions WHERE undone_at IS NULL")[0][0] == 1
 
 
-def test_a_window_of_one_key_excludes_that_key_only(project: Project, sql: Any) -> None:
-    project.write(
-        job_toml("billing", "daily", _day(sql, 3), command=["true"], keys=["acme", "globex"])
-    )
+def test_a_window_of_one_key_excludes_that_key_only_and_exclude_every_key(
+    project: Project, sql: Any
+) -> None:
+    keys, first = ["acme", "globex"], _day(sql, 3)
+    project.write(job_toml("billing", "daily", first, command=["true"], keys=keys, exclude=[first]))
     day = _day(sql, 2)
     recorded = project.cli("-q", "exclude", "billing", day, "--key", "acme", "--reason", "churned")
     assert recorded.exit_code == 0, recorded.output
     job = _scan(project)["billing"]
-    assert (job["excluded"], job["missing"]) == (1, 5)
+    assert (job["excluded"], job["missing"]) == (3, 3)  # both keys' day 3, acme's day 2
     assert (
         "excluded by a window" in project.cli("-q", "why", "billing", day, "--key", "acme").stdout
     )
@@ -207,3 +209,12 @@ def test_bad_exclusions_are_refused_in_one_line_and_write_nothing(
         result = project.cli("-q", "exclude", "billing", *args)
         assert result.exit_code == 2 and result.stderr.count("\n") == 1, result.output
     assert sql("SELECT count(*) FROM {schema}.exclusions")[0][0] == 0
+
+
+def test_replay_runs_the_gaps_around_an_excluded_period(project: Project, sql: Any) -> None:
+    holiday = _day(sql, 2)
+    project.write(job_toml("billing", "daily", _day(sql, 4), command=["true"], exclude=[holiday]))
+    replayed = project.cli("-q", "replay", "--since", _day(sql, 4), "--json")
+    assert replayed.exit_code == 0, replayed.output
+    ran = [p["period"][:10] for p in json.loads(replayed.stdout)["periods"]]
+    assert ran == [_day(sql, 4), _day(sql, 3), _day(sql, 1)]

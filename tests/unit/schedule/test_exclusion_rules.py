@@ -147,3 +147,12 @@ def test_spans_are_cut_to_the_window() -> None:
     lo, hi = _utc(2026, 6, 1), _utc(2026, 6, 1) + timedelta(hours=12)
     found = entry_spans([read_entry("* * * * *")], ZoneInfo("UTC"), lo, hi)
     assert list(zip(found.los, found.his, strict=True)) == [(lo, hi)]
+
+
+def test_explain_names_the_periods_a_rule_excludes() -> None:
+    from catchup.reports.explain import describe_due, explain
+
+    job = make_job("j", "daily", "2026-12-20", command=["true"], exclude=["* * 25 12 *"])
+    said = explain(job, [job], now=_utc(2026, 12, 1), start=_utc(2026, 12, 24), count=3)
+    assert [row.excluded_by for row in said.rows] == [None, "exclude '* * 25 12 *'", None]
+    assert describe_due(said.rows[1], said.now) == "due never: excluded by exclude '* * 25 12 *'"
