@@ -41,7 +41,7 @@ def test_each_form_excludes_the_periods_that_start_in_it(project: Project) -> No
     assert (job["expected"], job["excluded"], job["missing"]) == (31, 9, 22)
     assert all(gap["status"] == "missing" for gap in job["gaps"])
     metrics = project.cli("-q", "scan", "--format", "openmetrics", *window).stdout
-    assert 'catchup_excluded_periods{job="billing"} 8' in metrics
+    assert 'catchup_excluded_periods{job="billing"} 9' in metrics
     why = project.cli("-q", "why", "billing", "2026-10-28")
     assert "excluded by calendar holidays" in why.stdout
 
