@@ -300,14 +300,11 @@ def release(session: Session, job: Job, period: Period, claim: Claim) -> Outcome
 def _request(session: Session, job: Job, period: Period, rules: ClaimRules) -> ClaimRequest:
     """The claim of ``period``, with the upstream periods it waits for: those a window
     recorded afterwards excludes wait for nothing (their job's ``exclude``: session.needs)."""
-    waits = [
-        (up, p)
-        for up, p in session.needs(job, period)
-        if session.ledger.exclusion_at(
-            session.registered_id(up.name), job.key if up.keyed else "", p.start
-        )
-        is None
-    ]
+    needs = session.needs(job, period)
+    gone = session.ledger.excluded_among(
+        [(session.registered_id(up.name), job.key if up.keyed else "", p.start) for up, p in needs]
+    )
+    waits = [need for i, need in enumerate(needs) if i not in gone]
     return ClaimRequest(
         job_id=session.registered_id(job.name),
         needs=tuple((session.registered_id(up.name), p.start, up.max_attempts) for up, p in waits),

@@ -61,3 +61,14 @@ class Exclusions(LedgerBase):
         params = {"job_id": job_id, "key": key, "start": start}
         with self.conn.cursor(row_factory=class_row(WindowRow)) as cur:
             return cur.execute(self._q("exclusion_at"), params).fetchone()
+
+    def excluded_among(self, periods: list[tuple[int, str, datetime]]) -> set[int]:
+        """The indexes (from 0) of the periods (job id, key, start) a live window excludes."""
+        if not periods:
+            return set()
+        params = {
+            "job_ids": [p[0] for p in periods],
+            "keys": [p[1] for p in periods],
+            "starts": [p[2] for p in periods],
+        }
+        return {int(row[0]) - 1 for row in self.conn.execute(self._q("excluded_among"), params)}

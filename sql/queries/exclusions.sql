@@ -34,3 +34,15 @@ WHERE job_id = %(job_id)s AND undone_at IS NULL AND (key IS NULL OR key = %(key)
   AND lo <= %(start)s AND hi > %(start)s
 ORDER BY lo, id
 LIMIT 1;
+
+-- name: excluded_among
+-- Which of these periods (job, key, start; numbered from 1) a live window excludes.
+SELECT n.i
+FROM unnest(%(job_ids)s::bigint[], %(keys)s::text[], %(starts)s::timestamptz[])
+     WITH ORDINALITY AS n (job_id, key, start, i)
+WHERE EXISTS (
+    SELECT 1 FROM {schema}.exclusions x
+    WHERE x.job_id = n.job_id AND x.undone_at IS NULL AND (x.key IS NULL OR x.key = n.key)
+      AND x.lo <= n.start AND x.hi > n.start
+)
+ORDER BY n.i;

@@ -139,18 +139,25 @@ def test_a_window_of_one_key_excludes_that_key_only_and_exclude_every_key(
 
 
 def test_an_excluded_upstream_period_blocks_nothing(project: Project, sql: Any) -> None:
-    holiday = _day(sql, 2)
+    """Day 2 of export is excluded by its config, day 1 by a window recorded afterwards:
+    report's days 2 and 1 wait for nothing, its day 3 for export's day 3."""
+    holiday, outage = _day(sql, 2), _day(sql, 1)
     project.write(
         job_toml("export", "daily", _day(sql, 3), command=["true"], exclude=[holiday])
         + job_toml("report", "daily", _day(sql, 3), command=["true"], after=["export"])
     )
+    window = project.cli("-q", "exclude", "export", outage, "--reason", "outage")
+    assert window.exit_code == 0, window.output
     report = _scan(project)["report"]
-    assert report["blocked"] == 2  # waiting for export's two days, not for its holiday
-    assert [g["first"][:10] for g in report["gaps"] if g["status"] == "missing"] == [holiday]
+    assert report["blocked"] == 1  # day 3, waiting for export's day 3
+    missing = [g["first"][:10] for g in report["gaps"] if g["status"] == "missing"]
+    assert missing == [holiday]  # then day 1: the same range
+    first = project.cli("-q", "run", "report", "--period", outage)  # the claim waits for nothing
+    assert first.exit_code == 0, first.output
     ticked = project.cli("-q", "tick", "--json")
     assert ticked.exit_code == 0, ticked.output
     ran = sorted((p["job"], p["period"][:10]) for p in json.loads(ticked.stdout)["periods"])
-    assert ("report", holiday) in ran and ("export", holiday) not in ran
+    assert ran == [("export", _day(sql, 3)), ("report", _day(sql, 3)), ("report", holiday)]
     assert _scan(project)["report"]["succeeded"] == 3
 
 
