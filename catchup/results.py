@@ -407,6 +407,7 @@ class Window:
     periods: int
     reason: str
     actor: str
+    new: bool = True  # False: the same window was recorded (and live) already
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ from ..scan.window import Moment
 from ..schedule import Period
 from ..scheduler.inflight import Holding
 from ..session import Session, owner_name
-from ..vocabulary import PingKind
+from ..vocabulary import PingKind, RunStatus
 from .base import Base, check, check_actor, check_reason, instant
 
 # Imports inside functions: at first use, so a command loads only the capability it runs.
@@ -60,11 +60,11 @@ class Running(Base):
         if chosen is None:
             first = spec.timeline.period(spec.anchor)
             return NotDue(spec.name, first, spec.label(first.start), first.end + spec.delay)
-        if start is not None and not include_excluded:
-            refuse_excluded(session, spec, chosen)
         failed = None
         if spec.keyed:
             spec, failed = self._one_key(spec, chosen)
+        if start is not None and not include_excluded:
+            refuse_excluded(session, spec, chosen)
         rules = ClaimRules(ignore_evidence=ignore_evidence, include_excluded=include_excluded)
         outcome = run_period(
             session, spec, chosen, interrupted=interrupted, stream=stream, rules=rules
@@ -333,10 +333,16 @@ def _keys_to_run(
 
 
 def refuse_excluded(session: Session, job: Job, period: Period) -> None:
-    """A :class:`ConfigError` when ``period`` of ``job`` is excluded: nothing is run."""
-    by = excluded_by(session.ledger, job, session.registered_id(job.name), period)
-    if by is not None:
-        raise ConfigError(
-            f"{job.name}: period {job.label(period.start)} is excluded by {by}; nothing was "
-            f"run (--include-excluded runs it anyway)"
-        )
+    """A :class:`ConfigError` when ``period`` of ``job`` (of its key) is excluded and has no
+    outcome that stands (one run with --include-excluded that succeeded is done, as any
+    other): nothing is run."""
+    job_id = session.registered_id(job.name)
+    if (by := excluded_by(session.ledger, job, job_id, period)) is None:
+        return
+    row = session.ledger.run_row(job_id, period.start, job.key)
+    if row is not None and row.status in (RunStatus.succeeded, RunStatus.waived):
+        return
+    raise ConfigError(
+        f"{job.name}: period {job.label(period.start)} is excluded by {by}; nothing was run "
+        f"(--include-excluded runs it anyway)"
+    )

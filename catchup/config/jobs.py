@@ -292,7 +292,9 @@ def _exclude_key(
     if value is None:
         return ()
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        bad("exclude", f"expected {JOB_KEY['exclude'].accepts}, got {type_name(value)}")
+        odd = [v for v in value if not isinstance(v, str)] if isinstance(value, list) else [value]
+        got = type_name(odd[0]) + (" in the list" if isinstance(value, list) else "")
+        bad("exclude", f"expected {JOB_KEY['exclude'].accepts}, got {got}")
         return ()
     try:
         return read_entries(value, calendars)
@@ -314,8 +316,8 @@ def parse_calendars(
     found: dict[str, tuple[Entry, ...]] = {}
     for name, table in value.items():
         where = ("calendars", name)
-        if (said := name_problem(name)) is not None:
-            problem(where, f"calendars.{said}")
+        if (said := name_problem(name, "calendar name")) is not None:
+            problem(where, f"calendars: {said}")
             continue
         if not isinstance(table, dict) or set(table) != {"dates"}:
             problem(where, f'calendars.{name}: expected one key, dates = ["2026-12-25", …]')
@@ -323,6 +325,9 @@ def parse_calendars(
         dates = table["dates"]
         if not isinstance(dates, list) or not all(isinstance(d, str) for d in dates):
             problem((*where, "dates"), f"calendars.{name}.dates: expected a list of strings")
+            continue
+        if any(d.strip().startswith("calendar:") for d in dates):
+            problem((*where, "dates"), f"calendars.{name}.dates: a calendar names no calendar")
             continue
         try:
             found[name] = tuple(read_entry(d, f"calendar {name}") for d in dates)

@@ -14,8 +14,9 @@ from .rows import WindowRow
 class Exclusions(LedgerBase):
     def record_exclusion(
         self, job_id: int, key: str | None, lo: datetime, hi: datetime, reason: str, actor: str
-    ) -> int:
-        """A live window of ``job_id`` (of ``key``; None: every key) over ``[lo, hi)``."""
+    ) -> int | None:
+        """A live window of ``job_id`` (of ``key``; None: every key) over ``[lo, hi)``; None
+        when that window is recorded and live already."""
         params = {
             "job_id": job_id,
             "key": key,
@@ -25,8 +26,7 @@ class Exclusions(LedgerBase):
             "actor": actor,
         }
         row = self.conn.execute(self._q("record_exclusion"), params).fetchone()
-        assert row is not None
-        return int(row[0])
+        return None if row is None else int(row[0])
 
     def undo_exclusions(
         self, job_id: int, key: str | None, lo: datetime, hi: datetime, reason: str, actor: str

@@ -197,6 +197,7 @@ def windows_json(result: Windows) -> str:
                     "periods": w.periods,
                     "reason": w.reason,
                     "actor": w.actor,
+                    "new": w.new,
                 }
                 for w in result.windows
             ],

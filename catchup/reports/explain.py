@@ -136,18 +136,19 @@ def _row(job: Job, period: Period, now: datetime, everyone: dict[str, Job]) -> R
     )
     notes = [_clock_change(at, delta) for at, delta in changes]
     notes += [_moved_note(m, tz) for m in moved]
+    excluded = job.excluded(period.start, period.end).at(period.start)
     return Row(
         period,
         job.label(period.start),
         period.start.astimezone(tz),
         period.end.astimezone(tz),
         due,
-        due <= now,
+        due <= now and excluded is None,
         "; ".join(notes) or None,
-        _waits(job, period, everyone),
+        None if excluded else _waits(job, period, everyone),
         changes,
         moved,
-        job.excluded(period.start, period.end).at(period.start),
+        excluded,
     )
 
 

@@ -315,7 +315,8 @@ def _own_starts(name: str, deeper: tuple[Why, ...]) -> list[datetime]:
 def _undone_upstream(
     session: Session, job: Job, period: Period, now: datetime, rows: dict[str, JobRow]
 ) -> list[tuple[Job, Period]]:
-    """The upstream periods ``period`` waits for that are not done: one statement."""
+    """The upstream periods ``period`` waits for that are not done (an excluded one is
+    waited for by nobody): two statements."""
     wanted: list[tuple[Job, list[Period]]] = []
     for dep in job.after:
         up = session.resolve(session.config.job(dep.job), write=False)
@@ -332,7 +333,20 @@ def _undone_upstream(
     for up, periods in wanted:
         read = next(states) if up.name in rows else {}
         found += [(up, p) for p in periods if read.get(p.start) not in ("succeeded", "waived")]
-    return found
+    if not found:
+        return found
+    up_ids = [rows[up.name].id if up.name in rows else 0 for up, _ in found]
+    gone = session.ledger.excluded_among(
+        [
+            (i, job.key if up.keyed else "", p.start)
+            for i, (up, p) in zip(up_ids, found, strict=True)
+        ]
+    )
+    return [
+        (up, p)
+        for i, (up, p) in enumerate(found)
+        if i not in gone and up.excluded(p.start, p.end).at(p.start) is None
+    ]
 
 
 def _ran_again(

@@ -16,9 +16,10 @@ Christmas is not excluded by Christmas). The forms, each read on the job's local
   first Sunday), as Temporal's ``ExcludeCalendar`` matches times;
 - ``"calendar:NAME"``: the entries of ``[calendars.NAME] dates``, shared by jobs.
 
-On a DST change a span's start is the first reading of a repeated local time and its end the
-last, so a window on the hour that happens twice covers both; a time the clocks skip starts a
-span where they jumped over it.
+Where a local time happens twice (the night the clocks go back), a span covers it in both
+readings: ``"* 2 * * *"`` excludes both 02:00 hours, ``02:30..02:45`` both quarters of an hour;
+a local time the clocks skip is the instant they jumped over it, so a span inside the gap
+excludes nothing.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import bisect
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, date, datetime, time, timedelta
+from functools import lru_cache
 from zoneinfo import ZoneInfo
 
 from .cron import Cron, parse_cron
@@ -38,6 +40,8 @@ Span = tuple[datetime, datetime]  # UTC [lo, hi)
 
 _DAY = timedelta(days=1)
 _MINUTE = timedelta(minutes=1)
+_MIN = datetime.min.replace(tzinfo=UTC)
+_MAX = datetime.max.replace(tzinfo=UTC)
 _RULE_ORIGIN = datetime(1970, 1, 1)
 _FORMS = (
     "a date (2026-12-24), a range (2026-12-24..2026-12-26, or times with Z or an offset), "
@@ -69,10 +73,8 @@ class Days(Entry):
     last: date = date.min
 
     def spans(self, tz: ZoneInfo, lo: datetime, hi: datetime) -> Iterator[Span]:
-        yield (
-            first_instant(datetime.combine(self.first, time()), tz),
-            to_utc(datetime.combine(self.last + _DAY, time()), tz),
-        )
+        end = datetime.max if self.last == date.max else datetime.combine(self.last + _DAY, time())
+        yield from local_spans(datetime.combine(self.first, time()), end, tz)
 
 
 @dataclass(frozen=True)
@@ -83,7 +85,10 @@ class Times(Entry):
     hi: datetime = datetime.min
 
     def spans(self, tz: ZoneInfo, lo: datetime, hi: datetime) -> Iterator[Span]:
-        yield _instant(self.lo, tz, first=True), _instant(self.hi, tz, first=False)
+        if self.lo.tzinfo is not None:
+            yield self.lo.astimezone(UTC), self.hi.astimezone(UTC)
+        else:
+            yield from local_spans(self.lo, self.hi, tz)
 
 
 @dataclass(frozen=True)
@@ -93,11 +98,24 @@ class DayRule(Entry):
     rule: RRule = field(default_factory=lambda: RRule(text="RRULE:FREQ=DAILY"))
 
     def spans(self, tz: ZoneInfo, lo: datetime, hi: datetime) -> Iterator[Span]:
-        end = _local_day(hi, tz)
-        for wall in self.rule.walls_from(datetime.combine(_local_day(lo, tz) - _DAY, time())):
+        first, end = _local_day(lo, tz) - _DAY, _local_day(hi, tz)
+        for wall in _counted_near(self.rule, first.year).walls_from(
+            datetime.combine(first, time())
+        ):
             if wall.date() > end:
                 return
-            yield first_instant(wall, tz), to_utc(wall + _DAY, tz)
+            yield from local_spans(wall, wall + _DAY, tz)
+
+
+@lru_cache(maxsize=4096)
+def _counted_near(rule: RRule, year: int) -> RRule:
+    """``rule`` counted from 1 January of ``year`` when that names the same days as from
+    1970 (INTERVAL 1, and the parts RFC 5545 would take from the start the same): expanded
+    from near the window, not from 1970 each time."""
+    parts = split(rule.canonical[6:])
+    if parts.get("INTERVAL", "1") != "1" or (parts["FREQ"] == "WEEKLY" and "BYDAY" not in parts):
+        return rule
+    return replace(rule, origin=datetime(max(year, 1971), 1, 1))
 
 
 @dataclass(frozen=True)
@@ -113,9 +131,8 @@ class CronMatch(Entry):
             if self.cron.matches(day):
                 midnight = datetime.combine(day, time())
                 for a, b in runs:
-                    yield (
-                        first_instant(midnight + timedelta(minutes=a), tz),
-                        to_utc(midnight + timedelta(minutes=b), tz),
+                    yield from local_spans(
+                        midnight + timedelta(minutes=a), midnight + timedelta(minutes=b), tz
                     )
             day += _DAY
 
@@ -136,22 +153,31 @@ def _local_day(t: datetime, tz: ZoneInfo) -> date:
     return as_utc(t).astimezone(tz).date()
 
 
-def first_instant(wall: datetime, tz: ZoneInfo) -> datetime:
-    """The first instant a local time names: the first reading of a time that happens twice;
-    a time the clocks skip is read as :func:`to_utc` reads it."""
-    early = wall.replace(tzinfo=tz, fold=0).astimezone(UTC)
-    other = wall.replace(tzinfo=tz, fold=1).astimezone(UTC)
-    if early.astimezone(tz).replace(tzinfo=None) == wall:
-        return min(early, other)
-    # skipped: the instant the clocks jumped over it, the first whose local time is later
-    found = transitions(tz, min(early, other), max(early, other) + _MINUTE)
-    return found[0][0] if found else to_utc(wall, tz)
+def local_spans(a: datetime, b: datetime, tz: ZoneInfo) -> Iterator[Span]:
+    """The instants of local times ``[a, b)``: once outside DST changes; where a local time
+    happens twice, both readings (``[a, b)`` in the first and in the last); a local time the
+    clocks skip is the instant they jumped over it, so a span inside the gap is empty."""
+    (a1, a2), (b1, b2) = readings(a, tz), readings(b, tz)
+    yield a1, b1
+    if (a2, b2) != (a1, b1):
+        yield a2, b2
 
 
-def _instant(t: datetime, tz: ZoneInfo, *, first: bool) -> datetime:
-    if t.tzinfo is not None:
-        return t.astimezone(UTC)
-    return first_instant(t, tz) if first else to_utc(t, tz)
+def readings(wall: datetime, tz: ZoneInfo) -> tuple[datetime, datetime]:
+    """The first and the last instant a local time names (the same but on a night the
+    clocks go back); for a time they skip, the instant they jumped, twice."""
+    try:
+        early = wall.replace(tzinfo=tz, fold=0).astimezone(UTC)
+        late = wall.replace(tzinfo=tz, fold=1).astimezone(UTC)
+    except OverflowError:  # the first or last days a datetime holds
+        edge = _MIN if wall.year < 2 else _MAX
+        return edge, edge
+    a, b = min(early, late), max(early, late)
+    if wall in (a.astimezone(tz).replace(tzinfo=None), b.astimezone(tz).replace(tzinfo=None)):
+        return a, b
+    jumped = transitions(tz, a, b + _MINUTE)
+    at = jumped[0][0] if jumped else to_utc(wall, tz)
+    return at, at
 
 
 # -- reading ------------------------------------------------------------------------------------
@@ -329,5 +355,5 @@ def entry_spans(entries: Iterable[Entry], tz: ZoneInfo, lo: datetime, hi: dateti
         (max(a, lo), min(b, hi), entry.by)
         for entry in entries
         for a, b in entry.spans(tz, lo, hi)
-        if a < hi and b > lo
+        if a < hi and b > lo and a < b
     )

@@ -4,8 +4,14 @@
 -- Statements of catchup/ledger/exclusions.py, one per "-- name:" header (names unique across files).
 
 -- name: record_exclusion
+-- No row back when the same live window is recorded already (a command run twice).
 INSERT INTO {schema}.exclusions (job_id, key, lo, hi, reason, actor)
-VALUES (%(job_id)s, %(key)s, %(lo)s, %(hi)s, %(reason)s, %(actor)s)
+SELECT %(job_id)s, %(key)s, %(lo)s, %(hi)s, %(reason)s, %(actor)s
+WHERE NOT EXISTS (
+    SELECT 1 FROM {schema}.exclusions x
+    WHERE x.job_id = %(job_id)s AND x.key IS NOT DISTINCT FROM %(key)s::text
+      AND x.lo = %(lo)s AND x.hi = %(hi)s AND x.undone_at IS NULL
+)
 RETURNING id;
 
 -- name: undo_exclusions
