@@ -55,16 +55,39 @@ def excluded_in(job: Job, result: JobScan, windows: list[WindowRow]) -> JobScan:
     base = exclusions_of(job, lo, hi, [w for w in windows if w.key is None])
     if job.keyed or result.key_ranges:
         return _keyed(job, result, base, [w for w in windows if w.key is not None])
-    cuts = list(carve(job.timeline, result.ranges, base))
-    old = [(r.state, r.periods) for r in result.ranges]
-    return _counted(result, old, cuts, tuple(Range(*c[:4]) for c in cuts))
+    return _unkeyed(job.timeline, result, base)
+
+
+def _unkeyed(timeline: Timeline, result: JobScan, base: Excluded) -> JobScan:
+    """A job without keys' scan, in one pass over its ranges (a range one span takes whole,
+    the usual case, without any period arithmetic)."""
+    ranges: list[Range] = []
+    said: list[tuple[datetime, str]] = []
+    moved: dict[str, int] = {}
+    for r in result.ranges:
+        if r.state not in EXCLUDABLE:
+            ranges.append(r)
+            continue
+        whole = base.whole(r.first, r.last)
+        pieces = [(PeriodState.excluded, *r[1:], whole)] if whole else carve(timeline, (r,), base)
+        for state, first, last, periods, by in pieces:
+            ranges.append(Range(state, first, last, periods))
+            if by is not None:
+                said.append((first, by))
+                moved[r.state] = moved.get(r.state, 0) + periods
+    if not moved:
+        return result
+    counts = dict(result.counts)
+    for state, n in moved.items():
+        counts[state] -= n
+        counts[PeriodState.excluded] = counts.get(PeriodState.excluded, 0) + n
+    return replace(result, counts=counts, ranges=tuple(ranges), excluded_by=tuple(said))
 
 
 def exclusions_of(job: Job, lo: datetime, hi: datetime, windows: Iterable[WindowRow]) -> Excluded:
     """What excludes ``job``'s periods in ``[lo, hi)``: its ``exclude`` and ``windows``."""
-    return job.excluded(lo, hi).joined(
-        (max(w.lo, lo), min(w.hi, hi), w.by) for w in windows if w.lo < hi and w.hi > lo
-    )
+    meeting = [(max(w.lo, lo), min(w.hi, hi), w.by) for w in windows if w.lo < hi and w.hi > lo]
+    return job.excluded(lo, hi).joined(meeting) if meeting else job.excluded(lo, hi)
 
 
 def carve(timeline: Timeline, ranges: Iterable[Range], excluded: Excluded) -> Iterable[Cut]:
@@ -73,6 +96,10 @@ def carve(timeline: Timeline, ranges: Iterable[Range], excluded: Excluded) -> It
     for r in ranges:
         if r.state not in EXCLUDABLE or not excluded:
             yield (r.state, r.first, r.last, r.periods, None)
+            continue
+        whole = excluded.whole(r.first, r.last)
+        if whole is not None:  # the usual case: nobody ran the periods of a window
+            yield (PeriodState.excluded, r.first, r.last, r.periods, whole)
             continue
         end = timeline.after(r.last)
         cursor = r.first

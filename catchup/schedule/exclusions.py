@@ -312,6 +312,12 @@ class Excluded:
         i = bisect.bisect_right(self.los, t) - 1
         return self.bys[i] if i >= 0 and t < self.his[i] else None
 
+    def whole(self, first: datetime, last: datetime) -> str | None:
+        """What excludes every instant from ``first`` to ``last`` (both included) in one
+        span, or None."""
+        i = bisect.bisect_right(self.los, first) - 1
+        return self.bys[i] if i >= 0 and last < self.his[i] else None
+
     def meeting(self, lo: datetime, hi: datetime) -> Iterator[tuple[datetime, datetime, str]]:
         """The spans that meet ``[lo, hi)``, cut to it, oldest first."""
         i = max(0, bisect.bisect_right(self.los, lo) - 1)
@@ -320,6 +326,12 @@ class Excluded:
             if a < b:
                 yield a, b, self.bys[i]
             i += 1
+
+    def cut(self, lo: datetime, hi: datetime) -> Excluded:
+        """These spans, cut to ``[lo, hi)``."""
+        if not self.los or (self.los[0] >= lo and self.his[-1] <= hi):
+            return self
+        return excluded(self.meeting(lo, hi))
 
     def joined(self, spans: Iterable[tuple[datetime, datetime, str]]) -> Excluded:
         """These spans and ``spans`` as one :class:`Excluded` (an earlier span keeps what it
@@ -349,11 +361,38 @@ def excluded(spans: Iterable[tuple[datetime, datetime, str]]) -> Excluded:
     return Excluded(tuple(los), tuple(his), tuple(bys))
 
 
-def entry_spans(entries: Iterable[Entry], tz: ZoneInfo, lo: datetime, hi: datetime) -> Excluded:
-    """What ``entries`` exclude of ``[lo, hi)`` on the clock of ``tz``."""
-    return excluded(
+def entry_spans(entries: tuple[Entry, ...], tz: ZoneInfo, lo: datetime, hi: datetime) -> Excluded:
+    """What ``entries`` exclude of ``[lo, hi)`` on the clock of ``tz``: dates and ranges
+    (the same spans whatever the window) read once and cut to it, rules expanded in it."""
+    fixed, rules = _split(entries, tz)
+    if not rules:
+        return fixed.cut(lo, hi)
+    return fixed.cut(lo, hi).joined(
         (max(a, lo), min(b, hi), entry.by)
-        for entry in entries
+        for entry in rules
         for a, b in entry.spans(tz, lo, hi)
         if a < hi and b > lo and a < b
     )
+
+
+_SPLIT: dict[tuple[int, str], tuple[tuple[Entry, ...], Excluded, tuple[Entry, ...]]] = {}
+
+
+def _split(entries: tuple[Entry, ...], tz: ZoneInfo) -> tuple[Excluded, tuple[Entry, ...]]:
+    """A job's entries as the spans of its dates and ranges, which no window changes (read
+    once per list and zone, found again by the list's identity: a job keeps its list), and
+    its rules."""
+    found = _SPLIT.get((id(entries), tz.key))
+    if found is None or found[0] is not entries:
+        if len(_SPLIT) >= 256:
+            _SPLIT.clear()
+        fixed = excluded(
+            (a, b, entry.by)
+            for entry in entries
+            if isinstance(entry, Days | Times)
+            for a, b in entry.spans(tz, _MIN, _MAX)
+            if a < b
+        )
+        rules = tuple(e for e in entries if not isinstance(e, Days | Times))
+        found = _SPLIT[(id(entries), tz.key)] = (entries, fixed, rules)
+    return found[1], found[2]

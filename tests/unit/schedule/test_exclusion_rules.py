@@ -94,7 +94,7 @@ def test_each_form_excludes_its_spans_on_the_job_clock(
     entry: str, spans: list[tuple[datetime, datetime]]
 ) -> None:
     found = entry_spans(
-        [read_entry(entry)], ZoneInfo("Europe/Berlin"), _utc(2026, 1, 1), _utc(2027, 1, 1)
+        (read_entry(entry),), ZoneInfo("Europe/Berlin"), _utc(2026, 1, 1), _utc(2027, 1, 1)
     )
     assert list(zip(found.los, found.his, strict=True)) == spans
 
@@ -145,7 +145,7 @@ def test_an_entry_that_names_nothing_is_refused_in_one_line(entry: str, said: st
 
 def test_spans_are_cut_to_the_window() -> None:
     lo, hi = _utc(2026, 6, 1), _utc(2026, 6, 1) + timedelta(hours=12)
-    found = entry_spans([read_entry("* * * * *")], ZoneInfo("UTC"), lo, hi)
+    found = entry_spans((read_entry("* * * * *"),), ZoneInfo("UTC"), lo, hi)
     assert list(zip(found.los, found.his, strict=True)) == [(lo, hi)]
 
 
