@@ -180,7 +180,8 @@ def history(
     state: State, job: str, period: str | None, limit: int, key: str | None, as_json: bool
 ) -> None:
     """Show the attempts of JOB, newest first, or of one period with --period, and the changes
-    made to it (marks, resets, pauses, schedule and start changes).
+    made to it (marks, resets, pauses, windows excluded and undone, schedule and start
+    changes).
 
     Example: catchup history billing --period 2026-10-31
     """

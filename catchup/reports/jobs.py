@@ -3,6 +3,8 @@ and the ledger's jobs a config does not name."""
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from ..config.job import Job
 from ..ledger.rows import Unconfigured
 from ..results import JobLine
@@ -13,7 +15,8 @@ from ..vocabulary import PeriodState
 
 
 def overview(session: Session, jobs: list[Job]) -> tuple[list[JobLine], tuple[KeysFailure, ...]]:
-    """``catchup jobs``: per job, how many of its due periods are done, on the database clock,
+    """``catchup jobs``: per job, how many of its due periods are done (excluded ones are not
+    expected), on the database clock,
     and the keyed jobs whose keys query failed (counted on the keys read last). The counts are
     the scan's (one set of statements for every job), so `jobs` and `scan` never disagree."""
     ready = prepare(session, jobs)
@@ -30,8 +33,8 @@ def overview(session: Session, jobs: list[Job]) -> tuple[list[JobLine], tuple[Ke
                 schedule=job.schedule.text,
                 first_period=job.label(job.anchor),
                 last_success=job.label(result.last_success) if result.last_success else None,
-                next_due=job.timeline.period(until).end + job.delay,
-                expected=result.expected,
+                next_due=_next_due(job, until),
+                expected=result.expected - counts[PeriodState.excluded],
                 done=counts[PeriodState.succeeded] + counts[PeriodState.waived],
                 running=counts[PeriodState.running],
                 failed=counts[PeriodState.failed],
@@ -57,3 +60,14 @@ def unconfigured(
     (:mod:`catchup.changes.held`)."""
     gone, held = session.unconfigured()
     return tuple(gone), held
+
+
+def _next_due(job: Job, start: datetime) -> datetime:
+    """When the next period from ``start`` that its job's ``exclude`` leaves expected falls
+    due (the one at ``start`` when a thousand in a row are excluded)."""
+    period = job.timeline.period(start)
+    for _ in range(1000):
+        if job.excluded(period.start, period.end).at(period.start) is None:
+            return period.end + job.delay
+        period = job.timeline.period(period.end)
+    return job.timeline.period(start).end + job.delay

@@ -64,6 +64,8 @@ def test_tick_never_claims_an_excluded_period_and_run_refuses_it(
     assert refused.exit_code == 2
     assert "is excluded by exclude" in refused.stderr and "--include-excluded" in refused.stderr
     assert sql("SELECT count(*) FROM {schema}.runs")[0][0] == 3  # nothing written
+    (line,) = json.loads(project.cli("-q", "jobs", "--json").stdout)
+    assert (line["done"], line["expected"]) == (3, 3)  # the excluded day is not expected
     forced = project.cli("-q", "run", "billing", "--period", holiday, "--include-excluded")
     assert forced.exit_code == 0, forced.output
     assert _scan(project)["billing"]["succeeded"] == 4
