@@ -227,3 +227,68 @@ def test_replay_runs_the_gaps_around_an_excluded_period(project: Project, sql: A
     assert replayed.exit_code == 0, replayed.output
     ran = [p["period"][:10] for p in json.loads(replayed.stdout)["periods"]]
     assert ran == [_day(sql, 4), _day(sql, 3), _day(sql, 1)]
+
+
+def test_a_window_recorded_twice_is_recorded_once(project: Project, sql: Any) -> None:
+    project.write(job_toml("billing", "daily", _day(sql, 3), command=["true"]))
+    day = _day(sql, 2)
+    for new in (True, False):
+        said = project.cli("-q", "exclude", "billing", day, "--reason", "outage", "--json")
+        assert said.exit_code == 0, said.output
+        assert [w["new"] for w in json.loads(said.stdout)["windows"]] == [new]
+    assert sql("SELECT count(*) FROM {schema}.exclusions") == [(1,)]
+    assert sql("SELECT count(*) FROM {schema}.events WHERE action = 'exclude'") == [(1,)]
+
+
+def test_a_window_in_the_hour_the_clocks_skip_is_refused(project: Project, sql: Any) -> None:
+    project.write(
+        job_toml("h", "every 15 minutes", "2027-03-27", command=["true"], timezone="Europe/Berlin")
+    )
+    result = project.cli(
+        "-q", "exclude", "h", "2027-03-28T02:00..2027-03-28T03:00", "--reason", "x"
+    )
+    assert result.exit_code == 2 and "no period of h starts in it" in result.stderr, result.output
+    assert "Traceback" not in result.output
+    assert sql("SELECT count(*) FROM {schema}.exclusions") == [(0,)]
+
+
+def test_a_run_forced_over_an_exclusion_is_done_like_any_other(project: Project, sql: Any) -> None:
+    holiday = _day(sql, 2)
+    project.write(job_toml("billing", "daily", _day(sql, 3), command=["true"], exclude=[holiday]))
+    forced = project.cli("-q", "run", "billing", "--period", holiday, "--include-excluded")
+    assert forced.exit_code == 0, forced.output
+    again = project.cli("-q", "run", "billing", "--period", holiday, "--json")
+    assert again.exit_code == 0, again.output  # not refused: it succeeded
+    assert json.loads(again.stdout)["status"] == "skipped"
+    assert sql("SELECT count(*) FROM {schema}.history") == [(1,)]
+
+
+def test_a_keys_excluded_period_is_refused_by_run_as_any_other(project: Project, sql: Any) -> None:
+    project.write(job_toml("billing", "daily", _day(sql, 3), command=["true"], keys=["acme"]))
+    day = _day(sql, 2)
+    assert (
+        project.cli("-q", "exclude", "billing", day, "--key", "acme", "--reason", "x").exit_code
+        == 0
+    )
+    refused = project.cli("-q", "run", "billing", "--period", day, "--key", "acme")
+    assert refused.exit_code == 2 and "is excluded by a window" in refused.stderr, refused.output
+
+
+def test_why_waits_for_no_excluded_upstream_period(project: Project, sql: Any) -> None:
+    holiday = _day(sql, 2)
+    project.write(
+        job_toml("export", "daily", _day(sql, 3), command=["true"], exclude=[holiday])
+        + job_toml("report", "daily", _day(sql, 3), command=["true"], after=["export"])
+    )
+    said = project.cli("-q", "why", "report", holiday).stdout
+    assert "missing" in said and "blocked" not in said, said
+
+
+def test_an_exclusion_to_the_end_of_time_is_read(project: Project, sql: Any) -> None:
+    spec = job_toml(
+        "billing", "daily", _day(sql, 3), command=["true"], exclude=[f"{_day(sql, 2)}..9999-12-31"]
+    )
+    project.write(spec)
+    job = _scan(project)["billing"]
+    assert (job["excluded"], job["missing"]) == (2, 1)
+    assert project.cli("-q", "jobs").exit_code in (0, 1)

@@ -88,6 +88,20 @@ def test_temporal_exclude_all() -> None:
         ("2026-03-29T02:30..2026-03-29T03:30", [(_utc(2026, 3, 29, 1), _utc(2026, 3, 29, 1, 30))]),
         # 02:00-03:00 happens twice on 25 October: both readings
         ("* 2 25 10 *", [(_utc(2026, 10, 25, 0), _utc(2026, 10, 25, 2))]),
+        # a quarter of an hour in the repeated hour: that quarter in each reading, no more
+        (
+            "2026-10-25T02:30..2026-10-25T02:45",
+            [
+                (_utc(2026, 10, 25, 0, 30), _utc(2026, 10, 25, 0, 45)),
+                (_utc(2026, 10, 25, 1, 30), _utc(2026, 10, 25, 1, 45)),
+            ],
+        ),
+        # inside the hour the clocks skip: nothing
+        ("2026-03-29T02:10..2026-03-29T02:40", []),
+        ("* 2 29 3 *", []),
+        # a range to the last day a date holds: to the end of the window asked about
+        ("2026-12-01..9999-12-31", [(_utc(2026, 11, 30, 23), _utc(2027, 1, 1))]),
+        ("0001-01-01", []),
     ],
 )
 def test_each_form_excludes_its_spans_on_the_job_clock(
@@ -156,3 +170,18 @@ def test_explain_names_the_periods_a_rule_excludes() -> None:
     said = explain(job, [job], now=_utc(2026, 12, 1), start=_utc(2026, 12, 24), count=3)
     assert [row.excluded_by for row in said.rows] == [None, "exclude '* * 25 12 *'", None]
     assert describe_due(said.rows[1], said.now) == "due never: excluded by exclude '* * 25 12 *'"
+
+
+def test_day_rules_name_the_same_days_counted_from_near_the_window() -> None:
+    """A rule of INTERVAL 1 is expanded from the window's year, not from 1970 every time; one
+    of INTERVAL 2 is still counted from 1970 (its years are 1970, 1972, …)."""
+    tz = ZoneInfo("UTC")
+    for rule, days in (
+        ("RRULE:FREQ=YEARLY;BYMONTH=7;BYMONTHDAY=4", [(2030, 7, 4), (2031, 7, 4)]),
+        ("RRULE:FREQ=YEARLY;INTERVAL=2;BYMONTH=7;BYMONTHDAY=4", [(2030, 7, 4)]),
+        ("RRULE:FREQ=MONTHLY;INTERVAL=1", [(2031, m, 1) for m in range(1, 13)]),
+    ):
+        found = entry_spans((read_entry(rule),), tz, _utc(2030, 7, 1), _utc(2031, 12, 31))
+        starts = [a for a in found.los]
+        expected = [_utc(*d) for d in days]
+        assert [s for s in starts if s >= _utc(2030, 7, 1)][-len(expected) :] == expected, rule
