@@ -99,12 +99,25 @@ class DayRule(Entry):
 
     def spans(self, tz: ZoneInfo, lo: datetime, hi: datetime) -> Iterator[Span]:
         first, end = _local_day(lo, tz) - _DAY, _local_day(hi, tz)
-        for wall in _counted_near(self.rule, first.year).walls_from(
-            datetime.combine(first, time())
-        ):
-            if wall.date() > end:
-                return
-            yield from local_spans(wall, wall + _DAY, tz)
+        for year in range(first.year, end.year + 1):
+            days = _rule_days(self.rule, year)
+            for day in days[bisect.bisect_left(days, first) :]:
+                if day > end:
+                    return
+                wall = datetime.combine(day, time())
+                yield from local_spans(wall, wall + _DAY, tz)
+
+
+@lru_cache(maxsize=65536)
+def _rule_days(rule: RRule, year: int) -> tuple[date, ...]:
+    """The days of ``year`` a day rule names, expanded once (a claim asks about one period;
+    a config may list many rules)."""
+    days = []
+    for wall in _counted_near(rule, year).walls_from(datetime(year, 1, 1)):
+        if wall.year > year:
+            break
+        days.append(wall.date())
+    return tuple(days)
 
 
 @lru_cache(maxsize=4096)
