@@ -1194,6 +1194,10 @@ CREATE INDEX events_job ON {schema}.events USING btree (job_id, at);
 
 CREATE INDEX exclusions_live ON {schema}.exclusions USING btree (job_id, lo) WHERE (undone_at IS NULL);
 
+-- index exclusions_one_live
+
+CREATE UNIQUE INDEX exclusions_one_live ON {schema}.exclusions USING btree (job_id, key, lo, hi) NULLS NOT DISTINCT WHERE (undone_at IS NULL);
+
 -- index runs_finished
 
 CREATE INDEX runs_finished ON {schema}.runs USING btree (job_id, finished_at);

@@ -53,7 +53,7 @@ MUTATIONS = (
         "claimed",
         "catchup/claims/path.py",
         "        by = None if rules.include_excluded else "
-        "excluded_by(session.ledger, job, job_id, period)\n",
+        "excluded_now(session, job, job_id, period)\n",
         "        by = None\n",
         (
             "tests/integration/test_exclusions.py::"

@@ -24,7 +24,12 @@ from ..schedule import Period, iso_utc
 from ..session import Session, owner_name
 from ..vocabulary import AttemptStatus, Ended, OutcomeStatus, RunStatus
 from . import suspects
-from .reconnecting import claim_surely, finish_surely, finish_then_claim_surely
+from .reconnecting import (
+    claim_surely,
+    finish_surely,
+    finish_then_claim_surely,
+    through_reconnects,
+)
 from .refusal import blocked_by, excluded_by, unverified_upstream, why_not
 
 # Backoff doubles per failure up to this (claims.sql: finish); a longer retry_backoff wins.
@@ -163,7 +168,7 @@ def _gate(
         detail = f"{why}; not claimed, no attempt counted"
         return Outcome(job.name, period, label, OutcomeStatus.unstartable, detail=detail)
     if isinstance(claimed, Unclaimed):
-        by = None if rules.include_excluded else excluded_by(session.ledger, job, job_id, period)
+        by = None if rules.include_excluded else excluded_now(session, job, job_id, period)
         if by is not None:
             detail = f"excluded by {by}; not claimed"
             return Outcome(job.name, period, label, OutcomeStatus.skipped, detail=detail)
@@ -297,12 +302,23 @@ def release(session: Session, job: Job, period: Period, claim: Claim) -> Outcome
     )
 
 
+def excluded_now(session: Session, job: Job, job_id: int, period: Period) -> str | None:
+    """What excludes ``period`` (:func:`excluded_by`), read through reconnects as the claim
+    that follows is."""
+    return through_reconnects(session, lambda _: excluded_by(session.ledger, job, job_id, period))
+
+
 def _request(session: Session, job: Job, period: Period, rules: ClaimRules) -> ClaimRequest:
     """The claim of ``period``, with the upstream periods it waits for: those a window
     recorded afterwards excludes wait for nothing (their job's ``exclude``: session.needs)."""
     needs = session.needs(job, period)
-    gone = session.ledger.excluded_among(
-        [(session.registered_id(up.name), job.key if up.keyed else "", p.start) for up, p in needs]
+    asked = [
+        (session.registered_id(up.name), job.key if up.keyed else "", p.start) for up, p in needs
+    ]
+    gone = (
+        through_reconnects(session, lambda _: session.ledger.excluded_among(asked))
+        if asked
+        else set()
     )
     waits = [need for i, need in enumerate(needs) if i not in gone]
     return ClaimRequest(

@@ -1,7 +1,8 @@
 """What a replay or a tick plans, before anything is claimed: each job's gap periods (of a
 keyed job, each key's), merged oldest first, placed after the upstream periods they wait for
 (:class:`DependencyOrder`), and the upstream gaps a planned period needs that nobody asked for
-(:func:`plan_upstream`, key by key for a keyed upstream)."""
+(:func:`plan_upstream`, key by key for a keyed upstream); what a tick plans without a scan
+kept from the periods nobody expects (:func:`unexcluded`)."""
 
 from __future__ import annotations
 
@@ -19,6 +20,21 @@ from ..scan.targets import ScanTarget
 from ..schedule import Period
 from ..session import Session
 from ..vocabulary import PeriodState
+
+
+def unexcluded(session: Session, items: list[Planned]) -> list[Planned]:
+    """``items`` but the periods nobody expects: those their job's ``exclude`` names, and
+    those a live window excludes (one statement) that have no outcome that stands. For what
+    a tick plans without a scan (a newest due period, a key's, an outdated one run again):
+    the claim path would refuse each of them, tick after tick."""
+    kept = [
+        i for i in items if i.job.excluded(i.period.start, i.period.end).at(i.period.start) is None
+    ]
+    if not kept:
+        return kept
+    asked = [(session.registered_id(i.job.name), i.job.key, i.period.start) for i in kept]
+    gone = session.ledger.excluded_among(asked)
+    return [item for n, item in enumerate(kept) if n not in gone]
 
 
 def gap_periods(job: Job, result: JobScan, states: frozenset[str]) -> Iterator[Planned]:

@@ -27,7 +27,7 @@ from ..scheduler.inflight import Holding
 from ..session import Session
 from ..vocabulary import REPLAYABLE, PeriodState
 from .dispatch import Flag
-from .planning import DependencyOrder, gap_periods, oldest_first, plan_upstream
+from .planning import DependencyOrder, gap_periods, oldest_first, plan_upstream, unexcluded
 from .pool import run_planned
 
 
@@ -206,8 +206,7 @@ def tick(  # noqa: PLR0913
     chosen_per_job: list[list[Planned]] = []
     planned = 0
     left: list[tuple[str, int]] = []
-    for target, latest in due:
-        chosen, more = _tick_choice(target, latest, gaps, rerun, previous)
+    for target, chosen, more in _tick_choices(session, due, gaps, rerun, previous):
         if more > 0:
             left.append((target.job.name, more))
         if holding is not None:
@@ -261,6 +260,26 @@ def _tick_gaps(
     return targets, gaps, rerun
 
 
+def _tick_choices(
+    session: Session,
+    due: list[tuple[ScanTarget, Period]],
+    gaps: dict[str, JobScan],
+    rerun: set[str],
+    previous: datetime | None,
+) -> list[tuple[ScanTarget, list[Planned], int]]:
+    """Each due job's choice (:func:`_tick_choice`); what was planned without a scan kept
+    from the periods nobody expects, for every job in one statement."""
+    choices = [(t, *_tick_choice(t, latest, gaps, rerun, previous)) for t, latest in due]
+    unscanned = [p for t, chosen, _ in choices if job_unscanned(t.job, rerun) for p in chosen]
+    if not unscanned:
+        return choices
+    kept = {id(p) for p in unexcluded(session, unscanned)}
+    return [
+        (t, [p for p in chosen if id(p) in kept] if job_unscanned(t.job, rerun) else chosen, n)
+        for t, chosen, n in choices
+    ]
+
+
 def _tick_choice(
     target: ScanTarget,
     latest: Period,
@@ -276,8 +295,6 @@ def _tick_choice(
         chosen = list(_take(gap_periods(job, gaps[job.name], runnable), job.max_per_tick))
         return chosen, gap_count(job, gaps[job.name], runnable) - len(chosen)
     if job.catchup == "latest" or previous is None or latest.end + job.delay > previous:
-        if job.excluded(latest.start, latest.end).at(latest.start) is not None:
-            return [], 0  # nobody expects it (its windows: the claim path refuses it)
         if job.keyed:
             return [
                 Planned(job.for_key(k.key), latest, "due") for k in expected_at(target, latest)
@@ -297,6 +314,12 @@ def _releasing(
             on_done(outcome)
 
     return done
+
+
+def job_unscanned(job: Job, rerun: set[str]) -> bool:
+    """Whether a tick plans ``job``'s periods without its scan's exclusions: its newest due
+    period (catch-up ``latest`` or ``none``), or outdated ones it runs again."""
+    return job.catchup != "all" or job.name in rerun
 
 
 def gap_count(job: Job, result: JobScan, states: frozenset[str]) -> int:
@@ -379,13 +402,16 @@ def run_keys(
     those asked for), on a pool of ``workers``."""
     ready = prepare(session, [job])
     (target,) = ready.targets
-    keys = expected_at(target, period)
-    items = iter([Planned(ready.jobs[0].for_key(k.key), period, "due") for k in keys])
+    planned = [
+        Planned(ready.jobs[0].for_key(k.key), period, "due") for k in expected_at(target, period)
+    ]
+    if not rules.include_excluded:
+        planned = unexcluded(session, planned)
     batch = run_planned(
         session,
-        items,
-        planned=len(keys),
-        workers=max(1, min(workers, len(keys))),
+        iter(planned),
+        planned=len(planned),
+        workers=max(1, min(workers, len(planned))),
         interrupted=interrupted,
         rules=rules,
     )

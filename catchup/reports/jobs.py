@@ -3,7 +3,7 @@ and the ledger's jobs a config does not name."""
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from ..config.job import Job
 from ..ledger.rows import Unconfigured
@@ -15,8 +15,8 @@ from ..vocabulary import PeriodState
 
 
 def overview(session: Session, jobs: list[Job]) -> tuple[list[JobLine], tuple[KeysFailure, ...]]:
-    """``catchup jobs``: per job, how many of its due periods are done (excluded ones are not
-    expected), on the database clock,
+    """``catchup jobs``: per job, how many of its due periods are done, on the database clock
+    (its ``expected`` leaves out the excluded ones, which scan counts among its expected),
     and the keyed jobs whose keys query failed (counted on the keys read last). The counts are
     the scan's (one set of statements for every job), so `jobs` and `scan` never disagree."""
     ready = prepare(session, jobs)
@@ -64,10 +64,13 @@ def unconfigured(
 
 def _next_due(job: Job, start: datetime) -> datetime:
     """When the next period from ``start`` that its job's ``exclude`` leaves expected falls
-    due (the one at ``start`` when a thousand in a row are excluded)."""
-    period = job.timeline.period(start)
-    for _ in range(1000):
-        if job.excluded(period.start, period.end).at(period.start) is None:
-            return period.end + job.delay
-        period = job.timeline.period(period.end)
+    due: excluded spans jumped over whole (within a year; past that, the period at
+    ``start``)."""
+    gone = job.excluded(start, start + timedelta(days=400))
+    at = start
+    for _ in range(10_000):
+        end = gone.end_of(at)
+        if end is None:
+            return job.timeline.period(at).end + job.delay
+        at = job.timeline.ceil(end)
     return job.timeline.period(start).end + job.delay

@@ -103,9 +103,9 @@ def scan_jobs(
     record: bool = True,
 ) -> list[JobScan]:
     """Classify every expected period of each job in its window, in the order of ``targets``:
-        a job with keys by :func:`catchup.scan.keyed.scan_keyed` (each key's periods), the others
-        together by :func:`catchup.scan.unkeyed.scan_unkeyed` (a handful of statements whatever
-        the number of jobs). A job's window is cut where its schedule changed. Its gaps that its
+    a job with keys by :func:`catchup.scan.keyed.scan_keyed` (each key's periods), the others
+    together by :func:`catchup.scan.unkeyed.scan_unkeyed` (a handful of statements whatever
+    the number of jobs). A job's window is cut where its schedule changed. Its gaps that its
     ``exclude`` or a window recorded afterwards take over are excluded
     (:mod:`catchup.scan.excluded`)."""
     plain = [t for t in targets if not t.job.keyed]

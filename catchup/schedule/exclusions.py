@@ -86,7 +86,7 @@ class Times(Entry):
 
     def spans(self, tz: ZoneInfo, lo: datetime, hi: datetime) -> Iterator[Span]:
         if self.lo.tzinfo is not None:
-            yield self.lo.astimezone(UTC), self.hi.astimezone(UTC)
+            yield _utc_or_edge(self.lo), _utc_or_edge(self.hi)
         else:
             yield from local_spans(self.lo, self.hi, tz)
 
@@ -164,6 +164,15 @@ def _minute_runs(cron: Cron) -> list[tuple[int, int]]:
 
 def _local_day(t: datetime, tz: ZoneInfo) -> date:
     return as_utc(t).astimezone(tz).date()
+
+
+def _utc_or_edge(t: datetime) -> datetime:
+    """An aware time in UTC; one that UTC cannot hold (the first or last hours a datetime
+    holds, with an offset) at the edge it passes."""
+    try:
+        return t.astimezone(UTC)
+    except OverflowError:
+        return _MIN if t.year < 2 else _MAX
 
 
 def local_spans(a: datetime, b: datetime, tz: ZoneInfo) -> Iterator[Span]:
@@ -325,6 +334,11 @@ class Excluded:
         i = bisect.bisect_right(self.los, t) - 1
         return self.bys[i] if i >= 0 and t < self.his[i] else None
 
+    def end_of(self, t: datetime) -> datetime | None:
+        """Where the span ``t`` falls in ends, or None when it falls in none."""
+        i = bisect.bisect_right(self.los, t) - 1
+        return self.his[i] if i >= 0 and t < self.his[i] else None
+
     def whole(self, first: datetime, last: datetime) -> str | None:
         """What excludes every instant from ``first`` to ``last`` (both included) in one
         span, or None."""
@@ -389,15 +403,16 @@ def entry_spans(entries: tuple[Entry, ...], tz: ZoneInfo, lo: datetime, hi: date
 
 
 _SPLIT: dict[tuple[int, str], tuple[tuple[Entry, ...], Excluded, tuple[Entry, ...]]] = {}
+_SPLIT_MOST = 16384  # lists kept (a config's jobs with exclude, each in its zone)
 
 
 def _split(entries: tuple[Entry, ...], tz: ZoneInfo) -> tuple[Excluded, tuple[Entry, ...]]:
     """A job's entries as the spans of its dates and ranges, which no window changes (read
     once per list and zone, found again by the list's identity: a job keeps its list), and
     its rules."""
-    found = _SPLIT.get((id(entries), tz.key))
+    found = _SPLIT.get((id(entries), str(tz)))
     if found is None or found[0] is not entries:
-        if len(_SPLIT) >= 256:
+        if len(_SPLIT) >= _SPLIT_MOST:
             _SPLIT.clear()
         fixed = excluded(
             (a, b, entry.by)
@@ -407,5 +422,5 @@ def _split(entries: tuple[Entry, ...], tz: ZoneInfo) -> tuple[Excluded, tuple[En
             if a < b
         )
         rules = tuple(e for e in entries if not isinstance(e, Days | Times))
-        found = _SPLIT[(id(entries), tz.key)] = (entries, fixed, rules)
+        found = _SPLIT[(id(entries), str(tz))] = (entries, fixed, rules)
     return found[1], found[2]

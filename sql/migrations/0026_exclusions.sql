@@ -19,6 +19,9 @@ CREATE TABLE IF NOT EXISTS {schema}.exclusions (
     CHECK (hi > lo)
 );
 CREATE INDEX IF NOT EXISTS exclusions_live ON {schema}.exclusions (job_id, lo) WHERE undone_at IS NULL;
+-- one live window per (job, key, lo, hi): recorded twice, at once or not, it is one window
+CREATE UNIQUE INDEX IF NOT EXISTS exclusions_one_live
+    ON {schema}.exclusions (job_id, key, lo, hi) NULLS NOT DISTINCT WHERE undone_at IS NULL;
 
 ALTER TABLE {schema}.events DROP CONSTRAINT IF EXISTS events_action_check;
 ALTER TABLE {schema}.events ADD CONSTRAINT events_action_check

@@ -4,14 +4,11 @@
 -- Statements of catchup/ledger/exclusions.py, one per "-- name:" header (names unique across files).
 
 -- name: record_exclusion
--- No row back when the same live window is recorded already (a command run twice).
+-- No row back when the same live window is recorded already (a command run twice, or two at
+-- once: the unique index of live windows, sql/migrations/0026, decides).
 INSERT INTO {schema}.exclusions (job_id, key, lo, hi, reason, actor)
-SELECT %(job_id)s, %(key)s, %(lo)s, %(hi)s, %(reason)s, %(actor)s
-WHERE NOT EXISTS (
-    SELECT 1 FROM {schema}.exclusions x
-    WHERE x.job_id = %(job_id)s AND x.key IS NOT DISTINCT FROM %(key)s::text
-      AND x.lo = %(lo)s AND x.hi = %(hi)s AND x.undone_at IS NULL
-)
+VALUES (%(job_id)s, %(key)s, %(lo)s, %(hi)s, %(reason)s, %(actor)s)
+ON CONFLICT (job_id, key, lo, hi) WHERE undone_at IS NULL DO NOTHING
 RETURNING id;
 
 -- name: undo_exclusions
@@ -42,7 +39,9 @@ ORDER BY lo, id
 LIMIT 1;
 
 -- name: excluded_among
--- Which of these periods (job, key, start; numbered from 1) a live window excludes.
+-- Which of these periods (job, key, start; numbered from 1) a live window excludes and that
+-- have no outcome that stands (running, succeeded or waived: a period a claim would wait for,
+-- or find done, whatever a window says).
 SELECT n.i
 FROM unnest(%(job_ids)s::bigint[], %(keys)s::text[], %(starts)s::timestamptz[])
      WITH ORDINALITY AS n (job_id, key, start, i)
@@ -50,5 +49,10 @@ WHERE EXISTS (
     SELECT 1 FROM {schema}.exclusions x
     WHERE x.job_id = n.job_id AND x.undone_at IS NULL AND (x.key IS NULL OR x.key = n.key)
       AND x.lo <= n.start AND x.hi > n.start
+)
+  AND NOT EXISTS (
+    SELECT 1 FROM {schema}.periods r
+    WHERE r.job_id = n.job_id AND r.key = n.key AND r.period_start = n.start
+      AND r.status IN ('running', 'succeeded', 'waived')
 )
 ORDER BY n.i;

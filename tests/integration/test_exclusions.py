@@ -292,3 +292,34 @@ def test_an_exclusion_to_the_end_of_time_is_read(project: Project, sql: Any) -> 
     job = _scan(project)["billing"]
     assert (job["excluded"], job["missing"]) == (2, 1)
     assert project.cli("-q", "jobs").exit_code in (0, 1)
+
+
+def test_a_tick_and_a_run_plan_no_period_a_window_excludes(project: Project, sql: Any) -> None:
+    """What a tick plans without a scan (a newest due period, each key's) and a run of every
+    key: a key's window keeps that key's period out, the other key's runs."""
+    latest = _day(sql, 1)
+    spec = job_toml(
+        "billing",
+        "daily",
+        _day(sql, 2),
+        command=["true"],
+        keys=["acme", "globex"],
+        catchup="latest",
+    )
+    project.write(spec)
+    recorded = project.cli("-q", "exclude", "billing", latest, "--key", "acme", "--reason", "x")
+    assert recorded.exit_code == 0, recorded.output
+    ticked = project.cli("-q", "tick", "--json")
+    assert ticked.exit_code == 0, ticked.output
+    assert [p["key"] for p in json.loads(ticked.stdout)["periods"]] == ["globex"]
+    assert (
+        project.cli(
+            "-q", "reset", "billing", latest, "--key", "globex", "--reason", "again"
+        ).exit_code
+        == 0
+    )
+    ran = project.cli("-q", "run", "billing", "--json")
+    assert ran.exit_code == 0, ran.output
+    assert [p["key"] for p in json.loads(ran.stdout)["periods"]] == ["globex"]
+    acme = "SELECT count(*) FROM {schema}.history WHERE key = 'acme'"
+    assert sql(acme) == [(0,)]
