@@ -35,6 +35,7 @@ class JsonNames:
 
     succeeded = Count()
     waived = Count()
+    excluded = Count()
     untracked = Count()
     running = Count()
     unverified = Count()
