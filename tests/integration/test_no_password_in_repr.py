@@ -150,6 +150,7 @@ def calls(app: Catchup, dsn: str) -> dict[str, Callable[[], object]]:
         "period": lambda: app.period("bill", DAY, key="acme"),
         "doctor": lambda: app.doctor(dsn=dsn),
         "mark": lambda: app.mark("spare", ["2026-10-01"], kind="skip", reason="r"),
+        "exclude": lambda: app.exclude(["spare"], "2026-10-02", reason="r"),
         "adopt": lambda: app.adopt(["export"], since="2026-10-01", until=UNTIL, reason="r"),
         "reset": lambda: app.reset("spare", ["2026-10-01"], reason="r"),
         "cancel": lambda: app.cancel("spare", DAY, reason="r", wait=False),

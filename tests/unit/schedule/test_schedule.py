@@ -7,7 +7,7 @@ from itertools import islice, pairwise
 
 import pytest
 from croniter import croniter
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from catchup.schedule import (
@@ -136,7 +136,13 @@ def test_latest_due(text: str, tz: str, start: datetime, now: datetime, delay_s:
 def test_cron_agrees_with_croniter(expression: str, at: datetime) -> None:
     """The local wall-clock times a cron expression fires at, against an independent
     implementation (croniter, used only here), including cron's day-of-month/day-of-week rule."""
-    cron = parse_schedule(expression)
+    try:
+        cron = parse_schedule(expression)
+    except ScheduleError as exc:
+        # refused by catchup's own rule (tests of it: test_cron_extensions.py): days that can
+        # be years apart ("0 * */7 1 0", a Sunday among 1, 8, … 29 January) make no schedule
+        assert "days apart" in str(exc), exc
+        assume(False)
     assert isinstance(cron, Cron)
     at = at.replace(second=0, microsecond=0)
     mine = list(islice(cron.walls_from(at + timedelta(minutes=1)), 12))
