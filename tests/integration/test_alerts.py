@@ -124,6 +124,7 @@ def test_diff_opens_grows_closes_and_shrinks_quietly() -> None:
     assert diff(told, {}, {}) == ([], [])
 
 
+@pytest.mark.slow  # seconds of processes: once, on PostgreSQL 18
 def test_two_serve_replicas_tell_each_gap_once(project: Project, receiver: Receiver) -> None:
     project.write(config(receiver))
     assert project.cli("-q", "migrate").exit_code == 0
@@ -184,6 +185,7 @@ def _scans(base: str) -> float:
     return datetime.fromisoformat(generated).timestamp()
 
 
+@pytest.mark.slow  # seconds of processes: once, on PostgreSQL 18
 def test_a_failing_receiver_is_retried_and_nothing_is_posted_twice(
     project: Project, receiver: Receiver, sql: Any
 ) -> None:

@@ -279,6 +279,7 @@ def test_a_replay_of_every_key_claims_in_batches_and_runs_each_once(
     assert claims < 60, claims
 
 
+@pytest.mark.slow  # seconds of processes: once, on PostgreSQL 18
 def test_periods_waiting_in_a_batch_keep_their_leases_while_a_slow_one_runs(
     project: Project, sql: Any, ledger: Ledger
 ) -> None:
@@ -360,6 +361,7 @@ def _replay_again(project: Project) -> None:
     assert again.returncode == 0, out + err
 
 
+@pytest.mark.slow  # seconds of processes: once, on PostgreSQL 18
 def test_sigterm_mid_batch_gives_the_unstarted_periods_back(
     project: Project, sql: Any, ledger: Ledger
 ) -> None:

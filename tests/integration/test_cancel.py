@@ -10,6 +10,7 @@ import time
 from datetime import date, timedelta
 from typing import Any
 
+import pytest
 from fix_processes import process_gone, wait_for
 from fix_project import Project, job_toml
 
@@ -41,6 +42,7 @@ def attempts(sql: Any) -> list[tuple[Any, ...]]:
     return rows
 
 
+@pytest.mark.slow  # seconds of processes: once, on PostgreSQL 18
 def test_cancel_from_another_process_stops_the_job_and_the_next_tick_runs_it(
     project: Project, sql: Any
 ) -> None:
@@ -145,6 +147,7 @@ def test_a_call_sees_ctx_cancelled(project: Project, sql: Any) -> None:
     assert attempts(sql) == [(1, "cancelled", "cancelled by api: not today")]
 
 
+@pytest.mark.slow  # seconds of processes: once, on PostgreSQL 18
 def test_a_runner_that_is_gone_is_recorded_cancelled_once_its_lease_runs_out(
     project: Project, sql: Any
 ) -> None:
@@ -244,6 +247,7 @@ def test_cancel_refuses_a_period_that_is_not_running_and_writes_nothing(
     assert sql("SELECT count(*) FROM {schema}.events")[0][0] == 0
 
 
+@pytest.mark.slow  # seconds of processes: once, on PostgreSQL 18
 def test_a_cancelled_period_is_cancelled_in_why_and_a_later_failure_counts_as_the_first(
     project: Project, sql: Any
 ) -> None:

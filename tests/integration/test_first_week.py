@@ -511,6 +511,7 @@ def ledger_state(sql: Any) -> list[list[tuple[Any, ...]]]:
     ]
 
 
+@pytest.mark.slow  # seconds of processes: once, on PostgreSQL 18
 def test_a_second_definition_of_a_job_is_refused_naming_both(project: Project, sql: Any) -> None:
     """Two projects on one ledger define `export` differently: the second is refused before
     it writes anything (exit 2, one line naming both, no secret from its command), through

@@ -10,6 +10,7 @@ import threading
 from typing import Any
 
 import psycopg
+import pytest
 from fix_db import Database
 from fix_processes import wait_for
 from fix_project import Project
@@ -28,6 +29,7 @@ def fleet(n: int) -> str:
     )
 
 
+@pytest.mark.slow  # seconds of processes: once, on PostgreSQL 18
 def test_a_tick_over_more_due_jobs_than_connections_runs_them_all(
     project: Project, database: Database
 ) -> None:
@@ -79,6 +81,7 @@ def test_round_robin_takes_one_period_of_each_job_in_turn() -> None:
     assert order == [("a", 0), ("b", 0), ("c", 0), ("a", 1), ("c", 1), ("a", 2)]
 
 
+@pytest.mark.slow  # seconds of processes: once, on PostgreSQL 18
 def test_a_pool_worker_renews_leases_on_one_shared_connection(
     project: Project, database: Database, sql: Any, tmp_path: Any
 ) -> None:
@@ -126,6 +129,7 @@ def test_a_pool_worker_renews_leases_on_one_shared_connection(
 LONG = "nightly-billing-run-for-the-european-region"  # 43 characters
 
 
+@pytest.mark.slow  # seconds of processes: once, on PostgreSQL 18
 def test_reports_at_80_columns_show_whole_names_and_dates(project: Project) -> None:
     project.write(
         f'[jobs.{LONG}]\nschedule = "daily"\nstart = "2026-11-01"\n'

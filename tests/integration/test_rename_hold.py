@@ -15,6 +15,7 @@ from datetime import timedelta
 from typing import Any
 
 import psycopg
+import pytest
 from fix_processes import wait_for
 from fix_project import Project, job_toml
 from psycopg import sql as pgsql
@@ -208,6 +209,7 @@ class Scheduler:
         return self.proc.wait(timeout=30)
 
 
+@pytest.mark.slow  # seconds of processes: once, on PostgreSQL 18
 def test_the_scheduler_holds_a_job_renamed_under_it_and_keeps_leading(
     project: Project, sql: Any
 ) -> None:

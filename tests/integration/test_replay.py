@@ -363,6 +363,7 @@ def test_paused_job_is_not_ticked(project: Project, sql: Any) -> None:
     assert not log.exists()
 
 
+@pytest.mark.slow  # seconds of processes: once, on PostgreSQL 18
 def test_failed_period_backs_off_then_is_exhausted(project: Project, sql: Any) -> None:
     (yesterday,) = sql("SELECT date_trunc('day', clock_timestamp()) - interval '1 day'")[0]
     project.write(

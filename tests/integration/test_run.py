@@ -6,6 +6,7 @@ import json
 import time
 from typing import Any
 
+import pytest
 from fix_processes import process_gone, wait_for
 from fix_project import Project, job_toml
 
@@ -80,6 +81,7 @@ def test_output_tail_is_bounded_with_a_marker(project: Project, sql: Any) -> Non
     assert len(tail) < 70 * 1024
 
 
+@pytest.mark.slow  # seconds of processes: once, on PostgreSQL 18
 def test_timeout_kills_the_whole_process_group(project: Project, sql: Any) -> None:
     """On a timeout the runner itself takes the job's whole process group down before it
     returns: SIGTERM first (the job's trap sees it), SIGKILL only after kill_grace, for the

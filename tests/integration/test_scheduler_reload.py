@@ -15,6 +15,7 @@ import urllib.request
 from datetime import timedelta
 from typing import Any
 
+import pytest
 from fix_db import nothing_written
 from fix_processes import wait_for
 from fix_project import Project, job_toml
@@ -83,6 +84,7 @@ def ran(sql: Any, job: str) -> int:
     return int(rows[0][0])
 
 
+@pytest.mark.slow  # seconds of processes: once, on PostgreSQL 18
 def test_the_config_is_reloaded_and_a_bad_one_refused_without_a_restart(
     project: Project, sql: Any
 ) -> None:

@@ -219,6 +219,7 @@ def test_bad_listen_and_refresh_are_one_line(project: Project) -> None:
         assert message in result.stderr and "Traceback" not in result.output
 
 
+@pytest.mark.slow  # seconds of processes: once, on PostgreSQL 18
 def test_a_stopped_embedded_server_stays_stopped_while_serve_runs(
     project: Project, server_home: Path
 ) -> None:
@@ -367,6 +368,7 @@ def test_the_keys_page_says_each_keys_state_and_nothing_before_the_jobs_start(
     assert re.fullmatch(r"[\d,]+ missing, 2 failed", rows["globex"]), rows
 
 
+@pytest.mark.slow  # seconds of processes: once, on PostgreSQL 18
 def test_sighup_reads_the_config_again_and_serve_goes_on(project: Project) -> None:
     """SIGHUP is a daemon's "read your config again", not a stop: a job added is scanned at
     once (well before the next refresh), a version that does not load is refused (said,
