@@ -83,7 +83,10 @@ def build(target: db.Target, keys: int, days: int, **what: object) -> tuple[Conf
     )
     job_id = session.ledger.register_jobs([job.name])[job.name].id
     runs = sql.Identifier(SCHEMA, "runs")
-    status = "CASE WHEN abs(hashint8(i * 7919 + d)) %% 100 = 0 THEN 'failed' ELSE 'succeeded' END"
+    status = (
+        "CASE WHEN abs(hashint8(i::bigint * 7919 + d)) %% 100 = 0"
+        " THEN 'failed' ELSE 'succeeded' END"
+    )
     conn.execute(
         sql.SQL(
             "INSERT INTO {runs} (job_id, key, period_start, period_end, status, attempt, failures,"
@@ -94,7 +97,7 @@ def build(target: db.Target, keys: int, days: int, **what: object) -> tuple[Conf
             " CASE WHEN " + status + " = 'failed' THEN 1 ELSE 0 END,"
             " %(anchor)s::timestamptz + (d + 1) * interval '1 day', now()"
             " FROM generate_series(0, %(keys)s - 1) AS i, generate_series(0, %(days)s - 1) AS d"
-            " WHERE abs(hashint8(i * 104729 + d / 7)) %% 50 <> 0"
+            " WHERE abs(hashint8(i::bigint * 104729 + d / 7)) %% 50 <> 0"
         ).format(runs=runs),
         {"job_id": job_id, "anchor": anchor, "keys": keys, "days": days},
     )

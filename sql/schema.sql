@@ -878,7 +878,8 @@ CREATE TABLE {schema}.jobs (
     start timestamp with time zone,
     retired_at timestamp with time zone,
     project text,
-    definition jsonb
+    definition jsonb,
+    keys_read_at timestamp with time zone
 );
 
 -- sequence jobs_id_seq
@@ -996,7 +997,8 @@ ALTER TABLE {schema}.runs ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
 CREATE TABLE {schema}.scan_state (
     job_id bigint NOT NULL,
     signature text NOT NULL,
-    generation bigint DEFAULT 0 NOT NULL
+    generation bigint DEFAULT 0 NOT NULL,
+    keys_horizon timestamp with time zone
 );
 
 -- table schedules

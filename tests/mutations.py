@@ -48,6 +48,39 @@ class Mutation:
 
 MUTATIONS = (
     Mutation(
+        "every-scan-updates-every-key",
+        "a later scan of a keyed job's keys that did not change writes no key row",
+        "catchup/scan/verified.py",
+        "        if canonical(*after) != canonical(before, valid and row.follows):\n",
+        "        if True:\n",
+        (
+            "tests/integration/test_key_writes.py::"
+            "test_a_later_scan_or_tick_of_keys_that_did_not_change_writes_no_key_row",
+        ),
+    ),
+    Mutation(
+        "every-read-updates-every-key",
+        "a read of a keyed job's keys writes only the key rows it changes",
+        "sql/queries/keys.sql",
+        "    WHERE e.key IS NULL OR e.gone_at IS NOT NULL OR s.since <> e.expected_from\n",
+        "",
+        (
+            "tests/integration/test_key_writes.py::"
+            "test_a_later_scan_or_tick_of_keys_that_did_not_change_writes_no_key_row",
+        ),
+    ),
+    Mutation(
+        "a-key-back-keeps-its-absence-verified",
+        "a key back after being gone is looked at again for the periods it was away",
+        "sql/queries/keys.sql",
+        "                        WHEN k.gone_at IS NOT NULL AND upper_inf(k.verified)\n",
+        "                        WHEN false\n",
+        (
+            "tests/integration/test_key_writes.py::"
+            "test_a_key_back_after_being_gone_is_looked_at_for_the_days_it_was_away",
+        ),
+    ),
+    Mutation(
         "an-excluded-period-is-claimed",
         "a period nobody expects (its job's exclude, a window recorded afterwards) is never "
         "claimed",
@@ -215,11 +248,10 @@ MUTATIONS = (
     ),
     Mutation(
         "keys-locked-in-order",
-        "a read of the keys locks their rows in key order first: two ticks never deadlock",
-        "catchup/ledger/keys.py",
-        '            self.conn.execute(self._q("lock_key_rows"), {"job_id": job_id, "keys": None})'
-        "\n",
-        "",
+        "a read of the keys locks the rows it changes in key order first: two ticks never deadlock",
+        "sql/queries/keys.sql",
+        "           ELSE k.gone_at IS NOT NULL OR s.since <> k.expected_from END\nORDER BY k.key\n",
+        "           ELSE k.gone_at IS NOT NULL OR s.since <> k.expected_from END\n",
         ("tests/integration/test_keys.py::test_recording_keys_locks_their_rows_in_key_order",),
     ),
     Mutation(

@@ -3,9 +3,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
 import psycopg
 from psycopg import sql
@@ -24,6 +24,7 @@ MAX_KEYS = 10_000_000
 # merge does (benchmarks/keys.py: 4.5 us against 0.15 us): below that share of unverified
 # periods, a scan probes for holes instead of reading every row
 HOLE_PROBE_COST = 30
+HISTORY_BATCH = 20_000  # key rows read at a time
 SINCE_KINDS = {
     None: "keys_since_none",
     "date": "keys_since_date",
@@ -77,18 +78,51 @@ def _spans(
     return tuple(zip(lowers, uppers, strict=True))
 
 
+class Shared(dict[Hashable, Any]):
+    """One object for each value read many times over (a million keys expected from one
+    date, verified over one range): each key's row holds the shared one, not a copy."""
+
+    def __call__[T: Hashable](self, value: T) -> T:
+        return cast(T, self.setdefault(value, value))
+
+
+def key_row(row: tuple[Any, ...], shared: Shared) -> KeyRow:
+    """A key_history row as a :class:`KeyRow`, its dates and ranges shared with other keys'."""
+    key, since, first, last, gone, paused, lowers, uppers, follows = row
+    spans = _spans(lowers, uppers)
+    return KeyRow(
+        key,
+        shared(since),
+        shared(first),
+        shared(last),
+        None if gone is None else shared(gone),
+        paused,
+        None if spans is None else shared(spans),
+        follows,
+    )
+
+
 class Keys(LedgerBase):
     """The ledger's side of keys: their history, and the scan of (key, period)."""
 
     def key_history(self, job_id: int) -> list[KeyRow]:
-        # binary: the bounds' arrays read several times faster than as text
-        with self.conn.cursor(binary=True) as cur:
-            rows = cur.execute(self._q("key_history"), {"job_id": job_id}).fetchall()
-        # verified comes as its ranges' lower and upper bounds: (lower, upper) pairs
-        return [
-            KeyRow(key, since, first, last, gone, paused, _spans(lowers, uppers))
-            for key, since, first, last, gone, paused, lowers, uppers in rows
-        ]
+        # binary: the bounds' arrays read several times faster than as text; rows turned
+        # into KeyRows as they come (a million keys are never held twice)
+        shared, out = Shared(), list[KeyRow]()
+        with (
+            self.conn.transaction(),
+            self.conn.cursor(name="catchup_key_history", binary=True) as cur,
+        ):
+            cur.itersize = HISTORY_BATCH
+            cur.execute(self._q("key_history"), {"job_id": job_id})
+            while batch := cur.fetchmany(cur.itersize):
+                out.extend(key_row(row, shared) for row in batch)
+        return out
+
+    def key_horizon(self, job_id: int) -> datetime | None:
+        """Where the unbounded ranges of what scans verified of the job's keys end."""
+        row = self.conn.execute(self._q("key_horizon"), {"job_id": job_id}).fetchone()
+        return None if row is None else row[0]
 
     def record_keys(
         self,
@@ -97,61 +131,88 @@ class Keys(LedgerBase):
         *,
         start: datetime,
     ) -> None:
-        """Record one read of the job's keys, under the job's row lock, its key rows locked in
-        key order first (as :meth:`record_verified` locks those it updates)."""
+        """Record one read of the job's keys, under the job's row lock: only the key rows it
+        changes are written, locked in key order first (as :meth:`record_verified` locks those
+        it updates); the job's row says when its keys were read."""
+        params = {
+            "job_id": job_id,
+            "keys": [k for k, _ in seen],
+            "froms": [f for _, f in seen],
+            "start": start,
+        }
         with self.conn.transaction():
             self.conn.execute(self._q("lock_job_row"), {"job_id": job_id})
-            self.conn.execute(self._q("lock_key_rows"), {"job_id": job_id, "keys": None})
-            self.conn.execute(
-                self._q("record_keys"),
-                {
-                    "job_id": job_id,
-                    "keys": [k for k, _ in seen],
-                    "froms": [f for _, f in seen],
-                    "start": start,
-                },
-            )
+            self.conn.execute(self._q("lock_changed_keys"), params)
+            self.conn.execute(self._q("record_keys"), params)
 
     def record_verified(
         self,
         job_id: int,
         signature: str,
-        state: tuple[str, int] | None,
-        verified: Sequence[tuple[str, Sequence[tuple[datetime, datetime]]]],
+        seen: tuple[tuple[str, int] | None, datetime | None],
+        verified: Sequence[tuple[str, tuple[Sequence[tuple[datetime, datetime]], bool]]],
+        horizon: datetime | None,
     ) -> bool:
-        """Record what scans verified of each key (all its ranges of period starts with a row
-        each), unless rows were removed since this scan's snapshot (the job's generation
-        moved); for other schedules than those recorded, the old ranges are forgotten first.
-        False when nothing was recorded."""
+        """Record what scans verified of each key whose ranges changed (all its ranges of
+        period starts with a row each; the last one unbounded when it follows the job's
+        horizon) and where the horizon is now, unless rows were removed since this scan's
+        snapshot (the job's generation moved) or another scan moved the horizon meanwhile
+        (``seen``: the scan state and horizon the scan read); for other schedules than those
+        recorded, the old ranges are forgotten first. False when nothing was recorded."""
+        state, before = seen
         params: dict[str, object] = {"job_id": job_id, "signature": signature}
         try:
             with self.conn.transaction():
-                if state is None:
-                    if self.conn.execute(self._q("open_scan_state"), params).fetchone() is None:
-                        return False  # created meanwhile, perhaps by a deletion
-                else:
-                    current = self.conn.execute(self._q("lock_scan_state"), params).fetchone()
-                    if current is None or current[1] != state[1]:
-                        return False  # rows were removed since the scan's snapshot
-                    if current[0] != signature:  # every key row: locked in key order first
-                        self.conn.execute(self._q("lock_key_rows"), {**params, "keys": None})
-                        self.conn.execute(self._q("forget_verified"), params)
-                spans = [(key, lo, hi) for key, ranges in verified for lo, hi in ranges]
-                if spans:
-                    keys = sorted({key for key, _, _ in spans})  # in key order, as record_keys
-                    self.conn.execute(self._q("lock_key_rows"), {"job_id": job_id, "keys": keys})
-                    self.conn.execute(
-                        self._q("record_verified"),
-                        {
-                            **params,
-                            "keys": [key for key, _, _ in spans],
-                            "los": [lo for _, lo, _ in spans],
-                            "his": [hi for _, _, hi in spans],
-                        },
-                    )
+                if not self._scan_state_holds(params, state, before):
+                    return False
+                self._write_verified(job_id, verified)
+                if horizon != before:
+                    self.conn.execute(self._q("move_key_horizon"), {**params, "horizon": horizon})
         except psycopg.errors.InsufficientPrivilege:
             return False
         return True
+
+    def _scan_state_holds(
+        self, params: dict[str, object], state: tuple[str, int] | None, horizon: datetime | None
+    ) -> bool:
+        """Under the job's scan_state row lock: whether what a scan read of it still holds
+        (its generation, its horizon); the old ranges forgotten when its signature changed."""
+        if state is None:
+            return self.conn.execute(self._q("open_scan_state"), params).fetchone() is not None
+        current = self.conn.execute(self._q("lock_scan_state"), params).fetchone()
+        if current is None or current[1] != state[1]:
+            return False  # rows were removed since the scan's snapshot
+        if current[0] != params["signature"]:  # every key row: locked in key order first
+            self.conn.execute(self._q("lock_key_rows"), {**params, "keys": None})
+            self.conn.execute(self._q("forget_verified"), params)
+            return horizon is None
+        row = self.conn.execute(self._q("lock_key_horizon"), params).fetchone()
+        return row is not None and row[0] == horizon
+
+    def _write_verified(
+        self,
+        job_id: int,
+        verified: Sequence[tuple[str, tuple[Sequence[tuple[datetime, datetime]], bool]]],
+    ) -> None:
+        """Each key's ranges replaced, its rows locked in key order first (as record_keys
+        locks those it changes); an unbounded last range (upper null) follows the horizon."""
+        spans: list[tuple[str, datetime, datetime | None]] = []
+        for key, (ranges, follows) in verified:
+            for n, (lo, hi) in enumerate(ranges):
+                spans.append((key, lo, None if follows and n == len(ranges) - 1 else hi))
+        if not spans:
+            return
+        keys = sorted({key for key, _, _ in spans})
+        self.conn.execute(self._q("lock_key_rows"), {"job_id": job_id, "keys": keys})
+        self.conn.execute(
+            self._q("record_verified"),
+            {
+                "job_id": job_id,
+                "keys": [key for key, _, _ in spans],
+                "los": [lo for _, lo, _ in spans],
+                "his": [hi for _, _, hi in spans],
+            },
+        )
 
     def pause_key(self, job_id: int, key: str) -> datetime | None:
         row = self.conn.execute(self._q("pause_key"), {"job_id": job_id, "key": key}).fetchone()

@@ -28,7 +28,7 @@ from .coverage import signature
 from .keyblocked import grouped
 from .keyevidence import with_evidence
 from .targets import KeyRange, KeyRow, KeysFailure, ScanTarget
-from .verified import unverified, verified_now
+from .verified import Read, unverified, verified_now
 from .window import Moment, window
 
 
@@ -211,17 +211,7 @@ def scan_keyed(  # noqa: PLR0913
     periods = [(p.start, p.end) for p in job.timeline.periods(first, end)]
     starts, ends = [s for s, _ in periods], [e for _, e in periods]
     expected = expected_count(keys, starts, ends)
-    with ledger.scan_snapshot():  # the generation and the rows it vouches for, together
-        state = ledger.scan_states([job_id]).get(job_id) if job_id > 0 else None
-        valid = state is not None and state[0] == signature(job)
-        checked = unverified(keys, starts, ends, valid)
-        found = ledger.scan_keys(
-            job_id, keys, periods, checked, now=now, max_attempts=job.max_attempts
-        )
-    if record and job_id > 0 and checked:
-        grown = verified_now(keys, valid, checked, found, starts, end)
-        if grown or not valid:
-            ledger.record_verified(job_id, signature(job), state, grown)
+    found = key_ranges(ledger, job, job_id, keys, (periods, end), now=now, record=record)
     # up to now, the window's newest periods are the job's newest: its scan may know
     last_success = newest_success(keys, found, periods) if until is None else None
     if last_success is None and job_id > 0:  # not among those: the ledger says
@@ -261,6 +251,38 @@ def scan_keyed(  # noqa: PLR0913
         range_keys=range_keys,
         paused_keys=tuple(sorted(k.key for k in keys if k.paused_at is not None)),
     )
+
+
+def key_ranges(
+    ledger: Ledger,
+    job: Job,
+    job_id: int,
+    keys: list[KeyRow],
+    window: tuple[list[tuple[datetime, datetime]], datetime],
+    *,
+    now: datetime,
+    record: bool,
+) -> list[KeyRange]:
+    """Each key's ranges of periods that have not succeeded in the ``window`` (its periods,
+    and its end), holes looked for only outside what earlier scans verified; with
+    ``record``, what this one verified is recorded, and the job's horizon moved."""
+    periods, end = window
+    starts, ends = [s for s, _ in periods], [e for _, e in periods]
+    with ledger.scan_snapshot():  # the generation and the rows it vouches for, together
+        state = ledger.scan_states([job_id]).get(job_id) if job_id > 0 else None
+        horizon = ledger.key_horizon(job_id) if state is not None else None
+        valid = state is not None and state[0] == signature(job)
+        checked = unverified(keys, starts, ends, valid)
+        found = ledger.scan_keys(
+            job_id, keys, periods, checked, now=now, max_attempts=job.max_attempts
+        )
+    if record and job_id > 0 and checked:
+        read = Read(valid, horizon)
+        grown, moved = verified_now(keys, read, checked, found, starts, ends, end)
+        if grown or not valid or moved != horizon:
+            seen = (state, horizon if valid else None)
+            ledger.record_verified(job_id, signature(job), seen, grown, moved)
+    return found
 
 
 def newest_success(

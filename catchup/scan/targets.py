@@ -20,7 +20,7 @@ class KeyRange(NamedTuple):
     periods: int
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class KeyRow:
     """One key of a job as the ledger knows it: expected from ``expected_from`` (and, when
     ``gone_at`` is set, no longer from then on), first and last seen by a read of its keys."""
@@ -33,6 +33,8 @@ class KeyRow:
     paused_at: datetime | None = None
     # ranges [lo, hi) of period starts a scan found to have a row each (catchup/scan/verified.py)
     verified: tuple[tuple[datetime, datetime], ...] | None = None
+    # the last of them is recorded unbounded: it reaches the job's horizon, wherever that is
+    follows: bool = False
 
     def unexpected(self, start: datetime) -> str | None:
         """Why the period starting at ``start`` is not one of this key's (before the key was

@@ -2,13 +2,19 @@
 row each (``job_keys.verified``). Rows are never removed by catchup (a trigger forgets a key's
 ranges when a person removes one of its rows), so a later scan looks for holes only in the
 stretches of each key's expected periods outside them: the holes it found last time, and the
-periods that became due since. Pure: the window's period starts and ends are passed in."""
+periods that became due since. Pure: the window's period starts and ends are passed in.
+
+A key's last range may follow the job's horizon (``scan_state.keys_horizon``): recorded
+unbounded, it reaches wherever the horizon is. A scan that finds a row for every key's newest
+periods moves the horizon, one row, and writes only the keys with a hole there: a later scan of
+keys that did not change writes nothing per key."""
 
 from __future__ import annotations
 
 import bisect
 from collections.abc import Sequence
 from datetime import datetime
+from typing import NamedTuple
 
 from ..vocabulary import PeriodState
 from .targets import KeyRange, KeyRow
@@ -59,27 +65,87 @@ def merged(spans: Sequence[Span]) -> tuple[Span, ...]:
     return tuple(out)
 
 
-def verified_now(
+Stored = tuple[tuple[Span, ...], bool]  # a key's ranges, and whether the last follows the horizon
+
+# a scan that finds more than this share of the keys expected in the window's newest period
+# without a row there (a tick about to run them) keeps the horizon at that period's start:
+# moving it would write every such key's ranges, which the next scan would write again
+HOLED_SHARE = 0.1
+
+
+def next_horizon(
     keys: Sequence[KeyRow],
-    valid: bool,
-    checked: Sequence[Stretch],
-    found: Sequence[KeyRange],
+    holes: Holes,
     starts: Sequence[datetime],
-    end: datetime,
-) -> list[tuple[str, tuple[Span, ...]]]:
-    """Per key whose verified ranges grew: all of them now. ``checked`` are the stretches the
-    scan looked for holes in, ``found`` its ranges (the missing ones are the holes); what it
-    checked and found no hole in has a row every period."""
-    n = len(starts)
+    ends: Sequence[datetime],
+    horizon: datetime | None,
+) -> datetime | None:
+    """Where the job's horizon moves after a scan of the window ``starts``..``end``: to its
+    end, or to its newest period's start when many keys have no row there yet; nowhere when
+    the window starts after the horizon (the periods between were not looked at), and never
+    back."""
+    if not starts or (horizon is not None and (starts[0] > horizon or ends[-1] <= horizon)):
+        return horizon
+    newest = len(starts) - 1
+    expected = holed = 0
+    for row in keys:
+        lo, hi = expected_range(row, starts, ends)
+        if lo <= newest < hi:
+            expected += 1
+            holed += any(a <= newest < b for a, b in holes.get(row.key, ()))
+    moved = starts[newest] if holed > expected * HOLED_SHARE else ends[-1]
+    return moved if horizon is None else max(horizon, moved)
 
-    def at(i: int) -> datetime:
-        return starts[i] if i < n else end
 
-    holes: dict[str, list[tuple[int, int]]] = {}
+def stored(spans: Sequence[Span], reach: datetime | None) -> Stored:
+    """``spans`` as recorded: cut at ``reach`` (the horizon), the last one unbounded when it
+    reaches it (it follows the horizon as it moves)."""
+    if reach is None:
+        return tuple(spans), False
+    cut = tuple((a, min(b, reach)) for a, b in spans if a < reach)
+    return cut, bool(cut) and cut[-1][1] >= reach
+
+
+Holes = dict[str, list[tuple[int, int]]]  # per key, [i, j) of the window's periods with no row
+
+
+def hole_indexes(found: Sequence[KeyRange], starts: Sequence[datetime]) -> Holes:
+    """Per key, ``[i, j)`` of the window's periods its missing ranges hold."""
+    holes: Holes = {}
     for r in found:
         if r.state == PeriodState.missing:
             i = bisect.bisect_left(starts, r.first)
             holes.setdefault(r.key, []).append((i, bisect.bisect_left(starts, r.last) + 1))
+    return holes
+
+
+class Read(NamedTuple):
+    """What a scan read of a job's scan state: whether the ranges recorded hold for its
+    schedules, and the job's horizon."""
+
+    valid: bool
+    horizon: datetime | None = None
+
+
+def verified_now(
+    keys: Sequence[KeyRow],
+    read: Read,
+    checked: Sequence[Stretch],
+    found: Sequence[KeyRange],
+    starts: Sequence[datetime],
+    ends: Sequence[datetime],
+    end: datetime,
+) -> tuple[list[tuple[str, Stored]], datetime | None]:
+    """Per key whose recorded ranges change: all of them now; and where the horizon moves.
+    ``checked`` are the stretches the scan looked for holes in, ``found`` its ranges (the
+    missing ones are the holes); what it checked and found no hole in has a row every period.
+    A key whose ranges reached the horizon and still do is not written: the horizon moves."""
+    n, valid = len(starts), read.valid
+
+    def at(i: int) -> datetime:
+        return starts[i] if i < n else end
+
+    holes = hole_indexes(found, starts)
     grown: dict[str, list[Span]] = {}
     for key, i0, i1 in checked:
         cur = i0
@@ -92,12 +158,23 @@ def verified_now(
             cur = max(cur, b)
         if cur < i1:
             grown.setdefault(key, []).append((at(cur), at(i1)))
+    moved = next_horizon(keys, holes, starts, ends, read.horizon if valid else None)
     out = []
     for row in keys:
-        if row.key not in grown:
-            continue
         before = merged(row.verified or ()) if valid else ()
-        now = merged([*before, *grown[row.key]])
-        if now != before:
-            out.append((row.key, now))
-    return out
+        now = merged([*before, *grown.get(row.key, ())])
+        _, hi = expected_range(row, starts, ends)
+        reach = moved if moved is None or hi >= n else min(moved, at(hi))
+        after = stored(now, reach)
+        if canonical(*after) != canonical(before, valid and row.follows):
+            out.append((row.key, after))
+    return out, moved
+
+
+def canonical(spans: Sequence[Span], follows: bool) -> tuple[tuple[datetime, datetime | None], ...]:
+    """Ranges as the ledger holds them: the last one's end left open when it follows the
+    horizon (wherever the horizon was when they were read)."""
+    out: list[tuple[datetime, datetime | None]] = list(spans)
+    if follows and out:
+        out[-1] = (out[-1][0], None)
+    return tuple(out)

@@ -26,17 +26,31 @@ NULL::timestamptz
 k.since
 
 -- name: key_history
--- A job's keys as the ledger knows them, with when each was first and last seen; what scans
+-- A job's keys as the ledger knows them, with when each was first and last seen (a key still
+-- held was last seen when the job's keys were last read: jobs.keys_read_at); what scans
 -- verified of each as two arrays, the ranges' lower and upper bounds (read in binary, twice as
--- fast as the multirange itself).
-SELECT key, expected_from, first_seen, last_seen, gone_at, paused_at,
-       CASE WHEN verified IS NOT NULL
-            THEN ARRAY(SELECT lower(r) FROM unnest(verified) AS r) END,
-       CASE WHEN verified IS NOT NULL
-            THEN ARRAY(SELECT upper(r) FROM unnest(verified) AS r) END
-FROM {schema}.job_keys
-WHERE job_id = %(job_id)s
-ORDER BY key;
+-- fast as the multirange itself), an unbounded range reaching the job's keys_horizon
+-- (migration 0027), and whether the key's ranges follow it.
+SELECT k.key, k.expected_from, k.first_seen,
+       CASE WHEN k.gone_at IS NULL THEN greatest(k.last_seen, j.keys_read_at)
+            ELSE k.last_seen END,
+       k.gone_at, k.paused_at,
+       CASE WHEN k.verified IS NOT NULL
+            THEN ARRAY(SELECT lower(r) FROM unnest(k.verified) AS r
+                       WHERE coalesce(upper(r), s.keys_horizon) > lower(r)) END,
+       CASE WHEN k.verified IS NOT NULL
+            THEN ARRAY(SELECT coalesce(upper(r), s.keys_horizon) FROM unnest(k.verified) AS r
+                       WHERE coalesce(upper(r), s.keys_horizon) > lower(r)) END,
+       coalesce(upper_inf(k.verified), false)
+FROM {schema}.job_keys k
+JOIN {schema}.jobs j ON j.id = k.job_id
+LEFT JOIN {schema}.scan_state s ON s.job_id = k.job_id
+WHERE k.job_id = %(job_id)s
+ORDER BY k.key;
+
+-- name: key_horizon
+-- Where the unbounded ranges of what scans verified of a job's keys end (null: none follows).
+SELECT keys_horizon FROM {schema}.scan_state WHERE job_id = %(job_id)s;
 
 -- name: lock_key_rows
 -- A job's key rows (of %(keys)s, or all of them), locked in key order before they are updated:
@@ -47,11 +61,30 @@ WHERE job_id = %(job_id)s AND (%(keys)s::text[] IS NULL OR key = ANY(%(keys)s::t
 ORDER BY key
 FOR UPDATE;
 
+-- name: lock_changed_keys
+-- The key rows one read of the keys changes (keys that came back, are expected from another
+-- time, or are gone), locked in key order before record_keys updates them: record_verified
+-- locks those it updates in the same order. Keys that did not change are neither locked nor
+-- written.
+WITH seen AS (
+    SELECT * FROM unnest(%(keys)b::text[], %(froms)b::timestamptz[]) AS s (key, since)
+)
+SELECT k.key FROM {schema}.job_keys k
+LEFT JOIN seen s ON s.key = k.key
+WHERE k.job_id = %(job_id)s
+  AND CASE WHEN s.key IS NULL THEN k.gone_at IS NULL
+           ELSE k.gone_at IS NOT NULL OR s.since <> k.expected_from END
+ORDER BY k.key
+FOR UPDATE OF k;
+
 -- name: record_keys
--- What one read of the keys saw: new keys are recorded (expected from the read's date, else the
--- job's start when the ledger had no key of the job yet, else now), keys seen again are seen
--- again (and no longer gone; a date read now moves when they are expected from), and keys the read did not return are gone from now on. Under the
--- job's row lock (lock_job_row), so two reads at once record one history.
+-- What one read of the keys saw, written only where it changed something: new keys are
+-- recorded (expected from the read's date, else the job's start when the ledger had no key of
+-- the job yet, else now); keys that come back are no longer gone (what scans verified of them
+-- is cut at when they went, or forgotten when they are expected from earlier now); a date read
+-- now moves when a key is expected from; keys the read did not return are gone from now on,
+-- last seen at the job's read before. The job's keys_read_at is this read. Under the job's row
+-- lock (lock_job_row), so two reads at once record one history.
 WITH first_read AS (
     SELECT NOT EXISTS (SELECT 1 FROM {schema}.job_keys WHERE job_id = %(job_id)s) AS yes
 ), seen AS (
@@ -64,19 +97,32 @@ WITH first_read AS (
            clock_timestamp(), clock_timestamp()
     FROM seen s CROSS JOIN first_read f
     LEFT JOIN {schema}.job_keys e ON e.job_id = %(job_id)s AND e.key = s.key
+    WHERE e.key IS NULL OR e.gone_at IS NOT NULL OR s.since <> e.expected_from
     ON CONFLICT (job_id, key) DO UPDATE SET
         last_seen = excluded.last_seen,
         gone_at = NULL,
         expected_from = excluded.expected_from,
         -- expected from earlier now: what was verified says nothing of the periods before
-        -- (those not expected while it was gone were never verified)
+        -- (those not expected while it was gone were never verified); back after being gone:
+        -- an unbounded range reached the horizon, not the periods of its absence
         verified = CASE WHEN excluded.expected_from < k.expected_from THEN NULL
+                        WHEN k.gone_at IS NOT NULL AND upper_inf(k.verified)
+                        THEN k.verified * tstzmultirange(tstzrange(NULL, least(
+                            coalesce((SELECT h.keys_horizon FROM {schema}.scan_state h
+                                      WHERE h.job_id = k.job_id), '-infinity'),
+                            k.gone_at)))
                         ELSE k.verified END
     RETURNING k.key
 ), gone AS (
-    UPDATE {schema}.job_keys k SET gone_at = clock_timestamp()
-    WHERE k.job_id = %(job_id)s AND k.gone_at IS NULL AND NOT k.key = ANY(%(keys)b::text[])
+    UPDATE {schema}.job_keys k
+    SET gone_at = clock_timestamp(),
+        last_seen = greatest(k.last_seen,
+                             (SELECT j.keys_read_at FROM {schema}.jobs j WHERE j.id = k.job_id))
+    WHERE k.job_id = %(job_id)s AND k.gone_at IS NULL
+      AND NOT EXISTS (SELECT 1 FROM seen s WHERE s.key = k.key)
     RETURNING k.key
+), read AS (
+    UPDATE {schema}.jobs SET keys_read_at = clock_timestamp() WHERE id = %(job_id)s
 )
 SELECT (SELECT count(*) FROM upserted), (SELECT count(*) FROM gone);
 
@@ -157,9 +203,9 @@ SELECT u.key, u.i, (%(starts)b::timestamptz[])[u.i], 'missing'
     WHERE h.had IS NULL
 
 -- name: record_verified
--- What scans verified of each key (its ranges of period starts that have a row each), after
--- lock_scan_state found no row removed since this scan's snapshot (the job's generation) and
--- the schedules it scanned (its signature).
+-- What scans verified of each key (its ranges of period starts that have a row each; a null
+-- upper bound: up to the job's keys_horizon), after lock_scan_state found no row removed since
+-- this scan's snapshot (the job's generation) and the schedules it scanned (its signature).
 UPDATE {schema}.job_keys k SET verified = v.ranges
 FROM (
     SELECT key, range_agg(tstzrange(lo, hi)) AS ranges
@@ -169,10 +215,17 @@ FROM (
 ) v
 WHERE k.job_id = %(job_id)s AND k.key = v.key;
 
+-- name: lock_key_horizon
+SELECT keys_horizon FROM {schema}.scan_state WHERE job_id = %(job_id)s FOR UPDATE;
+
+-- name: move_key_horizon
+UPDATE {schema}.scan_state SET keys_horizon = %(horizon)s WHERE job_id = %(job_id)s;
+
 -- name: forget_verified
 -- The job's schedules changed: what scans verified under the old ones says nothing now.
 WITH forgotten AS (
     UPDATE {schema}.job_keys SET verified = NULL
     WHERE job_id = %(job_id)s AND verified IS NOT NULL
 )
-UPDATE {schema}.scan_state SET signature = %(signature)s WHERE job_id = %(job_id)s;
+UPDATE {schema}.scan_state SET signature = %(signature)s, keys_horizon = NULL
+WHERE job_id = %(job_id)s;

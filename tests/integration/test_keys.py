@@ -500,8 +500,9 @@ def test_what_a_scan_verified_of_each_key_is_kept_and_forgotten_when_a_row_goes(
     )
     first = run(project, "scan")["jobs"][0]
     assert (first["missing"], first["succeeded"]) == (8, 4)
-    spans = (
-        "SELECT key, lower(r), upper(r) FROM {schema}.job_keys, unnest(verified) r ORDER BY 1, 2"
+    spans = (  # an unbounded range reaches the job's horizon
+        "SELECT k.key, lower(r), coalesce(upper(r), s.keys_horizon) FROM {schema}.job_keys k"
+        " JOIN {schema}.scan_state s USING (job_id) CROSS JOIN unnest(k.verified) r ORDER BY 1, 2"
     )
     assert sql(spans) == [("a", start, third), ("b", start, third)]  # up to each key's hole
     assert run(project, "replay", "--since", day(start))["code"] == 0
@@ -893,27 +894,33 @@ def test_what_a_group_of_blocked_keys_waits_for_names_the_keys_it_holds_for(
 def test_recording_keys_locks_their_rows_in_key_order(
     ledger: Ledger, database: Database, schema: str
 ) -> None:
-    """A read of the keys returned in any order locks the job's key rows in key order before
-    it updates them, as a scan recording what it verified does: two ticks doing one each
-    never deadlock. Here a transaction holds the first key's row; the read waits for it
-    holding no other key's row (another connection can lock each at once)."""
+    """A read of the keys returned in any order locks the key rows it changes in key order
+    before it updates them, as a scan recording what it verified does: two ticks doing one
+    each never deadlock. Here a transaction holds the first key's row; the read (every key
+    expected from a day later) waits for it holding no other key's row (another connection
+    can lock each at once)."""
     import threading
 
     from fix_processes import wait_for
 
     job_id = ledger.register_jobs(["invoice"])["invoice"].id
     names = ["acme", "globex", "initech"]
-    ledger.record_keys(job_id, [(k, None) for k in names], start=DAY.first)
+    for n in range(1, 4):  # written in reverse key order: initech, globex, acme
+        ledger.record_keys(job_id, [(k, None) for k in names[-n:]], start=DAY.first)
     rows = psycopg.sql.Identifier(schema, "job_keys")
     lock = psycopg.sql.SQL("SELECT key FROM {} WHERE job_id = %s AND key = %s FOR UPDATE")
     with psycopg.connect(database.conninfo) as holder, psycopg.connect(database.conninfo) as other:
         holder.execute(lock.format(rows), [job_id, "acme"])  # the first in key order
         reader = Ledger(psycopg.connect(database.conninfo, autocommit=True), schema)
+        # no index to read them by: the rows come in the order they were written, reversed
+        reader.conn.execute("SET enable_indexscan = off")
+        reader.conn.execute("SET enable_bitmapscan = off")
         pid = reader.conn.info.backend_pid
         done = threading.Event()
 
         def read() -> None:
-            reader.record_keys(job_id, [(k, None) for k in reversed(names)], start=DAY.first)
+            later = DAY.first + timedelta(days=1)
+            reader.record_keys(job_id, [(k, later) for k in reversed(names)], start=DAY.first)
             done.set()
 
         thread = threading.Thread(target=read, daemon=True)

@@ -36,7 +36,6 @@ LONG: dict[str, int] = {
     "catchup/replay/runs.py:tick": 73,
     "catchup/scan/blocked.py:blocked_states": 67,
     "catchup/scan/keyblocked.py:carved_keys": 61,
-    "catchup/scan/keyed.py:scan_keyed": 70,
     "catchup/scheduler/leading.py:schedule": 99,
 }
 # Functions allowed over ruff's C901, PLR0913, PLR0915 (a `noqa` each), when the rules came in.

@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from catchup.scan.targets import KeyRange, KeyRow
-from catchup.scan.verified import merged, unverified, verified_now
+from catchup.scan.verified import Read, merged, unverified, verified_now
 
 DAY0 = datetime(2026, 3, 1, tzinfo=UTC)
 STARTS = [DAY0 + timedelta(days=n) for n in range(10)]
@@ -43,12 +43,63 @@ def test_what_was_checked_and_held_no_hole_is_verified_and_the_holes_stay_out() 
         KeyRange("acme", "missing", day(5), day(6), 2),
         KeyRange("acme", "failed", day(8), day(8), 1),
     ]
-    assert verified_now([acme], True, checked, found, STARTS, END) == [
-        ("acme", ((day(0), day(5)), (day(7), END)))
-    ]
+    assert verified_now([acme], Read(True, None), checked, found, STARTS, ENDS, END) == (
+        [("acme", (((day(0), day(5)), (day(7), END)), True))],
+        END,  # the horizon: every key's newest period has a row
+    )
     # nothing new: nothing to write
-    again = KeyRow("acme", DAY0, verified=((day(0), day(5)), (day(7), END)))
-    assert verified_now([again], True, [("acme", 5, 7)], found, STARTS, END) == []
+    again = KeyRow("acme", DAY0, verified=((day(0), day(5)), (day(7), END)), follows=True)
+    assert verified_now([again], Read(True, END), [("acme", 5, 7)], found, STARTS, ENDS, END) == (
+        [],
+        END,
+    )
+
+
+def following(key: str, upto: datetime) -> KeyRow:
+    """A key whose every period up to ``upto`` (the horizon) has a row."""
+    return KeyRow(key, DAY0, verified=((DAY0, upto),), follows=True)
+
+
+def test_keys_whose_new_periods_all_have_a_row_are_not_written_the_horizon_moves() -> None:
+    keys = [following(k, day(8)) for k in ("acme", "globex", "initech")]
+    checked = [(k.key, 8, 10) for k in keys]
+    # globex has no row on day 8: only globex is written, the horizon moves to the end
+    found = [KeyRange("globex", "missing", day(8), day(8), 1)]
+    written, horizon = verified_now(keys, Read(True, day(8)), checked, found, STARTS, ENDS, END)
+    assert horizon == END
+    assert written == [("globex", (((DAY0, day(8)), (day(9), END)), True))]
+    # nothing missing: nothing written, and the horizon moves
+    assert verified_now(keys, Read(True, day(8)), checked, [], STARTS, ENDS, END) == ([], END)
+
+
+def test_a_tick_about_to_run_the_newest_period_writes_no_key_and_keeps_the_horizon() -> None:
+    keys = [following(f"t{n}", day(9)) for n in range(20)]
+    checked = [(k.key, 9, 10) for k in keys]
+    found = [KeyRange(k.key, "missing", day(9), day(9), 1) for k in keys[:15]]
+    # 15 of 20 keys lack the newest period: the horizon stays at its start, nobody is written
+    assert verified_now(keys, Read(True, day(9)), checked, found, STARTS, ENDS, END) == ([], day(9))
+    # one of 20 lacks it: the horizon moves past it, and that key alone is written
+    written, horizon = verified_now(keys, Read(True, day(9)), checked, found[:1], STARTS, ENDS, END)
+    assert (horizon, written) == (END, [("t0", (((DAY0, day(9)),), False))])
+
+
+def test_a_window_starting_after_the_horizon_does_not_move_it() -> None:
+    late = [(d, e) for d, e in zip(STARTS, ENDS, strict=True)][5:]
+    starts, ends = [s for s, _ in late], [e for _, e in late]
+    keys = [following("acme", day(3))]
+    written, horizon = verified_now(
+        keys, Read(True, day(3)), [("acme", 0, 5)], [], starts, ends, END
+    )
+    assert (written, horizon) == ([], day(3))  # days 3 and 4 were not looked at
+
+
+def test_a_gone_key_keeps_following_once_its_last_period_has_a_row() -> None:
+    gone = KeyRow("gone", DAY0, gone_at=day(6), verified=((DAY0, day(4)),), follows=True)
+    written, horizon = verified_now(
+        [gone], Read(True, day(4)), [("gone", 4, 6)], [], STARTS, ENDS, END
+    )
+    assert horizon == END
+    assert written == []  # its ranges reach its last expected period: they still follow
 
 
 def test_ranges_that_meet_are_one() -> None:

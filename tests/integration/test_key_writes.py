@@ -1,0 +1,122 @@
+"""A keyed job's later reads and scans write what changed, nothing per key that did not
+(issue 54): the job's row says when its keys were read, and the job's horizon says how far
+the keys that follow it were verified; a key row is written when the key appears, comes back,
+goes, or has a new hole."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta
+from typing import Any
+
+from fix_project import Project, job_toml
+
+KEYS = 40
+
+
+def keys_query(first: int, last: int) -> str:
+    return f"SELECT 't' || lpad(i::text, 3, '0') FROM generate_series({first}, {last}) AS i"
+
+
+def today(sql: Any) -> datetime:
+    """The database clock's UTC midnight: dates are built from it, never from today."""
+    ((now,),) = sql("SELECT date_trunc('day', clock_timestamp(), 'UTC')")
+    return now  # type: ignore[no-any-return]
+
+
+def invoice(project: Project, start: datetime, keys: str) -> None:
+    """A daily job of a no-op call per key, from ``start``."""
+    toml = job_toml("invoice", "daily", start.strftime("%Y-%m-%d"), keys=keys)
+    project.write(toml + 'call = "operator:truth"\n')
+
+
+def row_versions(sql: Any) -> dict[str, tuple[str, str, str]]:
+    """Each key row's place and the transactions that wrote and locked it: any update or row
+    lock of a key changes them."""
+    rows = sql("SELECT key, ctid::text, xmin::text, xmax::text FROM {schema}.job_keys")
+    return {key: (ctid, xmin, xmax) for key, ctid, xmin, xmax in rows}
+
+
+def cli(project: Project, *args: str) -> dict[str, Any]:
+    result = project.cli("-q", *args, "--json")
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)  # type: ignore[no-any-return]
+
+
+def test_a_later_scan_or_tick_of_keys_that_did_not_change_writes_no_key_row(
+    project: Project, sql: Any
+) -> None:
+    """Every key ran every day and was scanned once: a later scan, a tick with nothing due,
+    a scan of a day every key ran, and `keys` then write no key row, not even a lock, yet
+    each read is recorded (the job's keys_read_at), and a key still held was last seen at the
+    last read."""
+    start = today(sql) - timedelta(days=4)
+    invoice(project, start, keys_query(1, KEYS))
+    assert cli(project, "replay", "--since", start.strftime("%Y-%m-%d"))["totals"]["failed"] == 0
+    first = cli(project, "scan")["jobs"][0]
+    assert (first["expected"], first["missing"]) == (KEYS * 4, 0)
+    before = row_versions(sql)
+    ((read_before,),) = sql("SELECT keys_read_at FROM {schema}.jobs WHERE name = 'invoice'")
+    later = cli(project, "scan")["jobs"][0]
+    assert (later["succeeded"], later["missing"]) == (KEYS * 4, 0)
+    assert cli(project, "tick")["totals"]["succeeded"] == 0  # nothing due
+    assert row_versions(sql) == before  # no key row updated, none locked
+    # a day later, once every key ran its new day: the horizon a day behind, a scan looks at
+    # that day for every key, finds a row each, and moves the horizon, writing no key row
+    ((horizon,),) = sql("SELECT keys_horizon FROM {schema}.scan_state")
+    sql("UPDATE {schema}.scan_state SET keys_horizon = %s", [horizon - timedelta(days=1)])
+    assert cli(project, "scan")["jobs"][0]["missing"] == 0
+    assert sql("SELECT keys_horizon FROM {schema}.scan_state") == [(horizon,)]
+    assert row_versions(sql) == before
+    ((read_after,),) = sql("SELECT keys_read_at FROM {schema}.jobs WHERE name = 'invoice'")
+    assert read_after > read_before  # the reads were recorded, on the job's row
+    shown = cli(project, "keys", "invoice")["keys"]
+    assert {k["last_seen"] for k in shown} == {read_after.strftime("%Y-%m-%dT%H:%M:%SZ")}
+    assert row_versions(sql) == before
+
+
+def test_only_the_keys_that_appear_or_go_are_written(project: Project, sql: Any) -> None:
+    """t001 is gone and t041 new: a scan writes those two key rows and no other."""
+    start = today(sql) - timedelta(days=3)
+    invoice(project, start, keys_query(1, KEYS))
+    cli(project, "replay", "--since", start.strftime("%Y-%m-%d"))
+    cli(project, "scan")
+    before = row_versions(sql)
+    invoice(project, start, keys_query(2, KEYS + 1))
+    found = cli(project, "scan")["jobs"][0]
+    assert found["missing"] == 0  # t041 is expected from now: none of its periods is due
+    after = row_versions(sql)
+    changed = {k for k in after if after[k] != before.get(k)}
+    assert changed == {"t001", "t041"}
+    ((gone,),) = sql("SELECT gone_at IS NOT NULL FROM {schema}.job_keys WHERE key = 't001'")
+    assert gone
+
+
+def test_a_key_back_after_being_gone_is_looked_at_for_the_days_it_was_away(
+    project: Project, sql: Any
+) -> None:
+    """t002 ran the first two days only, and went then; the others ran every day and the
+    horizon moved past its absence, t002's ranges following it. Back, its days away are gaps
+    again: what was verified of it is cut at when it went."""
+    start = today(sql) - timedelta(days=5)
+    two = start + timedelta(days=2)
+    invoice(project, start, keys_query(1, 3))
+    since = start.strftime("%Y-%m-%d")
+    cli(project, "replay", "--since", since, "--key", "t001", "--key", "t003")
+    cli(project, "replay", "--since", since, "--until", two.strftime("%Y-%m-%d"), "--key", "t002")
+    invoice(project, start, "SELECT unnest(ARRAY['t001', 't003'])")
+    project.cli("-q", "scan")  # t002 is gone (from now: its days after the second are gaps)
+    sql("UPDATE {schema}.job_keys SET gone_at = %s WHERE key = 't002'", [two])  # gone then
+    assert cli(project, "scan")["jobs"][0]["missing"] == 0
+    ((follows,),) = sql("SELECT upper_inf(verified) FROM {schema}.job_keys WHERE key = 't002'")
+    assert follows  # its last range reached its last day: it follows the horizon
+    invoice(project, start, keys_query(1, 3))
+    back = project.cli("-q", "scan", "--json")
+    assert back.exit_code == 1, back.output
+    gaps = [
+        (g["status"], g["first"], g["last"], g.get("keys"))
+        for g in json.loads(back.stdout)["jobs"][0]["gaps"]
+    ]
+    iso = "%Y-%m-%dT%H:%M:%SZ"
+    yesterday = (today(sql) - timedelta(days=1)).strftime(iso)
+    assert gaps == [("missing", two.strftime(iso), yesterday, ["t002"])]
