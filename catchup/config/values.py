@@ -218,6 +218,8 @@ def key_problem(key: object) -> str | None:
     zero-width, filler or direction-changing one (a key that looks like another)."""
     if not isinstance(key, str):
         return f"expected text, got {type_name(key)}"
+    if key.isascii() and key.isprintable() and 0 < len(key) <= KEY_LENGTH:
+        return None  # the usual key, at a million keys a read: none of the checks below fails
     if not key:
         return "is empty"
     if len(key) > KEY_LENGTH:

@@ -14,6 +14,7 @@ _EXPORTS = {
     "ClaimRequest": ".claims",
     "EvidenceQuery": ".evidence",
     "FinishFields": ".claims",
+    "KeysRead": ".keys",
     "Ledger": ".whole",
     "LedgerBase": ".base",
     "Many": ".batches",
@@ -24,6 +25,7 @@ __all__ = [
     "ClaimRequest",
     "EvidenceQuery",
     "FinishFields",
+    "KeysRead",
     "Ledger",
     "LedgerBase",
     "Many",
@@ -35,7 +37,7 @@ if TYPE_CHECKING:
     from .batches import Many
     from .claims import ClaimRequest, FinishFields
     from .evidence import EvidenceQuery
-    from .keys import read_keys
+    from .keys import KeysRead, read_keys
     from .whole import Ledger
 
 

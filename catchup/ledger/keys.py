@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Iterable, Iterator, Sequence
 from datetime import datetime
 from typing import Any, cast
 
@@ -24,7 +24,7 @@ MAX_KEYS = 10_000_000
 # merge does (benchmarks/keys.py: 4.5 us against 0.15 us): below that share of unverified
 # periods, a scan probes for holes instead of reading every row
 HOLE_PROBE_COST = 30
-HISTORY_BATCH = 20_000  # key rows read at a time
+HISTORY_BATCH = 2_000  # key rows read at a time: each with what scans verified of it
 SINCE_KINDS = {
     None: "keys_since_none",
     "date": "keys_since_date",
@@ -33,9 +33,32 @@ SINCE_KINDS = {
 }
 
 
+class KeysRead:
+    """What a job's keys source gave: its keys and, from a dated keys query, from when each is
+    expected. Iterated as (key, since) pairs; held as two lists, no tuple a key (a million
+    keys read every tick)."""
+
+    __slots__ = ("froms", "keys")
+
+    def __init__(self, keys: list[str], froms: list[datetime | None] | None = None) -> None:
+        self.keys = keys
+        self.froms = froms
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    def __iter__(self) -> Iterator[tuple[str, datetime | None]]:
+        if self.froms is None:
+            return ((key, None) for key in self.keys)
+        return zip(self.keys, self.froms, strict=True)
+
+    def __repr__(self) -> str:
+        return f"KeysRead({len(self.keys):,} keys)"
+
+
 def read_keys(
     conn: psycopg.Connection[Any], text: str, zone: str, schema: str
-) -> tuple[list[tuple[str, datetime | None]], bool]:
+) -> tuple[KeysRead, bool]:
     """The keys query's rows (key, from when expected), in a read-only transaction with a
     statement timeout; and whether it has the second, dated column. A ConfigError says what is
     wrong with its columns or its size."""
@@ -63,10 +86,17 @@ def read_keys(
             since=sqlfiles.query(SINCE_KINDS[kind], schema),
         )
         bound(conn, schema, timeout)  # the probe cannot have lifted it
-        rows = conn.execute(query, {"zone": zone, "limit": MAX_KEYS + 1}).fetchall()
-    if len(rows) > MAX_KEYS:
+        read = KeysRead([], [] if kind else None)
+        with conn.cursor(name="catchup_keys_read") as cur:  # read in batches, not held whole
+            cur.itersize = HISTORY_BATCH
+            cur.execute(query, {"zone": zone, "limit": MAX_KEYS + 1})
+            while batch := cur.fetchmany(cur.itersize):
+                read.keys.extend(key for key, _ in batch)
+                if read.froms is not None:
+                    read.froms.extend(since for _, since in batch)
+    if len(read) > MAX_KEYS:
         raise ConfigError(f"returns more than {MAX_KEYS:,} keys")
-    return [(key, since) for key, since in rows], kind is not None
+    return read, kind is not None
 
 
 def _spans(
@@ -76,6 +106,12 @@ def _spans(
     if lowers is None or uppers is None:
         return None
     return tuple(zip(lowers, uppers, strict=True))
+
+
+def lines(values: Iterable[str]) -> str:
+    """Keys (or numbers) as one text, one a line, for ``string_to_array(%(keys)s, E'\\n')``:
+    a key holds no control character (config.values.key_problem)."""
+    return "\n".join(values)
 
 
 class Shared(dict[Hashable, Any]):
@@ -127,17 +163,21 @@ class Keys(LedgerBase):
     def record_keys(
         self,
         job_id: int,
-        seen: Sequence[tuple[str, datetime | None]],
+        seen: Iterable[tuple[str, datetime | None]],
         *,
         start: datetime,
     ) -> None:
         """Record one read of the job's keys, under the job's row lock: only the key rows it
         changes are written, locked in key order first (as :meth:`record_verified` locks those
         it updates); the job's row says when its keys were read."""
+        if not isinstance(seen, KeysRead):
+            pairs = list(seen)
+            seen = KeysRead([k for k, _ in pairs], [f for _, f in pairs])
+        froms = seen.froms
         params = {
             "job_id": job_id,
-            "keys": [k for k, _ in seen],
-            "froms": [f for _, f in seen],
+            "keys": lines(seen.keys),
+            "froms": froms if froms and any(f is not None for f in froms) else None,
             "start": start,
         }
         with self.conn.transaction():
@@ -242,14 +282,15 @@ class Keys(LedgerBase):
         ``periods``)."""
         if not keys or not periods:
             return []
+        times: dict[datetime | None, int] = {None: 0}  # NULL: index 0, out of the array
         params = {
             "job_id": job_id,
-            "keys": [k.key for k in keys],
-            "froms": [k.expected_from for k in keys],
-            "gones": [k.gone_at for k in keys],
-            "ukeys": [key for key, _, _ in stretches],
-            "i0s": [i0 + 1 for _, i0, _ in stretches],  # WITH ORDINALITY counts from 1
-            "i1s": [i1 + 1 for _, _, i1 in stretches],
+            "keys": lines(k.key for k in keys),
+            "froms": lines(str(times.setdefault(k.expected_from, len(times))) for k in keys),
+            "gones": lines(str(times.setdefault(k.gone_at, len(times))) for k in keys),
+            "ukeys": lines(key for key, _, _ in stretches),
+            "i0s": lines(str(i0 + 1) for _, i0, _ in stretches),  # ORDINALITY counts from 1
+            "i1s": lines(str(i1 + 1) for _, _, i1 in stretches),
             "first": periods[0][0],
             "until": periods[-1][1],
             "starts": [s for s, _ in periods],
@@ -257,6 +298,7 @@ class Keys(LedgerBase):
             "now": now,
             "max_attempts": max_attempts,
         }
+        params["times"] = list(times)[1:]  # the times the indexes name, from 1
         # a probe per unverified period costs about as much as reading 30 of the job's rows
         unverified = sum(i1 - i0 for _, i0, i1 in stretches)
         few = unverified * HOLE_PROBE_COST < len(keys) * len(periods)

@@ -17,7 +17,7 @@ from ..claims import suspects
 from ..config.job import Job
 from ..config.values import key_problem
 from ..errors import EXIT_DATABASE, EXIT_USAGE, CatchupError, ConfigError, DatabaseError, first_line
-from ..ledger import Ledger, read_keys
+from ..ledger import KeysRead, Ledger, read_keys
 from ..maintenance.findings import Finding
 from ..postgres import database as db
 from ..results import COUNTED_STATES, JobScan, Planned, Range
@@ -42,12 +42,12 @@ class KeysFailed(CatchupError):
         self.exit_code = EXIT_DATABASE if database else EXIT_USAGE
 
 
-def source_keys(ledger: Ledger, job: Job) -> tuple[list[tuple[str, datetime | None]], bool]:
+def source_keys(ledger: Ledger, job: Job) -> tuple[KeysRead, bool]:
     """The job's keys as its config gives them now: its list, or its query's rows (on the
     ledger's database or ``keys_dsn``), each checked; and whether they come with a date. A
     :class:`KeysFailed` when the query fails or what it returns is refused."""
     if isinstance(job.keys, tuple):
-        return [(k, None) for k in job.keys], False
+        return KeysRead(list(job.keys)), False
     assert isinstance(job.keys, str)
     where = f"jobs.{job.name}.keys"
     try:
@@ -67,7 +67,7 @@ def source_keys(ledger: Ledger, job: Job) -> tuple[list[tuple[str, datetime | No
     except DatabaseError as exc:  # keys_dsn unreachable, too old
         raise KeysFailed(f"{where}: {exc}", database=True) from None
     seen: set[str] = set()
-    for n, (key, _) in enumerate(rows, start=1):
+    for n, key in enumerate(rows.keys, start=1):
         if (problem := key_problem(key)) is not None:
             raise KeysFailed(f"{where}: row {n}: the key {problem}", database=False)
         if key in seen:
@@ -76,7 +76,7 @@ def source_keys(ledger: Ledger, job: Job) -> tuple[list[tuple[str, datetime | No
     return rows, dated
 
 
-Source = list[tuple[str, datetime | None]]  # what a job's keys source gave: key, expected from
+Source = KeysRead  # what a job's keys source gave: keys, and from when each is expected
 
 
 def read_sources(ledger: Ledger, jobs: list[Job]) -> dict[str, Source]:
@@ -137,6 +137,7 @@ def current_keys(
     seen = source if source is not None else source_keys(ledger, job)[0]
     if write and job_id > 0:
         ledger.record_keys(job_id, seen, start=job.anchor)
+        del seen, source  # recorded: a million keys read are not held beside their history
         return ledger.key_history(job_id)
     known = {row.key: row for row in ledger.key_history(job_id)} if job_id > 0 else {}
     merged = {key: replace(row, gone_at=row.gone_at or now) for key, row in known.items()}
@@ -350,9 +351,10 @@ def with_keys(
             known = sum(1 for k in keys if k.gone_at is None)
             told = KeysFailure(t.job.name, str(why), why.database, known)
             t = replace(t, keys=tuple(keys), keys_failed=told)
-        elif t.job.keyed:
-            source = (sources or {}).get(t.job.name)
-            keys = selected(t.job, current_keys(ledger, t.job, t.job_id, now, write, source))
+        elif t.job.keyed:  # the keys read handed over, not held here while recorded
+            given = (sources or {}).pop
+            keys = current_keys(ledger, t.job, t.job_id, now, write, given(t.job.name, None))
+            keys = selected(t.job, keys)
             t = replace(t, keys=tuple(keys))
         out.append(t)
     return out

@@ -1,7 +1,8 @@
 -- A keyed job's keys: the user's keys query (read-only, bounded in time, as evidence is), the
 -- key history the ledger keeps (job_keys, sql/migrations/0014), and the scan of (key, period).
 -- {schema} is replaced by the quoted schema identifier through psycopg.sql; values are always
--- %(name)s parameters. Statements of catchup/ledger/keys.py (names unique across files).
+-- %(name)s parameters. Many keys go as one text, a key a line (string_to_array: a key holds no
+-- control character), a fraction of the memory an array of a million texts takes to send. Statements of catchup/ledger/keys.py (names unique across files).
 
 -- name: keys_probe
 -- The keys query's columns, without running it.
@@ -67,7 +68,8 @@ FOR UPDATE;
 -- locks those it updates in the same order. Keys that did not change are neither locked nor
 -- written.
 WITH seen AS (
-    SELECT * FROM unnest(%(keys)b::text[], %(froms)b::timestamptz[]) AS s (key, since)
+    SELECT * FROM unnest(string_to_array(%(keys)s::text, E'\n'),
+                         coalesce(%(froms)b::timestamptz[], ARRAY[]::timestamptz[])) AS s (key, since)
 )
 SELECT k.key FROM {schema}.job_keys k
 LEFT JOIN seen s ON s.key = k.key
@@ -88,7 +90,8 @@ FOR UPDATE OF k;
 WITH first_read AS (
     SELECT NOT EXISTS (SELECT 1 FROM {schema}.job_keys WHERE job_id = %(job_id)s) AS yes
 ), seen AS (
-    SELECT * FROM unnest(%(keys)b::text[], %(froms)b::timestamptz[]) AS s (key, since)
+    SELECT * FROM unnest(string_to_array(%(keys)s::text, E'\n'),
+                         coalesce(%(froms)b::timestamptz[], ARRAY[]::timestamptz[])) AS s (key, since)
 ), upserted AS (
     INSERT INTO {schema}.job_keys AS k (job_id, key, expected_from, first_seen, last_seen)
     SELECT %(job_id)s, s.key,
@@ -149,14 +152,21 @@ RETURNING key;
 -- earlier scans did not verify (job_keys.verified; all of them the first time). Succeeded
 -- periods are not returned.
 WITH k AS (
-    SELECT * FROM unnest(%(keys)b::text[], %(froms)b::timestamptz[], %(gones)b::timestamptz[])
-         AS k (key, expected_from, gone_at)
+    -- when each key is expected from and gone: an index, a number a line, into the few times
+    -- all keys share
+    SELECT k.key, (%(times)b::timestamptz[])[k.f] AS expected_from,
+           (%(times)b::timestamptz[])[k.g] AS gone_at
+    FROM unnest(string_to_array(%(keys)s::text, E'\n'),
+                string_to_array(%(froms)s::text, E'\n')::int[],
+                string_to_array(%(gones)s::text, E'\n')::int[]) AS k (key, f, g)
 ), p AS (
     SELECT * FROM unnest(%(starts)b::timestamptz[], %(ends)b::timestamptz[]) WITH ORDINALITY
          AS p (s, e, i)
 ), u AS (
     SELECT u.key, g.i
-    FROM unnest(%(ukeys)b::text[], %(i0s)b::bigint[], %(i1s)b::bigint[]) AS u (key, i0, i1)
+    FROM unnest(string_to_array(%(ukeys)s::text, E'\n'),
+                string_to_array(%(i0s)s::text, E'\n')::bigint[],
+                string_to_array(%(i1s)s::text, E'\n')::bigint[]) AS u (key, i0, i1)
     CROSS JOIN LATERAL generate_series(u.i0, u.i1 - 1) AS g (i)
 ), j AS (
     SELECT k.key, p.i, p.s,

@@ -270,7 +270,8 @@ def test_the_connection_is_as_it_was_after_a_keys_or_evidence_query(
     with db.connect(db.Target(zoned, "test")) as conn:
         before = session_state(conn)
         assert before[0] == "UTC"
-        assert read_keys(conn, keys, "UTC", schema) == ([("a", None)], False)
+        read, dated = read_keys(conn, keys, "UTC", schema)
+        assert (list(read), dated) == ([("a", None)], False)
         assert session_state(conn) == before
         query = EvidenceQuery(conn, evidence, "UTC", schema)
         with query.read_only():
