@@ -84,19 +84,20 @@ def run_batch(  # noqa: PLR0913
     stop: threading.Event,
     halted: Callable[[], bool],
     calls: CallThread,
-    report: Callable[[Planned, Outcome], None],
+    report: Callable[[list[tuple[Planned, Outcome]]], None],
     on_start: Callable[[Planned], None] | None = None,
 ) -> list[Planned]:
     """Claim ``items`` (periods of one job, distinct keys) in one round trip, run those claimed
-    in order and ``report`` each outcome once recorded. Returns the items whose claim was
-    refused only because another period of their key runs (overlap forbidden): the caller runs
-    those one by one, waiting."""
+    in order and ``report`` their outcomes once recorded (a list: those one statement recorded).
+    Returns the items whose claim was refused only because another period of their key runs
+    (overlap forbidden): the caller runs those one by one, waiting."""
     job = items[0].job
     job_id = session.registered_id(job.name)
     if (why := session.cannot_start(job)) is not None:
-        for item in items:  # nothing claimed, no attempt counted
-            detail = f"{why}; not claimed, no attempt counted"
-            report(item, outcome_of(item, OutcomeStatus.unstartable, detail=detail))
+        detail = f"{why}; not claimed, no attempt counted"
+        report(
+            [(item, outcome_of(item, OutcomeStatus.unstartable, detail=detail)) for item in items]
+        )
         return []
     many = Many(
         job_id,
@@ -115,8 +116,7 @@ def run_batch(  # noqa: PLR0913
     try:
         claims = claim_many_surely(session, many)
     except Unconfirmed as exc:  # durable_claims: claimed on the primary only, none started
-        for item in items:
-            report(item, outcome_of(item, OutcomeStatus.error, detail=str(exc)))
+        report([(item, outcome_of(item, OutcomeStatus.error, detail=str(exc))) for item in items])
         return []
     batch = _Batch(session, job_id, items, claims, granted, report, halted, on_start)
     try:
@@ -134,7 +134,7 @@ def run_batch(  # noqa: PLR0913
         if waits:
             blocked.append(item)
         else:
-            report(item, outcome_of(item, OutcomeStatus.skipped, detail=detail))
+            report([(item, outcome_of(item, OutcomeStatus.skipped, detail=detail))])
     return blocked
 
 
@@ -149,7 +149,7 @@ class _Batch:
         items: list[Planned],
         claims: dict[int, Claim],
         granted: float,
-        report: Callable[[Planned, Outcome], None],
+        report: Callable[[list[tuple[Planned, Outcome]]], None],
         halted: Callable[[], bool],
         on_start: Callable[[Planned], None] | None,
     ) -> None:
@@ -232,7 +232,7 @@ class _Batch:
     def give_back(self) -> None:
         """Something failed above the batch: what ran is recorded (told to no one), what was
         claimed and not started is given back at once; best effort, the leases cover the rest."""
-        self.report = lambda item, outcome: None
+        self.report = lambda told: None
         try:
             if self.sequence is not None:
                 for n, what in self.sequence.halt():
@@ -248,7 +248,7 @@ class _Batch:
         item = self.items[n]
         if isinstance(ended, Execution) and ended.ended == Ended.lost:
             lose(self.session, self.job_id, item, self.claims[n].attempt, ended)
-            self.report(item, told(item, self.claims[n].attempt, ended, None))
+            self.report([(item, told(item, self.claims[n].attempt, ended, None))])
             return
         if not self.ran:
             self.first_ran = time.monotonic()
@@ -263,19 +263,23 @@ class _Batch:
         if not self.ran:
             return
         ran, self.ran = self.ran, []
+        held = self.held([n for n, _ in ran])
         done: list[tuple[str, datetime, int, FinishFields]] = [
-            (*self.held([n])[0], fields(self.job, ended)) for n, ended in ran
+            (*h, fields(self.job, ended)) for h, (_, ended) in zip(held, ran, strict=True)
         ]
         finished = finish_many_surely(
             self.session, self.job_id, done, self.job.retry_backoff, BACKOFF_CAP
         )
         if unrecorded := [place for place in range(len(ran)) if place not in finished]:
             finished.update(self.recorded_again(ran, done, unrecorded))
+        outcomes = []
         for place, (n, ended) in enumerate(ran):
             item = self.items[n]
             label = self.label(item)
-            outcome = told(item, self.claims[n].attempt, ended, finished.get(place), label)
-            self.report(item, outcome)
+            outcomes.append(
+                (item, told(item, self.claims[n].attempt, ended, finished.get(place), label))
+            )
+        self.report(outcomes)
 
     def recorded_again(
         self,

@@ -35,14 +35,17 @@ def retry_wait(failures: int, interval: float, left: float) -> float:
     return max(0.0, min(0.05 * 2.0**failures, interval, left / 2))
 
 
-class LeaseKeeper(threading.Thread):
+class LeaseKeeper:
     """Renews the lease on its own connection; trips when the lease is lost or runs out.
 
     ``renew(within)`` gets the seconds the lease has left, to bound a reconnect by them; a
     renewal that brings a cancel request (``catchup cancel``) sets ``cancel``, which the job's
     poll loop reads, and the renewals go on while the job stops. A failed
     renewal is retried at once (a cut connection is the usual cause, and a new one is a round
-    trip away), then with a short backoff, never waiting past the lease it protects."""
+    trip away), then with a short backoff, never waiting past the lease it protects.
+
+    Its thread is made when it starts (:meth:`watch`): a batch's thousands of short periods
+    each have a keeper, and most never need a renewal."""
 
     def __init__(
         self,
@@ -52,7 +55,6 @@ class LeaseKeeper(threading.Thread):
     ) -> None:
         """``granted``: the time.monotonic() before the lease was last given or renewed (a
         period claimed with others, before it starts); by default now, just after its claim."""
-        super().__init__(name="catchup-heartbeat", daemon=True)
         self.renew = renew
         self.lease = lease.total_seconds()
         self.armed = time.monotonic()
@@ -62,6 +64,23 @@ class LeaseKeeper(threading.Thread):
         self.cancel: str | None = None  # who asked this attempt to stop, and why
         self.failures = 0  # renewals that failed in a row
         self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    @property
+    def ident(self) -> int | None:
+        """The renewing thread's, once started."""
+        return None if self._thread is None else self._thread.ident
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self.run, name="catchup-heartbeat", daemon=True)
+        self._thread.start()
+
+    def join(self, timeout: float | None = None) -> None:
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def is_alive(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
 
     def run(self) -> None:
         interval = max(self.lease / 3, 0.2)
@@ -91,7 +110,7 @@ class LeaseKeeper(threading.Thread):
         job has run for RENEW_AFTER (its first renewal is a third of the lease away, at least
         0.2 s). A job done sooner never needed a renewal, and cost no thread: a backlog of short
         periods runs about a tenth faster (benchmarks/replay.py)."""
-        if self.ident is None and time.monotonic() >= self.armed + RENEW_AFTER:
+        if self._thread is None and time.monotonic() >= self.armed + RENEW_AFTER:
             self.start()
 
     def expired(self) -> str | None:

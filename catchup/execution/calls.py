@@ -23,7 +23,7 @@ from ..config.values import storable
 from ..errors import describe
 from ..vocabulary import Ended
 from .callthread import CallThread
-from .output import TAIL_BYTES, Tail, capturing, forget_thread
+from .output import TAIL_BYTES, Tail, forget_thread, register_thread, thread_streams
 from .preflight import load_call
 from .runner import Execution, JobContext, reopen_standard_streams, stop_reason, traceback_text
 
@@ -82,17 +82,24 @@ class CallSequence:
                 self._cond.notify_all()
 
     def _steps(self) -> None:
+        error = ""
         try:
             target = load_call(self.job.call, self.job.workdir)  # type: ignore[arg-type]
         except Exception as exc:
             error = f"cannot load {self.job.call}: {describe(exc)}"
             target = None
+        # the thread-aware streams in place once for the whole sequence, not call by call
+        with thread_streams():
+            self._each(target, error)
+
+    def _each(self, target: Callable[..., object] | None, error: str) -> None:
         for n in self.steps:
-            with self._cond:
-                while self._held and not self._given_up:
-                    self._cond.wait()
-                if self._given_up:
-                    return
+            if self._held or self._given_up:  # set under the lock; looked at without first
+                with self._cond:
+                    while self._held and not self._given_up:
+                        self._cond.wait()
+                    if self._given_up:
+                        return
             begun = self.begin(n)
             if isinstance(begun, str):
                 self._end(n, begun)
@@ -194,16 +201,15 @@ def _call(target: Callable[..., object], ctx: JobContext) -> tuple[str | None, s
     printed = Tail()
     error: str | None = "the call ended without returning"
     tail = ""
-    with capturing(printed, False) as register:
-        register()
-        try:
-            target(ctx)
-            error = None
-        except BaseException as exc:  # report everything the job raised
-            error = describe(exc)
-            tail = traceback_text(exc)
-        finally:
-            forget_thread()
+    register_thread(printed, False)  # the sequence holds the streams (thread_streams)
+    try:
+        target(ctx)
+        error = None
+    except BaseException as exc:  # report everything the job raised
+        error = describe(exc)
+        tail = traceback_text(exc)
+    finally:
+        forget_thread()
     reopen_standard_streams()
     return error, printed.text() + tail
 

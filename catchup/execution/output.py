@@ -32,6 +32,8 @@ class Tail:
                 self.dropped += excess
 
     def text(self) -> str:
+        if not self._buf and not self.dropped:
+            return ""  # most calls print nothing
         with self._lock:
             excess = max(0, len(self._buf) - self.limit)
             dropped = self.dropped + excess
@@ -88,9 +90,10 @@ _installed: list[Any] = []  # the streams replaced, while any call runs
 
 
 @contextlib.contextmanager
-def capturing(tail: Tail, stream: bool) -> Iterator[Callable[[], None]]:
-    """While a call runs, the thread-aware streams are in place (and taken away after the
-    last call ends); the function returned registers the calling thread as the call's."""
+def thread_streams() -> Iterator[None]:
+    """While calls run, the thread-aware streams are in place (and taken away after the last
+    call ends): what a registered thread prints goes to its call's tail
+    (:func:`register_thread`), every other thread's straight through."""
     with _install_lock:
         if not _installed:
             _installed.extend([sys.stdout, sys.stderr])
@@ -98,7 +101,7 @@ def capturing(tail: Tail, stream: bool) -> Iterator[Callable[[], None]]:
             sys.stderr = _ThreadOutput(sys.stderr)
         _installed.append(None)  # one more call running
     try:
-        yield lambda: _CALL_TAILS.__setitem__(threading.get_ident(), (tail, stream))
+        yield
     finally:
         with _install_lock:
             _installed.pop()
@@ -109,6 +112,20 @@ def capturing(tail: Tail, stream: bool) -> Iterator[Callable[[], None]]:
                 if isinstance(sys.stderr, _ThreadOutput):
                     sys.stderr = err
                 _installed.clear()
+
+
+def register_thread(tail: Tail, stream: bool) -> None:
+    """What the calling thread prints from now on goes to ``tail`` (and on to the stream when
+    ``stream``), while :func:`thread_streams` holds the streams in place."""
+    _CALL_TAILS[threading.get_ident()] = (tail, stream)
+
+
+@contextlib.contextmanager
+def capturing(tail: Tail, stream: bool) -> Iterator[Callable[[], None]]:
+    """:func:`thread_streams` for one call; the function returned registers the calling thread
+    as the call's."""
+    with thread_streams():
+        yield lambda: register_thread(tail, stream)
 
 
 def forget_thread() -> None:

@@ -101,13 +101,14 @@ class Dispatcher:
             return self._pending.pop(i)
         return None
 
-    def _settled(self, item: Planned) -> None:
+    def _settled(self, item: Planned, notify: bool = True) -> None:
         """``item``'s outcome is recorded: periods that wait for it may start."""
         key = (item.job.name, item.period.start)
         self._unfinished[key] -= 1
         if self._unfinished[key] <= 0:
             del self._unfinished[key]
-        self._cond.notify_all()
+        if notify:
+            self._cond.notify_all()
 
     def settle(self, item: Planned) -> None:
         """After :meth:`handoff`: ``item``'s finish is recorded now."""
@@ -115,9 +116,16 @@ class Dispatcher:
             self._settled(item)
 
     def done(self, item: Planned) -> None:
+        self.done_many([item])
+
+    def done_many(self, items: list[Planned]) -> None:
+        """:meth:`done` of each of ``items`` (a batch's, recorded together), the workers that
+        wait woken once."""
         with self._cond:
-            self._busy[lane(item.job)] -= 1
-            self._settled(item)
+            for item in items:
+                self._busy[lane(item.job)] -= 1
+                self._settled(item, notify=False)
+            self._cond.notify_all()
 
     def handoff(self, item: Planned) -> Planned | None:
         """``item`` is done; the next item the same worker may take at once, if any (then it
@@ -147,7 +155,7 @@ class Dispatcher:
                     item.job.name != first.job.name
                     or not fits(item)
                     or (item.job.overlap != "allow" and self._busy[lane(item.job)])
-                    or any(self._unfinished[x] for x in item.needs)
+                    or (item.needs and any(self._unfinished[x] for x in item.needs))
                 ):
                     i += 1
                     continue

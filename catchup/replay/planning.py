@@ -55,6 +55,8 @@ def gap_periods(job: Job, result: JobScan, states: frozenset[str]) -> Iterator[P
 def oldest_first(streams: list[Iterator[Planned]]) -> Iterator[Planned]:
     """Merge per-job streams by period start (for a job with upstream jobs, by what it waits
     for: :class:`DependencyOrder`), then job name, without materialising them."""
+    if len(streams) == 1:
+        return streams[0]  # a merge never reorders one stream: it is in its order already
     return heapq.merge(*streams, key=lambda p: (p.order or (p.period.start, 0), p.job.name))
 
 

@@ -142,12 +142,17 @@ class _Pool:
             yield own
 
     def record(self, outcome: Outcome) -> None:
+        self.record_many([outcome])
+
+    def record_many(self, outcomes: list[Outcome]) -> None:
+        """Each of ``outcomes`` kept and told, in order (a batch's, recorded together)."""
         with self.lock:
-            self.outcomes.append(outcome)
-        if self.hooks.on_done:
-            self.hooks.on_done(outcome)
-        if self.hooks.stop_on_failure and outcome.status.is_failure:
-            self.dispatcher.stop()
+            self.outcomes.extend(outcomes)
+        for outcome in outcomes:
+            if self.hooks.on_done:
+                self.hooks.on_done(outcome)
+            if self.hooks.stop_on_failure and outcome.status.is_failure:
+                self.dispatcher.stop()
 
     def batched(self, item: Planned) -> int:
         """How many periods to claim with ``item`` (1: alone)."""
@@ -184,11 +189,12 @@ class _Pool:
         alone after, waiting its turn."""
         settled: set[int] = set()
 
-        def report(item: Planned, outcome: Outcome) -> None:
-            settled.add(id(item))
-            self.sizes.note(item.job, outcome.seconds)
-            self.dispatcher.done(item)
-            self.record(outcome)
+        def report(told: list[tuple[Planned, Outcome]]) -> None:
+            for item, outcome in told:
+                settled.add(id(item))
+                self.sizes.note(item.job, outcome.seconds)
+            self.dispatcher.done_many([item for item, _ in told])
+            self.record_many([outcome for _, outcome in told])
 
         try:
             alone = run_batch(
@@ -204,9 +210,8 @@ class _Pool:
         except psycopg.Error as exc:
             if isinstance(exc, psycopg.OperationalError):
                 raise
-            for item in group:
-                if id(item) not in settled:
-                    report(item, _database_error(item, exc, self.target.conninfo))
+            conninfo = self.target.conninfo
+            report([(i, _database_error(i, exc, conninfo)) for i in group if id(i) not in settled])
             return
         for item in alone:
             self.run_one(session, item, UNCLAIMED, calls, then=False)
