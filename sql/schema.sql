@@ -39,10 +39,17 @@ BEGIN
         AND (p_key = '' OR NOT EXISTS (
             SELECT 1 FROM {schema}.job_keys k
             WHERE k.job_id = p_job_id AND k.key = p_key AND k.paused_at IS NOT NULL))
-        AND (p_allow_overlap OR NOT EXISTS (
+        AND (p_allow_overlap OR p_whole_job OR NOT EXISTS (
+            -- another period of this key runs (the index runs_running_key)
+            SELECT 1 FROM {schema}.runs o
+            WHERE o.job_id = p_job_id AND o.key = p_key
+              AND o.status = 'running'
+              AND o.lease_expires_at > clock_timestamp()
+              AND o.period_start <> p_period_start))
+        AND (p_allow_overlap OR NOT p_whole_job OR NOT EXISTS (
+            -- overlap = "forbid-job": another period of any of the job's keys runs
             SELECT 1 FROM {schema}.runs o
             WHERE o.job_id = p_job_id
-              AND (p_whole_job OR o.key = p_key)
               AND o.status = 'running'
               AND o.lease_expires_at > clock_timestamp()
               AND (o.period_start <> p_period_start OR o.key <> p_key)))
@@ -136,10 +143,17 @@ BEGIN
         AND (w.k = '' OR NOT EXISTS (
             SELECT 1 FROM {schema}.job_keys k
             WHERE k.job_id = p_job_id AND k.key = w.k AND k.paused_at IS NOT NULL))
-        AND (p_allow_overlap OR NOT EXISTS (
+        AND (p_allow_overlap OR p_whole_job OR NOT EXISTS (
+            -- another period of this key runs (the index runs_running_key)
+            SELECT 1 FROM {schema}.runs o
+            WHERE o.job_id = p_job_id AND o.key = w.k
+              AND o.status = 'running'
+              AND o.lease_expires_at > clock_timestamp()
+              AND o.period_start <> w.s))
+        AND (p_allow_overlap OR NOT p_whole_job OR NOT EXISTS (
+            -- overlap = "forbid-job": another period of any of the job's keys runs
             SELECT 1 FROM {schema}.runs o
             WHERE o.job_id = p_job_id
-              AND (p_whole_job OR o.key = w.k)
               AND o.status = 'running'
               AND o.lease_expires_at > clock_timestamp()
               AND (o.period_start <> w.s OR o.key <> w.k)))
@@ -1211,6 +1225,10 @@ CREATE INDEX runs_reruns ON {schema}.runs USING btree (job_id, period_start) INC
 -- index runs_running
 
 CREATE INDEX runs_running ON {schema}.runs USING btree (job_id, lease_expires_at) WHERE (status = 'running'::text);
+
+-- index runs_running_key
+
+CREATE INDEX runs_running_key ON {schema}.runs USING btree (job_id, key, lease_expires_at) WHERE (status = 'running'::text);
 
 -- index runs_unfinished
 

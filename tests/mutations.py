@@ -523,7 +523,7 @@ MUTATIONS = (
     Mutation(
         "batch-claim-takeover",
         "a batch takes a running period over only when its lease ran out, as one claim does",
-        "sql/migrations/0022_timeline_batches.sql",
+        "sql/migrations/0029_overlap_by_key_batches.sql",
         "               AND r.lease_expires_at <= clock_timestamp()\n",
         "",
         (
@@ -534,7 +534,7 @@ MUTATIONS = (
     Mutation(
         "batch-key-pause",
         "a batch never claims a paused key's period",
-        "sql/migrations/0022_timeline_batches.sql",
+        "sql/migrations/0029_overlap_by_key_batches.sql",
         "        AND (w.k = '' OR NOT EXISTS (\n",
         "        AND (true OR NOT EXISTS (\n",
         (
@@ -545,18 +545,24 @@ MUTATIONS = (
     Mutation(
         "batch-overlap-guard",
         "a batch claims a key's period only while no other period of the key runs",
-        "sql/migrations/0022_timeline_batches.sql",
-        "              AND (p_whole_job OR o.key = w.k)\n",
-        "",
+        "sql/migrations/0029_overlap_by_key_batches.sql",
+        "            WHERE o.job_id = p_job_id AND o.key = w.k\n",
+        "            WHERE o.job_id = p_job_id\n",
         (
             "tests/integration/test_batches.py::"
             "test_a_batch_claims_each_period_as_its_own_claim_would",
+        ),
+        also=(
+            (
+                "              AND o.period_start <> w.s))\n",
+                "              AND (o.period_start <> w.s OR o.key <> w.k)))\n",
+            ),
         ),
     ),
     Mutation(
         "batch-one-period-per-key",
         "with overlap forbidden, a batch claims one period of a key, not two at once",
-        "sql/migrations/0022_timeline_batches.sql",
+        "sql/migrations/0029_overlap_by_key_batches.sql",
         "                            CASE WHEN p_allow_overlap THEN u.s END)\n",
         "                            u.s)\n",
         (
@@ -625,7 +631,7 @@ MUTATIONS = (
     Mutation(
         "key-pause",
         "a paused key is never claimed, while its job's other keys run",
-        "sql/migrations/0021_timelines.sql",
+        "sql/migrations/0028_overlap_by_key.sql",
         "        AND (p_key = '' OR NOT EXISTS (\n",
         "        AND (true OR NOT EXISTS (\n",
         ("tests/integration/test_keys.py::test_one_key_paused_is_left_alone_and_why_says_so",),
@@ -633,7 +639,7 @@ MUTATIONS = (
     Mutation(
         "key-in-claim",
         "the same period of two keys is two runs: the key is part of the claim's identity",
-        "sql/migrations/0021_timelines.sql",
+        "sql/migrations/0028_overlap_by_key.sql",
         "        SELECT p_job_id, p_key, p_period_start, p_period_end, 'running', 1, p_owner,",
         "        SELECT p_job_id, '', p_period_start, p_period_end, 'running', 1, p_owner,",
         (
@@ -655,10 +661,16 @@ MUTATIONS = (
     Mutation(
         "key-in-overlap-guard",
         "overlap is forbidden per key: one key's running period never holds another key back",
-        "sql/migrations/0021_timelines.sql",
-        "              AND (p_whole_job OR o.key = p_key)\n",
-        "",
+        "sql/migrations/0028_overlap_by_key.sql",
+        "            WHERE o.job_id = p_job_id AND o.key = p_key\n",
+        "            WHERE o.job_id = p_job_id\n",
         ("tests/integration/test_keys.py::test_overlap_is_forbidden_per_key_unless_forbid_job",),
+        also=(
+            (
+                "              AND o.period_start <> p_period_start))\n",
+                "              AND (o.period_start <> p_period_start OR o.key <> p_key)))\n",
+            ),
+        ),
     ),
     Mutation(
         "key-history-first-read",
@@ -960,18 +972,26 @@ MUTATIONS = (
     Mutation(
         "overlap-not-exists",
         "no two periods of an overlap-forbidden job run at once",
-        "sql/migrations/0021_timelines.sql",
-        "        AND (p_allow_overlap OR NOT EXISTS (",
-        "        AND (true OR NOT EXISTS (",
+        "sql/migrations/0028_overlap_by_key.sql",
+        "        AND (p_allow_overlap OR p_whole_job OR NOT EXISTS (",
+        "        AND (true OR p_whole_job OR NOT EXISTS (",
         (
             "tests/integration/test_ledger.py::test_forbid_blocks_other_periods_while_one_runs",
             "tests/integration/test_ledger.py::test_the_job_lock_serialises_claims_of_one_job",
         ),
     ),
     Mutation(
+        "forbid-job-guard",
+        "with overlap = forbid-job, no two periods of the job run at once, whatever their keys",
+        "sql/migrations/0028_overlap_by_key.sql",
+        "        AND (p_allow_overlap OR NOT p_whole_job OR NOT EXISTS (",
+        "        AND (true OR NOT p_whole_job OR NOT EXISTS (",
+        ("tests/integration/test_keys.py::test_overlap_is_forbidden_per_key_unless_forbid_job",),
+    ),
+    Mutation(
         "job-lock",
         "claims of one forbid job are serialised (the overlap check sees the other's row)",
-        "sql/migrations/0021_timelines.sql",
+        "sql/migrations/0028_overlap_by_key.sql",
         "        PERFORM pg_advisory_xact_lock(\n"
         "            hashtext(CASE WHEN p_key = '' OR p_whole_job THEN p_lock_space\n"
         "                          ELSE p_lock_space || '/' || p_key END),\n"
@@ -1141,7 +1161,7 @@ MUTATIONS = (
     Mutation(
         "takeover-needs-expired-lease",
         "a running period with a live lease is never taken over",
-        "sql/migrations/0021_timelines.sql",
+        "sql/migrations/0028_overlap_by_key.sql",
         "               AND r.lease_expires_at <= clock_timestamp()\n",
         "",
         (
@@ -1421,7 +1441,7 @@ MUTATIONS = (
         "suspect-claimed",
         "after a failover that may have lost claims, a period the new primary does not show "
         "settled is not claimed until it is decided",
-        "sql/migrations/0021_timelines.sql",
+        "sql/migrations/0028_overlap_by_key.sql",
         "        AND NOT ({schema}.is_suspect(seen, p_period_end, NULL, NULL, NULL)\n",
         "        AND NOT (false\n",
         (
@@ -1843,8 +1863,8 @@ MUTATIONS = (
         "keys-expected-before-start",
         "keys and the keys page expect no key before the job's start",
         "catchup/scan/keyed.py",
-        "max(k.expected_from, job.anchor)",
-        "k.expected_from",
+        "k if k.expected_from >= start else replace(k, expected_from=start)",
+        "k",
         (
             "tests/integration/test_serve.py::test_the_keys_page_says_each_keys_state_and_"
             "nothing_before_the_jobs_start",
