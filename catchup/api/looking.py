@@ -95,10 +95,10 @@ class Looking(Base):
         if not spec.keyed:
             raise ConfigError(f"{spec.name} has no keys (give it keys = [...] or a SELECT)")
         session = self.session
-        source = read_sources(session.ledger, [spec])[spec.name]  # before anything is written
+        read = read_sources(session.ledger, [spec])  # before anything is written
         job_id = session.registered_id(spec.name)
         now = session.now()
-        rows = current_keys(session.ledger, spec, job_id, now, write=True, source=source)
+        rows = current_keys(session.ledger, spec, job_id, now, True, read.pop(spec.name))
         return KeysReport(spec.name, now, from_start(spec, rows), labeler=spec.label)
 
     def jobs(self) -> JobsReport:

@@ -227,7 +227,12 @@ def keys(state: State, job: str, as_json: bool) -> None:
     from ..render import json, tables
 
     result = state.app().keys(job)
-    show(result, as_json, json.keys_json, tables.keys)
+    if as_json:  # written as it is made: a job may have a million keys
+        for chunk in json.keys_json_chunks(result):
+            click.echo(chunk, nl=False)
+        click.echo()
+    else:
+        show(result, as_json, json.keys_json, tables.keys)
 
 
 @click.command(epilog=EXIT_CODES)

@@ -53,14 +53,21 @@ def outcome_json(result: Outcome) -> dict[str, Any]:
 
 def keys_json(report: KeysReport) -> str:
     """``{"job", "keys": [{"key", "expected_from", "first_seen", "last_seen", "gone_at"}]}``."""
+    return "".join(keys_json_chunks(report))
+
+
+def keys_json_chunks(report: KeysReport) -> Iterator[str]:
+    """:func:`keys_json` in pieces of a thousand keys: a million keys are written as they are
+    turned into JSON, never held as one document."""
 
     def at(value: datetime | None) -> str | None:
         return None if value is None else iso_utc(value)
 
-    return dumps(
-        {
-            "job": report.job,
-            "keys": [
+    yield dumps({"job": report.job})[:-1] + ', "keys": ['
+    keys = report.keys
+    for n in range(0, len(keys), 1000):
+        yield (", " if n else "") + ", ".join(
+            dumps(
                 {
                     "key": k.key,
                     "expected_from": at(k.expected_from),
@@ -69,10 +76,10 @@ def keys_json(report: KeysReport) -> str:
                     "gone_at": at(k.gone_at),
                     "paused_at": at(k.paused_at),
                 }
-                for k in report.keys
-            ],
-        }
-    )
+            )
+            for k in keys[n : n + 1000]
+        )
+    yield "]}"
 
 
 def pinged_json(result: Pinged) -> str:

@@ -381,4 +381,5 @@ def keys_findings(ledger: Ledger, jobs: list[Job]) -> list[Finding]:
 def from_start(job: Job, rows: Iterable[KeyRow]) -> tuple[KeyRow, ...]:
     """The keys as people see them: none expected before the job's start (a keys query's
     date column may say 2019 for a job that starts in 2026)."""
-    return tuple(replace(k, expected_from=max(k.expected_from, job.anchor)) for k in rows)
+    start = job.anchor
+    return tuple(k if k.expected_from >= start else replace(k, expected_from=start) for k in rows)
