@@ -297,13 +297,11 @@ def newest_success(
     what scans verified has a row each, and every row not succeeded is in ``found``); None
     when none of them has (the ledger then says)."""
     for start, end in reversed(periods[-look:]):
-        expected = {
-            k.key
+        held = {r.key for r in found if r.first <= start <= r.last}  # the few not succeeded
+        if any(
+            end > k.expected_from and (k.gone_at is None or start < k.gone_at) and k.key not in held
             for k in keys
-            if end > k.expected_from and (k.gone_at is None or start < k.gone_at)
-        }
-        held = {r.key for r in found if r.first <= start <= r.last}
-        if expected - held:
+        ):
             return start
     return None
 
