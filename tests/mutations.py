@@ -59,6 +59,40 @@ MUTATIONS = (
         ),
     ),
     Mutation(
+        "a-scan-of-some-keys-moves-the-horizon",
+        "the job's horizon moves only with a scan of every key of the job",
+        "catchup/scan/keyed.py",
+        "    moves = record and all_keys  # only a scan of every key may move the job's horizon\n",
+        "    moves = record\n",
+        (
+            "tests/integration/test_key_writes.py::"
+            "test_a_scan_of_one_key_leaves_the_jobs_horizon_where_it_was",
+        ),
+    ),
+    Mutation(
+        "a-key-back-keeps-its-absence-verified-unrecorded",
+        "a key back after being gone, read without being recorded (a dry run), is looked at "
+        "again for the periods it was away",
+        "catchup/scan/keyed.py",
+        "            verified = None if expected < row.expected_from else back(row)\n",
+        "            verified = None if expected < row.expected_from else row.verified\n",
+        (
+            "tests/integration/test_key_writes.py::"
+            "test_a_key_back_is_looked_at_for_its_days_away_by_a_dry_run_too",
+        ),
+    ),
+    Mutation(
+        "a-stale-scan-records-a-key",
+        "a scan records nothing of a key that came back, went or moved since it read it",
+        "sql/queries/keys.sql",
+        "  AND k.expected_from = v.since AND k.gone_at IS NOT DISTINCT FROM v.gone;\n",
+        ";\n",
+        (
+            "tests/integration/test_key_writes.py::"
+            "test_a_scan_records_nothing_of_a_key_that_came_back_since_it_read_it",
+        ),
+    ),
+    Mutation(
         "every-read-updates-every-key",
         "a read of a keyed job's keys writes only the key rows it changes",
         "sql/queries/keys.sql",

@@ -24,7 +24,7 @@ MAX_KEYS = 10_000_000
 # merge does (benchmarks/keys.py: 4.5 us against 0.15 us): below that share of unverified
 # periods, a scan probes for holes instead of reading every row
 HOLE_PROBE_COST = 30
-HISTORY_BATCH = 2_000  # key rows read at a time: each with what scans verified of it
+BATCH = 2_000  # rows taken at a time of a keys query and of a key history
 SINCE_KINDS = {
     None: "keys_since_none",
     "date": "keys_since_date",
@@ -87,13 +87,13 @@ def read_keys(
         )
         bound(conn, schema, timeout)  # the probe cannot have lifted it
         read = KeysRead([], [] if kind else None)
-        with conn.cursor(name="catchup_keys_read") as cur:  # read in batches, not held whole
-            cur.itersize = HISTORY_BATCH
-            cur.execute(query, {"zone": zone, "limit": MAX_KEYS + 1})
-            while batch := cur.fetchmany(cur.itersize):
-                read.keys.extend(key for key, _ in batch)
+        # one statement (its timeout bounds it whole), its rows taken in chunks as they come:
+        # a million keys are never held as one result
+        with conn.cursor() as cur:
+            for key, since in cur.stream(query, {"zone": zone, "limit": MAX_KEYS + 1}, size=BATCH):
+                read.keys.append(key)
                 if read.froms is not None:
-                    read.froms.extend(since for _, since in batch)
+                    read.froms.append(since)
     if len(read) > MAX_KEYS:
         raise ConfigError(f"returns more than {MAX_KEYS:,} keys")
     return read, kind is not None
@@ -144,16 +144,10 @@ class Keys(LedgerBase):
     def key_history(self, job_id: int) -> list[KeyRow]:
         # binary: the bounds' arrays read several times faster than as text; rows turned
         # into KeyRows as they come (a million keys are never held twice)
-        shared, out = Shared(), list[KeyRow]()
-        with (
-            self.conn.transaction(),
-            self.conn.cursor(name="catchup_key_history", binary=True) as cur,
-        ):
-            cur.itersize = HISTORY_BATCH
-            cur.execute(self._q("key_history"), {"job_id": job_id})
-            while batch := cur.fetchmany(cur.itersize):
-                out.extend(key_row(row, shared) for row in batch)
-        return out
+        shared = Shared()
+        with self.conn.cursor(binary=True) as cur:
+            rows = cur.stream(self._q("key_history"), {"job_id": job_id}, size=BATCH)
+            return [key_row(row, shared) for row in rows]
 
     def key_horizon(self, job_id: int) -> datetime | None:
         """Where the unbounded ranges of what scans verified of the job's keys end."""
@@ -190,7 +184,7 @@ class Keys(LedgerBase):
         job_id: int,
         signature: str,
         seen: tuple[tuple[str, int] | None, datetime | None],
-        verified: Sequence[tuple[str, tuple[Sequence[tuple[datetime, datetime]], bool]]],
+        verified: Sequence[tuple[KeyRow, tuple[Sequence[tuple[datetime, datetime]], bool]]],
         horizon: datetime | None,
     ) -> bool:
         """Record what scans verified of each key whose ranges changed (all its ranges of
@@ -232,25 +226,28 @@ class Keys(LedgerBase):
     def _write_verified(
         self,
         job_id: int,
-        verified: Sequence[tuple[str, tuple[Sequence[tuple[datetime, datetime]], bool]]],
+        verified: Sequence[tuple[KeyRow, tuple[Sequence[tuple[datetime, datetime]], bool]]],
     ) -> None:
-        """Each key's ranges replaced, its rows locked in key order first (as record_keys
-        locks those it changes); an unbounded last range (upper null) follows the horizon."""
-        spans: list[tuple[str, datetime, datetime | None]] = []
-        for key, (ranges, follows) in verified:
+        """Each key's ranges replaced, if the key is still as the scan read it, its rows
+        locked in key order first (as record_keys locks those it changes); an unbounded last
+        range (upper null) follows the horizon."""
+        spans: list[tuple[KeyRow, datetime, datetime | None]] = []
+        for row, (ranges, follows) in verified:
             for n, (lo, hi) in enumerate(ranges):
-                spans.append((key, lo, None if follows and n == len(ranges) - 1 else hi))
+                spans.append((row, lo, None if follows and n == len(ranges) - 1 else hi))
         if not spans:
             return
-        keys = sorted({key for key, _, _ in spans})
+        keys = sorted({row.key for row, _, _ in spans})
         self.conn.execute(self._q("lock_key_rows"), {"job_id": job_id, "keys": keys})
         self.conn.execute(
             self._q("record_verified"),
             {
                 "job_id": job_id,
-                "keys": [key for key, _, _ in spans],
+                "keys": [row.key for row, _, _ in spans],
                 "los": [lo for _, lo, _ in spans],
                 "his": [hi for _, _, hi in spans],
+                "froms": [row.expected_from for row, _, _ in spans],
+                "gones": [row.gone_at for row, _, _ in spans],
             },
         )
 

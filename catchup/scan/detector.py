@@ -139,6 +139,7 @@ def _scan_keyed(
         until=until,
         paused=t.paused,
         record=record,
+        all_keys=t.all_keys,
     )
     failed = t.keys_failed
     return result if failed is None else replace(result, keys_error=failed.error)

@@ -148,11 +148,26 @@ def current_keys(
             merged[key] = KeyRow(key, expected, now, now)
         else:
             expected = since or row.expected_from
-            verified = None if expected < row.expected_from else row.verified
+            verified = None if expected < row.expected_from else back(row)
             merged[key] = replace(
-                row, gone_at=None, last_seen=now, expected_from=expected, verified=verified
+                row,
+                gone_at=None,
+                last_seen=now,
+                expected_from=expected,
+                verified=verified,
+                follows=row.follows and row.gone_at is None,
             )
     return [merged[k] for k in sorted(merged)]
+
+
+def back(row: KeyRow) -> tuple[tuple[datetime, datetime], ...] | None:
+    """What was verified of a key seen again: of one that was gone, only what lies before it
+    went (its ranges reached the job's horizon, not the periods of its absence), as recording
+    it does (record_keys)."""
+    if row.gone_at is None or row.verified is None:
+        return row.verified
+    gone = row.gone_at
+    return tuple((a, min(b, gone)) for a, b in row.verified if a < gone)
 
 
 def selected(job: Job, keys: list[KeyRow], failed: KeysFailed | None = None) -> list[KeyRow]:
@@ -203,6 +218,7 @@ def scan_keyed(  # noqa: PLR0913
     until: Moment | None,
     paused: bool,
     record: bool = True,
+    all_keys: bool = False,
 ) -> JobScan:
     """A keyed job's scan: its (key, period) pairs in the window, by state; each key's ranges;
     and those ranges grouped, one per state and span, with the keys each holds. Holes (no row)
@@ -212,7 +228,8 @@ def scan_keyed(  # noqa: PLR0913
     periods = [(p.start, p.end) for p in job.timeline.periods(first, end)]
     starts, ends = [s for s, _ in periods], [e for _, e in periods]
     expected = expected_count(keys, starts, ends)
-    found = key_ranges(ledger, job, job_id, keys, (periods, end), now=now, record=record)
+    moves = record and all_keys  # only a scan of every key may move the job's horizon
+    found = key_ranges(ledger, job, job_id, keys, (periods, end), now=now, record=(record, moves))
     # up to now, the window's newest periods are the job's newest: its scan may know
     last_success = newest_success(keys, found, periods) if until is None else None
     if last_success is None and job_id > 0:  # not among those: the ledger says
@@ -225,12 +242,7 @@ def scan_keyed(  # noqa: PLR0913
             found = with_evidence(job.timeline, keys, found, seen.untracked, seen.unverified)
     if expected and job_id > 0 and (failover := ledger.failover()) is not None:
         found = suspects.apply_keyed(ledger, job, job_id, found, failover, first, end)
-    counts: dict[str, int] = dict.fromkeys(COUNTED_STATES, 0)
-    for r in found:
-        counts[r.state] += r.periods
-    counts[PeriodState.succeeded] = expected - sum(
-        v for k, v in counts.items() if k != PeriodState.succeeded
-    )
+    counts = counted(found, expected)
     ranges, range_keys = grouped(found)
     return JobScan(
         job=job.name,
@@ -254,6 +266,17 @@ def scan_keyed(  # noqa: PLR0913
     )
 
 
+def counted(found: list[KeyRange], expected: int) -> dict[str, int]:
+    """The (key, period) pairs in each state: those of ``found``, the rest succeeded."""
+    counts: dict[str, int] = dict.fromkeys(COUNTED_STATES, 0)
+    for r in found:
+        counts[r.state] += r.periods
+    counts[PeriodState.succeeded] = expected - sum(
+        v for k, v in counts.items() if k != PeriodState.succeeded
+    )
+    return counts
+
+
 def key_ranges(
     ledger: Ledger,
     job: Job,
@@ -262,12 +285,14 @@ def key_ranges(
     window: tuple[list[tuple[datetime, datetime]], datetime],
     *,
     now: datetime,
-    record: bool,
+    record: tuple[bool, bool],
 ) -> list[KeyRange]:
     """Each key's ranges of periods that have not succeeded in the ``window`` (its periods,
     and its end), holes looked for only outside what earlier scans verified; with
-    ``record``, what this one verified is recorded, and the job's horizon moved."""
+    ``record`` (whether to record, whether ``keys`` are every key of the job), what this one
+    verified is recorded, and the job's horizon moved when they are."""
     periods, end = window
+    keep, moves = record
     starts, ends = [s for s, _ in periods], [e for _, e in periods]
     with ledger.scan_snapshot():  # the generation and the rows it vouches for, together
         state = ledger.scan_states([job_id]).get(job_id) if job_id > 0 else None
@@ -277,8 +302,8 @@ def key_ranges(
         found = ledger.scan_keys(
             job_id, keys, periods, checked, now=now, max_attempts=job.max_attempts
         )
-    if record and job_id > 0 and checked:
-        read = Read(valid, horizon)
+    if keep and job_id > 0 and checked:
+        read = Read(valid, horizon, moves)
         grown, moved = verified_now(keys, read, checked, found, starts, ends, end)
         if grown or not valid or moved != horizon:
             seen = (state, horizon if valid else None)
@@ -348,12 +373,12 @@ def with_keys(
             keys = selected(t.job, ledger.key_history(t.job_id) if t.job_id > 0 else [])
             known = sum(1 for k in keys if k.gone_at is None)
             told = KeysFailure(t.job.name, str(why), why.database, known)
-            t = replace(t, keys=tuple(keys), keys_failed=told)
+            t = replace(t, keys=tuple(keys), keys_failed=told, all_keys=not t.job.selected_keys)
         elif t.job.keyed:  # the keys read handed over, not held here while recorded
             given = (sources or {}).pop
             keys = current_keys(ledger, t.job, t.job_id, now, write, given(t.job.name, None))
             keys = selected(t.job, keys)
-            t = replace(t, keys=tuple(keys))
+            t = replace(t, keys=tuple(keys), all_keys=not t.job.selected_keys)
         out.append(t)
     return out
 

@@ -62,6 +62,9 @@ class ScanTarget:
     paused: bool
     since: datetime | None = None
     keys: tuple[KeyRow, ...] = ()  # a keyed job's keys (those asked for), with their history
+    # ``keys`` are every key of the job (no --key, not an upstream's few): only a scan of them
+    # all may move the job's horizon (catchup/scan/verified.py)
+    all_keys: bool = False
     keys_failed: KeysFailure | None = None  # its keys query failed: ``keys`` are those read last
 
 

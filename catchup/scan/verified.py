@@ -125,6 +125,7 @@ class Read(NamedTuple):
 
     valid: bool
     horizon: datetime | None = None
+    moves: bool = True  # the scan looked at every key of the job: it may move the horizon
 
 
 def verified_now(
@@ -135,7 +136,7 @@ def verified_now(
     starts: Sequence[datetime],
     ends: Sequence[datetime],
     end: datetime,
-) -> tuple[list[tuple[str, Stored]], datetime | None]:
+) -> tuple[list[tuple[KeyRow, Stored]], datetime | None]:
     """Per key whose recorded ranges change: all of them now; and where the horizon moves.
     ``checked`` are the stretches the scan looked for holes in, ``found`` its ranges (the
     missing ones are the holes); what it checked and found no hole in has a row every period.
@@ -158,7 +159,8 @@ def verified_now(
             cur = max(cur, b)
         if cur < i1:
             grown.setdefault(key, []).append((at(cur), at(i1)))
-    moved = next_horizon(keys, holes, starts, ends, read.horizon if valid else None)
+    horizon = read.horizon if valid else None
+    moved = next_horizon(keys, holes, starts, ends, horizon) if read.moves else horizon
     out = []
     for row in keys:
         before = merged(row.verified or ()) if valid else ()
@@ -167,7 +169,7 @@ def verified_now(
         reach = moved if moved is None or hi >= n else min(moved, at(hi))
         after = stored(now, reach)
         if canonical(*after) != canonical(before, valid and row.follows):
-            out.append((row.key, after))
+            out.append((row, after))
     return out, moved
 
 

@@ -216,14 +216,19 @@ SELECT u.key, u.i, (%(starts)b::timestamptz[])[u.i], 'missing'
 -- What scans verified of each key (its ranges of period starts that have a row each; a null
 -- upper bound: up to the job's keys_horizon), after lock_scan_state found no row removed since
 -- this scan's snapshot (the job's generation) and the schedules it scanned (its signature).
+-- A key is written only as the scan read it (expected from the same time, gone or not the
+-- same): one that came back, went or moved meanwhile (a read of the keys, recorded under the
+-- job's row lock) keeps what that read made of it.
 UPDATE {schema}.job_keys k SET verified = v.ranges
 FROM (
-    SELECT key, range_agg(tstzrange(lo, hi)) AS ranges
-    FROM unnest(%(keys)b::text[], %(los)b::timestamptz[], %(his)b::timestamptz[])
-         AS v (key, lo, hi)
+    SELECT key, min(since) AS since, min(gone) AS gone, range_agg(tstzrange(lo, hi)) AS ranges
+    FROM unnest(%(keys)b::text[], %(los)b::timestamptz[], %(his)b::timestamptz[],
+                %(froms)b::timestamptz[], %(gones)b::timestamptz[])
+         AS v (key, lo, hi, since, gone)
     GROUP BY key
 ) v
-WHERE k.job_id = %(job_id)s AND k.key = v.key;
+WHERE k.job_id = %(job_id)s AND k.key = v.key
+  AND k.expected_from = v.since AND k.gone_at IS NOT DISTINCT FROM v.gone;
 
 -- name: lock_key_horizon
 SELECT keys_horizon FROM {schema}.scan_state WHERE job_id = %(job_id)s FOR UPDATE;

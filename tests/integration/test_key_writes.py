@@ -9,6 +9,7 @@ import json
 from datetime import datetime, timedelta
 from typing import Any
 
+import pytest
 from fix_project import Project, job_toml
 
 KEYS = 40
@@ -120,3 +121,93 @@ def test_a_key_back_after_being_gone_is_looked_at_for_the_days_it_was_away(
     iso = "%Y-%m-%dT%H:%M:%SZ"
     yesterday = (today(sql) - timedelta(days=1)).strftime(iso)
     assert gaps == [("missing", two.strftime(iso), yesterday, ["t002"])]
+
+
+def scan_json(project: Project, *args: str) -> dict[str, Any]:
+    """`scan --json`, gaps or none (exit 1 or 0)."""
+    result = project.cli("-q", "scan", *args, "--json")
+    assert result.exit_code in (0, 1), result.output
+    return json.loads(result.stdout)["jobs"][0]  # type: ignore[no-any-return]
+
+
+@pytest.mark.parametrize("how", ["scan", "replay"])
+def test_a_scan_of_one_key_leaves_the_jobs_horizon_where_it_was(
+    project: Project, sql: Any, how: str
+) -> None:
+    """Every key ran all days but yesterday; t001 then runs yesterday, and a scan of t001
+    alone (`scan --key`, or a replay of it) finds no hole: the job's horizon is every key's,
+    so it stays, and a scan of all still finds t002's and t003's yesterday missing."""
+    start, last = today(sql) - timedelta(days=4), today(sql) - timedelta(days=1)
+    invoice(project, start, keys_query(1, 3))
+    since, yesterday = start.strftime("%Y-%m-%d"), last.strftime("%Y-%m-%d")
+    cli(project, "replay", "--since", since, "--until", yesterday)
+    assert scan_json(project)["missing"] == 3
+    cli(project, "replay", "--since", yesterday, "--key", "t001")
+    if how == "scan":
+        scan_json(project, "--key", "t001")
+    else:  # nothing to run: its scan of t001 finds no hole
+        cli(project, "replay", "--since", yesterday, "--key", "t001")
+    assert sql("SELECT keys_horizon FROM {schema}.scan_state") == [(last,)]
+    assert scan_json(project)["missing"] == 2
+
+
+def gone_two_days_in(project: Project, sql: Any) -> datetime:
+    """t002 ran the first two of five days and went then; t001 and t003 ran every day, and
+    a scan moved the horizon past t002's absence. Returns the job's start."""
+    start = today(sql) - timedelta(days=5)
+    two = start + timedelta(days=2)
+    invoice(project, start, keys_query(1, 3))
+    since = start.strftime("%Y-%m-%d")
+    cli(project, "replay", "--since", since, "--key", "t001", "--key", "t003")
+    cli(project, "replay", "--since", since, "--until", two.strftime("%Y-%m-%d"), "--key", "t002")
+    invoice(project, start, "SELECT unnest(ARRAY['t001', 't003'])")
+    project.cli("-q", "scan")
+    sql("UPDATE {schema}.job_keys SET gone_at = %s WHERE key = 't002'", [two])
+    assert scan_json(project)["missing"] == 0
+    return start
+
+
+def test_a_key_back_is_looked_at_for_its_days_away_by_a_dry_run_too(
+    project: Project, sql: Any
+) -> None:
+    """A dry run reads the keys without recording them: t002, back, has its three days away
+    planned as the replay then runs them."""
+    start = gone_two_days_in(project, sql)
+    invoice(project, start, keys_query(1, 3))
+    since = start.strftime("%Y-%m-%d")
+    dry = project.cli("-q", "replay", "--since", since, "--dry-run", "--json")
+    real = project.cli("-q", "replay", "--since", since, "--json")
+    assert json.loads(real.stdout)["totals"]["succeeded"] == 3
+    assert json.loads(dry.stdout)["totals"]["planned"] == 3
+
+
+def test_a_scan_records_nothing_of_a_key_that_came_back_since_it_read_it(
+    project: Project, sql: Any, monkeypatch: Any
+) -> None:
+    """A scan reads t002 gone (its range bounded, as a ledger from before migration 0027
+    holds it); before it records, a read of the keys brings t002 back. The scan leaves t002
+    as that read made it: its days away are still gaps."""
+    from catchup.ledger.keys import Keys
+
+    start = gone_two_days_in(project, sql)
+    two = start + timedelta(days=2)
+    sql(
+        "UPDATE {schema}.job_keys SET verified = tstzmultirange(tstzrange(%s, %s))"
+        " WHERE key = 't002'",
+        [start, two],
+    )
+    ((horizon,),) = sql("SELECT keys_horizon FROM {schema}.scan_state")
+    sql("UPDATE {schema}.scan_state SET keys_horizon = %s", [horizon - timedelta(days=1)])
+    original = Keys.record_verified
+
+    def after_a_read(self: Keys, *args: Any, **kwargs: Any) -> bool:
+        monkeypatch.setattr(Keys, "record_verified", original)
+        invoice(project, start, keys_query(1, 3))
+        assert project.cli("-q", "keys", "invoice").exit_code == 0  # t002 back, recorded
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(Keys, "record_verified", after_a_read)
+    invoice(project, start, "SELECT unnest(ARRAY['t001', 't003'])")
+    project.cli("-q", "scan")  # reads t002 gone, records after it is back
+    invoice(project, start, keys_query(1, 3))
+    assert scan_json(project)["missing"] == 3  # its three days away

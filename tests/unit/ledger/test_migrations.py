@@ -37,7 +37,9 @@ SHIPPED = {
     "0026_exclusions": "a87bc8999996d381be039903aa8dc4d8f716731571d69b78d9945ebfd996a779",
     "0027_keys_follow": "e931f0c62561ae650eeaa70aea902f1d3a9b609e82f5a3d22937881145040f36",
     "0028_overlap_by_key": "a9bc4c2da54a68d1318a10b88508491a3372106a2425b1f7d03f595c0e276a95",
-    "0029_overlap_by_key_batches": "ff88f48cd814f4c7e040b158d816b50c6e6d71ebb57e9944ea2c37c25b6cb927",
+    "0029_overlap_by_key_batches": (
+        "ff88f48cd814f4c7e040b158d816b50c6e6d71ebb57e9944ea2c37c25b6cb927"
+    ),
 }
 
 

@@ -44,7 +44,7 @@ def test_what_was_checked_and_held_no_hole_is_verified_and_the_holes_stay_out() 
         KeyRange("acme", "failed", day(8), day(8), 1),
     ]
     assert verified_now([acme], Read(True, None), checked, found, STARTS, ENDS, END) == (
-        [("acme", (((day(0), day(5)), (day(7), END)), True))],
+        [(acme, (((day(0), day(5)), (day(7), END)), True))],
         END,  # the horizon: every key's newest period has a row
     )
     # nothing new: nothing to write
@@ -67,7 +67,7 @@ def test_keys_whose_new_periods_all_have_a_row_are_not_written_the_horizon_moves
     found = [KeyRange("globex", "missing", day(8), day(8), 1)]
     written, horizon = verified_now(keys, Read(True, day(8)), checked, found, STARTS, ENDS, END)
     assert horizon == END
-    assert written == [("globex", (((DAY0, day(8)), (day(9), END)), True))]
+    assert written == [(keys[1], (((DAY0, day(8)), (day(9), END)), True))]
     # nothing missing: nothing written, and the horizon moves
     assert verified_now(keys, Read(True, day(8)), checked, [], STARTS, ENDS, END) == ([], END)
 
@@ -80,7 +80,7 @@ def test_a_tick_about_to_run_the_newest_period_writes_no_key_and_keeps_the_horiz
     assert verified_now(keys, Read(True, day(9)), checked, found, STARTS, ENDS, END) == ([], day(9))
     # one of 20 lacks it: the horizon moves past it, and that key alone is written
     written, horizon = verified_now(keys, Read(True, day(9)), checked, found[:1], STARTS, ENDS, END)
-    assert (horizon, written) == (END, [("t0", (((DAY0, day(9)),), False))])
+    assert (horizon, written) == (END, [(keys[0], (((DAY0, day(9)),), False))])
 
 
 def test_a_window_starting_after_the_horizon_does_not_move_it() -> None:
