@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Iterable, Iterator, Sequence
 from datetime import datetime
+from itertools import batched
 from typing import Any, cast
 
 import psycopg
@@ -184,7 +185,7 @@ class Keys(LedgerBase):
         job_id: int,
         signature: str,
         seen: tuple[tuple[str, int] | None, datetime | None],
-        verified: Sequence[tuple[KeyRow, tuple[Sequence[tuple[datetime, datetime]], bool]]],
+        verified: Iterable[tuple[KeyRow, tuple[Sequence[tuple[datetime, datetime]], bool]]],
         horizon: datetime | None,
     ) -> bool:
         """Record what scans verified of each key whose ranges changed (all its ranges of
@@ -226,30 +227,32 @@ class Keys(LedgerBase):
     def _write_verified(
         self,
         job_id: int,
-        verified: Sequence[tuple[KeyRow, tuple[Sequence[tuple[datetime, datetime]], bool]]],
+        verified: Iterable[tuple[KeyRow, tuple[Sequence[tuple[datetime, datetime]], bool]]],
     ) -> None:
-        """Each key's ranges replaced, if the key is still as the scan read it, its rows
-        locked in key order first (as record_keys locks those it changes); an unbounded last
-        range (upper null) follows the horizon."""
-        spans: list[tuple[KeyRow, datetime, datetime | None]] = []
-        for row, (ranges, follows) in verified:
-            for n, (lo, hi) in enumerate(ranges):
-                spans.append((row, lo, None if follows and n == len(ranges) - 1 else hi))
-        if not spans:
-            return
-        keys = sorted({row.key for row, _, _ in spans})
-        self.conn.execute(self._q("lock_key_rows"), {"job_id": job_id, "keys": keys})
-        self.conn.execute(
-            self._q("record_verified"),
-            {
-                "job_id": job_id,
-                "keys": [row.key for row, _, _ in spans],
-                "los": [lo for _, lo, _ in spans],
-                "his": [hi for _, _, hi in spans],
-                "froms": [row.expected_from for row, _, _ in spans],
-                "gones": [row.gone_at for row, _, _ in spans],
-            },
-        )
+        """Each key's ranges replaced, if the key is still as the scan read it, a chunk of
+        keys at a time (they come in key order), each chunk's rows locked in key order first
+        (as record_keys locks those it changes); an unbounded last range (upper null) follows
+        the horizon."""
+        for chunk in batched(verified, BATCH, strict=False):
+            spans: list[tuple[KeyRow, datetime, datetime | None]] = []
+            for row, (ranges, follows) in chunk:
+                for n, (lo, hi) in enumerate(ranges):
+                    spans.append((row, lo, None if follows and n == len(ranges) - 1 else hi))
+            if not spans:
+                continue
+            keys = sorted({row.key for row, _, _ in spans})
+            self.conn.execute(self._q("lock_key_rows"), {"job_id": job_id, "keys": keys})
+            self.conn.execute(
+                self._q("record_verified"),
+                {
+                    "job_id": job_id,
+                    "keys": [row.key for row, _, _ in spans],
+                    "los": [lo for _, lo, _ in spans],
+                    "his": [hi for _, _, hi in spans],
+                    "froms": [row.expected_from for row, _, _ in spans],
+                    "gones": [row.gone_at for row, _, _ in spans],
+                },
+            )
 
     def pause_key(self, job_id: int, key: str) -> datetime | None:
         row = self.conn.execute(self._q("pause_key"), {"job_id": job_id, "key": key}).fetchone()

@@ -10,6 +10,7 @@ import heapq
 from collections.abc import Iterable, Iterator
 from dataclasses import replace
 from datetime import datetime
+from itertools import chain
 
 import psycopg
 
@@ -305,9 +306,10 @@ def key_ranges(
     if keep and job_id > 0 and checked:
         read = Read(valid, horizon, moves)
         grown, moved = verified_now(keys, read, checked, found, starts, ends, end)
-        if grown or not valid or moved != horizon:
+        if (first := next(grown, None)) is not None or not valid or moved != horizon:
             seen = (state, horizon if valid else None)
-            ledger.record_verified(job_id, signature(job), seen, grown, moved)
+            changed = chain(() if first is None else (first,), grown)
+            ledger.record_verified(job_id, signature(job), seen, changed, moved)
     return found
 
 

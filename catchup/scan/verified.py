@@ -12,9 +12,9 @@ keys that did not change writes nothing per key."""
 from __future__ import annotations
 
 import bisect
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from datetime import datetime
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from ..vocabulary import PeriodState
 from .targets import KeyRange, KeyRow
@@ -136,41 +136,67 @@ def verified_now(
     starts: Sequence[datetime],
     ends: Sequence[datetime],
     end: datetime,
-) -> tuple[list[tuple[KeyRow, Stored]], datetime | None]:
-    """Per key whose recorded ranges change: all of them now; and where the horizon moves.
-    ``checked`` are the stretches the scan looked for holes in, ``found`` its ranges (the
-    missing ones are the holes); what it checked and found no hole in has a row every period.
-    A key whose ranges reached the horizon and still do is not written: the horizon moves."""
-    n, valid = len(starts), read.valid
-
-    def at(i: int) -> datetime:
-        return starts[i] if i < n else end
-
+) -> tuple[Iterator[tuple[KeyRow, Stored]], datetime | None]:
+    """Per key whose recorded ranges change: all of them now, made as they are taken (a
+    first scan of a million keys writes them in chunks, never all held); and where the
+    horizon moves. ``checked`` are the stretches the scan looked for holes in (in the order
+    of ``keys``), ``found`` its ranges (the missing ones are the holes); what it checked and
+    found no hole in has a row every period. A key whose ranges reached the horizon and still
+    do is not written: the horizon moves."""
     holes = hole_indexes(found, starts)
-    grown: dict[str, list[Span]] = {}
-    for key, i0, i1 in checked:
+    horizon = read.horizon if read.valid else None
+    moved = next_horizon(keys, holes, starts, ends, horizon) if read.moves else horizon
+    window = (starts, ends, end)
+    return _changed(keys, read.valid, checked, holes, window, moved), moved
+
+
+def _grown(stretches: list[Stretch], holes: Sequence[tuple[int, int]], at: Any) -> list[Span]:
+    """What ``stretches`` (one key's) hold outside the key's ``holes``: period starts with a
+    row each."""
+    out: list[Span] = []
+    for _, i0, i1 in stretches:
         cur = i0
-        for a, b in sorted(holes.get(key, ())):
+        for a, b in sorted(holes):
             a, b = max(a, i0), min(b, i1)
             if a >= b:
                 continue
             if a > cur:
-                grown.setdefault(key, []).append((at(cur), at(a)))
+                out.append((at(cur), at(a)))
             cur = max(cur, b)
         if cur < i1:
-            grown.setdefault(key, []).append((at(cur), at(i1)))
-    horizon = read.horizon if valid else None
-    moved = next_horizon(keys, holes, starts, ends, horizon) if read.moves else horizon
-    out = []
+            out.append((at(cur), at(i1)))
+    return out
+
+
+def _changed(
+    keys: Sequence[KeyRow],
+    valid: bool,
+    checked: Sequence[Stretch],
+    holes: Holes,
+    window: tuple[Sequence[datetime], Sequence[datetime], datetime],
+    moved: datetime | None,
+) -> Iterator[tuple[KeyRow, Stored]]:
+    """:func:`verified_now`'s keys, one at a time."""
+    starts, ends, end = window
+    n = len(starts)
+
+    def at(i: int) -> datetime:
+        return starts[i] if i < n else end
+
+    stretches = iter(checked)
+    pending = next(stretches, None)
     for row in keys:
+        mine: list[Stretch] = []
+        while pending is not None and pending[0] == row.key:
+            mine.append(pending)
+            pending = next(stretches, None)
         before = merged(row.verified or ()) if valid else ()
-        now = merged([*before, *grown.get(row.key, ())])
+        now = merged([*before, *_grown(mine, holes.get(row.key, ()), at)]) if mine else before
         _, hi = expected_range(row, starts, ends)
         reach = moved if moved is None or hi >= n else min(moved, at(hi))
         after = stored(now, reach)
         if canonical(*after) != canonical(before, valid and row.follows):
-            out.append((row, after))
-    return out, moved
+            yield row, after
 
 
 def canonical(spans: Sequence[Span], follows: bool) -> tuple[tuple[datetime, datetime | None], ...]:

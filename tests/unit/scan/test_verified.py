@@ -4,14 +4,22 @@ starts."""
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from catchup.scan.targets import KeyRange, KeyRow
-from catchup.scan.verified import Read, merged, unverified, verified_now
+from catchup.scan.verified import Read, merged, unverified
+from catchup.scan.verified import verified_now as lazily
 
 DAY0 = datetime(2026, 3, 1, tzinfo=UTC)
 STARTS = [DAY0 + timedelta(days=n) for n in range(10)]
 ENDS = [s + timedelta(days=1) for s in STARTS]
 END = ENDS[-1]
+
+
+def verified_now(*args: Any) -> tuple[list[tuple[KeyRow, Any]], datetime | None]:
+    """What :func:`lazily` writes, taken whole, and where the horizon moves."""
+    written, horizon = lazily(*args)
+    return list(written), horizon
 
 
 def day(n: int) -> datetime:
