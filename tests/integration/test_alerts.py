@@ -253,6 +253,7 @@ def test_notify_without_alerts_and_bad_alerts_are_one_line(project: Project) -> 
         assert message in line and "catchup.toml:" in line and "SECRET" not in line
 
 
+@pytest.mark.slow  # seconds of processes: once, on PostgreSQL 18
 def test_eight_racing_notifiers_tell_a_gap_once(project: Project, receiver: Receiver) -> None:
     """Eight `scan --notify` processes at once on a ledger nothing was told of: the ledger's
     lock lets one of them record and post the new ranges; the others find them told."""

@@ -280,6 +280,7 @@ def test_the_connection_is_as_it_was_after_a_keys_or_evidence_query(
         assert session_state(conn) == before
 
 
+@pytest.mark.slow  # seconds of processes: once, on PostgreSQL 18
 def test_doctor_runs_each_keys_query_and_names_every_failure(
     project: Project, sql: Any, schema: str
 ) -> None:

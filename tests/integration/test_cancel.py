@@ -100,6 +100,7 @@ def test_cancel_from_another_process_stops_the_job_and_the_next_tick_runs_it(
     assert sql("SELECT status, attempt, failures FROM {schema}.runs") == [("succeeded", 2, 0)]
 
 
+@pytest.mark.slow  # seconds of processes: once, on PostgreSQL 18
 def test_a_job_that_ignores_sigterm_is_killed_after_kill_grace(project: Project, sql: Any) -> None:
     day = yesterday(sql)
     pids = project.path / "pid"
@@ -187,6 +188,7 @@ def test_a_runner_that_is_gone_is_recorded_cancelled_once_its_lease_runs_out(
     assert project.run("ps", "--json").stdout.count('"job"') == 0
 
 
+@pytest.mark.slow  # seconds of processes: once, on PostgreSQL 18
 def test_cancel_of_a_keyed_period_in_a_batch(project: Project, sql: Any) -> None:
     """A keyed job's periods run in batches (their leases renewed together): the request for
     one key's attempt reaches it through the batch's renewal, and only that period stops."""

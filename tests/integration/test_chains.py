@@ -128,6 +128,7 @@ def test_a_replay_runs_upstream_before_downstream_on_the_ledger_clock(
     assert previous == []
 
 
+@pytest.mark.slow  # seconds of processes: once, on PostgreSQL 18
 def test_a_reset_racing_a_claim_never_lets_it_through(project: Project, sql: Any) -> None:
     """A reset of the export hour is under way (its UPDATE not yet committed) while a process
     claims the billing day that needs it: the claim's check waits for the reset, sees the hour

@@ -55,6 +55,7 @@ def test_a_call_module_beside_the_config_is_found(project: Project, sql: Any) ->
     assert (project.path / "exported").read_text() == "2026-10-02"
 
 
+@pytest.mark.slow  # seconds of processes: once, on PostgreSQL 18
 def test_what_cannot_start_counts_no_attempt(project: Project, sql: Any) -> None:
     """A missing module, a missing program, a missing folder: `run` exits 2 and claims
     nothing; `tick` runs the other jobs, reports those, exits 2; three ticks of a bad deploy

@@ -10,6 +10,7 @@ import pytest
 from fix_db import Database, drop_schema
 
 
+@pytest.mark.slow  # seconds of processes: once, on PostgreSQL 18
 @pytest.mark.superuser
 def test_a_schema_a_stray_transaction_holds_is_still_dropped(database: Database) -> None:
     """A failed test can leave a connection idle in a transaction that read its ledger (a

@@ -91,6 +91,7 @@ def test_two_folders_of_one_project_share_a_ledger(
     assert log.read_text() == "2026-10-02\n"
 
 
+@pytest.mark.slow  # seconds of processes: once, on PostgreSQL 18
 def test_a_ledger_kept_under_the_folders_name_is_found(
     project: Project, database: Database, tmp_path: Path, databases: list[str]
 ) -> None:

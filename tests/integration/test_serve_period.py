@@ -17,6 +17,9 @@ from fix_processes import wait_for
 from fix_project import Project, job_toml
 from test_serve import _answers, free_port, get
 
+# a serve process each (5 s to start here): once, on PostgreSQL 18
+pytestmark = pytest.mark.slow
+
 HOSTILE = "<script>alert(1)</script> \"quoted\" 'single' \u202eevil\u202c"
 OUTPUT = f"printf '%s\\n' \"$1\"; {sys.executable} -m catchup checkpoint page-41; exit 3"
 
