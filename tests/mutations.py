@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import queue
 import shutil
 import subprocess
 import sys
@@ -2088,7 +2089,27 @@ MUTATIONS = (
 )
 
 
+# One embedded server per mutation checked at once, in a home of its own, kept running from
+# one mutation's tests to the next (CATCHUP_TEST_KEEP_SERVER) and stopped at the end. A pytest
+# run that started the embedded server stops it when it ends: on a server shared by the checks
+# running at once, one check's end cut the others' connections mid-test (a false kill, or a
+# survivor whose test failed to reach the server at the step that mattered and passed after
+# the next command started it again); and a check whose tests restart or stop the server must
+# do it to no other check's.
+HOMES: queue.Queue[Path] = queue.Queue()
+
+
 def run(mutation: Mutation) -> tuple[str, str, float]:
+    """(verdict, the test that failed or why not, seconds), on a server home no other check
+    uses meanwhile."""
+    home = HOMES.get()
+    try:
+        return run_in(mutation, home)
+    finally:
+        HOMES.put(home)
+
+
+def run_in(mutation: Mutation, home: Path) -> tuple[str, str, float]:
     """(verdict, the test that failed or why not, seconds)."""
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix=f"catchup-mutant-{mutation.name}-") as folder:
@@ -2107,6 +2128,8 @@ def run(mutation: Mutation) -> tuple[str, str, float]:
             "PYTHONPATH": str(copy),
             "PYTHONSAFEPATH": "1",
             "PYTHONDONTWRITEBYTECODE": "1",
+            "CATCHUP_TEST_HOME": str(home),
+            "CATCHUP_TEST_KEEP_SERVER": "1",
         }
         where = subprocess.run(
             [sys.executable, "-c", "import catchup; print(catchup.__file__)"],
@@ -2159,12 +2182,36 @@ def main() -> int:
         for m in chosen:
             print(f"{m.name}: {m.invariant}\n  {m.path}\n  " + "\n  ".join(m.tests))
         return 0
+    homes = [ROOT / f".catchup-test-mutants-{n}" for n in range(args.jobs)]
+    for home in homes:
+        HOMES.put(home)
+    try:
+        return check(chosen, args.jobs)
+    finally:
+        for home in homes:
+            stop_server(home)
+
+
+def stop_server(home: Path) -> None:
+    """Stop the embedded server the checks kept running in ``home`` (if any)."""
+    if not home.exists() or os.environ.get("CATCHUP_TEST_DSN"):
+        return
+    subprocess.run(
+        [sys.executable, "-c", "from catchup.postgres import embedded; embedded.stop()"],
+        env={**os.environ, "CATCHUP_HOME": str(home)},
+        cwd=ROOT,
+        check=False,
+    )
+
+
+def check(chosen: list[Mutation], jobs: int) -> int:
+    """Check each chosen mutation, ``jobs`` at once; 1 when one was not killed."""
     rows = []
     # each mutation runs its tests in a process of its own on its own copy; a pool of threads
     # only waits for them (the verdicts are printed as they come, the table in order)
     from concurrent.futures import ThreadPoolExecutor
 
-    with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
         for mutation, (verdict, detail, seconds) in zip(chosen, pool.map(run, chosen), strict=True):
             rows.append((mutation, verdict, detail, seconds))
             print(f"{mutation.name}: {verdict} ({detail}, {seconds:.0f} s)", flush=True)

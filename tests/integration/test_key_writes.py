@@ -201,15 +201,20 @@ def test_a_scan_records_nothing_of_a_key_that_came_back_since_it_read_it(
     ((horizon,),) = sql("SELECT keys_horizon FROM {schema}.scan_state")
     sql("UPDATE {schema}.scan_state SET keys_horizon = %s", [horizon - timedelta(days=1)])
     original = Keys.record_verified
+    recorded: list[bool] = []
 
     def after_a_read(self: Keys, *args: Any, **kwargs: Any) -> bool:
         monkeypatch.setattr(Keys, "record_verified", original)
         invoice(project, start, keys_query(1, 3))
         assert project.cli("-q", "keys", "invoice").exit_code == 0  # t002 back, recorded
-        return original(self, *args, **kwargs)
+        recorded.append(original(self, *args, **kwargs))
+        return recorded[-1]
 
     monkeypatch.setattr(Keys, "record_verified", after_a_read)
     invoice(project, start, "SELECT unnest(ARRAY['t001', 't003'])")
-    project.cli("-q", "scan")  # reads t002 gone, records after it is back
+    stale = project.cli("-q", "scan")  # reads t002 gone, records after it is back
+    assert stale.exit_code == 0, stale.output
+    assert recorded == [True]  # the scan recorded (the horizon moved): t002 was left alone
+    assert sql("SELECT keys_horizon FROM {schema}.scan_state") == [(horizon,)]
     invoice(project, start, keys_query(1, 3))
     assert scan_json(project)["missing"] == 3  # its three days away
