@@ -712,7 +712,7 @@ MUTATIONS = (
         "a tenant added later has no gaps before it was first seen",
         "sql/queries/keys.sql",
         "                    CASE WHEN f.yes THEN %(start)s::timestamptz"
-        " ELSE clock_timestamp() END),",
+        " ELSE statement_timestamp() END),",
         "                    %(start)s::timestamptz),",
         (
             "tests/integration/test_keys.py::"
@@ -2193,12 +2193,16 @@ def main() -> int:
 
 
 def stop_server(home: Path) -> None:
-    """Stop the embedded server the checks kept running in ``home`` (if any)."""
-    if not home.exists() or os.environ.get("CATCHUP_TEST_DSN"):
+    """Stop the embedded server the checks kept running in ``home`` (if any): where the tests
+    keep it (fix_db.reachable_place: under /var/tmp for a checkout the server cannot reach)."""
+    from fix_db import reachable_place
+
+    place = reachable_place(home.resolve())
+    if not place.exists() or os.environ.get("CATCHUP_TEST_DSN"):
         return
     subprocess.run(
         [sys.executable, "-c", "from catchup.postgres import embedded; embedded.stop()"],
-        env={**os.environ, "CATCHUP_HOME": str(home)},
+        env={**os.environ, "CATCHUP_HOME": str(place)},
         cwd=ROOT,
         check=False,
     )

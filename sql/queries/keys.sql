@@ -85,8 +85,10 @@ FOR UPDATE OF k;
 -- the job yet, else now); keys that come back are no longer gone (what scans verified of them
 -- is cut at when they went, or forgotten when they are expected from earlier now); a date read
 -- now moves when a key is expected from; keys the read did not return are gone from now on,
--- last seen at the job's read before. The job's keys_read_at is this read. Under the job's row
--- lock (lock_job_row), so two reads at once record one history.
+-- last seen at the job's read before. The job's keys_read_at is this read. Every time it writes
+-- is the read's own (statement_timestamp): the keys one read finds share one first_seen and
+-- one expected_from, which a million keys read then hold as one value each, not a million.
+-- Under the job's row lock (lock_job_row), so two reads at once record one history.
 WITH first_read AS (
     SELECT NOT EXISTS (SELECT 1 FROM {schema}.job_keys WHERE job_id = %(job_id)s) AS yes
 ), seen AS (
@@ -96,8 +98,8 @@ WITH first_read AS (
     INSERT INTO {schema}.job_keys AS k (job_id, key, expected_from, first_seen, last_seen)
     SELECT %(job_id)s, s.key,
            coalesce(s.since, e.expected_from,
-                    CASE WHEN f.yes THEN %(start)s::timestamptz ELSE clock_timestamp() END),
-           clock_timestamp(), clock_timestamp()
+                    CASE WHEN f.yes THEN %(start)s::timestamptz ELSE statement_timestamp() END),
+           statement_timestamp(), statement_timestamp()
     FROM seen s CROSS JOIN first_read f
     LEFT JOIN {schema}.job_keys e ON e.job_id = %(job_id)s AND e.key = s.key
     WHERE e.key IS NULL OR e.gone_at IS NOT NULL OR s.since <> e.expected_from
@@ -118,14 +120,14 @@ WITH first_read AS (
     RETURNING k.key
 ), gone AS (
     UPDATE {schema}.job_keys k
-    SET gone_at = clock_timestamp(),
+    SET gone_at = statement_timestamp(),
         last_seen = greatest(k.last_seen,
                              (SELECT j.keys_read_at FROM {schema}.jobs j WHERE j.id = k.job_id))
     WHERE k.job_id = %(job_id)s AND k.gone_at IS NULL
       AND NOT EXISTS (SELECT 1 FROM seen s WHERE s.key = k.key)
     RETURNING k.key
 ), read AS (
-    UPDATE {schema}.jobs SET keys_read_at = clock_timestamp() WHERE id = %(job_id)s
+    UPDATE {schema}.jobs SET keys_read_at = statement_timestamp() WHERE id = %(job_id)s
 )
 SELECT (SELECT count(*) FROM upserted), (SELECT count(*) FROM gone);
 
