@@ -2,7 +2,7 @@
 report formats, and the rate of a replay of one day for every key.
 
     uv run python benchmarks/keys.py [--keys 10000] [--days 365] [--repeat 3] [--workers 4]
-                                     [--memory-only] [--no-replay]
+                                     [--memory-only] [--no-replay] [--no-tick]
 
 On the embedded PostgreSQL (or CATCHUP_DSN), in a throwaway schema, in one run:
   build   one daily job with --keys keys (its keys a query: generate_series of names) and
@@ -19,15 +19,19 @@ On the embedded PostgreSQL (or CATCHUP_DSN), in a throwaway schema, in one run:
   replay  a replay of one day of every key of a no-op `call` job (operator:truth), --workers,
           in periods/s: each period in its own round trips (batch_size=1) and claimed in
           batches (catchup.claims.batch; target: >= 5x the first), each against the bare claim and
-          finish statements on one connection (period by period, and in batches).
+          finish statements on one connection (period by period, and in batches);
+  tick    a tick of one day of every key of that job (every key's yesterday due) against the
+          bare statements in batches, then `catchup tick` with nothing due (target: <= 2 s).
 Every figure but the first scan is the median of --repeat runs. The last line holds the ratios.
 --memory-only builds the ledger and measures rss alone (the 10,000,000 keys x 1 day leg);
---no-replay leaves the replay out (a million keys' per-period replay takes minutes).
+--no-replay leaves the replay out (a million keys' per-period replay takes minutes), --no-tick
+the ticks.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import resource
 import statistics
@@ -46,7 +50,7 @@ from catchup.claims.batch import BATCH_MAX
 from catchup.config.loading import Config, Job
 from catchup.ledger import FinishFields, Many
 from catchup.postgres import database as db
-from catchup.replay.runs import replay
+from catchup.replay.runs import replay, tick
 from catchup.scan.detector import scan
 from catchup.schedule import Timeline, parse_schedule
 from catchup.session import Session
@@ -310,6 +314,35 @@ def replay_leg(target: db.Target, keys: int, workers: int, repeat: int) -> str:
     return f"batched/single={speedup:.2f} batched/floor={batched / bare_batched:.2f}"
 
 
+def tick_leg(target: db.Target, folder: Path, keys: int, workers: int) -> str:
+    """A tick of one day of every key of a no-op call job (every key's yesterday due, nothing
+    in the ledger), against the bare batched statements of the same day; then `catchup tick`
+    with nothing due (every key ran yesterday), as a person runs it: a process of its own."""
+    config, job = build(target, keys, 1, call="operator:truth")
+    session = Session(config, target)
+    session.conn.execute(sql.SQL("DELETE FROM {}").format(sql.Identifier(SCHEMA, "runs")))
+    started = time.perf_counter()
+    ran = tick(session, [job], workers=workers)
+    busy = time.perf_counter() - started
+    session.close()
+    assert ran.totals["succeeded"] == keys, ran.totals
+    path = write_config(job, folder, keys)
+    argv = [sys.executable, "-m", "catchup", "-q", "--config", str(path), "tick", "--json"]
+    started = time.perf_counter()
+    quiet = subprocess.run(argv, capture_output=True, text=True, check=False)
+    quiet_s = time.perf_counter() - started
+    assert quiet.returncode == 0, quiet.stderr
+    assert json.loads(quiet.stdout)["totals"]["succeeded"] == 0, quiet.stdout
+    floor = bare_rate(target, keys, 1, BATCH_MAX)
+    rate = keys / busy
+    print(
+        f"tick: one day of {keys:,} keys due, {workers} workers: {busy:.1f}s ({rate:.0f}/s, "
+        f"{rate / floor:.2f}x the bare batches' {floor:.0f}/s); `catchup tick` with nothing "
+        f"due {quiet_s:.2f}s (target <= 2)"
+    )
+    return f"tick/floor={rate / floor:.2f} quiet_tick_s={quiet_s:.1f}"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--keys", type=int, default=10_000)
@@ -318,6 +351,7 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=4, help="the replay's workers")
     parser.add_argument("--memory-only", action="store_true", help="build, then rss alone")
     parser.add_argument("--no-replay", action="store_true", help="leave the replay out")
+    parser.add_argument("--no-tick", action="store_true", help="leave the ticks out")
     args = parser.parse_args()
     target = db.resolve(None, None)
     keys, days, repeat = args.keys, args.days, args.repeat
@@ -334,6 +368,8 @@ def main() -> None:
         ratios.append(formats_leg(path, repeat))
     if not (args.memory_only or args.no_replay):
         ratios.append(replay_leg(target, keys, args.workers, repeat))
+    if not (args.memory_only or args.no_tick):  # last: its ledger is one day's
+        ratios.append(tick_leg(target, path.parent, keys, args.workers))
     print("ratios: " + " ".join(ratios))
 
 
