@@ -708,6 +708,17 @@ MUTATIONS = (
         ),
     ),
     Mutation(
+        "server-user-made-unlocked",
+        "catchup's commands started at once on a fresh machine each get the one server user",
+        "catchup/postgres/processes.py",
+        "    with _useradd_lock():\n",
+        "    with contextlib.nullcontext():\n",
+        (
+            "tests/integration/test_embedded.py::"
+            "test_processes_started_at_once_on_a_fresh_machine_each_get_the_servers_user",
+        ),
+    ),
+    Mutation(
         "key-history-first-read",
         "a tenant added later has no gaps before it was first seen",
         "sql/queries/keys.sql",

@@ -4,41 +4,73 @@ to run as root), private files and socket folders, and its programs started with
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import pwd
 import shutil
 import subprocess
 import tempfile
+import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from ..errors import DatabaseError
 
 SERVER_USER = "embedded_postgres"  # PostgreSQL refuses to run as root
+# root's alone (0755), as the lock must be: /run, or /etc on a system without one
+USERADD_LOCK = "/run/catchup-useradd.lock" if os.path.isdir("/run") else "/etc/.catchup-useradd"
+USERADD_WAIT = 30.0  # seconds another catchup may take to make the server's user
 _SOCKET_MAX = 100  # sun_path is 108 bytes; leave room for ".s.PGSQL.NNNNN"
 
 
-def server_user(*, create: bool = True) -> pwd.struct_passwd | None:
+def server_user(*, create: bool = True, name: str = SERVER_USER) -> pwd.struct_passwd | None:
+    """The system user the embedded server runs as (as root; None otherwise), made when it is
+    not there yet (``create``). catchup's first commands on a fresh machine, started at once,
+    each find it missing: they make it one at a time, under a lock of catchup's own, each
+    looking again first. (useradd run at once by several processes here gave them different
+    uids for one name, one of them lost: files chowned to it were out of the server's reach.)"""
     if os.geteuid() != 0:
         return None
     try:
-        return pwd.getpwnam(SERVER_USER)
+        return pwd.getpwnam(name)
     except KeyError:
         if not create:
             return None
-        subprocess.run(
-            [
-                "useradd",
-                "--system",
-                "--no-create-home",
-                "--shell",
-                "/usr/sbin/nologin",
-                SERVER_USER,
-            ],
-            check=True,
-            capture_output=True,
-        )
-        return pwd.getpwnam(SERVER_USER)
+    with _useradd_lock():
+        try:  # made by another catchup while this one waited
+            return pwd.getpwnam(name)
+        except KeyError:
+            subprocess.run(
+                ["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", name],
+                check=True,
+                capture_output=True,
+            )
+        return pwd.getpwnam(name)
+
+
+@contextlib.contextmanager
+def _useradd_lock() -> Iterator[None]:
+    """catchup's lock on making a system user: a file in a folder of root's alone (never one
+    others may write to), taken within USERADD_WAIT seconds."""
+    fd = os.open(USERADD_LOCK, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        deadline = time.monotonic() + USERADD_WAIT
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise DatabaseError(
+                        f"another process has held {USERADD_LOCK} for {USERADD_WAIT:.0f} s: "
+                        f"cannot make the embedded server's user"
+                    ) from None
+                time.sleep(0.05)
+        yield
+    finally:
+        os.close(fd)  # the lock goes with it
 
 
 def write_private(path: Path, text: str, user: pwd.struct_passwd | None) -> None:

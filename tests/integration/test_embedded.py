@@ -127,3 +127,40 @@ def _session(sid: int) -> list[int]:
         if int(fields[3]) == sid:
             found.append(int(entry.name))
     return found
+
+
+RACE = """
+import sys, time
+from catchup.postgres import processes
+start = float(sys.argv[2])
+while time.time() < start:  # every racer starts its useradd within the same millisecond
+    pass
+print(processes.server_user(name=sys.argv[1]).pw_uid)
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root makes system users")
+def test_processes_started_at_once_on_a_fresh_machine_each_get_the_servers_user() -> None:
+    """catchup's first commands on a fresh machine, started at once, each make the server's
+    system user: every one gets it, none fails on another's useradd (the user found made, or
+    /etc/passwd locked). A user of the test's own, removed after."""
+    import time
+    import uuid
+
+    name = f"catchup_race_{uuid.uuid4().hex[:8]}"
+    start = str(time.time() + 2)
+    try:
+        racers = [
+            subprocess.Popen(
+                [sys.executable, "-c", RACE, name, start],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for _ in range(4)
+        ]
+        said = [racer.communicate(timeout=60) for racer in racers]
+        assert [racer.returncode for racer in racers] == [0] * 4, said
+        assert len({out.strip() for out, _ in said}) == 1  # one user, the same for all
+    finally:
+        subprocess.run(["userdel", name], check=False, capture_output=True)
