@@ -2114,9 +2114,16 @@ def run(mutation: Mutation) -> tuple[str, str, float]:
     """(verdict, the test that failed or why not, seconds), on a server home no other check
     uses meanwhile."""
     home = HOMES.get()
+    # a mutation of the embedded server's own code gets a server its copy starts, and leaves
+    # none of it to the next check
+    own_server = any(path.startswith("catchup/postgres/") for path, _, _ in mutation.edits())
     try:
+        if own_server:
+            stop_server(home)
         return run_in(mutation, home)
     finally:
+        if own_server:
+            stop_server(home)
         HOMES.put(home)
 
 
@@ -2125,7 +2132,11 @@ def run_in(mutation: Mutation, home: Path) -> tuple[str, str, float]:
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix=f"catchup-mutant-{mutation.name}-") as folder:
         copy = Path(folder)
-        shutil.copytree(ROOT / "catchup", copy / "catchup", ignore=shutil.ignore_patterns("*.pyc"))
+        # no __pycache__: the suite, running beside the checks in CI, writes it meanwhile (a
+        # .pyc's temporary file, listed then renamed away, failed the copy)
+        shutil.copytree(
+            ROOT / "catchup", copy / "catchup", ignore=shutil.ignore_patterns("__pycache__")
+        )
         shutil.copytree(ROOT / "sql", copy / "sql")
         for path, old, new in mutation.edits():
             target = copy / path
@@ -2230,8 +2241,8 @@ def check(chosen: list[Mutation], jobs: int) -> int:
         for mutation, (verdict, detail, seconds) in zip(chosen, pool.map(run, chosen), strict=True):
             rows.append((mutation, verdict, detail, seconds))
             print(f"{mutation.name}: {verdict} ({detail}, {seconds:.0f} s)", flush=True)
-    # a mutation whose tests could not run at all (pytest's own error: a server the other
-    # checks share restarted under its setup) is checked once more, alone; a survivor is not
+    # a mutation whose tests could not run at all (pytest's own error: its server would not
+    # start, say) is checked once more, alone; a survivor is not
     for n, (mutation, verdict, detail, _) in enumerate(rows):
         if verdict == "did not run":
             verdict, detail, seconds = run(mutation)

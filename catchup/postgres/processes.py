@@ -54,7 +54,12 @@ def server_user(*, create: bool = True, name: str = SERVER_USER) -> pwd.struct_p
 def _useradd_lock() -> Iterator[None]:
     """catchup's lock on making a system user: a file in a folder of root's alone (never one
     others may write to), taken within USERADD_WAIT seconds."""
-    fd = os.open(USERADD_LOCK, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        fd = os.open(USERADD_LOCK, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    except OSError as exc:
+        raise DatabaseError(
+            f"cannot make the embedded server's user: {USERADD_LOCK}: {exc.strerror}"
+        ) from None
     try:
         deadline = time.monotonic() + USERADD_WAIT
         while True:

@@ -130,37 +130,62 @@ def _session(sid: int) -> list[int]:
 
 
 RACE = """
-import sys, time
+import sys
 from catchup.postgres import processes
-start = float(sys.argv[2])
-while time.time() < start:  # every racer starts its useradd within the same millisecond
-    pass
+print("ready", flush=True)
+sys.stdin.readline()  # the barrier: every racer is ready before any is let go
 print(processes.server_user(name=sys.argv[1]).pw_uid)
 """
+
+
+def race_for_a_user(name: str) -> list[tuple[int, str, str]]:
+    """Four processes let go at once to make the system user ``name``: each one's exit code,
+    output and error."""
+    racers = [
+        subprocess.Popen(
+            [sys.executable, "-c", RACE, name],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(4)
+    ]
+    try:
+        for racer in racers:
+            assert racer.stdout is not None
+            assert racer.stdout.readline() == "ready\n"
+        for racer in racers:
+            assert racer.stdin is not None
+            racer.stdin.write("go\n")
+            racer.stdin.flush()
+        said = [racer.communicate(timeout=60) for racer in racers]
+        return [
+            (racer.returncode, out, err) for racer, (out, err) in zip(racers, said, strict=True)
+        ]
+    finally:
+        for racer in racers:
+            if racer.poll() is None:
+                racer.kill()
+                racer.wait()
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="only root makes system users")
 def test_processes_started_at_once_on_a_fresh_machine_each_get_the_servers_user() -> None:
     """catchup's first commands on a fresh machine, started at once, each make the server's
-    system user: every one gets it, none fails on another's useradd (the user found made, or
-    /etc/passwd locked). A user of the test's own, removed after."""
-    import time
+    system user: every one gets it, and the same one (useradd run at once gave different uids
+    for one name). Three races, each for a user of the test's own, removed after."""
+    import pwd
     import uuid
 
-    name = f"catchup_race_{uuid.uuid4().hex[:8]}"
-    start = str(time.time() + 2)
-    try:
-        racers = [
-            subprocess.Popen(
-                [sys.executable, "-c", RACE, name, start],
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
-            )
-            for _ in range(4)
-        ]
-        said = [racer.communicate(timeout=60) for racer in racers]
-        assert [racer.returncode for racer in racers] == [0] * 4, said
-        assert len({out.strip() for out, _ in said}) == 1  # one user, the same for all
-    finally:
-        subprocess.run(["userdel", name], check=False, capture_output=True)
+    for _ in range(3):
+        name = f"catchup_race_{uuid.uuid4().hex[:8]}"
+        try:
+            ran = race_for_a_user(name)
+            assert [code for code, _, _ in ran] == [0] * 4, ran
+            uids = {out.strip() for _, out, _ in ran}
+            assert uids == {str(pwd.getpwnam(name).pw_uid)}, ran  # one user, the one on file
+        finally:
+            for _ in range(4):  # an entry each, if useradd ran at once
+                if subprocess.run(["userdel", name], check=False, capture_output=True).returncode:
+                    break
