@@ -112,3 +112,37 @@ def serial_periods(log: Path) -> list[str]:
     for (_, end, first), (start, _, second) in itertools.pairwise(spans):
         assert start >= end, f"{first} and {second} overlapped"
     return [p for _, _, p in spans]
+
+
+def let_go_at_once(
+    ready: str, code: str, args: list[str], racers: int = 4
+) -> list[tuple[int, str, str]]:
+    """``racers`` Pythons that each run ``ready`` (imports), say so, and wait; once every one
+    is ready, all are let go together to run ``code`` (``args`` in sys.argv): each one's exit
+    code, output and error."""
+    barrier = 'import sys\nprint("ready", flush=True)\nsys.stdin.readline()\n'
+    started = [
+        subprocess.Popen(
+            [sys.executable, "-c", f"{ready}\n{barrier}{code}", *args],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(racers)
+    ]
+    try:
+        for racer in started:
+            assert racer.stdout is not None
+            assert racer.stdout.readline() == "ready\n", racer.communicate(timeout=60)
+        for racer in started:
+            assert racer.stdin is not None
+            racer.stdin.write("go\n")
+            racer.stdin.flush()
+        said = [racer.communicate(timeout=120) for racer in started]
+        return [(r.returncode, out, err) for r, (out, err) in zip(started, said, strict=True)]
+    finally:
+        for racer in started:
+            if racer.poll() is None:
+                racer.kill()
+                racer.wait()

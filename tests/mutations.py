@@ -719,6 +719,19 @@ MUTATIONS = (
         ),
     ),
     Mutation(
+        "binaries-copy-race-lost",
+        "catchup's commands started at once from an unreachable virtualenv share one copy of "
+        "the binaries",
+        "catchup/postgres/embedded.py",
+        '        if (usable / "postgres").exists():  # another catchup\'s copy, moved in'
+        " first: its\n",
+        "        if False:\n",
+        (
+            "tests/integration/test_hostile_second.py::"
+            "test_processes_started_at_once_share_one_copy_of_the_binaries",
+        ),
+    ),
+    Mutation(
         "key-history-first-read",
         "a tenant added later has no gaps before it was first seen",
         "sql/queries/keys.sql",

@@ -260,8 +260,9 @@ def usable_bins() -> Path:
 def reachable_bins(bins: Path) -> tuple[Path, Path | None]:
     """PostgreSQL's binaries where the server's user can run them: ``bins`` itself, or (when it
     lies in a folder that user may not search, a virtualenv under /root, say) a copy of their
-    installation in /var/cache/catchup, made once per installation; and the copy, if one was
-    made now."""
+    installation in /var/cache/catchup, made once per installation (each process that finds it
+    missing copies aside, and the first to move its copy into place wins: the others use that
+    one); and the copy, if one was made now."""
     user = server_user()
     if user is None or unreachable(bins, user) is None:
         return bins, None
@@ -288,6 +289,8 @@ def reachable_bins(bins: Path) -> tuple[Path, Path | None]:
         os.rename(aside, copy)
     except OSError as exc:
         shutil.rmtree(aside, ignore_errors=True)
+        if (usable / "postgres").exists():  # another catchup's copy, moved in first: its
+            return usable, None  # rename is whole, so it is all there
         raise DatabaseError(
             f"the server's user {user.pw_name} cannot reach PostgreSQL's binaries in {bins}, "
             f"and copying them to {copy} failed: {exc.strerror}"

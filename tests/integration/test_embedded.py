@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from fix_processes import wait_for
+from fix_processes import let_go_at_once, wait_for
 
 PG15 = Path("/usr/lib/postgresql/15/bin")
 
@@ -129,45 +129,7 @@ def _session(sid: int) -> list[int]:
     return found
 
 
-RACE = """
-import sys
-from catchup.postgres import processes
-print("ready", flush=True)
-sys.stdin.readline()  # the barrier: every racer is ready before any is let go
-print(processes.server_user(name=sys.argv[1]).pw_uid)
-"""
-
-
-def race_for_a_user(name: str) -> list[tuple[int, str, str]]:
-    """Four processes let go at once to make the system user ``name``: each one's exit code,
-    output and error."""
-    racers = [
-        subprocess.Popen(
-            [sys.executable, "-c", RACE, name],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for _ in range(4)
-    ]
-    try:
-        for racer in racers:
-            assert racer.stdout is not None
-            assert racer.stdout.readline() == "ready\n"
-        for racer in racers:
-            assert racer.stdin is not None
-            racer.stdin.write("go\n")
-            racer.stdin.flush()
-        said = [racer.communicate(timeout=60) for racer in racers]
-        return [
-            (racer.returncode, out, err) for racer, (out, err) in zip(racers, said, strict=True)
-        ]
-    finally:
-        for racer in racers:
-            if racer.poll() is None:
-                racer.kill()
-                racer.wait()
+RACE = "print(processes.server_user(name=sys.argv[1]).pw_uid)"
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="only root makes system users")
@@ -181,7 +143,7 @@ def test_processes_started_at_once_on_a_fresh_machine_each_get_the_servers_user(
     for _ in range(3):
         name = f"catchup_race_{uuid.uuid4().hex[:8]}"
         try:
-            ran = race_for_a_user(name)
+            ran = let_go_at_once("from catchup.postgres import processes", RACE, [name])
             assert [code for code, _, _ in ran] == [0] * 4, ran
             uids = {out.strip() for _, out, _ in ran}
             assert uids == {str(pwd.getpwnam(name).pw_uid)}, ran  # one user, the one on file

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fix_processes import process_gone, wait_for
+from fix_processes import let_go_at_once, process_gone, wait_for
 from fix_project import Project, job_toml
 
 from catchup.postgres import datafolder, embedded
@@ -366,6 +366,37 @@ def test_binaries_the_servers_user_cannot_reach_are_copied_not_opened(home: Home
         assert again.returncode == 0 and "copied" not in again.stderr, again.stderr
     finally:
         home.run("postgres", "stop", CATCHUP_PG_BIN=str(install / "bin"))
+
+
+COPY_BINS = "print(embedded.reachable_bins(Path(sys.argv[1]))[0])"
+
+
+@pytest.mark.slow
+def test_processes_started_at_once_share_one_copy_of_the_binaries(home: Home) -> None:
+    """catchup's first commands, started at once from a virtualenv the server's user cannot
+    reach, each find no copy of the binaries and make one aside: the first moved into place
+    wins, and the others use it (they failed: "Directory not empty")."""
+    if os.geteuid() != 0:
+        pytest.skip("the server runs as a user of its own only for root")  # pragma: no cover
+    private = home.path.parent / "venv"
+    private.mkdir(mode=0o700)
+    package = embedded.bin_dir().parent.parent
+    install = private / "site-packages" / package.name / "pginstall"
+    shutil.copytree(package / "pginstall", install, symlinks=True)
+    ready = "from pathlib import Path\nfrom catchup.postgres import embedded"
+    ran = let_go_at_once(ready, COPY_BINS, [str(install / "bin")])
+    copies = {out.strip() for _, out, _ in ran}
+    try:
+        assert [code for code, _, _ in ran] == [0] * 4, ran
+        assert len(copies) == 1, ran  # one copy, the same for every one
+        (usable,) = copies
+        assert Path(usable, "postgres").exists()
+        copy = Path(usable).parents[2]  # BINARY_CACHE/pginstall-DIGEST
+        assert not list(embedded.BINARY_CACHE.glob(f".{copy.name}.*"))  # none left aside
+    finally:
+        for made in copies:
+            if made.startswith(f"{embedded.BINARY_CACHE}/pginstall-"):
+                shutil.rmtree(Path(made).parents[2], ignore_errors=True)
 
 
 # --- secrets ---------------------------------------------------------------------------------
