@@ -744,6 +744,50 @@ MUTATIONS = (
         ),
     ),
     Mutation(
+        "settled-key-with-a-failed-row",
+        "a later scan counts a key whose period failed as settled, unread",
+        "sql/queries/keys.sql",
+        "           coalesce(st.yes AND u.key IS NULL AND k.paused_at IS NULL AND (",
+        "           coalesce(st.yes AND k.paused_at IS NULL AND (",
+        (
+            "tests/integration/test_key_reads.py::"
+            "test_a_later_scan_reads_only_the_keys_with_something_to_find",
+        ),
+    ),
+    Mutation(
+        "settled-paused-key",
+        "a later scan counts a paused key as settled: it is not said to be paused",
+        "sql/queries/keys.sql",
+        "           coalesce(st.yes AND u.key IS NULL AND k.paused_at IS NULL AND (",
+        "           coalesce(st.yes AND u.key IS NULL AND (",
+        (
+            "tests/integration/test_key_reads.py::"
+            "test_a_later_scan_reads_only_the_keys_with_something_to_find",
+        ),
+    ),
+    Mutation(
+        "settled-key-with-old-holes",
+        "a later scan counts a key with holes before what was verified of it as settled",
+        "sql/queries/keys.sql",
+        "                        OR k.verified @> tstzrange(p.starts[b.b + 1], p.starts[p.n], '[]')))",
+        "                        OR true))",
+        (
+            "tests/integration/test_key_reads.py::"
+            "test_a_later_scan_reads_only_the_keys_with_something_to_find",
+        ),
+    ),
+    Mutation(
+        "settled-keys-not-expected",
+        "a later scan's expected (key, period) pairs leave out the keys it only counted",
+        "catchup/scan/keyed.py",
+        "    expected = expected_count(keys, starts, ends) + settled.expected(len(periods))",
+        "    expected = expected_count(keys, starts, ends)",
+        (
+            "tests/integration/test_key_reads.py::"
+            "test_a_later_scan_reads_only_the_keys_with_something_to_find",
+        ),
+    ),
+    Mutation(
         "markdown-budget",
         "a Markdown report always fits a GitHub job summary (under 1 MiB)",
         "catchup/render/documents.py",

@@ -13,7 +13,7 @@ from psycopg import sql
 from psycopg.rows import class_row
 
 from ..errors import ConfigError
-from ..scan.targets import KeyRange, KeyRow
+from ..scan.targets import KeyRange, KeyRow, Settled
 from . import sqlfiles
 from .base import LedgerBase
 from .evidence import bound, fenced
@@ -150,6 +150,34 @@ class Keys(LedgerBase):
             rows = cur.stream(self._q("key_history"), {"job_id": job_id}, size=BATCH)
             return [key_row(row, shared) for row in rows]
 
+    def keys_to_scan(
+        self,
+        job_id: int,
+        periods: Sequence[tuple[datetime, datetime]],
+        signature: str,
+    ) -> tuple[list[KeyRow], Settled]:
+        """The job's keys a scan of ``periods`` (its window's, under the schedules of
+        ``signature``) must look at, with their history, in key order; the others, settled
+        there, counted (:class:`Settled`). One statement: both from one snapshot."""
+        shared = Shared()
+        rows: list[KeyRow] = []
+        buckets: list[tuple[int, int]] = []
+        params = {
+            "job_id": job_id,
+            "starts": [s for s, _ in periods],
+            "ends": [e for _, e in periods],
+            "first": periods[0][0],
+            "until": periods[-1][1],
+            "signature": signature,
+        }
+        with self.conn.cursor(binary=True) as cur:
+            for row in cur.stream(self._q("keys_to_scan"), params, size=BATCH):
+                if row[0] is None:
+                    buckets.append((row[9], row[10]))
+                else:
+                    rows.append(key_row(row[:9], shared))
+        return rows, Settled(tuple(sorted(buckets)))
+
     def key_horizon(self, job_id: int) -> datetime | None:
         """Where the unbounded ranges of what scans verified of the job's keys end."""
         row = self.conn.execute(self._q("key_horizon"), {"job_id": job_id}).fetchone()
@@ -276,10 +304,12 @@ class Keys(LedgerBase):
         *,
         now: datetime,
         max_attempts: int,
+        settled: int = 0,
     ) -> list[KeyRange]:
         """Each key's ranges of periods that have not succeeded, oldest first; holes (no row)
         are looked for only in ``stretches`` (a key, and ``[i0, i1)`` of 0-based indexes of
-        ``periods``)."""
+        ``periods``). ``settled``: how many other keys the job has (none of them can have a
+        range)."""
         if not keys or not periods:
             return []
         times: dict[datetime | None, int] = {None: 0}  # NULL: index 0, out of the array
@@ -301,7 +331,7 @@ class Keys(LedgerBase):
         params["times"] = list(times)[1:]  # the times the indexes name, from 1
         # a probe per unverified period costs about as much as reading 30 of the job's rows
         unverified = sum(i1 - i0 for _, i0, i1 in stretches)
-        few = unverified * HOLE_PROBE_COST < len(keys) * len(periods)
+        few = unverified * HOLE_PROBE_COST < (len(keys) + settled) * len(periods)
         holes = sqlfiles.query("scan_holes_probed" if few else "scan_holes_merged", self.schema)
         query = sqlfiles.query_naming("scan_keys", self.schema, holes=holes)
         with self.conn.cursor(row_factory=class_row(KeyRange)) as cur:

@@ -157,8 +157,9 @@ class Scanning(LedgerBase):
             found[n - 1].append((start, end, finished, key))
         return found
 
-    def last_success_of_keys(self, job_id: int, keys: list[str]) -> datetime | None:
-        """The newest succeeded period of a job with keys (of any of ``keys``)."""
+    def last_success_of_keys(self, job_id: int, keys: list[str] | None) -> datetime | None:
+        """The newest succeeded period of a job with keys (of any of ``keys``; None: of any
+        key it has)."""
         row = self.conn.execute(
             self._q("last_success_keys"), {"job_id": job_id, "keys": keys}
         ).fetchone()

@@ -17,6 +17,7 @@ from ..changes.operations import reset
 from ..claims.batch import BATCH_MAX
 from ..config.bounds import TICK_WORKERS
 from ..config.job import Job
+from ..ledger import Ledger
 from ..results import Batch, ClaimRules, JobScan, Outcome, Planned, TickLeft
 from ..scan.detector import Prepared, prepare, scan_jobs
 from ..scan.outdated import with_outdated
@@ -269,7 +270,9 @@ def _tick_choices(
 ) -> list[tuple[ScanTarget, list[Planned], int]]:
     """Each due job's choice (:func:`_tick_choice`); what was planned without a scan kept
     from the periods nobody expects, for every job in one statement."""
-    choices = [(t, *_tick_choice(t, latest, gaps, rerun, previous)) for t, latest in due]
+    choices = [
+        (t, *_tick_choice(session.ledger, t, latest, (gaps, rerun), previous)) for t, latest in due
+    ]
     unscanned = [p for t, chosen, _ in choices if job_unscanned(t.job, rerun) for p in chosen]
     if not unscanned:
         return choices
@@ -281,14 +284,16 @@ def _tick_choices(
 
 
 def _tick_choice(
+    ledger: Ledger,
     target: ScanTarget,
     latest: Period,
-    gaps: dict[str, JobScan],
-    rerun: set[str],
+    scanned: tuple[dict[str, JobScan], set[str]],
     previous: datetime | None,
 ) -> tuple[list[Planned], int]:
     """What a tick runs of one due job by its catch-up policy, and how many of its gap periods
-    ``max_per_tick`` leaves for later ticks."""
+    ``max_per_tick`` leaves for later ticks (``scanned``: the jobs' gaps, and those that run
+    again what an upstream re-run made outdated)."""
+    gaps, rerun = scanned
     job = target.job
     if job.catchup == "all":
         runnable = REPLAYABLE | ({PeriodState.outdated} if job.name in rerun else set())
@@ -297,7 +302,8 @@ def _tick_choice(
     if job.catchup == "latest" or previous is None or latest.end + job.delay > previous:
         if job.keyed:
             return [
-                Planned(job.for_key(k.key), latest, "due") for k in expected_at(target, latest)
+                Planned(job.for_key(k.key), latest, "due")
+                for k in expected_at(ledger, target, latest)
             ], 0
         return [Planned(job, latest, "due")], 0
     return [], 0
@@ -356,11 +362,12 @@ def _first_gap(result: JobScan) -> datetime:
     return min(firsts + [r.first for r in result.key_ranges if r.state in REPLAYABLE])
 
 
-def expected_at(target: ScanTarget, period: Period) -> list[KeyRow]:
-    """The keys of a keyed job expected to have ``period``."""
+def expected_at(ledger: Ledger, target: ScanTarget, period: Period) -> list[KeyRow]:
+    """The keys of a keyed job expected to have ``period`` (read, when the target's were not)."""
+    keys = ledger.key_history(target.job_id) if target.deferred else target.keys
     return [
         k
-        for k in target.keys
+        for k in keys
         if period.end > k.expected_from and (k.gone_at is None or period.start < k.gone_at)
     ]
 
@@ -403,7 +410,8 @@ def run_keys(
     ready = prepare(session, [job])
     (target,) = ready.targets
     planned = [
-        Planned(ready.jobs[0].for_key(k.key), period, "due") for k in expected_at(target, period)
+        Planned(ready.jobs[0].for_key(k.key), period, "due")
+        for k in expected_at(session.ledger, target, period)
     ]
     if not rules.include_excluded:
         planned = unexcluded(session, planned)

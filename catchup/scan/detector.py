@@ -140,6 +140,7 @@ def _scan_keyed(
         paused=t.paused,
         record=record,
         all_keys=t.all_keys,
+        deferred=t.deferred,
     )
     failed = t.keys_failed
     return result if failed is None else replace(result, keys_error=failed.error)

@@ -28,7 +28,7 @@ from . import evidence
 from .coverage import signature
 from .keyblocked import grouped
 from .keyevidence import with_evidence
-from .targets import KeyRange, KeyRow, KeysFailure, ScanTarget
+from .targets import NONE_SETTLED, KeyRange, KeyRow, KeysFailure, ScanTarget, Settled
 from .verified import Read, unverified, verified_now
 from .window import Moment, window
 
@@ -135,11 +135,10 @@ def current_keys(
     :func:`read_sources` read them), recorded (with ``write``), and merged with what the
     ledger knew. Without ``write`` nothing is written, and the keys are what recording them
     would give."""
-    seen = source if source is not None else source_keys(ledger, job)[0]
     if write and job_id > 0:
-        ledger.record_keys(job_id, seen, start=job.anchor)
-        del seen, source  # recorded: a million keys read are not held beside their history
+        record_read(ledger, job, job_id, source)
         return ledger.key_history(job_id)
+    seen = source if source is not None else source_keys(ledger, job)[0]
     known = {row.key: row for row in ledger.key_history(job_id)} if job_id > 0 else {}
     merged = {key: replace(row, gone_at=row.gone_at or now) for key, row in known.items()}
     for key, since in seen:
@@ -159,6 +158,12 @@ def current_keys(
                 follows=row.follows and row.gone_at is None,
             )
     return [merged[k] for k in sorted(merged)]
+
+
+def record_read(ledger: Ledger, job: Job, job_id: int, source: Source | None) -> None:
+    """Record one read of the job's keys (``source``, or read now): what changed of them."""
+    seen = source if source is not None else source_keys(ledger, job)[0]
+    ledger.record_keys(job_id, seen, start=job.anchor)
 
 
 def back(row: KeyRow) -> tuple[tuple[datetime, datetime], ...] | None:
@@ -220,21 +225,23 @@ def scan_keyed(  # noqa: PLR0913
     paused: bool,
     record: bool = True,
     all_keys: bool = False,
+    deferred: bool = False,
 ) -> JobScan:
     """A keyed job's scan: its (key, period) pairs in the window, by state; each key's ranges;
     and those ranges grouped, one per state and span, with the keys each holds. Holes (no row)
     are looked for only after what earlier scans verified of each key, and (with ``record``)
-    what this one verified is recorded."""
+    what this one verified is recorded. ``deferred``: ``keys`` were not read (every key of the
+    job): those the window needs are read here, the settled ones only counted."""
     first, end = window(job, now, since, until)
     periods = [(p.start, p.end) for p in job.timeline.periods(first, end)]
     starts, ends = [s for s, _ in periods], [e for _, e in periods]
-    expected = expected_count(keys, starts, ends)
+    keys, settled = window_keys(ledger, job, job_id, periods) if deferred else (keys, NONE_SETTLED)
+    expected = expected_count(keys, starts, ends) + settled.expected(len(periods))
     moves = record and all_keys  # only a scan of every key may move the job's horizon
-    found = key_ranges(ledger, job, job_id, keys, (periods, end), now=now, record=(record, moves))
-    # up to now, the window's newest periods are the job's newest: its scan may know
-    last_success = newest_success(keys, found, periods) if until is None else None
-    if last_success is None and job_id > 0:  # not among those: the ledger says
-        last_success = ledger.last_success_of_keys(job_id, [k.key for k in keys])
+    found = key_ranges(
+        ledger, job, job_id, (keys, settled), (periods, end), now=now, record=(record, moves)
+    )
+    last_success = job_success(ledger, job_id, (keys, settled), found, periods, until is None)
     evidence_error = None
     if job.evidence is not None and expected and job_id > 0:
         seen = evidence.read_keys(ledger, job, job_id, first, end, [k.key for k in keys])
@@ -258,13 +265,48 @@ def scan_keyed(  # noqa: PLR0913
         ranges=ranges,
         last_success=last_success,
         labeler=job.label,
-        keys=len(keys),
+        keys=len(keys) + settled.count,
         evidence=job.evidence is not None,
         evidence_error=evidence_error,
         key_ranges=tuple(found),
         range_keys=range_keys,
         paused_keys=tuple(sorted(k.key for k in keys if k.paused_at is not None)),
     )
+
+
+def job_success(
+    ledger: Ledger,
+    job_id: int,
+    read: tuple[list[KeyRow], Settled],
+    found: list[KeyRange],
+    periods: list[tuple[datetime, datetime]],
+    to_now: bool,
+) -> datetime | None:
+    """A keyed job's newest succeeded period: from its scan when the window reaches ``now``
+    (its newest periods are the job's newest) and some key succeeded in one of them; else as
+    the ledger says (of the keys ``read``, or, when some were only counted, of every key)."""
+    keys, settled = read
+    last = newest_success(keys, found, periods, settled) if to_now else None
+    if last is None and job_id > 0:
+        asked = None if settled.count else [k.key for k in keys]  # None: every key of the job
+        last = ledger.last_success_of_keys(job_id, asked)
+    return last
+
+
+def window_keys(
+    ledger: Ledger, job: Job, job_id: int, periods: list[tuple[datetime, datetime]]
+) -> tuple[list[KeyRow], Settled]:
+    """The keys of a job whose keys were recorded and not read back (a deferred target) that a
+    scan of ``periods`` must look at, the settled ones counted (Ledger.keys_to_scan), when
+    what scans verified holds for its schedules past the window; every key otherwise (a first
+    scan, other schedules, a job with evidence to read of each key)."""
+    if job.evidence is None and periods and job_id > 0:
+        sig = signature(job)
+        state = ledger.scan_states([job_id]).get(job_id)
+        horizon = ledger.key_horizon(job_id) if state is not None and state[0] == sig else None
+        if horizon is not None and horizon >= periods[-1][1]:
+            return ledger.keys_to_scan(job_id, periods, sig)
+    return (ledger.key_history(job_id) if job_id > 0 else []), NONE_SETTLED
 
 
 def counted(found: list[KeyRange], expected: int) -> dict[str, int]:
@@ -282,7 +324,7 @@ def key_ranges(
     ledger: Ledger,
     job: Job,
     job_id: int,
-    keys: list[KeyRow],
+    read: tuple[list[KeyRow], Settled],
     window: tuple[list[tuple[datetime, datetime]], datetime],
     *,
     now: datetime,
@@ -290,9 +332,11 @@ def key_ranges(
 ) -> list[KeyRange]:
     """Each key's ranges of periods that have not succeeded in the ``window`` (its periods,
     and its end), holes looked for only outside what earlier scans verified; with
-    ``record`` (whether to record, whether ``keys`` are every key of the job), what this one
-    verified is recorded, and the job's horizon moved when they are."""
+    ``record`` (whether to record, whether the keys ``read`` are every key of the job), what
+    this one verified is recorded, and the job's horizon moved when they are. The keys read
+    are those to look at, and those settled in the window, counted."""
     periods, end = window
+    keys, settled = read
     keep, moves = record
     starts, ends = [s for s, _ in periods], [e for _, e in periods]
     with ledger.scan_snapshot():  # the generation and the rows it vouches for, together
@@ -301,11 +345,17 @@ def key_ranges(
         valid = state is not None and state[0] == signature(job)
         checked = unverified(keys, starts, ends, valid)
         found = ledger.scan_keys(
-            job_id, keys, periods, checked, now=now, max_attempts=job.max_attempts
+            job_id,
+            keys,
+            periods,
+            checked,
+            now=now,
+            max_attempts=job.max_attempts,
+            settled=settled.count,
         )
     if keep and job_id > 0 and checked:
-        read = Read(valid, horizon, moves)
-        grown, moved = verified_now(keys, read, checked, found, starts, ends, end)
+        scanned = Read(valid, horizon, moves, settled.in_period(len(periods) - 1))
+        grown, moved = verified_now(keys, scanned, checked, found, starts, ends, end)
         if (first := next(grown, None)) is not None or not valid or moved != horizon:
             seen = (state, horizon if valid else None)
             changed = chain(() if first is None else (first,), grown)
@@ -317,13 +367,17 @@ def newest_success(
     keys: list[KeyRow],
     found: list[KeyRange],
     periods: list[tuple[datetime, datetime]],
+    settled: Settled = NONE_SETTLED,
     look: int = 3,
 ) -> datetime | None:
     """The newest of the window's last ``look`` periods that some key succeeded in, from the
     scan's own ranges (a key expected there that no range of it holds has a succeeded row:
-    what scans verified has a row each, and every row not succeeded is in ``found``); None
-    when none of them has (the ledger then says)."""
-    for start, end in reversed(periods[-look:]):
+    what scans verified has a row each, and every row not succeeded is in ``found``; a
+    settled key expected there has one); None when none of them has (the ledger then says)."""
+    for i in range(len(periods) - 1, max(-1, len(periods) - 1 - look), -1):
+        start, end = periods[i]
+        if settled.in_period(i):
+            return start
         held = {r.key for r in found if r.first <= start <= r.last}  # the few not succeeded
         if any(
             end > k.expected_from and (k.gone_at is None or start < k.gone_at) and k.key not in held
@@ -376,6 +430,10 @@ def with_keys(
             known = sum(1 for k in keys if k.gone_at is None)
             told = KeysFailure(t.job.name, str(why), why.database, known)
             t = replace(t, keys=tuple(keys), keys_failed=told, all_keys=not t.job.selected_keys)
+        elif t.job.keyed and write and t.job_id > 0 and not t.job.selected_keys:
+            # every key, recorded and not read back: its scan reads those its window needs
+            record_read(ledger, t.job, t.job_id, (sources or {}).pop(t.job.name, None))
+            t = replace(t, keys=(), all_keys=True, deferred=True)
         elif t.job.keyed:  # the keys read handed over, not held here while recorded
             given = (sources or {}).pop
             keys = current_keys(ledger, t.job, t.job_id, now, write, given(t.job.name, None))

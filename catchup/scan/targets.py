@@ -52,6 +52,32 @@ class KeyRow:
         return None
 
 
+@dataclass(frozen=True, slots=True)
+class Settled:
+    """A keyed job's keys a scan of its window did not read, being settled there (each
+    expected period with a succeeded row, what scans verified of it following the horizon:
+    nothing to find, nothing to write), counted by ``bucket``: how many of the window's
+    period ends are at or before when the key is expected (it is expected in the periods from
+    that index on; a key gone before the window in the window's length)."""
+
+    buckets: tuple[tuple[int, int], ...] = ()  # (bucket, keys)
+
+    @property
+    def count(self) -> int:
+        return sum(n for _, n in self.buckets)
+
+    def expected(self, periods: int) -> int:
+        """How many (key, period) pairs of the window's ``periods`` they are expected in."""
+        return sum(max(0, periods - b) * n for b, n in self.buckets)
+
+    def in_period(self, i: int) -> int:
+        """How many of them are expected in the window's period ``i`` (0-based)."""
+        return sum(n for b, n in self.buckets if b <= i)
+
+
+NONE_SETTLED = Settled()
+
+
 @dataclass(frozen=True)
 class ScanTarget:
     """One job to scan: its config, its ledger id, whether it is paused, and where its window
@@ -66,6 +92,9 @@ class ScanTarget:
     # all may move the job's horizon (catchup/scan/verified.py)
     all_keys: bool = False
     keys_failed: KeysFailure | None = None  # its keys query failed: ``keys`` are those read last
+    # ``keys`` were recorded and not read back (every key of the job): its scan reads those
+    # its window needs (Ledger.keys_to_scan), and what needs them all reads them all
+    deferred: bool = False
 
 
 @dataclass(frozen=True)

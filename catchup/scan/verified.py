@@ -79,15 +79,17 @@ def next_horizon(
     starts: Sequence[datetime],
     ends: Sequence[datetime],
     horizon: datetime | None,
+    settled: int = 0,
 ) -> datetime | None:
     """Where the job's horizon moves after a scan of the window ``starts``..``end``: to its
     end, or to its newest period's start when many keys have no row there yet; nowhere when
     the window starts after the horizon (the periods between were not looked at), and never
-    back."""
+    back. ``settled``: how many keys not among ``keys`` are expected in the newest period
+    (each with a row there)."""
     if not starts or (horizon is not None and (starts[0] > horizon or ends[-1] <= horizon)):
         return horizon
     newest = len(starts) - 1
-    expected = holed = 0
+    expected, holed = settled, 0
     for row in keys:
         lo, hi = expected_range(row, starts, ends)
         if lo <= newest < hi:
@@ -126,6 +128,7 @@ class Read(NamedTuple):
     valid: bool
     horizon: datetime | None = None
     moves: bool = True  # the scan looked at every key of the job: it may move the horizon
+    settled: int = 0  # keys not read (settled), expected in the window's newest period
 
 
 def verified_now(
@@ -145,7 +148,9 @@ def verified_now(
     do is not written: the horizon moves."""
     holes = hole_indexes(found, starts)
     horizon = read.horizon if read.valid else None
-    moved = next_horizon(keys, holes, starts, ends, horizon) if read.moves else horizon
+    moved = (
+        next_horizon(keys, holes, starts, ends, horizon, read.settled) if read.moves else horizon
+    )
     window = (starts, ends, end)
     return _changed(keys, read.valid, checked, holes, window, moved), moved
 

@@ -49,6 +49,65 @@ LEFT JOIN {schema}.scan_state s ON s.job_id = k.job_id
 WHERE k.job_id = %(job_id)s
 ORDER BY k.key;
 
+-- name: keys_to_scan
+-- The keys a scan of a window must look at, with their history as key_history gives it; the
+-- others, settled in the window, only counted (rows with a null key: how many keys, by how
+-- many of the window's period ends are at or before when each is expected, width_bucket's
+-- bucket; a key gone before the window counts in the last, the window's length). A key is
+-- settled when what scans verified of it holds for these schedules (%(signature)s) and
+-- follows the job's horizon past the window, holds every period start of the window it is
+-- expected in, it has no row in the window that has not succeeded, it is neither paused nor
+-- gone in the window: a scan would find nothing of it, nor write anything of it (catchup/scan/
+-- verified.py). At a million keys that did not change, the key rows a scan brings to Python
+-- are the few with something to look at. One statement: one snapshot for both parts.
+WITH p AS (
+    SELECT %(starts)b::timestamptz[] AS starts, %(ends)b::timestamptz[] AS ends,
+           cardinality(%(starts)b::timestamptz[]) AS n
+), unfinished AS (
+    SELECT DISTINCT r.key FROM {schema}.runs r
+    WHERE r.job_id = %(job_id)s AND r.status <> 'succeeded'
+      AND r.period_start >= %(first)s AND r.period_start < %(until)s
+), settling AS (
+    SELECT EXISTS (SELECT 1 FROM {schema}.scan_state s
+                   WHERE s.job_id = %(job_id)s AND s.signature = %(signature)s
+                     AND s.keys_horizon >= %(until)s) AS yes
+), k AS (
+    SELECT k.*, b.b, p.n,
+           coalesce(st.yes AND u.key IS NULL AND k.paused_at IS NULL AND (
+               k.gone_at <= p.starts[1]
+               OR (k.gone_at IS NULL AND upper_inf(k.verified)
+                   AND (b.b >= p.n
+                        OR k.verified @> tstzrange(p.starts[b.b + 1], p.starts[p.n], '[]')))
+           ), false) AS settled  -- never null: a key with nothing verified is read
+    FROM {schema}.job_keys k
+    CROSS JOIN p CROSS JOIN settling st
+    CROSS JOIN LATERAL (SELECT width_bucket(k.expected_from, p.ends) AS b) AS b
+    LEFT JOIN unfinished u ON u.key = k.key
+    WHERE k.job_id = %(job_id)s
+)
+(SELECT NULL::text, NULL::timestamptz, NULL::timestamptz, NULL::timestamptz, NULL::timestamptz,
+        NULL::timestamptz, NULL::timestamptz[], NULL::timestamptz[], NULL::boolean,
+        CASE WHEN k.gone_at IS NOT NULL THEN k.n ELSE least(k.b, k.n) END::int, count(*)::bigint
+ FROM k WHERE k.settled
+ GROUP BY 10)
+UNION ALL
+(SELECT k.key, k.expected_from, k.first_seen,
+        CASE WHEN k.gone_at IS NULL THEN greatest(k.last_seen, j.keys_read_at)
+             ELSE k.last_seen END,
+        k.gone_at, k.paused_at,
+        CASE WHEN k.verified IS NOT NULL
+             THEN ARRAY(SELECT lower(r) FROM unnest(k.verified) AS r
+                        WHERE coalesce(upper(r), s.keys_horizon) > lower(r)) END,
+        CASE WHEN k.verified IS NOT NULL
+             THEN ARRAY(SELECT coalesce(upper(r), s.keys_horizon) FROM unnest(k.verified) AS r
+                        WHERE coalesce(upper(r), s.keys_horizon) > lower(r)) END,
+        coalesce(upper_inf(k.verified), false), NULL::int, NULL::bigint
+ FROM k
+ JOIN {schema}.jobs j ON j.id = k.job_id
+ LEFT JOIN {schema}.scan_state s ON s.job_id = k.job_id
+ WHERE NOT k.settled
+ ORDER BY k.key);
+
 -- name: key_horizon
 -- Where the unbounded ranges of what scans verified of a job's keys end (null: none follows).
 SELECT keys_horizon FROM {schema}.scan_state WHERE job_id = %(job_id)s;

@@ -144,9 +144,12 @@ SELECT w.job_id,
 FROM unnest(%(job_ids)s::bigint[]) AS w (job_id);
 
 -- name: last_success_keys
--- The newest succeeded period of a job with keys: each key's newest, by the primary key.
+-- The newest succeeded period of a job with keys (of %(keys)s, or every key the job has when
+-- null): each key's newest, by the primary key.
 SELECT max(l.period_start)
-FROM unnest(%(keys)s::text[]) AS k (key)
+FROM unnest(coalesce(%(keys)s::text[],
+                     ARRAY(SELECT j.key FROM {schema}.job_keys j WHERE j.job_id = %(job_id)s)))
+     AS k (key)
 CROSS JOIN LATERAL (
     SELECT r.period_start FROM {schema}.periods r
     WHERE r.job_id = %(job_id)s AND r.key = k.key AND r.status = 'succeeded'
