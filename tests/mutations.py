@@ -439,8 +439,8 @@ MUTATIONS = (
         "keys-read-before-writes",
         "a keys query that fails leaves the ledger as it was: its keys are read before any write",
         "catchup/scan/detector.py",
-        "        sources = read_each(session, jobs)  # before anything is written; failures each"
-        " its own",
+        "        sources = read_each(session, jobs, write)  # before anything is written; each"
+        " fails alone",
         "        sources = ({}, {})",
         ("tests/integration/test_keys.py::test_a_keys_query_that_fails_writes_nothing",),
     ),
@@ -785,6 +785,40 @@ MUTATIONS = (
         (
             "tests/integration/test_key_reads.py::"
             "test_a_later_scan_reads_only_the_keys_with_something_to_find",
+        ),
+    ),
+    Mutation(
+        "keys-diff-odd-unchecked",
+        "a later read of a keys query lets a key with a control character (or none) through",
+        "catchup/scan/keyed.py",
+        "    problems = [(n, key, said) for n, key in diff.odd if (said := key_problem(key)) is not"
+        " None]",
+        "    problems: list[tuple[int, str | None, str]] = []",
+        (
+            "tests/integration/test_key_reads.py::"
+            "test_keys_read_as_what_changed_are_refused_as_every_key_read_is",
+        ),
+    ),
+    Mutation(
+        "keys-diff-twice-unchecked",
+        "a later read of a keys query lets a key returned twice through",
+        "catchup/scan/keyed.py",
+        "    if diff.twice is not None and (first is None or diff.twice[0] < first[0]):",
+        "    if False:",
+        (
+            "tests/integration/test_key_reads.py::"
+            "test_keys_read_as_what_changed_are_refused_as_every_key_read_is",
+        ),
+    ),
+    Mutation(
+        "keys-diff-every-key-changed",
+        "a later read of a keys query writes (locks) keys that did not change",
+        "sql/queries/keys.sql",
+        "WHERE h.key IS NULL OR h.gone_at IS NOT NULL OR q.since <> h.expected_from",
+        "WHERE true",
+        (
+            "tests/integration/test_key_reads.py::"
+            "test_keys_read_as_what_changed_record_what_changed",
         ),
     ),
     Mutation(

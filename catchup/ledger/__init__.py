@@ -14,10 +14,12 @@ _EXPORTS = {
     "ClaimRequest": ".claims",
     "EvidenceQuery": ".evidence",
     "FinishFields": ".claims",
+    "KeysDiff": ".keys",
     "KeysRead": ".keys",
     "Ledger": ".whole",
     "LedgerBase": ".base",
     "Many": ".batches",
+    "diff_keys": ".keys",
     "read_keys": ".keys",
 }
 
@@ -25,10 +27,12 @@ __all__ = [
     "ClaimRequest",
     "EvidenceQuery",
     "FinishFields",
+    "KeysDiff",
     "KeysRead",
     "Ledger",
     "LedgerBase",
     "Many",
+    "diff_keys",
     "read_keys",
 ]
 
@@ -37,7 +41,7 @@ if TYPE_CHECKING:
     from .batches import Many
     from .claims import ClaimRequest, FinishFields
     from .evidence import EvidenceQuery
-    from .keys import KeysRead, read_keys
+    from .keys import KeysDiff, KeysRead, diff_keys, read_keys
     from .whole import Ledger
 
 

@@ -57,6 +57,98 @@ class KeysRead:
         return f"KeysRead({len(self.keys):,} keys)"
 
 
+class KeysDiff:
+    """What one read of a job's keys query changed against the key history of ``job_id``,
+    found on the ledger's database (keys_diff): a million keys that did not change never come
+    here. ``changed``: the keys new, back, or expected from another date (what record_keys
+    writes); ``gone``: those held that it no longer returns; ``odd``: (row, key) of each key
+    not plain printable ASCII, and ``twice``: (row, key) of the first returned twice, for
+    :func:`catchup.scan.keyed.source_keys` to check; ``count``: how many keys it returned."""
+
+    __slots__ = ("changed", "count", "gone", "job_id", "odd", "twice")
+
+    def __init__(self, job_id: int, dated: bool) -> None:
+        self.job_id = job_id
+        self.changed = KeysRead([], [] if dated else None)
+        self.gone: list[str] = []
+        self.odd: list[tuple[int, str | None]] = []
+        self.twice: tuple[int, str] | None = None
+        self.count = 0
+
+    def __len__(self) -> int:
+        return self.count
+
+    def __repr__(self) -> str:
+        changed, gone = len(self.changed), len(self.gone)
+        return f"KeysDiff({self.count:,} keys, {changed:,} changed, {gone:,} gone)"
+
+    def take(self, what: str, n: int | None, key: str | None, since: datetime | None) -> None:
+        """One row of keys_diff."""
+        if what == "count":
+            self.count = n or 0
+        elif what == "odd":
+            self.odd.append((n or 0, key))
+        elif what == "twice" and key is not None:
+            self.twice = (n or 0, key)
+        elif what == "changed" and key is not None:
+            self.changed.keys.append(key)
+            if self.changed.froms is not None:
+                self.changed.froms.append(since)
+        elif what == "gone" and key is not None:
+            self.gone.append(key)
+
+
+def _probe(conn: psycopg.Connection[Any], schema: str, keys: sql.SQL) -> str | None:
+    """The keys query's columns checked without running it: the kind of its second, dated
+    column (None without one). A ConfigError says what is wrong with them."""
+    columns = conn.execute(sqlfiles.query_naming("keys_probe", schema, keys=keys)).description
+    columns = columns or []
+    if len(columns) not in (1, 2):
+        raise ConfigError(
+            f"returns {len(columns)} columns; keys needs a key column and, optionally, "
+            "a date or timestamp column (from when the key is expected)"
+        )
+    if len(columns) != 2:
+        return None
+    info = psycopg.adapters.types.get(columns[1].type_code)
+    kind = info.name if info is not None else f"type {columns[1].type_code}"
+    if kind not in SINCE_KINDS:
+        raise ConfigError(f"its second column is {kind}; it must be a date or timestamp")
+    return kind
+
+
+def _keys_query(name: str, schema: str, keys: sql.SQL, kind: str | None) -> sql.Composed:
+    """``name`` (keys_read or keys_diff) over the keys query, its columns named."""
+    return sqlfiles.query_naming(
+        name,
+        schema,
+        keys=keys,
+        names=sql.SQL("(key, since)" if kind else "(key)"),
+        since=sqlfiles.query(SINCE_KINDS[kind], schema),
+    )
+
+
+def diff_keys(
+    conn: psycopg.Connection[Any], text: str, zone: str, schema: str, job_id: int
+) -> KeysDiff:
+    """The keys query run on the ledger's database, in a read-only transaction with a
+    statement timeout, against the key history of ``job_id`` (:class:`KeysDiff`). A
+    ConfigError says what is wrong with its columns or its size."""
+    keys = sql.SQL(text.replace("%", "%%"))  # the user's SQL: % is not a placeholder
+    with fenced(conn, schema, KEYS_TIMEOUT):  # nothing it changes outlives it
+        kind = _probe(conn, schema, keys)
+        query = _keys_query("keys_diff", schema, keys, kind)
+        bound(conn, schema, KEYS_TIMEOUT)  # the probe cannot have lifted it
+        diff = KeysDiff(job_id, kind is not None)
+        params = {"zone": zone, "limit": MAX_KEYS + 1, "job_id": job_id}
+        with conn.cursor() as cur:
+            for row in cur.stream(query, params, size=BATCH):
+                diff.take(*row)
+    if diff.count > MAX_KEYS:
+        raise ConfigError(f"returns more than {MAX_KEYS:,} keys")
+    return diff
+
+
 def read_keys(
     conn: psycopg.Connection[Any], text: str, zone: str, schema: str
 ) -> tuple[KeysRead, bool]:
@@ -66,26 +158,8 @@ def read_keys(
     keys = sql.SQL(text.replace("%", "%%"))  # the user's SQL: % is not a placeholder
     timeout = KEYS_TIMEOUT
     with fenced(conn, schema, timeout):  # nothing it changes outlives it
-        columns = conn.execute(sqlfiles.query_naming("keys_probe", schema, keys=keys)).description
-        columns = columns or []
-        if len(columns) not in (1, 2):
-            raise ConfigError(
-                f"returns {len(columns)} columns; keys needs a key column and, optionally, "
-                "a date or timestamp column (from when the key is expected)"
-            )
-        kind = None
-        if len(columns) == 2:
-            info = psycopg.adapters.types.get(columns[1].type_code)
-            kind = info.name if info is not None else f"type {columns[1].type_code}"
-            if kind not in SINCE_KINDS:
-                raise ConfigError(f"its second column is {kind}; it must be a date or timestamp")
-        query = sqlfiles.query_naming(
-            "keys_read",
-            schema,
-            keys=keys,
-            names=sql.SQL("(key, since)" if kind else "(key)"),
-            since=sqlfiles.query(SINCE_KINDS[kind], schema),
-        )
+        kind = _probe(conn, schema, keys)
+        query = _keys_query("keys_read", schema, keys, kind)
         bound(conn, schema, timeout)  # the probe cannot have lifted it
         read = KeysRead([], [] if kind else None)
         # one statement (its timeout bounds it whole), its rows taken in chunks as they come:
@@ -178,6 +252,11 @@ class Keys(LedgerBase):
                     rows.append(key_row(row[:9], shared))
         return rows, Settled(tuple(sorted(buckets)))
 
+    def has_keys(self, job_id: int) -> bool:
+        """Whether the ledger recorded any key of the job (a read of its keys before)."""
+        row = self.conn.execute(self._q("has_keys"), {"job_id": job_id}).fetchone()
+        return bool(row and row[0])
+
     def key_horizon(self, job_id: int) -> datetime | None:
         """Where the unbounded ranges of what scans verified of the job's keys end."""
         row = self.conn.execute(self._q("key_horizon"), {"job_id": job_id}).fetchone()
@@ -206,7 +285,33 @@ class Keys(LedgerBase):
         with self.conn.transaction():
             self.conn.execute(self._q("lock_job_row"), {"job_id": job_id})
             self.conn.execute(self._q("lock_changed_keys"), params)
-            self.conn.execute(self._q("record_keys"), params)
+            self.conn.execute(self._recording("gone_unseen"), params)
+
+    def record_key_changes(self, diff: KeysDiff, *, start: datetime) -> None:
+        """Record one read of the job's keys from what it changed (:class:`KeysDiff`), as
+        :meth:`record_keys` records every key read: the key rows it lists locked in key order
+        first, each written only if it still changes something."""
+        changed = diff.changed
+        froms = changed.froms
+        params = {
+            "job_id": diff.job_id,
+            "keys": lines(changed.keys),
+            "froms": froms if froms and any(f is not None for f in froms) else None,
+            "gone": lines(diff.gone),
+            "start": start,
+        }
+        listed = sorted({*changed.keys, *diff.gone})
+        with self.conn.transaction():
+            self.conn.execute(self._q("lock_job_row"), {"job_id": diff.job_id})
+            if listed:
+                self.conn.execute(self._q("lock_key_rows"), {"job_id": diff.job_id, "keys": listed})
+            self.conn.execute(self._recording("gone_listed"), params)
+
+    def _recording(self, gone: str) -> sql.Composed:
+        """record_keys, with which keys are gone (gone_unseen or gone_listed)."""
+        return sqlfiles.query_naming(
+            "record_keys", self.schema, gone=sqlfiles.query(gone, self.schema)
+        )
 
     def record_verified(
         self,

@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import bisect
 import heapq
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import replace
 from datetime import datetime
 from itertools import chain
+from typing import Any
 
 import psycopg
 
@@ -18,7 +19,7 @@ from ..claims import suspects
 from ..config.job import Job
 from ..config.values import key_problem
 from ..errors import EXIT_DATABASE, EXIT_USAGE, CatchupError, ConfigError, DatabaseError, first_line
-from ..ledger import KeysRead, Ledger, read_keys
+from ..ledger import KeysDiff, KeysRead, Ledger, diff_keys, read_keys
 from ..maintenance.findings import Finding
 from ..postgres import database as db
 from ..results import COUNTED_STATES, JobScan, Planned, Range
@@ -49,15 +50,38 @@ def source_keys(ledger: Ledger, job: Job) -> tuple[KeysRead, bool]:
     :class:`KeysFailed` when the query fails or what it returns is refused."""
     if isinstance(job.keys, tuple):
         return KeysRead(list(job.keys)), False
+    rows, dated = _queried(ledger, job, lambda conn: read_keys(conn, *_asked(ledger, job)))
+    return _checked(job, rows), dated
+
+
+def changed_keys(ledger: Ledger, job: Job, job_id: int) -> Source:
+    """:func:`source_keys` as what changed against the key history of ``job_id``
+    (:class:`KeysDiff`), when the job's keys are a query on the ledger's database: only the
+    keys that changed, and those that look odd, come here. Otherwise every key read."""
+    if not isinstance(job.keys, str) or job.keys_dsn is not None or job_id <= 0:
+        return source_keys(ledger, job)[0]
+    diff = _queried(ledger, job, lambda conn: (diff_keys(conn, *_asked(ledger, job), job_id), True))
+    return _checked_diff(job, diff[0])
+
+
+def _asked(ledger: Ledger, job: Job) -> tuple[str, str, str]:
     assert isinstance(job.keys, str)
+    return job.keys, job.timezone, ledger.schema
+
+
+def _queried[T](
+    ledger: Ledger, job: Job, run: Callable[[psycopg.Connection[Any]], tuple[T, bool]]
+) -> tuple[T, bool]:
+    """What ``run`` makes of the job's keys query on its connection (the ledger's, or one to
+    its ``keys_dsn``); a :class:`KeysFailed` when the query fails or its columns are refused."""
     where = f"jobs.{job.name}.keys"
     try:
         if job.keys_dsn is None:
-            rows, dated = read_keys(ledger.conn, job.keys, job.timezone, ledger.schema)
+            return run(ledger.conn)
         else:
             target = db.Target(conninfo=job.keys_dsn, source=f"jobs.{job.name}.keys_dsn")
             with db.connect(target, application="catchup-keys", writes=False) as conn:
-                rows, dated = read_keys(conn, job.keys, job.timezone, ledger.schema)
+                return run(conn)
     except psycopg.Error as exc:
         if isinstance(exc, psycopg.OperationalError) and ledger.conn.broken:
             raise
@@ -67,17 +91,44 @@ def source_keys(ledger: Ledger, job: Job) -> tuple[KeysRead, bool]:
         raise KeysFailed(f"{where}: the keys query {exc}", database=False) from None
     except DatabaseError as exc:  # keys_dsn unreachable, too old
         raise KeysFailed(f"{where}: {exc}", database=True) from None
+
+
+def _checked(job: Job, rows: KeysRead) -> KeysRead:
+    """``rows`` when every key can be one and none is returned twice; else the first
+    problem, by row, as a :class:`KeysFailed`."""
     seen: set[str] = set()
     for n, key in enumerate(rows.keys, start=1):
         if (problem := key_problem(key)) is not None:
-            raise KeysFailed(f"{where}: row {n}: the key {problem}", database=False)
+            raise _refused(job, n, key, problem)
         if key in seen:
-            raise KeysFailed(f"{where}: the key {key!a} is returned twice", database=False)
+            raise _refused(job, n, key, None)
         seen.add(key)
-    return rows, dated
+    return rows
 
 
-Source = KeysRead  # what a job's keys source gave: keys, and from when each is expected
+def _checked_diff(job: Job, diff: KeysDiff) -> KeysDiff:
+    """:func:`_checked` of what the server found: the odd keys checked here, the first key
+    returned twice; the first problem by row raised."""
+    problems = [(n, key, said) for n, key in diff.odd if (said := key_problem(key)) is not None]
+    first = min(problems, key=lambda p: p[0], default=None)
+    if diff.twice is not None and (first is None or diff.twice[0] < first[0]):
+        raise _refused(job, diff.twice[0], diff.twice[1], None)
+    if first is not None:
+        raise _refused(job, *first)
+    diff.odd = []
+    return diff
+
+
+def _refused(job: Job, n: int, key: object, problem: str | None) -> KeysFailed:
+    """A row of the keys query refused: its key's ``problem``, or (None) returned twice."""
+    where = f"jobs.{job.name}.keys"
+    if problem is None:
+        return KeysFailed(f"{where}: the key {key!a} is returned twice", database=False)
+    return KeysFailed(f"{where}: row {n}: the key {problem}", database=False)
+
+
+# what a job's keys source gave: keys, and from when each is expected; or what they changed
+Source = KeysRead | KeysDiff
 
 
 def read_sources(ledger: Ledger, jobs: list[Job]) -> dict[str, Source]:
@@ -86,22 +137,29 @@ def read_sources(ledger: Ledger, jobs: list[Job]) -> dict[str, Source]:
     return {job.name: source_keys(ledger, job)[0] for job in jobs if job.keyed}
 
 
-def read_each(session: Session, jobs: list[Job]) -> tuple[dict[str, Source], dict[str, KeysFailed]]:
-    """:func:`read_sources` where one job's failure is that job's: the keys read, and the
-    failures by job (each such job goes on with the keys it read last: :func:`with_keys`).
-    When every one of ``jobs`` failed and none has keys read before, nothing could run: the
-    first failure is raised, and nothing is written."""
+def read_each(
+    session: Session, jobs: list[Job], write: bool = False
+) -> tuple[dict[str, Source], dict[str, KeysFailed]]:
+    """:func:`read_sources` where one job's failure is that job's: the keys read (with
+    ``write``, to be recorded: a query on the ledger's database as what it changed,
+    :func:`changed_keys`), and the failures by job (each such job goes on with the keys it
+    read last: :func:`with_keys`). When every one of ``jobs`` failed and none has keys read
+    before, nothing could run: the first failure is raised, and nothing is written."""
     read: dict[str, Source] = {}
     failed: dict[str, KeysFailed] = {}
+    rows = session.job_rows(write=False) if any(job.keyed for job in jobs) else {}
     for job in jobs:
         if job.keyed:
             try:
-                read[job.name] = source_keys(session.ledger, job)[0]
+                row = rows.get(job.name)
+                if write and row is not None:
+                    read[job.name] = changed_keys(session.ledger, job, row.id)
+                else:
+                    read[job.name] = source_keys(session.ledger, job)[0]
             except KeysFailed as exc:
                 failed[job.name] = exc
     if failed and len(failed) == len(jobs):
-        rows = session.job_rows(write=False)
-        if not any(n in rows and session.ledger.key_history(rows[n].id) for n in failed):
+        if not any(n in rows and session.ledger.has_keys(rows[n].id) for n in failed):
             raise next(iter(failed.values()))
     return read, failed
 
@@ -138,7 +196,7 @@ def current_keys(
     if write and job_id > 0:
         record_read(ledger, job, job_id, source)
         return ledger.key_history(job_id)
-    seen = source if source is not None else source_keys(ledger, job)[0]
+    seen = source if isinstance(source, KeysRead) else source_keys(ledger, job)[0]
     known = {row.key: row for row in ledger.key_history(job_id)} if job_id > 0 else {}
     merged = {key: replace(row, gone_at=row.gone_at or now) for key, row in known.items()}
     for key, since in seen:
@@ -161,8 +219,13 @@ def current_keys(
 
 
 def record_read(ledger: Ledger, job: Job, job_id: int, source: Source | None) -> None:
-    """Record one read of the job's keys (``source``, or read now): what changed of them."""
-    seen = source if source is not None else source_keys(ledger, job)[0]
+    """Record one read of the job's keys (``source``, or read now): what changed of them.
+    What a read changed against another job's history (the job was renamed or registered
+    since) is not this one's: its keys are read again."""
+    if isinstance(source, KeysDiff) and source.job_id == job_id:
+        ledger.record_key_changes(source, start=job.anchor)
+        return
+    seen = source if isinstance(source, KeysRead) else source_keys(ledger, job)[0]
     ledger.record_keys(job_id, seen, start=job.anchor)
 
 

@@ -14,6 +14,37 @@ SELECT * FROM ({keys}) AS k LIMIT 0;
 -- %(limit)s rows are read, so a query that returns too many is refused, not loaded.
 SELECT k.key::text, {since} FROM ({keys}) AS k {names} LIMIT %(limit)s;
 
+-- name: keys_diff
+-- The keys query run once (its rows numbered as they come) against the job's key history, in
+-- the read-only transaction the keys query runs in, so a million keys that did not change
+-- never leave the server. Rows of five kinds: 'count' (how many rows, at most %(limit)s),
+-- 'odd' (every row whose key is not 1 to 200 printable ASCII characters: Python's key_problem
+-- says whether it can be a key), 'twice' (the first key returned twice, at its second row),
+-- 'changed' (keys new, back after being gone, or expected from another date now: what
+-- record_keys writes) and 'gone' (keys held that the query no longer returns).
+WITH q AS MATERIALIZED (
+    SELECT k.key::text AS key, {since} AS since, row_number() OVER () AS n
+    FROM (SELECT * FROM ({keys}) AS k {names} LIMIT %(limit)s) AS k
+), h AS (
+    SELECT key, expected_from, gone_at FROM {schema}.job_keys WHERE job_id = %(job_id)s
+), twice AS (
+    SELECT key, min(n) AS n FROM q WHERE key IS NOT NULL
+    GROUP BY key HAVING count(*) > 1 ORDER BY min(n) LIMIT 1
+)
+SELECT 'count', count(*), NULL::text, NULL::timestamptz FROM q
+UNION ALL
+SELECT 'odd', q.n, q.key, NULL FROM q
+WHERE q.key IS NULL OR q.key !~ '^[ -~]+$' OR length(q.key) > 200
+UNION ALL
+SELECT 'twice', (SELECT min(q.n) FROM q WHERE q.key = t.key AND q.n > t.n), t.key, NULL
+FROM twice t
+UNION ALL
+SELECT 'changed', NULL, q.key, q.since FROM q LEFT JOIN h ON h.key = q.key
+WHERE h.key IS NULL OR h.gone_at IS NOT NULL OR q.since <> h.expected_from
+UNION ALL
+SELECT 'gone', NULL, h.key, NULL FROM h
+WHERE h.gone_at IS NULL AND NOT EXISTS (SELECT 1 FROM q WHERE q.key = h.key);
+
 -- name: keys_since_none
 NULL::timestamptz
 
@@ -108,6 +139,9 @@ UNION ALL
  WHERE NOT k.settled
  ORDER BY k.key);
 
+-- name: has_keys
+SELECT EXISTS (SELECT 1 FROM {schema}.job_keys WHERE job_id = %(job_id)s);
+
 -- name: key_horizon
 -- Where the unbounded ranges of what scans verified of a job's keys end (null: none follows).
 SELECT keys_horizon FROM {schema}.scan_state WHERE job_id = %(job_id)s;
@@ -147,7 +181,9 @@ FOR UPDATE OF k;
 -- last seen at the job's read before. The job's keys_read_at is this read. Every time it writes
 -- is the read's own (statement_timestamp): the keys one read finds share one first_seen and
 -- one expected_from, which a million keys read then hold as one value each, not a million.
--- Under the job's row lock (lock_job_row), so two reads at once record one history.
+-- Under the job's row lock (lock_job_row), so two reads at once record one history. {gone}:
+-- which keys held are gone (gone_unseen: those not among the keys given, every key read;
+-- gone_listed: those listed, when the keys given are only what a read changed, keys_diff).
 WITH first_read AS (
     SELECT NOT EXISTS (SELECT 1 FROM {schema}.job_keys WHERE job_id = %(job_id)s) AS yes
 ), seen AS (
@@ -182,13 +218,18 @@ WITH first_read AS (
     SET gone_at = statement_timestamp(),
         last_seen = greatest(k.last_seen,
                              (SELECT j.keys_read_at FROM {schema}.jobs j WHERE j.id = k.job_id))
-    WHERE k.job_id = %(job_id)s AND k.gone_at IS NULL
-      AND NOT EXISTS (SELECT 1 FROM seen s WHERE s.key = k.key)
+    WHERE k.job_id = %(job_id)s AND k.gone_at IS NULL AND {gone}
     RETURNING k.key
 ), read AS (
     UPDATE {schema}.jobs SET keys_read_at = statement_timestamp() WHERE id = %(job_id)s
 )
 SELECT (SELECT count(*) FROM upserted), (SELECT count(*) FROM gone);
+
+-- name: gone_unseen
+NOT EXISTS (SELECT 1 FROM seen s WHERE s.key = k.key)
+
+-- name: gone_listed
+k.key = ANY(string_to_array(%(gone)s::text, E'\n'))
 
 -- name: pause_key
 UPDATE {schema}.job_keys SET paused_at = coalesce(paused_at, clock_timestamp())

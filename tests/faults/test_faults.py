@@ -592,9 +592,16 @@ def test_host_clocks_that_disagree(project: Project, sql: Any) -> None:
     clock (at any minute of the hour: a host clock would pick a period two hours off)."""
     latest_due = "SELECT date_trunc('hour', clock_timestamp()) - interval '1 hour'"
     (hour,) = sql("SELECT date_trunc('hour', clock_timestamp()) - interval '3 hours'")[0]
+    go = project.path / "go"  # the job runs until the runner behind has been refused
+    wait = (
+        "import os, time\nt = time.monotonic()\n"
+        f"while not os.path.exists({str(go)!r}) and time.monotonic() - t < 60:\n"
+        "    time.sleep(0.05)\n"
+    )
     project.write(
         '[jobs.export]\nschedule = "hourly"\nstart = '
-        f'"{hour:%Y-%m-%dT%H:%M:%SZ}"\nlease = "5s"\ncommand = ["sleep", "3"]\n'
+        f'"{hour:%Y-%m-%dT%H:%M:%SZ}"\nlease = "5s"\n'
+        f"command = {json.dumps([sys.executable, '-c', wait])}\n"
     )
     assert project.cli("migrate").exit_code == 0
     (due_before,) = sql(latest_due)[0]
@@ -606,6 +613,7 @@ def test_host_clocks_that_disagree(project: Project, sql: Any) -> None:
     assert timedelta(0) < lease_left <= timedelta(seconds=5)  # database clock, not +2h
     behind = faked("-2h", ["run", "export"], project)
     out_behind, _ = behind.communicate(timeout=60)
+    go.touch()
     out_ahead, err = ahead.communicate(timeout=60)
     (due_after,) = sql(latest_due)[0]
     assert ahead.returncode == 0, err

@@ -8,7 +8,9 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
+import pytest
 from fix_db import Database
+from fix_project import Project, job_toml
 
 from catchup import Catchup, make_job
 from catchup.scan.keyed import window_keys
@@ -68,3 +70,56 @@ def test_a_later_scan_reads_only_the_keys_with_something_to_find(
 
 
 DAY = timedelta(days=1)
+
+
+GOOD = "SELECT k FROM (VALUES ('acme'), ('globex')) AS v (k)"
+
+
+def _values(*keys: str) -> str:
+    return "SELECT k FROM (VALUES " + ", ".join(f"({k})" for k in keys) + ") AS v (k)"
+
+
+@pytest.mark.parametrize(
+    ("query", "said"),
+    [
+        (_values("'acme'", "'b'", "'acme'"), "the key 'acme' is returned twice"),
+        (_values("'acme'", "'evil' || chr(27) || '[31m'"), "row 2: the key 'evil\\x1b[31m'"),
+        (_values("'acme'", "NULL"), "row 2: the key expected text, got NoneType"),
+        (_values("'acme'", "''"), "row 2: the key is empty"),
+        (_values("'acme'", "repeat('x', 201)"), "row 2: the key 'xxxx"),
+        # the first problem by row: a key returned twice at row 3 before a bad one at row 4
+        (_values("'a'", "'b'", "'a'", "'c' || chr(7)"), "the key 'a' is returned twice"),
+        (_values("'a'", "'c' || chr(7)", "'a'"), "row 2: the key 'c\\x07'"),
+    ],
+)
+def test_keys_read_as_what_changed_are_refused_as_every_key_read_is(
+    project: Project, sql: Any, query: str, said: str
+) -> None:
+    """A later read of a keys query on the ledger's database leaves on the server the keys
+    that did not change, yet every key it returns is checked: the same refusal, the same row,
+    nothing of the job's keys written."""
+    project.write(job_toml("invoice", "daily", "2026-10-01", keys=GOOD, command=["true"]))
+    assert project.cli("-q", "scan", "--until", "2026-10-03").exit_code in (0, 1)
+    before = sql("SELECT key, xmin::text, gone_at FROM {schema}.job_keys ORDER BY 1")
+    assert [k for k, _, _ in before] == ["acme", "globex"]
+    project.write(job_toml("invoice", "daily", "2026-10-01", keys=query, command=["true"]))
+    refused = project.cli("-q", "scan", "--until", "2026-10-03")
+    assert refused.exit_code == 2, refused.output
+    assert f"jobs.invoice.keys: {said}" in refused.output
+    assert "\x1b" not in refused.output and "\x07" not in refused.output
+    assert sql("SELECT key, xmin::text, gone_at FROM {schema}.job_keys ORDER BY 1") == before
+
+
+def test_keys_read_as_what_changed_record_what_changed(project: Project, sql: Any) -> None:
+    """Keys that are not plain ASCII are checked here and kept; a key gone and those new are
+    written, the one that stayed is neither written nor locked."""
+    project.write(job_toml("invoice", "daily", "2026-10-01", keys=GOOD, command=["true"]))
+    assert project.cli("-q", "scan", "--until", "2026-10-03").exit_code in (0, 1)
+    versions = "SELECT ctid::text, xmin::text, xmax::text FROM {schema}.job_keys WHERE key = 'acme'"
+    kept = sql(versions)  # any update or row lock changes them
+    changed = _values("'acme'", "'café'", "'Ünïcode tenant'")
+    project.write(job_toml("invoice", "daily", "2026-10-01", keys=changed, command=["true"]))
+    assert project.cli("-q", "scan", "--until", "2026-10-03").exit_code in (0, 1)
+    rows = sorted(sql("SELECT key, gone_at IS NOT NULL FROM {schema}.job_keys"))
+    assert rows == [("acme", False), ("café", False), ("globex", True), ("Ünïcode tenant", False)]
+    assert sql(versions) == kept
