@@ -814,11 +814,22 @@ MUTATIONS = (
         "keys-diff-every-key-changed",
         "a later read of a keys query writes (locks) keys that did not change",
         "sql/queries/keys.sql",
-        "WHERE h.key IS NULL OR h.gone_at IS NOT NULL OR q.since <> h.expected_from",
-        "WHERE true",
+        "           ELSE h.key IS NULL OR h.gone_at IS NOT NULL OR g.since <> h.expected_from END;",
+        "           ELSE true END;",
         (
             "tests/integration/test_key_reads.py::"
             "test_keys_read_as_what_changed_record_what_changed",
+        ),
+    ),
+    Mutation(
+        "settled-first-scan-past-holes",
+        "a first scan writes a key with holes as verified from its first expected period",
+        "sql/queries/keys.sql",
+        "    WHERE k.gone_at IS NULL AND k.b < p.n AND h.c = p.n - k.b",
+        "    WHERE k.gone_at IS NULL AND k.b < p.n",
+        (
+            "tests/integration/test_key_reads.py::"
+            "test_a_first_scan_writes_what_it_verified_of_complete_keys_in_one_statement",
         ),
     ),
     Mutation(

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Hashable, Iterable, Iterator, Sequence
 from datetime import datetime
 from itertools import batched
@@ -14,6 +15,7 @@ from psycopg.rows import class_row
 
 from ..errors import ConfigError
 from ..scan.targets import KeyRange, KeyRow, Settled
+from ..scan.verified import HOLED_SHARE
 from . import sqlfiles
 from .base import LedgerBase
 from .evidence import bound, fenced
@@ -26,6 +28,10 @@ MAX_KEYS = 10_000_000
 # periods, a scan probes for holes instead of reading every row
 HOLE_PROBE_COST = 30
 BATCH = 2_000  # rows taken at a time of a keys query and of a key history
+# the memory keys_diff's aggregate and join of a million keys take on the server in its
+# transaction (PostgreSQL's default, 4MB, spills them to disk in batches: twice as slow)
+DIFF_WORK_MEM = "64MB"
+ANALYZE_AFTER = 10_000  # keys added by one read after which the key history is analyzed
 SINCE_KINDS = {
     None: "keys_since_none",
     "date": "keys_since_date",
@@ -138,6 +144,7 @@ def diff_keys(
     with fenced(conn, schema, KEYS_TIMEOUT):  # nothing it changes outlives it
         kind = _probe(conn, schema, keys)
         query = _keys_query("keys_diff", schema, keys, kind)
+        conn.execute(sqlfiles.query("keys_work_mem", schema), {"work_mem": DIFF_WORK_MEM})
         bound(conn, schema, KEYS_TIMEOUT)  # the probe cannot have lifted it
         diff = KeysDiff(job_id, kind is not None)
         params = {"zone": zone, "limit": MAX_KEYS + 1, "job_id": job_id}
@@ -252,6 +259,36 @@ class Keys(LedgerBase):
                     rows.append(key_row(row[:9], shared))
         return rows, Settled(tuple(sorted(buckets)))
 
+    def settle_complete_keys(
+        self,
+        job_id: int,
+        signature: str,
+        state: tuple[str, int] | None,
+        periods: Sequence[tuple[datetime, datetime]],
+    ) -> bool:
+        """A first scan's (``state``: the scan state it read; no horizon) verified ranges of
+        every key with a row for each period of ``periods`` it is expected in, written in one
+        statement, and the job's horizon set (settle_complete_keys), unless rows were removed
+        since ``state`` was read; for other schedules than those recorded, the old ranges are
+        forgotten first. False when nothing was written."""
+        params: dict[str, object] = {
+            "job_id": job_id,
+            "signature": signature,
+            "starts": [s for s, _ in periods],
+            "ends": [e for _, e in periods],
+            "first": periods[0][0],
+            "until": periods[-1][1],
+            "holed_share": HOLED_SHARE,
+        }
+        try:
+            with self.conn.transaction():
+                if not self._scan_state_holds(params, state, None):
+                    return False
+                self.conn.execute(self._q("settle_complete_keys"), params)
+        except psycopg.errors.InsufficientPrivilege:
+            return False
+        return True
+
     def has_keys(self, job_id: int) -> bool:
         """Whether the ledger recorded any key of the job (a read of its keys before)."""
         row = self.conn.execute(self._q("has_keys"), {"job_id": job_id}).fetchone()
@@ -285,7 +322,8 @@ class Keys(LedgerBase):
         with self.conn.transaction():
             self.conn.execute(self._q("lock_job_row"), {"job_id": job_id})
             self.conn.execute(self._q("lock_changed_keys"), params)
-            self.conn.execute(self._recording("gone_unseen"), params)
+            written = self.conn.execute(self._recording("gone_unseen"), params).fetchone()
+        self._analyze_after(written)
 
     def record_key_changes(self, diff: KeysDiff, *, start: datetime) -> None:
         """Record one read of the job's keys from what it changed (:class:`KeysDiff`), as
@@ -305,7 +343,16 @@ class Keys(LedgerBase):
             self.conn.execute(self._q("lock_job_row"), {"job_id": diff.job_id})
             if listed:
                 self.conn.execute(self._q("lock_key_rows"), {"job_id": diff.job_id, "keys": listed})
-            self.conn.execute(self._recording("gone_listed"), params)
+            written = self.conn.execute(self._recording("gone_listed"), params).fetchone()
+        self._analyze_after(written)
+
+    def _analyze_after(self, written: tuple[Any, ...] | None) -> None:
+        """After a read that added many keys (a first read of a million): the key history's
+        statistics, which the planner would otherwise take from an empty table until
+        autovacuum came (keys_to_scan's joins, sized on them, are then 3x slower)."""
+        if written is not None and written[0] >= ANALYZE_AFTER:
+            with contextlib.suppress(psycopg.errors.InsufficientPrivilege):
+                self.conn.execute(self._q("analyze_keys"))
 
     def _recording(self, gone: str) -> sql.Composed:
         """record_keys, with which keys are gone (gone_unseen or gone_listed)."""

@@ -298,9 +298,10 @@ def scan_keyed(  # noqa: PLR0913
     first, end = window(job, now, since, until)
     periods = [(p.start, p.end) for p in job.timeline.periods(first, end)]
     starts, ends = [s for s, _ in periods], [e for _, e in periods]
-    keys, settled = window_keys(ledger, job, job_id, periods) if deferred else (keys, NONE_SETTLED)
-    expected = expected_count(keys, starts, ends) + settled.expected(len(periods))
     moves = record and all_keys  # only a scan of every key may move the job's horizon
+    read = window_keys(ledger, job, job_id, periods, moves) if deferred else (keys, NONE_SETTLED)
+    keys, settled = read
+    expected = expected_count(keys, starts, ends) + settled.expected(len(periods))
     found = key_ranges(
         ledger, job, job_id, (keys, settled), (periods, end), now=now, record=(record, moves)
     )
@@ -357,16 +358,24 @@ def job_success(
 
 
 def window_keys(
-    ledger: Ledger, job: Job, job_id: int, periods: list[tuple[datetime, datetime]]
+    ledger: Ledger,
+    job: Job,
+    job_id: int,
+    periods: list[tuple[datetime, datetime]],
+    settle: bool = False,
 ) -> tuple[list[KeyRow], Settled]:
     """The keys of a job whose keys were recorded and not read back (a deferred target) that a
     scan of ``periods`` must look at, the settled ones counted (Ledger.keys_to_scan), when
-    what scans verified holds for its schedules past the window; every key otherwise (a first
-    scan, other schedules, a job with evidence to read of each key)."""
+    what scans verified holds for its schedules past the window; every key otherwise (other
+    schedules, a job with evidence to read of each key). With ``settle`` (a scan that records
+    what it verified of every key), a first scan (no horizon) first writes in one statement
+    what it would verify of every key with a row each period (Ledger.settle_complete_keys)."""
     if job.evidence is None and periods and job_id > 0:
         sig = signature(job)
         state = ledger.scan_states([job_id]).get(job_id)
         horizon = ledger.key_horizon(job_id) if state is not None and state[0] == sig else None
+        if horizon is None and settle and ledger.settle_complete_keys(job_id, sig, state, periods):
+            horizon = ledger.key_horizon(job_id)
         if horizon is not None and horizon >= periods[-1][1]:
             return ledger.keys_to_scan(job_id, periods, sig)
     return (ledger.key_history(job_id) if job_id > 0 else []), NONE_SETTLED

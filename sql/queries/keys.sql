@@ -18,32 +18,40 @@ SELECT k.key::text, {since} FROM ({keys}) AS k {names} LIMIT %(limit)s;
 -- The keys query run once (its rows numbered as they come) against the job's key history, in
 -- the read-only transaction the keys query runs in, so a million keys that did not change
 -- never leave the server. Rows of five kinds: 'count' (how many rows, at most %(limit)s),
--- 'odd' (every row whose key is not 1 to 200 printable ASCII characters: Python's key_problem
--- says whether it can be a key), 'twice' (the first key returned twice, at its second row),
--- 'changed' (keys new, back after being gone, or expected from another date now: what
--- record_keys writes) and 'gone' (keys held that the query no longer returns).
+-- 'odd' (each key, at its first row, that is not 1 to 200 printable ASCII characters, or
+-- null: Python's key_problem says whether it can be a key), 'twice' (the first key returned
+-- twice, at its second row; looked for only when some key is), 'changed' (keys new, back
+-- after being gone, or expected from another date now: what record_keys writes) and 'gone'
+-- (keys held that the query no longer returns). One aggregate of the rows by key, and one
+-- join of it with the key history.
 WITH q AS MATERIALIZED (
     SELECT k.key::text AS key, {since} AS since, row_number() OVER () AS n
     FROM (SELECT * FROM ({keys}) AS k {names} LIMIT %(limit)s) AS k
+), g AS MATERIALIZED (
+    SELECT key, count(*) AS c, min(n) AS n, min(since) AS since FROM q GROUP BY key
 ), h AS (
     SELECT key, expected_from, gone_at FROM {schema}.job_keys WHERE job_id = %(job_id)s
-), twice AS (
-    SELECT key, min(n) AS n FROM q WHERE key IS NOT NULL
-    GROUP BY key HAVING count(*) > 1 ORDER BY min(n) LIMIT 1
 )
-SELECT 'count', count(*), NULL::text, NULL::timestamptz FROM q
+SELECT 'count', sum(g.c)::bigint, NULL::text, NULL::timestamptz FROM g
 UNION ALL
-SELECT 'odd', q.n, q.key, NULL FROM q
-WHERE q.key IS NULL OR q.key !~ '^[ -~]+$' OR length(q.key) > 200
+SELECT 'odd', g.n, g.key, NULL FROM g
+WHERE g.key IS NULL OR g.key !~ '^[ -~]+$' OR length(g.key) > 200
 UNION ALL
-SELECT 'twice', (SELECT min(q.n) FROM q WHERE q.key = t.key AND q.n > t.n), t.key, NULL
-FROM twice t
+SELECT 'twice', d.n, d.key, NULL
+FROM (SELECT key, n FROM (SELECT key, n, row_number() OVER (PARTITION BY key ORDER BY n) AS i
+                          FROM q WHERE key IS NOT NULL) AS x
+      WHERE x.i = 2 ORDER BY n LIMIT 1) AS d
+WHERE EXISTS (SELECT 1 FROM g WHERE g.c > 1 AND g.key IS NOT NULL)
 UNION ALL
-SELECT 'changed', NULL, q.key, q.since FROM q LEFT JOIN h ON h.key = q.key
-WHERE h.key IS NULL OR h.gone_at IS NOT NULL OR q.since <> h.expected_from
-UNION ALL
-SELECT 'gone', NULL, h.key, NULL FROM h
-WHERE h.gone_at IS NULL AND NOT EXISTS (SELECT 1 FROM q WHERE q.key = h.key);
+SELECT CASE WHEN g.n IS NULL THEN 'gone' ELSE 'changed' END, NULL, coalesce(g.key, h.key), g.since
+FROM (SELECT * FROM g WHERE g.key IS NOT NULL) AS g
+FULL JOIN h ON h.key = g.key
+WHERE CASE WHEN g.n IS NULL THEN h.gone_at IS NULL
+           ELSE h.key IS NULL OR h.gone_at IS NOT NULL OR g.since <> h.expected_from END;
+
+-- name: keys_work_mem
+-- For keys_diff alone: its transaction's, rolled back with it.
+SELECT set_config('work_mem', %(work_mem)s, true);
 
 -- name: keys_since_none
 NULL::timestamptz
@@ -103,7 +111,8 @@ WITH p AS (
                    WHERE s.job_id = %(job_id)s AND s.signature = %(signature)s
                      AND s.keys_horizon >= %(until)s) AS yes
 ), k AS (
-    SELECT k.*, b.b, p.n,
+    -- narrow: the key, when it is gone, its bucket and whether it is settled
+    SELECT k.key, k.gone_at, b.b, p.n,
            coalesce(st.yes AND u.key IS NULL AND k.paused_at IS NULL AND (
                k.gone_at <= p.starts[1]
                OR (k.gone_at IS NULL AND upper_inf(k.verified)
@@ -133,11 +142,63 @@ UNION ALL
              THEN ARRAY(SELECT coalesce(upper(r), s.keys_horizon) FROM unnest(k.verified) AS r
                         WHERE coalesce(upper(r), s.keys_horizon) > lower(r)) END,
         coalesce(upper_inf(k.verified), false), NULL::int, NULL::bigint
- FROM k
+ FROM k AS needy
+ JOIN {schema}.job_keys k ON k.job_id = %(job_id)s AND k.key = needy.key
  JOIN {schema}.jobs j ON j.id = k.job_id
  LEFT JOIN {schema}.scan_state s ON s.job_id = k.job_id
- WHERE NOT k.settled
+ WHERE NOT needy.settled
  ORDER BY k.key);
+
+-- name: analyze_keys
+-- After a read that added many keys: the planner's statistics of the key history.
+ANALYZE {schema}.job_keys;
+
+-- name: settle_complete_keys
+-- A first scan of every key of a job (no horizon yet, under the scan state's lock): each key
+-- held (not gone) that has a row for every period of the window it is expected in gets what scans
+-- verified of it as one range from its first such period that follows the horizon (added to
+-- what was verified before), in one statement; the horizon is set where a scan of them all
+-- would set it (catchup/scan/verified.py next_horizon): the window's end, or its newest
+-- period's start when more than a tenth of the keys expected there have no row there yet.
+-- The scan that follows reads only the keys with something to find (keys_to_scan).
+WITH p AS (
+    SELECT %(starts)b::timestamptz[] AS starts, %(ends)b::timestamptz[] AS ends,
+           cardinality(%(starts)b::timestamptz[]) AS n
+), k AS (
+    -- the keys expected in the window's newest period (not gone before it), or its bucket
+    SELECT k.key, k.gone_at, width_bucket(k.expected_from, p.ends) AS b
+    FROM {schema}.job_keys k CROSS JOIN p
+    WHERE k.job_id = %(job_id)s AND (k.gone_at IS NULL OR k.gone_at > p.starts[p.n])
+), had AS (
+    SELECT r.key, count(*) AS c, bool_or(r.period_start = p.starts[p.n]) AS newest
+    FROM {schema}.periods r
+    JOIN unnest(%(starts)b::timestamptz[]) WITH ORDINALITY AS w (s, i) ON w.s = r.period_start
+    JOIN k ON k.key = r.key AND w.i > k.b
+    CROSS JOIN p
+    WHERE r.job_id = %(job_id)s AND r.period_start >= %(first)s AND r.period_start < %(until)s
+    GROUP BY r.key
+), complete AS (
+    SELECT k.key, k.b FROM k JOIN had h ON h.key = k.key CROSS JOIN p
+    WHERE k.gone_at IS NULL AND k.b < p.n AND h.c = p.n - k.b
+), written AS (
+    UPDATE {schema}.job_keys j
+    SET verified = coalesce(j.verified, '{{}}'::tstzmultirange)
+                   + tstzmultirange(tstzrange(p.starts[c.b + 1], NULL))
+    FROM complete c CROSS JOIN p
+    WHERE j.job_id = %(job_id)s AND j.key = c.key
+    RETURNING 1
+), newest AS (
+    SELECT count(*) FILTER (WHERE k.b < p.n) AS expected,
+           count(*) FILTER (WHERE k.b < p.n AND NOT coalesce(h.newest, false)) AS holed
+    FROM k CROSS JOIN p LEFT JOIN had h ON h.key = k.key
+), horizon AS (
+    UPDATE {schema}.scan_state s
+    SET keys_horizon = CASE WHEN n.holed > n.expected * %(holed_share)s THEN p.starts[p.n]
+                            ELSE p.ends[p.n] END
+    FROM newest n CROSS JOIN p
+    WHERE s.job_id = %(job_id)s
+)
+SELECT count(*) FROM written;
 
 -- name: has_keys
 SELECT EXISTS (SELECT 1 FROM {schema}.job_keys WHERE job_id = %(job_id)s);

@@ -123,3 +123,45 @@ def test_keys_read_as_what_changed_record_what_changed(project: Project, sql: An
     rows = sorted(sql("SELECT key, gone_at IS NOT NULL FROM {schema}.job_keys"))
     assert rows == [("acme", False), ("café", False), ("globex", True), ("Ünïcode tenant", False)]
     assert sql(versions) == kept
+
+
+def test_a_first_scan_writes_what_it_verified_of_complete_keys_in_one_statement(
+    database: Database, schema: str, sql: Any
+) -> None:
+    """The schedules the scan state was recorded for changed (what was verified says nothing
+    now, the horizon is gone): a scan of every key writes, in one statement, a range that
+    follows the new horizon for each key with a row every day, and reads only the others (a
+    key that never ran its first days, one whose newest day failed); its report is a scan of
+    every key's."""
+    start = today(sql) - timedelta(days=7)
+    job = make_job("invoice", "daily", f"{start:%Y-%m-%d}", keys=KEYS, call="operator:truth")
+    newest = today(sql) - DAY
+    with Catchup(jobs=[job], dsn=database.conninfo, schema=schema) as app:
+        assert app.replay(since=f"{start:%Y-%m-%d}").totals["failed"] == 0
+        sql("DELETE FROM {schema}.runs WHERE key = 't03' AND period_start < %s", [start + 2 * DAY])
+        sql(
+            "UPDATE {schema}.runs SET status = 'failed', failures = 1, error = 'boom'"
+            " WHERE key = 't07' AND period_start = %s",
+            [newest],
+        )
+        sql("UPDATE {schema}.scan_state SET signature = 'other schedules'")
+        session = app.session
+        ((job_id,),) = sql("SELECT id FROM {schema}.jobs WHERE name = 'invoice'")
+        resolved = session.resolve_all([job], write=False)[0]
+        periods = [(p.start, p.end) for p in resolved.timeline.periods(start, today(sql))]
+        read, settled = window_keys(session.ledger, resolved, job_id, periods, settle=True)
+        assert sorted(k.key for k in read) == ["t03", "t07"]  # t07: its failed day
+        assert settled.count == len(KEYS) - 2
+        assert sql("SELECT keys_horizon FROM {schema}.scan_state") == [(today(sql),)]
+        spans = sql(
+            "SELECT key, verified::text FROM {schema}.job_keys WHERE upper_inf(verified)"
+            " AND lower(verified) = %s ORDER BY key",
+            [start],
+        )
+        assert [k for k, _ in spans] == [k for k in KEYS if k != "t03"]
+        assert gaps(app) == [
+            ("t03", "missing", f"{start:%m-%d}"),
+            ("t07", "failed", f"{newest:%m-%d}"),
+        ]
+        (scanned,) = app.scan().jobs
+        assert (scanned.keys, scanned.expected) == (len(KEYS), len(KEYS) * 7)
