@@ -27,15 +27,9 @@ def intruder() -> pwd.struct_passwd:
     """A second Unix user on this host (created here; the tests run as root)."""
     if os.geteuid() != 0:
         pytest.fail("these tests create a second Unix user: run them as root (CI does)")
-    try:
-        return pwd.getpwnam(INTRUDER)
-    except KeyError:
-        subprocess.run(
-            ["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", INTRUDER],
-            check=True,
-            capture_output=True,
-        )
-        return pwd.getpwnam(INTRUDER)
+    user = processes.server_user(name=INTRUDER)  # made as the server's is, under its lock
+    assert user is not None
+    return user
 
 
 def psql_as(user: pwd.struct_passwd, conninfo: dict[str, str]) -> subprocess.CompletedProcess[str]:
