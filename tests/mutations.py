@@ -833,6 +833,17 @@ MUTATIONS = (
         ),
     ),
     Mutation(
+        "settled-past-the-horizon-uncut",
+        "a key without a row for a period past the horizon stops following it (its range cut)",
+        "sql/queries/keys.sql",
+        "                        ELSE j.verified * tstzmultirange(tstzrange(NULL, %(horizon)s)) END",
+        "                        ELSE j.verified END",
+        (
+            "tests/integration/test_key_reads.py::"
+            "test_a_scan_past_the_horizon_cuts_what_a_key_without_its_new_day_verified",
+        ),
+    ),
+    Mutation(
         "markdown-budget",
         "a Markdown report always fits a GitHub job summary (under 1 MiB)",
         "catchup/render/documents.py",

@@ -263,14 +263,16 @@ class Keys(LedgerBase):
         self,
         job_id: int,
         signature: str,
-        state: tuple[str, int] | None,
+        seen: tuple[tuple[str, int] | None, datetime | None],
         periods: Sequence[tuple[datetime, datetime]],
     ) -> bool:
-        """A first scan's (``state``: the scan state it read; no horizon) verified ranges of
-        every key with a row for each period of ``periods`` it is expected in, written in one
-        statement, and the job's horizon set (settle_complete_keys), unless rows were removed
-        since ``state`` was read; for other schedules than those recorded, the old ranges are
-        forgotten first. False when nothing was written."""
+        """What a scan of every key of ``periods`` would record of the keys with a row for each
+        period after the horizon they are expected in, written in one statement, and the
+        job's horizon moved (settle_complete_keys), unless rows were removed since the scan
+        state and horizon ``seen`` were read, or the horizon moved meanwhile; for other
+        schedules than those recorded, the old ranges are forgotten first (and the horizon
+        with them). False when nothing was written."""
+        state, horizon = seen
         params: dict[str, object] = {
             "job_id": job_id,
             "signature": signature,
@@ -279,11 +281,14 @@ class Keys(LedgerBase):
             "first": periods[0][0],
             "until": periods[-1][1],
             "holed_share": HOLED_SHARE,
+            "horizon": horizon,
         }
         try:
             with self.conn.transaction():
-                if not self._scan_state_holds(params, state, None):
+                if not self._scan_state_holds(params, state, horizon):
                     return False
+                if state is None or state[0] != signature:
+                    params["horizon"] = None  # forgotten with the old schedules' ranges
                 self.conn.execute(self._q("settle_complete_keys"), params)
         except psycopg.errors.InsufficientPrivilege:
             return False

@@ -368,17 +368,27 @@ def window_keys(
     scan of ``periods`` must look at, the settled ones counted (Ledger.keys_to_scan), when
     what scans verified holds for its schedules past the window; every key otherwise (other
     schedules, a job with evidence to read of each key). With ``settle`` (a scan that records
-    what it verified of every key), a first scan (no horizon) first writes in one statement
-    what it would verify of every key with a row each period (Ledger.settle_complete_keys)."""
+    what it verified of every key), when the window reaches past the job's horizon (or there
+    is none yet), what it would record of every key with a row each period there is written
+    first in one statement, and the horizon moved (Ledger.settle_complete_keys)."""
     if job.evidence is None and periods and job_id > 0:
         sig = signature(job)
         state = ledger.scan_states([job_id]).get(job_id)
         horizon = ledger.key_horizon(job_id) if state is not None and state[0] == sig else None
-        if horizon is None and settle and ledger.settle_complete_keys(job_id, sig, state, periods):
-            horizon = ledger.key_horizon(job_id)
-        if horizon is not None and horizon >= periods[-1][1]:
+        until = periods[-1][1]
+        if settle and _settles(horizon, periods):
+            if ledger.settle_complete_keys(job_id, sig, (state, horizon), periods):
+                horizon = ledger.key_horizon(job_id)
+        if horizon is not None and horizon >= until:
             return ledger.keys_to_scan(job_id, periods, sig)
     return (ledger.key_history(job_id) if job_id > 0 else []), NONE_SETTLED
+
+
+def _settles(horizon: datetime | None, periods: list[tuple[datetime, datetime]]) -> bool:
+    """Whether a scan of every key of ``periods`` settles the complete keys in SQL first: a
+    first scan (no horizon), or a window that reaches past the horizon from before it (the
+    periods between were looked at: a scan of them all would move it)."""
+    return horizon is None or periods[0][0] <= horizon < periods[-1][1]
 
 
 def counted(found: list[KeyRange], expected: int) -> dict[str, int]:

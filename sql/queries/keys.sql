@@ -154,47 +154,62 @@ UNION ALL
 ANALYZE {schema}.job_keys;
 
 -- name: settle_complete_keys
--- A first scan of every key of a job (no horizon yet, under the scan state's lock): each key
--- held (not gone) that has a row for every period of the window it is expected in gets what scans
--- verified of it as one range from its first such period that follows the horizon (added to
--- what was verified before), in one statement; the horizon is set where a scan of them all
--- would set it (catchup/scan/verified.py next_horizon): the window's end, or its newest
--- period's start when more than a tenth of the keys expected there have no row there yet.
--- The scan that follows reads only the keys with something to find (keys_to_scan).
+-- What a scan of every key of a job would record of what it verified, for the many keys that
+-- need nothing but their rows counted, in one statement (under the scan state's lock): from
+-- the job's horizon (%(horizon)s; null: a first scan, from the window's start) to the window's
+-- end, each key held that has a row for every period it is expected in there is complete. A
+-- first scan adds to what each complete key verified a range from its first expected period
+-- that follows the horizon; a later one cuts, at the horizon, the following range of each key
+-- that is not complete (it no longer follows: the scan that comes next reads it and records
+-- its ranges). The horizon then moves where a scan of them all would move it (catchup/scan/
+-- verified.py next_horizon): to the window's end, or to its newest period's start when more
+-- than a tenth of the keys expected there have no row there yet; never back.
 WITH p AS (
     SELECT %(starts)b::timestamptz[] AS starts, %(ends)b::timestamptz[] AS ends,
-           cardinality(%(starts)b::timestamptz[]) AS n
+           cardinality(%(starts)b::timestamptz[]) AS n,
+           -- how many of the window's periods start before the horizon: not looked at here
+           (SELECT count(*) FROM unnest(%(starts)b::timestamptz[]) AS s
+            WHERE s < %(horizon)s::timestamptz)::int AS h
 ), k AS (
-    -- the keys expected in the window's newest period (not gone before it), or its bucket
-    SELECT k.key, k.gone_at, width_bucket(k.expected_from, p.ends) AS b
+    -- the keys held in the window's newest period, each with the periods looked at: those
+    -- after its bucket (the window's period ends at or before it is expected) and the horizon
+    SELECT k.key, k.gone_at, upper_inf(k.verified) AS follows,
+           width_bucket(k.expected_from, p.ends) AS bucket,
+           greatest(width_bucket(k.expected_from, p.ends), p.h) AS b
     FROM {schema}.job_keys k CROSS JOIN p
     WHERE k.job_id = %(job_id)s AND (k.gone_at IS NULL OR k.gone_at > p.starts[p.n])
 ), had AS (
-    SELECT r.key, count(*) AS c, bool_or(r.period_start = p.starts[p.n]) AS newest
+    SELECT r.key, count(*) AS c, bool_or(w.i = p.n) AS newest
     FROM {schema}.periods r
     JOIN unnest(%(starts)b::timestamptz[]) WITH ORDINALITY AS w (s, i) ON w.s = r.period_start
     JOIN k ON k.key = r.key AND w.i > k.b
     CROSS JOIN p
     WHERE r.job_id = %(job_id)s AND r.period_start >= %(first)s AND r.period_start < %(until)s
     GROUP BY r.key
-), complete AS (
-    SELECT k.key, k.b FROM k JOIN had h ON h.key = k.key CROSS JOIN p
-    WHERE k.gone_at IS NULL AND k.b < p.n AND h.c = p.n - k.b
+), judged AS (
+    SELECT k.key, k.gone_at, k.follows, k.bucket, k.b, coalesce(h.c, 0) = p.n - k.b AS complete
+    FROM k CROSS JOIN p LEFT JOIN had h ON h.key = k.key
+    WHERE k.b < p.n
 ), written AS (
     UPDATE {schema}.job_keys j
-    SET verified = coalesce(j.verified, '{{}}'::tstzmultirange)
-                   + tstzmultirange(tstzrange(p.starts[c.b + 1], NULL))
-    FROM complete c CROSS JOIN p
-    WHERE j.job_id = %(job_id)s AND j.key = c.key
+    SET verified = CASE WHEN %(horizon)s::timestamptz IS NULL
+                        THEN coalesce(j.verified, '{{}}'::tstzmultirange)
+                             + tstzmultirange(tstzrange(p.starts[t.bucket + 1], NULL))
+                        ELSE j.verified * tstzmultirange(tstzrange(NULL, %(horizon)s)) END
+    FROM judged t CROSS JOIN p
+    WHERE j.job_id = %(job_id)s AND j.key = t.key
+      AND CASE WHEN %(horizon)s::timestamptz IS NULL THEN t.complete AND t.gone_at IS NULL
+               ELSE t.follows AND NOT t.complete END
     RETURNING 1
 ), newest AS (
-    SELECT count(*) FILTER (WHERE k.b < p.n) AS expected,
-           count(*) FILTER (WHERE k.b < p.n AND NOT coalesce(h.newest, false)) AS holed
+    SELECT count(*) FILTER (WHERE k.bucket < p.n) AS expected,
+           count(*) FILTER (WHERE k.bucket < p.n AND NOT coalesce(h.newest, false)) AS holed
     FROM k CROSS JOIN p LEFT JOIN had h ON h.key = k.key
 ), horizon AS (
     UPDATE {schema}.scan_state s
-    SET keys_horizon = CASE WHEN n.holed > n.expected * %(holed_share)s THEN p.starts[p.n]
-                            ELSE p.ends[p.n] END
+    SET keys_horizon = greatest(s.keys_horizon,
+                                CASE WHEN n.holed > n.expected * %(holed_share)s
+                                     THEN p.starts[p.n] ELSE p.ends[p.n] END)
     FROM newest n CROSS JOIN p
     WHERE s.job_id = %(job_id)s
 )

@@ -165,3 +165,29 @@ def test_a_first_scan_writes_what_it_verified_of_complete_keys_in_one_statement(
         ]
         (scanned,) = app.scan().jobs
         assert (scanned.keys, scanned.expected) == (len(KEYS), len(KEYS) * 7)
+
+
+def test_a_scan_past_the_horizon_cuts_what_a_key_without_its_new_day_verified(
+    database: Database, schema: str, sql: Any
+) -> None:
+    """Every key's days were verified up to yesterday's start (the horizon); every key but
+    t05 has a row for yesterday. A scan of every key moves the horizon in one statement, and
+    t05's range, which followed it, is cut where the horizon was: yesterday is its gap, found
+    now and by every later scan."""
+    start = today(sql) - timedelta(days=7)
+    newest = today(sql) - DAY
+    job = make_job("invoice", "daily", f"{start:%Y-%m-%d}", keys=KEYS, call="operator:truth")
+    with Catchup(jobs=[job], dsn=database.conninfo, schema=schema) as app:
+        assert app.replay(since=f"{start:%Y-%m-%d}").totals["failed"] == 0
+        sql("DELETE FROM {schema}.runs WHERE key = 't05' AND period_start = %s", [newest])
+        sql("UPDATE {schema}.job_keys SET verified = NULL")
+        sql("UPDATE {schema}.scan_state SET keys_horizon = NULL")
+        assert app.scan(until=f"{newest:%Y-%m-%d}").jobs[0].counts["missing"] == 0
+        assert sql("SELECT keys_horizon FROM {schema}.scan_state") == [(newest,)]
+        assert gaps(app) == [("t05", "missing", f"{newest:%m-%d}")]
+        assert sql("SELECT keys_horizon FROM {schema}.scan_state") == [(today(sql),)]
+        t05 = "SELECT verified = tstzmultirange(tstzrange(%s, %s)) FROM {schema}.job_keys"
+        assert sql(t05 + " WHERE key = 't05'", [start, newest]) == [(True,)]
+        following = sql("SELECT count(*) FROM {schema}.job_keys WHERE upper_inf(verified)")
+        assert following == [(len(KEYS) - 1,)]
+        assert gaps(app) == [("t05", "missing", f"{newest:%m-%d}")]  # and again

@@ -111,8 +111,8 @@ def test_a_key_back_after_being_gone_is_looked_at_for_the_days_it_was_away(
     project.cli("-q", "scan")  # t002 is gone (from now: its days after the second are gaps)
     sql("UPDATE {schema}.job_keys SET gone_at = %s WHERE key = 't002'", [two])  # gone then
     assert cli(project, "scan")["jobs"][0]["missing"] == 0
-    ((follows,),) = sql("SELECT upper_inf(verified) FROM {schema}.job_keys WHERE key = 't002'")
-    assert follows  # its last range reached its last day: it follows the horizon
+    held = "SELECT verified @> tstzrange(%s, %s) FROM {schema}.job_keys WHERE key = 't002'"
+    assert sql(held, [start, two]) == [(True,)]  # its two days verified, up to when it went
     invoice(project, start, keys_query(1, 3))
     back = project.cli("-q", "scan", "--json")
     assert back.exit_code == 1, back.output
@@ -193,10 +193,10 @@ def test_a_scan_records_nothing_of_a_key_that_came_back_since_it_read_it(
 
     start = gone_two_days_in(project, sql)
     two = start + timedelta(days=2)
-    sql(
+    sql(  # its first day verified: the scan finds its second, and records its range
         "UPDATE {schema}.job_keys SET verified = tstzmultirange(tstzrange(%s, %s))"
         " WHERE key = 't002'",
-        [start, two],
+        [start, start + timedelta(days=1)],
     )
     ((horizon,),) = sql("SELECT keys_horizon FROM {schema}.scan_state")
     sql("UPDATE {schema}.scan_state SET keys_horizon = %s", [horizon - timedelta(days=1)])
