@@ -157,11 +157,12 @@ ANALYZE {schema}.job_keys;
 -- What a scan of every key of a job would record of what it verified, for the many keys that
 -- need nothing but their rows counted, in one statement (under the scan state's lock): from
 -- the job's horizon (%(horizon)s; null: a first scan, from the window's start) to the window's
--- end, each key held that has a row for every period it is expected in there is complete. A
--- first scan adds to what each complete key verified a range from its first expected period
--- that follows the horizon; a later one cuts, at the horizon, the following range of each key
--- that is not complete (it no longer follows: the scan that comes next reads it and records
--- its ranges). The horizon then moves where a scan of them all would move it (catchup/scan/
+-- end, each key held that has a row for every period it is expected in there is complete.
+-- Each complete key that does not follow the horizon yet gets, added to what it verified, a
+-- range from the first of those periods that follows it; the following range of each key that
+-- is not complete is cut at the horizon (it no longer follows: the scan that comes next reads
+-- it and records its ranges). A key that follows and is complete is not written. The horizon
+-- then moves where a scan of them all would move it (catchup/scan/
 -- verified.py next_horizon): to the window's end, or to its newest period's start when more
 -- than a tenth of the keys expected there have no row there yet; never back.
 WITH p AS (
@@ -192,14 +193,14 @@ WITH p AS (
     WHERE k.b < p.n
 ), written AS (
     UPDATE {schema}.job_keys j
-    SET verified = CASE WHEN %(horizon)s::timestamptz IS NULL
+    SET verified = CASE WHEN t.complete
                         THEN coalesce(j.verified, '{{}}'::tstzmultirange)
-                             + tstzmultirange(tstzrange(p.starts[t.bucket + 1], NULL))
+                             + tstzmultirange(tstzrange(p.starts[t.b + 1], NULL))
                         ELSE j.verified * tstzmultirange(tstzrange(NULL, %(horizon)s)) END
     FROM judged t CROSS JOIN p
     WHERE j.job_id = %(job_id)s AND j.key = t.key
-      AND CASE WHEN %(horizon)s::timestamptz IS NULL THEN t.complete AND t.gone_at IS NULL
-               ELSE t.follows AND NOT t.complete END
+      AND CASE WHEN t.complete THEN t.gone_at IS NULL AND NOT coalesce(t.follows, false)
+               ELSE coalesce(t.follows, false) AND %(horizon)s::timestamptz IS NOT NULL END
     RETURNING 1
 ), newest AS (
     SELECT count(*) FILTER (WHERE k.bucket < p.n) AS expected,
