@@ -769,7 +769,8 @@ MUTATIONS = (
         "settled-key-with-old-holes",
         "a later scan counts a key with holes before what was verified of it as settled",
         "sql/queries/keys.sql",
-        "                        OR k.verified @> tstzrange(p.starts[b.b + 1], p.starts[p.n], '[]')))",
+        "                        OR k.verified @> tstzrange(p.starts[b.b + 1], p.starts[p.n],"
+        " '[]')))",
         "                        OR true))",
         (
             "tests/integration/test_key_reads.py::"
@@ -837,7 +838,8 @@ MUTATIONS = (
         "settled-past-the-horizon-uncut",
         "a key without a row for a period past the horizon stops following it (its range cut)",
         "sql/queries/keys.sql",
-        "                        ELSE j.verified * tstzmultirange(tstzrange(NULL, %(horizon)s)) END",
+        "                        ELSE j.verified * tstzmultirange(tstzrange(NULL, %(horizon)s))"
+        " END",
         "                        ELSE j.verified END",
         (
             "tests/integration/test_key_reads.py::"

@@ -192,7 +192,6 @@ def test_a_scan_records_nothing_of_a_key_that_came_back_since_it_read_it(
     from catchup.ledger.keys import Keys
 
     start = gone_two_days_in(project, sql)
-    two = start + timedelta(days=2)
     sql(  # its first day verified: the scan finds its second, and records its range
         "UPDATE {schema}.job_keys SET verified = tstzmultirange(tstzrange(%s, %s))"
         " WHERE key = 't002'",
