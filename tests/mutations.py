@@ -439,8 +439,8 @@ MUTATIONS = (
         "keys-read-before-writes",
         "a keys query that fails leaves the ledger as it was: its keys are read before any write",
         "catchup/scan/detector.py",
-        "        sources = read_each(session, jobs, write)  # before anything is written; each"
-        " fails alone",
+        "        sources = read_each(session, jobs)  # before anything is written; each fails"
+        " alone",
         "        sources = ({}, {})",
         ("tests/integration/test_keys.py::test_a_keys_query_that_fails_writes_nothing",),
     ),

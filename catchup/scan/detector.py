@@ -51,7 +51,7 @@ def prepare(
     check_window(jobs, since, until)
     sources: tuple[dict[str, Any], dict[str, Any]] = ({}, {})
     if any(job.keyed for job in jobs):
-        sources = read_each(session, jobs, write)  # before anything is written; each fails alone
+        sources = read_each(session, jobs)  # before anything is written; each fails alone
     resolved = session.resolve_all(jobs, write=write)
     now = session.now()
     rows = session.job_rows(write=write)

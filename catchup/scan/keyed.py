@@ -137,14 +137,12 @@ def read_sources(ledger: Ledger, jobs: list[Job]) -> dict[str, Source]:
     return {job.name: source_keys(ledger, job)[0] for job in jobs if job.keyed}
 
 
-def read_each(
-    session: Session, jobs: list[Job], write: bool = False
-) -> tuple[dict[str, Source], dict[str, KeysFailed]]:
-    """:func:`read_sources` where one job's failure is that job's: the keys read (with
-    ``write``, to be recorded: a query on the ledger's database as what it changed,
-    :func:`changed_keys`), and the failures by job (each such job goes on with the keys it
-    read last: :func:`with_keys`). When every one of ``jobs`` failed and none has keys read
-    before, nothing could run: the first failure is raised, and nothing is written."""
+def read_each(session: Session, jobs: list[Job]) -> tuple[dict[str, Source], dict[str, KeysFailed]]:
+    """:func:`read_sources` where one job's failure is that job's: the keys read (of a job
+    the ledger knows, a query on the ledger's database as what it changed: changed_keys), and
+    the failures by job (each such job goes on with the keys it read last: :func:`with_keys`).
+    When every one of ``jobs`` failed and none has keys read before, nothing could run: the
+    first failure is raised, and nothing is written."""
     read: dict[str, Source] = {}
     failed: dict[str, KeysFailed] = {}
     rows = session.job_rows(write=False) if any(job.keyed for job in jobs) else {}
@@ -152,7 +150,7 @@ def read_each(
         if job.keyed:
             try:
                 row = rows.get(job.name)
-                if write and row is not None:
+                if row is not None:
                     read[job.name] = changed_keys(session.ledger, job, row.id)
                 else:
                     read[job.name] = source_keys(session.ledger, job)[0]
@@ -512,9 +510,16 @@ def with_keys(
             known = sum(1 for k in keys if k.gone_at is None)
             told = KeysFailure(t.job.name, str(why), why.database, known)
             t = replace(t, keys=tuple(keys), keys_failed=told, all_keys=not t.job.selected_keys)
-        elif t.job.keyed and write and t.job_id > 0 and not t.job.selected_keys:
-            # every key, recorded and not read back: its scan reads those its window needs
-            record_read(ledger, t.job, t.job_id, (sources or {}).pop(t.job.name, None))
+        elif (
+            t.job.keyed
+            and t.job_id > 0
+            and not t.job.selected_keys
+            and (write or as_held(t, sources))
+        ):
+            # every key, recorded (or, read-only, as recorded) and not read back: its scan
+            # reads those its window needs
+            if write:
+                record_read(ledger, t.job, t.job_id, (sources or {}).pop(t.job.name, None))
             t = replace(t, keys=(), all_keys=True, deferred=True)
         elif t.job.keyed:  # the keys read handed over, not held here while recorded
             given = (sources or {}).pop
@@ -523,6 +528,15 @@ def with_keys(
             t = replace(t, keys=tuple(keys), all_keys=not t.job.selected_keys)
         out.append(t)
     return out
+
+
+def as_held(t: ScanTarget, sources: dict[str, Source] | None) -> bool:
+    """Whether a read-only scan of ``t`` (a keyed job) may take its keys as the ledger holds
+    them: what its keys query returns now changed nothing of them."""
+    read = (sources or {}).get(t.job.name)
+    return (
+        isinstance(read, KeysDiff) and read.job_id == t.job_id and not (read.changed or read.gone)
+    )
 
 
 def keys_findings(ledger: Ledger, jobs: list[Job]) -> list[Finding]:

@@ -84,7 +84,12 @@ instants = st.datetimes(
 
 
 def timeline(text: str, tz: str, start: datetime) -> Timeline:
-    return Timeline.single(parse_schedule(text, tz), start)
+    try:
+        schedule = parse_schedule(text, tz)
+    except ScheduleError:  # a drawn cron catchup refuses ('0 * */7 1 0': periods years apart)
+        assume(False)
+        raise
+    return Timeline.single(schedule, start)
 
 
 @settings(max_examples=150, deadline=None)
