@@ -847,6 +847,18 @@ MUTATIONS = (
         ),
     ),
     Mutation(
+        "read-only-scan-takes-changed-keys-as-held",
+        "a read-only scan of keys that changed reads them all (a new key's days are gaps)",
+        "catchup/scan/keyed.py",
+        "        isinstance(read, KeysDiff) and read.job_id == t.job_id and not (read.changed or"
+        " read.gone)",
+        "        isinstance(read, KeysDiff) and read.job_id == t.job_id",
+        (
+            "tests/integration/test_key_reads.py::"
+            "test_a_read_only_scan_takes_unchanged_keys_as_recorded_and_reads_a_new_one",
+        ),
+    ),
+    Mutation(
         "markdown-budget",
         "a Markdown report always fits a GitHub job summary (under 1 MiB)",
         "catchup/render/documents.py",

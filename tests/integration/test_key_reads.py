@@ -13,6 +13,7 @@ from fix_db import Database
 from fix_project import Project, job_toml
 
 from catchup import Catchup, make_job
+from catchup.scan.detector import scan
 from catchup.scan.keyed import window_keys
 
 KEYS = [f"t{n:02}" for n in range(20)]
@@ -191,3 +192,34 @@ def test_a_scan_past_the_horizon_cuts_what_a_key_without_its_new_day_verified(
         following = sql("SELECT count(*) FROM {schema}.job_keys WHERE upper_inf(verified)")
         assert following == [(len(KEYS) - 1,)]
         assert gaps(app) == [("t05", "missing", f"{newest:%m-%d}")]  # and again
+
+
+def test_a_read_only_scan_takes_unchanged_keys_as_recorded_and_reads_a_new_one(
+    database: Database, schema: str, sql: Any
+) -> None:
+    """The page's scan writes nothing: of keys that did not change it reads only those with
+    something to find, as recorded; when the keys query returns a key the ledger has not
+    recorded, that key's days are gaps all the same (every key read, merged, not written)."""
+    start = today(sql) - timedelta(days=7)
+
+    def invoice(keys: str) -> Any:
+        query = f"SELECT k, DATE '{start:%Y-%m-%d}' FROM (VALUES {keys}) AS v (k)"
+        return make_job("invoice", "daily", f"{start:%Y-%m-%d}", keys=query, call="operator:truth")
+
+    versions = "SELECT key, ctid::text, xmin::text, xmax::text FROM {schema}.job_keys ORDER BY 1"
+    with Catchup(jobs=[invoice("('a'), ('b')")], dsn=database.conninfo, schema=schema) as app:
+        assert app.replay(since=f"{start:%Y-%m-%d}").totals["failed"] == 0
+        assert gaps(app) == []
+        before = sql(versions)
+        (seen,) = scan(
+            app.session, list(app.config.jobs.values()), since=None, until=None, read_only=True
+        ).jobs
+        assert (seen.keys, seen.expected, seen.key_ranges) == (2, 14, ())
+    job = invoice("('a'), ('b'), ('c')")
+    with Catchup(jobs=[job], dsn=database.conninfo, schema=schema) as app:
+        (seen,) = scan(app.session, [job], since=None, until=None, read_only=True).jobs
+        assert (seen.keys, seen.expected) == (3, 21)
+        assert [(r.key, r.state, r.first, r.periods) for r in seen.key_ranges] == [
+            ("c", "missing", start, 7)
+        ]
+    assert sql(versions) == before  # nothing written, nothing locked
