@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Hashable, Iterable, Iterator, Sequence
 from datetime import datetime
-from itertools import batched
+from itertools import batched, chain
 from typing import Any, cast
 
 import psycopg
@@ -343,11 +343,11 @@ class Keys(LedgerBase):
             "gone": lines(diff.gone),
             "start": start,
         }
-        listed = sorted({*changed.keys, *diff.gone})
+        listed = {"job_id": diff.job_id, "listed": lines(chain(changed.keys, diff.gone))}
         with self.conn.transaction():
             self.conn.execute(self._q("lock_job_row"), {"job_id": diff.job_id})
-            if listed:
-                self.conn.execute(self._q("lock_key_rows"), {"job_id": diff.job_id, "keys": listed})
+            if changed.keys or diff.gone:
+                self.conn.execute(self._q("lock_listed_keys"), listed)
             written = self.conn.execute(self._recording("gone_listed"), params).fetchone()
         self._analyze_after(written)
 

@@ -232,6 +232,15 @@ WHERE job_id = %(job_id)s AND (%(keys)s::text[] IS NULL OR key = ANY(%(keys)s::t
 ORDER BY key
 FOR UPDATE;
 
+-- name: lock_listed_keys
+-- The key rows a read changed (keys_diff: a key a line, any order), locked in key order before
+-- record_keys updates them; a join, whatever their number.
+SELECT k.key FROM {schema}.job_keys k
+JOIN unnest(string_to_array(%(listed)s::text, E'\n')) AS l (key) ON l.key = k.key
+WHERE k.job_id = %(job_id)s
+ORDER BY k.key
+FOR UPDATE OF k;
+
 -- name: lock_changed_keys
 -- The key rows one read of the keys changes (keys that came back, are expected from another
 -- time, or are gone), locked in key order before record_keys updates them: record_verified
