@@ -242,7 +242,7 @@ class Keys(LedgerBase):
         there, counted (:class:`Settled`). One statement: both from one snapshot."""
         shared = Shared()
         rows: list[KeyRow] = []
-        buckets: list[tuple[int, int]] = []
+        buckets: tuple[list[tuple[int, int]], list[tuple[int, int]]] = ([], [])
         params = {
             "job_id": job_id,
             "starts": [s for s, _ in periods],
@@ -253,11 +253,12 @@ class Keys(LedgerBase):
         }
         with self.conn.cursor(binary=True) as cur:
             for row in cur.stream(self._q("keys_to_scan"), params, size=BATCH):
-                if row[0] is None:
-                    buckets.append((row[9], row[10]))
+                if row[0] is None:  # settled keys counted: failing or not, bucket, keys
+                    buckets[bool(row[8])].append((row[9], row[10]))
                 else:
                     rows.append(key_row(row[:9], shared))
-        return rows, Settled(tuple(sorted(buckets)))
+        clean, failing = (tuple(sorted(b)) for b in buckets)
+        return rows, Settled(clean, failing, split=True)
 
     def settle_complete_keys(
         self,
@@ -461,13 +462,16 @@ class Keys(LedgerBase):
         *,
         now: datetime,
         max_attempts: int,
-        settled: int = 0,
+        settled: Settled | None = None,
     ) -> list[KeyRange]:
         """Each key's ranges of periods that have not succeeded, oldest first; holes (no row)
         are looked for only in ``stretches`` (a key, and ``[i0, i1)`` of 0-based indexes of
-        ``periods``). ``settled``: how many other keys the job has (none of them can have a
-        range)."""
-        if not keys or not periods:
+        ``periods``). ``settled``: the job's other keys, only counted (none has a hole): when
+        there are (``split``), the rows that have not succeeded are read of every key the
+        ledger holds, not only of ``keys``."""
+        others = settled.count if settled is not None else 0
+        every_row = settled is not None and settled.split
+        if not periods or not (keys or every_row):
             return []
         times: dict[datetime | None, int] = {None: 0}  # NULL: index 0, out of the array
         params = {
@@ -488,8 +492,11 @@ class Keys(LedgerBase):
         params["times"] = list(times)[1:]  # the times the indexes name, from 1
         # a probe per unverified period costs about as much as reading 30 of the job's rows
         unverified = sum(i1 - i0 for _, i0, i1 in stretches)
-        few = unverified * HOLE_PROBE_COST < (len(keys) + settled) * len(periods)
+        few = unverified * HOLE_PROBE_COST < (len(keys) + others) * len(periods)
         holes = sqlfiles.query("scan_holes_probed" if few else "scan_holes_merged", self.schema)
-        query = sqlfiles.query_naming("scan_keys", self.schema, holes=holes)
+        rows_of = sqlfiles.query(
+            "scan_rows_of_all" if every_row else "scan_rows_of_listed", self.schema
+        )
+        query = sqlfiles.query_naming("scan_keys", self.schema, holes=holes, rows_of=rows_of)
         with self.conn.cursor(row_factory=class_row(KeyRange)) as cur:
             return cur.execute(query, params).fetchall()

@@ -431,10 +431,10 @@ def key_ranges(
             checked,
             now=now,
             max_attempts=job.max_attempts,
-            settled=settled.count,
+            settled=settled,
         )
     if keep and job_id > 0 and checked:
-        scanned = Read(valid, horizon, moves, settled.in_period(len(periods) - 1))
+        scanned = Read(valid, horizon, moves, settled.with_row(len(periods) - 1))
         grown, moved = verified_now(keys, scanned, checked, found, starts, ends, end)
         if (first := next(grown, None)) is not None or not valid or moved != horizon:
             seen = (state, horizon if valid else None)

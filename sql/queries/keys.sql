@@ -92,13 +92,15 @@ ORDER BY k.key;
 -- The keys a scan of a window must look at, with their history as key_history gives it; the
 -- others, settled in the window, only counted (rows with a null key: how many keys, by how
 -- many of the window's period ends are at or before when each is expected, width_bucket's
--- bucket; a key gone before the window counts in the last, the window's length). A key is
--- settled when what scans verified of it holds for these schedules (%(signature)s) and
--- follows the job's horizon past the window, holds every period start of the window it is
--- expected in, it has no row in the window that has not succeeded, it is neither paused nor
--- gone in the window: a scan would find nothing of it, nor write anything of it (catchup/scan/
--- verified.py). At a million keys that did not change, the key rows a scan brings to Python
--- are the few with something to look at. One statement: one snapshot for both parts.
+-- bucket; a key gone before the window counts in the last, the window's length; and whether
+-- they have a row in the window that has not succeeded). A key is settled when what scans
+-- verified of it holds for these schedules (%(signature)s) and follows the job's horizon past
+-- the window, holds every period start of the window it is expected in, and it is neither
+-- paused nor gone in the window: a scan finds no hole of it and writes nothing of it
+-- (catchup/scan/verified.py); its rows that have not succeeded, scan_keys reads from the
+-- ledger (scan_rows_of_all). At a million keys that did not change, the key rows a scan
+-- brings to Python are the few with something to look at. One statement: one snapshot for
+-- both parts.
 WITH p AS (
     SELECT %(starts)b::timestamptz[] AS starts, %(ends)b::timestamptz[] AS ends,
            cardinality(%(starts)b::timestamptz[]) AS n
@@ -111,9 +113,9 @@ WITH p AS (
                    WHERE s.job_id = %(job_id)s AND s.signature = %(signature)s
                      AND s.keys_horizon >= %(until)s) AS yes
 ), k AS (
-    -- narrow: the key, when it is gone, its bucket and whether it is settled
-    SELECT k.key, k.gone_at, b.b, p.n,
-           coalesce(st.yes AND u.key IS NULL AND k.paused_at IS NULL AND (
+    -- narrow: the key, when it is gone, its bucket, whether it is settled, and failing
+    SELECT k.key, k.gone_at, b.b, p.n, u.key IS NOT NULL AS failing,
+           coalesce(st.yes AND k.paused_at IS NULL AND (
                k.gone_at <= p.starts[1]
                OR (k.gone_at IS NULL AND upper_inf(k.verified)
                    AND (b.b >= p.n
@@ -126,10 +128,10 @@ WITH p AS (
     WHERE k.job_id = %(job_id)s
 )
 (SELECT NULL::text, NULL::timestamptz, NULL::timestamptz, NULL::timestamptz, NULL::timestamptz,
-        NULL::timestamptz, NULL::timestamptz[], NULL::timestamptz[], NULL::boolean,
+        NULL::timestamptz, NULL::timestamptz[], NULL::timestamptz[], k.failing,
         CASE WHEN k.gone_at IS NOT NULL THEN k.n ELSE least(k.b, k.n) END::int, count(*)::bigint
  FROM k WHERE k.settled
- GROUP BY 10)
+ GROUP BY 9, 10)
 UNION ALL
 (SELECT k.key, k.expected_from, k.first_seen,
         CASE WHEN k.gone_at IS NULL THEN greatest(k.last_seen, j.keys_read_at)
@@ -335,8 +337,9 @@ RETURNING key;
 -- Each key's expected periods that have not succeeded, classified as a scan classifies a
 -- period, collapsed into ranges of one key and one state (gaps and islands over the periods'
 -- ordinal numbers). Two parts: the rows that are not succeeded (the small partial index
--- runs_unfinished), and the periods with no row at all (the holes: scan_holes_merged or
--- scan_holes_probed), looked for only in each key's stretches of ordinals [i0, i1) that
+-- runs_unfinished; of the keys given, scan_rows_of_listed, or of every key the ledger holds
+-- when the others were only counted, scan_rows_of_all), and the periods with no row at all
+-- (the holes: scan_holes_merged or scan_holes_probed), looked for only in each key's stretches of ordinals [i0, i1) that
 -- earlier scans did not verify (job_keys.verified; all of them the first time). Succeeded
 -- periods are not returned.
 WITH k AS (
@@ -363,7 +366,7 @@ WITH k AS (
                                  r.lease_expires_at,
                                  %(now)s, %(max_attempts)s) AS state
     FROM {schema}.runs r
-    JOIN k ON k.key = r.key
+    {rows_of}
     JOIN p ON p.s = r.period_start
     WHERE r.job_id = %(job_id)s AND r.status <> 'succeeded'
       AND r.period_start >= %(first)s AND r.period_start < %(until)s
@@ -376,6 +379,12 @@ FROM (SELECT j.*, j.i - row_number() OVER (PARTITION BY j.key, j.state ORDER BY 
       FROM j) AS islands
 GROUP BY key, state, g
 ORDER BY first, key;
+
+-- name: scan_rows_of_listed
+JOIN k ON k.key = r.key
+
+-- name: scan_rows_of_all
+JOIN {schema}.job_keys k ON k.job_id = r.job_id AND k.key = r.key
 
 -- name: scan_holes_merged
 -- The holes when many periods are unverified (a first scan): one pass over the job's rows in

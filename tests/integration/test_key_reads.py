@@ -35,8 +35,9 @@ def test_a_later_scan_reads_only_the_keys_with_something_to_find(
     database: Database, schema: str, sql: Any
 ) -> None:
     """Twenty keys ran every day of a week; then one's first days were never run, one failed
-    its newest day, one is paused. A later scan reads only those three, counts the seventeen
-    others, and reports what a scan of every key does."""
+    its newest day, one is paused. A later scan reads only the first and the last, counts the
+    eighteen others (the failed day found in SQL), and reports what a scan of every key
+    does."""
     start = today(sql) - timedelta(days=7)
     job = make_job("invoice", "daily", f"{start:%Y-%m-%d}", keys=KEYS, call="operator:truth")
     with Catchup(jobs=[job], dsn=database.conninfo, schema=schema) as app:
@@ -61,9 +62,9 @@ def test_a_later_scan_reads_only_the_keys_with_something_to_find(
         resolved = session.resolve_all([job], write=False)[0]
         periods = [(p.start, p.end) for p in resolved.timeline.periods(start, today(sql))]
         read, settled = window_keys(session.ledger, resolved, row[0], periods)
-        assert sorted(k.key for k in read) == ["t03", "t07", "t11"]
-        assert settled.count == len(KEYS) - 3
-        assert settled.expected(len(periods)) == (len(KEYS) - 3) * 7
+        assert sorted(k.key for k in read) == ["t03", "t11"]  # t07's failed row: read in SQL
+        assert (settled.count, settled.failing) == (len(KEYS) - 2, ((0, 1),))
+        assert settled.expected(len(periods)) == (len(KEYS) - 2) * 7
         (scanned,) = app.scan().jobs
         assert (scanned.keys, scanned.expected) == (len(KEYS), len(KEYS) * 7)
         assert scanned.paused_keys == ("t11",)
@@ -151,8 +152,8 @@ def test_a_first_scan_writes_what_it_verified_of_complete_keys_in_one_statement(
         resolved = session.resolve_all([job], write=False)[0]
         periods = [(p.start, p.end) for p in resolved.timeline.periods(start, today(sql))]
         read, settled = window_keys(session.ledger, resolved, job_id, periods, settle=True)
-        assert sorted(k.key for k in read) == ["t03", "t07"]  # t07: its failed day
-        assert settled.count == len(KEYS) - 2
+        assert sorted(k.key for k in read) == ["t03"]  # t07's failed day: found in SQL
+        assert settled.count == len(KEYS) - 1
         assert sql("SELECT keys_horizon FROM {schema}.scan_state") == [(today(sql),)]
         spans = sql(
             "SELECT key, verified::text FROM {schema}.job_keys WHERE upper_inf(verified)"
