@@ -25,7 +25,9 @@ SELECT k.key::text, {since} FROM ({keys}) AS k {names} LIMIT %(limit)s;
 -- (keys held that the query no longer returns). One aggregate of the rows by key, and one
 -- join of it with the key history.
 WITH q AS MATERIALIZED (
-    SELECT k.key::text AS key, {since} AS since, row_number() OVER () AS n
+    -- compared byte for byte, as Python compares them (a column of a case-insensitive
+    -- collation would have 'A' and 'a' one key, or be refused beside the ledger's)
+    SELECT k.key::text COLLATE "C" AS key, {since} AS since, row_number() OVER () AS n
     FROM (SELECT * FROM ({keys}) AS k {names} LIMIT %(limit)s) AS k
 ), g AS MATERIALIZED (
     SELECT key, count(*) AS c, min(n) AS n, min(since) AS since FROM q GROUP BY key
@@ -119,7 +121,10 @@ WITH p AS (
                k.gone_at <= p.starts[1]
                OR (k.gone_at IS NULL AND upper_inf(k.verified)
                    AND (b.b >= p.n
-                        OR k.verified @> tstzrange(p.starts[b.b + 1], p.starts[p.n], '[]')))
+                        OR k.verified @> tstzrange(p.starts[b.b + 1], p.starts[p.n], '[]')
+                        -- (ranges cut when a key went, not at a period start: start by start)
+                        OR NOT EXISTS (SELECT 1 FROM unnest(p.starts[b.b + 1:p.n]) AS s
+                                       WHERE NOT k.verified @> s)))
            ), false) AS settled  -- never null: a key with nothing verified is read
     FROM {schema}.job_keys k
     CROSS JOIN p CROSS JOIN settling st
@@ -157,16 +162,18 @@ ANALYZE {schema}.job_keys;
 
 -- name: settle_complete_keys
 -- What a scan of every key of a job would record of what it verified, for the many keys that
--- need nothing but their rows counted, in one statement (under the scan state's lock): from
--- the job's horizon (%(horizon)s; null: a first scan, from the window's start) to the window's
--- end, each key held that has a row for every period it is expected in there is complete.
--- Each complete key that does not follow the horizon yet gets, added to what it verified, a
--- range from the first of those periods that follows it; the following range of each key that
--- is not complete is cut at the horizon (it no longer follows: the scan that comes next reads
--- it and records its ranges). A key that follows and is complete is not written. The horizon
--- then moves where a scan of them all would move it (catchup/scan/
--- verified.py next_horizon): to the window's end, or to its newest period's start when more
--- than a tenth of the keys expected there have no row there yet; never back.
+-- need nothing but their rows counted, in one statement (under the scan state's lock). The
+-- horizon moves where a scan of them all would move it (catchup/scan/verified.py
+-- next_horizon): to the window's end, or to its newest period's start when more than a tenth
+-- of the keys expected there have no row there yet (a tick about to run it); never back. When
+-- it moves, each key held that has a row for every period it is expected in between the old
+-- horizon (%(horizon)s; null: a first scan, from the window's start) and the new one is
+-- complete: a complete key that does not follow the horizon yet gets, added to what it
+-- verified, a range from the first of those periods that follows it; the following range of a
+-- key that is not complete is cut at the old horizon (it no longer follows: the scan that
+-- comes next reads it and records its ranges); a complete key that follows is not written.
+-- The rows written are locked in key order first, as record_keys and record_verified lock
+-- theirs: two of them at once never deadlock.
 WITH p AS (
     SELECT %(starts)b::timestamptz[] AS starts, %(ends)b::timestamptz[] AS ends,
            cardinality(%(starts)b::timestamptz[]) AS n,
@@ -176,44 +183,57 @@ WITH p AS (
 ), k AS (
     -- the keys held in the window's newest period, each with the periods looked at: those
     -- after its bucket (the window's period ends at or before it is expected) and the horizon
-    SELECT k.key, k.gone_at, upper_inf(k.verified) AS follows,
+    SELECT k.key, k.gone_at, coalesce(upper_inf(k.verified), false) AS follows,
            width_bucket(k.expected_from, p.ends) AS bucket,
            greatest(width_bucket(k.expected_from, p.ends), p.h) AS b
     FROM {schema}.job_keys k CROSS JOIN p
     WHERE k.job_id = %(job_id)s AND (k.gone_at IS NULL OR k.gone_at > p.starts[p.n])
 ), had AS (
-    SELECT r.key, count(*) AS c, bool_or(w.i = p.n) AS newest
+    SELECT r.key, count(*) FILTER (WHERE w.i < p.n) AS before, bool_or(w.i = p.n) AS newest
     FROM {schema}.periods r
     JOIN unnest(%(starts)b::timestamptz[]) WITH ORDINALITY AS w (s, i) ON w.s = r.period_start
     JOIN k ON k.key = r.key AND w.i > k.b
     CROSS JOIN p
     WHERE r.job_id = %(job_id)s AND r.period_start >= %(first)s AND r.period_start < %(until)s
     GROUP BY r.key
+), moved AS (
+    -- the new horizon, and how many of the window's periods (from the first) it vouches for
+    SELECT CASE WHEN holed > expected * %(holed_share)s THEN p.starts[p.n] ELSE p.ends[p.n] END
+               AS horizon,
+           CASE WHEN holed > expected * %(holed_share)s THEN p.n - 1 ELSE p.n END AS m
+    FROM (SELECT count(*) FILTER (WHERE k.bucket < p.n) AS expected,
+                 count(*) FILTER (WHERE k.bucket < p.n AND NOT coalesce(h.newest, false))
+                     AS holed
+          FROM k CROSS JOIN p LEFT JOIN had h ON h.key = k.key) AS c
+    CROSS JOIN p
 ), judged AS (
-    SELECT k.key, k.gone_at, k.follows, k.bucket, k.b, coalesce(h.c, 0) = p.n - k.b AS complete
-    FROM k CROSS JOIN p LEFT JOIN had h ON h.key = k.key
-    WHERE k.b < p.n
+    SELECT * FROM (
+        SELECT k.key, k.b, k.gone_at, k.follows,
+               coalesce(h.before, 0) + CASE WHEN m.m = p.n AND coalesce(h.newest, false)
+                                            THEN 1 ELSE 0 END = m.m - k.b AS complete
+        FROM k CROSS JOIN p CROSS JOIN moved m LEFT JOIN had h ON h.key = k.key
+        WHERE k.b < m.m AND m.horizon > coalesce(%(horizon)s::timestamptz, '-infinity')
+    ) AS t
+    WHERE CASE WHEN t.complete THEN t.gone_at IS NULL AND NOT t.follows
+               ELSE t.follows AND %(horizon)s::timestamptz IS NOT NULL END
+), locked AS MATERIALIZED (
+    SELECT j.key FROM {schema}.job_keys j JOIN judged t ON t.key = j.key
+    WHERE j.job_id = %(job_id)s
+    ORDER BY j.key
+    FOR UPDATE OF j
 ), written AS (
     UPDATE {schema}.job_keys j
     SET verified = CASE WHEN t.complete
                         THEN coalesce(j.verified, '{{}}'::tstzmultirange)
                              + tstzmultirange(tstzrange(p.starts[t.b + 1], NULL))
                         ELSE j.verified * tstzmultirange(tstzrange(NULL, %(horizon)s)) END
-    FROM judged t CROSS JOIN p
-    WHERE j.job_id = %(job_id)s AND j.key = t.key
-      AND CASE WHEN t.complete THEN t.gone_at IS NULL AND NOT coalesce(t.follows, false)
-               ELSE coalesce(t.follows, false) AND %(horizon)s::timestamptz IS NOT NULL END
+    FROM locked l JOIN judged t ON t.key = l.key CROSS JOIN p
+    WHERE j.job_id = %(job_id)s AND j.key = l.key
     RETURNING 1
-), newest AS (
-    SELECT count(*) FILTER (WHERE k.bucket < p.n) AS expected,
-           count(*) FILTER (WHERE k.bucket < p.n AND NOT coalesce(h.newest, false)) AS holed
-    FROM k CROSS JOIN p LEFT JOIN had h ON h.key = k.key
 ), horizon AS (
     UPDATE {schema}.scan_state s
-    SET keys_horizon = greatest(s.keys_horizon,
-                                CASE WHEN n.holed > n.expected * %(holed_share)s
-                                     THEN p.starts[p.n] ELSE p.ends[p.n] END)
-    FROM newest n CROSS JOIN p
+    SET keys_horizon = greatest(s.keys_horizon, m.horizon)
+    FROM moved m
     WHERE s.job_id = %(job_id)s
 )
 SELECT count(*) FROM written;

@@ -224,3 +224,28 @@ def test_a_read_only_scan_takes_unchanged_keys_as_recorded_and_reads_a_new_one(
             ("c", "missing", start, 7)
         ]
     assert sql(versions) == before  # nothing written, nothing locked
+
+
+def test_a_key_whose_ranges_were_cut_between_period_starts_is_settled(
+    database: Database, schema: str, sql: Any
+) -> None:
+    """A key that came back after being gone has what was verified of it cut at when it went,
+    between two period starts, and a range from the next start on: every start of the window
+    is verified, so a later scan counts it like the others instead of reading it every time."""
+    start = today(sql) - timedelta(days=7)
+    job = make_job("invoice", "daily", f"{start:%Y-%m-%d}", keys=KEYS, call="operator:truth")
+    with Catchup(jobs=[job], dsn=database.conninfo, schema=schema) as app:
+        assert app.replay(since=f"{start:%Y-%m-%d}").totals["failed"] == 0
+        assert gaps(app) == []
+        went = start + 2 * DAY + timedelta(hours=5)  # not a period start
+        sql(
+            "UPDATE {schema}.job_keys SET verified = tstzmultirange(tstzrange(%s, %s),"
+            " tstzrange(%s, NULL)) WHERE key = 't04'",
+            [start, went, start + 3 * DAY],
+        )
+        session = app.session
+        ((job_id,),) = sql("SELECT id FROM {schema}.jobs WHERE name = 'invoice'")
+        resolved = session.resolve_all([job], write=False)[0]
+        periods = [(p.start, p.end) for p in resolved.timeline.periods(start, today(sql))]
+        read, settled = window_keys(session.ledger, resolved, job_id, periods)
+        assert (read, settled.count) == ([], len(KEYS))

@@ -217,3 +217,33 @@ def test_a_scan_records_nothing_of_a_key_that_came_back_since_it_read_it(
     assert sql("SELECT keys_horizon FROM {schema}.scan_state") == [(horizon,)]
     invoice(project, start, keys_query(1, 3))
     assert scan_json(project)["missing"] == 3  # its three days away
+
+
+def test_a_scan_before_the_tick_runs_the_new_day_writes_no_key_row(
+    project: Project, sql: Any
+) -> None:
+    """Every key ran every day but yesterday, which is due and not run yet (a tick about to
+    run it): a scan leaves the horizon at yesterday's start and writes no key row (cutting
+    every key's range would be written again once the day ran); once every key ran it, a
+    scan moves the horizon to today and still writes no key row."""
+    start = today(sql) - timedelta(days=4)
+    yesterday = today(sql) - timedelta(days=1)
+    invoice(project, start, keys_query(1, KEYS))
+    since, until = start.strftime("%Y-%m-%d"), yesterday.strftime("%Y-%m-%d")
+    assert cli(project, "replay", "--since", since, "--until", until)["totals"]["failed"] == 0
+    assert scan_json(project)["missing"] == KEYS  # yesterday, every key
+    assert sql("SELECT keys_horizon FROM {schema}.scan_state") == [(yesterday,)]
+    before = row_versions(sql)
+    assert scan_json(project)["missing"] == KEYS
+    assert sql("SELECT keys_horizon FROM {schema}.scan_state") == [(yesterday,)]
+    assert row_versions(sql) == before  # nothing cut, nothing locked
+    # the horizon a day further behind: the day before yesterday, which every key ran, is
+    # vouched for by moving it back to yesterday's start, still cutting nothing
+    sql("UPDATE {schema}.scan_state SET keys_horizon = %s", [yesterday - timedelta(days=1)])
+    assert scan_json(project)["missing"] == KEYS
+    assert sql("SELECT keys_horizon FROM {schema}.scan_state") == [(yesterday,)]
+    assert row_versions(sql) == before
+    assert cli(project, "replay", "--since", until)["totals"]["failed"] == 0
+    assert scan_json(project)["missing"] == 0
+    assert sql("SELECT keys_horizon FROM {schema}.scan_state") == [(today(sql),)]
+    assert row_versions(sql) == before
