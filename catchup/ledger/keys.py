@@ -67,9 +67,9 @@ class KeysDiff:
     """What one read of a job's keys query changed against the key history of ``job_id``,
     found on the ledger's database (keys_diff): a million keys that did not change never come
     here. ``changed``: the keys new, back, or expected from another date (what record_keys
-    writes); ``gone``: those held that it no longer returns; ``odd``: (row, key) of each key
-    not plain printable ASCII, and ``twice``: (row, key) of the first returned twice, for
-    :func:`catchup.scan.keyed.source_keys` to check; ``count``: how many keys it returned."""
+    writes); ``gone``: those held that it no longer returns; ``odd``: each key not plain
+    printable ASCII, for :func:`catchup.scan.keyed.changed_keys` to check, and ``twice``: a
+    key returned twice; ``count``: how many keys it returned."""
 
     __slots__ = ("changed", "count", "gone", "job_id", "odd", "twice")
 
@@ -77,8 +77,8 @@ class KeysDiff:
         self.job_id = job_id
         self.changed = KeysRead([], [] if dated else None)
         self.gone: list[str] = []
-        self.odd: list[tuple[int, str | None]] = []
-        self.twice: tuple[int, str] | None = None
+        self.odd: list[str | None] = []
+        self.twice: str | None = None
         self.count = 0
 
     def __len__(self) -> int:
@@ -93,9 +93,9 @@ class KeysDiff:
         if what == "count":
             self.count = n or 0
         elif what == "odd":
-            self.odd.append((n or 0, key))
+            self.odd.append(key)
         elif what == "twice" and key is not None:
-            self.twice = (n or 0, key)
+            self.twice = key
         elif what == "changed" and key is not None:
             self.changed.keys.append(key)
             if self.changed.froms is not None:

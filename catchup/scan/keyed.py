@@ -61,7 +61,11 @@ def changed_keys(ledger: Ledger, job: Job, job_id: int) -> Source:
     if not isinstance(job.keys, str) or job.keys_dsn is not None or job_id <= 0:
         return source_keys(ledger, job)[0]
     diff = _queried(ledger, job, lambda conn: (diff_keys(conn, *_asked(ledger, job), job_id), True))
-    return _checked_diff(job, diff[0])
+    if diff[0].twice is not None or any(key_problem(key) is not None for key in diff[0].odd):
+        # a key refused: said as a read of every key says it, naming its row
+        return source_keys(ledger, job)[0]
+    diff[0].odd = []
+    return diff[0]
 
 
 def _asked(ledger: Ledger, job: Job) -> tuple[str, str, str]:
@@ -104,19 +108,6 @@ def _checked(job: Job, rows: KeysRead) -> KeysRead:
             raise _refused(job, n, key, None)
         seen.add(key)
     return rows
-
-
-def _checked_diff(job: Job, diff: KeysDiff) -> KeysDiff:
-    """:func:`_checked` of what the server found: the odd keys checked here, the first key
-    returned twice; the first problem by row raised."""
-    problems = [(n, key, said) for n, key in diff.odd if (said := key_problem(key)) is not None]
-    first = min(problems, key=lambda p: p[0], default=None)
-    if diff.twice is not None and (first is None or diff.twice[0] < first[0]):
-        raise _refused(job, diff.twice[0], diff.twice[1], None)
-    if first is not None:
-        raise _refused(job, *first)
-    diff.odd = []
-    return diff
 
 
 def _refused(job: Job, n: int, key: object, problem: str | None) -> KeysFailed:

@@ -15,40 +15,34 @@ SELECT * FROM ({keys}) AS k LIMIT 0;
 SELECT k.key::text, {since} FROM ({keys}) AS k {names} LIMIT %(limit)s;
 
 -- name: keys_diff
--- The keys query run once (its rows numbered as they come) against the job's key history, in
--- the read-only transaction the keys query runs in, so a million keys that did not change
--- never leave the server. Rows of five kinds: 'count' (how many rows, at most %(limit)s),
--- 'odd' (each key, at its first row, that is not 1 to 200 printable ASCII characters, or
--- null: Python's key_problem says whether it can be a key), 'twice' (the first key returned
--- twice, at its second row; looked for only when some key is), 'changed' (keys new, back
--- after being gone, or expected from another date now: what record_keys writes) and 'gone'
--- (keys held that the query no longer returns). One aggregate of the rows by key, and one
--- join of it with the key history.
-WITH q AS MATERIALIZED (
+-- The keys query run once against the job's key history, in the read-only transaction the
+-- keys query runs in, so a million keys that did not change never leave the server: its rows
+-- counted by key, once, and that joined with the key history, once. Rows of five kinds:
+-- 'count' (how many rows, at most %(limit)s), 'odd' (each key that is not 1 to 200 printable
+-- ASCII characters, or null: Python's key_problem says whether it can be a key), 'twice' (a
+-- key returned twice, if any), 'changed' (keys new, back after being gone, or expected from
+-- another date now: what record_keys writes) and 'gone' (keys held that the query no longer
+-- returns). A key refused is said by reading the keys again, row by row (source_keys).
+WITH g AS MATERIALIZED (
     -- compared byte for byte, as Python compares them (a column of a case-insensitive
     -- collation would have 'A' and 'a' one key, or be refused beside the ledger's)
-    SELECT k.key::text COLLATE "C" AS key, {since} AS since, row_number() OVER () AS n
+    SELECT k.key::text COLLATE "C" AS key, count(*) AS c, min({since}) AS since
     FROM (SELECT * FROM ({keys}) AS k {names} LIMIT %(limit)s) AS k
-), g AS MATERIALIZED (
-    SELECT key, count(*) AS c, min(n) AS n, min(since) AS since FROM q GROUP BY key
+    GROUP BY 1
 ), h AS (
     SELECT key, expected_from, gone_at FROM {schema}.job_keys WHERE job_id = %(job_id)s
 )
 SELECT 'count', sum(g.c)::bigint, NULL::text, NULL::timestamptz FROM g
 UNION ALL
-SELECT 'odd', g.n, g.key, NULL FROM g
+SELECT 'odd', NULL, g.key, NULL FROM g
 WHERE g.key IS NULL OR g.key !~ '^[ -~]+$' OR length(g.key) > 200
 UNION ALL
-SELECT 'twice', d.n, d.key, NULL
-FROM (SELECT key, n FROM (SELECT key, n, row_number() OVER (PARTITION BY key ORDER BY n) AS i
-                          FROM q WHERE key IS NOT NULL) AS x
-      WHERE x.i = 2 ORDER BY n LIMIT 1) AS d
-WHERE EXISTS (SELECT 1 FROM g WHERE g.c > 1 AND g.key IS NOT NULL)
+(SELECT 'twice', NULL, g.key, NULL FROM g WHERE g.c > 1 LIMIT 1)
 UNION ALL
-SELECT CASE WHEN g.n IS NULL THEN 'gone' ELSE 'changed' END, NULL, coalesce(g.key, h.key), g.since
+SELECT CASE WHEN g.c IS NULL THEN 'gone' ELSE 'changed' END, NULL, coalesce(g.key, h.key), g.since
 FROM (SELECT * FROM g WHERE g.key IS NOT NULL) AS g
 FULL JOIN h ON h.key = g.key
-WHERE CASE WHEN g.n IS NULL THEN h.gone_at IS NULL
+WHERE CASE WHEN g.c IS NULL THEN h.gone_at IS NULL
            ELSE h.key IS NULL OR h.gone_at IS NOT NULL OR g.since <> h.expected_from END;
 
 -- name: keys_work_mem
