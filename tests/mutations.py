@@ -792,7 +792,8 @@ MUTATIONS = (
         "keys-diff-odd-unchecked",
         "a later read of a keys query lets a key with a control character (or none) through",
         "catchup/scan/keyed.py",
-        "    if diff[0].twice is not None or any(key_problem(key) is not None for key in diff[0].odd):",
+        "    if diff[0].twice is not None or any(key_problem(key) is not None for key in"
+        " diff[0].odd):",
         "    if diff[0].twice is not None:",
         (
             "tests/integration/test_key_reads.py::"
@@ -803,7 +804,8 @@ MUTATIONS = (
         "keys-diff-twice-unchecked",
         "a later read of a keys query lets a key returned twice through",
         "catchup/scan/keyed.py",
-        "    if diff[0].twice is not None or any(key_problem(key) is not None for key in diff[0].odd):",
+        "    if diff[0].twice is not None or any(key_problem(key) is not None for key in"
+        " diff[0].odd):",
         "    if any(key_problem(key) is not None for key in diff[0].odd):",
         (
             "tests/integration/test_key_reads.py::"
