@@ -55,8 +55,8 @@ MUTATIONS = (
         "        if canonical(*after) != canonical(before, valid and row.follows):\n",
         "        if True:\n",
         (
-            "tests/integration/test_key_writes.py::"
-            "test_a_later_scan_or_tick_of_keys_that_did_not_change_writes_no_key_row",
+            "tests/integration/test_key_reads.py::"
+            "test_a_later_scan_reads_only_the_keys_with_something_to_find",
         ),
     ),
     Mutation(
@@ -868,6 +868,17 @@ MUTATIONS = (
         (
             "tests/integration/test_key_writes.py::"
             "test_a_scan_before_the_tick_runs_the_new_day_writes_no_key_row",
+        ),
+    ),
+    Mutation(
+        "settle-rewrites-following-keys",
+        "a scan that moves the horizon writes no row of a key that follows it and has its rows",
+        "sql/queries/keys.sql",
+        "    WHERE CASE WHEN t.complete THEN t.gone_at IS NULL AND NOT t.follows\n",
+        "    WHERE CASE WHEN t.complete THEN t.gone_at IS NULL\n",
+        (
+            "tests/integration/test_key_writes.py::"
+            "test_a_later_scan_or_tick_of_keys_that_did_not_change_writes_no_key_row",
         ),
     ),
     Mutation(

@@ -55,8 +55,11 @@ def test_a_later_scan_reads_only_the_keys_with_something_to_find(
             ("t03", "missing", f"{start:%m-%d}"),
             ("t07", "failed", f"{newest:%m-%d}"),
         ]
+        t03 = "SELECT ctid::text, xmin::text FROM {schema}.job_keys WHERE key = 't03'"
+        holed = sql(t03)
         again = gaps(app)  # the holes stay outside what is verified: looked at again
         assert again == [("t03", "missing", f"{start:%m-%d}"), ("t07", "failed", f"{newest:%m-%d}")]
+        assert sql(t03) == holed  # read again, and not written: nothing of it changed
         session = app.session
         (row,) = sql("SELECT id FROM {schema}.jobs WHERE name = 'invoice'")
         resolved = session.resolve_all([job], write=False)[0]

@@ -109,7 +109,11 @@ def test_a_key_back_after_being_gone_is_looked_at_for_the_days_it_was_away(
     cli(project, "replay", "--since", since, "--until", two.strftime("%Y-%m-%d"), "--key", "t002")
     invoice(project, start, "SELECT unnest(ARRAY['t001', 't003'])")
     project.cli("-q", "scan")  # t002 is gone (from now: its days after the second are gaps)
-    sql("UPDATE {schema}.job_keys SET gone_at = %s WHERE key = 't002'", [two])  # gone then
+    sql(  # gone then, its range following the horizon past its absence (as a scan records it)
+        "UPDATE {schema}.job_keys SET gone_at = %s, verified = tstzmultirange(tstzrange(%s, NULL))"
+        " WHERE key = 't002'",
+        [two, start],
+    )
     assert cli(project, "scan")["jobs"][0]["missing"] == 0
     held = "SELECT verified @> tstzrange(%s, %s) FROM {schema}.job_keys WHERE key = 't002'"
     assert sql(held, [start, two]) == [(True,)]  # its two days verified, up to when it went
@@ -164,7 +168,13 @@ def gone_two_days_in(project: Project, sql: Any) -> datetime:
     cli(project, "replay", "--since", since, "--until", two.strftime("%Y-%m-%d"), "--key", "t002")
     invoice(project, start, "SELECT unnest(ARRAY['t001', 't003'])")
     project.cli("-q", "scan")
-    sql("UPDATE {schema}.job_keys SET gone_at = %s WHERE key = 't002'", [two])
+    # gone then, its range following the horizon past its absence (as a scan that reads a gone
+    # key records a range that reaches when it went)
+    sql(
+        "UPDATE {schema}.job_keys SET gone_at = %s, verified = tstzmultirange(tstzrange(%s, NULL))"
+        " WHERE key = 't002'",
+        [two, start],
+    )
     assert scan_json(project)["missing"] == 0
     return start
 
