@@ -204,6 +204,16 @@ class Shared(dict[Hashable, Any]):
         return cast(T, self.setdefault(value, value))
 
 
+def window_params(periods: Sequence[tuple[datetime, datetime]]) -> dict[str, object]:
+    """A scan window's periods as its statements take them: starts, ends, first, until."""
+    return {
+        "starts": [s for s, _ in periods],
+        "ends": [e for _, e in periods],
+        "first": periods[0][0],
+        "until": periods[-1][1],
+    }
+
+
 def key_row(row: tuple[Any, ...], shared: Shared) -> KeyRow:
     """A key_history row as a :class:`KeyRow`, its dates and ranges shared with other keys'."""
     key, since, first, last, gone, paused, lowers, uppers, follows = row
@@ -228,7 +238,8 @@ class Keys(LedgerBase):
         # into KeyRows as they come (a million keys are never held twice)
         shared = Shared()
         with self.conn.cursor(binary=True) as cur:
-            rows = cur.stream(self._q("key_history"), {"job_id": job_id}, size=BATCH)
+            query = self._with_history_columns("key_history")
+            rows = cur.stream(query, {"job_id": job_id}, size=BATCH)
             return [key_row(row, shared) for row in rows]
 
     def keys_to_scan(
@@ -243,16 +254,10 @@ class Keys(LedgerBase):
         shared = Shared()
         rows: list[KeyRow] = []
         buckets: tuple[list[tuple[int, int]], list[tuple[int, int]]] = ([], [])
-        params = {
-            "job_id": job_id,
-            "starts": [s for s, _ in periods],
-            "ends": [e for _, e in periods],
-            "first": periods[0][0],
-            "until": periods[-1][1],
-            "signature": signature,
-        }
+        params = {"job_id": job_id, "signature": signature, **window_params(periods)}
         with self.conn.cursor(binary=True) as cur:
-            for row in cur.stream(self._q("keys_to_scan"), params, size=BATCH):
+            query = self._with_history_columns("keys_to_scan")
+            for row in cur.stream(query, params, size=BATCH):
                 if row[0] is None:  # settled keys counted: failing or not, bucket, keys
                     buckets[bool(row[8])].append((row[9], row[10]))
                 else:
@@ -277,12 +282,9 @@ class Keys(LedgerBase):
         params: dict[str, object] = {
             "job_id": job_id,
             "signature": signature,
-            "starts": [s for s, _ in periods],
-            "ends": [e for _, e in periods],
-            "first": periods[0][0],
-            "until": periods[-1][1],
             "holed_share": HOLED_SHARE,
             "horizon": horizon,
+            **window_params(periods),
         }
         try:
             with self.conn.transaction():
@@ -359,6 +361,11 @@ class Keys(LedgerBase):
         if written is not None and written[0] >= ANALYZE_AFTER:
             with contextlib.suppress(psycopg.errors.InsufficientPrivilege):
                 self.conn.execute(self._q("analyze_keys"))
+
+    def _with_history_columns(self, name: str) -> sql.Composed:
+        """A query reading keys as key_history gives them (key_history_columns)."""
+        columns = sqlfiles.query("key_history_columns", self.schema)
+        return sqlfiles.query_naming(name, self.schema, columns=columns)
 
     def _recording(self, gone: str) -> sql.Composed:
         """record_keys, with which keys are gone (gone_unseen or gone_listed)."""
@@ -482,12 +489,9 @@ class Keys(LedgerBase):
             "ukeys": lines(key for key, _, _ in stretches),
             "i0s": lines(str(i0 + 1) for _, i0, _ in stretches),  # ORDINALITY counts from 1
             "i1s": lines(str(i1 + 1) for _, _, i1 in stretches),
-            "first": periods[0][0],
-            "until": periods[-1][1],
-            "starts": [s for s, _ in periods],
-            "ends": [e for _, e in periods],
             "now": now,
             "max_attempts": max_attempts,
+            **window_params(periods),
         }
         params["times"] = list(times)[1:]  # the times the indexes name, from 1
         # a probe per unverified period costs about as much as reading 30 of the job's rows

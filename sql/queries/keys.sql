@@ -66,23 +66,25 @@ k.since
 -- held was last seen when the job's keys were last read: jobs.keys_read_at); what scans
 -- verified of each as two arrays, the ranges' lower and upper bounds (read in binary, twice as
 -- fast as the multirange itself), an unbounded range reaching the job's keys_horizon
--- (migration 0027), and whether the key's ranges follow it.
-SELECT k.key, k.expected_from, k.first_seen,
-       CASE WHEN k.gone_at IS NULL THEN greatest(k.last_seen, j.keys_read_at)
-            ELSE k.last_seen END,
-       k.gone_at, k.paused_at,
-       CASE WHEN k.verified IS NOT NULL
-            THEN ARRAY(SELECT lower(r) FROM unnest(k.verified) AS r
-                       WHERE coalesce(upper(r), s.keys_horizon) > lower(r)) END,
-       CASE WHEN k.verified IS NOT NULL
-            THEN ARRAY(SELECT coalesce(upper(r), s.keys_horizon) FROM unnest(k.verified) AS r
-                       WHERE coalesce(upper(r), s.keys_horizon) > lower(r)) END,
-       coalesce(upper_inf(k.verified), false)
+-- (migration 0027), and whether the key's ranges follow it (the columns: key_history_columns).
+SELECT {columns}
 FROM {schema}.job_keys k
 JOIN {schema}.jobs j ON j.id = k.job_id
 LEFT JOIN {schema}.scan_state s ON s.job_id = k.job_id
 WHERE k.job_id = %(job_id)s
 ORDER BY k.key;
+
+-- name: key_history_columns
+k.key, k.expected_from, k.first_seen,
+CASE WHEN k.gone_at IS NULL THEN greatest(k.last_seen, j.keys_read_at) ELSE k.last_seen END,
+k.gone_at, k.paused_at,
+CASE WHEN k.verified IS NOT NULL
+     THEN ARRAY(SELECT lower(r) FROM unnest(k.verified) AS r
+                WHERE coalesce(upper(r), s.keys_horizon) > lower(r)) END,
+CASE WHEN k.verified IS NOT NULL
+     THEN ARRAY(SELECT coalesce(upper(r), s.keys_horizon) FROM unnest(k.verified) AS r
+                WHERE coalesce(upper(r), s.keys_horizon) > lower(r)) END,
+coalesce(upper_inf(k.verified), false)
 
 -- name: keys_to_scan
 -- The keys a scan of a window must look at, with their history as key_history gives it; the
@@ -132,17 +134,7 @@ WITH p AS (
  FROM k WHERE k.settled
  GROUP BY 9, 10)
 UNION ALL
-(SELECT k.key, k.expected_from, k.first_seen,
-        CASE WHEN k.gone_at IS NULL THEN greatest(k.last_seen, j.keys_read_at)
-             ELSE k.last_seen END,
-        k.gone_at, k.paused_at,
-        CASE WHEN k.verified IS NOT NULL
-             THEN ARRAY(SELECT lower(r) FROM unnest(k.verified) AS r
-                        WHERE coalesce(upper(r), s.keys_horizon) > lower(r)) END,
-        CASE WHEN k.verified IS NOT NULL
-             THEN ARRAY(SELECT coalesce(upper(r), s.keys_horizon) FROM unnest(k.verified) AS r
-                        WHERE coalesce(upper(r), s.keys_horizon) > lower(r)) END,
-        coalesce(upper_inf(k.verified), false), NULL::int, NULL::bigint
+(SELECT {columns}, NULL::int, NULL::bigint
  FROM k AS needy
  JOIN {schema}.job_keys k ON k.job_id = %(job_id)s AND k.key = needy.key
  JOIN {schema}.jobs j ON j.id = k.job_id
