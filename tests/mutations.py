@@ -758,8 +758,8 @@ MUTATIONS = (
         "settled-paused-key",
         "a later scan counts a paused key as settled: it is not said to be paused",
         "sql/queries/keys.sql",
-        "           coalesce(st.yes AND k.paused_at IS NULL AND (",
-        "           coalesce(st.yes AND (",
+        "coalesce(p.settling AND k.paused_at IS NULL AND (",
+        "coalesce(p.settling AND (",
         (
             "tests/integration/test_key_reads.py::"
             "test_a_later_scan_reads_only_the_keys_with_something_to_find",
@@ -769,9 +769,8 @@ MUTATIONS = (
         "settled-key-with-old-holes",
         "a later scan counts a key with holes before what was verified of it as settled",
         "sql/queries/keys.sql",
-        "                        OR k.verified @> tstzrange(p.starts[b.b + 1], p.starts[p.n],"
-        " '[]')\n",
-        "                        OR true\n",
+        "             OR k.verified @> tstzrange(p.starts[b.b + 1], p.starts[p.n], '[]')\n",
+        "             OR true\n",
         (
             "tests/integration/test_key_reads.py::"
             "test_a_later_scan_reads_only_the_keys_with_something_to_find",
@@ -822,6 +821,34 @@ MUTATIONS = (
             "tests/integration/test_key_reads.py::"
             "test_keys_read_as_what_changed_record_what_changed",
         ),
+    ),
+    Mutation(
+        "keys-digest-counts-only",
+        "a later read takes keys as unchanged when as many are returned as are held",
+        "sql/queries/keys.sql",
+        '      coalesce(sum(hashtextextended(k.key COLLATE "C", %(seed_a)s)), 0),\n'
+        '      coalesce(sum(hashtextextended(k.key COLLATE "C", %(seed_b)s)\n',
+        '      0,\n      0 * coalesce(sum(hashtextextended(k.key COLLATE "C", %(seed_b)s)\n',
+        (
+            "tests/integration/test_key_reads.py::"
+            "test_keys_compared_whole_find_each_change[swapped]",
+        ),
+    ),
+    Mutation(
+        "keys-digest-ignores-dates",
+        "a later read misses a key now expected from another date",
+        "sql/queries/keys.sql",
+        "                   # CASE WHEN %(dated)s THEN timestamp_hash_extended(\n",
+        "                   # CASE WHEN false THEN timestamp_hash_extended(\n",
+        ("tests/integration/test_key_reads.py::test_keys_compared_whole_find_each_change[moved]",),
+    ),
+    Mutation(
+        "keys-digest-counts-gone-keys",
+        "a later read misses a key back after being gone",
+        "sql/queries/keys.sql",
+        "WHERE k.job_id = %(job_id)s AND k.gone_at IS NULL) AS same",
+        "WHERE k.job_id = %(job_id)s) AS same",
+        ("tests/integration/test_key_reads.py::test_keys_compared_whole_find_each_change[back]",),
     ),
     Mutation(
         "settled-first-scan-past-holes",

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import contextlib
+import secrets
 from collections.abc import Hashable, Iterable, Iterator, Sequence
 from datetime import datetime
 from itertools import batched, chain
@@ -131,6 +132,7 @@ def _keys_query(name: str, schema: str, keys: sql.SQL, kind: str | None) -> sql.
         keys=keys,
         names=sql.SQL("(key, since)" if kind else "(key)"),
         since=sqlfiles.query(SINCE_KINDS[kind], schema),
+        digest=sqlfiles.query("key_digest", schema),
     )
 
 
@@ -147,7 +149,8 @@ def diff_keys(
         conn.execute(sqlfiles.query("keys_work_mem", schema), {"work_mem": DIFF_WORK_MEM})
         bound(conn, schema, KEYS_TIMEOUT)  # the probe cannot have lifted it
         diff = KeysDiff(job_id, kind is not None)
-        params = {"zone": zone, "limit": MAX_KEYS + 1, "job_id": job_id}
+        params = {"zone": zone, "limit": MAX_KEYS + 1, "job_id": job_id, "dated": bool(kind)}
+        params |= {"seed_a": secrets.randbits(63), "seed_b": secrets.randbits(63)}
         with conn.cursor() as cur:
             for row in cur.stream(query, params, size=BATCH):
                 diff.take(*row)
@@ -256,7 +259,13 @@ class Keys(LedgerBase):
         buckets: tuple[list[tuple[int, int]], list[tuple[int, int]]] = ([], [])
         params = {"job_id": job_id, "signature": signature, **window_params(periods)}
         with self.conn.cursor(binary=True) as cur:
-            query = self._with_history_columns("keys_to_scan")
+            query = sqlfiles.query_naming(
+                "keys_to_scan",
+                self.schema,
+                columns=sqlfiles.query("key_history_columns", self.schema),
+                window=sqlfiles.query("key_window", self.schema),
+                settled=sqlfiles.query("key_settled", self.schema),
+            )
             for row in cur.stream(query, params, size=BATCH):
                 if row[0] is None:  # settled keys counted: failing or not, bucket, keys
                     buckets[bool(row[8])].append((row[9], row[10]))

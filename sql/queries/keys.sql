@@ -16,23 +16,38 @@ SELECT k.key::text, {since} FROM ({keys}) AS k {names} LIMIT %(limit)s;
 
 -- name: keys_diff
 -- The keys query run once against the job's key history, in the read-only transaction the
--- keys query runs in, so a million keys that did not change never leave the server: its rows
--- counted by key, once, and that joined with the key history, once. Rows of five kinds:
--- 'count' (how many rows, at most %(limit)s), 'odd' (each key that is not 1 to 200 printable
--- ASCII characters, or null: Python's key_problem says whether it can be a key), 'twice' (a
--- key returned twice, if any), 'changed' (keys new, back after being gone, or expected from
--- another date now: what record_keys writes) and 'gone' (keys held that the query no longer
--- returns). A key refused is said by reading the keys again, row by row (source_keys).
-WITH g AS MATERIALIZED (
+-- keys query runs in, so a million keys that did not change never leave the server. First
+-- its rows are compared as a whole with the keys held (key_digest: how many, and two sums of
+-- their hashes, one with when each is expected if the query says it, under seeds drawn for
+-- this read, so no set of keys can be made to look like another): alike, nothing changed, and
+-- nothing more is done (hashing a million keys costs a fifth of joining them).
+-- Else its rows are counted by key, once, and that joined with the key history, once. Rows of
+-- five kinds: 'count' (how many rows, at most %(limit)s), 'odd' (each key that is not 1 to 200
+-- printable ASCII characters, or null: Python's key_problem says whether it can be a key),
+-- 'twice' (a key returned twice, if any), 'changed' (keys new, back after being gone, or
+-- expected from another date now: what record_keys writes) and 'gone' (keys held that the
+-- query no longer returns). A key refused is said by reading the keys again, row by row
+-- (source_keys).
+WITH q AS MATERIALIZED (
     -- compared byte for byte, as Python compares them (a column of a case-insensitive
     -- collation would have 'A' and 'a' one key, or be refused beside the ledger's)
-    SELECT k.key::text COLLATE "C" AS key, count(*) AS c, min({since}) AS since
+    SELECT k.key::text COLLATE "C" AS key, {since} AS expected_from
     FROM (SELECT * FROM ({keys}) AS k {names} LIMIT %(limit)s) AS k
+), d AS MATERIALIZED (
+    SELECT r.digest[1] AS n,
+           r.digest IS NOT DISTINCT FROM (
+               SELECT {digest} FROM {schema}.job_keys k
+               WHERE k.job_id = %(job_id)s AND k.gone_at IS NULL) AS same
+    FROM (SELECT {digest} AS digest FROM q AS k) AS r
+), g AS MATERIALIZED (
+    SELECT key, count(*) AS c, min(expected_from) AS since FROM q
+    WHERE NOT (SELECT same FROM d)
     GROUP BY 1
 ), h AS (
-    SELECT key, expected_from, gone_at FROM {schema}.job_keys WHERE job_id = %(job_id)s
+    SELECT key, expected_from, gone_at FROM {schema}.job_keys
+    WHERE job_id = %(job_id)s AND NOT (SELECT same FROM d)
 )
-SELECT 'count', sum(g.c)::bigint, NULL::text, NULL::timestamptz FROM g
+SELECT 'count', d.n::bigint, NULL::text, NULL::timestamptz FROM d
 UNION ALL
 SELECT 'odd', NULL, g.key, NULL FROM g
 WHERE g.key IS NULL OR g.key !~ '^[ -~]+$' OR length(g.key) > 200
@@ -44,6 +59,13 @@ FROM (SELECT * FROM g WHERE g.key IS NOT NULL) AS g
 FULL JOIN h ON h.key = g.key
 WHERE CASE WHEN g.c IS NULL THEN h.gone_at IS NULL
            ELSE h.key IS NULL OR h.gone_at IS NOT NULL OR g.since <> h.expected_from END;
+
+-- name: key_digest
+ARRAY[count(*)::numeric,
+      coalesce(sum(hashtextextended(k.key COLLATE "C", %(seed_a)s)), 0),
+      coalesce(sum(hashtextextended(k.key COLLATE "C", %(seed_b)s)
+                   # CASE WHEN %(dated)s THEN timestamp_hash_extended(
+                         k.expected_from AT TIME ZONE 'UTC', %(seed_a)s) ELSE 0 END), 0)]
 
 -- name: keys_work_mem
 -- For keys_diff alone: its transaction's, rolled back with it.
@@ -98,49 +120,46 @@ coalesce(upper_inf(k.verified), false)
 -- (catchup/scan/verified.py); its rows that have not succeeded, scan_keys reads from the
 -- ledger (scan_rows_of_all). At a million keys that did not change, the key rows a scan
 -- brings to Python are the few with something to look at. One statement: one snapshot for
--- both parts.
-WITH p AS (
-    SELECT %(starts)b::timestamptz[] AS starts, %(ends)b::timestamptz[] AS ends,
-           cardinality(%(starts)b::timestamptz[]) AS n
-), unfinished AS (
-    SELECT DISTINCT r.key FROM {schema}.runs r
-    WHERE r.job_id = %(job_id)s AND r.status <> 'succeeded'
-      AND r.period_start >= %(first)s AND r.period_start < %(until)s
-), settling AS (
-    SELECT EXISTS (SELECT 1 FROM {schema}.scan_state s
-                   WHERE s.job_id = %(job_id)s AND s.signature = %(signature)s
-                     AND s.keys_horizon >= %(until)s) AS yes
-), k AS (
-    -- narrow: the key, when it is gone, its bucket, whether it is settled, and failing
-    SELECT k.key, k.gone_at, b.b, p.n, u.key IS NOT NULL AS failing,
-           coalesce(st.yes AND k.paused_at IS NULL AND (
-               k.gone_at <= p.starts[1]
-               OR (k.gone_at IS NULL AND upper_inf(k.verified)
-                   AND (b.b >= p.n
-                        OR k.verified @> tstzrange(p.starts[b.b + 1], p.starts[p.n], '[]')
-                        -- (ranges cut when a key went, not at a period start: start by start)
-                        OR NOT EXISTS (SELECT 1 FROM unnest(p.starts[b.b + 1:p.n]) AS s
-                                       WHERE NOT k.verified @> s)))
-           ), false) AS settled  -- never null: a key with nothing verified is read
-    FROM {schema}.job_keys k
-    CROSS JOIN p CROSS JOIN settling st
-    CROSS JOIN LATERAL (SELECT width_bucket(k.expected_from, p.ends) AS b) AS b
-    LEFT JOIN unfinished u ON u.key = k.key
-    WHERE k.job_id = %(job_id)s
-)
+-- both parts, each a pass over the key history that the server may share among workers
+-- (no CTE read twice: a million rows written aside and read back cost 3x the passes);
+-- key_settled says which keys are settled (a range cut when a key went, not at a period
+-- start, is checked start by start), key_window the window and each key's bucket.
 (SELECT NULL::text, NULL::timestamptz, NULL::timestamptz, NULL::timestamptz, NULL::timestamptz,
-        NULL::timestamptz, NULL::timestamptz[], NULL::timestamptz[], k.failing,
-        CASE WHEN k.gone_at IS NOT NULL THEN k.n ELSE least(k.b, k.n) END::int, count(*)::bigint
- FROM k WHERE k.settled
+        NULL::timestamptz, NULL::timestamptz[], NULL::timestamptz[], u.key IS NOT NULL,
+        CASE WHEN k.gone_at IS NOT NULL THEN p.n ELSE least(b.b, p.n) END::int, count(*)::bigint
+ FROM {window}
+ LEFT JOIN (SELECT DISTINCT r.key FROM {schema}.runs r
+            WHERE r.job_id = %(job_id)s AND r.status <> 'succeeded'
+              AND r.period_start >= %(first)s AND r.period_start < %(until)s) AS u
+        ON u.key = k.key
+ WHERE k.job_id = %(job_id)s AND {settled}
  GROUP BY 9, 10)
 UNION ALL
 (SELECT {columns}, NULL::int, NULL::bigint
- FROM k AS needy
- JOIN {schema}.job_keys k ON k.job_id = %(job_id)s AND k.key = needy.key
+ FROM {window}
  JOIN {schema}.jobs j ON j.id = k.job_id
  LEFT JOIN {schema}.scan_state s ON s.job_id = k.job_id
- WHERE NOT needy.settled
+ WHERE k.job_id = %(job_id)s AND NOT {settled}
  ORDER BY k.key);
+
+-- name: key_window
+{schema}.job_keys k
+CROSS JOIN (SELECT %(starts)b::timestamptz[] AS starts,
+                   cardinality(%(starts)b::timestamptz[]) AS n,
+                   EXISTS (SELECT 1 FROM {schema}.scan_state s
+                           WHERE s.job_id = %(job_id)s AND s.signature = %(signature)s
+                             AND s.keys_horizon >= %(until)s) AS settling) AS p
+CROSS JOIN LATERAL (SELECT width_bucket(k.expected_from, %(ends)b::timestamptz[]) AS b) AS b
+
+-- name: key_settled
+coalesce(p.settling AND k.paused_at IS NULL AND (
+    k.gone_at <= p.starts[1]
+    OR (k.gone_at IS NULL AND upper_inf(k.verified)
+        AND (b.b >= p.n
+             OR k.verified @> tstzrange(p.starts[b.b + 1], p.starts[p.n], '[]')
+             OR NOT EXISTS (SELECT 1 FROM unnest(p.starts[b.b + 1:p.n]) AS s
+                            WHERE NOT k.verified @> s)))
+), false)
 
 -- name: analyze_keys
 -- After a read that added many keys: the planner's statistics of the key history.

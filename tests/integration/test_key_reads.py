@@ -88,6 +88,7 @@ def _values(*keys: str) -> str:
     ("query", "said"),
     [
         (_values("'acme'", "'b'", "'acme'"), "the key 'acme' is returned twice"),
+        (_values("'acme'", "'acme'"), "the key 'acme' is returned twice"),
         (_values("'acme'", "'evil' || chr(27) || '[31m'"), "row 2: the key 'evil\\x1b[31m'"),
         (_values("'acme'", "NULL"), "row 2: the key expected text, got NoneType"),
         (_values("'acme'", "''"), "row 2: the key is empty"),
@@ -128,6 +129,50 @@ def test_keys_read_as_what_changed_record_what_changed(project: Project, sql: An
     rows = sorted(sql("SELECT key, gone_at IS NOT NULL FROM {schema}.job_keys"))
     assert rows == [("acme", False), ("café", False), ("globex", True), ("Ünïcode tenant", False)]
     assert sql(versions) == kept
+
+
+def _dated(*pairs: tuple[str, str]) -> str:
+    rows = ", ".join(f"('{key}', DATE '{day}')" for key, day in pairs)
+    return f"SELECT k, d FROM (VALUES {rows}) AS v (k, d)"
+
+
+@pytest.mark.parametrize(
+    ("reads", "held"),
+    [
+        # one key for another: as many keys as before
+        ([_values("'a'", "'b'"), _values("'a'", "'c'")], ["a 10-01", "b gone", "c new"]),
+        # a key expected from another date
+        (
+            [
+                _dated(("a", "2026-10-01"), ("b", "2026-10-01")),
+                _dated(("a", "2026-10-01"), ("b", "2026-10-02")),
+            ],
+            ["a 10-01", "b 10-02"],
+        ),
+        # a key back: the keys returned are every key the ledger ever held
+        (
+            [_values("'a'", "'b'", "'c'"), _values("'a'", "'b'"), _values("'a'", "'b'", "'c'")],
+            ["a 10-01", "b 10-01", "c 10-01"],
+        ),
+    ],
+    ids=["swapped", "moved", "back"],
+)
+def test_keys_compared_whole_find_each_change(
+    project: Project, sql: Any, reads: list[str], held: list[str]
+) -> None:
+    """A later read first compares the keys query's rows with the keys held as a whole (a
+    count and sums of hashes): a change that keeps the count, or that only a key's date or
+    absence shows, is still found and recorded."""
+    for query in reads:
+        project.write(job_toml("invoice", "daily", "2026-10-01", keys=query, command=["true"]))
+        assert project.cli("-q", "scan", "--until", "2026-10-03").exit_code in (0, 1)
+    rows = sql(
+        "SELECT key, CASE WHEN gone_at IS NOT NULL THEN 'gone'"
+        " WHEN expected_from > now() - interval '1 day' THEN 'new'"  # first seen by this test
+        " ELSE to_char(expected_from AT TIME ZONE 'UTC', 'MM-DD') END"
+        " FROM {schema}.job_keys ORDER BY 1"
+    )
+    assert [f"{key} {when}" for key, when in rows] == held
 
 
 def test_a_first_scan_writes_what_it_verified_of_complete_keys_in_one_statement(
