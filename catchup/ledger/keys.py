@@ -24,13 +24,14 @@ from .evidence import bound, fenced
 # how long one keys query may take, and how many keys it may return
 KEYS_TIMEOUT = 30.0  # seconds
 MAX_KEYS = 10_000_000
-# an index probe for one (key, period) costs about what reading this many of a job's rows in a
-# merge does (benchmarks/keys.py: 4.5 us against 0.15 us): below that share of unverified
-# periods, a scan probes for holes instead of reading every row
+# an index read of one key's rows over a stretch of periods costs about what reading this many
+# of a job's rows in a merge does (benchmarks/keys.py: 4.5 us against 0.15 us): when the
+# stretches cost less than reading every row, a scan probes for holes instead
 HOLE_PROBE_COST = 30
 BATCH = 2_000  # rows taken at a time of a keys query and of a key history
-# the memory keys_diff's aggregate and join of a million keys take on the server in its
-# transaction (PostgreSQL's default, 4MB, spills them to disk in batches: twice as slow)
+# the memory keys_diff's aggregate and join of a million keys, and a scan's sorts of them, take
+# on the server in their transaction (PostgreSQL's default, 4MB, spills them to disk in
+# batches: twice as slow)
 DIFF_WORK_MEM = "64MB"
 ANALYZE_AFTER = 10_000  # keys added by one read after which the key history is analyzed
 SINCE_KINDS = {
@@ -258,7 +259,8 @@ class Keys(LedgerBase):
         rows: list[KeyRow] = []
         buckets: tuple[list[tuple[int, int]], list[tuple[int, int]]] = ([], [])
         params = {"job_id": job_id, "signature": signature, **window_params(periods)}
-        with self.conn.cursor(binary=True) as cur:
+        with self._roomy(), self.conn.cursor(binary=True) as cur:
+            self.conn.execute(self._q("keys_in_workers"))
             query = sqlfiles.query_naming(
                 "keys_to_scan",
                 self.schema,
@@ -370,6 +372,14 @@ class Keys(LedgerBase):
         if written is not None and written[0] >= ANALYZE_AFTER:
             with contextlib.suppress(psycopg.errors.InsufficientPrivilege):
                 self.conn.execute(self._q("analyze_keys"))
+
+    @contextlib.contextmanager
+    def _roomy(self) -> Iterator[None]:
+        """Around one statement over a million keys: a transaction whose sorts and hashes may
+        take DIFF_WORK_MEM (PostgreSQL's default, 4MB, has them spill to disk)."""
+        with self.conn.transaction():
+            self.conn.execute(self._q("keys_work_mem"), {"work_mem": DIFF_WORK_MEM})
+            yield
 
     def _with_history_columns(self, name: str) -> sql.Composed:
         """A query reading keys as key_history gives them (key_history_columns)."""
@@ -503,13 +513,15 @@ class Keys(LedgerBase):
             **window_params(periods),
         }
         params["times"] = list(times)[1:]  # the times the indexes name, from 1
-        # a probe per unverified period costs about as much as reading 30 of the job's rows
+        # an index read per stretch costs about as much as reading 30 of the job's rows in a
+        # merge, and then its own rows
         unverified = sum(i1 - i0 for _, i0, i1 in stretches)
-        few = unverified * HOLE_PROBE_COST < (len(keys) + others) * len(periods)
+        probes = len(stretches) * HOLE_PROBE_COST + unverified
+        few = probes <= (len(keys) + others) * len(periods)
         holes = sqlfiles.query("scan_holes_probed" if few else "scan_holes_merged", self.schema)
         rows_of = sqlfiles.query(
             "scan_rows_of_all" if every_row else "scan_rows_of_listed", self.schema
         )
         query = sqlfiles.query_naming("scan_keys", self.schema, holes=holes, rows_of=rows_of)
-        with self.conn.cursor(row_factory=class_row(KeyRange)) as cur:
+        with self._roomy(), self.conn.cursor(row_factory=class_row(KeyRange)) as cur:
             return cur.execute(query, params).fetchall()

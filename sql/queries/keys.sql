@@ -68,8 +68,14 @@ ARRAY[count(*)::numeric,
                          k.expected_from AT TIME ZONE 'UTC', %(seed_a)s) ELSE 0 END), 0)]
 
 -- name: keys_work_mem
--- For keys_diff alone: its transaction's, rolled back with it.
+-- For keys_diff, keys_to_scan or scan_keys alone: their transaction's, gone with it.
 SELECT set_config('work_mem', %(work_mem)s, true);
+
+-- name: keys_in_workers
+-- For keys_to_scan alone, its transaction's: the few keys of a million it finds are worth
+-- finding in parallel workers (the planner takes a filter it cannot read for one that keeps
+-- half the rows, and each row sent back from a worker for a cost).
+SELECT set_config('parallel_tuple_cost', '0.001', true);
 
 -- name: keys_since_none
 NULL::timestamptz
@@ -136,10 +142,11 @@ coalesce(upper_inf(k.verified), false)
  GROUP BY 9, 10)
 UNION ALL
 (SELECT {columns}, NULL::int, NULL::bigint
- FROM {window}
+ FROM (SELECT k.* FROM {window}
+       WHERE k.job_id = %(job_id)s AND NOT {settled}
+       OFFSET 0) AS k  -- (sorted once found: not read in key order, a million keys, to find them)
  JOIN {schema}.jobs j ON j.id = k.job_id
  LEFT JOIN {schema}.scan_state s ON s.job_id = k.job_id
- WHERE k.job_id = %(job_id)s AND NOT {settled}
  ORDER BY k.key);
 
 -- name: key_window
@@ -157,8 +164,7 @@ coalesce(p.settling AND k.paused_at IS NULL AND (
     OR (k.gone_at IS NULL AND upper_inf(k.verified)
         AND (b.b >= p.n
              OR k.verified @> tstzrange(p.starts[b.b + 1], p.starts[p.n], '[]')
-             OR NOT EXISTS (SELECT 1 FROM unnest(p.starts[b.b + 1:p.n]) AS s
-                            WHERE NOT k.verified @> s)))
+             OR k.verified @> ALL (p.starts[b.b + 1:p.n])))
 ), false)
 
 -- name: analyze_keys
@@ -378,12 +384,13 @@ WITH k AS (
 ), p AS (
     SELECT * FROM unnest(%(starts)b::timestamptz[], %(ends)b::timestamptz[]) WITH ORDINALITY
          AS p (s, e, i)
-), u AS (
-    SELECT u.key, g.i
+), st AS (
+    SELECT *
     FROM unnest(string_to_array(%(ukeys)s::text, E'\n'),
-                string_to_array(%(i0s)s::text, E'\n')::bigint[],
-                string_to_array(%(i1s)s::text, E'\n')::bigint[]) AS u (key, i0, i1)
-    CROSS JOIN LATERAL generate_series(u.i0, u.i1 - 1) AS g (i)
+                string_to_array(%(i0s)s::text, E'\n')::int[],
+                string_to_array(%(i1s)s::text, E'\n')::int[]) AS u (key, i0, i1)
+), u AS (
+    SELECT st.key, g.i FROM st CROSS JOIN LATERAL generate_series(st.i0, st.i1 - 1) AS g (i)
 ), j AS (
     SELECT k.key, p.i, p.s,
            {schema}.period_state(r.status, r.failures, r.interrupted,
@@ -422,17 +429,20 @@ SELECT u.key, u.i, u.s, 'missing'
 
 -- name: scan_holes_probed
 -- The holes when few periods are unverified (a later scan: the holes found before, and the
--- newest periods): one index probe per (key, period), forced by LATERAL ... LIMIT 1, where the
--- merge would read every row of the job (the planner cannot tell how many periods the
--- stretches hold, and guesses a thousand each). The start is read from the array by ordinal.
-SELECT u.key, u.i, (%(starts)b::timestamptz[])[u.i], 'missing'
-    FROM u
-    LEFT JOIN LATERAL (
-        SELECT true AS had FROM {schema}.periods r
-        WHERE r.job_id = %(job_id)s AND r.key = u.key
-          AND r.period_start = (%(starts)b::timestamptz[])[u.i]
-        LIMIT 1) AS h ON true
-    WHERE h.had IS NULL
+-- newest periods): one index read per stretch, of the key's rows between its first and last
+-- period start, forced by LATERAL ... OFFSET 0, where the merge would read every row of the
+-- job (the planner cannot tell how many periods the stretches hold, and guesses a thousand
+-- each). The starts are read from the array by ordinal.
+SELECT st.key, g.i, (%(starts)b::timestamptz[])[g.i], 'missing'
+    FROM st
+    CROSS JOIN LATERAL (
+        SELECT array_agg(r.period_start) AS had FROM {schema}.periods r
+        WHERE r.job_id = %(job_id)s AND r.key = st.key
+          AND r.period_start >= (%(starts)b::timestamptz[])[st.i0]
+          AND r.period_start <= (%(starts)b::timestamptz[])[st.i1 - 1]
+        OFFSET 0) AS h
+    CROSS JOIN LATERAL generate_series(st.i0, st.i1 - 1) AS g (i)
+    WHERE h.had IS NULL OR NOT (%(starts)b::timestamptz[])[g.i] = ANY (h.had)
 
 -- name: record_verified
 -- What scans verified of each key (its ranges of period starts that have a row each; a null

@@ -579,8 +579,9 @@ def test_a_key_the_job_lacks_is_refused_before_anything_is_written(
 def test_a_scan_finds_the_same_holes_by_probe_and_by_merge(
     project: Project, sql: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The holes (periods with no row) are found by one index probe each when few periods are
-    unverified, and by one pass over the job's rows when many are: both give every answer."""
+    """The holes (periods with no row) are found by one index read per stretch of unverified
+    periods when few are, and by one pass over the job's rows when many are: both give every
+    answer."""
     from catchup.ledger import keys as ledger_keys
 
     invoice(project, keys=["acme", "globex", "hooli", "initech", "umbrella"])
