@@ -735,8 +735,7 @@ MUTATIONS = (
         "key-history-first-read",
         "a tenant added later has no gaps before it was first seen",
         "sql/queries/keys.sql",
-        "                    CASE WHEN f.yes THEN %(start)s::timestamptz"
-        " ELSE statement_timestamp() END),",
+        "                    CASE WHEN f.yes THEN %(start)s::timestamptz ELSE t.now END),",
         "                    %(start)s::timestamptz),",
         (
             "tests/integration/test_keys.py::"
@@ -815,8 +814,8 @@ MUTATIONS = (
         "keys-diff-every-key-changed",
         "a later read of a keys query writes (locks) keys that did not change",
         "sql/queries/keys.sql",
-        "           ELSE h.key IS NULL OR h.gone_at IS NOT NULL OR g.since <> h.expected_from END;",
-        "           ELSE true END;",
+        "ELSE h.key IS NULL OR h.gone_at IS NOT NULL OR g.since <> h.expected_from END\n",
+        "ELSE true END\n",
         (
             "tests/integration/test_key_reads.py::"
             "test_keys_read_as_what_changed_record_what_changed",
@@ -849,6 +848,39 @@ MUTATIONS = (
         "WHERE k.job_id = %(job_id)s AND k.gone_at IS NULL) AS same",
         "WHERE k.job_id = %(job_id)s) AS same",
         ("tests/integration/test_key_reads.py::test_keys_compared_whole_find_each_change[back]",),
+    ),
+    Mutation(
+        "key-blocks-unordered",
+        "a read recorded a block at a time locks its key rows in key order across blocks",
+        "sql/queries/keys.sql",
+        ' ORDER BY coalesce(g.key, h.key) COLLATE "default");',
+        " );",
+        (
+            "tests/integration/test_key_reads.py::"
+            "test_a_read_recorded_a_block_at_a_time_locks_rows_in_key_order",
+        ),
+    ),
+    Mutation(
+        "key-blocks-each-their-own-read",
+        "a read recorded a block at a time is one read: its first block's time",
+        "sql/queries/keys.sql",
+        "    SELECT coalesce(%(at)s::timestamptz, statement_timestamp()) AS now",
+        "    SELECT statement_timestamp() AS now",
+        (
+            "tests/integration/test_key_reads.py::"
+            "test_a_read_recorded_a_block_at_a_time_is_one_read",
+        ),
+    ),
+    Mutation(
+        "key-blocks-first-read-each",
+        "a job's first read recorded a block at a time expects every key from the job's start",
+        "sql/queries/keys.sql",
+        "    SELECT coalesce(%(first_read)s::boolean,",
+        "    SELECT coalesce(NULL::boolean,",
+        (
+            "tests/integration/test_key_reads.py::"
+            "test_a_read_recorded_a_block_at_a_time_is_one_read",
+        ),
     ),
     Mutation(
         "settled-first-scan-past-holes",

@@ -29,6 +29,7 @@ MAX_KEYS = 10_000_000
 # stretches cost less than reading every row, a scan probes for holes instead
 HOLE_PROBE_COST = 30
 BATCH = 2_000  # rows taken at a time of a keys query and of a key history
+BLOCK = 50_000  # keys a read holds as one text, and records in one statement
 # the memory keys_diff's aggregate and join of a million keys, and a scan's sorts of them, take
 # on the server in their transaction (PostgreSQL's default, 4MB, spills them to disk in
 # batches: twice as slow)
@@ -65,20 +66,64 @@ class KeysRead:
         return f"KeysRead({len(self.keys):,} keys)"
 
 
-class KeysDiff:
-    """What one read of a job's keys query changed against the key history of ``job_id``,
-    found on the ledger's database (keys_diff): a million keys that did not change never come
-    here. ``changed``: the keys new, back, or expected from another date (what record_keys
-    writes); ``gone``: those held that it no longer returns; ``odd``: each key not plain
-    printable ASCII, for :func:`catchup.scan.keyed.changed_keys` to check, and ``twice``: a
-    key returned twice; ``count``: how many keys it returned."""
+class KeyLines:
+    """Keys held as text, a line each, in blocks of :data:`BLOCK`: ten million keys cost their
+    characters, not ten million objects (a key holds no line break: key_problem)."""
 
-    __slots__ = ("changed", "count", "gone", "job_id", "odd", "twice")
+    __slots__ = ("_blocks", "_n", "_open")
+
+    def __init__(self) -> None:
+        self._blocks: list[str] = []
+        self._open: list[str] = []
+        self._n = 0
+
+    def append(self, line: str) -> None:
+        self._open.append(line)
+        self._n += 1
+        if len(self._open) >= BLOCK:
+            self._blocks.append("\n".join(self._open))
+            self._open = []
+
+    def __len__(self) -> int:
+        return self._n
+
+    def blocks(self) -> Iterator[list[str]]:
+        """The lines, a block at a time, in the order they came."""
+        for block in self._blocks:
+            yield block.split("\n")
+        if self._open:
+            yield self._open
+
+
+class KeysDiff:
+    """What one read of a job's keys query changed against the key history of ``job_id`` (0:
+    a job the ledger does not know yet, every key new), found on the ledger's database
+    (keys_diff): a million keys that did not change never come here. Held in key order, a
+    line each (:class:`KeyLines`): the keys new, back, or expected from another date (what
+    record_keys writes, with their dates: ``froms``) and those held that it no longer returns
+    (gone); ``blocks`` gives them a block at a time. ``odd``: each key not plain printable
+    ASCII, for :func:`catchup.scan.keyed.changed_keys` to check, and ``twice``: a key returned
+    twice; ``count``: how many keys it returned."""
+
+    __slots__ = (
+        "_froms",
+        "_lines",
+        "_shared",
+        "changed",
+        "count",
+        "gone",
+        "job_id",
+        "odd",
+        "twice",
+    )
 
     def __init__(self, job_id: int, dated: bool) -> None:
         self.job_id = job_id
-        self.changed = KeysRead([], [] if dated else None)
-        self.gone: list[str] = []
+        self._lines = KeyLines()  # "+key": changed, "-key": gone
+        self._froms: list[datetime | None] | None = [] if dated else None
+        self._shared = Shared()
+        self.changed = 0
+        self.gone = 0
         self.odd: list[str | None] = []
         self.twice: str | None = None
         self.count = 0
@@ -87,8 +132,7 @@ class KeysDiff:
         return self.count
 
     def __repr__(self) -> str:
-        changed, gone = len(self.changed), len(self.gone)
-        return f"KeysDiff({self.count:,} keys, {changed:,} changed, {gone:,} gone)"
+        return f"KeysDiff({self.count:,} keys, {self.changed:,} changed, {self.gone:,} gone)"
 
     def take(self, what: str, n: int | None, key: str | None, since: datetime | None) -> None:
         """One row of keys_diff."""
@@ -99,11 +143,25 @@ class KeysDiff:
         elif what == "twice" and key is not None:
             self.twice = key
         elif what == "changed" and key is not None:
-            self.changed.keys.append(key)
-            if self.changed.froms is not None:
-                self.changed.froms.append(since)
+            self._lines.append("+" + key)
+            self.changed += 1
+            if self._froms is not None:
+                self._froms.append(self._shared(since))
         elif what == "gone" and key is not None:
-            self.gone.append(key)
+            self._lines.append("-" + key)
+            self.gone += 1
+
+    def blocks(self) -> Iterator[tuple[KeysRead, list[str]]]:
+        """The keys changed (with their dates) and gone, a block at a time, in key order."""
+        taken = 0
+        for block in self._lines.blocks():
+            changed = [line[1:] for line in block if line[0] == "+"]
+            gone = [line[1:] for line in block if line[0] == "-"]
+            froms = None
+            if self._froms is not None:
+                froms = self._froms[taken : taken + len(changed)]
+                taken += len(changed)
+            yield KeysRead(changed, froms), gone
 
 
 def _probe(conn: psycopg.Connection[Any], schema: str, keys: sql.SQL) -> str | None:
@@ -337,6 +395,8 @@ class Keys(LedgerBase):
             "keys": lines(seen.keys),
             "froms": froms if froms and any(f is not None for f in froms) else None,
             "start": start,
+            "first_read": None,
+            "at": None,
         }
         with self.conn.transaction():
             self.conn.execute(self._q("lock_job_row"), {"job_id": job_id})
@@ -344,26 +404,48 @@ class Keys(LedgerBase):
             written = self.conn.execute(self._recording("gone_unseen"), params).fetchone()
         self._analyze_after(written)
 
-    def record_key_changes(self, diff: KeysDiff, *, start: datetime) -> None:
-        """Record one read of the job's keys from what it changed (:class:`KeysDiff`), as
-        :meth:`record_keys` records every key read: the key rows it lists locked in key order
-        first, each written only if it still changes something."""
-        changed = diff.changed
+    def record_key_changes(self, diff: KeysDiff, *, job_id: int, start: datetime) -> None:
+        """Record one read of the keys of ``job_id`` from what it changed (:class:`KeysDiff`),
+        as :meth:`record_keys` records every key read, a block of keys at a time in one
+        transaction: each block's key rows locked in key order first (the blocks come in key
+        order, so every row is locked in that order), each written only if it still changes
+        something. The read's time and whether it is the job's first are its first block's."""
+        first: dict[str, object] = {"first_read": None, "at": None}
+        added = 0
+        with self.conn.transaction():
+            self.conn.execute(self._q("lock_job_row"), {"job_id": job_id})
+            for changed, gone in (
+                diff.blocks() if diff.changed or diff.gone else [(KeysRead([]), [])]
+            ):
+                row = self._record_block(job_id, (changed, gone), start, first)
+                added += row[0]
+                first = {"first_read": row[2], "at": row[3]}
+        self._analyze_after((added,))
+
+    def _record_block(
+        self,
+        job_id: int,
+        block: tuple[KeysRead, list[str]],
+        start: datetime,
+        first: dict[str, object],
+    ) -> tuple[Any, ...]:
+        """One block of a read's changes recorded (record_keys): its key rows locked first."""
+        changed, gone = block
+        if changed.keys or gone:
+            listed = lines(chain(changed.keys, gone))
+            self.conn.execute(self._q("lock_listed_keys"), {"job_id": job_id, "listed": listed})
         froms = changed.froms
         params = {
-            "job_id": diff.job_id,
+            "job_id": job_id,
             "keys": lines(changed.keys),
             "froms": froms if froms and any(f is not None for f in froms) else None,
-            "gone": lines(diff.gone),
+            "gone": lines(gone),
             "start": start,
+            **first,
         }
-        listed = {"job_id": diff.job_id, "listed": lines(chain(changed.keys, diff.gone))}
-        with self.conn.transaction():
-            self.conn.execute(self._q("lock_job_row"), {"job_id": diff.job_id})
-            if changed.keys or diff.gone:
-                self.conn.execute(self._q("lock_listed_keys"), listed)
-            written = self.conn.execute(self._recording("gone_listed"), params).fetchone()
-        self._analyze_after(written)
+        row = self.conn.execute(self._recording("gone_listed"), params).fetchone()
+        assert row is not None
+        return tuple(row)
 
     def _analyze_after(self, written: tuple[Any, ...] | None) -> None:
         """After a read that added many keys (a first read of a million): the key history's

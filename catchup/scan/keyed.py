@@ -58,9 +58,10 @@ def changed_keys(ledger: Ledger, job: Job, job_id: int) -> Source:
     """:func:`source_keys` as what changed against the key history of ``job_id``
     (:class:`KeysDiff`), when the job's keys are a query on the ledger's database: only the
     keys that changed, and those that look odd, come here. Otherwise every key read."""
-    if not isinstance(job.keys, str) or job.keys_dsn is not None or job_id <= 0:
+    if not isinstance(job.keys, str) or job.keys_dsn is not None:
         return source_keys(ledger, job)[0]
-    diff = _queried(ledger, job, lambda conn: (diff_keys(conn, *_asked(ledger, job), job_id), True))
+    held = max(job_id, 0)  # 0: a job not registered yet, no key held
+    diff = _queried(ledger, job, lambda conn: (diff_keys(conn, *_asked(ledger, job), held), True))
     if diff[0].twice is not None or any(key_problem(key) is not None for key in diff[0].odd):
         # a key refused: said as a read of every key says it, naming its row
         return source_keys(ledger, job)[0]
@@ -141,10 +142,7 @@ def read_each(session: Session, jobs: list[Job]) -> tuple[dict[str, Source], dic
         if job.keyed:
             try:
                 row = rows.get(job.name)
-                if row is not None:
-                    read[job.name] = changed_keys(session.ledger, job, row.id)
-                else:
-                    read[job.name] = source_keys(session.ledger, job)[0]
+                read[job.name] = changed_keys(session.ledger, job, row.id if row else 0)
             except KeysFailed as exc:
                 failed[job.name] = exc
     if failed and len(failed) == len(jobs):
@@ -209,10 +207,11 @@ def current_keys(
 
 def record_read(ledger: Ledger, job: Job, job_id: int, source: Source | None) -> None:
     """Record one read of the job's keys (``source``, or read now): what changed of them.
-    What a read changed against another job's history (the job was renamed or registered
-    since) is not this one's: its keys are read again."""
-    if isinstance(source, KeysDiff) and source.job_id == job_id:
-        ledger.record_key_changes(source, start=job.anchor)
+    What a read changed against another job's history (the job was renamed since) is not
+    this one's: its keys are read again."""
+    if isinstance(source, KeysDiff) and source.job_id in (job_id, 0):
+        # (0: read before the job was registered, against no key: every key it returned)
+        ledger.record_key_changes(source, job_id=job_id, start=job.anchor)
         return
     seen = source if isinstance(source, KeysRead) else source_keys(ledger, job)[0]
     ledger.record_keys(job_id, seen, start=job.anchor)

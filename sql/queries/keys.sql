@@ -26,8 +26,10 @@ SELECT k.key::text, {since} FROM ({keys}) AS k {names} LIMIT %(limit)s;
 -- printable ASCII characters, or null: Python's key_problem says whether it can be a key),
 -- 'twice' (a key returned twice, if any), 'changed' (keys new, back after being gone, or
 -- expected from another date now: what record_keys writes) and 'gone' (keys held that the
--- query no longer returns). A key refused is said by reading the keys again, row by row
--- (source_keys).
+-- query no longer returns), these two in key order as the ledger orders keys (so a million
+-- changed keys are recorded a block at a time, each block's rows locked in that order: the
+-- order every writer of key rows locks them in). A key refused is said by reading the keys
+-- again, row by row (source_keys).
 WITH q AS MATERIALIZED (
     -- compared byte for byte, as Python compares them (a column of a case-insensitive
     -- collation would have 'A' and 'a' one key, or be refused beside the ledger's)
@@ -54,11 +56,13 @@ WHERE g.key IS NULL OR g.key !~ '^[ -~]+$' OR length(g.key) > 200
 UNION ALL
 (SELECT 'twice', NULL, g.key, NULL FROM g WHERE g.c > 1 LIMIT 1)
 UNION ALL
-SELECT CASE WHEN g.c IS NULL THEN 'gone' ELSE 'changed' END, NULL, coalesce(g.key, h.key), g.since
-FROM (SELECT * FROM g WHERE g.key IS NOT NULL) AS g
-FULL JOIN h ON h.key = g.key
-WHERE CASE WHEN g.c IS NULL THEN h.gone_at IS NULL
-           ELSE h.key IS NULL OR h.gone_at IS NOT NULL OR g.since <> h.expected_from END;
+(SELECT CASE WHEN g.c IS NULL THEN 'gone' ELSE 'changed' END, NULL, coalesce(g.key, h.key),
+        g.since
+ FROM (SELECT * FROM g WHERE g.key IS NOT NULL) AS g
+ FULL JOIN h ON h.key = g.key
+ WHERE CASE WHEN g.c IS NULL THEN h.gone_at IS NULL
+            ELSE h.key IS NULL OR h.gone_at IS NOT NULL OR g.since <> h.expected_from END
+ ORDER BY coalesce(g.key, h.key) COLLATE "default");
 
 -- name: key_digest
 ARRAY[count(*)::numeric,
@@ -298,13 +302,18 @@ FOR UPDATE OF k;
 -- is cut at when they went, or forgotten when they are expected from earlier now); a date read
 -- now moves when a key is expected from; keys the read did not return are gone from now on,
 -- last seen at the job's read before. The job's keys_read_at is this read. Every time it writes
--- is the read's own (statement_timestamp): the keys one read finds share one first_seen and
--- one expected_from, which a million keys read then hold as one value each, not a million.
+-- is the read's own (its statement's, or %(at)s: a read recorded in several statements, one
+-- transaction, is recorded at its first's, and whether it is the job's first read is the
+-- first's too, %(first_read)s): the keys one read finds share one first_seen and one
+-- expected_from, which a million keys read then hold as one value each, not a million.
 -- Under the job's row lock (lock_job_row), so two reads at once record one history. {gone}:
 -- which keys held are gone (gone_unseen: those not among the keys given, every key read;
 -- gone_listed: those listed, when the keys given are only what a read changed, keys_diff).
-WITH first_read AS (
-    SELECT NOT EXISTS (SELECT 1 FROM {schema}.job_keys WHERE job_id = %(job_id)s) AS yes
+WITH t AS (
+    SELECT coalesce(%(at)s::timestamptz, statement_timestamp()) AS now
+), first_read AS (
+    SELECT coalesce(%(first_read)s::boolean,
+                    NOT EXISTS (SELECT 1 FROM {schema}.job_keys WHERE job_id = %(job_id)s)) AS yes
 ), seen AS (
     SELECT * FROM unnest(string_to_array(%(keys)s::text, E'\n'),
                          coalesce(%(froms)b::timestamptz[], ARRAY[]::timestamptz[])) AS s (key, since)
@@ -312,9 +321,9 @@ WITH first_read AS (
     INSERT INTO {schema}.job_keys AS k (job_id, key, expected_from, first_seen, last_seen)
     SELECT %(job_id)s, s.key,
            coalesce(s.since, e.expected_from,
-                    CASE WHEN f.yes THEN %(start)s::timestamptz ELSE statement_timestamp() END),
-           statement_timestamp(), statement_timestamp()
-    FROM seen s CROSS JOIN first_read f
+                    CASE WHEN f.yes THEN %(start)s::timestamptz ELSE t.now END),
+           t.now, t.now
+    FROM seen s CROSS JOIN first_read f CROSS JOIN t
     LEFT JOIN {schema}.job_keys e ON e.job_id = %(job_id)s AND e.key = s.key
     WHERE e.key IS NULL OR e.gone_at IS NOT NULL OR s.since <> e.expected_from
     ON CONFLICT (job_id, key) DO UPDATE SET
@@ -334,15 +343,16 @@ WITH first_read AS (
     RETURNING k.key
 ), gone AS (
     UPDATE {schema}.job_keys k
-    SET gone_at = statement_timestamp(),
+    SET gone_at = (SELECT now FROM t),
         last_seen = greatest(k.last_seen,
                              (SELECT j.keys_read_at FROM {schema}.jobs j WHERE j.id = k.job_id))
     WHERE k.job_id = %(job_id)s AND k.gone_at IS NULL AND {gone}
     RETURNING k.key
 ), read AS (
-    UPDATE {schema}.jobs SET keys_read_at = statement_timestamp() WHERE id = %(job_id)s
+    UPDATE {schema}.jobs SET keys_read_at = (SELECT now FROM t) WHERE id = %(job_id)s
 )
-SELECT (SELECT count(*) FROM upserted), (SELECT count(*) FROM gone);
+SELECT (SELECT count(*) FROM upserted), (SELECT count(*) FROM gone),
+       (SELECT yes FROM first_read), (SELECT now FROM t);
 
 -- name: gone_unseen
 NOT EXISTS (SELECT 1 FROM seen s WHERE s.key = k.key)

@@ -5,7 +5,7 @@ are counted in SQL. What the scan reports is what reading every key would have r
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -297,3 +297,84 @@ def test_a_key_whose_ranges_were_cut_between_period_starts_is_settled(
         periods = [(p.start, p.end) for p in resolved.timeline.periods(start, today(sql))]
         read, settled = window_keys(session.ledger, resolved, job_id, periods)
         assert (read, settled.count) == ([], len(KEYS))
+
+
+def test_a_read_recorded_a_block_at_a_time_is_one_read(
+    project: Project, sql: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A read that changed many keys is held as text and recorded a block at a time, in one
+    transaction: every block is the same read, its first block's (the job's first read: each
+    key expected from the job's start; later, the keys new and gone at one time)."""
+    from catchup.ledger import keys as ledger_keys
+
+    monkeypatch.setattr(ledger_keys, "BLOCK", 2)
+    five = _values(*(f"'k{n}'" for n in range(5)))
+    project.write(job_toml("invoice", "daily", "2026-10-01", keys=five, command=["true"]))
+    assert project.cli("-q", "scan", "--until", "2026-10-03").exit_code in (0, 1)
+    first = sql("SELECT DISTINCT expected_from::date::text, first_seen FROM {schema}.job_keys")
+    assert len(first) == 1 and first[0][0] == "2026-10-01"
+    other = _values("'k0'", "'k1'", *(f"'n{n}'" for n in range(4)))
+    project.write(job_toml("invoice", "daily", "2026-10-01", keys=other, command=["true"]))
+    assert project.cli("-q", "scan", "--until", "2026-10-03").exit_code in (0, 1)
+    new = sql("SELECT DISTINCT expected_from, first_seen FROM {schema}.job_keys WHERE key > 'm'")
+    gone = sql("SELECT DISTINCT gone_at FROM {schema}.job_keys WHERE gone_at IS NOT NULL")
+    ((read_at,),) = sql("SELECT keys_read_at FROM {schema}.jobs")
+    assert new == [(read_at, read_at)] and gone == [(read_at,)]
+    assert sql("SELECT count(*) FROM {schema}.job_keys WHERE gone_at IS NOT NULL") == [(3,)]
+
+
+def test_a_read_recorded_a_block_at_a_time_locks_rows_in_key_order(
+    database: Database, schema: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The blocks of a read's changes come in key order, so the key rows are locked in key
+    order across blocks, as every writer of key rows locks them: here a transaction holds the
+    first key's row, and the read (keys returned, and their rows written, in reverse order;
+    every key expected from a later date, a block each) waits for it holding no other key's
+    row."""
+    import threading
+
+    import psycopg
+    from fix_processes import wait_for
+
+    from catchup.ledger import Ledger, diff_keys
+    from catchup.ledger import keys as ledger_keys
+
+    monkeypatch.setattr(ledger_keys, "BLOCK", 1)
+    names = ["acme", "globex", "initech"]
+    later = _dated(*((key, "2026-10-05") for key in reversed(names)))
+    with psycopg.connect(database.conninfo, autocommit=True) as conn:
+        ledger = Ledger(conn, schema)
+        ledger.migrate()
+        job_id = ledger.register_jobs(["invoice"])["invoice"].id
+        start = datetime(2026, 10, 1, tzinfo=UTC)
+        for n in range(1, 4):  # written in reverse key order: initech, globex, acme
+            ledger.record_keys(job_id, [(k, start) for k in names[-n:]], start=start)
+        lock = f'SELECT key FROM "{schema}".job_keys WHERE job_id = %s AND key = %s FOR UPDATE'
+        with (
+            psycopg.connect(database.conninfo) as holder,
+            psycopg.connect(database.conninfo) as other,
+        ):
+            holder.execute(lock, [job_id, "acme"])  # the first in key order
+            diff = diff_keys(conn, later, "UTC", schema, job_id)
+            assert diff.changed == 3
+            thread = threading.Thread(
+                target=lambda: ledger.record_key_changes(diff, job_id=job_id, start=start),
+                daemon=True,
+            )
+            pid = conn.info.backend_pid
+            thread.start()
+
+            def waiting() -> bool:
+                found = other.execute(
+                    "SELECT wait_event_type FROM pg_stat_activity WHERE pid = %s", [pid]
+                ).fetchone()
+                other.rollback()
+                return found is not None and found[0] == "Lock"
+
+            wait_for(waiting, timeout=30, what="the read to wait for the held row")
+            for key in ("globex", "initech"):  # not held by the waiting read
+                other.execute(lock + " NOWAIT", [job_id, key])
+                other.rollback()
+            holder.rollback()
+            thread.join(timeout=30)
+            assert not thread.is_alive()
