@@ -59,7 +59,13 @@ SCHEMA = "bench_keys"
 
 
 def keys_query(n: int) -> str:
-    return f"SELECT 't' || lpad(i::text, 6, '0') FROM generate_series(0, {n - 1}) AS i"
+    return f"SELECT {key_sql(n)} FROM generate_series(0, {n - 1}) AS i"
+
+
+def key_sql(n: int) -> str:
+    """The i-th of ``n`` keys as SQL: 't' and i, zero-padded to one width (lpad cuts a longer
+    number: 10^7 keys need 7 digits)."""
+    return f"'t' || lpad(i::text, {max(6, len(str(n - 1)))}, '0')"
 
 
 def median_seconds(action: Callable[[], object], repeat: int) -> float:
@@ -98,7 +104,7 @@ def build(target: db.Target, keys: int, days: int, **what: object) -> tuple[Conf
         sql.SQL(
             "INSERT INTO {runs} (job_id, key, period_start, period_end, status, attempt, failures,"
             " finished_at, retry_after)"
-            " SELECT %(job_id)s, 't' || lpad(i::text, 6, '0'),"
+            " SELECT %(job_id)s, " + key_sql(keys) + ","
             " %(anchor)s::timestamptz + d * interval '1 day',"
             " %(anchor)s::timestamptz + (d + 1) * interval '1 day', " + status + ", 1,"
             " CASE WHEN " + status + " = 'failed' THEN 1 ELSE 0 END,"
@@ -120,7 +126,7 @@ def plain(session: Session, job: Job, keys: int, days: int) -> int:
         "SELECT count(*) FROM generate_series(0, %(keys)s - 1) AS i"
         " CROSS JOIN generate_series(%(first)s::timestamptz, %(last)s::timestamptz,"
         " interval '1 day') AS p"
-        " LEFT JOIN {runs} r ON r.job_id = %(job_id)s AND r.key = 't' || lpad(i::text, 6, '0')"
+        " LEFT JOIN {runs} r ON r.job_id = %(job_id)s AND r.key = " + key_sql(keys) + ""
         " AND r.period_start = p WHERE r.status IS DISTINCT FROM 'succeeded'"
     ).format(runs=sql.Identifier(SCHEMA, "runs"))
     params: dict[str, object] = {
