@@ -75,6 +75,13 @@ ARRAY[count(*)::numeric,
 -- For keys_diff, keys_to_scan or scan_keys alone: their transaction's, gone with it.
 SELECT set_config('work_mem', %(work_mem)s, true);
 
+-- name: keys_by_index
+-- For a read recorded a block at a time (record_key_changes), its transaction's: each block's
+-- keys found in the key history by its index, not by hashing every key of the job (ten
+-- million, two hundred times over), which the planner would do, not knowing how few keys a
+-- block's text holds.
+SELECT set_config('enable_hashjoin', 'off', true), set_config('enable_mergejoin', 'off', true);
+
 -- name: keys_in_workers
 -- For keys_to_scan alone, its transaction's: the few keys of a million it finds are worth
 -- finding in parallel workers (the planner takes a filter it cannot read for one that keeps
@@ -271,10 +278,10 @@ FOR UPDATE;
 
 -- name: lock_listed_keys
 -- The key rows a read changed (keys_diff: a key a line, any order), locked in key order before
--- record_keys updates them; a join, whatever their number.
+-- record_keys updates them; found by the key index, whatever their number (a join hashed every
+-- key of the job for each block of a read recorded a block at a time).
 SELECT k.key FROM {schema}.job_keys k
-JOIN unnest(string_to_array(%(listed)s::text, E'\n')) AS l (key) ON l.key = k.key
-WHERE k.job_id = %(job_id)s
+WHERE k.job_id = %(job_id)s AND k.key = ANY (string_to_array(%(listed)s::text, E'\n'))
 ORDER BY k.key
 FOR UPDATE OF k;
 
