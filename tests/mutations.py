@@ -853,8 +853,8 @@ MUTATIONS = (
         "key-blocks-unordered",
         "a read recorded a block at a time locks its key rows in key order across blocks",
         "sql/queries/keys.sql",
-        ' ORDER BY coalesce(g.key, h.key) COLLATE "default");',
-        " );",
+        '(ORDER BY coalesce(g.key, h.key) COLLATE "default")\n',
+        "()\n",
         (
             "tests/integration/test_key_reads.py::"
             "test_a_read_recorded_a_block_at_a_time_locks_rows_in_key_order",

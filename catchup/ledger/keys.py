@@ -66,22 +66,19 @@ class KeysRead:
 
 
 class KeyLines:
-    """Keys held as text, a line each, in blocks of :data:`BLOCK`: ten million keys cost their
-    characters, not ten million objects (a key holds no line break: key_problem)."""
+    """Keys held as text, a line each, in blocks as they came (keys_diff's, of at most
+    :data:`BLOCK`): ten million keys cost their characters, not ten million objects (a key
+    holds no line break: key_problem)."""
 
-    __slots__ = ("_blocks", "_n", "_open")
+    __slots__ = ("_blocks", "_n")
 
     def __init__(self) -> None:
         self._blocks: list[str] = []
-        self._open: list[str] = []
         self._n = 0
 
-    def append(self, line: str) -> None:
-        self._open.append(line)
-        self._n += 1
-        if len(self._open) >= BLOCK:
-            self._blocks.append("\n".join(self._open))
-            self._open = []
+    def add(self, block: str, lines: int) -> None:
+        self._blocks.append(block)
+        self._n += lines
 
     def __len__(self) -> int:
         return self._n
@@ -90,8 +87,6 @@ class KeyLines:
         """The lines, a block at a time, in the order they came."""
         for block in self._blocks:
             yield block.split("\n")
-        if self._open:
-            yield self._open
 
 
 class KeysDiff:
@@ -133,7 +128,9 @@ class KeysDiff:
     def __repr__(self) -> str:
         return f"KeysDiff({self.count:,} keys, {self.changed:,} changed, {self.gone:,} gone)"
 
-    def take(self, what: str, n: int | None, key: str | None, since: datetime | None) -> None:
+    def take(
+        self, what: str, n: int | None, key: str | None, froms: list[datetime | None] | None
+    ) -> None:
         """One row of keys_diff."""
         if what == "count":
             self.count = n or 0
@@ -141,14 +138,13 @@ class KeysDiff:
             self.odd.append(key)
         elif what == "twice" and key is not None:
             self.twice = key
-        elif what == "changed" and key is not None:
-            self._lines.append("+" + key)
-            self.changed += 1
+        elif what == "block" and key is not None and n:
+            self._lines.add(key, n)
+            gone = key.count("\n-") + key.startswith("-")
+            self.gone += gone
+            self.changed += n - gone
             if self._froms is not None:
-                self._froms.append(self._shared(since))
-        elif what == "gone" and key is not None:
-            self._lines.append("-" + key)
-            self.gone += 1
+                self._froms.extend(self._shared(since) for since in froms or ())
 
     def blocks(self) -> Iterator[tuple[KeysRead, list[str]]]:
         """The keys changed (with their dates) and gone, a block at a time, in key order."""
@@ -182,7 +178,9 @@ def _probe(conn: psycopg.Connection[Any], schema: str, keys: sql.SQL) -> str | N
     return kind
 
 
-def _keys_query(name: str, schema: str, keys: sql.SQL, kind: str | None) -> sql.Composed:
+def _keys_query(
+    name: str, schema: str, keys: sql.SQL, kind: str | None, order: str = "keys_diff_any_order"
+) -> sql.Composed:
     """``name`` (keys_read or keys_diff) over the keys query, its columns named."""
     return sqlfiles.query_naming(
         name,
@@ -191,6 +189,7 @@ def _keys_query(name: str, schema: str, keys: sql.SQL, kind: str | None) -> sql.
         names=sql.SQL("(key, since)" if kind else "(key)"),
         since=sqlfiles.query(SINCE_KINDS[kind], schema),
         digest=sqlfiles.query("key_digest", schema),
+        order=sqlfiles.query(order, schema),
     )
 
 
@@ -203,11 +202,14 @@ def diff_keys(
     keys = sql.SQL(text.replace("%", "%%"))  # the user's SQL: % is not a placeholder
     with fenced(conn, schema, KEYS_TIMEOUT):  # nothing it changes outlives it
         kind = _probe(conn, schema, keys)
-        query = _keys_query("keys_diff", schema, keys, kind)
+        held = conn.execute(sqlfiles.query("has_keys", schema), {"job_id": job_id}).fetchone()
+        order = "keys_diff_in_order" if held and held[0] else "keys_diff_any_order"
+        query = _keys_query("keys_diff", schema, keys, kind, order)
         conn.execute(sqlfiles.query("keys_work_mem", schema), {"work_mem": DIFF_WORK_MEM})
         bound(conn, schema, KEYS_TIMEOUT)  # the probe cannot have lifted it
         diff = KeysDiff(job_id, kind is not None)
         params = {"zone": zone, "limit": MAX_KEYS + 1, "job_id": job_id, "dated": bool(kind)}
+        params |= {"block": BLOCK}
         params |= {"seed_a": secrets.randbits(63), "seed_b": secrets.randbits(63)}
         with conn.cursor() as cur:
             for row in cur.stream(query, params, size=BATCH):

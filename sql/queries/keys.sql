@@ -22,14 +22,17 @@ SELECT k.key::text, {since} FROM ({keys}) AS k {names} LIMIT %(limit)s;
 -- this read, so no set of keys can be made to look like another): alike, nothing changed, and
 -- nothing more is done (hashing a million keys costs a fifth of joining them).
 -- Else its rows are counted by key, once, and that joined with the key history, once. Rows of
--- five kinds: 'count' (how many rows, at most %(limit)s), 'odd' (each key that is not 1 to 200
+-- four kinds: 'count' (how many rows, at most %(limit)s), 'odd' (each key that is not 1 to 200
 -- printable ASCII characters, or null: Python's key_problem says whether it can be a key),
--- 'twice' (a key returned twice, if any), 'changed' (keys new, back after being gone, or
--- expected from another date now: what record_keys writes) and 'gone' (keys held that the
--- query no longer returns), these two in key order as the ledger orders keys (so a million
--- changed keys are recorded a block at a time, each block's rows locked in that order: the
--- order every writer of key rows locks them in). A key refused is said by reading the keys
--- again, row by row (source_keys).
+-- 'twice' (a key returned twice, if any) and 'block': the keys changed (new, back after being
+-- gone, or expected from another date now: what record_keys writes) and gone (held, and no
+-- longer returned), in rows of at most %(block)s keys each, one text
+-- of a line a key ('+' changed, '-' gone) and the changed keys' dates: ten million keys come
+-- to catchup as two hundred texts. When keys are held ({order}: keys_diff_in_order) the
+-- blocks come in key order as the ledger orders keys, so a read is recorded a block at a
+-- time, each block's rows locked in that order: the order every writer of key rows locks
+-- them in; a first read has nothing to lock and is not sorted (keys_diff_any_order). A key
+-- refused is said by reading the keys again, row by row (source_keys).
 WITH q AS MATERIALIZED (
     -- compared byte for byte, as Python compares them (a column of a case-insensitive
     -- collation would have 'A' and 'a' one key, or be refused beside the ledger's)
@@ -49,20 +52,31 @@ WITH q AS MATERIALIZED (
     SELECT key, expected_from, gone_at FROM {schema}.job_keys
     WHERE job_id = %(job_id)s AND NOT (SELECT same FROM d)
 )
-SELECT 'count', d.n::bigint, NULL::text, NULL::timestamptz FROM d
+SELECT 'count', d.n::bigint, NULL::text, NULL::timestamptz[] FROM d
 UNION ALL
 SELECT 'odd', NULL, g.key, NULL FROM g
 WHERE g.key IS NULL OR g.key !~ '^[ -~]+$' OR length(g.key) > 200
 UNION ALL
 (SELECT 'twice', NULL, g.key, NULL FROM g WHERE g.c > 1 LIMIT 1)
 UNION ALL
-(SELECT CASE WHEN g.c IS NULL THEN 'gone' ELSE 'changed' END, NULL, coalesce(g.key, h.key),
-        g.since
- FROM (SELECT * FROM g WHERE g.key IS NOT NULL) AS g
- FULL JOIN h ON h.key = g.key
- WHERE CASE WHEN g.c IS NULL THEN h.gone_at IS NULL
-            ELSE h.key IS NULL OR h.gone_at IS NOT NULL OR g.since <> h.expected_from END
- ORDER BY coalesce(g.key, h.key) COLLATE "default");
+(SELECT 'block', count(*), string_agg(x.line, E'\n' ORDER BY x.key),
+        array_agg(x.since ORDER BY x.key) FILTER (WHERE x.line LIKE '+%%')
+ FROM (SELECT CASE WHEN g.c IS NULL THEN '-' ELSE '+' END || coalesce(g.key, h.key) AS line,
+              coalesce(g.key, h.key) AS key, g.since,
+              (row_number() OVER {order} - 1) / %(block)s AS b
+       FROM (SELECT * FROM g WHERE g.key IS NOT NULL) AS g
+       FULL JOIN h ON h.key = g.key
+       WHERE CASE WHEN g.c IS NULL THEN h.gone_at IS NULL
+                  ELSE h.key IS NULL OR h.gone_at IS NOT NULL OR g.since <> h.expected_from END
+      ) AS x
+ GROUP BY x.b
+ ORDER BY x.b);
+
+-- name: keys_diff_in_order
+(ORDER BY coalesce(g.key, h.key) COLLATE "default")
+
+-- name: keys_diff_any_order
+()
 
 -- name: key_digest
 ARRAY[count(*)::numeric,
