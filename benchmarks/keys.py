@@ -148,6 +148,8 @@ def write_config(job: Job, folder: Path, keys: int) -> Path:
         f'[project]\nname = "python"\n[database]\nschema = "{SCHEMA}"\n'
         f'[jobs.invoice]\nschedule = "daily"\n'
         f'start = "{start}"\ncommand = ["true", "{{key}}"]\nkeys = "{keys_query(keys)}"\n'
+        # a first read of ten million keys, compared with none held, takes about a minute
+        'keys_timeout = "15m"\n'
     )
     return path
 

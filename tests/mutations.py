@@ -883,6 +883,17 @@ MUTATIONS = (
         ),
     ),
     Mutation(
+        "keys-timeout-ignored",
+        "a job's keys_timeout bounds a read of its keys query",
+        "catchup/scan/keyed.py",
+        "    return job.keys_timeout.total_seconds()",
+        "    return 30.0",
+        (
+            "tests/integration/test_key_options.py::"
+            "test_keys_timeout_bounds_a_read_of_the_keys_query",
+        ),
+    ),
+    Mutation(
         "settled-first-scan-past-holes",
         "a first scan writes a key with holes as verified from its first expected period",
         "sql/queries/keys.sql",

@@ -79,6 +79,7 @@ class Job:
     # key column and an optional date column (from when the key is expected); None: unkeyed
     keys: tuple[str, ...] | str | None = None
     keys_dsn: str | None = None  # where the keys query runs; None: the ledger's database
+    keys_timeout: timedelta = _DEFAULT["keys_timeout"]  # how long one read of it may take
     # the key of this one series of periods ('' for an unkeyed job, or a keyed job as a whole)
     key: str = ""
     # the keys a command was asked about (--key); empty: every key

@@ -105,6 +105,7 @@ def parse_job(
         when_outdated=values["when_outdated"],
         keys=keys,
         keys_dsn=keys_dsn,
+        keys_timeout=durations["keys_timeout"] or default("keys_timeout"),
         not_renamed=not_renamed,
         lane=lane,
         ping=ping,

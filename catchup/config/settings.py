@@ -198,6 +198,15 @@ JOB_KEYS: tuple[JobKey, ...] = (
         "where the keys query runs (default: the ledger's database)",
     ),
     JobKey(
+        "keys_timeout",
+        "duration",
+        "a duration",
+        "how long one read of the keys query may take, its rows compared with the keys held"
+        " included (past it, the job goes on with the keys read last)",
+        default="30s",
+        at_least="1s",
+    ),
+    JobKey(
         "renamed_from",
         "other",
         "a job name",

@@ -21,7 +21,7 @@ from .base import LedgerBase
 from .evidence import bound, fenced
 
 # how long one keys query may take, and how many keys it may return
-KEYS_TIMEOUT = 30.0  # seconds
+KEYS_TIMEOUT = 30.0  # seconds (a job's keys_timeout: its own)
 MAX_KEYS = 10_000_000
 # an index read of one key's rows over a stretch of periods costs about what reading this many
 # of a job's rows in a merge does (benchmarks/keys.py: 4.5 us against 0.15 us): when the
@@ -194,19 +194,26 @@ def _keys_query(
 
 
 def diff_keys(
-    conn: psycopg.Connection[Any], text: str, zone: str, schema: str, job_id: int
+    conn: psycopg.Connection[Any],
+    text: str,
+    zone: str,
+    schema: str,
+    job_id: int,
+    timeout: float | None = None,
 ) -> KeysDiff:
     """The keys query run on the ledger's database, in a read-only transaction with a
-    statement timeout, against the key history of ``job_id`` (:class:`KeysDiff`). A
-    ConfigError says what is wrong with its columns or its size."""
+    statement timeout (``timeout`` seconds, the job's keys_timeout; KEYS_TIMEOUT by default),
+    against the key history of ``job_id`` (:class:`KeysDiff`). A ConfigError says what is
+    wrong with its columns or its size."""
     keys = sql.SQL(text.replace("%", "%%"))  # the user's SQL: % is not a placeholder
-    with fenced(conn, schema, KEYS_TIMEOUT):  # nothing it changes outlives it
+    timeout = KEYS_TIMEOUT if timeout is None else timeout
+    with fenced(conn, schema, timeout):  # nothing it changes outlives it
         kind = _probe(conn, schema, keys)
         held = conn.execute(sqlfiles.query("has_keys", schema), {"job_id": job_id}).fetchone()
         order = "keys_diff_in_order" if held and held[0] else "keys_diff_any_order"
         query = _keys_query("keys_diff", schema, keys, kind, order)
         conn.execute(sqlfiles.query("keys_work_mem", schema), {"work_mem": DIFF_WORK_MEM})
-        bound(conn, schema, KEYS_TIMEOUT)  # the probe cannot have lifted it
+        bound(conn, schema, timeout)  # the probe cannot have lifted it
         diff = KeysDiff(job_id, kind is not None)
         params = {"zone": zone, "limit": MAX_KEYS + 1, "job_id": job_id, "dated": bool(kind)}
         params |= {"block": BLOCK}
@@ -220,13 +227,13 @@ def diff_keys(
 
 
 def read_keys(
-    conn: psycopg.Connection[Any], text: str, zone: str, schema: str
+    conn: psycopg.Connection[Any], text: str, zone: str, schema: str, timeout: float | None = None
 ) -> tuple[KeysRead, bool]:
     """The keys query's rows (key, from when expected), in a read-only transaction with a
-    statement timeout; and whether it has the second, dated column. A ConfigError says what is
-    wrong with its columns or its size."""
+    statement timeout (``timeout`` seconds; KEYS_TIMEOUT by default); and whether it has the
+    second, dated column. A ConfigError says what is wrong with its columns or its size."""
     keys = sql.SQL(text.replace("%", "%%"))  # the user's SQL: % is not a placeholder
-    timeout = KEYS_TIMEOUT
+    timeout = KEYS_TIMEOUT if timeout is None else timeout
     with fenced(conn, schema, timeout):  # nothing it changes outlives it
         kind = _probe(conn, schema, keys)
         query = _keys_query("keys_read", schema, keys, kind)

@@ -50,7 +50,9 @@ def source_keys(ledger: Ledger, job: Job) -> tuple[KeysRead, bool]:
     :class:`KeysFailed` when the query fails or what it returns is refused."""
     if isinstance(job.keys, tuple):
         return KeysRead(list(job.keys)), False
-    rows, dated = _queried(ledger, job, lambda conn: read_keys(conn, *_asked(ledger, job)))
+    rows, dated = _queried(
+        ledger, job, lambda conn: read_keys(conn, *_asked(ledger, job), _seconds(job))
+    )
     return _checked(job, rows), dated
 
 
@@ -61,12 +63,21 @@ def changed_keys(ledger: Ledger, job: Job, job_id: int) -> Source:
     if not isinstance(job.keys, str) or job.keys_dsn is not None:
         return source_keys(ledger, job)[0]
     held = max(job_id, 0)  # 0: a job not registered yet, no key held
-    diff = _queried(ledger, job, lambda conn: (diff_keys(conn, *_asked(ledger, job), held), True))
+    diff = _queried(
+        ledger,
+        job,
+        lambda conn: (diff_keys(conn, *_asked(ledger, job), held, _seconds(job)), True),
+    )
     if diff[0].twice is not None or any(key_problem(key) is not None for key in diff[0].odd):
         # a key refused: said as a read of every key says it, naming its row
         return source_keys(ledger, job)[0]
     diff[0].odd = []
     return diff[0]
+
+
+def _seconds(job: Job) -> float:
+    """How long one read of the job's keys query may take (keys_timeout)."""
+    return job.keys_timeout.total_seconds()
 
 
 def _asked(ledger: Ledger, job: Job) -> tuple[str, str, str]:

@@ -233,3 +233,24 @@ def test_a_keys_period_before_it_was_expected_is_not_expected_nor_run(
         project.cli("-q", "why", "invoice", "2026-03-03", "--key", "acme", "--json").stdout
     )
     assert acme["state"] == "missing"
+
+
+def test_keys_timeout_bounds_a_read_of_the_keys_query(
+    project: Project, sql: Any, schema: str
+) -> None:
+    """`keys_timeout` is how long one read of a job's keys query may take: past it the read
+    fails (one line, exit 3, nothing written); a longer one lets the same query be read."""
+    slow = "SELECT k FROM (VALUES ('acme'), ('globex')) AS v (k) WHERE pg_sleep(1.5) IS NOT NULL"
+    project.write(
+        job_toml("invoice", "daily", "2026-10-01", keys=slow, keys_timeout="1s", command=["true"])
+    )
+    failed = project.cli("-q", "scan", "--until", "2026-10-03")
+    assert failed.exit_code == 3, failed.output
+    assert "jobs.invoice.keys: the keys query failed: ran longer than 1 s" in failed.output
+    assert "Traceback" not in failed.output
+    assert sql("SELECT count(*) FROM pg_namespace WHERE nspname = %s", [schema]) == [(0,)]
+    project.write(
+        job_toml("invoice", "daily", "2026-10-01", keys=slow, keys_timeout="20s", command=["true"])
+    )
+    assert project.cli("-q", "scan", "--until", "2026-10-03").exit_code in (0, 1)
+    assert sql("SELECT key FROM {schema}.job_keys ORDER BY 1") == [("acme",), ("globex",)]
