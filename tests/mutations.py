@@ -872,6 +872,18 @@ MUTATIONS = (
         ),
     ),
     Mutation(
+        "key-blocks-gone-seen-now",
+        "a key gone in a later block of a read was last seen at the read before, not this one",
+        "sql/queries/keys.sql",
+        "                ELSE %(before)s::timestamptz END AS before",
+        "                ELSE (SELECT j.keys_read_at FROM {schema}.jobs j"
+        " WHERE j.id = %(job_id)s) END AS before",
+        (
+            "tests/integration/test_key_reads.py::"
+            "test_a_read_recorded_a_block_at_a_time_is_one_read",
+        ),
+    ),
+    Mutation(
         "key-blocks-first-read-each",
         "a job's first read recorded a block at a time expects every key from the job's start",
         "sql/queries/keys.sql",

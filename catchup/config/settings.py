@@ -202,7 +202,7 @@ JOB_KEYS: tuple[JobKey, ...] = (
         "duration",
         "a duration",
         "how long one read of the keys query may take, its rows compared with the keys held"
-        " included (past it, the job goes on with the keys read last)",
+        " included (past it the read fails: the job goes on with the keys read last, if any)",
         default="30s",
         at_least="1s",
     ),

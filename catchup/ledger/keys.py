@@ -92,8 +92,9 @@ class KeyLines:
 class KeysDiff:
     """What one read of a job's keys query changed against the key history of ``job_id`` (0:
     a job the ledger does not know yet, every key new), found on the ledger's database
-    (keys_diff): a million keys that did not change never come here. Held in key order, a
-    line each (:class:`KeyLines`): the keys new, back, or expected from another date (what
+    (keys_diff): a million keys that did not change never come here. Held a line each
+    (:class:`KeyLines`), in the ledger's key order from block to block when the job held keys
+    (a first read's come in any order): the keys new, back, or expected from another date (what
     record_keys writes, with their dates: ``froms``) and those held that it no longer returns
     (gone); ``blocks`` gives them a block at a time. ``odd``: each key not plain printable
     ASCII, for :func:`catchup.scan.keyed.changed_keys` to check, and ``twice``: a key returned
@@ -147,7 +148,7 @@ class KeysDiff:
                 self._froms.extend(self._shared(since) for since in froms or ())
 
     def blocks(self) -> Iterator[tuple[KeysRead, list[str]]]:
-        """The keys changed (with their dates) and gone, a block at a time, in key order."""
+        """The keys changed (with their dates) and gone, a block at a time, as they came."""
         taken = 0
         for block in self._lines.blocks():
             changed = [line[1:] for line in block if line[0] == "+"]
@@ -405,6 +406,7 @@ class Keys(LedgerBase):
             "start": start,
             "first_read": None,
             "at": None,
+            "before": None,
         }
         with self.conn.transaction():
             self.conn.execute(self._q("lock_job_row"), {"job_id": job_id})
@@ -418,7 +420,7 @@ class Keys(LedgerBase):
         transaction: each block's key rows locked in key order first (the blocks come in key
         order, so every row is locked in that order), each written only if it still changes
         something. The read's time and whether it is the job's first are its first block's."""
-        first: dict[str, object] = {"first_read": None, "at": None}
+        first: dict[str, object] = {"first_read": None, "at": None, "before": None}
         added = 0
         nothing = [(KeysRead([]), list[str]())]  # a read that changed nothing: its time
         with self.conn.transaction():
@@ -427,7 +429,7 @@ class Keys(LedgerBase):
             for block in diff.blocks() if diff.changed or diff.gone else nothing:
                 row = self._record_block(job_id, block, start, first)
                 added += row[0]
-                first = {"first_read": row[2], "at": row[3]}
+                first = {"first_read": row[2], "at": row[3], "before": row[4]}
         self._analyze_after((added,))
 
     def _record_block(

@@ -141,8 +141,9 @@ def read_sources(ledger: Ledger, jobs: list[Job]) -> dict[str, Source]:
 
 
 def read_each(session: Session, jobs: list[Job]) -> tuple[dict[str, Source], dict[str, KeysFailed]]:
-    """:func:`read_sources` where one job's failure is that job's: the keys read (of a job
-    the ledger knows, a query on the ledger's database as what it changed: changed_keys), and
+    """:func:`read_sources` where one job's failure is that job's: the keys read (a query on
+    the ledger's database as what it changed, against none for a job not registered yet:
+    changed_keys), and
     the failures by job (each such job goes on with the keys it read last: :func:`with_keys`).
     When every one of ``jobs`` failed and none has keys read before, nothing could run: the
     first failure is raised, and nothing is written."""

@@ -86,7 +86,8 @@ ARRAY[count(*)::numeric,
                          k.expected_from AT TIME ZONE 'UTC', %(seed_a)s) ELSE 0 END), 0)]
 
 -- name: keys_work_mem
--- For keys_diff, keys_to_scan or scan_keys alone: their transaction's, gone with it.
+-- For keys_diff, keys_to_scan or scan_keys alone: their transaction's (under a scan's
+-- snapshot, a savepoint: then until that transaction ends).
 SELECT set_config('work_mem', %(work_mem)s, true);
 
 -- name: keys_by_index
@@ -97,7 +98,7 @@ SELECT set_config('work_mem', %(work_mem)s, true);
 SELECT set_config('enable_hashjoin', 'off', true), set_config('enable_mergejoin', 'off', true);
 
 -- name: keys_in_workers
--- For keys_to_scan alone, its transaction's: the few keys of a million it finds are worth
+-- For keys_to_scan, its transaction's (as keys_work_mem): the few keys of a million it finds are worth
 -- finding in parallel workers (the planner takes a filter it cannot read for one that keeps
 -- half the rows, and each row sent back from a worker for a cost).
 SELECT set_config('parallel_tuple_cost', '0.001', true);
@@ -324,14 +325,20 @@ FOR UPDATE OF k;
 -- now moves when a key is expected from; keys the read did not return are gone from now on,
 -- last seen at the job's read before. The job's keys_read_at is this read. Every time it writes
 -- is the read's own (its statement's, or %(at)s: a read recorded in several statements, one
--- transaction, is recorded at its first's, and whether it is the job's first read is the
--- first's too, %(first_read)s): the keys one read finds share one first_seen and one
+-- transaction, is recorded at its first's; whether it is the job's first read, and when the
+-- keys were read before, are the first's too: %(first_read)s, %(before)s): the keys one read
+-- finds share one first_seen and one
 -- expected_from, which a million keys read then hold as one value each, not a million.
 -- Under the job's row lock (lock_job_row), so two reads at once record one history. {gone}:
 -- which keys held are gone (gone_unseen: those not among the keys given, every key read;
 -- gone_listed: those listed, when the keys given are only what a read changed, keys_diff).
 WITH t AS (
     SELECT coalesce(%(at)s::timestamptz, statement_timestamp()) AS now
+), b AS (
+    -- when the job's keys were read before this read (a later block: its first block's answer)
+    SELECT CASE WHEN %(first_read)s::boolean IS NULL
+                THEN (SELECT j.keys_read_at FROM {schema}.jobs j WHERE j.id = %(job_id)s)
+                ELSE %(before)s::timestamptz END AS before
 ), first_read AS (
     SELECT coalesce(%(first_read)s::boolean,
                     NOT EXISTS (SELECT 1 FROM {schema}.job_keys WHERE job_id = %(job_id)s)) AS yes
@@ -365,15 +372,14 @@ WITH t AS (
 ), gone AS (
     UPDATE {schema}.job_keys k
     SET gone_at = (SELECT now FROM t),
-        last_seen = greatest(k.last_seen,
-                             (SELECT j.keys_read_at FROM {schema}.jobs j WHERE j.id = k.job_id))
+        last_seen = greatest(k.last_seen, (SELECT before FROM b))
     WHERE k.job_id = %(job_id)s AND k.gone_at IS NULL AND {gone}
     RETURNING k.key
 ), read AS (
     UPDATE {schema}.jobs SET keys_read_at = (SELECT now FROM t) WHERE id = %(job_id)s
 )
 SELECT (SELECT count(*) FROM upserted), (SELECT count(*) FROM gone),
-       (SELECT yes FROM first_read), (SELECT now FROM t);
+       (SELECT yes FROM first_read), (SELECT now FROM t), (SELECT before FROM b);
 
 -- name: gone_unseen
 NOT EXISTS (SELECT 1 FROM seen s WHERE s.key = k.key)
@@ -461,19 +467,21 @@ SELECT u.key, u.i, u.s, 'missing'
 -- name: scan_holes_probed
 -- The holes when few periods are unverified (a later scan: the holes found before, and the
 -- newest periods): one index read per stretch, of the key's rows between its first and last
--- period start, forced by LATERAL ... OFFSET 0, where the merge would read every row of the
--- job (the planner cannot tell how many periods the stretches hold, and guesses a thousand
--- each). The starts are read from the array by ordinal.
-SELECT st.key, g.i, (%(starts)b::timestamptz[])[g.i], 'missing'
+-- period start, set against the stretch's periods (a join per stretch: linear in its length),
+-- forced by LATERAL ... OFFSET 0, where the merge would read every row of the job (the
+-- planner cannot tell how many periods the stretches hold, and guesses a thousand each). The
+-- starts are read from the array by ordinal.
+SELECT st.key, m.i, (%(starts)b::timestamptz[])[m.i], 'missing'
     FROM st
     CROSS JOIN LATERAL (
-        SELECT array_agg(r.period_start) AS had FROM {schema}.periods r
-        WHERE r.job_id = %(job_id)s AND r.key = st.key
-          AND r.period_start >= (%(starts)b::timestamptz[])[st.i0]
-          AND r.period_start <= (%(starts)b::timestamptz[])[st.i1 - 1]
-        OFFSET 0) AS h
-    CROSS JOIN LATERAL generate_series(st.i0, st.i1 - 1) AS g (i)
-    WHERE h.had IS NULL OR NOT (%(starts)b::timestamptz[])[g.i] = ANY (h.had)
+        SELECT g.i FROM generate_series(st.i0, st.i1 - 1) AS g (i)
+        LEFT JOIN (SELECT r.period_start FROM {schema}.periods r
+                   WHERE r.job_id = %(job_id)s AND r.key = st.key
+                     AND r.period_start >= (%(starts)b::timestamptz[])[st.i0]
+                     AND r.period_start <= (%(starts)b::timestamptz[])[st.i1 - 1]) AS h
+               ON h.period_start = (%(starts)b::timestamptz[])[g.i]
+        WHERE h.period_start IS NULL
+        OFFSET 0) AS m
 
 -- name: record_verified
 -- What scans verified of each key (its ranges of period starts that have a row each; a null

@@ -304,7 +304,8 @@ def test_a_read_recorded_a_block_at_a_time_is_one_read(
 ) -> None:
     """A read that changed many keys is held as text and recorded a block at a time, in one
     transaction: every block is the same read, its first block's (the job's first read: each
-    key expected from the job's start; later, the keys new and gone at one time)."""
+    key expected from the job's start; later, the keys new and gone at one time, and those
+    gone last seen at the read before)."""
     from catchup.ledger import keys as ledger_keys
 
     monkeypatch.setattr(ledger_keys, "BLOCK", 2)
@@ -313,6 +314,7 @@ def test_a_read_recorded_a_block_at_a_time_is_one_read(
     assert project.cli("-q", "scan", "--until", "2026-10-03").exit_code in (0, 1)
     first = sql("SELECT DISTINCT expected_from::date::text, first_seen FROM {schema}.job_keys")
     assert len(first) == 1 and first[0][0] == "2026-10-01"
+    ((first_read,),) = sql("SELECT keys_read_at FROM {schema}.jobs")
     other = _values("'k0'", "'k1'", *(f"'n{n}'" for n in range(4)))
     project.write(job_toml("invoice", "daily", "2026-10-01", keys=other, command=["true"]))
     assert project.cli("-q", "scan", "--until", "2026-10-03").exit_code in (0, 1)
@@ -320,6 +322,9 @@ def test_a_read_recorded_a_block_at_a_time_is_one_read(
     gone = sql("SELECT DISTINCT gone_at FROM {schema}.job_keys WHERE gone_at IS NOT NULL")
     ((read_at,),) = sql("SELECT keys_read_at FROM {schema}.jobs")
     assert new == [(read_at, read_at)] and gone == [(read_at,)]
+    # each gone key (k2, k3 in the first block, k4 in the second) last seen at the read before
+    seen = sql("SELECT DISTINCT last_seen FROM {schema}.job_keys WHERE gone_at IS NOT NULL")
+    assert seen == [(first_read,)]
     assert sql("SELECT count(*) FROM {schema}.job_keys WHERE gone_at IS NOT NULL") == [(3,)]
 
 
