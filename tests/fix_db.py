@@ -153,6 +153,27 @@ def nothing_written(database: Database, schema: str) -> bool:
     return schemas == 0 or (bool(database.owner) and relations == 0)
 
 
+def waits_holding_only_the_first(
+    other: psycopg.Connection[Any], pid: int, lock: Any, job_id: int, rest: list[str]
+) -> None:
+    """Wait (bounded) until the backend ``pid`` waits for a lock, then check that it holds
+    none of the key rows ``rest`` of ``job_id``: ``other`` takes each at once (``lock``: a
+    SELECT ... FOR UPDATE of one key row, by job and key)."""
+    from fix_processes import wait_for
+
+    def waiting() -> bool:
+        found = other.execute(
+            "SELECT wait_event_type FROM pg_stat_activity WHERE pid = %s", [pid]
+        ).fetchone()
+        other.rollback()
+        return found is not None and found[0] == "Lock"
+
+    wait_for(waiting, timeout=30, what="the read to wait for the held row")
+    for key in rest:
+        other.execute(lock + psycopg.sql.SQL(" NOWAIT"), [job_id, key])
+        other.rollback()
+
+
 def drop_schema(conninfo: str, name: str) -> None:
     """Drop ``name`` with all in it, within a bound: a connection a failed test left open in
     a transaction (a worker thread still running, say) would hold the DROP, and with it the

@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from fix_db import Database
+from fix_db import Database, waits_holding_only_the_first
 from fix_project import Project, job_toml
 
 from catchup import Catchup, make_job
@@ -339,7 +339,7 @@ def test_a_read_recorded_a_block_at_a_time_locks_rows_in_key_order(
     import threading
 
     import psycopg
-    from fix_processes import wait_for
+    import psycopg.sql
 
     from catchup.ledger import Ledger, diff_keys
     from catchup.ledger import keys as ledger_keys
@@ -369,17 +369,10 @@ def test_a_read_recorded_a_block_at_a_time_locks_rows_in_key_order(
             pid = conn.info.backend_pid
             thread.start()
 
-            def waiting() -> bool:
-                found = other.execute(
-                    "SELECT wait_event_type FROM pg_stat_activity WHERE pid = %s", [pid]
-                ).fetchone()
-                other.rollback()
-                return found is not None and found[0] == "Lock"
-
-            wait_for(waiting, timeout=30, what="the read to wait for the held row")
-            for key in ("globex", "initech"):  # not held by the waiting read
-                other.execute(lock + " NOWAIT", [job_id, key])
-                other.rollback()
+            # the waiting read holds neither of the others
+            waits_holding_only_the_first(
+                other, pid, psycopg.sql.SQL(lock), job_id, ["globex", "initech"]
+            )
             holder.rollback()
             thread.join(timeout=30)
             assert not thread.is_alive()

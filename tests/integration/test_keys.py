@@ -14,7 +14,7 @@ from typing import Any
 import psycopg
 import psycopg.sql
 import pytest
-from fix_db import Database, ledger_contents, schema_made
+from fix_db import Database, ledger_contents, schema_made, waits_holding_only_the_first
 from fix_project import Project, job_toml
 
 from catchup.ledger import Ledger
@@ -902,8 +902,6 @@ def test_recording_keys_locks_their_rows_in_key_order(
     can lock each at once)."""
     import threading
 
-    from fix_processes import wait_for
-
     job_id = ledger.register_jobs(["invoice"])["invoice"].id
     names = ["acme", "globex", "initech"]
     for n in range(1, 4):  # written in reverse key order: initech, globex, acme
@@ -927,17 +925,8 @@ def test_recording_keys_locks_their_rows_in_key_order(
         thread = threading.Thread(target=read, daemon=True)
         thread.start()
 
-        def waiting() -> bool:
-            found = other.execute(
-                "SELECT wait_event_type FROM pg_stat_activity WHERE pid = %s", [pid]
-            ).fetchone()
-            other.rollback()
-            return found is not None and found[0] == "Lock"
-
-        wait_for(waiting, timeout=30, what="the read to wait for the held row")
-        for key in ("globex", "initech"):  # not held by the waiting read
-            other.execute(lock.format(rows) + psycopg.sql.SQL(" NOWAIT"), [job_id, key])
-            other.rollback()
+        # the waiting read holds neither of the others
+        waits_holding_only_the_first(other, pid, lock.format(rows), job_id, ["globex", "initech"])
         holder.rollback()
         thread.join(timeout=30)
         assert done.is_set()
