@@ -65,44 +65,21 @@ class KeysRead:
         return f"KeysRead({len(self.keys):,} keys)"
 
 
-class KeyLines:
-    """Keys held as text, a line each, in blocks as they came (keys_diff's, of at most
-    :data:`BLOCK`): ten million keys cost their characters, not ten million objects (a key
-    holds no line break: key_problem)."""
-
-    __slots__ = ("_blocks", "_n")
-
-    def __init__(self) -> None:
-        self._blocks: list[str] = []
-        self._n = 0
-
-    def add(self, block: str, lines: int) -> None:
-        self._blocks.append(block)
-        self._n += lines
-
-    def __len__(self) -> int:
-        return self._n
-
-    def blocks(self) -> Iterator[list[str]]:
-        """The lines, a block at a time, in the order they came."""
-        for block in self._blocks:
-            yield block.split("\n")
-
-
 class KeysDiff:
     """What one read of a job's keys query changed against the key history of ``job_id`` (0:
     a job the ledger does not know yet, every key new), found on the ledger's database
-    (keys_diff): a million keys that did not change never come here. Held a line each
-    (:class:`KeyLines`), in the ledger's key order from block to block when the job held keys
-    (a first read's come in any order): the keys new, back, or expected from another date (what
-    record_keys writes, with their dates: ``froms``) and those held that it no longer returns
-    (gone); ``blocks`` gives them a block at a time. ``odd``: each key not plain printable
-    ASCII, for :func:`catchup.scan.keyed.changed_keys` to check, and ``twice``: a key returned
-    twice; ``count``: how many keys it returned."""
+    (keys_diff): a million keys that did not change never come here. Held as keys_diff's texts
+    (a line a key, at most :data:`BLOCK` a text: ten million keys cost their characters, not
+    ten million objects; a key holds no line break), in the ledger's key order from block to
+    block when the job held keys (a first read's come in any order): the keys new, back, or
+    expected from another date (what record_keys writes, with their dates: ``froms``) and
+    those held that it no longer returns (gone); ``blocks`` gives them a block at a time.
+    ``odd``: each key not plain printable ASCII, for :func:`catchup.scan.keyed.changed_keys`
+    to check, and ``twice``: a key returned twice; ``count``: how many keys it returned."""
 
     __slots__ = (
+        "_blocks",
         "_froms",
-        "_lines",
         "_shared",
         "changed",
         "count",
@@ -114,7 +91,7 @@ class KeysDiff:
 
     def __init__(self, job_id: int, dated: bool) -> None:
         self.job_id = job_id
-        self._lines = KeyLines()  # "+key": changed, "-key": gone
+        self._blocks: list[str] = []  # a line a key: "+key" changed, "-key" gone
         self._froms: list[datetime | None] | None = [] if dated else None
         self._shared = Shared()
         self.changed = 0
@@ -140,7 +117,7 @@ class KeysDiff:
         elif what == "twice" and key is not None:
             self.twice = key
         elif what == "block" and key is not None and n:
-            self._lines.add(key, n)
+            self._blocks.append(key)
             gone = key.count("\n-") + key.startswith("-")
             self.gone += gone
             self.changed += n - gone
@@ -150,7 +127,8 @@ class KeysDiff:
     def blocks(self) -> Iterator[tuple[KeysRead, list[str]]]:
         """The keys changed (with their dates) and gone, a block at a time, as they came."""
         taken = 0
-        for block in self._lines.blocks():
+        for text in self._blocks:
+            block = text.split("\n")
             changed = [line[1:] for line in block if line[0] == "+"]
             gone = [line[1:] for line in block if line[0] == "-"]
             froms = None
