@@ -111,7 +111,8 @@ class CutAfter:
     statement that arms the proxy; ``cut`` the one whose reply is swallowed (the same
     statement, or the COMMIT that follows it in a transaction). With ``instead``, the chosen
     statement never reaches PostgreSQL: ``instead()`` runs (a server restart, say) and the
-    client is cut off."""
+    client is cut off. With ``skip``, the first ``skip`` statements holding ``arm`` pass
+    untouched (a marker every session sends, cut in the second session to send it)."""
 
     def __init__(
         self,
@@ -119,6 +120,7 @@ class CutAfter:
         arm: bytes,
         cut: bytes | None = None,
         instead: Callable[[], object] | None = None,
+        skip: int = 0,
     ) -> None:
         import socket
         import threading
@@ -131,6 +133,7 @@ class CutAfter:
         self.listener.listen(16)
         self.port = self.listener.getsockname()[1]
         self.spent = False
+        self.skip = skip
         self.cut = threading.Event()
         threading.Thread(target=self._accept, daemon=True).start()
 
@@ -166,7 +169,8 @@ class CutAfter:
             while data := source.recv(65536):
                 with lock:
                     if upstream and not self.spent and self.arm in data:
-                        state["armed"] = True
+                        state["armed"] = self.skip == 0
+                        self.skip -= 1
                     if upstream and state["armed"] and not self.spent and self.cut_on in data:
                         self.spent = True
                         if self.instead is not None:

@@ -1287,6 +1287,27 @@ MUTATIONS = (
         ("tests/faults/test_faults.py::test_a_claim_whose_commit_answer_is_lost_is_reclaimed",),
     ),
     Mutation(
+        "claim-reads-reconnect",
+        "a read around a claim (a suspect's failover) cut off is asked again, not exit 3",
+        "catchup/claims/path.py",
+        "        claim = through_reconnects(\n"
+        "            session, lambda _: _claim_now(session, job, job_id, period, label, rules)\n"
+        "        )",
+        "        claim = _claim_now(session, job, job_id, period, label, rules)",
+        ("tests/faults/test_faults.py::test_a_read_before_a_claim_cut_off_is_asked_again",),
+    ),
+    Mutation(
+        "worker-session-reopened",
+        "a replay worker's session cut off as it opens is opened again, not exit 3",
+        "catchup/replay/pool.py",
+        "        with open_surely(lambda: Session(self.config, self.target)) as own:",
+        "        with Session(self.config, self.target) as own:",
+        (
+            "tests/faults/test_faults.py::"
+            "test_a_workers_session_cut_off_as_it_opens_is_opened_again",
+        ),
+    ),
+    Mutation(
         "handoff-reclaim",
         "a next claim committed with a finish whose answer was lost is reclaimed, never left",
         "catchup/claims/reconnecting.py",

@@ -172,7 +172,11 @@ def _gate(
         if by is not None:
             detail = f"excluded by {by}; not claimed"
             return Outcome(job.name, period, label, OutcomeStatus.skipped, detail=detail)
-        claim = _claim_now(session, job, job_id, period, label, rules)
+        # its reads (evidence, upstream, a suspect's failover) survive a restart as the claim
+        # does: asked again on a new connection (a claim taken returns at once, nothing after)
+        claim = through_reconnects(
+            session, lambda _: _claim_now(session, job, job_id, period, label, rules)
+        )
         if isinstance(claim, Outcome):
             return claim
     else:

@@ -24,15 +24,31 @@ def through_reconnects[T](session: Session, action: Callable[[bool], T]) -> T:
     """Run ``action``; when the connection breaks, reconnect with backoff (for at most
     FINISH_RETRY_SECONDS) and run it again, telling it that it runs after a reconnect, so it
     can read back what an earlier try may have committed."""
+
+    def attempt(lost: bool) -> T:
+        if lost or session.conn.broken or session.conn.closed:
+            session.reconnect()
+            return action(True)
+        return action(False)
+
+    return _retried(attempt)
+
+
+def open_surely[T](opener: Callable[[], T]) -> T:
+    """``opener()`` (a new session of a command already connected), tried again through a
+    server restart for as long as a claim would be."""
+    return _retried(lambda _: opener())
+
+
+def _retried[T](attempt: Callable[[bool], T]) -> T:
+    """``attempt(lost)`` until it returns, through connection errors, with backoff, for at
+    most FINISH_RETRY_SECONDS; ``lost``: an earlier try failed."""
     delay = 0.2
     deadline = time.monotonic() + FINISH_RETRY_SECONDS
     lost = False
     while True:
         try:
-            if lost or session.conn.broken or session.conn.closed:
-                session.reconnect()
-                lost = True
-            return action(lost)
+            return attempt(lost)
         except (psycopg.OperationalError, DatabaseError):
             if time.monotonic() + delay > deadline:
                 raise

@@ -16,6 +16,7 @@ import psycopg
 from ..claims.batch import BATCH_MAX, Sizes, batchable, run_batch
 from ..claims.lease import HeartbeatLine
 from ..claims.path import Handed, keyed, release, run_chained
+from ..claims.reconnecting import open_surely
 from ..config.job import Job
 from ..errors import first_line
 from ..execution.callthread import CallThread
@@ -136,7 +137,8 @@ class _Pool:
             finally:
                 session.heartbeats = self.lent
             return
-        with Session(self.config, self.target) as own:
+        # the caller's session connected a moment ago: a failure now is a restart, outlived
+        with open_surely(lambda: Session(self.config, self.target)) as own:
             own.share_heartbeats(heartbeats)
             own.share_registration(session)
             yield own
