@@ -1287,6 +1287,28 @@ MUTATIONS = (
         ("tests/faults/test_faults.py::test_a_claim_whose_commit_answer_is_lost_is_reclaimed",),
     ),
     Mutation(
+        "tail-one-pipe",
+        "a job not streamed writes stdout and stderr to one pipe: its tail keeps their order",
+        "catchup/execution/runner.py",
+        "        stderr=subprocess.PIPE if stream else subprocess.STDOUT,",
+        "        stderr=subprocess.PIPE,",
+        (
+            "tests/integration/test_attempts.py::"
+            "test_a_replayed_attempts_tail_keeps_stdout_and_stderr_in_the_order_written",
+        ),
+    ),
+    Mutation(
+        "history-every-attempts-output",
+        "history --period shows every attempt's output, not only the latest's",
+        "catchup/render/tables.py",
+        "    for row in result.attempts:\n        who = ",
+        "    for row in result.attempts[:1]:\n        who = ",
+        (
+            "tests/integration/test_attempts.py::"
+            "test_a_failed_attempts_output_is_found_after_its_retry_succeeded",
+        ),
+    ),
+    Mutation(
         "claim-reads-reconnect",
         "a read around a claim (a suspect's failover) cut off is asked again, not exit 3",
         "catchup/claims/path.py",

@@ -120,10 +120,17 @@ class Looking(Base):
         period: Moment | None = None,
         limit: int = HISTORY_LIMIT.default or 1,
         key: str | None = None,
+        attempt: int | None = None,
     ) -> History:
-        """The attempts of ``job`` (or of one period, of one ``key``), newest first, and the
-        changes made to it."""
+        """The attempts of ``job`` (or of one period, of one ``key``; or one ``attempt`` of
+        the period), newest first, and the changes made to it."""
         check(HISTORY_LIMIT, limit)
+        if attempt is not None and (period is None or attempt < 1):
+            raise ConfigError(
+                "--attempt needs --period (the attempts are a period's)"
+                if period is None
+                else f"--attempt: expected 1 or more, got {attempt}"
+            )
         (spec,) = self.select([job], None if key is None else [key])
         start = None if period is None else instant(period, spec)
         session = self.session
@@ -132,7 +139,7 @@ class Looking(Base):
         row = session.job_rows(write=False).get(job)
         job_id = -1 if row is None else row.id  # never registered: no history yet
         key = key if spec.keyed else ""  # a job with keys: every key's, unless one is named
-        attempts, total_attempts = session.ledger.history(job_id, start, limit, key)
+        attempts, total_attempts = session.ledger.history(job_id, start, limit, key, attempt)
         changes, total_changes = session.ledger.events(job_id, start, limit, key)
         record = (
             session.ledger.compacted_run(job_id, key, start)
@@ -152,6 +159,7 @@ class Looking(Base):
             compacted=record,
             compacted_periods=compacted,
             compacted_at=compacted_at,
+            attempt=attempt,
         )
 
     def explain(

@@ -173,21 +173,33 @@ def jobs(state: State, as_json: bool) -> None:
     show_default=True,
     help="Show at most this many attempts and changes (the report says how many there are).",
 )
+@click.option(
+    "--attempt",
+    type=click.IntRange(1),
+    help="Only this attempt of the --period, with all of its output tail.",
+)
 @one_key_option("Only this key of a job with keys.")
 @json_option("Print JSON instead of a table.")
 @pass_state
 def history(
-    state: State, job: str, period: str | None, limit: int, key: str | None, as_json: bool
+    state: State,
+    job: str,
+    period: str | None,
+    limit: int,
+    attempt: int | None,
+    key: str | None,
+    as_json: bool,
 ) -> None:
-    """Show the attempts of JOB, newest first, or of one period with --period, and the changes
-    made to it (marks, resets, pauses, windows excluded and undone, schedule and start
-    changes).
+    """Show the attempts of JOB, newest first, or of one period with --period (each attempt's
+    output tail, error and exit code: why attempt 1 failed before attempt 2 succeeded), and
+    the changes made to it (marks, resets, pauses, windows excluded and undone, schedule and
+    start changes).
 
-    Example: catchup history billing --period 2026-10-31
+    Example: catchup history billing --period 2026-10-31 --attempt 1
     """
     from ..render import json, tables
 
-    result = state.app().history(job, period=period, limit=limit, key=key)
+    result = state.app().history(job, period=period, limit=limit, key=key, attempt=attempt)
     show(result, as_json, json.history_json, tables.history)
 
 

@@ -164,17 +164,8 @@ def run_command(
     missing = not_runnable(argv[0], env, shown)
     if missing:
         return Execution(Ended.exited, None, missing, "", time.monotonic() - started)
-    grace = max(1, round(job.kill_grace.total_seconds()))
     try:
-        proc = subprocess.Popen(
-            ["/bin/sh", "-c", GUARD, "catchup-guard", str(os.getpid()), str(grace), *argv],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            env=env,
-            cwd=job.workdir,
-            start_new_session=True,
-        )
+        proc = _started(job, argv, env, stream)
     except OSError as exc:
         return Execution(
             Ended.exited,
@@ -210,14 +201,37 @@ def run_command(
     return Execution(ended, code, error, tail.text(), time.monotonic() - started)
 
 
+def _started(
+    job: Job, argv: list[str], env: dict[str, str], stream: bool
+) -> subprocess.Popen[bytes]:
+    """``argv`` started under the guard that stops its group should catchup die, in a process
+    group of its own."""
+    grace = max(1, round(job.kill_grace.total_seconds()))
+    return subprocess.Popen(
+        ["/bin/sh", "-c", GUARD, "catchup-guard", str(os.getpid()), str(grace), *argv],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        # not streamed (tick, replay, the scheduler): one pipe for both, so the tail has them
+        # in the order the job wrote them; streamed, each goes on to its own
+        stderr=subprocess.PIPE if stream else subprocess.STDOUT,
+        env=env,
+        cwd=job.workdir,
+        start_new_session=True,
+    )
+
+
 def _pumps(proc: subprocess.Popen[bytes], stream: bool, tail: Tail) -> list[threading.Thread]:
-    """The threads that copy a command's stdout and stderr into its tail (and on, streamed)."""
-    assert proc.stdout is not None and proc.stderr is not None
+    """The threads that copy a command's stdout and stderr (one pipe, when not streamed) into
+    its tail (and on, streamed)."""
+    assert proc.stdout is not None
+    pipes = [(proc.stdout, sys.stdout)]
+    if proc.stderr is not None:
+        pipes.append((proc.stderr, sys.stderr))
     pumps = [
         threading.Thread(
             target=pump, args=(pipe, out.buffer if stream else None, tail), daemon=True
         )
-        for pipe, out in ((proc.stdout, sys.stdout), (proc.stderr, sys.stderr))
+        for pipe, out in pipes
     ]
     for pumping in pumps:
         pumping.start()

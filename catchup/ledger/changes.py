@@ -22,10 +22,17 @@ class Changing(LedgerBase):
         period_start: datetime | None = None,
         limit: int = 50,
         key: str | None = None,
+        attempt: int | None = None,
     ) -> tuple[list[HistoryRow], int]:
-        """The newest ``limit`` attempts (of ``key``; None: of every key), and how many there
-        are in all."""
-        params = {"job_id": job_id, "period_start": period_start, "limit": limit, "key": key}
+        """The newest ``limit`` attempts (of ``key``; None: of every key; ``attempt``: that
+        one only), and how many there are in all."""
+        params = {
+            "job_id": job_id,
+            "period_start": period_start,
+            "limit": limit,
+            "key": key,
+            "attempt": attempt,
+        }
         with self.conn.cursor(row_factory=class_row(HistoryRow)) as cur:
             rows = cur.execute(self._q("history"), params).fetchall()
         return rows, rows[0].total if rows else 0

@@ -242,6 +242,7 @@ def history_json(history: History) -> str:
                     "finished_at": iso_utc(row.finished_at) if row.finished_at else None,
                     "exit_code": row.exit_code,
                     "error": row.error,
+                    "output_tail": row.output_tail,
                 }
                 for row in history.attempts
             ],

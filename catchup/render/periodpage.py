@@ -152,9 +152,6 @@ def period_document(report: PeriodReport) -> str:
     """The period's page as JSON: ``why --json`` and ``history --json --period`` (each
     attempt with its output tail too), its checkpoint and whether it runs now."""
     history = json.loads(history_json(report.history))
-    tails = {a.attempt: a.output_tail for a in report.history.attempts}
-    for attempt in history["attempts"]:
-        attempt["output_tail"] = tails.get(attempt["attempt"])
     row = report.row
     document = {
         "why": _why(report.why),

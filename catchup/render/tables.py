@@ -24,6 +24,8 @@ from ..results import (
     Outcome,
     Pinged,
 )
+from ..vocabulary import AttemptStatus
+from .pasted import command
 from .pulse import scheduler
 from .text import STYLE, iso_utc, keys_paused, safe, schedule_text, seconds
 
@@ -96,6 +98,8 @@ def keys(console: Console, report: KeysReport, limit: int | None = None) -> None
     more = f", {paused:,} paused" if paused else ""
     console.print(f"{len(report.keys) - gone:,} keys expected, {gone:,} gone{more}")
 
+
+TAIL_LINES = 20  # of each attempt's output tail, when history --period shows several
 
 JOBS_COLUMNS = (
     "job",
@@ -231,9 +235,39 @@ def packed(pairs: Sequence[str], width: int) -> list[str]:
     return [*lines, line] if line else lines
 
 
-def history(console: Console, result: History) -> None:
-    """The attempts, newest first, then the changes made to the job (the audit trail); each
-    says how many of how many it shows."""
+def _outputs(console: Console, result: History) -> None:
+    """Each attempt's output tail, in the table's order: whole for one attempt, its last
+    ``TAIL_LINES`` lines each for several (with the command that shows one whole)."""
+    whole = len(result.attempts) == 1
+    for row in result.attempts:
+        who = f"{row.key} attempt {row.attempt}" if row.key else f"attempt {row.attempt}"
+        if not row.output_tail:
+            running = row.status == AttemptStatus.running
+            said = "is running: its output is kept when it ends" if running else "printed nothing"
+            console.print(Text(f"{safe(who)} {said}", style="dim"), soft_wrap=True)
+            continue
+        console.rule(f"output of {safe(who)} (tail)")
+        lines = row.output_tail.rstrip("\n").split("\n")
+        if not whole and len(lines) > TAIL_LINES:
+            more = command(
+                "history",
+                result.job,
+                "--period",
+                iso_utc(row.period_start),
+                "--attempt",
+                str(row.attempt),
+                key=row.key,
+            )
+            console.print(
+                Text(f"… {len(lines) - TAIL_LINES:,} earlier lines: {more}", style="dim"),
+                soft_wrap=True,
+            )
+            lines = lines[-TAIL_LINES:]
+        console.print(Text(safe("\n".join(lines), lines=True)), soft_wrap=True)
+
+
+def _attempts(console: Console, result: History) -> None:
+    """The attempts' table (a block each when too narrow), or what stands for none."""
     headers = ("period", "attempt", "status", "owner", "started", "took", "exit", "error")
     rows = [
         [
@@ -251,8 +285,11 @@ def history(console: Console, result: History) -> None:
         for row in result.attempts
     ]
     title = f"history of {safe(result.job)}"
-    if not rows and result.compacted is not None:
+    if not rows and (result.compacted is not None or result.attempt is not None):
         console.print(Text(title, style="bold"), soft_wrap=True)  # its attempts went: no table
+        if result.compacted is None and result.period is not None:
+            label = result.label(result.period)
+            console.print(Text(f"no attempt {result.attempt} of {label} on record"))
     elif fits(console, headers[:-1], [r[:-1] for r in rows]) or not rows:
         table = Table(title=title, title_justify="left")
         for column in headers:
@@ -262,7 +299,10 @@ def history(console: Console, result: History) -> None:
         console.print(table)
     else:  # too narrow: whole dates and names, a block per attempt
         blocks(console, title, headers, rows)
-    _shown(console, "attempts", len(result.attempts), result.total_attempts, result.limit)
+
+
+def _compacted(console: Console, result: History) -> None:
+    """What compaction dropped: the period's detail, or how many periods' (no --period)."""
     if (kept := result.compacted) is not None:
         first = "" if kept.claimed_at is None else f", claimed {iso_utc(kept.claimed_at)}"
         done = "" if kept.finished_at is None else f", finished {iso_utc(kept.finished_at)}"
@@ -275,10 +315,16 @@ def history(console: Console, result: History) -> None:
             f"{result.compacted_periods:,} older periods' detail compacted (last on"
             f" {iso_utc(result.compacted_at)[:10]}): each keeps its outcome, see --period"
         )
-    attempts = result.attempts
-    if result.period is not None and attempts and attempts[0].output_tail:
-        console.rule(f"output of attempt {attempts[0].attempt} (tail)")
-        console.print(Text(safe(attempts[0].output_tail, lines=True)), soft_wrap=True)
+
+
+def history(console: Console, result: History) -> None:
+    """The attempts, newest first, then the changes made to the job (the audit trail); each
+    says how many of how many it shows."""
+    _attempts(console, result)
+    _shown(console, "attempts", len(result.attempts), result.total_attempts, result.limit)
+    _compacted(console, result)
+    if result.period is not None:
+        _outputs(console, result)
     if not result.changes:
         return
     change_headers = ("at", "action", "period", "was", "by", "reason")

@@ -5,13 +5,14 @@
 
 -- name: history
 -- total: how many attempts match in all, so a report cut at the limit can say so
--- key: one key's attempts (NULL: every key's)
+-- key: one key's attempts (NULL: every key's); attempt: that attempt only (NULL: every one)
 SELECT h.period_start, h.attempt, h.status, h.owner, h.started_at, h.finished_at,
        h.exit_code, h.error, h.output_tail, count(*) OVER () AS total, h.key
 FROM {schema}.history h
 WHERE h.job_id = %(job_id)s
   AND (%(period_start)s::timestamptz IS NULL OR h.period_start = %(period_start)s)
   AND (%(key)s::text IS NULL OR h.key = %(key)s)
+  AND (%(attempt)s::integer IS NULL OR h.attempt = %(attempt)s)
 ORDER BY h.period_start DESC, h.key, h.attempt DESC
 LIMIT %(limit)s;
 
