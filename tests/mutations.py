@@ -1287,6 +1287,25 @@ MUTATIONS = (
         ("tests/faults/test_faults.py::test_a_claim_whose_commit_answer_is_lost_is_reclaimed",),
     ),
     Mutation(
+        "alert-says-why",
+        "an alert of failed periods quotes why the newest failed and links to its period",
+        "catchup/reports/alerts.py",
+        "    found = ledger.alert_failure(job_id, event.first, event.last, key)",
+        "    found = None",
+        (
+            "tests/integration/test_alerts.py::"
+            "test_an_alert_names_the_failed_key_and_why_and_links_its_period",
+        ),
+    ),
+    Mutation(
+        "alert-slack-escaped",
+        "a key that is Slack markup (<!channel>) is escaped in the alert's text, never obeyed",
+        "catchup/reports/alerts.py",
+        '    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")',
+        "    return text",
+        ("tests/integration/test_alerts.py::test_a_key_that_is_slack_markup_is_escaped",),
+    ),
+    Mutation(
         "tail-one-pipe",
         "a job not streamed writes stdout and stderr to one pipe: its tail keeps their order",
         "catchup/execution/runner.py",

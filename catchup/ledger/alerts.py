@@ -51,3 +51,12 @@ class Alerting(LedgerBase):
 
     def alert_failed(self, alert_id: int, error: str) -> None:
         self.conn.execute(self._q("alert_failed"), {"id": alert_id, "error": error})
+
+    def alert_failure(
+        self, job_id: int, first: datetime, last: datetime, key: str | None
+    ) -> tuple[str, datetime, str | None, str | None] | None:
+        """The newest failure of ``job_id`` in ``[first, last]`` (of ``key``): its key, period,
+        error and the end of its output tail; None when none failed there."""
+        params = {"job_id": job_id, "first": first, "last": last, "key": key}
+        row = self.conn.execute(self._q("alert_failure"), params).fetchone()
+        return None if row is None else (row[0], row[1], row[2], row[3])

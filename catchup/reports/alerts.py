@@ -7,6 +7,7 @@ printed, logged or stored (the ledger and every message name the webhook)."""
 
 from __future__ import annotations
 
+import heapq
 import json
 import urllib.error
 import urllib.request
@@ -19,11 +20,17 @@ from urllib.parse import quote
 from ..config.job import Alerts, Webhook
 from ..ledger import Ledger
 from ..ledger.alerts import AlertRange
+from ..render.text import safe
+from ..render.webparts import period_link
 from ..results import JobScan, Range, ScanReport
 from ..schedule import iso_utc
 
 POST_TIMEOUT = 10.0
 SLACK_LINES = 20
+ALERT_KEYS = 3  # the keys an alert names, before saying how many there are
+SAID_CHARS = 200  # of the failure an alert quotes
+# catchup's own words for how a command ended: the job's last line says more
+ENDED = ("exited with ", "killed by ")
 
 
 @dataclass(frozen=True)
@@ -39,27 +46,45 @@ class GapEvent:
     first_label: str
     last_label: str
     keys: int = 0  # a job with keys: how many keys the range holds
+    named: tuple[str, ...] = ()  # the first of them (ALERT_KEYS, in key order)
+    expected: int = 0  # how many keys the job expects in the scan's window
+    said: str = ""  # failed: why the newest failure failed, in one line
+    page: tuple[datetime, str] | None = None  # the period (and key) the alert links to
 
     def as_json(self) -> dict[str, Any]:
         return {
             "event": self.event,
             "job": self.job,
             **({"keys": self.keys} if self.keys else {}),
+            **({"first_keys": list(self.named)} if self.keys else {}),
+            **({"keys_expected": self.expected} if self.keys else {}),
             "status": self.state,
             "first": iso_utc(self.first),
             "last": iso_utc(self.last),
             "first_label": self.first_label,
             "last_label": self.last_label,
             "periods": self.periods,
+            **({"error": self.said} if self.said else {}),
         }
 
     def sentence(self) -> str:
+        """``billing: new gap: globex failed 2026-12-02 (exited with 1: payment provider said
+        502 for globex) · 1 of 3,000 keys · 1 period(s)``; keys and errors escaped."""
         span = self.first_label
         if self.last != self.first:
             span += f" .. {self.last_label}"
         what = {"opened": "new gap", "grown": "gap grew", "closed": "gap closed"}[self.event]
-        of = f" of {self.keys:,} key(s)" if self.keys else ""
-        return f"{self.job}: {what}: {self.periods} {self.state} period(s){of}, {span}"
+        said = f" ({safe(self.said)})" if self.said else ""
+        if not self.keys:
+            return f"{self.job}: {what}: {self.periods} {self.state} period(s), {span}{said}"
+        names = ", ".join(safe(k) for k in self.named) + (
+            ", …" if self.keys > len(self.named) else ""
+        )
+        of = f" of {self.expected:,}" if self.expected else ""
+        return (
+            f"{self.job}: {what}: {names} {self.state} {span}{said}"
+            f" · {self.keys:,}{of} key(s) · {self.periods:,} period(s)"
+        )
 
 
 Action = tuple[str, tuple[Any, ...]]
@@ -146,12 +171,37 @@ def _keyed(job: JobScan) -> bool:
 
 
 def _with_keys(event: GapEvent, report: ScanReport) -> GapEvent:
-    """``event`` saying how many keys hold its state now, for a job with keys."""
+    """``event`` saying how many keys hold its state now, and the first of them, of how many
+    the job expects, for a job with keys."""
     job = next((j for j in report.jobs if j.job == event.job), None)
     if job is None or event.event == "closed" or not _keyed(job):
         return event
     keys = {k for gap in job.gaps if gap.state == event.state for k in job.keys_in(gap) or ()}
-    return replace(event, keys=len(keys))
+    named = tuple(heapq.nsmallest(ALERT_KEYS, keys))
+    return replace(event, keys=len(keys), named=named, expected=job.keys)
+
+
+def _with_failure(event: GapEvent, ledger: Ledger, job_id: int) -> GapEvent:
+    """``event`` quoting why its newest failure failed (of its first key named), and linking
+    to that period's page; any other event as it is."""
+    if event.event == "closed" or event.state not in ("failed", "exhausted"):
+        return event
+    key = event.named[0] if event.named else None
+    found = ledger.alert_failure(job_id, event.first, event.last, key)
+    if found is None:
+        return replace(event, page=(event.first, key or ""))
+    key_found, start, error, tail = found
+    return replace(event, said=said(error, tail), page=(start, key_found))
+
+
+def said(error: str | None, tail: str | None) -> str:
+    """A failure in one line: catchup's error (its first line), and when that only says how
+    the command ended, the last line the job printed (``exited with 1: provider said 502``)."""
+    first = (error or "").strip().split("\n", 1)[0]
+    last = next((ln.strip() for ln in reversed((tail or "").splitlines()) if ln.strip()), "")
+    if last and (not first or first.startswith(ENDED)):
+        first = f"{first}: {last}" if first else last
+    return first if len(first) <= SAID_CHARS else first[: SAID_CHARS - 1] + "…"
 
 
 def body(
@@ -167,19 +217,32 @@ def body(
     def page(job: str) -> str | None:
         return None if public_url is None else public_url + "/jobs/" + quote(job, safe="")
 
+    def period_page(event: GapEvent) -> str | None:
+        if public_url is None or event.page is None:
+            return None
+        return public_url + period_link(event.job, *event.page)
+
     if webhook.format == "slack":
         lines = []
         for event in events[:SLACK_LINES]:
-            link = page(event.job)
-            lines.append(event.sentence() + ("" if link is None else f" <{link}|its page>"))
+            link, at = page(event.job), period_page(event)
+            line = slack_escaped(event.sentence())
+            line += "" if at is None else f" <{at}|the period>"
+            lines.append(line + ("" if link is None else f" <{link}|its page>"))
         if len(events) > SLACK_LINES:
             lines.append(f"… and {len(events) - SLACK_LINES} more (catchup scan)")
         return {"text": f"catchup ({deployment}):\n" + "\n".join(lines)}
     told = []
     for event in events:
-        link = page(event.job)
-        told.append({**event.as_json(), **({"url": link} if link is not None else {})})
+        links = {"url": page(event.job), "period_url": period_page(event)}
+        told.append({**event.as_json(), **{k: v for k, v in links.items() if v is not None}})
     return {"source": "catchup", "deployment": deployment, "events": told}
+
+
+def slack_escaped(text: str) -> str:
+    """``text`` as Slack's mrkdwn reads it literally: ``&``, ``<`` and ``>`` escaped, so a key
+    named ``<!channel>`` pings nobody and no key becomes a link."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
 def record(
@@ -197,7 +260,9 @@ def record(
     with ledger.transaction():
         ledger.lock_alerts()
         actions, events = diff(ledger.open_alert_ranges(), current, jobs)
-        events = [_with_keys(event, report) for event in events]
+        events = [
+            _with_failure(_with_keys(event, report), ledger, ids[event.job]) for event in events
+        ]
         for kind, args in actions:
             if kind == "add":
                 ledger.add_alert_range(*args)

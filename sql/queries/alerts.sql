@@ -56,3 +56,16 @@ SET error = %(error)s,
     next_at = clock_timestamp() + least(interval '10 seconds' * power(2, attempts - 1),
                                         interval '1 hour')
 WHERE id = %(id)s;
+
+-- name: alert_failure
+-- What an alert of failed periods quotes: the newest failure in [first, last] of the job (of
+-- one key, when key is not NULL): catchup's error and the end of the job's output (its last
+-- 2,000 characters, where the job said why).
+SELECT r.key, r.period_start, r.error, right(r.output_tail, 2000)
+FROM {schema}.runs r
+WHERE r.job_id = %(job_id)s
+  AND r.status = 'failed'
+  AND r.period_start BETWEEN %(first)s AND %(last)s
+  AND (%(key)s::text IS NULL OR r.key = %(key)s)
+ORDER BY r.finished_at DESC NULLS LAST
+LIMIT 1;

@@ -171,7 +171,8 @@ def _more_scans(bases: list[str]) -> None:
 
 def _scans(base: str) -> float:
     """The database clock of the newest scan a replica serves, as a count of its scans; 0
-    while it has none yet (it answers 503 until its first scan)."""
+    while it has none yet (it answers 503 until its first scan, and refuses connections until
+    it listens: the other replica may have posted first)."""
     import urllib.error
     import urllib.request
 
@@ -180,6 +181,10 @@ def _scans(base: str) -> float:
             generated = json.loads(answer.read())["generated_at"]
     except urllib.error.HTTPError as exc:
         if exc.code == 503:
+            return 0.0
+        raise
+    except urllib.error.URLError as exc:
+        if isinstance(exc.reason, ConnectionRefusedError):
             return 0.0
         raise
     return datetime.fromisoformat(generated).timestamp()
@@ -359,5 +364,54 @@ def test_a_job_with_keys_is_told_once_per_state_with_how_many_keys(
     (body,) = receiver.bodies
     assert body["text"].splitlines() == [
         f"catchup ({project.config.parent.name}):",  # the config's folder, without [serve] title
-        "invoice: new gap: 30 missing period(s) of 12 key(s), 2026-10-01 .. 2026-10-03",
+        "invoice: new gap: t00, t01, t02, … missing 2026-10-01 .. 2026-10-03"
+        " · 12 of 12 key(s) · 30 period(s)",
     ]
+
+
+def test_an_alert_names_the_failed_key_and_why_and_links_its_period(
+    project: Project, receiver: Receiver
+) -> None:
+    """A failed key is named in the alert, with the first line of why (the job's own last
+    line, after catchup's "exited with 1"), how many of the job's keys, and links to the
+    period's page; a key that is Slack markup is shown, never obeyed."""
+    script = (
+        'if [ "$CATCHUP_KEY" != acme ]; then echo "billing $CATCHUP_KEY"; '
+        'echo "payment provider said 502 for $CATCHUP_KEY" >&2; exit 1; fi'
+    )
+    keys = ["acme", "globex"]
+    project.write(
+        job_toml("billing", "daily", "2026-10-02", keys=keys, command=["sh", "-c", script])
+        + f'[alerts]\nmax_per_minute = 30\n[alerts.webhooks.ops]\nurl = "{receiver.url}"\n'
+        + 'format = "slack"\n[alerts.webhooks.raw]\n'
+        + f'url = "{receiver.url}"\nformat = "json"\n'
+        + '[serve]\npublic_url = "https://ops.example"\n'
+    )
+    # replayed, not run: the job's stdout and stderr share one pipe, its last line is stderr's
+    project.run("-q", "replay", "--since", "2026-10-02", "--until", "2026-10-03")
+    assert project.run("-q", "scan", "--until", "2026-10-03", "--notify").returncode == 1
+    slack = next(b for b in receiver.bodies if "text" in b)
+    period = "https://ops.example/jobs/billing/2026-10-02T00%3A00%3A00Z?key=globex"
+    assert slack["text"].splitlines()[1:] == [
+        "billing: new gap: globex failed 2026-10-02 (exited with 1: payment provider said 502"
+        f" for globex) · 1 of 2 key(s) · 1 period(s) <{period}|the period>"
+        " <https://ops.example/jobs/billing|its page>"
+    ]
+    (event,) = next(b for b in receiver.bodies if "events" in b)["events"]
+    assert event["first_keys"] == ["globex"] and (event["keys"], event["keys_expected"]) == (1, 2)
+    assert event["error"] == "exited with 1: payment provider said 502 for globex"
+    assert event["period_url"] == period
+
+
+def test_a_key_that_is_slack_markup_is_escaped(project: Project, receiver: Receiver) -> None:
+    keys = ["<!channel>", "a&b", "<https://evil.example|click>"]
+    project.write(
+        job_toml("billing", "daily", "2026-10-02", keys=keys, command=["false"])
+        + f'[alerts]\nmax_per_minute = 30\n[alerts.webhooks.ops]\nurl = "{receiver.url}"\n'
+        + 'format = "slack"\n'
+    )
+    assert project.run("-q", "scan", "--until", "2026-10-03", "--notify").returncode == 1
+    (body,) = receiver.bodies
+    line = body["text"].splitlines()[1]
+    assert "<!channel>" not in line and "&lt;!channel&gt;" in line, line
+    assert "a&amp;b" in line and "<https://evil" not in line
