@@ -5,6 +5,7 @@ API (no I/O here). The rows the ledger reads are :mod:`catchup.ledger.rows`."""
 from __future__ import annotations
 
 import functools
+import heapq
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -159,6 +160,18 @@ class JobScan(JsonNames):
             return None
         return self._keys_by_range.get((gap.state, gap.first, gap.last), ())
 
+    def failed_keys(self, most: int) -> list[tuple[str, int]]:
+        """The ``most`` keys with the most failed or exhausted periods, with how many (the
+        most first, then by key): a range of several keys holds as many periods of each."""
+        counts: dict[str, int] = {}
+        for gap in self.gaps:
+            if gap.state not in (PeriodState.failed, PeriodState.exhausted):
+                continue
+            held = self.keys_in(gap) or ()
+            for key in held:
+                counts[key] = counts.get(key, 0) + gap.periods // len(held)
+        return heapq.nsmallest(most, counts.items(), key=lambda kv: (-kv[1], kv[0]))
+
     def waits(self, gap: Range) -> str | None:
         """What a blocked range waits for (``export … (failed)``); None for any other."""
         if gap.state != PeriodState.blocked:
@@ -203,6 +216,7 @@ class ScanReport:
     calendars: tuple[Calendar, ...] = ()  # one per job, when asked for
     failover: Failover | None = None  # the ledger's last failover: its periods may be suspect
     keys_failed: tuple[KeysFailure, ...] = ()  # keyed jobs whose keys query failed
+    metric_keys: int = 5  # [serve] metric_keys: the keys per job catchup_failed_keys names
 
     @property
     def health(self) -> Pulse | None:

@@ -1287,6 +1287,17 @@ MUTATIONS = (
         ("tests/faults/test_faults.py::test_a_claim_whose_commit_answer_is_lost_is_reclaimed",),
     ),
     Mutation(
+        "failed-keys-bounded",
+        "catchup_failed_keys names [serve] metric_keys keys per job, not every failed key",
+        "catchup/results.py",
+        "        return heapq.nsmallest(most, counts.items(), key=lambda kv: (-kv[1], kv[0]))",
+        "        return sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))",
+        (
+            "tests/integration/test_alerts.py::"
+            "test_failed_keys_on_metrics_stay_bounded_at_ten_thousand",
+        ),
+    ),
+    Mutation(
         "alert-says-why",
         "an alert of failed periods quotes why the newest failed and links to its period",
         "catchup/reports/alerts.py",

@@ -214,6 +214,8 @@ class Serve:
     public_url: str | None = None  # e.g. https://catchup.example.com (no trailing slash)
     # /ping/<ping_key>/<job>: healthchecks' slug form; a secret, out of the repr
     ping_key: str | None = field(default=None, repr=False)
+    # how many keys of each job /metrics names in catchup_failed_keys (the most failed first)
+    metric_keys: int = 5
 
 
 @dataclass(frozen=True)

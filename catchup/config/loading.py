@@ -311,7 +311,8 @@ def _parse_ledger(
     return kept
 
 
-SERVE_KEYS = frozenset({"title", "public_url", "ping_key"})
+SERVE_KEYS = frozenset({"title", "public_url", "ping_key", "metric_keys"})
+METRIC_KEYS_MOST = 100
 _PING_KEY = re.compile(r"[A-Za-z0-9_-]{16,64}")
 TITLE_LONGEST = 80
 
@@ -324,8 +325,11 @@ def _parse_serve(value: object, problem: Callable[[tuple[str, ...], str], None])
         problem(("serve",), '[serve] must be a table, like [serve] title = "billing, eu-west"')
         return Serve()
     found: dict[str, str] = {}
+    metric_keys = _metric_keys(value.get("metric_keys", Serve.metric_keys), problem)
     for key, given in value.items():
         where = ("serve", key)
+        if key == "metric_keys":
+            continue
         if key not in SERVE_KEYS:
             problem(where, f"serve.{key}: unknown key{suggest(key, SERVE_KEYS)}")
         elif not isinstance(given, str):
@@ -341,8 +345,23 @@ def _parse_serve(value: object, problem: Callable[[tuple[str, ...], str], None])
         else:
             found[key] = given.rstrip("/") if key == "public_url" else given
     return Serve(
-        title=found.get("title"), public_url=found.get("public_url"), ping_key=found.get("ping_key")
+        title=found.get("title"),
+        public_url=found.get("public_url"),
+        ping_key=found.get("ping_key"),
+        metric_keys=metric_keys,
     )
+
+
+def _metric_keys(given: object, problem: Callable[[tuple[str, ...], str], None]) -> int:
+    """``[serve] metric_keys``: how many keys per job ``catchup_failed_keys`` names."""
+    where = ("serve", "metric_keys")
+    if isinstance(given, bool) or not isinstance(given, int):
+        problem(where, f"serve.metric_keys: expected a whole number, got {type_name(given)}")
+        return Serve.metric_keys
+    if not 0 <= given <= METRIC_KEYS_MOST:
+        problem(where, f"serve.metric_keys: expected 0 to {METRIC_KEYS_MOST}, got {given}")
+        return Serve.metric_keys
+    return given
 
 
 def _parse_alerts(raw: object, problem: Callable[[tuple[str, ...], str], None]) -> Alerts | None:  # noqa: C901

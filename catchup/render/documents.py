@@ -175,6 +175,11 @@ METRICS = (
 )
 
 
+FAILED_KEYS = (
+    "Failed or exhausted periods of the job's keys that have the most ([serve] metric_keys"
+    " of them per job, default 5)."
+)
+
 DUE_TO_START = (
     "How long the periods that fell due in the last hour waited to start (first attempts;"
     " while a scheduler leads, one not started yet counts its wait so far)."
@@ -197,9 +202,7 @@ def scan_openmetrics(report: ScanReport) -> str:  # noqa: C901
         family(name, help_text)
         for job in report.jobs:
             out.append(f'{name}{{job="{_label(job.job)}"}} {job.counts[state]}')
-    family("catchup_paused", "1 when the job is paused.")
-    for job in report.jobs:
-        out.append(f'catchup_paused{{job="{_label(job.job)}"}} {int(job.paused)}')
+    out += _paused_and_failed_keys(report)
     family(
         "catchup_last_success_timestamp_seconds", "Start of the newest succeeded period.", "seconds"
     )
@@ -252,6 +255,19 @@ def scan_openmetrics(report: ScanReport) -> str:  # noqa: C901
     out.append(f"catchup_scan_timestamp_seconds {report.generated_at.timestamp():.0f}")
     out.append("# EOF")
     return "\n".join(out) + "\n"
+
+
+def _paused_and_failed_keys(report: ScanReport) -> list[str]:
+    """``catchup_paused`` and ``catchup_failed_keys`` (each job's most failed keys), as lines."""
+    out = ["# TYPE catchup_paused gauge", "# HELP catchup_paused 1 when the job is paused."]
+    out += [f'catchup_paused{{job="{_label(job.job)}"}} {int(job.paused)}' for job in report.jobs]
+    out += ["# TYPE catchup_failed_keys gauge", f"# HELP catchup_failed_keys {FAILED_KEYS}"]
+    for job in report.jobs:
+        out += [
+            f'catchup_failed_keys{{job="{_label(job.job)}",key="{_label(key)}"}} {n}'
+            for key, n in job.failed_keys(report.metric_keys)
+        ]
+    return out
 
 
 def _label(value: str) -> str:

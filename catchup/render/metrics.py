@@ -15,7 +15,7 @@ from ..maintenance.retention import LedgerSize
 from ..results import ScanReport
 from ..scheduler.leadership import Leader
 from ..scheduler.pulsefacts import Pulse
-from .documents import DUE_TO_START, METRICS, WORKERS, WORKERS_BUSY
+from .documents import DUE_TO_START, FAILED_KEYS, METRICS, WORKERS, WORKERS_BUSY
 
 
 @dataclass(frozen=True)
@@ -78,6 +78,11 @@ def _job_families(report: ScanReport) -> Iterator[Metric]:
     for job in report.jobs:
         paused.add_metric([job.job], int(job.paused))
     yield paused
+    worst = GaugeMetricFamily("catchup_failed_keys", FAILED_KEYS, labels=["job", "key"])
+    for job in report.jobs:
+        for key, n in job.failed_keys(report.metric_keys):
+            worst.add_metric([job.job, key], n)
+    yield worst
     keys_failed = GaugeMetricFamily(
         "catchup_keys_read_failed",
         "1 when the job's keys query failed (it goes on with the keys it read last), else 0.",

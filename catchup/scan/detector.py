@@ -186,6 +186,7 @@ def scan(  # noqa: PLR0913
         pulse=read_pulse(session, jobs) if pulse else None,
         failover=session.ledger.failover(),
         keys_failed=tuple(t.keys_failed for t in targets if t.keys_failed is not None),
+        metric_keys=session.config.serve.metric_keys,
         calendars=tuple(calendar(job, r) for job, r in zip(jobs, results, strict=True))
         if calendars
         else (),

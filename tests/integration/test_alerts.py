@@ -9,6 +9,7 @@ import socket
 import subprocess
 import sys
 import threading
+import urllib.request
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -19,6 +20,7 @@ import pytest
 from fix_db import Database
 from fix_processes import wait_for
 from fix_project import Project, job_toml
+from test_serve import free_port
 
 from catchup.reports.alerts import diff
 from catchup.results import JobScan, Range
@@ -415,3 +417,38 @@ def test_a_key_that_is_slack_markup_is_escaped(project: Project, receiver: Recei
     line = body["text"].splitlines()[1]
     assert "<!channel>" not in line and "&lt;!channel&gt;" in line, line
     assert "a&amp;b" in line and "<https://evil" not in line
+
+
+@pytest.mark.slow  # 10,000 failing keys replayed: once, on PostgreSQL 18
+def test_failed_keys_on_metrics_stay_bounded_at_ten_thousand(project: Project) -> None:
+    """10,000 keys failed: ``catchup_failed_keys`` names ``[serve] metric_keys`` of them per
+    job (the most failed first, then by key), in the textfile format and on /metrics."""
+    project.write(
+        job_toml(
+            "billing",
+            "daily",
+            "2026-10-02",
+            keys="SELECT 'k' || lpad(i::text, 5, '0') FROM generate_series(1, 10000) AS i",
+            call="math:sqrt",  # fails: it takes no context
+            max_attempts=1,
+        )
+        + "[serve]\nmetric_keys = 3\n"
+    )
+    replayed = project.run("-q", "replay", "--since", "2026-10-02", "--until", "2026-10-03")
+    assert replayed.returncode == 1, replayed.stderr
+    text = project.run("-q", "scan", "--until", "2026-10-03", "--format", "openmetrics").stdout
+    named = [line for line in text.splitlines() if line.startswith("catchup_failed_keys{")]
+    assert named == [f'catchup_failed_keys{{job="billing",key="k0000{n}"}} 1' for n in (1, 2, 3)]
+    assert 'catchup_exhausted_periods{job="billing"} 10000' in text
+    port = free_port()
+    proc = project.spawn("serve", "--listen", f"127.0.0.1:{port}")
+    try:
+        wait_for(lambda: _scans(f"http://127.0.0.1:{port}") > 0, timeout=60, what="a scan")
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as answer:
+            served = answer.read().decode()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
+    assert [ln for ln in served.splitlines() if ln.startswith("catchup_failed_keys{")] == [
+        f'catchup_failed_keys{{job="billing",key="k0000{n}"}} 1.0' for n in (1, 2, 3)
+    ]
