@@ -1287,6 +1287,23 @@ MUTATIONS = (
         ("tests/faults/test_faults.py::test_a_claim_whose_commit_answer_is_lost_is_reclaimed",),
     ),
     Mutation(
+        "alert-ranges-meet-by-state",
+        "a told gap range meets current ranges of its own state: a missing period that fails"
+        " is told",
+        "catchup/reports/alerts.py",
+        "            and range_.state == state\n",
+        "",
+        ("tests/integration/test_alerts.py::test_ranges_meet_by_state",),
+    ),
+    Mutation(
+        "attempt-shown-whole",
+        "one attempt asked for (--attempt) is shown whole, for every key",
+        "catchup/render/tables.py",
+        "    whole = len(result.attempts) == 1 or result.attempt is not None",
+        "    whole = len(result.attempts) == 1",
+        ("tests/integration/test_attempts.py::test_one_attempt_of_every_key_is_shown_whole",),
+    ),
+    Mutation(
         "failed-keys-bounded",
         "catchup_failed_keys names [serve] metric_keys keys per job, not every failed key",
         "catchup/results.py",

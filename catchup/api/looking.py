@@ -9,7 +9,7 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from ..config.bounds import EXPLAIN_COUNT, HISTORY_LIMIT, PS_LIMIT
+from ..config.bounds import ATTEMPT_MOST, EXPLAIN_COUNT, HISTORY_LIMIT, PS_LIMIT
 from ..config.job import Config, Job
 from ..config.reloading import reread
 from ..errors import ConfigError, DatabaseError
@@ -125,11 +125,11 @@ class Looking(Base):
         """The attempts of ``job`` (or of one period, of one ``key``; or one ``attempt`` of
         the period), newest first, and the changes made to it."""
         check(HISTORY_LIMIT, limit)
-        if attempt is not None and (period is None or attempt < 1):
+        if attempt is not None and (period is None or not 1 <= attempt <= ATTEMPT_MOST):
             raise ConfigError(
                 "--attempt needs --period (the attempts are a period's)"
                 if period is None
-                else f"--attempt: expected 1 or more, got {attempt}"
+                else f"--attempt: expected 1 to {ATTEMPT_MOST:,}, got {attempt}"
             )
         (spec,) = self.select([job], None if key is None else [key])
         start = None if period is None else instant(period, spec)

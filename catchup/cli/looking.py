@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from ..config.bounds import EXPLAIN_COUNT, HISTORY_LIMIT, PS_LIMIT
+from ..config.bounds import ATTEMPT_MOST, EXPLAIN_COUNT, HISTORY_LIMIT, PS_LIMIT
 from ..errors import EXIT_DATABASE, EXIT_FAILED, EXIT_USAGE, ConfigError
 from .base import State, _safe, console, pass_state, show
 from .options import (
@@ -175,7 +175,7 @@ def jobs(state: State, as_json: bool) -> None:
 )
 @click.option(
     "--attempt",
-    type=click.IntRange(1),
+    type=click.IntRange(1, ATTEMPT_MOST),
     help="Only this attempt of the --period, with all of its output tail.",
 )
 @one_key_option("Only this key of a job with keys.")

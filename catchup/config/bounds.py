@@ -33,6 +33,7 @@ TICK_WORKERS = Bound("--workers", 1, 64, 4)
 SCHEDULER_WORKERS = Bound("--workers", 1, 64, 8)
 REPLAY_WORKERS = Bound("--workers", 1, 64, 1)
 MAX_TIME = Bound("--max-time", 1, 86400, unit="s", words="from 1 second to 1 day")
+ATTEMPT_MOST = 2_147_483_647  # an attempt number is the ledger's integer
 HISTORY_LIMIT = Bound("--limit", 1, 100_000, 50)
 EXPLAIN_COUNT = Bound("--limit", 1, 1000, 10)
 PS_LIMIT = Bound("--limit", 1, 100_000, 1000)

@@ -25,6 +25,7 @@ from .values import (
     parse_duration,
     parse_instant,
     project_problem,
+    public_url_problem,
     schema_problem,
     type_name,
     url_problem,
@@ -338,7 +339,7 @@ def _parse_serve(value: object, problem: Callable[[tuple[str, ...], str], None])
             problem(where, f"serve.title: expected 1 to {TITLE_LONGEST} characters")
         elif key == "title" and not given.isprintable():
             problem(where, "serve.title: one line of printable text (no tab or control character)")
-        elif key == "public_url" and (said := url_problem(given)) is not None:
+        elif key == "public_url" and (said := public_url_problem(given)) is not None:
             problem(where, f"serve.public_url: {said}")
         elif key == "ping_key" and not _PING_KEY.fullmatch(given):
             problem(where, "serve.ping_key: 16 to 64 letters, digits, '-' or '_' (a secret)")

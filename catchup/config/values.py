@@ -118,6 +118,19 @@ def url_problem(url: str) -> str | None:
     return None
 
 
+def public_url_problem(url: str) -> str | None:
+    """Why ``url`` cannot be where the status page is reached (alerts put it in every link
+    they post): a webhook's rules, and no user or password, query or fragment."""
+    if (said := url_problem(url)) is not None:
+        return said
+    parts = urlsplit(url)
+    if parts.username is not None or parts.password is not None:
+        return "it holds a user or password (alerts post it in every link): leave them out"
+    if parts.query or parts.fragment:
+        return "expected the page's address without a ?query or #fragment"
+    return None
+
+
 def schema_problem(name: str) -> str | None:
     """Why ``name`` cannot hold a ledger; None when it can."""
     if not SCHEMA_NAME.fullmatch(name):

@@ -238,7 +238,7 @@ def packed(pairs: Sequence[str], width: int) -> list[str]:
 def _outputs(console: Console, result: History) -> None:
     """Each attempt's output tail, in the table's order: whole for one attempt, its last
     ``TAIL_LINES`` lines each for several (with the command that shows one whole)."""
-    whole = len(result.attempts) == 1
+    whole = len(result.attempts) == 1 or result.attempt is not None
     for row in result.attempts:
         who = f"{row.key} attempt {row.attempt}" if row.key else f"attempt {row.attempt}"
         if not row.output_tail:

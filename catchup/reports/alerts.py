@@ -94,8 +94,10 @@ def diff(
     told: Sequence[AlertRange], current: dict[int, list[Range]], jobs: dict[int, JobScan]
 ) -> tuple[list[Action], list[GapEvent]]:
     """What to change in the told ranges, and what to tell: a current range that meets no told
-    one opened; a told one that meets none closed; one whose current ranges reach further, or
-    hold more periods, grew. A range that only shrank (being replayed) is updated quietly."""
+    one of its state opened; a told one that meets none of its state closed; one whose current
+    ranges reach further, or hold more periods, grew. A range that only shrank (being replayed)
+    is updated quietly. Ranges meet by job and state: a missing period that failed is a failed
+    range opened (with why), and a keyed job's ranges of two states over the same days are two."""
     actions: list[Action] = []
     events: list[GapEvent] = []
     taken: set[tuple[int, int]] = set()
@@ -106,7 +108,10 @@ def diff(
         mine = [
             (n, range_)
             for n, range_ in enumerate(current.get(job_id, []))
-            if (job_id, n) not in taken and range_.first <= last and range_.last >= first
+            if (job_id, n) not in taken
+            and range_.state == state
+            and range_.first <= last
+            and range_.last >= first
         ]
         if not mine:
             actions.append(("close", (range_id,)))
@@ -116,11 +121,10 @@ def diff(
         lo = min(range_.first for _, range_ in mine)
         hi = max(range_.last for _, range_ in mine)
         count = sum(range_.periods for _, range_ in mine)
-        now_state = mine[0][1].state
         if lo < first or hi > last or count > periods:
-            events.append(_event("grown", job, now_state, lo, hi, count))
-        if (lo, hi, count, now_state) != (first, last, periods, state):
-            actions.append(("update", (range_id, now_state, lo, hi, count)))
+            events.append(_event("grown", job, state, lo, hi, count))
+        if (lo, hi, count) != (first, last, periods):
+            actions.append(("update", (range_id, state, lo, hi, count)))
     for job_id, ranges in current.items():
         for n, range_ in enumerate(ranges):
             if (job_id, n) not in taken:

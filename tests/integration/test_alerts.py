@@ -126,6 +126,22 @@ def test_diff_opens_grows_closes_and_shrinks_quietly() -> None:
     assert diff(told, {}, {}) == ([], [])
 
 
+def test_ranges_meet_by_state() -> None:
+    """A missing period that failed is a failed range opened (the missing one shrank, quietly);
+    a keyed job's missing and exhausted ranges over the same days, unchanged, tell nothing."""
+    jobs = {1: job()}
+    told = [(10, 1, "missing", T[2], T[4], 3)]
+    current = {1: [Range("failed", T[2], T[2], 1), Range("missing", T[3], T[4], 2)]}
+    actions, events = diff(told, current, jobs)
+    assert [(e.event, e.state, e.first_label) for e in events] == [
+        ("opened", "failed", "2026-10-03")
+    ]
+    assert ("update", (10, "missing", T[3], T[4], 2)) in actions
+    told = [(10, 1, "missing", T[0], T[5], 21), (11, 1, "exhausted", T[1], T[1], 3)]
+    current = {1: [Range("missing", T[0], T[5], 21), Range("exhausted", T[1], T[1], 3)]}
+    assert diff(told, current, jobs) == ([], [])
+
+
 @pytest.mark.slow  # seconds of processes: once, on PostgreSQL 18
 def test_two_serve_replicas_tell_each_gap_once(project: Project, receiver: Receiver) -> None:
     project.write(config(receiver))

@@ -75,6 +75,9 @@ def test_an_attempt_needs_its_period(project: Project, sql: Any) -> None:
     assert lines[-1] == "catchup: --attempt needs --period (the attempts are a period's)"
     assert "Traceback" not in result.stderr
     assert sql("SELECT count(*) FROM {schema}.history") == before
+    huge = project.run("history", "billing", "--period", "2026-11-02", "--attempt", "2147483648")
+    assert huge.returncode == 2 and "--attempt" in huge.stderr.splitlines()[-1], huge.stderr
+    assert len(huge.stderr.strip().splitlines()) == 1 and "database" not in huge.stderr
     nothing = project.cli("-q", "history", "billing", "--period", "2026-11-02", "--attempt", "7")
     assert nothing.exit_code == 0, nothing.output
     assert nothing.stdout == "history of billing\nno attempt 7 of 2026-11-02 on record\n"
@@ -149,3 +152,17 @@ def test_a_replayed_attempts_tail_keeps_stdout_and_stderr_in_the_order_written(
     )
     written = "".join(f"out {i}\nerr {i}\n" for i in range(300))
     assert doc["attempts"][0]["output_tail"] == written
+
+
+def test_one_attempt_of_every_key_is_shown_whole(project: Project) -> None:
+    """``--attempt 1`` of a keyed job's period without ``--key``: each key's attempt 1, each
+    whole (one attempt asked for is never cut to its last lines)."""
+    script = 'i=0; while [ $i -lt 50 ]; do echo "line $i of $CATCHUP_KEY"; i=$((i+1)); done'
+    project.write(
+        '[jobs.billing]\nschedule = "daily"\nstart = "2026-11-01"\nkeys = ["acme", "globex"]\n'
+        f"command = {json.dumps(['sh', '-c', script])}\n"
+    )
+    assert project.run("replay", "--since", "2026-11-02", "--until", "2026-11-03").returncode == 0
+    out = project.cli("-q", "history", "billing", "--period", "2026-11-02", "--attempt", "1").stdout
+    assert "line 0 of acme" in out and "line 0 of globex" in out, out
+    assert "earlier lines" not in out

@@ -161,6 +161,11 @@ def test_serve_config_errors_are_one_line(project: Project) -> None:
         ),
         ('[serve]\npublic_url = "ftp://x"\n', "serve.public_url: expected an"),
         ('[serve]\ncolour = "red"\n', "serve.colour: unknown key"),
+        (
+            '[serve]\npublic_url = "https://u:pw@ops.example"\n',
+            "serve.public_url: it holds a user or password",
+        ),
+        ('[serve]\npublic_url = "https://ops.example/?a=1"\n', "serve.public_url: expected the"),
         ('[serve]\nmetric_keys = "5"\n', "serve.metric_keys: expected a whole number, got a"),
         ("[serve]\nmetric_keys = 1000\n", "serve.metric_keys: expected 0 to 100, got 1000"),
     ]
