@@ -1334,6 +1334,42 @@ MUTATIONS = (
         ("tests/integration/test_alerts.py::test_a_key_that_is_slack_markup_is_escaped",),
     ),
     Mutation(
+        "log-output-bounded",
+        "a job's logged output stops at 1,000 lines per attempt, the rest counted",
+        "catchup/execution/output.py",
+        "        if self.logged >= self.limit:\n",
+        "        if False:\n",
+        ("tests/integration/test_log_output.py::test_logged_lines_are_bounded_per_attempt",),
+    ),
+    Mutation(
+        "log-output-escaped",
+        "a job's logged line shows its control characters escaped, never obeyed",
+        "catchup/execution/output.py",
+        '        line = f"{self.prefix} | {safe(text)}\\n"',
+        '        line = f"{self.prefix} | {text}\\n"',
+        (
+            "tests/integration/test_log_output.py::test_a_jobs_output_is_logged_with_its_period_and_attempt",
+        ),
+    ),
+    Mutation(
+        "log-key-quoted",
+        "a logged line's key that holds a space, a quote or = is quoted and reads back as itself",
+        "catchup/render/text.py",
+        "    if text and not any(c in text for c in ' \"=\\\\') and text.isprintable():",
+        "    if text:",
+        (
+            "tests/integration/test_log_output.py::test_log_output_logs_every_jobs_keys_whole_lines_quoted",
+        ),
+    ),
+    Mutation(
+        "log-call-traceback",
+        "a logged call that raises has its traceback logged (why it failed in the log)",
+        "catchup/execution/runner.py",
+        "        if traceback:\n            lines.add(",
+        "        if False:\n            lines.add(",
+        ("tests/integration/test_log_output.py::test_a_calls_output_and_traceback_are_logged",),
+    ),
+    Mutation(
         "tail-one-pipe",
         "a job not streamed writes stdout and stderr to one pipe: its tail keeps their order",
         "catchup/execution/runner.py",

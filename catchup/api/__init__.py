@@ -25,7 +25,9 @@ class Catchup(Scheduling, Changing):
     catchup.toml of the folder it runs in, so no job there is redefined. The database
     is chosen as by the CLI: ``dsn``, then ``CATCHUP_DSN``, ``[database] dsn``, ``DATABASE_URL``,
     ``PG*``, else the embedded PostgreSQL. It is opened on first use; use the object as a
-    context manager, or call :meth:`close`.
+    context manager, or call :meth:`close`. ``app.log_output = True``: every job's output is
+    also written to stderr a prefixed line at a time where it is not streamed (``tick``,
+    ``replay``, ``scheduler``), as a job's ``log_output = true`` does for that job.
 
     Times given as a bare date (``"2026-11-25"`` or a :class:`~datetime.date`) or without an
     offset are in each job's own time zone; a time with ``Z`` or an offset is absolute.

@@ -102,7 +102,9 @@ class Base:
         loaded, self._reloadable = resolve_config(
             config, jobs=jobs, schema=schema, require_config=require_config, project=project
         )
-        self.config = loaded
+        self._log_output = False
+        self.given = loaded  # as read, before what this process adds (log_output)
+        self.config = self._as_run(loaded)
         self._schema = schema
         self._dsn = dsn
         self._on_connect = on_connect
@@ -251,7 +253,24 @@ class Base:
         """Use ``config`` from now on (a reload, :mod:`catchup.config.reloading`): the session open
         with the old one is closed, the next operation opens one with the new."""
         self.close()
-        self.config = config
+        self.given = config
+        self.config = self._as_run(config)
+
+    @property
+    def log_output(self) -> bool:
+        """Every job's output also written to stderr a prefixed line at a time where it is not
+        streamed (tick, replay, scheduler), as a job's ``log_output = true`` does for that
+        job: ``app.log_output = True`` (``--log-output``)."""
+        return self._log_output
+
+    @log_output.setter
+    def log_output(self, on: bool) -> None:
+        self._log_output = on
+        self.use_config(self.given)
+
+    def _as_run(self, config: Config) -> Config:
+        """``config`` with what this process was asked for on top (every job's output logged)."""
+        return replace(config, log_output=True) if self._log_output else config
 
     def close(self) -> None:
         if self._session is not None:

@@ -340,7 +340,7 @@ class Looking(Base):
 
         def scan_now() -> ScanReport:
             nonlocal jobs
-            if configs is not None and (newest := configs()) is not self.config:
+            if configs is not None and (newest := configs()) is not self.given:
                 self.use_config(newest)  # the next scan's session reads with it
                 jobs = list(newest.jobs.values())
             # it looks, it never migrates; and it never starts an embedded server someone

@@ -157,7 +157,7 @@ class Scheduling(Running, Looking):
             state, said = watch.load()
             if said:
                 say(said)
-            if state.config is not self.config:
+            if state.config is not self.given:
                 self.use_config(state.config)
             for again in republish:
                 again()

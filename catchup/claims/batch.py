@@ -24,7 +24,7 @@ from ..errors import Unconfirmed
 from ..execution.calls import Begun, CallSequence
 from ..execution.callthread import CallThread
 from ..execution.runner import Execution
-from ..execution.setup import call_context, execute
+from ..execution.setup import call_context, execute, logs
 from ..execution.setup import held as held_claim
 from ..ledger import FinishFields, Many
 from ..ledger.rows import Claim, Finished, Renewed
@@ -348,7 +348,7 @@ class _Batch:
         # still waiting go on in a new one (on a new thread: that call may still run)
         while self.waiting and not self.halted():
             sequence = self.sequence = CallSequence(
-                self.job, calls, stop, begin, list(self.waiting)
+                self.job, calls, stop, begin, list(self.waiting), logs(self.session, self.job)
             )
             for ended in sequence.results():
                 for n, what in ended:

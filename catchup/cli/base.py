@@ -46,9 +46,10 @@ class State:
         self.notices = True  # what the ledger has that the config lacks, said on connecting
         self._app: Catchup | None = None
 
-    def app(self, *, require_config: bool = True) -> Catchup:
+    def app(self, *, require_config: bool = True, log_output: bool = False) -> Catchup:
         """The library facade for this invocation: the config is read now, the database is
-        opened when an operation first needs it (and named once on stderr unless -q)."""
+        opened when an operation first needs it (and named once on stderr unless -q);
+        ``log_output``: every job's output logged (--log-output)."""
         if self._app is None:
             from ..api import Catchup
             from ..render import tables
@@ -66,6 +67,7 @@ class State:
                 require_config=require_config,
                 on_connect=said,
             )
+            self._app.log_output = log_output
             click.get_current_context().call_on_close(self._app.close)
         return self._app
 

@@ -237,6 +237,16 @@ def refresh_option[G: Callable[..., Any]](f: G) -> G:
     )(f)
 
 
+def log_output_option[G: Callable[..., Any]](f: G) -> G:
+    """``--log-output``: every job's output logged as if it had ``log_output = true``."""
+    return click.option(
+        "--log-output",
+        is_flag=True,
+        help="Also print each job's output to stderr, a line at a time after job= key= "
+        "period= attempt= (as log_output = true does for one job).",
+    )(f)
+
+
 def scheduler_options(what: str) -> Callable[[F], F]:
     """``--scheduler`` and ``--grace`` of the deploy recipes: the built-in scheduler on every
     replica instead of a timer calling ``catchup tick`` (--every and --deadline then unused)."""

@@ -30,6 +30,7 @@ from .options import (
     json_option,
     keys_option,
     limit_options,
+    log_output_option,
     one_key_option,
     reason_option,
     window_options,
@@ -37,7 +38,9 @@ from .options import (
 )
 
 if TYPE_CHECKING:
-    from ..results import Outcome
+    from rich.console import Console
+
+    from ..results import Batch, Outcome
 
 # Imports inside functions: at first use, so `catchup --help` and each command load only
 # what they need.
@@ -132,6 +135,7 @@ def run(
     help="Start nothing new after this long (what runs finishes); the rest is the next "
     "tick's. Set it to the scheduler's interval.",
 )
+@log_output_option
 @pass_state
 def tick(
     state: State,
@@ -141,6 +145,7 @@ def tick(
     as_json: bool,
     verbose: bool,
     max_time: float | None,
+    log_output: bool,
 ) -> None:
     """Run everything due, per each job's catch-up policy: what one scheduler calls.
 
@@ -167,7 +172,7 @@ def tick(
         if verbose or outcome.status != OutcomeStatus.skipped:
             tables.outcome(out, outcome)
 
-    app = state.app()
+    app = state.app(log_output=log_output)
     with stop_signals() as stop:
         result = app.tick(
             jobs=job_names,
@@ -225,6 +230,7 @@ def tick(
 @reason_option(required=False)
 @actor_option
 @json_option("Print the periods and totals as JSON.")
+@log_output_option
 @pass_state
 def replay(
     state: State,
@@ -246,6 +252,7 @@ def replay(
     each: bool,
     limit_shown: int,
     show_all: bool,
+    log_output: bool,
 ) -> None:
     """Run the gaps that scan finds, oldest first, through the same claim path as run.
 
@@ -263,12 +270,12 @@ def replay(
 
     Example: catchup replay --since 2026-10-01 --job billing --workers 4
     """
-    from ..render import batches, json
+    from ..render import batches
 
     out = console()
-    app = state.app()
-    show_progress = out.is_terminal and not as_json and not dry_run
-    with stop_signals() as stop, batches.Progress(out, show_progress) as bar:
+    app = state.app(log_output=log_output)
+    progress = batches.Progress(out, out.is_terminal and not as_json and not dry_run)
+    with stop_signals() as stop, progress as bar:
         result = app.replay(
             since=since,
             until=until,
@@ -289,15 +296,24 @@ def replay(
             on_start=bar.start,
             on_done=None if as_json else bar.done,
         )
+    _shown(out, result, as_json, dry_run, each, None if show_all else limit_shown)
+    exit_for_batch(result)
+
+
+def _shown(
+    out: Console, result: Batch, as_json: bool, dry_run: bool, each: bool, limit: int | None
+) -> None:
+    """A replay's result as asked: JSON (written as it is made), its plan, or its summary."""
+    from ..render import batches, json
+
     if as_json:
         for chunk in json.batch_json_chunks(result):
             click.echo(chunk, nl=False)
         click.echo()
     elif dry_run:
-        batches.plan(out, result, each=each, limit=None if show_all else limit_shown)
+        batches.plan(out, result, each=each, limit=limit)
     else:
         batches.batch_summary(out, result)
-    exit_for_batch(result)
 
 
 @click.command(epilog=EXIT_CODES)

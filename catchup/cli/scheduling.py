@@ -10,7 +10,7 @@ import click
 from ..config.bounds import SCHEDULER_GRACE, SCHEDULER_LEASE, SCHEDULER_WORKERS
 from ..render.text import safe
 from .base import State, console, pass_state, stop_signals
-from .options import Listen, Seconds, refresh_option, workers_option
+from .options import Listen, Seconds, log_output_option, refresh_option, workers_option
 
 # Imports inside functions: at first use, so `catchup --help` and each command load only
 # what they need.
@@ -56,6 +56,7 @@ from .options import Listen, Seconds, refresh_option, workers_option
     "/readyz) from this process.",
 )
 @refresh_option
+@log_output_option
 @pass_state
 def scheduler(
     state: State,
@@ -64,6 +65,7 @@ def scheduler(
     grace: float,
     serve_at: tuple[str, int] | None,
     refresh: float,
+    log_output: bool,
 ) -> None:
     """Run the built-in scheduler: run it on every replica, one of them leads.
 
@@ -94,7 +96,7 @@ def scheduler(
     def listening(url: str) -> None:
         say(f"serving {url} (scans every {refresh:g}s)")
 
-    app = state.app()
+    app = state.app(log_output=log_output)
     reload = threading.Event()
     with stop_signals(reload=reload) as stop:
         app.scheduler(

@@ -65,6 +65,9 @@ class Job:
     renamed_from: str | None = None
     # new to the ledger, not a renamed job: never held (catchup/changes/held.py) for its schedule
     not_renamed: bool = False
+    # what it prints under tick, replay and the scheduler also goes to catchup's stderr, a
+    # prefixed line at a time (catchup/execution/output.py: LoggedLines)
+    log_output: bool = False
     # the scheduler's lane of workers its periods run on ([scheduler.lanes]); None: the default
     lane: str | None = None
     # its cron's pings settle its periods (catchup/pings/); None: it has none. Out of the repr:
@@ -252,6 +255,8 @@ class Config:
     # ``[scheduler.lanes]``: each lane's own workers (a job's ``lane``); the default lane has
     # the scheduler's --workers
     lanes: Mapping[str, int] = field(default_factory=dict)
+    # --log-output (tick, replay, the scheduler): every job's output as if it had log_output
+    log_output: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "dsn", hidden(self.dsn))  # its repr: no password

@@ -69,7 +69,7 @@ def parse_job(
     bound = _spread_key(values["spread"], bad)
     evidence, evidence_dsn, verify = _evidence_keys(spec, bad)
     keys, keys_dsn = _keys_keys(spec, bad)
-    not_renamed = _not_renamed_key(values["not_renamed"], spec, bad)
+    not_renamed, log_output = _flag_keys(values, spec, bad)
     lane = _lane_key(spec.get("lane"), bad)
     exclude = _exclude_key(spec.get("exclude"), calendars, bad)
     if command is not None and keys is None and any("{key" in arg for arg in command):
@@ -107,6 +107,7 @@ def parse_job(
         keys_dsn=keys_dsn,
         keys_timeout=durations["keys_timeout"] or default("keys_timeout"),
         not_renamed=not_renamed,
+        log_output=log_output,
         lane=lane,
         ping=ping,
         exclude=exclude,
@@ -258,6 +259,25 @@ def _not_renamed_key(value: object, spec: dict[str, Any], bad: Callable[[str, st
         return False
     if value and "renamed_from" in spec:
         bad("not_renamed", "and renamed_from say opposite things: keep the one that is true")
+    return value
+
+
+def _flag_keys(
+    values: dict[str, Any], spec: dict[str, Any], bad: Callable[[str, str], None]
+) -> tuple[bool, bool]:
+    """``not_renamed`` and ``log_output``, checked."""
+    return _not_renamed_key(values["not_renamed"], spec, bad), _log_output_key(
+        values["log_output"], spec, bad
+    )
+
+
+def _log_output_key(value: object, spec: dict[str, Any], bad: Callable[[str, str], None]) -> bool:
+    """``log_output``: true or false, and only for a job catchup runs."""
+    if not isinstance(value, bool):
+        bad("log_output", f"expected true or false, got {type_name(value)}")
+        return False
+    if value and "ping" in spec and "command" not in spec and "call" not in spec:
+        bad("log_output", "an observed job (ping, no command or call) prints nothing here")
     return value
 
 

@@ -240,6 +240,15 @@ JOB_KEYS: tuple[JobKey, ...] = (
         "has and the config no longer names (such a job is held: nothing of it runs)",
         default=False,
     ),
+    JobKey(
+        "log_output",
+        "flag",
+        "true or false",
+        "what it prints under tick, replay and the scheduler also goes to catchup's stderr, "
+        "each line prefixed job= key= period= attempt= (at most 1,000 lines of 4 KiB per "
+        "attempt, control characters escaped); its tail is kept in the ledger either way",
+        default=False,
+    ),
 )
 JOB_KEY = {key.name: key for key in JOB_KEYS}
 

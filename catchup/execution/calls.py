@@ -21,11 +21,26 @@ from ..claims.lease import POLL_SECONDS, LeaseKeeper
 from ..config.job import Job
 from ..config.values import storable
 from ..errors import describe
+from ..render.text import log_prefix
 from ..vocabulary import Ended
 from .callthread import CallThread
-from .output import TAIL_BYTES, Tail, forget_thread, register_thread, thread_streams
+from .output import (
+    TAIL_BYTES,
+    LoggedLines,
+    Tail,
+    forget_thread,
+    register_thread,
+    thread_streams,
+)
 from .preflight import load_call
-from .runner import Execution, JobContext, reopen_standard_streams, stop_reason, traceback_text
+from .runner import (
+    Execution,
+    JobContext,
+    log_ended,
+    reopen_standard_streams,
+    stop_reason,
+    traceback_text,
+)
 
 
 @dataclass
@@ -54,8 +69,10 @@ class CallSequence:
         interrupted: threading.Event,
         begin: Callable[[int], Begun],
         steps: list[int],
+        log: bool = False,
     ) -> None:
         self.job = job
+        self.log = log  # each call's output logged to catchup's stderr (log_output)
         self.calls = calls
         self.interrupted = interrupted
         self.begin = begin
@@ -111,7 +128,10 @@ class CallSequence:
                 continue
             with self._cond:
                 self._running = _Running(n, ctx, keeper, started)
-            failed, tail = _call(target, ctx)
+            lines = None
+            if self.log:
+                lines = LoggedLines(log_prefix(ctx.job, ctx.key, ctx.period, ctx.attempt))
+            failed, tail = _call(target, ctx, lines)
             keeper.stop()
             with self._cond:
                 if self._running is None or self._running.n != n:
@@ -196,12 +216,15 @@ class CallSequence:
         return [*done, (running.n, Execution(ended, None, error, "", seconds))]
 
 
-def _call(target: Callable[..., object], ctx: JobContext) -> tuple[str | None, str]:
-    """``target(ctx)`` on this thread, what it prints captured: (its error, its output)."""
+def _call(
+    target: Callable[..., object], ctx: JobContext, lines: LoggedLines | None
+) -> tuple[str | None, str]:
+    """``target(ctx)`` on this thread, what it prints captured (and logged, with ``lines``):
+    (its error, its output)."""
     printed = Tail()
     error: str | None = "the call ended without returning"
     tail = ""
-    register_thread(printed, False)  # the sequence holds the streams (thread_streams)
+    register_thread(printed, False, lines)  # the sequence holds the streams (thread_streams)
     try:
         target(ctx)
         error = None
@@ -211,6 +234,7 @@ def _call(target: Callable[..., object], ctx: JobContext) -> tuple[str | None, s
     finally:
         forget_thread()
     reopen_standard_streams()
+    log_ended(lines, tail)
     return error, printed.text() + tail
 
 

@@ -1,6 +1,7 @@
 """What a job prints, kept: the last 64 KiB of its output (the tail ``history --period`` shows),
 read from a command's pipes or, for a ``call``, from what its own thread writes to sys.stdout and
-sys.stderr."""
+sys.stderr; and, for a job with ``log_output``, passed on to catchup's stderr a prefixed line at
+a time (:class:`LoggedLines`)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ import sys
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any, BinaryIO
+
+from ..render.text import safe
 
 TAIL_BYTES = 64 * 1024
 
@@ -44,10 +47,83 @@ class Tail:
         return text
 
 
-def pump(source: BinaryIO, sink: BinaryIO | None, tail: Tail) -> None:
+LOG_LINES = 1000  # lines of one attempt's output logged (log_output); the rest counted
+LOG_LINE_BYTES = 4096  # of one line; a longer one is cut, the cut said
+
+_LOG_LOCK = threading.Lock()  # one line at a time on catchup's stderr, from any worker
+
+
+class LoggedLines:
+    """A job's output as lines on catchup's stderr (``log_output``), each after ``prefix``
+    (``job=billing key=globex period=2026-12-02 attempt=1``): at most :data:`LOG_LINES` per
+    attempt and :data:`LOG_LINE_BYTES` per line, control characters escaped; what was left out
+    is said in one more line when the attempt ends (:meth:`close`)."""
+
+    def __init__(self, prefix: str, limit: int = LOG_LINES) -> None:
+        self.prefix = prefix
+        self.limit = limit
+        self.logged = 0
+        self.left_out = 0
+        self._partial = bytearray()
+        self._cut = False  # the line being read was too long: the rest of it is dropped
+        self._lock = threading.Lock()
+
+    def add(self, chunk: bytes) -> None:
+        with self._lock:
+            while chunk:
+                line, newline, chunk = chunk.partition(b"\n")
+                self._take(line)
+                if newline:
+                    self._line_ended()
+
+    def _take(self, piece: bytes) -> None:
+        room = LOG_LINE_BYTES - len(self._partial)
+        if len(piece) > room:
+            self._partial += piece[:room]
+            self._cut = True
+        elif not self._cut:
+            self._partial += piece
+
+    def _line_ended(self) -> None:
+        line, cut = bytes(self._partial), self._cut
+        self._partial.clear()
+        self._cut = False
+        if self.logged >= self.limit:
+            self.left_out += 1
+            return
+        self.logged += 1
+        text = line.decode("utf-8", errors="replace").removesuffix("\r")
+        self._write(text + (" [catchup: the rest of this line not logged]" if cut else ""))
+
+    def _write(self, text: str) -> None:
+        line = f"{self.prefix} | {safe(text)}\n"
+        with _LOG_LOCK:
+            stream = real_stderr()
+            try:
+                stream.write(line)
+                stream.flush()
+            except (OSError, ValueError):
+                pass  # our own stderr went away; the tail still has it
+
+    def close(self) -> None:
+        """The attempt ended: its last line, if it had no newline, and what was left out."""
+        with self._lock:
+            if self._partial or self._cut:
+                self._line_ended()
+            if self.left_out:
+                more = f"{self.left_out:,} more line{'s' if self.left_out > 1 else ''}"
+                self._write(f"[catchup: {more} not logged; the ledger keeps the tail]")
+                self.left_out = 0
+
+
+def pump(
+    source: BinaryIO, sink: BinaryIO | None, tail: Tail, lines: LoggedLines | None = None
+) -> None:
     fd = source.fileno()
     while chunk := os.read(fd, 65536):
         tail.add(chunk)
+        if lines is not None:
+            lines.add(chunk)
         if sink is not None:
             try:
                 sink.write(chunk)
@@ -57,7 +133,7 @@ def pump(source: BinaryIO, sink: BinaryIO | None, tail: Tail) -> None:
     source.close()
 
 
-_CALL_TAILS: dict[int, tuple[Tail, bool]] = {}
+_CALL_TAILS: dict[int, tuple[Tail, bool, LoggedLines | None]] = {}
 
 
 class _ThreadOutput:
@@ -72,8 +148,11 @@ class _ThreadOutput:
         taken = _CALL_TAILS.get(threading.get_ident())
         if taken is None:
             return int(self._stream.write(text))
-        tail, stream = taken
-        tail.add(text.encode("utf-8", "replace"))
+        tail, stream, lines = taken
+        data = text.encode("utf-8", "replace")
+        tail.add(data)
+        if lines is not None:
+            lines.add(data)
         if stream:
             try:
                 self._stream.write(text)
@@ -114,18 +193,29 @@ def thread_streams() -> Iterator[None]:
                 _installed.clear()
 
 
-def register_thread(tail: Tail, stream: bool) -> None:
+def register_thread(tail: Tail, stream: bool, lines: LoggedLines | None = None) -> None:
     """What the calling thread prints from now on goes to ``tail`` (and on to the stream when
-    ``stream``), while :func:`thread_streams` holds the streams in place."""
-    _CALL_TAILS[threading.get_ident()] = (tail, stream)
+    ``stream``; to ``lines`` when logged), while :func:`thread_streams` holds the streams in
+    place."""
+    _CALL_TAILS[threading.get_ident()] = (tail, stream, lines)
 
 
 @contextlib.contextmanager
-def capturing(tail: Tail, stream: bool) -> Iterator[Callable[[], None]]:
+def capturing(
+    tail: Tail, stream: bool, lines: LoggedLines | None = None
+) -> Iterator[Callable[[], None]]:
     """:func:`thread_streams` for one call; the function returned registers the calling thread
     as the call's."""
     with thread_streams():
-        yield lambda: register_thread(tail, stream)
+        yield lambda: register_thread(tail, stream, lines)
+
+
+def real_stderr() -> Any:
+    """catchup's own stderr, under the thread-aware stream a call's thread writes through."""
+    stream = sys.stderr
+    while isinstance(stream, _ThreadOutput):
+        stream = stream._stream
+    return stream
 
 
 def forget_thread() -> None:

@@ -23,7 +23,7 @@ from ..errors import describe
 from ..schedule import Period, iso_utc, span
 from ..vocabulary import Ended
 from .callthread import CallThread
-from .output import TAIL_BYTES, Tail, capturing, forget_thread, pump
+from .output import TAIL_BYTES, LoggedLines, Tail, capturing, forget_thread, pump
 from .preflight import load_call, not_runnable, program_path
 
 
@@ -154,9 +154,12 @@ def run_command(
     keeper: LeaseKeeper,
     interrupted: threading.Event,
     stream: bool = True,
+    lines: LoggedLines | None = None,
 ) -> Execution:
     """Run ``argv`` in its own process group until it exits, times out, loses its lease or is
-    interrupted; the whole group is stopped in every case but the first."""
+    interrupted; the whole group is stopped in every case but the first. Its output is kept
+    (the tail), streamed on as it is (``stream``) or logged a prefixed line at a time
+    (``lines``)."""
     started = time.monotonic()
     tail = Tail()
     shown = argv[0]
@@ -174,7 +177,7 @@ def run_command(
             "",
             time.monotonic() - started,
         )
-    pumps = _pumps(proc, stream, tail)
+    pumps = _pumps(proc, stream, tail, lines)
     exited = _ExitWaiter(proc)
 
     def gone(seconds: float) -> bool:
@@ -195,6 +198,8 @@ def run_command(
     _signal_group(proc.pid, signal.SIGKILL)
     for pumping in pumps:
         pumping.join(timeout=5)
+    if lines is not None:
+        lines.close()
     code = proc.returncode
     if ended == Ended.exited and code != 0:
         error = f"exited with {code}" if code > 0 else f"killed by {signal.Signals(-code).name}"
@@ -220,16 +225,18 @@ def _started(
     )
 
 
-def _pumps(proc: subprocess.Popen[bytes], stream: bool, tail: Tail) -> list[threading.Thread]:
+def _pumps(
+    proc: subprocess.Popen[bytes], stream: bool, tail: Tail, lines: LoggedLines | None
+) -> list[threading.Thread]:
     """The threads that copy a command's stdout and stderr (one pipe, when not streamed) into
-    its tail (and on, streamed)."""
+    its tail (and on, streamed; to its logged lines, logged)."""
     assert proc.stdout is not None
     pipes = [(proc.stdout, sys.stdout)]
     if proc.stderr is not None:
         pipes.append((proc.stderr, sys.stderr))
     pumps = [
         threading.Thread(
-            target=pump, args=(pipe, out.buffer if stream else None, tail), daemon=True
+            target=pump, args=(pipe, out.buffer if stream else None, tail, lines), daemon=True
         )
         for pipe, out in pipes
     ]
@@ -275,28 +282,21 @@ def run_callable(
     interrupted: threading.Event,
     stream: bool = True,
     calls: CallThread | None = None,
+    lines: LoggedLines | None = None,
 ) -> Execution:
     """Run a Python ``call`` in a thread (of ``calls``, when given); on timeout, loss or
     interrupt, ``ctx.cancelled`` is set and the outcome recorded without waiting (a callable
     cannot be killed, only asked)."""
     started = time.monotonic()
-    assert job.call is not None
-    try:
-        target = load_call(job.call, job.workdir)
-    except Exception as exc:
-        return Execution(
-            Ended.exited,
-            None,
-            f"cannot load {job.call}: {describe(exc)}",
-            "",
-            time.monotonic() - started,
-        )
+    target = _loaded(job, started)
+    if isinstance(target, Execution):
+        return target
     # a failure until the callable returns: a handler that itself fails (an exception whose
     # text cannot be rendered) must never leave "no error", which is a success
     result: dict[str, str | None] = {"error": "the call ended without returning"}
     printed = Tail()
     capture = contextlib.ExitStack()
-    register = capture.enter_context(capturing(printed, stream))
+    register = capture.enter_context(capturing(printed, stream, lines))
 
     def work() -> None:
         register()
@@ -330,6 +330,7 @@ def run_callable(
     # command output)
     # what it printed, then (for a failure) the traceback, like a command's stdout and stderr
     tail = printed.text() + (result.get("tail") or "")
+    log_ended(lines, result.get("tail"))
     return Execution(
         ended,
         None if error else 0,
@@ -337,6 +338,24 @@ def run_callable(
         storable(tail[-TAIL_BYTES:]),
         time.monotonic() - started,
     )
+
+
+def _loaded(job: Job, started: float) -> Callable[..., object] | Execution:
+    """The job's callable, or (it cannot be loaded) the failure recorded for it."""
+    assert job.call is not None
+    try:
+        return load_call(job.call, job.workdir)
+    except Exception as exc:
+        error = f"cannot load {job.call}: {describe(exc)}"
+        return Execution(Ended.exited, None, error, "", time.monotonic() - started)
+
+
+def log_ended(lines: LoggedLines | None, traceback: str | None) -> None:
+    """A call's logged lines ended: its traceback logged too (a command's is on its stderr)."""
+    if lines is not None:
+        if traceback:
+            lines.add(traceback.encode("utf-8", "replace"))
+        lines.close()
 
 
 def _joiner(thread: threading.Thread) -> Callable[[float], bool]:

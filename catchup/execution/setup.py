@@ -10,9 +10,11 @@ from ..claims.failover import Held
 from ..claims.lease import LeaseKeeper
 from ..config.job import Job
 from ..ledger.rows import Claim, Renewed
+from ..render.text import log_prefix
 from ..schedule import Period
 from ..session import Session, owner_name
 from .callthread import CallThread
+from .output import LoggedLines
 from .runner import Execution, JobContext, child_env, placeholders, run_callable, run_command
 
 
@@ -61,11 +63,29 @@ def execute(  # noqa: PLR0913
             if session.target.source == "--dsn":
                 extra["CATCHUP_DSN"] = session.target.conninfo
             env = child_env(job, period, claim.attempt, claim.id, claim.checkpoint, extra)
-            return run_command(job, argv, env, keeper, interrupted, stream=stream)
+            lines = logged(session, job, values["period"], claim.attempt, stream)
+            return run_command(job, argv, env, keeper, interrupted, stream=stream, lines=lines)
         ctx = call_context(session, job, period, claim)
-        return run_callable(job, ctx, keeper, interrupted, stream=stream, calls=calls)
+        lines = logged(session, job, ctx.period, claim.attempt, stream)
+        return run_callable(job, ctx, keeper, interrupted, stream, calls=calls, lines=lines)
     finally:
         keeper.stop()
+
+
+def logged(
+    session: Session, job: Job, period: str, attempt: int, stream: bool
+) -> LoggedLines | None:
+    """Where this attempt's output is logged, line by line, to catchup's stderr: for a job
+    with ``log_output`` (or every job, ``--log-output``) when its output is not streamed as it
+    is (``catchup run`` streams it)."""
+    if stream or not logs(session, job):
+        return None
+    return LoggedLines(log_prefix(job.name, job.key, period, attempt))
+
+
+def logs(session: Session, job: Job) -> bool:
+    """Whether ``job``'s output is logged where it is not streamed."""
+    return job.log_output or session.config.log_output
 
 
 def call_context(

@@ -96,6 +96,22 @@ def safe(text: str, *, lines: bool = False) -> str:
     return "".join(out)
 
 
+def log_prefix(job: str, key: str, period: str, attempt: int) -> str:
+    """What goes before each logged line of a job's output (``log_output``): logfmt fields,
+    ``key=`` only for a job with keys, a value quoted when it holds a space, a quote, an ``=``
+    or is empty, control characters escaped."""
+    fields = [("job", job), ("key", key), ("period", period), ("attempt", str(attempt))]
+    return " ".join(f"{name}={logfmt(value)}" for name, value in fields if name != "key" or key)
+
+
+def logfmt(value: str) -> str:
+    """``value`` as one logfmt value: bare when it can be, else quoted and escaped."""
+    text = safe(value).replace("\t", "\\t")
+    if text and not any(c in text for c in ' "=\\') and text.isprintable():
+        return text
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
 def keys_paused(keys: tuple[str, ...] | None) -> str:
     """`` (2 keys paused)`` after a job's name; nothing when none of its keys is."""
     if not keys:

@@ -238,6 +238,25 @@ def test_not_renamed_is_a_flag_that_contradicts_renamed_from(tmp_path: Path) -> 
         assert said in str(info.value), info.value
 
 
+def test_log_output_is_a_flag_of_a_job_catchup_runs(tmp_path: Path) -> None:
+    """`log_output = true`: the job's output logged; not a string, and not on an observed job
+    (a ping and no command: catchup never sees its output)."""
+    path = tmp_path / "catchup.toml"
+    assert parse_config((GOOD + "log_output = true\n").encode(), path).job("billing").log_output
+    assert not parse_config(GOOD.encode(), path).job("billing").log_output
+    observed = (
+        '[jobs.seen]\nschedule = "daily"\nstart = "2026-10-01"\n'
+        'ping = "5bf66975-d4c7-4bf5-bcc8-b8d8a82ea278"\nlog_output = true\n'
+    )
+    for text, said in (
+        (GOOD + 'log_output = "yes"\n', "jobs.billing.log_output: expected true or false, got"),
+        (observed, "jobs.seen.log_output: an observed job (ping, no command or call)"),
+    ):
+        with pytest.raises(ConfigError) as info:
+            parse_config(text.encode(), path)
+        assert said in str(info.value), info.value
+
+
 def test_lanes_and_a_jobs_lane_are_checked_naming_the_line(tmp_path: Path) -> None:
     """[scheduler.lanes]: each a name and 1 to 64 workers, never `default` (that lane's are
     --workers); a job's lane must be one of them. Each mistake on its own line."""
