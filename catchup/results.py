@@ -23,6 +23,7 @@ from .scheduler.pulsefacts import Pulse
 from .vocabulary import (
     GAP_STATES,
     EventAction,
+    JobChange,
     OutcomeStatus,
     PeriodState,
     PingKind,
@@ -603,3 +604,62 @@ class Cancelled:
     @property
     def done(self) -> bool:
         return self.outcome in ("cancelled", "requested")
+
+
+@dataclass(frozen=True)
+class KeysChange:
+    """A keyed job's keys as its (new) keys query returns them, against those the ledger
+    recorded: how many came and went, the first few of each (in key order)."""
+
+    added: int
+    gone: int
+    first_added: tuple[str, ...]
+    first_gone: tuple[str, ...]
+    error: str | None = None  # why the keys query could not be read
+
+
+@dataclass(frozen=True)
+class JobPlan:
+    """``catchup plan``: one job's change, and what the first tick after it would run."""
+
+    job: str
+    change: JobChange
+    was: str | None = None  # renamed from, or (held) the job whose schedule it has
+    differs: tuple[str, ...] = ()  # what differs, as people name it ("schedule", "catchup")
+    at_once: tuple[datetime, ...] = ()  # period starts the first tick runs, not run before
+    at_once_keys: int = 0  # how many (key, period)s of them, for a job with keys
+    already: int = 0  # periods the first tick runs that the current config's would run too
+    left: int = 0  # gap periods max_per_tick leaves for later ticks
+    gaps: int = 0  # gap periods in its whole history (replay's), under the new config
+    gaps_before: int | None = None  # the same under the current config (None: not known)
+    expected: int = 0  # periods expected from its start to now (excluded ones not counted)
+    expected_before: int | None = None
+    excluded: int = 0  # periods its exclude excludes, from its start to now
+    excluded_before: int | None = None
+    keys: KeysChange | None = None
+    last_success: datetime | None = None  # a removed job's, from the ledger
+    labeler: Callable[[datetime], str] = field(default=iso_utc, compare=False, repr=False)
+
+    def label(self, start: datetime) -> str:
+        return self.labeler(start)
+
+    @property
+    def runs(self) -> int:
+        """How many periods (a keyed job: (key, period)s) the change runs at once."""
+        return self.at_once_keys or len(self.at_once)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """``catchup plan NEW.toml``: what the change from the current config (``against``, None:
+    the ledger alone) to ``config`` does, job by job, on the database clock at ``now``."""
+
+    config: str
+    against: str | None
+    ledger: str  # the database and schema, as ``Connected`` names it (no password)
+    now: datetime
+    jobs: tuple[JobPlan, ...]
+
+    @property
+    def runs(self) -> int:
+        return sum(job.runs for job in self.jobs)

@@ -88,7 +88,11 @@ class Session:
 
     def registered_id(self, name: str) -> int:
         """The ledger id of the configured job ``name``, which is registered (with every other
-        configured job, and their schedules recorded) the first time this session asks."""
+        configured job, and their schedules recorded) the first time this session asks; a
+        session that only reads (``writes=False``) reads it, -1 when the ledger has none."""
+        if not self.writes:  # a session that only reads registers nothing: -1 has no row
+            row = self.job_rows(write=False).get(name)
+            return row.id if row is not None else -1
         if name not in self._job_ids:
             self._sync()
         return self._job_ids[name]

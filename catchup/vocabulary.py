@@ -108,6 +108,17 @@ REPLAYABLE = frozenset(
 )
 
 
+class JobChange(StrEnum):
+    """What ``catchup plan`` says a config change does to a job the ledger has, or would."""
+
+    added = "added"  # new to the ledger
+    held = "held"  # new, with the schedule of a job the config no longer names: nothing runs
+    renamed = "renamed"  # renamed_from a job the ledger has: its periods kept under the new name
+    redefined = "redefined"  # its schedule, zone, start, what it runs or its settings differ
+    unchanged = "unchanged"
+    removed = "removed"  # the ledger has it, the config no longer names it
+
+
 class OutcomeStatus(StrEnum):
     """What a command did with one period (run, tick, replay): in this order in totals."""
 

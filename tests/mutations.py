@@ -1334,6 +1334,56 @@ MUTATIONS = (
         ("tests/integration/test_alerts.py::test_a_key_that_is_slack_markup_is_escaped",),
     ),
     Mutation(
+        "plan-counts-what-changes",
+        "plan counts the periods the change runs at once, not those due anyway",
+        "catchup/reports/plan.py",
+        "    new_items = chosen - earlier\n",
+        "    new_items = chosen\n",
+        (
+            "tests/integration/test_plan.py::test_an_added_job_runs_at_once_what_an_unchanged_one_would_run_anyway",
+        ),
+    ),
+    Mutation(
+        "plan-renamed-never-held",
+        "plan says a job renamed_from one the ledger has is renamed, never held",
+        "catchup/reports/plan.py",
+        "    held_as = {name: was for name, was in held if new.config.jobs[name].renamed_from"
+        " not in taken}\n",
+        "    held_as = dict(held)\n",
+        (
+            "tests/integration/test_plan.py::test_a_rename_is_said_and_runs_nothing_and_a_lookalike_is_held",
+        ),
+    ),
+    Mutation(
+        "read-only-session-registers-nothing",
+        "a session that only reads (plan) asks a job's id, never registers or renames it",
+        "catchup/session.py",
+        "        if not self.writes:  # a session that only reads registers nothing: -1 has no"
+        " row\n",
+        "        if False:\n",
+        (
+            "tests/integration/test_plan.py::test_a_rename_is_said_and_runs_nothing_and_a_lookalike_is_held",
+        ),
+    ),
+    Mutation(
+        "plan-connection-read-only",
+        "plan's connection refuses every write (default_transaction_read_only)",
+        "sql/queries/base.sql",
+        "SET default_transaction_read_only = on;",
+        "SET default_transaction_read_only = off;",
+        ("tests/integration/test_plan.py::test_a_plans_connection_refuses_every_write",),
+    ),
+    Mutation(
+        "log-output-past-progress",
+        "a job's logged lines go to catchup's stderr while a progress bar has taken it over",
+        "catchup/execution/output.py",
+        "    while isinstance(stream, (_ThreadOutput, FileProxy)):",
+        "    while isinstance(stream, _ThreadOutput):",
+        (
+            "tests/integration/test_log_output.py::test_logged_lines_go_to_stderr_whole_while_a_progress_bar_draws",
+        ),
+    ),
+    Mutation(
         "log-output-bounded",
         "a job's logged output stops at 1,000 lines per attempt, the rest counted",
         "catchup/execution/output.py",
@@ -1345,8 +1395,8 @@ MUTATIONS = (
         "log-output-escaped",
         "a job's logged line shows its control characters escaped, never obeyed",
         "catchup/execution/output.py",
-        '        line = f"{self.prefix} | {safe(text)}\\n"',
-        '        line = f"{self.prefix} | {text}\\n"',
+        '        text = safe(line.decode("utf-8", errors="replace").removesuffix("\\r"))',
+        '        text = line.decode("utf-8", errors="replace").removesuffix("\\r")',
         (
             "tests/integration/test_log_output.py::test_a_jobs_output_is_logged_with_its_period_and_attempt",
         ),

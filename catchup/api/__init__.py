@@ -3,7 +3,7 @@ result. The command line (``catchup.cli``) parses, calls one of these, renders t
 maps it to an exit code; the Python API is this class. So the two cannot disagree.
 
 The operations come in the command line's families: :mod:`.running`, :mod:`.looking`,
-:mod:`.changing`, each a part of :class:`Catchup` standing on :mod:`.base`, and
+:mod:`.changing`, :mod:`.planning`, each a part of :class:`Catchup` standing on :mod:`.base`, and
 :mod:`.scheduling` (the built-in scheduler, which ticks and serves)."""
 
 from __future__ import annotations
@@ -11,12 +11,13 @@ from __future__ import annotations
 from ..config.resolve import code_origin
 from .base import reason_problem
 from .changing import Changing
+from .planning import Planning
 from .scheduling import Scheduling
 
 __all__ = ["Catchup", "code_origin", "reason_problem"]
 
 
-class Catchup(Scheduling, Changing):
+class Catchup(Scheduling, Changing, Planning):
     """A ledger and its jobs.
 
     Load ``catchup.toml`` (``Catchup("catchup.toml")``, or ``Catchup()`` to find it like the

@@ -27,7 +27,7 @@ from .changing import (
     resume,
     retire,
 )
-from .looking import explain, history, jobs, keys, ps, scan, why
+from .looking import explain, history, jobs, keys, plan, ps, scan, why
 from .options import EXIT_CODES
 from .running import ping, replay, run, tick
 from .scheduling import scheduler
@@ -62,7 +62,7 @@ def cli(ctx: click.Context, config_path: str | None, dsn: str | None, quiet: boo
 # `catchup --help` lists them in these sections, in this order (click alone sorts them by name)
 SECTIONS: tuple[tuple[str, tuple[click.Command, ...]], ...] = (
     ("Run periods", (run, tick, scheduler, replay, ping)),
-    ("Look", (scan, jobs, ps, history, keys, why, explain, serve)),
+    ("Look", (scan, jobs, ps, history, keys, why, explain, plan, serve)),
     (
         "Change the ledger",
         (mark, exclude, reset, cancel, adopt, rename, retire, pause, resume, checkpoint),

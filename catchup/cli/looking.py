@@ -225,6 +225,37 @@ def ps(state: State, limit: int, as_json: bool) -> None:
     show(state.app().ps(limit=limit), as_json, running.ps_json, running.ps)
 
 
+@click.command(
+    epilog="Exit codes: 0 nothing would run at once, 1 the first tick after the change would "
+    "run periods the current config's would not, 2 bad input (either config), 3 database error."
+)
+@click.argument("new_config", metavar="NEW.toml", type=click.Path(dir_okay=False))
+@json_option("Print JSON instead of text.")
+@pass_state
+def plan(state: State, new_config: str, as_json: bool) -> None:
+    """Say what NEW.toml would do to the ledger before it is deployed, writing nothing.
+
+    Each job of NEW.toml against the ledger it names: added, held (new, with the schedule of
+    a job it no longer names: nothing runs), renamed (renamed_from), redefined (what differs:
+    schedule, time zone, start, what it runs, and the settings that differ from the current
+    config's), unchanged; and the ledger's jobs it no longer names, removed. A keyed job's
+    keys as its new query returns them against those recorded; each job's periods expected,
+    excluded and gaps from its start to now, with what they were. Then the periods the first
+    tick after the change would run at once that the current config's first tick would not
+    (the current config: --config, or the catchup.toml found here, when it is another file on
+    the same ledger; without one, every period the first tick would run). Exit 1 when there
+    are any, so CI can hold a change until someone has looked.
+
+    Example: catchup plan deploy/catchup.toml
+    """
+    from ..render.plan import plan_json, plan_text
+
+    result = state.app(require_config=False).plan(new_config)
+    show(result, as_json, plan_json, plan_text)
+    if result.runs:
+        sys.exit(EXIT_FAILED)
+
+
 @click.command(epilog=EXIT_CODES)
 @click.argument("job")
 @json_option("Print JSON instead of a table.")

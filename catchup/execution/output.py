@@ -12,6 +12,8 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any, BinaryIO
 
+from rich.file_proxy import FileProxy
+
 from ..render.text import safe
 
 TAIL_BYTES = 64 * 1024
@@ -66,11 +68,12 @@ class LoggedLines:
         self.left_out = 0
         self._partial = bytearray()
         self._cut = False  # the line being read was too long: the rest of it is dropped
+        self._closed = False  # the attempt ended: what a child left behind writes is not its
         self._lock = threading.Lock()
 
     def add(self, chunk: bytes) -> None:
         with self._lock:
-            while chunk:
+            while chunk and not self._closed:
                 line, newline, chunk = chunk.partition(b"\n")
                 self._take(line)
                 if newline:
@@ -92,11 +95,14 @@ class LoggedLines:
             self.left_out += 1
             return
         self.logged += 1
-        text = line.decode("utf-8", errors="replace").removesuffix("\r")
+        text = safe(line.decode("utf-8", errors="replace").removesuffix("\r"))
+        if len(text.encode()) > LOG_LINE_BYTES:  # escaped, it grew (\x00 is four)
+            text = text.encode()[:LOG_LINE_BYTES].decode("utf-8", errors="ignore")
+            cut = True
         self._write(text + (" [catchup: the rest of this line not logged]" if cut else ""))
 
     def _write(self, text: str) -> None:
-        line = f"{self.prefix} | {safe(text)}\n"
+        line = f"{self.prefix} | {text}\n"
         with _LOG_LOCK:
             stream = real_stderr()
             try:
@@ -114,6 +120,7 @@ class LoggedLines:
                 more = f"{self.left_out:,} more line{'s' if self.left_out > 1 else ''}"
                 self._write(f"[catchup: {more} not logged; the ledger keeps the tail]")
                 self.left_out = 0
+            self._closed = True
 
 
 def pump(
@@ -160,8 +167,36 @@ class _ThreadOutput:
                 pass
         return len(text)
 
+    def writelines(self, lines: Any) -> None:
+        for line in lines:
+            self.write(line)
+
+    @property
+    def buffer(self) -> Any:
+        """The binary stream under it: a call's thread writing bytes is captured as well."""
+        if _CALL_TAILS.get(threading.get_ident()) is None:
+            return self._stream.buffer
+        return _ThreadBuffer(self)
+
     def __getattr__(self, name: str) -> Any:
         return getattr(self._stream, name)
+
+
+class _ThreadBuffer:
+    """``sys.stdout.buffer`` as a call's own thread sees it: bytes go where its text goes."""
+
+    def __init__(self, text: _ThreadOutput) -> None:
+        self._text = text
+
+    def write(self, data: bytes) -> int:
+        self._text.write(bytes(data).decode("utf-8", "replace"))
+        return len(data)
+
+    def flush(self) -> None:
+        self._text.flush()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._text._stream.buffer, name)
 
 
 _install_lock = threading.Lock()
@@ -211,10 +246,12 @@ def capturing(
 
 
 def real_stderr() -> Any:
-    """catchup's own stderr, under the thread-aware stream a call's thread writes through."""
+    """catchup's own stderr, under the thread-aware stream a call's thread writes through and
+    under Rich's proxy while a progress bar draws (which would wrap a line at the terminal's
+    width and print it on stdout's console)."""
     stream = sys.stderr
-    while isinstance(stream, _ThreadOutput):
-        stream = stream._stream
+    while isinstance(stream, (_ThreadOutput, FileProxy)):
+        stream = stream._stream if isinstance(stream, _ThreadOutput) else stream.rich_proxied_file
     return stream
 
 

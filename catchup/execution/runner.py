@@ -380,8 +380,11 @@ def reopen_standard_streams() -> None:
 
 
 def traceback_text(exc: BaseException) -> str:
+    """What a call raised, from its own frames: the first is catchup's, which called it."""
     try:
-        return "".join(traceback.format_exception(exc))[-TAIL_BYTES:]
+        tb = exc.__traceback__
+        shown = traceback.format_exception(type(exc), exc, tb.tb_next if tb else None)
+        return "".join(shown)[-TAIL_BYTES:]
     except BaseException:
         return f"{describe(exc)} (its traceback could not be rendered)\n"
 

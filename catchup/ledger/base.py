@@ -85,6 +85,10 @@ class LedgerBase:
 
     # -- schema ------------------------------------------------------------------------------
 
+    def only_read(self) -> None:
+        """Every later transaction of this connection read-only: a write is the server's error."""
+        self.conn.execute(self._q("only_reads"))
+
     def version(self) -> int:
         """The applied schema version; 0 when the schema does not exist yet."""
         try:

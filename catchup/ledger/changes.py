@@ -81,6 +81,11 @@ class Changing(LedgerBase):
         row = self.conn.execute(self._q("record_tick"), params).fetchone()
         return row[0] if row else None
 
+    def last_tick(self) -> datetime | None:
+        """The latest tick's time, read and not recorded (what the next tick would see)."""
+        row = self.conn.execute(self._q("last_tick")).fetchone()
+        return row[0] if row else None
+
     # -- reconciliation, pausing, the scheduler's pulse ---------------------------------------
 
     def lock_periods(self, job_id: int, starts: list[datetime], key: str = "") -> list[LockedRow]:

@@ -78,6 +78,11 @@ LEGEND = (
 _BIDI = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
 
 
+# control characters, and the line and paragraph separators (U+2028, U+2029) that many tools
+# (log shippers, editors, JavaScript) break a line at
+_ESCAPED = frozenset(("Cc", "Zl", "Zp"))
+
+
 def safe(text: str, *, lines: bool = False) -> str:
     """Text that a user or a job wrote, made fit to print: control characters (escape sequences,
     BEL, backspace, C1 codes, DEL) and bidirectional overrides are shown escaped (``\\x1b``),
@@ -88,7 +93,7 @@ def safe(text: str, *, lines: bool = False) -> str:
     for c in text:
         if c == "\t" or (lines and c == "\n"):
             out.append(c)
-        elif c in _BIDI or unicodedata.category(c) == "Cc":
+        elif c in _BIDI or unicodedata.category(c) in _ESCAPED:
             code = ord(c)
             out.append(f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
         else:

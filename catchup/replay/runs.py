@@ -197,17 +197,11 @@ def tick(  # noqa: PLR0913
     ready = prepare(session, jobs)
     now = ready.now
     previous = session.ledger.record_tick(socket.gethostname(), term)
-    due = [
-        (target, latest)
-        for target in ready.targets
-        if not target.paused
-        and (latest := target.job.timeline.latest_due(target.job.delay, now)) is not None
-    ]
-    targets, gaps, rerun = _tick_gaps(session, due, now)
+    targets, choices = tick_choices(session, ready, previous)
     chosen_per_job: list[list[Planned]] = []
     planned = 0
     left: list[tuple[str, int]] = []
-    for target, chosen, more in _tick_choices(session, due, gaps, rerun, previous):
+    for target, chosen, more in choices:
         if more > 0:
             left.append((target.job.name, more))
         if holding is not None:
@@ -232,7 +226,7 @@ def tick(  # noqa: PLR0913
         interrupted=interrupted,
         on_done=on_done if holding is None else _releasing(holding, on_done),
         max_time=max_time,
-        prepare=functools.partial(_reopen, RERUN) if rerun else None,
+        prepare=functools.partial(_reopen, RERUN) if _reruns(targets) else None,
         draining=draining,
     )
     outside = before_window(session, targets, now) if look_back and not ran.interrupted else ()
@@ -241,8 +235,24 @@ def tick(  # noqa: PLR0913
     )
 
 
+def tick_choices(
+    session: Session, ready: Prepared, previous: datetime | None, *, record: bool = True
+) -> tuple[list[ScanTarget], list[tuple[ScanTarget, list[Planned], int]]]:
+    """What a tick runs of each due job of ``ready`` (``previous``: the last tick's time), by
+    its catch-up policy, with how many gap periods ``max_per_tick`` leaves; and the targets
+    scanned for it. ``record=False``: nothing written (``catchup plan``)."""
+    due = [
+        (target, latest)
+        for target in ready.targets
+        if not target.paused
+        and (latest := target.job.timeline.latest_due(target.job.delay, ready.now)) is not None
+    ]
+    targets, gaps, rerun = _tick_gaps(session, due, ready.now, record)
+    return targets, _tick_choices(session, due, gaps, rerun, previous)
+
+
 def _tick_gaps(
-    session: Session, due: list[tuple[ScanTarget, Period]], now: datetime
+    session: Session, due: list[tuple[ScanTarget, Period]], now: datetime, record: bool
 ) -> tuple[list[ScanTarget], dict[str, JobScan], set[str]]:
     """The gaps of every catch-up-all job in one scan, each from its own window, and the jobs
     whose outdated periods run again (``when_outdated = "rerun"``)."""
@@ -251,14 +261,23 @@ def _tick_gaps(
         for target, _ in due
         if target.job.catchup == "all"
     ]
-    scanned = scan_jobs(session.ledger, targets, now=now, since=None, until=None) if targets else []
+    scanned = (
+        scan_jobs(session.ledger, targets, now=now, since=None, until=None, record=record)
+        if targets
+        else []
+    )
     gaps = {result.job: result for result in scanned}
-    rerun = {t.job.name for t in targets if t.job.after and t.job.when_outdated == "rerun"}
+    rerun = {t.job.name for t in _reruns(targets)}
     if rerun:  # when_outdated = "rerun": what an upstream re-run made outdated runs again
         for target in targets:
             if target.job.name in rerun:
                 gaps[target.job.name] = with_outdated(session, target.job, gaps[target.job.name])
     return targets, gaps, rerun
+
+
+def _reruns(targets: list[ScanTarget]) -> list[ScanTarget]:
+    """The catch-up-all targets that run again what an upstream re-run made outdated."""
+    return [t for t in targets if t.job.after and t.job.when_outdated == "rerun"]
 
 
 def _tick_choices(

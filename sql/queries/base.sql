@@ -7,6 +7,11 @@
 -- The database clock: the one clock every due-time decision uses.
 SELECT clock_timestamp() AS now;
 
+-- name: only_reads
+-- From now on this connection's transactions may not write (`catchup plan`): what reads
+-- promise nothing is written is held to it by the server.
+SET default_transaction_read_only = on;
+
 -- name: schema_version
 SELECT coalesce(max(version), 0) AS version FROM {schema}.schema_version;
 

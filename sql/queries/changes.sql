@@ -26,6 +26,10 @@ WITH previous AS (
 )
 SELECT at FROM previous;
 
+-- name: last_tick
+-- The latest tick's time (NULL before the first), read as the next tick would: `catchup plan`.
+SELECT max(at) FROM {schema}.ticks;
+
 -- name: revive_periods
 -- Compacted periods about to be marked or reset move back into runs, as the succeeded
 -- compacted rows they were (sql/migrations/0020), in the change's transaction.

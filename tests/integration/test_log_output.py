@@ -8,7 +8,11 @@ keeps the tail as before."""
 from __future__ import annotations
 
 import json
+import os
+import pty
 import re
+import subprocess
+import threading
 
 from fix_project import Project
 from test_scheduler_reload import Scheduler, start_of
@@ -39,7 +43,7 @@ def test_a_jobs_output_is_logged_with_its_period_and_attempt(project: Project) -
         job(
             "billing",
             "echo billing $CATCHUP_PERIOD; printf 'payment provider said 502 \\033[31mred\\n' >&2;"
-            " printf 'no newline at the end'; exit 1",
+            " printf 'one \\342\\200\\250 line\\n'; printf 'no newline at the end'; exit 1",
             "log_output = true",
         )
         + job("quiet", "echo quiet one")
@@ -51,9 +55,10 @@ def test_a_jobs_output_is_logged_with_its_period_and_attempt(project: Project) -
     assert first == [
         "job=billing period=2026-11-01 attempt=1 | billing 2026-11-01",
         "job=billing period=2026-11-01 attempt=1 | payment provider said 502 \\x1b[31mred",
+        "job=billing period=2026-11-01 attempt=1 | one \\u2028 line",  # a separator, escaped
         "job=billing period=2026-11-01 attempt=1 | no newline at the end",
     ]
-    assert "\x1b" not in ran.stderr
+    assert "\x1b" not in ran.stderr and "\u2028" not in ran.stderr
     assert "quiet one" not in ran.stderr and all(LOGGED.match(line) for line in lines)
     assert "│ billing 2026-11-01" in ran.stdout  # the failure's tail, as replay shows it
     assert "job=" not in ran.stdout
@@ -90,10 +95,10 @@ def test_log_output_logs_every_jobs_keys_whole_lines_quoted(project: Project, sq
 
 
 def test_logged_lines_are_bounded_per_attempt(project: Project) -> None:
-    """1,500 lines, the first 10,000 bytes long: 1,000 lines logged, the long one cut at 4 KiB
-    (and said), then one line counting the 500 left out; the ledger's tail still ends with
-    the last line."""
-    script = "head -c 10000 /dev/zero | tr '\\0' y; echo; i=2; " + (
+    """1,500 lines, the first 10,000 bytes long and the second 5,000 NULs: 1,000 lines logged,
+    the long ones cut at 4 KiB as logged (and said), then one line counting the 500 left out;
+    the ledger's tail still ends with the last line."""
+    script = "head -c 10000 /dev/zero | tr '\\0' y; echo; head -c 5000 /dev/zero; echo; i=3; " + (
         "while [ $i -le 1500 ]; do echo line $i; i=$((i+1)); done"
     )
     project.write(job("chatty", script, "log_output = true"))
@@ -105,7 +110,9 @@ def test_logged_lines_are_bounded_per_attempt(project: Project) -> None:
     assert len(lines) == 1001, ran.stderr[-500:]
     prefix = "job=chatty period=2026-11-02 attempt=1 | "
     assert lines[0] == prefix + "y" * 4096 + " [catchup: the rest of this line not logged]"
-    assert lines[1] == prefix + "line 2" and lines[999] == prefix + "line 1000"
+    # 5,000 NULs, escaped, would be 20,000 characters: cut at 4 KiB as escaped
+    assert lines[1] == prefix + "\\x00" * 1024 + " [catchup: the rest of this line not logged]"
+    assert lines[2] == prefix + "line 3" and lines[999] == prefix + "line 1000"
     assert lines[1000] == prefix + "[catchup: 500 more lines not logged; the ledger keeps the tail]"
     shown = project.cli("-q", "history", "chatty", "--period", "2026-11-02", "--json")
     assert json.loads(shown.stdout)["attempts"][0]["output_tail"].endswith("line 1500\n")
@@ -116,8 +123,11 @@ def test_a_calls_output_and_traceback_are_logged(project: Project) -> None:
     several keys): what its own thread prints and, when it raises, its traceback, logged
     after its fields; nothing another thread prints is."""
     (project.path / "billjobs.py").write_text(
+        "import sys\n\n"
         "def run(ctx):\n"
         "    print('billing', ctx.key, ctx.period)\n"
+        "    sys.stdout.buffer.write(b'bytes ' + ctx.key.encode() + b'\\n')\n"
+        "    sys.stdout.writelines(['lines ', ctx.key, '\\n'])\n"
         "    if ctx.key == 'globex':\n"
         "        raise RuntimeError('payment provider said 502 for ' + ctx.key)\n"
     )
@@ -135,6 +145,12 @@ def test_a_calls_output_and_traceback_are_logged(project: Project) -> None:
         said = f"job=billing key=globex period={day} attempt=1 | RuntimeError: payment provider"
         assert any(line.startswith(said) for line in lines), ran.stderr
     assert not any("key=acme" in line and "Traceback" in line for line in lines)
+    for key in ("acme", "globex"):  # bytes and writelines from its own thread, caught too
+        day = "period=2026-11-01 attempt=1 | "
+        assert f"job=billing key={key} {day}bytes {key}" in lines, ran.stderr
+        assert f"job=billing key={key} {day}lines {key}" in lines, ran.stderr
+    assert "\nbytes" not in ran.stdout  # only in a failure's tail, as replay shows it
+    assert "catchup/execution" not in ran.stderr  # the traceback from its own frames
     assert all(LOGGED.match(line) for line in lines)
 
 
@@ -153,3 +169,45 @@ def test_the_scheduler_logs_its_jobs_output(project: Project, sql: object) -> No
         assert found is not None and found.group(1) == found.group(2), line
     finally:
         assert scheduler.stop() == 0, scheduler.said()
+
+
+def test_logged_lines_go_to_stderr_whole_while_a_progress_bar_draws(project: Project) -> None:
+    """replay on a terminal draws a progress bar, and Rich takes sys.stderr over while it
+    does: the logged lines still go to catchup's own stderr, each whole (not onto the
+    terminal, not wrapped at its 40 columns)."""
+    project.write(job("billing", "echo billing $CATCHUP_PERIOD", "log_output = true"))
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen(
+        project.command("-q", "replay", "--since", "2026-11-01", "--until", "2026-11-04"),
+        cwd=project.path,
+        env=project.env(COLUMNS="40", TERM="xterm"),
+        stdin=subprocess.DEVNULL,
+        stdout=follower,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    os.close(follower)
+    shown: list[bytes] = []
+
+    def drain() -> None:  # the terminal's side, read until the process lets go of it
+        while True:
+            try:
+                chunk = os.read(leader, 65536)
+            except OSError:
+                return
+            if not chunk:
+                return
+            shown.append(chunk)
+
+    reader = threading.Thread(target=drain, daemon=True)
+    reader.start()
+    try:
+        _, err = proc.communicate(timeout=120)
+    finally:
+        reader.join(timeout=10)
+        os.close(leader)
+    assert proc.returncode == 0, err
+    assert b"job=billing" not in b"".join(shown)
+    assert logged(err) == [
+        f"job=billing period=2026-11-0{day} attempt=1 | billing 2026-11-0{day}" for day in (1, 2, 3)
+    ], err

@@ -39,6 +39,7 @@ PUBLIC = [
     "Period",
     "PeriodReport",
     "Pinged",
+    "Plan",
     "Range",
     "Renamed",
     "Resumed",
