@@ -75,7 +75,8 @@ def _runs(job: JobPlan) -> list[str]:
     if job.change == JobChange.held:
         return ["nothing of it runs until the config says which it is (see catchup why)"]
     if not job.at_once:
-        return [f"{job.already:,} due period(s) run as they would anyway"] if job.already else []
+        what = "(key, period)s" if job.keys is not None else "period(s)"
+        return [f"{job.already:,} due {what} run as they would anyway"] if job.already else []
     span = job.label(job.at_once[0])
     if len(job.at_once) > 1:
         span += f" .. {job.label(job.at_once[-1])}"
