@@ -1384,6 +1384,16 @@ MUTATIONS = (
         ),
     ),
     Mutation(
+        "null-dated-keys-compare-whole",
+        "a dated keys query with NULL dates, unchanged, compares whole as alike (no key joined)",
+        "catchup/ledger/keys.py",
+        '    if name != "keys_diff" or kind is None:\n        return since\n',
+        "    if True:\n        return since\n",
+        (
+            "tests/integration/test_key_reads.py::test_a_dated_keys_query_with_null_dates_compares_whole_as_unchanged",
+        ),
+    ),
+    Mutation(
         "log-output-bounded",
         "a job's logged output stops at 1,000 lines per attempt, the rest counted",
         "catchup/execution/output.py",

@@ -86,6 +86,7 @@ class KeysDiff:
         "gone",
         "job_id",
         "odd",
+        "same",
         "twice",
     )
 
@@ -99,6 +100,7 @@ class KeysDiff:
         self.odd: list[str | None] = []
         self.twice: str | None = None
         self.count = 0
+        self.same = False  # compared whole, alike the keys held: nothing else was read
 
     def __len__(self) -> int:
         return self.count
@@ -112,6 +114,7 @@ class KeysDiff:
         """One row of keys_diff."""
         if what == "count":
             self.count = n or 0
+            self.same = key == "true"
         elif what == "odd":
             self.odd.append(key)
         elif what == "twice" and key is not None:
@@ -166,10 +169,19 @@ def _keys_query(
         schema,
         keys=keys,
         names=sql.SQL("(key, since)" if kind else "(key)"),
-        since=sqlfiles.query(SINCE_KINDS[kind], schema),
+        since=_since(name, schema, kind),
         digest=sqlfiles.query("key_digest", schema),
         order=sqlfiles.query(order, schema),
     )
+
+
+def _since(name: str, schema: str, kind: str | None) -> sql.Composed:
+    """When a key is expected from, by the query's second column; in a diff, a held key the
+    column leaves NULL keeps its own date (it is no change, and its digest compares alike)."""
+    since = sqlfiles.query(SINCE_KINDS[kind], schema)
+    if name != "keys_diff" or kind is None:
+        return since
+    return sqlfiles.query_naming("keys_since_or_held", schema, since=since)
 
 
 def diff_keys(

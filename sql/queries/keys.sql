@@ -20,7 +20,9 @@ SELECT k.key::text, {since} FROM ({keys}) AS k {names} LIMIT %(limit)s;
 -- its rows are compared as a whole with the keys held (key_digest: how many, and two sums of
 -- their hashes, one with when each is expected if the query says it, under seeds drawn for
 -- this read, so no set of keys can be made to look like another): alike, nothing changed, and
--- nothing more is done (hashing a million keys costs a fifth of joining them).
+-- nothing more is done (hashing a million keys costs a fifth of joining them). A held key
+-- whose date the query leaves NULL keeps the date it has (keys_since_or_held), so a dated
+-- query with NULLs in it compares alike too.
 -- Else its rows are counted by key, once, and that joined with the key history, once. Rows of
 -- four kinds: 'count' (how many rows, at most %(limit)s), 'odd' (each key that is not 1 to 200
 -- printable ASCII characters, or null: Python's key_problem says whether it can be a key),
@@ -52,7 +54,7 @@ WITH q AS MATERIALIZED (
     SELECT key, expected_from, gone_at FROM {schema}.job_keys
     WHERE job_id = %(job_id)s AND NOT (SELECT same FROM d)
 )
-SELECT 'count', d.n::bigint, NULL::text, NULL::timestamptz[] FROM d
+SELECT 'count', d.n::bigint, d.same::text, NULL::timestamptz[] FROM d
 UNION ALL
 SELECT 'odd', NULL, g.key, NULL FROM g
 WHERE g.key IS NULL OR g.key !~ '^[ -~]+$' OR length(g.key) > 200
@@ -102,6 +104,10 @@ SELECT set_config('enable_hashjoin', 'off', true), set_config('enable_mergejoin'
 -- finding in parallel workers (the planner takes a filter it cannot read for one that keeps
 -- half the rows, and each row sent back from a worker for a cost).
 SELECT set_config('parallel_tuple_cost', '0.001', true);
+
+-- name: keys_since_or_held
+coalesce({since}, (SELECT h.expected_from FROM {schema}.job_keys h
+                   WHERE h.job_id = %(job_id)s AND h.key = k.key::text AND h.gone_at IS NULL))
 
 -- name: keys_since_none
 NULL::timestamptz

@@ -376,3 +376,32 @@ def test_a_read_recorded_a_block_at_a_time_locks_rows_in_key_order(
             holder.rollback()
             thread.join(timeout=30)
             assert not thread.is_alive()
+
+
+def test_a_dated_keys_query_with_null_dates_compares_whole_as_unchanged(
+    project: Project, sql: Any, database: Database, schema: str
+) -> None:
+    """A keys query whose date column is NULL for some keys: those are held from the job's
+    start (or first seen); read again unchanged, the whole compares alike (the cheap path: no
+    key joined), and a date that did change is still found."""
+    import psycopg
+
+    from catchup.ledger import diff_keys
+
+    query = f"SELECT key, since FROM {schema}.tenants"
+    project.write(job_toml("invoice", "daily", "2026-10-01", keys=query, command=["true"]))
+    assert project.cli("-q", "migrate").exit_code == 0  # the schema the table goes in
+    sql("CREATE TABLE {schema}.tenants (key text, since date)")
+    sql("INSERT INTO {schema}.tenants VALUES ('acme', NULL), ('globex', '2026-10-03'), ('x', NULL)")
+    assert project.cli("-q", "scan", "--until", "2026-10-05").exit_code in (0, 1)
+    ((job_id,),) = sql("SELECT id FROM {schema}.jobs WHERE name = 'invoice'")
+
+    def diff() -> Any:
+        with psycopg.connect(database.conninfo, autocommit=True) as conn:
+            return diff_keys(conn, query, "UTC", schema, job_id)
+
+    again = diff()
+    assert (again.same, again.changed, again.gone, again.count) == (True, 0, 0, 3)
+    sql("UPDATE {schema}.tenants SET since = '2026-10-02' WHERE key = 'globex'")
+    moved = diff()
+    assert (moved.same, moved.changed, moved.gone) == (False, 1, 0)
