@@ -369,6 +369,7 @@ class History:
     compacted_periods: int = 0  # how many of the job's periods were compacted in all
     compacted_at: datetime | None = None  # when the last of them was
     attempt: int | None = None  # the one attempt asked for (--attempt), if one was
+    key: str = ""  # the one key asked for (--key), if one was
 
     def label(self, start: datetime) -> str:
         return self.labeler(start)

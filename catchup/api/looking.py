@@ -132,9 +132,10 @@ class Looking(Base):
                 else f"--attempt: expected 1 to {ATTEMPT_MOST:,}, got {attempt}"
             )
         (spec,) = self.select([job], None if key is None else [key])
-        start = None if period is None else instant(period, spec)
         session = self.session
         spec = session.resolve(spec, write=False)
+        # a period's start, as why takes it (a time inside one is refused, naming its start)
+        start = None if period is None else spec.period_starting(instant(period, spec)).start
         # by the ledger's id, read-only: a job renamed_from an old name shows that job's past
         row = session.job_rows(write=False).get(job)
         job_id = -1 if row is None else row.id  # never registered: no history yet
@@ -160,6 +161,7 @@ class Looking(Base):
             compacted_periods=compacted,
             compacted_at=compacted_at,
             attempt=attempt,
+            key=key or "",
         )
 
     def explain(

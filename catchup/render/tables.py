@@ -266,6 +266,16 @@ def _outputs(console: Console, result: History) -> None:
         console.print(Text(safe("\n".join(lines), lines=True)), soft_wrap=True)
 
 
+def _none_on_record(result: History) -> str:
+    """The line that stands for an empty attempts' table: which attempt, of what, is not on
+    record (a key's period named with its key)."""
+    what = "no attempt" if result.attempt is None else f"no attempt {result.attempt}"
+    if result.period is None:
+        return f"{what} on record yet"
+    label = f"{result.key} {result.label(result.period)}".strip()
+    return f"{what} of {safe(label)} on record"
+
+
 def _attempts(console: Console, result: History) -> None:
     """The attempts' table (a block each when too narrow), or what stands for none."""
     headers = ("period", "attempt", "status", "owner", "started", "took", "exit", "error")
@@ -285,12 +295,11 @@ def _attempts(console: Console, result: History) -> None:
         for row in result.attempts
     ]
     title = f"history of {safe(result.job)}"
-    if not rows and (result.compacted is not None or result.attempt is not None):
-        console.print(Text(title, style="bold"), soft_wrap=True)  # its attempts went: no table
-        if result.compacted is None and result.period is not None:
-            label = result.label(result.period)
-            console.print(Text(f"no attempt {result.attempt} of {label} on record"))
-    elif fits(console, headers[:-1], [r[:-1] for r in rows]) or not rows:
+    if not rows:  # none asked for is on record (compacted, or never run): said, no table
+        console.print(Text(title, style="bold"), soft_wrap=True)
+        if result.compacted is None:
+            console.print(Text(_none_on_record(result)))
+    elif fits(console, headers[:-1], [r[:-1] for r in rows]):
         table = Table(title=title, title_justify="left")
         for column in headers:
             table.add_column(column)

@@ -166,3 +166,26 @@ def test_one_attempt_of_every_key_is_shown_whole(project: Project) -> None:
     out = project.cli("-q", "history", "billing", "--period", "2026-11-02", "--attempt", "1").stdout
     assert "line 0 of acme" in out and "line 0 of globex" in out, out
     assert "earlier lines" not in out
+    missing = project.cli(
+        "-q", "history", "billing", "--period", "2026-11-02", "--key", "globex", "--attempt", "2"
+    )
+    assert missing.stdout == "history of billing\nno attempt 2 of globex 2026-11-02 on record\n"
+
+
+def test_a_period_is_asked_for_by_its_start_and_none_run_is_said(project: Project) -> None:
+    """``history --period`` with a time inside a period is refused as ``why`` refuses it,
+    naming the period's start (it answered an empty table); a job that never ran says so
+    in words."""
+    _failed_then_succeeded(project)
+    inside = project.run("history", "billing", "--period", "2026-11-02T00:30:00Z")
+    assert inside.returncode == 2 and "Traceback" not in inside.stderr
+    (line,) = inside.stderr.strip().splitlines()[-1:]
+    assert "the period containing it starts 2026-11-02" in line, inside.stderr
+    project.write(
+        '[jobs.billing]\nschedule = "daily"\nstart = "2026-11-01"\ncommand = ["true"]\n'
+        '[jobs.fresh]\nschedule = "daily"\nstart = "2026-11-01"\ncommand = ["true"]\n'
+        "not_renamed = true\n"
+    )
+    fresh = project.cli("-q", "history", "fresh")
+    assert fresh.exit_code == 0, fresh.output
+    assert fresh.stdout == "history of fresh\nno attempt on record yet\n"
