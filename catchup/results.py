@@ -639,6 +639,8 @@ class JobPlan:
     excluded_before: int | None = None
     keys: KeysChange | None = None
     last_success: datetime | None = None  # a removed job's, from the ledger
+    paused: bool = False  # nothing of it runs until `catchup resume`
+    back: bool = False  # added to the config again: the ledger has its past periods
     labeler: Callable[[datetime], str] = field(default=iso_utc, compare=False, repr=False)
 
     def label(self, start: datetime) -> str:
@@ -660,6 +662,9 @@ class Plan:
     ledger: str  # the database and schema, as ``Connected`` names it (no password)
     now: datetime
     jobs: tuple[JobPlan, ...]
+    # the projects the ledger records as defining its jobs, other than this config's: the
+    # change would be refused as deployed (one job, one definition) unless it is that file
+    others: tuple[str, ...] = ()
 
     @property
     def runs(self) -> int:

@@ -68,6 +68,9 @@ class Session:
         self._keep_rows = 0.0  # keep_rows(): how long read-only rows are kept, in seconds
         self._kept: tuple[float, dict[str, JobRow]] | None = None
         self._held: dict[str, str] | None = None  # held(): each held job, and the old name
+        # one job, one definition: another project's definition refused when rows are read
+        # (catchup plan says it instead, as what the change would meet)
+        self.definitions_checked = True
         # where leases are renewed: this session's own line, or one a pool of workers shares
         self.heartbeats = HeartbeatLine(target, config.schema)
         self._own_heartbeats = True
@@ -144,10 +147,22 @@ class Session:
         config = self.config
         names = sorted(config.jobs)
         gone = [u for u in self.ledger.unconfigured_jobs(names) if u.name not in config.renames]
-        held = lookalikes(config, gone, self.ledger.names_without_runs(names)) if gone else ()
+        held = lookalikes(config, gone, self._fresh(names)) if gone else ()
         if self._held is None:  # what the connection's notice read: held() need not again
             self._held = dict(held)
         return gone, held
+
+    def _fresh(self, names: list[str]) -> list[str]:
+        """The configured jobs new to the ledger (no run under their name), but those renamed
+        from a job the ledger has: they take its rows at their first write, before anything
+        else this session writes, so they are never new for long (nor ever held)."""
+        renames = self.config.renames
+        taken = set(self.ledger.job_rows(sorted(renames))) if renames else set()
+        return [
+            name
+            for name in self.ledger.names_without_runs(names)
+            if self.config.jobs[name].renamed_from not in taken
+        ]
 
     def held(self) -> dict[str, str]:
         """Each configured job that is held, with the old name it looks like (nothing of it
@@ -205,7 +220,8 @@ class Session:
         olds = self.config.renames
         for old, row in self.ledger.job_rows(list(olds)).items() if olds else ():
             rows.setdefault(olds[old], replace(row, name=olds[old]))
-        self._check_definitions(rows)  # before anything is written
+        if self.definitions_checked:
+            self._check_definitions(rows)  # before anything is written
         return rows
 
     def _registered_rows(self) -> dict[str, JobRow]:

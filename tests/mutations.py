@@ -1344,14 +1344,16 @@ MUTATIONS = (
         ),
     ),
     Mutation(
-        "plan-renamed-never-held",
-        "plan says a job renamed_from one the ledger has is renamed, never held",
-        "catchup/reports/plan.py",
-        "    held_as = {name: was for name, was in held if new.config.jobs[name].renamed_from"
-        " not in taken}\n",
-        "    held_as = dict(held)\n",
+        "renamed-never-held",
+        "a job renamed_from one the ledger has is never held (tick, plan), whatever else went",
+        "catchup/session.py",
+        "            if self.config.jobs[name].renamed_from not in taken\n",
+        "            if True\n",
         (
-            "tests/integration/test_plan.py::test_a_rename_is_said_and_runs_nothing_and_a_lookalike_is_held",
+            "tests/integration/test_rename_hold.py::"
+            "test_a_job_renamed_from_one_the_ledger_has_is_never_held_by_another_dropped_one",
+            "tests/integration/test_plan.py::"
+            "test_a_rename_is_said_and_runs_nothing_and_a_lookalike_is_held",
         ),
     ),
     Mutation(
@@ -1391,6 +1393,22 @@ MUTATIONS = (
         "    if True:\n        return since\n",
         (
             "tests/integration/test_key_reads.py::test_a_dated_keys_query_with_null_dates_compares_whole_as_unchanged",
+        ),
+    ),
+    Mutation(
+        "plan-says-a-failing-keys-query",
+        "plan says a keys query that fails, never plans it as keys unchanged",
+        "catchup/reports/plan.py",
+        "            for k in current_keys(session.ledger, job, job_id, now, False)\n",
+        "            for k in known_keys(session.ledger, job, job_id, now)\n",
+        (
+            "tests/integration/test_plan.py::test_a_paused_job_a_job_back_and_a_failing_keys_query_are_said",
+        ),
+        also=(
+            (
+                "from ..scan.keyed import KeysFailed, current_keys",
+                "from ..scan.keyed import KeysFailed, current_keys, known_keys",
+            ),
         ),
     ),
     Mutation(

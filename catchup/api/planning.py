@@ -22,7 +22,7 @@ class Planning(Base):
         after the change would run that this config's first tick would not (this config: the
         one in use, when it is another file on the same ledger; else the ledger alone).
         Writes nothing: no migration, no job registered, no keys recorded."""
-        from ..reports.plan import plan_jobs
+        from ..reports.plan import other_projects, plan_jobs
 
         newer = Base(new, dsn=self._dsn, require_config=True)
         try:
@@ -37,6 +37,7 @@ class Planning(Base):
                 ledger=session.target.describe() + f", schema {newer.config.schema}",
                 now=session.now(),
                 jobs=tuple(jobs),
+                others=other_projects(session),
             )
         finally:
             newer.close()
@@ -50,6 +51,8 @@ class Planning(Base):
             return None
         if self.config.schema != newer.config.schema:
             return None
+        if self._target().conninfo != newer._target().conninfo:  # compared, never shown
+            return None
         newer.use_config(replace(newer.config, path=path))
         return _reading(self)
 
@@ -59,7 +62,13 @@ def _reading(app: Base) -> Session:
     (a plan reads it as the new catchup would find it)."""
     session = app._open(prepare=False, writes=False)
     session.ledger.only_read()  # the server holds plan to its word: nothing is written
+    session.definitions_checked = False  # another project's definitions: said, not refused
     version, latest = session.ledger.version(), len(sqlfiles.migrations())
+    if version == 0:
+        raise DatabaseError(
+            f"there is no ledger in schema {app.config.schema} yet: `catchup migrate` makes "
+            "an empty one (it registers no job), and plan then says what the first tick runs"
+        )
     if version < latest:
         raise DatabaseError(
             f"the ledger (schema {app.config.schema}) is at version {version} of {latest}: "

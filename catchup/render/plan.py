@@ -3,6 +3,7 @@ scripts (JSON)."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from rich.console import Console
@@ -22,20 +23,30 @@ MARK = {
     JobChange.unchanged: "=",
     JobChange.removed: "-",
 }
+QUOTED = frozenset(',"\\ ')  # a key holding one is quoted where keys are listed
 STYLE = {"+": "green", "!": "yellow", ">": "cyan", "~": "yellow", "=": "dim", "-": "red"}
 
 
 def plan_text(out: Console, plan: Plan) -> None:
     against = f"against {safe(plan.against)}" if plan.against else "against the ledger alone"
     out.print(Text(f"plan of {safe(plan.config)} {against}: {safe(plan.ledger)}"), soft_wrap=True)
+    for other in plan.others:
+        out.print(
+            Text(
+                f"note: the ledger records its jobs as defined by {safe(other)}: deployed as "
+                "another file, this config is refused (one job, one definition) unless both "
+                "say the same [project] name"
+            ),
+            soft_wrap=True,
+        )
     for job in plan.jobs:
         mark = MARK[job.change]
         head, *parts = _said(job)
         line = Text(f"{mark} ", style=STYLE[mark])
         line.append(head)
-        out.print(line)
+        out.print(line, soft_wrap=True)
         for part in parts:  # each on a line of its own, under the job's
-            out.print(Text(f"    {part}"), soft_wrap=part.startswith("`"))
+            out.print(Text(f"    {part}"), soft_wrap=True)
     out.print(Text(_verdict(plan), style="bold"))
     if plan.against is None and plan.runs:
         out.print(
@@ -52,14 +63,16 @@ def _verdict(plan: Plan) -> str:
         return "Nothing would run at once."
     jobs = sum(1 for job in plan.jobs if job.runs)
     return (
-        f"The first tick after this change would run {plan.runs:,} period(s) of {jobs} job(s) "
-        "at once."
+        f"The first tick after this change would run {plan.runs:,} period(s) of {jobs:,} "
+        "job(s) at once."
     )
 
 
 def _said(job: JobPlan) -> list[str]:
     """What one job's line says, part by part."""
     head = f"{safe(job.job)}: {job.change}"
+    if job.back:
+        head += " back (the ledger has its past periods)"
     if job.change == JobChange.renamed:
         head += f" from {safe(job.was or '')}"
     elif job.change == JobChange.held:
@@ -74,6 +87,8 @@ def _said(job: JobPlan) -> list[str]:
 def _runs(job: JobPlan) -> list[str]:
     if job.change == JobChange.held:
         return ["nothing of it runs until the config says which it is (see catchup why)"]
+    if job.paused:
+        return [f"paused: nothing of it runs until `{command('resume', job.job)}`"]
     if not job.at_once:
         what = "(key, period)s" if job.keys is not None else "period(s)"
         return [f"{job.already:,} due {what} run as they would anyway"] if job.already else []
@@ -90,7 +105,9 @@ def _runs(job: JobPlan) -> list[str]:
 def _older(job: JobPlan) -> list[str]:
     """The gaps no tick runs (before its catchup_window, or of its catch-up policy): replay's."""
     older = job.gaps - job.runs - job.already - job.left
-    return [f"{older:,} older gap(s) left to replay"] if older > 0 and not job.keys else []
+    if older <= 0 or job.keys or job.paused:
+        return []
+    return [f"{older:,} older gap(s) left to replay"]
 
 
 def _counts(job: JobPlan) -> list[str]:
@@ -123,7 +140,13 @@ def _keys(keys: KeysChange | None) -> list[str]:
 
 
 def _first(names: tuple[str, ...], count: int) -> str:
-    return ", ".join(safe(n) for n in names) + (", …" if count > len(names) else "")
+    """The keys named, each quoted when it holds a comma, a quote or a space (or is '…')."""
+    shown = [json.dumps(n) if _needs_quotes(n) else n for n in names]
+    return ", ".join(safe(n) for n in shown) + (", …" if count > len(names) else "")
+
+
+def _needs_quotes(key: str) -> bool:
+    return not key or key == "…" or any(c in key for c in QUOTED)
 
 
 def _removed(job: JobPlan) -> list[str]:
@@ -144,6 +167,7 @@ def plan_json(plan: Plan) -> str:
             "ledger": plan.ledger,
             "now": iso_utc(plan.now),
             "runs_at_once": plan.runs,
+            "defined_by_others": list(plan.others),
             "jobs": [_job_json(job) for job in plan.jobs],
         },
         indent=2,
@@ -179,4 +203,6 @@ def _job_json(job: JobPlan) -> dict[str, Any]:
             "error": keys.error,
         },
         "last_success": iso_utc(job.last_success) if job.last_success else None,
+        "paused": job.paused,
+        "back": job.back,
     }

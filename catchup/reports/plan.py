@@ -17,7 +17,7 @@ from ..ledger.rows import JobRow, Unconfigured
 from ..replay.runs import tick_choices
 from ..results import JobPlan, JobScan, KeysChange, Planned
 from ..scan.detector import prepare, scan_jobs
-from ..scan.keyed import KeysFailed, known_keys
+from ..scan.keyed import KeysFailed, current_keys
 from ..session import Session, differences
 from ..vocabulary import REPLAYABLE, JobChange, PeriodState
 
@@ -49,11 +49,8 @@ def plan_jobs(new: Session, old: Session | None) -> list[JobPlan]:
     each with what the change does (``old``: the current config's session, on the same
     ledger; None: only the ledger is known)."""
     gone, held = new.unconfigured()
+    held_as = dict(held)
     raw = new.ledger.job_rows(sorted(new.config.jobs))
-    # a job renamed from one the ledger has takes its rows at its first write: never held
-    renames = new.config.renames
-    taken = set(new.ledger.job_rows(sorted(renames))) if renames else set()
-    held_as = {name: was for name, was in held if new.config.jobs[name].renamed_from not in taken}
     rows = new.job_rows(write=False)
     jobs = list(new.config.jobs.values())
     runnable = [j for j in jobs if j.name not in held_as and not j.observed]
@@ -62,12 +59,25 @@ def plan_jobs(new: Session, old: Session | None) -> list[JobPlan]:
     olds = dict(old.config.jobs) if old is not None else {}
     now = new.now()
     plans = [
-        _job_plan(job, raw, rows, held_as, olds.get(job.renamed_from or job.name), after, before)
+        _job_plan(job, raw, rows, held_as, _old(olds, job), after, before)
         for job in sorted(jobs, key=lambda j: j.name)
     ]
     plans = [_with_keys(new, p, new.config.jobs[p.job], rows, now) for p in plans]
     renamed = {job.renamed_from for job in jobs if job.renamed_from}
     return plans + [_removed(u, before) for u in gone if u.name not in renamed]
+
+
+def _old(olds: dict[str, Job], job: Job) -> Job | None:
+    """The current config's job of the new ``job``: by its name, else the one it renames."""
+    found = olds.get(job.name)
+    return found if found is not None or not job.renamed_from else olds.get(job.renamed_from)
+
+
+def other_projects(session: Session) -> tuple[str, ...]:
+    """The projects the ledger records as defining this config's jobs, other than it."""
+    mine = session.config.registrant
+    rows = session.job_rows(write=False)
+    return tuple(sorted({r.project for r in rows.values() if r.project not in (None, mine)}))
 
 
 def _runnable(session: Session) -> list[Job]:
@@ -110,6 +120,9 @@ def _job_plan(
 ) -> JobPlan:
     """One configured job's change, against the ledger's row and the current config's job."""
     change, was, differs = _change(job, raw, rows, held, old)
+    back = change != JobChange.added and before is not None and old is None and not was
+    if back:  # the current config does not name it: added again, its past in the ledger
+        change = JobChange.added
     named = was if change == JobChange.renamed and was else job.name  # the current config's
     chosen = after.chosen.get(job.name, set())
     earlier = before.chosen.get(named, set()) if before is not None else set()
@@ -133,6 +146,8 @@ def _job_plan(
         excluded=_excluded(scan),
         excluded_before=_excluded(prior) if known else None,
         labeler=job.label,
+        paused=job.name in rows and rows[job.name].paused_at is not None,
+        back=back,
     )
 
 
@@ -190,7 +205,11 @@ def _with_keys(
     job_id = rows[job.name].id if job.name in rows else 0
     recorded = {k.key for k in session.ledger.key_history(job_id) if k.gone_at is None}
     try:
-        current = {k.key for k in known_keys(session.ledger, job, job_id, now) if k.gone_at is None}
+        current = {
+            k.key
+            for k in current_keys(session.ledger, job, job_id, now, False)
+            if k.gone_at is None
+        }
     except KeysFailed as exc:
         return replace(plan, keys=KeysChange(0, 0, (), (), error=str(exc)))
     added, gone = sorted(current - recorded), sorted(recorded - current)

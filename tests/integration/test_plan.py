@@ -205,3 +205,59 @@ def test_a_plans_connection_refuses_every_write(ledger: Any) -> None:
     ledger.only_read()
     with pytest.raises(psycopg.errors.ReadOnlySqlTransaction):
         ledger.register_jobs(["newjob"])
+
+
+def test_a_paused_job_a_job_back_and_a_failing_keys_query_are_said(
+    project: Project, sql: Any
+) -> None:
+    """A paused job runs nothing (and says how it would); a job the current config dropped
+    and the new one names again is added back; a keys query that fails says so (it was
+    planned as if no key changed)."""
+    project.write(f"[jobs.export]\n{EXPORT}\n[jobs.audit]\n{EXPORT}not_renamed = true\n")
+    assert (
+        project.run("-q", "replay", "--since", "2026-11-01", "--until", "2026-11-03").returncode
+        == 0
+    )
+    assert project.run("-q", "pause", "export", "--reason", "vendor down").returncode == 0
+    project.write(f"[jobs.export]\n{EXPORT}")  # audit dropped from the current config
+    broken = f"SELECT key FROM {project.schema}.no_such_table"
+    new = new_config(
+        project,
+        f"[jobs.export]\n{EXPORT}\n[jobs.audit]\n{EXPORT}not_renamed = true\n"
+        f"\n[jobs.billing]\n{EXPORT}keys = {json.dumps(broken)}\n",
+    )
+    code, jobs = planned(project, str(new))
+    assert jobs["export"]["paused"] and jobs["export"]["runs_at_once"] == 0
+    assert jobs["audit"]["change"] == "added" and jobs["audit"]["back"]
+    assert code == 1 and jobs["audit"]["runs_at_once"] > 0  # its gaps: the current runs none
+    assert "no_such_table" in (jobs["billing"]["keys"]["error"] or ""), jobs["billing"]
+    text = project.run("-q", "plan", str(new)).stdout
+    assert "    paused: nothing of it runs until `catchup resume export`\n" in text
+    assert "+ audit: added back (the ledger has its past periods)\n" in text
+    assert "    its keys query fails: jobs.billing.keys: the keys query failed" in text
+
+
+def test_a_change_planned_from_another_checkout_is_planned_and_says_what_it_would_meet(
+    project: Project,
+) -> None:
+    """The current and new configs copied elsewhere (a CI checkout): the ledger records the
+    jobs as defined by the deployed file, so the plan says so (deployed as another file, the
+    change is refused) and plans all the same; it was refused, exit 2."""
+    project.write(f"[jobs.export]\n{EXPORT}")
+    assert (
+        project.run("-q", "replay", "--since", "2026-11-01", "--until", "2026-11-03").returncode
+        == 0
+    )
+    checkout = project.path / "checkout"
+    checkout.mkdir()
+    old = checkout / "catchup.toml"
+    old.write_text(project.config.read_text())
+    new = new_config(project, f"[jobs.export]\n{EXPORT.replace('11-01', '10-25')}")
+    moved = checkout / "new.toml"
+    moved.write_text(new.read_text())
+    ran = project.run("-q", "--config", str(old), "plan", str(moved), "--json")
+    assert ran.returncode in (0, 1), ran.stderr
+    doc = json.loads(ran.stdout)
+    assert doc["defined_by_others"] == [str(project.config.resolve())]
+    (export,) = doc["jobs"]
+    assert export["change"] == "redefined" and export["differs"] == ["start"]

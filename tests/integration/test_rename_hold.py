@@ -181,6 +181,22 @@ def test_rename_takes_the_name_renamed_from_gives_before_any_write(
     assert runs(sql, "weekly") == []
 
 
+def test_a_job_renamed_from_one_the_ledger_has_is_never_held_by_another_dropped_one(
+    project: Project, sql: Any
+) -> None:
+    """`[jobs.report] renamed_from = "daily-report"` while `audit`, with the same schedule, is
+    dropped: the first tick renamed it and ran, it was not held for looking like audit (it
+    was held once, found new before its rename, and told to take audit's name)."""
+    start = four_days(sql)
+    project.write(jobs(start, "daily-report", "audit"))
+    assert project.cli("-q", "replay", "--since", start).exit_code == 0
+    before = runs(sql, "daily-report")
+    project.write(jobs(start, "report", extra='renamed_from = "daily-report"\n'))
+    tick = project.cli("-q", "tick")
+    assert tick.exit_code == 0 and "held" not in tick.stderr, tick.output
+    assert runs(sql, "report") == before  # its periods, kept, none run again
+
+
 class Scheduler:
     """`catchup scheduler` in a process of its own, its log in a file."""
 
