@@ -2291,8 +2291,7 @@ MUTATIONS = (
         "held-job-undetected",
         "a job new to the ledger with the schedule of one the config no longer names is held",
         "catchup/session.py",
-        "        held = lookalikes(config, gone, self.ledger.names_without_runs(names))"
-        " if gone else ()\n",
+        "        held = lookalikes(config, gone, self._fresh(names)) if gone else ()\n",
         "        held: tuple[tuple[str, str], ...] = ()\n",
         (
             "tests/integration/test_rename_hold.py::test_a_config_renamed_first_holds_"
