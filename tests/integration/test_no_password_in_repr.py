@@ -126,6 +126,17 @@ def written(dsn: str) -> Path:
     return path.resolve()
 
 
+def planned(dsn: str, schema: str) -> Path:
+    """A new version of a catchup.toml on the test's ledger, its ``[database] dsn`` ``dsn``."""
+    path = Path("planned.toml")
+    path.write_text(
+        f"[database]\ndsn = {dsn!r}\nschema = {schema!r}\n"
+        '[jobs.bill]\nschedule = "daily"\nstart = "2026-10-01"\ncommand = ["true"]\n'
+        "keys = \"SELECT 'acme'\"\n"
+    )
+    return path.resolve()
+
+
 def calls(app: Catchup, dsn: str) -> dict[str, Callable[[], object]]:
     """A call of every public name of the facade, in an order that leaves something to show."""
     report: list[Any] = []
@@ -164,6 +175,8 @@ def calls(app: Catchup, dsn: str) -> dict[str, Callable[[], object]]:
         # a facade of a file whose [database] dsn holds the password: its watch holds that config
         "config_watch_of_a_file": lambda: Catchup(written(dsn)).config_watch(),
         "migrate": lambda: app.migrate(),
+        "plan": lambda: app.plan(planned(dsn, app.config.schema)),
+        "log_output": lambda: app.log_output,
         "connected": lambda: app.connected,
         "database": lambda: app.database,
         "config": lambda: app.config,
