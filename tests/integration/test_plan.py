@@ -10,6 +10,7 @@ import os
 import re
 import subprocess
 import sys
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -46,10 +47,14 @@ def test_an_added_job_runs_at_once_what_an_unchanged_one_would_run_anyway(
         project.run("-q", "replay", "--since", "2026-11-01", "--until", "2026-11-04").returncode
         == 0
     )
+    # invoice starts ten days before the database clock's today: inside its catchup_window
+    ((today,),) = sql("SELECT date_trunc('day', clock_timestamp() AT TIME ZONE 'UTC')")
+    days = [f"{today - timedelta(days=n):%Y-%m-%d}" for n in (10, 9, 8)]
+    first = days[0]
     new = new_config(
         project,
         f"[jobs.export]\n{EXPORT}max_per_tick = 2\n\n"
-        f'[jobs.invoice]\n{EXPORT}max_per_tick = 3\ncatchup_window = "3650d"\n',
+        f"[jobs.invoice]\n{EXPORT.replace('2026-11-01', first)}max_per_tick = 3\n",
     )
     before = ledger_contents(sql, project.schema)
     code, jobs = planned(project, str(new))
@@ -57,7 +62,7 @@ def test_an_added_job_runs_at_once_what_an_unchanged_one_would_run_anyway(
     invoice, export = jobs["invoice"], jobs["export"]
     assert invoice["change"] == "added" and invoice["runs_at_once"] == 3
     labels = [p["label"] for p in invoice["periods_at_once"]]
-    assert labels == ["2026-11-01", "2026-11-02", "2026-11-03"]
+    assert labels == days
     assert invoice["left_for_later_ticks"] == invoice["gaps"] - 3 > 0
     assert export["change"] == "unchanged" and export["runs_at_once"] == 0
     assert export["already_due"] == 2  # its own gaps, due with or without the change
@@ -66,7 +71,7 @@ def test_an_added_job_runs_at_once_what_an_unchanged_one_would_run_anyway(
     text = project.run("-q", "plan", str(new))
     assert text.returncode == 1, text.stderr
     lines = text.stdout.splitlines()
-    runs = "runs 3 period(s) at once: 2026-11-01 .. 2026-11-03"
+    runs = f"runs 3 period(s) at once: {days[0]} .. {days[-1]}"
     assert f"+ invoice: added\n    {runs}\n" in text.stdout
     assert "= export: unchanged\n    2 due period(s) run as they would anyway\n" in text.stdout
     assert (
