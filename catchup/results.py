@@ -17,7 +17,7 @@ from .config.job import Job
 from .maintenance.retention import CompactedRun
 from .reports.explain import Explanation
 from .scan.names import JsonNames
-from .scan.targets import KeyRange, KeyRow, KeysFailure
+from .scan.targets import KeyCounts, KeyRange, KeyRow, KeysFailure
 from .schedule import Period, iso_utc
 from .scheduler.pulsefacts import Pulse
 from .vocabulary import (
@@ -377,12 +377,16 @@ class History:
 
 @dataclass(frozen=True)
 class KeysReport:
-    """``catchup keys``: a job's keys, with when each was first and last seen and from when
-    (and, once gone, until when) it is expected."""
+    """``catchup keys``: a job's keys in key order, with when each was first and last seen and
+    from when (and, once gone, until when) it is expected: all of them, or a page of them.
+    ``counts`` counts them all; ``next_after`` is the page's last key when more follow (pass
+    it as ``after`` for the next page), else None."""
 
     job: str
     now: datetime
     keys: tuple[KeyRow, ...]
+    counts: KeyCounts
+    next_after: str | None = None
     labeler: Callable[[datetime], str] = field(default=iso_utc, compare=False, repr=False)
 
 

@@ -1386,6 +1386,17 @@ MUTATIONS = (
         ),
     ),
     Mutation(
+        "keys-listed-a-page-at-a-time",
+        "catchup keys and /keys/NAME read a page of keys, never every key at once",
+        "catchup/scan/keyed.py",
+        "    rows = ledger.key_page(job_id, after, None if limit is None else limit + 1)\n",
+        "    rows = ledger.key_page(job_id, after, None)\n",
+        (
+            "tests/integration/test_key_reads.py::test_keys_are_listed_a_page_at_a_time",
+            "tests/integration/test_serve.py::test_the_keys_pages_list_a_thousand_keys_at_a_time",
+        ),
+    ),
+    Mutation(
         "null-dated-keys-compare-whole",
         "a dated keys query with NULL dates, unchanged, compares whole as alike (no key joined)",
         "catchup/ledger/keys.py",

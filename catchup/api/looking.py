@@ -9,7 +9,7 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from ..config.bounds import ATTEMPT_MOST, EXPLAIN_COUNT, HISTORY_LIMIT, PS_LIMIT
+from ..config.bounds import ATTEMPT_MOST, EXPLAIN_COUNT, HISTORY_LIMIT, KEYS_SHOWN, PS_LIMIT
 from ..config.job import Config, Job
 from ..config.reloading import reread
 from ..errors import ConfigError, DatabaseError
@@ -86,20 +86,27 @@ class Looking(Base):
         alerts.record(ledger, config, report, ids, self.config.title, self.config.serve.public_url)
         return alerts.deliver(ledger, config)
 
-    def keys(self, job: str) -> KeysReport:
-        """``catchup keys JOB``: the job's keys as its keys query (or list) gives them now,
-        recorded, with when each was first and last seen and from when it is expected."""
-        from ..scan.keyed import current_keys, from_start, read_sources
+    def keys(self, job: str, *, after: str | None = None, limit: int | None = None) -> KeysReport:
+        """``catchup keys JOB``: the job's keys in key order, with when each was first and
+        last seen and from when it is expected, as its keys query (or list) gives them now,
+        recorded: all of them, or the first ``limit``. With ``after`` (a report's
+        ``next_after``; ``""``: from the first key), the keys after it as the ledger recorded
+        them, the source not read again: a million keys are listed a page at a time."""
+        from ..scan.keyed import key_report, read_sources, record_read
 
         spec = self.job(job)
         if not spec.keyed:
             raise ConfigError(f"{spec.name} has no keys (give it keys = [...] or a SELECT)")
+        if limit is not None and limit < 1:
+            raise ConfigError(f"limit: {limit} keys; give at least 1, or None for all")
         session = self.session
-        read = read_sources(session.ledger, [spec])  # before anything is written
-        job_id = session.registered_id(spec.name)
-        now = session.now()
-        rows = current_keys(session.ledger, spec, job_id, now, True, read.pop(spec.name))
-        return KeysReport(spec.name, now, from_start(spec, rows), labeler=spec.label)
+        if after is None:
+            read = read_sources(session.ledger, [spec])  # before anything is written
+            job_id = session.registered_id(spec.name)
+            record_read(session.ledger, spec, job_id, read.pop(spec.name))
+        else:
+            job_id = session.registered_id(spec.name)
+        return key_report(session.ledger, spec, job_id, session.now(), after, limit)
 
     def jobs(self) -> JobsReport:
         """``catchup jobs``: per job, schedule, last success, next due, done of expected."""
@@ -360,26 +367,18 @@ class Looking(Base):
             )
 
         def keys_now() -> list[KeysReport]:
-            # keyed jobs' keys from their source and history, unwritten (the scan says a failure)
-            from ..scan.keyed import from_start, known_keys
+            # keyed jobs' first page of keys as the ledger recorded them (the scan has read
+            # their keys queries; a page after the first is read when asked for: keys_after)
+            from ..scan.keyed import key_report
 
             keyed = [job for job in jobs if job.keyed]
             if not keyed:
                 return []
             session = self._open(prepare=False, start_embedded=False, writes=False)  # as scan_now's
             rows, now = session.job_rows(write=False), session.now()
+            ids = {job.name: rows[job.name].id if job.name in rows else 0 for job in keyed}
             return [
-                KeysReport(
-                    job.name,
-                    now,
-                    from_start(
-                        job,
-                        known_keys(
-                            session.ledger, job, rows[job.name].id if job.name in rows else 0, now
-                        ),
-                    ),
-                    labeler=job.label,
-                )
+                key_report(session.ledger, job, ids[job.name], now, None, KEYS_SHOWN)
                 for job in keyed
             ]
 
@@ -398,11 +397,12 @@ class Looking(Base):
         def after(report: ScanReport) -> list[str]:
             return self.notify(report) if self.config.alerts is not None else []
 
-        # a period's page is read when asked for, on a connection of its own, one at a time
+        # a period's page, and a page of keys after the first, is read when asked for, on a
+        # connection of its own, one at a time
         reader = Looking(self.config, dsn=self._dsn)
         reading = threading.Lock()
 
-        def period_now(name: str, period: str, key: str | None) -> PeriodReport | None:
+        def read_now[T](read: Callable[[Looking], T]) -> T | None:
             if not reading.acquire(timeout=PERIOD_WAIT):
                 return None  # busy: told 503, try again
             try:
@@ -411,12 +411,18 @@ class Looking(Base):
                 # its jobs' rows read at most once a scan, not on every page
                 reader._open(prepare=False, start_embedded=False, writes=False).keep_rows(refresh)
                 try:
-                    return reader.period(name, period, key=key, limit=PERIOD_ATTEMPTS)
+                    return read(reader)
                 except psycopg.Error:
                     reader.close()  # the next read starts from a new connection
                     raise
             finally:
                 reading.release()
+
+        def period_now(name: str, period: str, key: str | None) -> PeriodReport | None:
+            return read_now(lambda r: r.period(name, period, key=key, limit=PERIOD_ATTEMPTS))
+
+        def keys_after(name: str, after: str) -> KeysReport | None:
+            return read_now(lambda r: r.keys(name, after=after, limit=KEYS_SHOWN))
 
         watcher = Watcher(
             scan_now,
@@ -426,6 +432,7 @@ class Looking(Base):
             size=size_now,
             facts=facts_now,
             period=period_now,
+            key_page=keys_after,
             scrub=lambda text: db.scrub(text, target.conninfo),
             refresh=refresh,
             title=self.config.title,

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
-from ..config.bounds import ATTEMPT_MOST, EXPLAIN_COUNT, HISTORY_LIMIT, PS_LIMIT
+from ..config.bounds import ATTEMPT_MOST, EXPLAIN_COUNT, HISTORY_LIMIT, KEYS_SHOWN, PS_LIMIT
 from ..errors import EXIT_DATABASE, EXIT_FAILED, EXIT_USAGE, ConfigError
 from .base import State, _safe, console, pass_state, show
 from .options import (
@@ -24,8 +26,13 @@ from .options import (
     window_options,
 )
 
+if TYPE_CHECKING:
+    from ..results import KeysReport
+
 # Imports inside functions: at first use, so `catchup --help` and each command load only
 # what they need.
+
+JSON_PAGE = 50_000  # keys read at a time by `catchup keys --json` (each page counts them all)
 
 
 @click.command(epilog=EXIT_CODES)
@@ -261,21 +268,30 @@ def plan(state: State, new_config: str, as_json: bool) -> None:
 @json_option("Print JSON instead of a table.")
 @pass_state
 def keys(state: State, job: str, as_json: bool) -> None:
-    """List the keys of JOB (a job with keys): from when each is expected, when it was first
-    and last seen, and when it was gone. Reads the job's keys query (or list) and records what
-    it returns, as tick, scan and replay do.
+    """List the keys of JOB (a job with keys), in key order: from when each is expected, when
+    it was first and last seen, and when it was gone. Reads the job's keys query (or list) and
+    records what it returns, as tick, scan and replay do. The table shows the first 1,000 and
+    counts them all; --json lists every key.
 
     Example: catchup keys invoice
     """
     from ..render import json, tables
 
-    result = state.app().keys(job)
-    if as_json:  # written as it is made: a job may have a million keys
-        for chunk in json.keys_json_chunks(result):
-            click.echo(chunk, nl=False)
-        click.echo()
-    else:
-        show(result, as_json, json.keys_json, tables.keys)
+    app = state.app()
+    if not as_json:
+        show(app.keys(job, limit=KEYS_SHOWN), as_json, json.keys_json, tables.keys)
+        return
+
+    def pages() -> Iterator[KeysReport]:  # a page at a time: a job may have a million keys
+        page = app.keys(job, limit=JSON_PAGE)
+        yield page
+        while page.next_after is not None:
+            page = app.keys(job, after=page.next_after, limit=JSON_PAGE)
+            yield page
+
+    for chunk in json.keys_json_chunks(pages()):
+        click.echo(chunk, nl=False)
+    click.echo()
 
 
 @click.command(epilog=EXIT_CODES)

@@ -40,3 +40,6 @@ PS_LIMIT = Bound("--limit", 1, 100_000, 1000)
 SCHEDULER_LEASE = Bound("--lease", 3, 600, 15, unit="s", words="from 3 seconds to 10 minutes")
 SERVE_REFRESH = Bound("--refresh", 1, 86400, 60, unit="s", words="from 1 second to 1 day")
 SCHEDULER_GRACE = Bound("--grace", 0, 3600, 30, unit="s", words="from 0 to 1 hour")
+# the keys `catchup keys` (a table), /keys/NAME and /api/keys/NAME list at a time: a million
+# keys are never one table nor one page (`catchup keys --json` lists every one, a page at a time)
+KEYS_SHOWN = 1_000

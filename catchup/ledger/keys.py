@@ -14,7 +14,7 @@ import psycopg
 from psycopg import sql
 
 from ..errors import ConfigError
-from ..scan.targets import KeyRange, KeyRow, Settled
+from ..scan.targets import KeyCounts, KeyRange, KeyRow, Settled
 from ..scan.verified import HOLED_SHARE
 from . import sqlfiles
 from .base import LedgerBase
@@ -302,6 +302,20 @@ class Keys(LedgerBase):
             query = self._with_history_columns("key_history")
             rows = cur.stream(query, {"job_id": job_id}, size=BATCH)
             return [key_row(row, shared) for row in rows]
+
+    def key_page(self, job_id: int, after: str | None, limit: int | None) -> list[KeyRow]:
+        """The job's keys as :meth:`key_history` gives them, in key order: those after
+        ``after`` (None: from the first), at most ``limit`` (None: all)."""
+        shared = Shared()
+        with self.conn.cursor(binary=True) as cur:
+            query = self._with_history_columns("key_page")
+            params = {"job_id": job_id, "after": after, "limit": limit}
+            return [key_row(row, shared) for row in cur.stream(query, params, size=BATCH)]
+
+    def key_counts(self, job_id: int) -> KeyCounts:
+        """How many keys the job has recorded, gone and paused, and when they were read."""
+        row = self.conn.execute(self._q("key_counts"), {"job_id": job_id}).fetchone()
+        return KeyCounts(*row) if row is not None else KeyCounts()
 
     def keys_to_scan(
         self,

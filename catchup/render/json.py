@@ -4,7 +4,7 @@ the ``label`` people see (``period`` repeats the start, as scripts written for 0
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -52,34 +52,47 @@ def outcome_json(result: Outcome) -> dict[str, Any]:
 
 
 def keys_json(report: KeysReport) -> str:
-    """``{"job", "keys": [{"key", "expected_from", "first_seen", "last_seen", "gone_at"}]}``."""
-    return "".join(keys_json_chunks(report))
+    """``{"job", "expected", "gone", "paused", "read_at", "keys": [{"key", "expected_from",
+    "first_seen", "last_seen", "gone_at", "paused_at"}], "next_after"}``: the counts are of
+    every key, the list the report's (all, or a page: ``next_after`` the key to list the next
+    page after, null at the last)."""
+    return "".join(keys_json_chunks([report]))
 
 
-def keys_json_chunks(report: KeysReport) -> Iterator[str]:
-    """:func:`keys_json` in pieces of a thousand keys: a million keys are written as they are
-    turned into JSON, never held as one document."""
+def keys_json_chunks(pages: Iterable[KeysReport]) -> Iterator[str]:
+    """:func:`keys_json` of the keys of several pages, one after another (the counts, and
+    ``next_after``, the first's and the last's), in pieces of a thousand keys: a million keys
+    are written as they are read, never held as one document."""
 
     def at(value: datetime | None) -> str | None:
         return None if value is None else iso_utc(value)
 
-    yield dumps({"job": report.job})[:-1] + ', "keys": ['
-    keys = report.keys
-    for n in range(0, len(keys), 1000):
-        yield (", " if n else "") + ", ".join(
-            dumps(
-                {
-                    "key": k.key,
-                    "expected_from": at(k.expected_from),
-                    "first_seen": at(k.first_seen),
-                    "last_seen": at(k.last_seen),
-                    "gone_at": at(k.gone_at),
-                    "paused_at": at(k.paused_at),
-                }
+    last: KeysReport | None = None
+    written = 0
+    for page in pages:
+        if last is None:
+            counts = page.counts
+            head = {"job": page.job, "expected": counts.expected, "gone": counts.gone}
+            head |= {"paused": counts.paused, "read_at": at(counts.read_at)}
+            yield dumps(head)[:-1] + ', "keys": ['
+        last, keys = page, page.keys
+        for n in range(0, len(keys), 1000):
+            yield (", " if written else "") + ", ".join(
+                dumps(
+                    {
+                        "key": k.key,
+                        "expected_from": at(k.expected_from),
+                        "first_seen": at(k.first_seen),
+                        "last_seen": at(k.last_seen),
+                        "gone_at": at(k.gone_at),
+                        "paused_at": at(k.paused_at),
+                    }
+                )
+                for k in keys[n : n + 1000]
             )
-            for k in keys[n : n + 1000]
-        )
-    yield "]}"
+            written += len(keys[n : n + 1000])
+    if last is not None:
+        yield f"], {dumps({'next_after': last.next_after})[1:]}"
 
 
 def pinged_json(result: Pinged) -> str:

@@ -1,6 +1,7 @@
-"""A keyed job's page of keys on the status page (``/keys/NAME``), as ``catchup keys`` lists
-them: the first :data:`KEYS_SHOWN` (``/api/keys/NAME`` has every one), linked back to ``/``
-and to the job's page. The other pages are :mod:`catchup.render.web` and ``jobpage``."""
+"""A keyed job's page of keys on the status page (``/keys/NAME``), as the ledger recorded
+them: :data:`~catchup.config.bounds.KEYS_SHOWN` at a time in key order (``?after=KEY``: the
+next page; ``/api/keys/NAME``: the same as JSON), linked back to ``/`` and to the job's page.
+The other pages are :mod:`catchup.render.web` and ``jobpage``."""
 
 from __future__ import annotations
 
@@ -9,17 +10,17 @@ from urllib.parse import quote
 
 from ..results import JobScan, KeysReport
 from ..vocabulary import PeriodState
+from .pasted import command
 from .text import iso_utc
 from .web import Site, frame, render
 from .webparts import job_path
 
-# a keys page lists at most this many keys; /api/keys/NAME has every one
-KEYS_SHOWN = 1_000
 
-
-def keys_path(job: str, api: bool = False) -> str:
-    """Where the status page serves a job's keys (``/keys/NAME``, or its JSON)."""
-    return ("/api/keys/" if api else "/keys/") + quote(job, safe="")
+def keys_path(job: str, api: bool = False, after: str | None = None) -> str:
+    """Where the status page serves a job's keys (``/keys/NAME``, or its JSON): the first
+    page, or with ``after`` the page of the keys after that one."""
+    path = ("/api/keys/" if api else "/keys/") + quote(job, safe="")
+    return path if after is None else f"{path}?after={quote(after, safe='')}"
 
 
 def key_states(scan: JobScan | None) -> dict[str, str]:
@@ -39,18 +40,22 @@ def keys_page(report: KeysReport, site: Site, scan: JobScan | None = None) -> st
     """``scan``: the job's in the newest scan, for each key's state (none: not said)."""
     api = keys_path(report.job, api=True)
     states = key_states(scan)
-    gone = sum(1 for k in report.keys if k.gone_at is not None)
+    counts = report.counts
     context = frame(
         site, f"keys of {report.job}", api, [(report.job, job_path(report.job)), ("keys", None)]
     )
     context.update(
         job=report.job,
-        expected=len(report.keys) - gone,
-        gone=gone,
-        paused=sum(1 for k in report.keys if k.paused_at is not None),
-        total=len(report.keys),
-        shown=min(len(report.keys), KEYS_SHOWN),
+        expected=counts.expected,
+        gone=counts.gone,
+        paused=counts.paused,
+        total=counts.total,
+        shown=len(report.keys),
+        read_at=iso_utc(counts.read_at) if counts.read_at else "",
+        first=report.keys[0].key if report.keys else "",
+        more=keys_path(report.job, after=report.next_after) if report.next_after else "",
         api=api,
+        command=command("keys", report.job, "--json"),
         keys=[
             {
                 "key": k.key,
@@ -61,7 +66,7 @@ def keys_page(report: KeysReport, site: Site, scan: JobScan | None = None) -> st
                 "paused": iso_utc(k.paused_at) if k.paused_at else "",
                 "state": states.get(k.key, "no gaps" if scan is not None else ""),
             }
-            for k in report.keys[:KEYS_SHOWN]
+            for k in report.keys
         ],
     )
     return render("keys.html.j2", context)

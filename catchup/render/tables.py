@@ -68,9 +68,10 @@ def pinged(console: Console, result: Pinged) -> None:
     console.print(text, soft_wrap=True)
 
 
-def keys(console: Console, report: KeysReport, limit: int | None = None) -> None:
-    """``catchup keys``: a line per key (the first ``limit``), its first and last seen and
-    from when expected; then how many are expected and gone, of them all."""
+def keys(console: Console, report: KeysReport) -> None:
+    """``catchup keys``: a line per key of the report's (a page of them, in key order), its
+    first and last seen and from when expected; then how many are expected, gone and paused
+    of them all, and how to list the rest."""
     headers = ("key", "expected from", "first seen", "last seen", "gone", "paused")
     rows = [
         [
@@ -81,7 +82,7 @@ def keys(console: Console, report: KeysReport, limit: int | None = None) -> None
             iso_utc(k.gone_at) if k.gone_at else "",
             f"since {iso_utc(k.paused_at)}" if k.paused_at else "",
         ]
-        for k in report.keys[:limit]
+        for k in report.keys
     ]
     title = f"keys of {safe(report.job)}"
     if fits(console, headers, rows):
@@ -93,10 +94,17 @@ def keys(console: Console, report: KeysReport, limit: int | None = None) -> None
         console.print(table)
     else:
         blocks(console, title, headers, rows)
-    gone = sum(1 for k in report.keys if k.gone_at is not None)
-    paused = sum(1 for k in report.keys if k.paused_at is not None)
-    more = f", {paused:,} paused" if paused else ""
-    console.print(f"{len(report.keys) - gone:,} keys expected, {gone:,} gone{more}")
+    counts = report.counts
+    more = f", {counts.paused:,} paused" if counts.paused else ""
+    console.print(f"{counts.expected:,} keys expected, {counts.gone:,} gone{more}", soft_wrap=True)
+    if report.next_after is not None:
+        every = command("keys", report.job, "--json")
+        console.print(
+            f"the first {len(report.keys):,} of {counts.total:,} shown; every key: {every}",
+            soft_wrap=True,
+            markup=False,
+            highlight=False,
+        )
 
 
 TAIL_LINES = 20  # of each attempt's output tail, when history --period shows several

@@ -22,14 +22,22 @@ from ..errors import EXIT_DATABASE, EXIT_USAGE, CatchupError, ConfigError, Datab
 from ..ledger import KeysDiff, KeysRead, Ledger, diff_keys, read_keys
 from ..maintenance.findings import Finding
 from ..postgres import database as db
-from ..results import COUNTED_STATES, JobScan, Planned, Range
+from ..results import COUNTED_STATES, JobScan, KeysReport, Planned, Range
 from ..session import Session
 from ..vocabulary import PeriodState
 from . import evidence
 from .coverage import signature
 from .keyblocked import grouped
 from .keyevidence import with_evidence
-from .targets import NONE_SETTLED, KeyRange, KeyRow, KeysFailure, ScanTarget, Settled
+from .targets import (
+    NONE_SETTLED,
+    KeyCounts,
+    KeyRange,
+    KeyRow,
+    KeysFailure,
+    ScanTarget,
+    Settled,
+)
 from .verified import Read, unverified, verified_now
 from .window import Moment, window
 
@@ -215,6 +223,22 @@ def current_keys(
                 follows=row.follows and row.gone_at is None,
             )
     return [merged[k] for k in sorted(merged)]
+
+
+def key_report(
+    ledger: Ledger, job: Job, job_id: int, now: datetime, after: str | None, limit: int | None
+) -> KeysReport:
+    """The job's keys as the ledger recorded them, in key order, as people see them
+    (:func:`from_start`): those after ``after`` (None: from the first), at most ``limit``
+    (None: all), with what counts them all. A million keys are read a page at a time."""
+    if job_id <= 0:  # never registered: no key recorded
+        return KeysReport(job.name, now, (), KeyCounts(), labeler=job.label)
+    counts = ledger.key_counts(job_id)
+    rows = ledger.key_page(job_id, after, None if limit is None else limit + 1)
+    more = limit is not None and len(rows) > limit
+    shown = rows[:limit] if more else rows
+    last = shown[-1].key if more and shown else None
+    return KeysReport(job.name, now, from_start(job, shown), counts, last, labeler=job.label)
 
 
 def record_read(ledger: Ledger, job: Job, job_id: int, source: Source | None) -> None:

@@ -21,6 +21,21 @@ class KeyRange(NamedTuple):
 
 
 @dataclass(frozen=True, slots=True)
+class KeyCounts:
+    """How many keys a job has recorded, how many of them are gone and how many paused, and
+    when its keys were last read (None: never); counted by the ledger, however many."""
+
+    total: int = 0
+    gone: int = 0
+    paused: int = 0
+    read_at: datetime | None = None
+
+    @property
+    def expected(self) -> int:
+        return self.total - self.gone
+
+
+@dataclass(frozen=True, slots=True)
 class KeyRow:
     """One key of a job as the ledger knows it: expected from ``expected_from`` (and, when
     ``gone_at`` is set, no longer from then on), first and last seen by a read of its keys."""

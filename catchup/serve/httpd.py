@@ -25,7 +25,9 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 from ..errors import ConfigError
 from ..render.jobpage import job_page
+from ..render.json import keys_json
 from ..render.metrics import exposition
+from ..render.page import keys_page
 from ..render.pagejson import job_json
 from ..render.periodpage import period_document, period_page
 from ..render.text import safe
@@ -212,7 +214,7 @@ class Handler(BaseHTTPRequestHandler):
 
     do_PUT = do_DELETE = do_PATCH = do_OPTIONS = do_TRACE = do_CONNECT = _refuse
 
-    def _answer(self, head: bool) -> None:  # noqa: C901
+    def _answer(self, head: bool) -> None:
         self.head = head
         watcher = self.server.watcher
         parts = urlsplit(self.path)
@@ -246,23 +248,30 @@ class Handler(BaseHTTPRequestHandler):
         elif path == "/metrics":
             body, content_type = exposition(watcher.served(), self.headers.get("Accept"))
             self._send(HTTPStatus.OK, body, content_type, cache="no-store")
-        elif path == "/healthz":
+        elif path in ("/healthz", "/readyz"):
+            self._probe(path == "/readyz", view)
+        elif path in view.keyed and self.query.get("after"):
+            self._keys_after(view, path, self.query["after"][0])
+        elif (keyed := view.keyed.get(path)) is not None:
+            self._send(HTTPStatus.OK, *keyed, view=view)
+        else:
+            self._send(HTTPStatus.NOT_FOUND, b"not found\n", TEXT)
+
+    def _probe(self, ready: bool, view: View) -> None:
+        """``/healthz`` (the watcher thread runs) or ``/readyz`` (a recent scan succeeded)."""
+        watcher = self.server.watcher
+        if not ready:
             if watcher.alive():
                 self._send(HTTPStatus.OK, b"ok\n", TEXT, cache="no-store")
             else:
                 body = b"not alive: the scanning watcher stopped\n"
                 self._send(HTTPStatus.SERVICE_UNAVAILABLE, body, TEXT, cache="no-store")
-        elif path == "/readyz":
-            if watcher.ready():
-                self._send(HTTPStatus.OK, b"ready\n", TEXT, cache="no-store")
-            else:
-                said = safe(watcher.notice() or view.error or "no recent scan")
-                body = b"not ready: " + said.encode()
-                self._send(HTTPStatus.SERVICE_UNAVAILABLE, body + b"\n", TEXT, cache="no-store")
-        elif (keyed := view.keyed.get(path)) is not None:
-            self._send(HTTPStatus.OK, *keyed, view=view)
+        elif watcher.ready():
+            self._send(HTTPStatus.OK, b"ready\n", TEXT, cache="no-store")
         else:
-            self._send(HTTPStatus.NOT_FOUND, b"not found\n", TEXT)
+            said = safe(watcher.notice() or view.error or "no recent scan")
+            body = b"not ready: " + said.encode()
+            self._send(HTTPStatus.SERVICE_UNAVAILABLE, body + b"\n", TEXT, cache="no-store")
 
     def _home(self, view: View) -> None:
         asked = self.query
@@ -327,8 +336,40 @@ class Handler(BaseHTTPRequestHandler):
                 return HTTPStatus.OK, period_document(read).encode(), JSON
             return HTTPStatus.OK, period_page(read, watcher.site(view)).encode(), HTML
 
+        self._cached_or_busy(view, f"period:{api}:{name}:{period}:{key}", make)
+
+    def _keys_after(self, view: View, path: str, after: str) -> None:
+        """``/keys/NAME?after=KEY`` (and its JSON): the page of keys after KEY, read from the
+        ledger when first asked for after a scan, then cached until the next one (the first
+        page is the scan's); 503 while it cannot be read (never cached)."""
+        watcher = self.server.watcher
+        api = path.startswith("/api/")
+        name = unquote(path.removeprefix("/api/keys/" if api else "/keys/"))
+        if len(after) > MAX_PERIOD:
+            self._send(HTTPStatus.BAD_REQUEST, b"after: not a key (at most 200 characters)\n", TEXT)
+            return
+
+        def make() -> tuple[int, bytes, str]:
+            read = watcher.key_page(name, after)
+            if read is None:
+                raise _Unavailable
+            if isinstance(read, str):
+                return HTTPStatus.BAD_REQUEST, (safe(read) + "\n").encode(), TEXT
+            if api:
+                return HTTPStatus.OK, (keys_json(read) + "\n").encode(), JSON
+            jobs = view.report.jobs if view.report is not None else ()
+            scan = next((j for j in jobs if j.job == name), None)
+            return HTTPStatus.OK, keys_page(read, watcher.site(view), scan).encode(), HTML
+
+        self._cached_or_busy(view, f"keys:{api}:{name}:{after}", make)
+
+    def _cached_or_busy(
+        self, view: View, key: str, make: Callable[[], tuple[int, bytes, str]]
+    ) -> None:
+        """A page read from the ledger when asked for: cached for the view, or 503 when the
+        ledger cannot say now."""
         try:
-            answer = self.server.cached(view, f"period:{api}:{name}:{period}:{key}", make)
+            answer = self.server.cached(view, key, make)
         except _Unavailable:
             body = b"the ledger cannot say now; try again\n"
             extra = {"Retry-After": "1"}

@@ -80,6 +80,7 @@ class Watcher:
         size: Callable[[], LedgerSize] | None = None,
         facts: Callable[[], PageFacts] | None = None,
         period: Callable[[str, str, str | None], PeriodReport | None] | None = None,
+        key_page: Callable[[str, str], KeysReport | None] | None = None,
         scrub: Callable[[str], str],
         refresh: float,
         title: str,
@@ -88,7 +89,7 @@ class Watcher:
         self._scan, self._reset, self._scrub = scan, reset, scrub
         self.notice = notice  # what keeps it from being ready beside its scans (a config)
         self._after, self._keys, self._size, self._facts = after, keys, size, facts
-        self._period = period
+        self._period, self._key_page = period, key_page
         self.refresh = refresh
         self.title = title
         self._lock = threading.Lock()
@@ -216,15 +217,27 @@ class Watcher:
         """One period's page, read now (``/jobs/NAME/PERIOD``): its report; or what is wrong
         with what was asked, in one line; or None when the ledger cannot say now (busy, or an
         error, logged here: the page says only that)."""
-        if self._period is None:
+        read = self._period
+        if read is None:
             return None
+        return self._read_now("a period page", lambda: read(name, period, key))
+
+    def key_page(self, name: str, after: str) -> KeysReport | str | None:
+        """A page of a keyed job's keys after the first (``/keys/NAME?after=KEY``), read now,
+        as :meth:`period` reads a period's page."""
+        read = self._key_page
+        if read is None:
+            return None
+        return self._read_now("a page of keys", lambda: read(name, after))
+
+    def _read_now[T](self, what: str, read: Callable[[], T | None]) -> T | str | None:
         try:
-            return self._period(name, period, key)
+            return read()
         except ConfigError as exc:
-            return (str(exc).splitlines() or ["not a period of this job"])[0]
+            return (str(exc).splitlines() or ["not a page of this job"])[0]
         except (psycopg.Error, CatchupError) as exc:
             said = self._scrub(first_line(exc) if isinstance(exc, psycopg.Error) else str(exc))
-            print(f"catchup serve: a period page: {said}", file=sys.stderr, flush=True)
+            print(f"catchup serve: {what}: {said}", file=sys.stderr, flush=True)
             return None
 
     def alive(self) -> bool:

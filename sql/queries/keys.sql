@@ -134,6 +134,26 @@ LEFT JOIN {schema}.scan_state s ON s.job_id = k.job_id
 WHERE k.job_id = %(job_id)s
 ORDER BY k.key;
 
+-- name: key_page
+-- A page of a job's keys as key_history gives them, in key order: the keys after %(after)s
+-- (null: from the first), at most %(limit)s of them (null: all), found by the key index; a
+-- million keys are read a page at a time (`catchup keys`, /keys/NAME).
+SELECT {columns}
+FROM {schema}.job_keys k
+JOIN {schema}.jobs j ON j.id = k.job_id
+LEFT JOIN {schema}.scan_state s ON s.job_id = k.job_id
+WHERE k.job_id = %(job_id)s AND (%(after)s::text IS NULL OR k.key > %(after)s::text)
+ORDER BY k.key
+LIMIT %(limit)s;
+
+-- name: key_counts
+-- How many keys a job has recorded, how many of them are gone and how many paused, and when
+-- its keys were last read (null: never): what `catchup keys` says of them all, counted here.
+SELECT count(k.key), count(k.gone_at), count(k.paused_at),
+       (SELECT j.keys_read_at FROM {schema}.jobs j WHERE j.id = %(job_id)s)
+FROM {schema}.job_keys k
+WHERE k.job_id = %(job_id)s;
+
 -- name: key_history_columns
 k.key, k.expected_from, k.first_seen,
 CASE WHEN k.gone_at IS NULL THEN greatest(k.last_seen, j.keys_read_at) ELSE k.last_seen END,

@@ -5,6 +5,7 @@ are counted in SQL. What the scan reports is what reading every key would have r
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -405,3 +406,46 @@ def test_a_dated_keys_query_with_null_dates_compares_whole_as_unchanged(
     sql("UPDATE {schema}.tenants SET since = '2026-10-02' WHERE key = 'globex'")
     moved = diff()
     assert (moved.same, moved.changed, moved.gone) == (False, 1, 0)
+
+
+def test_keys_are_listed_a_page_at_a_time(project: Project, sql: Any) -> None:
+    """`catchup keys` of 50,001 keys (one gone, one paused): the table shows the first 1,000
+    and counts them all, with the command that lists every key; --json lists every one (two
+    pages of its reads), in the ledger's key order; the Python API pages with ``after``, and
+    a page after the first reads the ledger only."""
+    from catchup.cli.looking import JSON_PAGE
+
+    many = JSON_PAGE + 1
+    query = f"SELECT 'k' || lpad(i::text, 6, '0') FROM generate_series(1, {many}) AS i"
+    fewer = query.replace(str(many), str(many - 1))
+    project.write(job_toml("invoice", "daily", "2026-10-01", keys=fewer, command=["true"]))
+    assert project.cli("-q", "keys", "invoice").exit_code == 0  # all but the last recorded
+    project.write(job_toml("invoice", "daily", "2026-10-01", keys=query, command=["true"]))
+    assert project.cli("-q", "pause", "invoice", "--key", "k000007", "--reason", "x").exit_code == 0
+    sql("UPDATE {schema}.job_keys SET gone_at = now() WHERE key = 'k000002'")
+    ordered = [k for (k,) in sql("SELECT key FROM {schema}.job_keys ORDER BY key")]
+    listed = json.loads(project.cli("-q", "keys", "invoice", "--json").stdout)
+    assert [k["key"] for k in listed["keys"]] == ordered and len(ordered) == many
+    assert (listed["expected"], listed["gone"], listed["paused"]) == (many, 0, 1)  # k000002 back
+    assert listed["next_after"] is None and listed["read_at"] is not None
+    table = project.cli("-q", "keys", "invoice", env={"COLUMNS": "200"}).output
+    assert "k001000" in table and "k001001" not in table
+    assert f"the first 1,000 of {many:,} shown; every key: catchup keys invoice --json" in table
+    assert f"{many:,} keys expected, 0 gone, 1 paused" in table
+    with Catchup(str(project.config), dsn=project.database.conninfo) as app:
+        ledger, read = app.session.ledger, []
+        page = ledger.key_page
+
+        def counted(*args: Any) -> list[Any]:
+            rows = page(*args)
+            read.append(len(rows))
+            return rows
+
+        ledger.key_page = counted  # type: ignore[method-assign,assignment]
+        first = app.keys("invoice", limit=30_000)
+        assert read == [30_001]  # a page and the key that says more follow, never every key
+        assert first.next_after == ordered[29_999] and first.counts.total == many
+        sql("DELETE FROM {schema}.job_keys WHERE key = %s", [ordered[-1]])  # unread, unrecorded
+        rest = app.keys("invoice", after=first.next_after, limit=30_000)
+        assert [k.key for k in first.keys + rest.keys] == ordered[:-1] and rest.next_after is None
+        assert [k.key for k in app.keys("invoice", after="", limit=2).keys] == ordered[:2]

@@ -297,8 +297,9 @@ def _scan_age(base: str) -> float:
 
 
 def test_the_page_links_to_a_keyed_jobs_keys(project: Project, sql: Any) -> None:
-    """A keyed job's line on the status page links to its keys (/keys/NAME, as `catchup keys`
-    lists them, escaped) and their JSON (/api/keys/NAME); serve records none of them."""
+    """A keyed job's line on the status page links to its keys (/keys/NAME, as the ledger
+    recorded them, escaped) and their JSON (/api/keys/NAME); serve records none of them, and
+    lists them once a read (`catchup keys`, a tick, a scan) has."""
     project.write(
         job_toml("invoice", "daily", "2026-10-01", keys=["acme", "<b>hooli</b>"], command=["true"])
     )
@@ -315,13 +316,51 @@ def test_the_page_links_to_a_keyed_jobs_keys(project: Project, sql: Any) -> None
         assert status == 200 and headers["Content-Type"] == "text/html; charset=utf-8"
         assert "<title>keys of invoice · " in listed and '<a href="/"' in listed
         assert '<a href="/jobs/invoice">' in listed
+        assert "0 keys expected, 0 gone · not read yet" in listed
+        assert sql("SELECT count(*) FROM {schema}.job_keys") == [(0,)]  # serve only reads
+        assert project.cli("-q", "keys", "invoice").exit_code == 0
+        wait_for(lambda: "acme" in get(base + "/keys/invoice")[2], timeout=30, what="the keys")
+        listed = get(base + "/keys/invoice")[2]
         assert "acme" in listed and "&lt;b&gt;hooli&lt;/b&gt;" in listed
         assert "<b>" not in listed and "2 keys expected, 0 gone" in listed
         status, headers, body = get(base + "/api/keys/invoice")
         assert status == 200 and headers["Content-Type"] == "application/json"
         assert [k["key"] for k in json.loads(body)["keys"]] == ["<b>hooli</b>", "acme"]
         assert get(base + "/keys/nobody")[0] == 404
-        assert sql("SELECT count(*) FROM {schema}.job_keys") == [(0,)]  # serve only reads
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
+
+
+def test_the_keys_pages_list_a_thousand_keys_at_a_time(project: Project) -> None:
+    """2,500 keys: /keys/NAME lists the first 1,000 and links the next page (?after=KEY), read
+    when asked for, to the last; /api/keys/NAME pages alike with next_after; a key too long to
+    be one is refused."""
+    import re
+
+    query = "SELECT 'k' || lpad(i::text, 4, '0') FROM generate_series(1, 2500) AS i"
+    project.write(job_toml("invoice", "daily", "2026-10-01", keys=query, command=["true"]))
+    assert project.cli("-q", "keys", "invoice").exit_code == 0
+    port = free_port()
+    proc = project.spawn("serve", "--listen", f"127.0.0.1:{port}", "--refresh", "1s")
+    base = f"http://127.0.0.1:{port}"
+    try:
+        wait_for(lambda: _answers(base), timeout=60, what="serve to answer")
+        wait_for(lambda: get(base + "/keys/invoice")[0] == 200, timeout=30, what="the keys")
+        path, seen = "/keys/invoice", []
+        while path:
+            status, _, page = get(base + path)
+            assert status == 200 and "2,500 keys expected, 0 gone" in page
+            seen += re.findall(r'<th scope="row"><bdi>(k\d+)</bdi>', page)
+            found = re.search(r'<a href="([^"]+)" rel="next">', page)
+            path = found.group(1) if found else ""
+        assert seen == [f"k{i:04}" for i in range(1, 2501)]
+        document = json.loads(get(base + "/api/keys/invoice")[2])
+        assert len(document["keys"]) == 1000 and document["next_after"] == "k1000"
+        after = json.loads(get(base + "/api/keys/invoice?after=k2000")[2])
+        assert [k["key"] for k in after["keys"]][::499] == ["k2001", "k2500"]
+        assert after["next_after"] is None and after["expected"] == 2500
+        assert get(base + "/keys/invoice?after=" + "k" * 201)[0] == 400
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=30)
