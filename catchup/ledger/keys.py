@@ -374,6 +374,7 @@ class Keys(LedgerBase):
                     return False
                 if state is None or state[0] != signature:
                     params["horizon"] = None  # forgotten with the old schedules' ranges
+                self.conn.execute(self._q("keys_work_mem"), {"work_mem": DIFF_WORK_MEM})
                 self.conn.execute(self._q("settle_complete_keys"), params)
         except psycopg.errors.InsufficientPrivilege:
             return False

@@ -88,8 +88,10 @@ ARRAY[count(*)::numeric,
                          k.expected_from AT TIME ZONE 'UTC', %(seed_a)s) ELSE 0 END), 0)]
 
 -- name: keys_work_mem
--- For keys_diff, keys_to_scan or scan_keys alone: their transaction's (under a scan's
--- snapshot, a savepoint: then until that transaction ends).
+-- For keys_diff, keys_to_scan, scan_keys or settle_complete_keys alone: their transaction's
+-- (under a scan's snapshot, a savepoint: then until that transaction ends). A first scan's
+-- settle_complete_keys of a million keys spilled its hashes and sorts to disk in 16 to 21
+-- batches under PostgreSQL's 4MB: 29.7 s, 19.8 to 21.0 s with this.
 SELECT set_config('work_mem', %(work_mem)s, true);
 
 -- name: keys_by_index
