@@ -14,7 +14,8 @@ On the embedded PostgreSQL (or CATCHUP_DSN), in a throwaway schema, in one run:
           (key, period), ranges per key grouped across keys): the first (nothing recorded yet)
           and a later one, each against the floor (targets: first <= 1x, later <= 0.3x), and
           how many key rows the later scan wrote (target: none, the keys did not change);
-  rss     the peak memory of `catchup scan --json` (target <= 300 MB, at any key count);
+  rss     the peak memory of `catchup scan --json`, then of `catchup keys --json` (target
+          <= 300 MB each, at any key count);
   formats `catchup scan` (table, piped) and `--format markdown` against `--json` (<= 1.5x each);
   replay  a replay of one day of every key of a no-op `call` job (operator:truth), --workers,
           in periods/s: each period in its own round trips (batch_size=1) and claimed in
@@ -180,13 +181,16 @@ def key_rows_written(session: Session, action: Callable[[], object]) -> int:
     return counted[0]
 
 
-def peak_memory_mb(config: Path, env: dict[str, str]) -> float:
-    """The peak RSS of one `catchup scan --json` process (its own, from wait4)."""
-    argv = [sys.executable, "-m", "catchup", "-q", "--config", str(config), "scan", "--json"]
+def peak_memory_mb(
+    config: Path, env: dict[str, str], args: tuple[str, ...] = ("scan", "--json")
+) -> float:
+    """The peak RSS of one `catchup scan --json` process (or of ``args``: its own, from
+    wait4)."""
+    argv = [sys.executable, "-m", "catchup", "-q", "--config", str(config), *args]
     child = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL)
     _, status, usage = os.wait4(child.pid, 0)
     child.returncode = os.waitstatus_to_exitcode(status)  # reaped here
-    assert child.returncode in (0, 1), f"scan --json exited {child.returncode}"
+    assert child.returncode in (0, 1), f"{' '.join(args)} exited {child.returncode}"
     return usage.ru_maxrss / 1024
 
 
@@ -385,6 +389,9 @@ def main() -> None:
     rss = peak_memory_mb(path, dict(os.environ))
     print(f"rss: scan --json peak {rss:.0f} MB (target <= 300)")
     ratios.append(f"rss_mb={rss:.0f}")
+    listed = peak_memory_mb(path, dict(os.environ), ("keys", "invoice", "--json"))
+    print(f"rss: keys --json peak {listed:.0f} MB (target <= 300)")
+    ratios.append(f"keys_rss_mb={listed:.0f}")
     if not args.memory_only:
         ratios.append(formats_leg(path, repeat))
     if not (args.memory_only or args.no_replay):

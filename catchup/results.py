@@ -379,14 +379,16 @@ class History:
 class KeysReport:
     """``catchup keys``: a job's keys in key order, with when each was first and last seen and
     from when (and, once gone, until when) it is expected: all of them, or a page of them.
-    ``counts`` counts them all; ``next_after`` is the page's last key when more follow (pass
-    it as ``after`` for the next page), else None."""
+    ``counts`` counts them all; ``after``, the key the page starts after (None or ``""``:
+    the first page); ``next_after`` is the page's last key when more follow (pass it as
+    ``after`` for the next page), else None."""
 
     job: str
     now: datetime
     keys: tuple[KeyRow, ...]
     counts: KeyCounts
     next_after: str | None = None
+    after: str | None = None
     labeler: Callable[[datetime], str] = field(default=iso_utc, compare=False, repr=False)
 
 

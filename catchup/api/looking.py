@@ -97,8 +97,7 @@ class Looking(Base):
         spec = self.job(job)
         if not spec.keyed:
             raise ConfigError(f"{spec.name} has no keys (give it keys = [...] or a SELECT)")
-        if limit is not None and limit < 1:
-            raise ConfigError(f"limit: {limit} keys; give at least 1, or None for all")
+        _page_asked(after, limit)
         session = self.session
         if after is None:
             read = read_sources(session.ledger, [spec])  # before anything is written
@@ -448,3 +447,16 @@ class Looking(Base):
         finally:
             reader.close()
             desk.close()
+
+
+KEYS_PAGE_MOST = 10_000_000  # keys in one page of `keys(limit=…)`: the most a job may have
+
+
+def _page_asked(after: str | None, limit: int | None) -> None:
+    """A page of keys asked for: ``after`` a text that can be a key, ``limit`` a count."""
+    if after is not None and (not isinstance(after, str) or "\x00" in after or len(after) > 200):
+        raise ConfigError("after: not a key (a text of at most 200 characters, without NUL)")
+    if limit is None:
+        return
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= KEYS_PAGE_MOST:
+        raise ConfigError(f"limit: {limit!r}; give a count of keys from 1 to 10,000,000, or None")

@@ -61,7 +61,8 @@ def serve(state: State, listen: tuple[str, int], refresh: float) -> None:
     It scans on its own timer, so a scrape or a page load never costs a scan, and an
     unreachable database makes the page say so and catchup_up 0. /metrics is Prometheus's
     text format, or OpenMetrics when the scraper asks for it; /api/scan is the scan --json
-    document; /keys/JOB lists a keyed job's keys (/api/keys/JOB: their JSON); /readyz
+    document; /keys/JOB lists a keyed job's keys as recorded, 1,000 a page (?after=KEY:
+    the next; /api/keys/JOB: their JSON); /readyz
     answers 503 unless the newest scan succeeded recently. The config file is read again
     on SIGHUP and when it changes (then scanned at once; a version that does not load is
     refused, said, and /readyz answers 503 until fixed). Stops on SIGINT or SIGTERM (exit 0).

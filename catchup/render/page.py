@@ -23,12 +23,14 @@ def keys_path(job: str, api: bool = False, after: str | None = None) -> str:
     return path if after is None else f"{path}?after={quote(after, safe='')}"
 
 
-def key_states(scan: JobScan | None) -> dict[str, str]:
-    """Each key's gap periods in the scan's window by state (``2 missing, 1 failed``, else
-    ``no gaps``); a key the scan has no range of had none (succeeded is what is left)."""
+def key_states(scan: JobScan | None, shown: set[str]) -> dict[str, str]:
+    """Each key's of ``shown`` gap periods in the scan's window by state (``2 missing, 1
+    failed``, else ``no gaps``); a key the scan has no range of had none (succeeded is what is
+    left). Only the keys shown are counted: a page of a million keys' is a thousand's work."""
     by_key: dict[str, Counter[str]] = {}
     for r in () if scan is None else scan.key_ranges:
-        by_key.setdefault(r.key, Counter())[r.state] += r.periods
+        if r.key in shown:
+            by_key.setdefault(r.key, Counter())[r.state] += r.periods
     said = {}
     for key, counts in by_key.items():
         gaps = [f"{counts[s]:,} {s}" for s in PeriodState if s.is_gap and counts[s]]
@@ -38,12 +40,13 @@ def key_states(scan: JobScan | None) -> dict[str, str]:
 
 def keys_page(report: KeysReport, site: Site, scan: JobScan | None = None) -> str:
     """``scan``: the job's in the newest scan, for each key's state (none: not said)."""
-    api = keys_path(report.job, api=True)
-    states = key_states(scan)
+    first = report.keys[0].key if report.keys else ""
+    after = report.after if report.after else None
+    api = keys_path(report.job, api=True, after=after)
+    states = key_states(scan, {k.key for k in report.keys})
     counts = report.counts
-    context = frame(
-        site, f"keys of {report.job}", api, [(report.job, job_path(report.job)), ("keys", None)]
-    )
+    title = f"keys of {report.job}" + (f" from {first}" if after and first else "")
+    context = frame(site, title, api, [(report.job, job_path(report.job)), ("keys", None)])
     context.update(
         job=report.job,
         expected=counts.expected,
@@ -52,10 +55,14 @@ def keys_page(report: KeysReport, site: Site, scan: JobScan | None = None) -> st
         total=counts.total,
         shown=len(report.keys),
         read_at=iso_utc(counts.read_at) if counts.read_at else "",
-        first=report.keys[0].key if report.keys else "",
+        first=first,
+        later=after is not None,
         more=keys_path(report.job, after=report.next_after) if report.next_after else "",
         api=api,
         command=command("keys", report.job, "--json"),
+        record=command("keys", report.job),
+        start=keys_path(report.job),
+        last=report.next_after or "",
         keys=[
             {
                 "key": k.key,

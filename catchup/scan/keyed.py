@@ -238,7 +238,8 @@ def key_report(
     more = limit is not None and len(rows) > limit
     shown = rows[:limit] if more else rows
     last = shown[-1].key if more and shown else None
-    return KeysReport(job.name, now, from_start(job, shown), counts, last, labeler=job.label)
+    shown_from = from_start(job, shown)
+    return KeysReport(job.name, now, shown_from, counts, last, after, labeler=job.label)
 
 
 def record_read(ledger: Ledger, job: Job, job_id: int, source: Source | None) -> None:

@@ -250,10 +250,8 @@ class Handler(BaseHTTPRequestHandler):
             self._send(HTTPStatus.OK, body, content_type, cache="no-store")
         elif path in ("/healthz", "/readyz"):
             self._probe(path == "/readyz", view)
-        elif path in view.keyed and self.query.get("after"):
-            self._keys_after(view, path, self.query["after"][0])
-        elif (keyed := view.keyed.get(path)) is not None:
-            self._send(HTTPStatus.OK, *keyed, view=view)
+        elif path.startswith(("/keys/", "/api/keys/")):
+            self._keys(view, "/api" + path if wants_json and path[1] == "k" else path)
         else:
             self._send(HTTPStatus.NOT_FOUND, b"not found\n", TEXT)
 
@@ -337,6 +335,16 @@ class Handler(BaseHTTPRequestHandler):
             return HTTPStatus.OK, period_page(read, watcher.site(view)).encode(), HTML
 
         self._cached_or_busy(view, f"period:{api}:{name}:{period}:{key}", make)
+
+    def _keys(self, view: View, path: str) -> None:
+        """``/keys/NAME`` (its JSON with ``/api`` or ``Accept: application/json``, as
+        ``/jobs/NAME``): the scan's first page, or ``?after=KEY`` the page after KEY."""
+        if path not in view.keyed:
+            self._send(HTTPStatus.NOT_FOUND, b"not found\n", TEXT)
+        elif after := (self.query.get("after") or [""])[0]:
+            self._keys_after(view, path, after)
+        else:
+            self._send(HTTPStatus.OK, *view.keyed[path], view=view)
 
     def _keys_after(self, view: View, path: str, after: str) -> None:
         """``/keys/NAME?after=KEY`` (and its JSON): the page of keys after KEY, read from the

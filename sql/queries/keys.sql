@@ -149,9 +149,10 @@ ORDER BY k.key
 LIMIT %(limit)s;
 
 -- name: key_counts
--- How many keys a job has recorded, how many of them are gone and how many paused, and when
--- its keys were last read (null: never): what `catchup keys` says of them all, counted here.
-SELECT count(k.key), count(k.gone_at), count(k.paused_at),
+-- How many keys a job has recorded, how many of them are gone and how many of the others
+-- paused, and when its keys were last read (null: never): what `catchup keys` says of them
+-- all, counted here.
+SELECT count(k.key), count(k.gone_at), count(k.paused_at) FILTER (WHERE k.gone_at IS NULL),
        (SELECT j.keys_read_at FROM {schema}.jobs j WHERE j.id = %(job_id)s)
 FROM {schema}.job_keys k
 WHERE k.job_id = %(job_id)s;

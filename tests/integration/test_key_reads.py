@@ -13,7 +13,7 @@ import pytest
 from fix_db import Database, waits_holding_only_the_first
 from fix_project import Project, job_toml
 
-from catchup import Catchup, make_job
+from catchup import Catchup, ConfigError, make_job
 from catchup.scan.detector import scan
 from catchup.scan.keyed import window_keys
 
@@ -412,7 +412,8 @@ def test_keys_are_listed_a_page_at_a_time(project: Project, sql: Any) -> None:
     """`catchup keys` of 50,001 keys (one gone, one paused): the table shows the first 1,000
     and counts them all, with the command that lists every key; --json lists every one (two
     pages of its reads), in the ledger's key order; the Python API pages with ``after``, and
-    a page after the first reads the ledger only."""
+    a page after the first reads the ledger only; a gone key paused is not counted paused;
+    an ``after`` or ``limit`` that cannot be one is refused."""
     from catchup.cli.looking import JSON_PAGE
 
     many = JSON_PAGE + 1
@@ -449,3 +450,9 @@ def test_keys_are_listed_a_page_at_a_time(project: Project, sql: Any) -> None:
         rest = app.keys("invoice", after=first.next_after, limit=30_000)
         assert [k.key for k in first.keys + rest.keys] == ordered[:-1] and rest.next_after is None
         assert [k.key for k in app.keys("invoice", after="", limit=2).keys] == ordered[:2]
+        sql("UPDATE {schema}.job_keys SET gone_at = now(), paused_at = now() WHERE key = 'k000009'")
+        counts = app.keys("invoice", after="", limit=1).counts
+        assert (counts.expected, counts.gone, counts.paused) == (many - 2, 1, 1)  # k000007
+        for asked in ({"after": "k\x00"}, {"limit": 0}, {"limit": True}, {"limit": 1.5}):
+            with pytest.raises(ConfigError):
+                app.keys("invoice", **asked)

@@ -316,7 +316,7 @@ def test_the_page_links_to_a_keyed_jobs_keys(project: Project, sql: Any) -> None
         assert status == 200 and headers["Content-Type"] == "text/html; charset=utf-8"
         assert "<title>keys of invoice · " in listed and '<a href="/"' in listed
         assert '<a href="/jobs/invoice">' in listed
-        assert "0 keys expected, 0 gone · not read yet" in listed
+        assert "0 keys expected, 0 gone · none recorded yet" in listed
         assert sql("SELECT count(*) FROM {schema}.job_keys") == [(0,)]  # serve only reads
         assert project.cli("-q", "keys", "invoice").exit_code == 0
         wait_for(lambda: "acme" in get(base + "/keys/invoice")[2], timeout=30, what="the keys")
@@ -334,8 +334,9 @@ def test_the_page_links_to_a_keyed_jobs_keys(project: Project, sql: Any) -> None
 
 def test_the_keys_pages_list_a_thousand_keys_at_a_time(project: Project) -> None:
     """2,500 keys: /keys/NAME lists the first 1,000 and links the next page (?after=KEY), read
-    when asked for, to the last; /api/keys/NAME pages alike with next_after; a key too long to
-    be one is refused."""
+    when asked for, to the last, each page linking its own JSON and the first page;
+    /api/keys/NAME (or Accept: application/json) pages alike with next_after; an ``after``
+    that cannot be a key is refused with 400."""
     import re
 
     query = "SELECT 'k' || lpad(i::text, 4, '0') FROM generate_series(1, 2500) AS i"
@@ -355,6 +356,13 @@ def test_the_keys_pages_list_a_thousand_keys_at_a_time(project: Project) -> None
             found = re.search(r'<a href="([^"]+)" rel="next">', page)
             path = found.group(1) if found else ""
         assert seen == [f"k{i:04}" for i in range(1, 2501)]
+        later = get(base + "/keys/invoice?after=k1000")[2]
+        assert '<a href="/api/keys/invoice?after=k1000">this page as JSON' in later
+        assert '<a href="/keys/invoice">the first page</a>' in later
+        assert "after <bdi>k2000</bdi>" in later  # the next page's link, under the table too
+        status, headers, _ = get(base + "/keys/invoice?after=k1000", accept="application/json")
+        assert status == 200 and headers["Content-Type"] == "application/json"
+        assert get(base + "/keys/invoice?after=%00")[0] == 400  # never a 503: not a key
         document = json.loads(get(base + "/api/keys/invoice")[2])
         assert len(document["keys"]) == 1000 and document["next_after"] == "k1000"
         after = json.loads(get(base + "/api/keys/invoice?after=k2000")[2])
