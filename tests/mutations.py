@@ -1397,6 +1397,14 @@ MUTATIONS = (
         ),
     ),
     Mutation(
+        "client-gone-not-said",
+        "serve says nothing of a client that hung up mid-answer, and one line of any other failure",
+        "catchup/serve/httpd.py",
+        "        if kind is None or issubclass(kind, CLIENT_GONE):\n",
+        "        if kind is None:\n",
+        ("tests/unit/serve/test_httpd_errors.py",),
+    ),
+    Mutation(
         "null-dated-keys-compare-whole",
         "a dated keys query with NULL dates, unchanged, compares whole as alike (no key joined)",
         "catchup/ledger/keys.py",

@@ -14,6 +14,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import socket
+import sys
 import threading
 from collections.abc import Callable
 from dataclasses import replace
@@ -50,6 +51,10 @@ CSP = (
 HTML = "text/html; charset=utf-8"
 JSON = "application/json"
 TEXT = "text/plain; charset=utf-8"
+
+
+# a client that hung up while it was answered: nothing to say
+CLIENT_GONE = (BrokenPipeError, ConnectionResetError, ConnectionAbortedError, TimeoutError)
 
 
 class _Unavailable(Exception):
@@ -93,6 +98,16 @@ class Server(ThreadingHTTPServer):
             super().process_request_thread(request, client_address)
         finally:
             self.slots.release()
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A request that failed: a client gone mid-answer (a closed tab, a timed-out probe)
+        is nobody's error and is not said; anything else is said in one line, by its type
+        (an unexpected error's text may quote a secret), never as a traceback."""
+        kind = sys.exc_info()[0]
+        if kind is None or issubclass(kind, CLIENT_GONE):
+            return
+        said = f"a request failed unexpectedly ({kind.__name__}); serving on"
+        print(f"catchup serve: {said}", file=sys.stderr, flush=True)
 
     def cached(self, view: View, path: str, make: Any) -> tuple[int, bytes, str]:
         """A page rendered from ``view`` by ``make()`` once per scan and path."""
