@@ -1405,6 +1405,16 @@ MUTATIONS = (
         ("tests/unit/serve/test_httpd_errors.py",),
     ),
     Mutation(
+        "first-read-raced-read-again",
+        "a first read raced by another is read again in key order, never recorded out of order",
+        "catchup/ledger/keys.py",
+        "            if not diff.ordered and self._has_keys(job_id):\n",
+        "            if False:\n",
+        (
+            "tests/integration/test_key_reads.py::test_a_first_read_raced_by_another_is_read_again_in_key_order",
+        ),
+    ),
+    Mutation(
         "null-dated-keys-compare-whole",
         "a dated keys query with NULL dates, unchanged, compares whole as alike (no key joined)",
         "catchup/ledger/keys.py",

@@ -15,6 +15,7 @@ _EXPORTS = {
     "EvidenceQuery": ".evidence",
     "FinishFields": ".claims",
     "KeysDiff": ".keys",
+    "KeysRaced": ".keys",
     "KeysRead": ".keys",
     "Ledger": ".whole",
     "LedgerBase": ".base",
@@ -28,6 +29,7 @@ __all__ = [
     "EvidenceQuery",
     "FinishFields",
     "KeysDiff",
+    "KeysRaced",
     "KeysRead",
     "Ledger",
     "LedgerBase",
@@ -41,7 +43,7 @@ if TYPE_CHECKING:
     from .batches import Many
     from .claims import ClaimRequest, FinishFields
     from .evidence import EvidenceQuery
-    from .keys import KeysDiff, KeysRead, diff_keys, read_keys
+    from .keys import KeysDiff, KeysRaced, KeysRead, diff_keys, read_keys
     from .whole import Ledger
 
 

@@ -65,6 +65,13 @@ class KeysRead:
         return f"KeysRead({len(self.keys):,} keys)"
 
 
+class KeysRaced(Exception):
+    """A first read of a job's keys (its blocks in any order: no key was held) about to be
+    recorded over keys another read recorded meanwhile: its rows would be locked out of key
+    order, and a scan locking them in key order could deadlock with it. Nothing is written;
+    the keys are read again, in key order."""
+
+
 class KeysDiff:
     """What one read of a job's keys query changed against the key history of ``job_id`` (0:
     a job the ledger does not know yet, every key new), found on the ledger's database
@@ -86,12 +93,14 @@ class KeysDiff:
         "gone",
         "job_id",
         "odd",
+        "ordered",
         "same",
         "twice",
     )
 
     def __init__(self, job_id: int, dated: bool) -> None:
         self.job_id = job_id
+        self.ordered = False  # its blocks come in the ledger's key order (keys were held)
         self._blocks: list[str] = []  # a line a key: "+key" changed, "-key" gone
         self._froms: list[datetime | None] | None = [] if dated else None
         self._shared = Shared()
@@ -206,6 +215,7 @@ def diff_keys(
         conn.execute(sqlfiles.query("keys_work_mem", schema), {"work_mem": DIFF_WORK_MEM})
         bound(conn, schema, timeout)  # the probe cannot have lifted it
         diff = KeysDiff(job_id, kind is not None)
+        diff.ordered = order == "keys_diff_in_order"
         params = {"zone": zone, "limit": MAX_KEYS + 1, "job_id": job_id, "dated": bool(kind)}
         params |= {"block": BLOCK}
         params |= {"seed_a": secrets.randbits(63), "seed_b": secrets.randbits(63)}
@@ -431,11 +441,17 @@ class Keys(LedgerBase):
         with self.conn.transaction():
             self.conn.execute(self._q("keys_by_index"))
             self.conn.execute(self._q("lock_job_row"), {"job_id": job_id})
+            if not diff.ordered and self._has_keys(job_id):
+                raise KeysRaced(job_id)  # rolled back: read again, in key order
             for block in diff.blocks() if diff.changed or diff.gone else nothing:
                 row = self._record_block(job_id, block, start, first)
                 added += row[0]
                 first = {"first_read": row[2], "at": row[3], "before": row[4]}
         self._analyze_after((added,))
+
+    def _has_keys(self, job_id: int) -> bool:
+        row = self.conn.execute(self._q("has_keys"), {"job_id": job_id}).fetchone()
+        return bool(row and row[0])
 
     def _record_block(
         self,

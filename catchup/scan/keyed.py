@@ -19,7 +19,7 @@ from ..claims import suspects
 from ..config.job import Job
 from ..config.values import key_problem
 from ..errors import EXIT_DATABASE, EXIT_USAGE, CatchupError, ConfigError, DatabaseError, first_line
-from ..ledger import KeysDiff, KeysRead, Ledger, diff_keys, read_keys
+from ..ledger import KeysDiff, KeysRaced, KeysRead, Ledger, diff_keys, read_keys
 from ..maintenance.findings import Finding
 from ..postgres import database as db
 from ..results import COUNTED_STATES, JobScan, KeysReport, Planned, Range
@@ -248,7 +248,10 @@ def record_read(ledger: Ledger, job: Job, job_id: int, source: Source | None) ->
     this one's: its keys are read again."""
     if isinstance(source, KeysDiff) and source.job_id in (job_id, 0):
         # (0: read before the job was registered, against no key: every key it returned)
-        ledger.record_key_changes(source, job_id=job_id, start=job.anchor)
+        try:
+            ledger.record_key_changes(source, job_id=job_id, start=job.anchor)
+        except KeysRaced:  # another read recorded keys since this first one: read again
+            record_read(ledger, job, job_id, changed_keys(ledger, job, job_id))
         return
     seen = source if isinstance(source, KeysRead) else source_keys(ledger, job)[0]
     ledger.record_keys(job_id, seen, start=job.anchor)
