@@ -333,8 +333,9 @@ def tick_leg(target: db.Target, folder: Path, keys: int, workers: int) -> str:
     """A tick of one day of every key of a no-op call job (every key's yesterday due, nothing
     in the ledger, the keys recorded) against the bare batched statements of the same day, and
     the scan it starts with, timed alone on the same ledger; then `catchup tick` with nothing
-    due, as a person runs it (a process of its own), twice: the first after the busy tick
-    verifies every key's day once, the second is every later one (target: <= 2 s)."""
+    due, as a person runs it (a process of its own), four times: the first after the busy tick
+    verifies every key's day once, the three after it every later one (their median; the
+    first of them may still pay for the rows the first rewrote: target <= 2 s)."""
     config, job = build(target, keys, 1, call="operator:truth")
     session = Session(config, target)
     session.conn.execute(sql.SQL("DELETE FROM {}").format(sql.Identifier(SCHEMA, "runs")))
@@ -348,7 +349,7 @@ def tick_leg(target: db.Target, folder: Path, keys: int, workers: int) -> str:
     path = write_config(job, folder, keys)
     argv = [sys.executable, "-m", "catchup", "-q", "--config", str(path), "tick", "--json"]
     quiet = []
-    for _ in range(2):
+    for _ in range(4):
         started = time.perf_counter()
         done = subprocess.run(argv, capture_output=True, text=True, check=False)
         quiet.append(time.perf_counter() - started)
@@ -361,11 +362,13 @@ def tick_leg(target: db.Target, folder: Path, keys: int, workers: int) -> str:
         f"{rate / floor:.2f}x the bare batches' {floor:.0f}/s); the scan it starts with "
         f"{scan_s:.1f}s alone, the rest {claims:.0f}/s ({claims / floor:.2f}x)"
     )
+    later = statistics.median(quiet[1:])
     print(
         f"quiet tick: `catchup tick` with nothing due {quiet[0]:.2f}s the first time (every "
-        f"key's day verified once), {quiet[1]:.2f}s later (target <= 2)"
+        f"key's day verified once), then {', '.join(f'{q:.2f}s' for q in quiet[1:])}: "
+        f"median {later:.2f}s (target <= 2)"
     )
-    return f"tick/floor={rate / floor:.2f} quiet_tick_s={quiet[1]:.1f}"
+    return f"tick/floor={rate / floor:.2f} quiet_tick_s={later:.1f}"
 
 
 def main() -> None:
