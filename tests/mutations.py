@@ -1415,6 +1415,26 @@ MUTATIONS = (
         ),
     ),
     Mutation(
+        "keys-query-percent-as-written",
+        "a keys query's % reaches the server as written when its columns are probed",
+        "catchup/ledger/keys.py",
+        "    columns = conn.execute(probe, {}).description\n",
+        "    columns = conn.execute(probe).description\n",
+        (
+            "tests/integration/test_key_reads.py::test_a_keys_query_with_a_percent_sign_is_read_as_written",
+        ),
+    ),
+    Mutation(
+        "evidence-query-percent-as-written",
+        "an evidence query's % reaches the server as written when its column is probed",
+        "catchup/ledger/evidence.py",
+        "        cur = self.conn.execute(probe, {})",
+        "        cur = self.conn.execute(probe)",
+        (
+            "tests/integration/test_evidence.py::test_an_evidence_query_with_a_percent_sign_is_read_as_written",
+        ),
+    ),
+    Mutation(
         "null-dated-keys-compare-whole",
         "a dated keys query with NULL dates, unchanged, compares whole as alike (no key joined)",
         "catchup/ledger/keys.py",

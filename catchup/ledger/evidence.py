@@ -126,7 +126,7 @@ class EvidenceQuery:
         """The column's type name (date, timestamp or timestamptz); a ConfigError otherwise."""
         probe = sqlfiles.query_naming("evidence_probe", self.schema, evidence=self.evidence)
         self.bound()
-        cur = self.conn.execute(probe)
+        cur = self.conn.execute(probe, {})  # with parameters (none): the user's %% is %
         columns = cur.description or []
         wanted = 2 if self.keyed else 1
         if len(columns) != wanted:

@@ -153,7 +153,9 @@ class KeysDiff:
 def _probe(conn: psycopg.Connection[Any], schema: str, keys: sql.SQL) -> str | None:
     """The keys query's columns checked without running it: the kind of its second, dated
     column (None without one). A ConfigError says what is wrong with them."""
-    columns = conn.execute(sqlfiles.query_naming("keys_probe", schema, keys=keys)).description
+    # parameters (none) given, so the user's %, sent as %%, reaches the server as %
+    probe = sqlfiles.query_naming("keys_probe", schema, keys=keys)
+    columns = conn.execute(probe, {}).description
     columns = columns or []
     if len(columns) not in (1, 2):
         raise ConfigError(

@@ -71,6 +71,27 @@ def test_hourly_timestamptz_evidence_finds_unverified_and_untracked(
     assert 'catchup_untracked_periods{job="export"} 1' in metrics.output
 
 
+def test_an_evidence_query_with_a_percent_sign_is_read_as_written(
+    project: Project, sql: Any
+) -> None:
+    """An evidence query's ``%`` (here modulo) reaches the server as written, in the probe of
+    its column as in its read (the probe failed: ``operator does not exist``)."""
+    ledger(project)
+    sql("CREATE TABLE {schema}.exports (at timestamptz, n int)")
+    evidence = f"SELECT at FROM {project.schema}.exports WHERE n % 2 = 0"
+    project.write(job_toml("export", "hourly", command=["true"], evidence=evidence))
+    for hour in (0, 1):
+        ran = project.cli("-q", "run", "export", "--period", f"2026-10-01T0{hour}:00:00Z")
+        assert ran.exit_code == 0, ran.output
+    sql(
+        "INSERT INTO {schema}.exports VALUES"
+        " ('2026-10-01T00:30:00Z', 2), ('2026-10-01T01:30:00Z', 3)"
+    )
+    code, report = scan(project, "--until", "2026-10-01T02:00:00Z")
+    (job,) = report["jobs"]
+    assert (code, job["succeeded"], job["unverified"]) == (1, 1, 1), json.dumps(job)
+
+
 @pytest.mark.parametrize(
     ("zone", "first"),
     [("Europe/Berlin", date(2026, 10, 23)), ("America/New_York", date(2026, 10, 30))],

@@ -506,3 +506,16 @@ def test_keys_are_listed_a_page_at_a_time(project: Project, sql: Any) -> None:
         for asked in ({"after": "k\x00"}, {"limit": 0}, {"limit": True}, {"limit": 1.5}):
             with pytest.raises(ConfigError):
                 app.keys("invoice", **asked)
+
+
+def test_a_keys_query_with_a_percent_sign_is_read_as_written(project: Project) -> None:
+    """A keys query's ``%`` (modulo, a LIKE pattern) reaches the server as written, in the
+    probe of its columns as in its read: it failed with ``operator does not exist: integer %%
+    integer`` before."""
+    query = (
+        "SELECT 'k' || i FROM generate_series(1, 10) AS i WHERE i % 2 = 0 AND ('k' || i) LIKE 'k%'"
+    )
+    project.write(job_toml("invoice", "daily", "2026-10-01", keys=query, command=["true"]))
+    listed = project.cli("-q", "keys", "invoice", "--json")
+    assert listed.exit_code == 0, listed.output
+    assert [k["key"] for k in json.loads(listed.stdout)["keys"]] == ["k10", "k2", "k4", "k6", "k8"]
