@@ -92,7 +92,7 @@ class Looking(Base):
         recorded: all of them, or the first ``limit``. With ``after`` (a report's
         ``next_after``; ``""``: from the first key), the keys after it as the ledger recorded
         them, the source not read again: a million keys are listed a page at a time."""
-        from ..scan.keyed import key_report, read_sources, record_read
+        from ..scan.keyed import changed_keys, key_report, record_read
 
         spec = self.job(job)
         if not spec.keyed:
@@ -100,9 +100,11 @@ class Looking(Base):
         _page_asked(after, limit)
         session = self.session
         if after is None:
-            read = read_sources(session.ledger, [spec])  # before anything is written
+            # read before anything is written, as a scan reads them: only what changed
+            row = session.job_rows(write=False).get(spec.name)
+            read = changed_keys(session.ledger, spec, row.id if row else 0)
             job_id = session.registered_id(spec.name)
-            record_read(session.ledger, spec, job_id, read.pop(spec.name))
+            record_read(session.ledger, spec, job_id, read)
         else:
             job_id = session.registered_id(spec.name)
         return key_report(session.ledger, spec, job_id, session.now(), after, limit)

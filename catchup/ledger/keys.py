@@ -68,8 +68,8 @@ class KeysRead:
 class KeysRaced(Exception):
     """A first read of a job's keys (its blocks in any order: no key was held) about to be
     recorded over keys another read recorded meanwhile: its rows would be locked out of key
-    order, and a scan locking them in key order could deadlock with it. Nothing is written;
-    the keys are read again, in key order."""
+    order, and a scan locking them in key order could deadlock with it. Nothing is written:
+    the other read's record, just made, stands (the job's next read compares with it)."""
 
 
 class KeysDiff:
@@ -443,17 +443,13 @@ class Keys(LedgerBase):
         with self.conn.transaction():
             self.conn.execute(self._q("keys_by_index"))
             self.conn.execute(self._q("lock_job_row"), {"job_id": job_id})
-            if not diff.ordered and self._has_keys(job_id):
-                raise KeysRaced(job_id)  # rolled back: read again, in key order
+            if not diff.ordered and self.has_keys(job_id):
+                raise KeysRaced(job_id)  # rolled back: the other read's record stands
             for block in diff.blocks() if diff.changed or diff.gone else nothing:
                 row = self._record_block(job_id, block, start, first)
                 added += row[0]
                 first = {"first_read": row[2], "at": row[3], "before": row[4]}
         self._analyze_after((added,))
-
-    def _has_keys(self, job_id: int) -> bool:
-        row = self.conn.execute(self._q("has_keys"), {"job_id": job_id}).fetchone()
-        return bool(row and row[0])
 
     def _record_block(
         self,

@@ -6,6 +6,7 @@ and the (key, period) items a replay or a tick runs."""
 from __future__ import annotations
 
 import bisect
+import contextlib
 import heapq
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import replace
@@ -248,10 +249,8 @@ def record_read(ledger: Ledger, job: Job, job_id: int, source: Source | None) ->
     this one's: its keys are read again."""
     if isinstance(source, KeysDiff) and source.job_id in (job_id, 0):
         # (0: read before the job was registered, against no key: every key it returned)
-        try:
+        with contextlib.suppress(KeysRaced):  # another read's record, just made, stands
             ledger.record_key_changes(source, job_id=job_id, start=job.anchor)
-        except KeysRaced:  # another read recorded keys since this first one: read again
-            record_read(ledger, job, job_id, changed_keys(ledger, job, job_id))
         return
     seen = source if isinstance(source, KeysRead) else source_keys(ledger, job)[0]
     ledger.record_keys(job_id, seen, start=job.anchor)

@@ -13,7 +13,8 @@ say so and ``catchup_up`` 0, never a hung request.
     /api/scan  the ``scan --json`` document (also ``/`` with ``Accept: application/json``)
     /api/jobs/JOB  a job's page as JSON (also /jobs/JOB with ``Accept: application/json``)
     /api/jobs/JOB/PERIOD  a period's page as JSON: ``why --json`` and ``history --json``
-    /keys/JOB  a keyed job's keys, as ``catchup keys JOB`` lists them (/api/keys/JOB: its JSON)
+    /keys/JOB  a keyed job's keys as the ledger recorded them, 1,000 a page (?after=KEY: the
+               next, read when asked for; /api/keys/JOB: its JSON)
     /ping/UUID healthchecks' ping API for the jobs with a ``ping``: the one write serve makes
                (/start, /fail, /log, /EXIT-STATUS, ?rid=; :mod:`catchup.serve.pinging`)
     /healthz   the process answers and its watcher thread runs (503 otherwise)
