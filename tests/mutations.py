@@ -102,6 +102,8 @@ MUTATIONS = (
         (
             "tests/integration/test_key_writes.py::"
             "test_a_later_scan_or_tick_of_keys_that_did_not_change_writes_no_key_row",
+            "tests/integration/test_key_writes.py::"
+            "test_a_later_read_of_a_keys_list_writes_no_key_row",
         ),
     ),
     Mutation(

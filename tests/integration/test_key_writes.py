@@ -78,6 +78,31 @@ def test_a_later_scan_or_tick_of_keys_that_did_not_change_writes_no_key_row(
     assert row_versions(sql) == before
 
 
+def test_a_later_read_of_a_keys_list_writes_no_key_row(project: Project, sql: Any) -> None:
+    """A job whose keys are a list (or come from keys_dsn) has every key read and recorded by
+    catchup, not compared on the server: once a scan recorded what it verified, a later read
+    of the same keys, by `keys` or a tick with nothing due, writes no key row, not even a
+    lock; a key added is the one row written."""
+    start = today(sql) - timedelta(days=2)
+    names = [f"t{n:02}" for n in range(12)]
+
+    def listed(keys: list[str]) -> None:
+        toml = job_toml("invoice", "daily", start.strftime("%Y-%m-%d"), keys=keys)
+        project.write(toml + 'call = "operator:truth"\n')
+
+    listed(names)
+    assert cli(project, "replay", "--since", start.strftime("%Y-%m-%d"))["totals"]["failed"] == 0
+    assert cli(project, "scan")["jobs"][0]["missing"] == 0  # what it verified, recorded once
+    before = row_versions(sql)
+    assert len(cli(project, "keys", "invoice")["keys"]) == len(names)
+    assert cli(project, "tick")["totals"]["succeeded"] == 0  # nothing due
+    assert row_versions(sql) == before  # no key row updated, none locked
+    listed([*names, "t99"])
+    assert len(cli(project, "keys", "invoice")["keys"]) == len(names) + 1
+    after = row_versions(sql)
+    assert {k: v for k, v in after.items() if k != "t99"} == before
+
+
 def test_only_the_keys_that_appear_or_go_are_written(project: Project, sql: Any) -> None:
     """t001 is gone and t041 new: a scan writes those two key rows and no other."""
     start = today(sql) - timedelta(days=3)
