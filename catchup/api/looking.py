@@ -9,9 +9,17 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from ..config.bounds import ATTEMPT_MOST, EXPLAIN_COUNT, HISTORY_LIMIT, KEYS_SHOWN, PS_LIMIT
+from ..config.bounds import (
+    ATTEMPT_MOST,
+    EXPLAIN_COUNT,
+    HISTORY_LIMIT,
+    KEYS_LIMIT,
+    KEYS_SHOWN,
+    PS_LIMIT,
+)
 from ..config.job import Config, Job
 from ..config.reloading import reread
+from ..config.values import key_problem, type_name
 from ..errors import ConfigError, DatabaseError
 from ..ledger import sqlfiles
 from ..ledger.rows import JobRow
@@ -451,14 +459,12 @@ class Looking(Base):
             desk.close()
 
 
-KEYS_PAGE_MOST = 10_000_000  # keys in one page of `keys(limit=…)`: the most a job may have
-
-
 def _page_asked(after: str | None, limit: int | None) -> None:
-    """A page of keys asked for: ``after`` a text that can be a key, ``limit`` a count."""
-    if after is not None and (not isinstance(after, str) or "\x00" in after or len(after) > 200):
-        raise ConfigError("after: not a key (a text of at most 200 characters, without NUL)")
-    if limit is None:
-        return
-    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= KEYS_PAGE_MOST:
-        raise ConfigError(f"limit: {limit!r}; give a count of keys from 1 to 10,000,000, or None")
+    """A page of keys asked for: ``after`` a key (or ``""``: from the first, or None), its
+    ``limit`` a count within :data:`~catchup.config.bounds.KEYS_LIMIT` (or None: all)."""
+    if after is not None and after != "" and (problem := key_problem(after)) is not None:
+        raise ConfigError(f"after: not a key: {problem}")
+    if limit is not None:
+        if isinstance(limit, bool) or not isinstance(limit, int):
+            raise ConfigError(f"limit: expected a whole number of keys, got {type_name(limit)}")
+        check(KEYS_LIMIT, limit)

@@ -43,3 +43,5 @@ SCHEDULER_GRACE = Bound("--grace", 0, 3600, 30, unit="s", words="from 0 to 1 hou
 # the keys `catchup keys` (a table), /keys/NAME and /api/keys/NAME list at a time: a million
 # keys are never one table nor one page (`catchup keys --json` lists every one, a page at a time)
 KEYS_SHOWN = 1_000
+# a page of keys asked for in Python (`Catchup.keys(limit=…)`): at most every key a job may have
+KEYS_LIMIT = Bound("limit", 1, 10_000_000, words="from 1 to 10,000,000 keys, or None for all")
