@@ -84,6 +84,18 @@ def wait_for(condition: Callable[[], Any], timeout: float = 30, what: str = "con
         time.sleep(0.05)
 
 
+def written_pid(path: Path) -> int | None:
+    """The pid a job wrote to ``path`` with ``echo $$ > path``, once the whole line is there.
+
+    The shell creates the file before it writes the line: a file that exists may still be
+    empty, so waiting on ``path.exists`` and then reading it races the write."""
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        return None
+    return int(text) if text.endswith("\n") else None
+
+
 def process_gone(pid: int) -> bool:
     """True when ``pid`` no longer runs (a zombie counts as gone)."""
     try:

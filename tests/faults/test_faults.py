@@ -20,7 +20,7 @@ from typing import Any
 import psycopg
 import pytest
 from fix_db import Database
-from fix_processes import process_gone, wait_for
+from fix_processes import process_gone, wait_for, written_pid
 from fix_project import Project, job_toml
 from fix_proxy import CutAfter, Pooler
 
@@ -269,8 +269,7 @@ def test_database_gone_longer_than_the_lease_stops_the_job(
         f"command = {json.dumps(['sh', '-c', script])}\n"
     )
     runner = project.spawn("run", "billing", "--period", "2026-01-05")
-    wait_for(pidfile.exists, timeout=60, what="attempt 1 to start its job")
-    job_pid = int(pidfile.read_text())
+    job_pid = wait_for(lambda: written_pid(pidfile), timeout=60, what="attempt 1's job pid")
     embedded.stop("immediate")
     try:
         out, err = runner.communicate(timeout=60)
@@ -687,10 +686,10 @@ def test_killed_and_paused_runners_through_a_pooler(
 
     # killed
     killed = project.spawn(*via, "run", "billing", "--period", "2026-01-05")
-    wait_for(pidfile.exists, what="attempt 1 to start")
+    job_pid = wait_for(lambda: written_pid(pidfile), what="attempt 1's job pid")
     killed.send_signal(signal.SIGKILL)
     killed.communicate(timeout=30)
-    wait_for(lambda: process_gone(int(pidfile.read_text())), timeout=10, what="the job to go")
+    wait_for(lambda: process_gone(job_pid), timeout=10, what="the job to go")
     wait_for(lease_expired, timeout=30, what="the lease to expire")
     second = project.run(*via, "run", "billing", "--period", "2026-01-05")
     assert second.returncode == 0 and "attempt 2: succeeded" in second.stdout

@@ -11,7 +11,7 @@ from datetime import date, timedelta
 from typing import Any
 
 import pytest
-from fix_processes import process_gone, wait_for
+from fix_processes import process_gone, wait_for, written_pid
 from fix_project import Project, job_toml
 
 from catchup.api import Catchup
@@ -114,8 +114,7 @@ def test_a_job_that_ignores_sigterm_is_killed_after_kill_grace(project: Project,
         )
     )
     runner = project.spawn("run", "bill")
-    wait_for(pids.exists, what="the job to start")
-    pid = int(pids.read_text())
+    pid = wait_for(lambda: written_pid(pids), what="the job's pid")
     done = project.run("cancel", "bill", day.isoformat(), "--reason", "stuck")
     assert done.returncode == 0, done.stdout + done.stderr
     assert process_gone(pid)

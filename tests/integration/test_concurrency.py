@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fix_processes import process_gone, serial_periods, timed_job, wait_for
+from fix_processes import process_gone, serial_periods, timed_job, wait_for, written_pid
 from fix_project import Project
 from fix_proxy import Pooler
 from paths import ROOT
@@ -163,10 +163,9 @@ def test_killed_runner_is_taken_over_as_attempt_2(project: Project, sql: Any) ->
     script = f'if [ "$CATCHUP_ATTEMPT" = 1 ]; then echo $$ > {pidfile}; exec sleep 600; fi'
     project.write(job_toml(project.path / "log", script=script, lease='"2s"'))
     first = project.spawn("run", "billing", "--period", "2026-01-05")
-    wait_for(pidfile.exists, what="attempt 1 to start its job")
+    orphan = wait_for(lambda: written_pid(pidfile), what="attempt 1's job pid")
     first.send_signal(signal.SIGKILL)
     first.communicate(timeout=30)
-    orphan = int(pidfile.read_text())
     try:
         wait_for(lambda: lease_expired(sql), timeout=30, what="the lease to expire")
         second = project.run("run", "billing", "--period", "2026-01-05")
@@ -187,8 +186,7 @@ def test_paused_runner_is_fenced_off_and_stops_its_job(project: Project, sql: An
     script = f'if [ "$CATCHUP_ATTEMPT" = 1 ]; then echo $$ > {pidfile}; exec sleep 600; fi'
     project.write(job_toml(project.path / "log", script=script, lease='"2s"'))
     first = project.spawn("run", "billing", "--period", "2026-01-05")
-    wait_for(pidfile.exists, what="attempt 1 to start its job")
-    job_pid = int(pidfile.read_text())
+    job_pid = wait_for(lambda: written_pid(pidfile), what="attempt 1's job pid")
     first.send_signal(signal.SIGSTOP)
     try:
         wait_for(lambda: lease_expired(sql), timeout=30, what="the lease to expire")
