@@ -1424,6 +1424,16 @@ MUTATIONS = (
         ),
     ),
     Mutation(
+        "first-read-scans-the-key-history-per-key",
+        "a read recorded a block at a time may scan the key history for each key it looks up",
+        "sql/queries/keys.sql",
+        "       set_config('enable_seqscan', 'off', true);\n",
+        "       set_config('enable_seqscan', 'on', true);\n",
+        (
+            "tests/integration/test_key_reads.py::test_a_first_read_into_an_analyzed_empty_key_history_finds_keys_by_index",
+        ),
+    ),
+    Mutation(
         "evidence-query-percent-as-written",
         "an evidence query's % reaches the server as written when its column is probed",
         "catchup/ledger/evidence.py",

@@ -514,3 +514,37 @@ def test_a_keys_query_with_a_percent_sign_is_read_as_written(project: Project) -
     listed = project.cli("-q", "keys", "invoice", "--json")
     assert listed.exit_code == 0, listed.output
     assert [k["key"] for k in json.loads(listed.stdout)["keys"]] == ["k10", "k2", "k4", "k6", "k8"]
+
+
+def test_a_first_read_into_an_analyzed_empty_key_history_finds_keys_by_index(
+    database: Database, schema: str
+) -> None:
+    """A job's first read of its keys, recorded into a key history the planner knows to be
+    empty (a VACUUM or ANALYZE ran on it when it was: autovacuum after its rows were
+    deleted, a DBA's nightly `vacuumdb --analyze`): each key of a block is looked up in the
+    key history by its index. Planned as a scan of the (empty) table for each key, the
+    statement scans again, for every key, the pages it has written so far: a first block of
+    50,000 keys took 9.4 s that way, of a million keys' 16 s."""
+    import psycopg
+
+    from catchup.ledger import Ledger, diff_keys
+
+    keys = "SELECT 'k' || lpad(i::text, 5, '0') FROM generate_series(1, 3000) AS i"
+    with psycopg.connect(database.conninfo, autocommit=True) as conn:
+        ledger = Ledger(conn, schema)
+        ledger.migrate()
+        job_id = ledger.register_jobs(["invoice"])["invoice"].id
+        conn.execute(f'VACUUM (ANALYZE) "{schema}".job_keys')
+        diff = diff_keys(conn, keys, "UTC", schema, job_id)
+        assert diff.changed == 3000
+        conn.autocommit = False  # the read's transaction a savepoint of this one: its counts
+        ledger.record_key_changes(diff, job_id=job_id, start=datetime(2026, 10, 1, tzinfo=UTC))
+        scans = conn.execute(
+            "SELECT seq_scan FROM pg_stat_xact_user_tables"
+            " WHERE schemaname = %s AND relname = 'job_keys'",
+            [schema],
+        ).fetchone()
+        conn.commit()
+        held = conn.execute(f'SELECT count(*) FROM "{schema}".job_keys').fetchone()
+    assert held == (3000,)
+    assert scans is not None and scans[0] < 10, f"{scans[0]} scans of the key history"
