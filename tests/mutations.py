@@ -1405,9 +1405,9 @@ MUTATIONS = (
     ),
     Mutation(
         "first-read-raced-never-recorded",
-        "a first read raced by another is not recorded (rows out of key order): the other stands",
+        "a first read raced by another is not recorded, nor waits: the other read's record stands",
         "catchup/ledger/keys.py",
-        "            if not diff.ordered and self.has_keys(job_id):\n",
+        "            if diff.first_read and self.has_keys(job_id):\n",
         "            if False:\n",
         (
             "tests/integration/test_key_reads.py::test_a_first_read_raced_by_another_is_not_recorded",

@@ -66,10 +66,9 @@ class KeysRead:
 
 
 class KeysRaced(Exception):
-    """A first read of a job's keys (its blocks in any order: no key was held) about to be
-    recorded over keys another read recorded meanwhile: its rows would be locked out of key
-    order, and a scan locking them in key order could deadlock with it. Nothing is written:
-    the other read's record, just made, stands (the job's next read compares with it)."""
+    """A first read of a job's keys (no key was held when it was read: every key new) about
+    to be recorded over keys another read recorded meanwhile. Nothing is written, nor waited
+    for: the other read's record, just made, stands (the job's next read compares with it)."""
 
 
 class KeysDiff:
@@ -78,7 +77,8 @@ class KeysDiff:
     (keys_diff): a million keys that did not change never come here. Held as keys_diff's texts
     (a line a key, at most :data:`BLOCK` a text: ten million keys cost their characters, not
     ten million objects; a key holds no line break), in the ledger's key order from block to
-    block when the job held keys (a first read's come in any order): the keys new, back, or
+    block (each block's rows are locked in the order every writer of key rows locks them, and
+    a first read's are written into the key index in order): the keys new, back, or
     expected from another date (what record_keys writes, with their dates: ``froms``) and
     those held that it no longer returns (gone); ``blocks`` gives them a block at a time.
     ``odd``: each key not plain printable ASCII, for :func:`catchup.scan.keyed.changed_keys`
@@ -90,17 +90,17 @@ class KeysDiff:
         "_shared",
         "changed",
         "count",
+        "first_read",
         "gone",
         "job_id",
         "odd",
-        "ordered",
         "same",
         "twice",
     )
 
     def __init__(self, job_id: int, dated: bool) -> None:
         self.job_id = job_id
-        self.ordered = False  # its blocks come in the ledger's key order (keys were held)
+        self.first_read = False  # the job held no key when it was read
         self._blocks: list[str] = []  # a line a key: "+key" changed, "-key" gone
         self._froms: list[datetime | None] | None = [] if dated else None
         self._shared = Shared()
@@ -171,9 +171,7 @@ def _probe(conn: psycopg.Connection[Any], schema: str, keys: sql.SQL) -> str | N
     return kind
 
 
-def _keys_query(
-    name: str, schema: str, keys: sql.SQL, kind: str | None, order: str = "keys_diff_any_order"
-) -> sql.Composed:
+def _keys_query(name: str, schema: str, keys: sql.SQL, kind: str | None) -> sql.Composed:
     """``name`` (keys_read or keys_diff) over the keys query, its columns named."""
     return sqlfiles.query_naming(
         name,
@@ -182,7 +180,7 @@ def _keys_query(
         names=sql.SQL("(key, since)" if kind else "(key)"),
         since=_since(name, schema, kind),
         digest=sqlfiles.query("key_digest", schema),
-        order=sqlfiles.query(order, schema),
+        order=sqlfiles.query("keys_diff_in_order", schema),
     )
 
 
@@ -212,12 +210,11 @@ def diff_keys(
     with fenced(conn, schema, timeout):  # nothing it changes outlives it
         kind = _probe(conn, schema, keys)
         held = conn.execute(sqlfiles.query("has_keys", schema), {"job_id": job_id}).fetchone()
-        order = "keys_diff_in_order" if held and held[0] else "keys_diff_any_order"
-        query = _keys_query("keys_diff", schema, keys, kind, order)
+        query = _keys_query("keys_diff", schema, keys, kind)
         conn.execute(sqlfiles.query("keys_work_mem", schema), {"work_mem": DIFF_WORK_MEM})
         bound(conn, schema, timeout)  # the probe cannot have lifted it
         diff = KeysDiff(job_id, kind is not None)
-        diff.ordered = order == "keys_diff_in_order"
+        diff.first_read = not (held and held[0])
         params = {"zone": zone, "limit": MAX_KEYS + 1, "job_id": job_id, "dated": bool(kind)}
         params |= {"block": BLOCK}
         params |= {"seed_a": secrets.randbits(63), "seed_b": secrets.randbits(63)}
@@ -443,7 +440,7 @@ class Keys(LedgerBase):
         with self.conn.transaction():
             self.conn.execute(self._q("keys_by_index"))
             self.conn.execute(self._q("lock_job_row"), {"job_id": job_id})
-            if not diff.ordered and self.has_keys(job_id):
+            if diff.first_read and self.has_keys(job_id):
                 raise KeysRaced(job_id)  # rolled back: the other read's record stands
             for block in diff.blocks() if diff.changed or diff.gone else nothing:
                 row = self._record_block(job_id, block, start, first)

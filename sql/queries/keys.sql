@@ -30,11 +30,13 @@ SELECT k.key::text, {since} FROM ({keys}) AS k {names} LIMIT %(limit)s;
 -- gone, or expected from another date now: what record_keys writes) and gone (held, and no
 -- longer returned), in rows of at most %(block)s keys each, one text
 -- of a line a key ('+' changed, '-' gone) and the changed keys' dates: ten million keys come
--- to catchup as two hundred texts. When keys are held ({order}: keys_diff_in_order) the
--- blocks come in key order as the ledger orders keys, so a read is recorded a block at a
--- time, each block's rows locked in that order: the order every writer of key rows locks
--- them in; a first read has nothing to lock and is not sorted (keys_diff_any_order). A key
--- refused is said by reading the keys again, row by row (source_keys).
+-- to catchup as two hundred texts. The blocks come in key order as the ledger orders keys
+-- ({order}: keys_diff_in_order), so a read is recorded a block at a time, each block's rows
+-- locked in that order: the order every writer of key rows locks them in. A first read has
+-- nothing to lock, but its keys go into the key index in order too: a million keys in blocks
+-- of keys from all over the index took 6.4 s to record, 4.6 s in order (the sort is the same
+-- one: a block's text is in key order either way). A key refused is said by reading the keys
+-- again, row by row (source_keys).
 WITH q AS MATERIALIZED (
     -- compared byte for byte, as Python compares them (a column of a case-insensitive
     -- collation would have 'A' and 'a' one key, or be refused beside the ledger's)
@@ -76,9 +78,6 @@ UNION ALL
 
 -- name: keys_diff_in_order
 (ORDER BY coalesce(g.key, h.key) COLLATE "default")
-
--- name: keys_diff_any_order
-()
 
 -- name: key_digest
 ARRAY[count(*)::numeric,

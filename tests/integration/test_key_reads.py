@@ -411,11 +411,10 @@ def test_a_dated_keys_query_with_null_dates_compares_whole_as_unchanged(
 def test_a_first_read_raced_by_another_is_not_recorded(
     database: Database, schema: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A first read's blocks come in any order (no key was held to lock). When another read
-    recorded the keys meanwhile, recording it as it is would lock their rows out of key order,
-    and a scan locking them in key order could deadlock with it: the other read's record
-    stands instead. Here a transaction holds the first key's row: the raced read ends at once,
-    locking and writing nothing (recorded, it would wait for that row)."""
+    """A first read (no key was held: every key new) about to be recorded when another read
+    recorded the keys meanwhile: the other read's record stands, and this one writes nothing
+    and waits for nothing. Here a transaction holds the first key's row: the raced read ends
+    at once, locking and writing nothing (recorded, it would wait for that row)."""
     import threading
 
     import psycopg
@@ -432,8 +431,8 @@ def test_a_first_read_raced_by_another_is_not_recorded(
         ledger = Ledger(conn, schema)
         ledger.migrate()
         job_id = ledger.register_jobs(["invoice"])["invoice"].id
-        first = diff_keys(conn, later, "UTC", schema, job_id)  # none held: any order
-        assert first.changed == len(names) and not first.ordered
+        first = diff_keys(conn, later, "UTC", schema, job_id)  # none held
+        assert first.changed == len(names) and first.first_read
         start = datetime(2026, 10, 1, tzinfo=UTC)
         ledger.record_keys(job_id, [(k, start) for k in names], start=start)  # the other read
         rows = f'SELECT key, xmin::text, expected_from FROM "{schema}".job_keys ORDER BY key'
@@ -547,4 +546,5 @@ def test_a_first_read_into_an_analyzed_empty_key_history_finds_keys_by_index(
         conn.commit()
         held = conn.execute(f'SELECT count(*) FROM "{schema}".job_keys').fetchone()
     assert held == (3000,)
-    assert scans is not None and scans[0] < 10, f"{scans[0]} scans of the key history"
+    assert scans is not None
+    assert scans[0] < 10, f"{scans[0]} scans of the key history"
