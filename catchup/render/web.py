@@ -248,11 +248,19 @@ def home(
         job_filter=name or "",
         jobs=rows,
         jobs_caption=f"{plural(len(rows), 'job')}" + (" (filtered)" if filtered else ""),
-        empty="No job matches." if filtered else "No jobs configured.",
+        empty=_empty(report, filtered),
         gaps=[gap_row(job, gap, facts.jobs.get(job.job)) for job, gap in listed],
         gaps_more=max(0, total - len(listed)),
     )
     return render("home.html.j2", context)
+
+
+def _empty(report: ScanReport | None, filtered: bool) -> str:
+    """What the jobs' table says when it lists none: before a scan has succeeded it knows
+    nothing of the jobs (the verdict above it says why), which is not "none configured"."""
+    if report is None:
+        return "No scan has succeeded yet: the jobs are listed once one has."
+    return "No job matches." if filtered else "No jobs configured."
 
 
 def render(template: str, context: dict[str, object]) -> str:
