@@ -1434,6 +1434,14 @@ MUTATIONS = (
         ),
     ),
     Mutation(
+        "every-keys-page-counts-every-key",
+        "a page of keys after the first takes the first page's counts, not a count of every key",
+        "catchup/scan/keyed.py",
+        "    counts = ledger.key_counts(job_id) if counts is None else counts\n",
+        "    counts = ledger.key_counts(job_id)\n",
+        ("tests/integration/test_key_reads.py::test_keys_are_listed_a_page_at_a_time",),
+    ),
+    Mutation(
         "evidence-query-percent-as-written",
         "an evidence query's % reaches the server as written when its column is probed",
         "catchup/ledger/evidence.py",

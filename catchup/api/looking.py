@@ -37,6 +37,7 @@ from ..results import (
     ScanReport,
     Why,
 )
+from ..scan.targets import KeyCounts
 from ..scan.window import Moment
 from ..session import Session
 from .base import Base, check, instant
@@ -94,12 +95,21 @@ class Looking(Base):
         alerts.record(ledger, config, report, ids, self.config.title, self.config.serve.public_url)
         return alerts.deliver(ledger, config)
 
-    def keys(self, job: str, *, after: str | None = None, limit: int | None = None) -> KeysReport:
+    def keys(
+        self,
+        job: str,
+        *,
+        after: str | None = None,
+        limit: int | None = None,
+        counts: KeyCounts | None = None,
+    ) -> KeysReport:
         """``catchup keys JOB``: the job's keys in key order, with when each was first and
         last seen and from when it is expected, as its keys query (or list) gives them now,
         recorded: all of them, or the first ``limit``. With ``after`` (a report's
         ``next_after``; ``""``: from the first key), the keys after it as the ledger recorded
-        them, the source not read again: a million keys are listed a page at a time."""
+        them, the source not read again: a million keys are listed a page at a time. With
+        ``counts`` (the first page's), the report carries those instead of counting every
+        key again for each page."""
         from ..scan.keyed import changed_keys, key_report, record_read
 
         spec = self.job(job)
@@ -115,7 +125,7 @@ class Looking(Base):
             record_read(session.ledger, spec, job_id, read)
         else:
             job_id = session.registered_id(spec.name)
-        return key_report(session.ledger, spec, job_id, session.now(), after, limit)
+        return key_report(session.ledger, spec, job_id, session.now(), (after, limit), counts)
 
     def jobs(self) -> JobsReport:
         """``catchup jobs``: per job, schedule, last success, next due, done of expected."""
@@ -387,7 +397,7 @@ class Looking(Base):
             rows, now = session.job_rows(write=False), session.now()
             ids = {job.name: rows[job.name].id if job.name in rows else 0 for job in keyed}
             return [
-                key_report(session.ledger, job, ids[job.name], now, None, KEYS_SHOWN)
+                key_report(session.ledger, job, ids[job.name], now, (None, KEYS_SHOWN))
                 for job in keyed
             ]
 

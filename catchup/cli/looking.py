@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 # Imports inside functions: at first use, so `catchup --help` and each command load only
 # what they need.
 
-JSON_PAGE = 50_000  # keys read at a time by `catchup keys --json` (each page counts them all)
+JSON_PAGE = 50_000  # keys read at a time by `catchup keys --json` (the first page counts them)
 
 
 @click.command(epilog=EXIT_CODES)
@@ -286,7 +286,7 @@ def keys(state: State, job: str, as_json: bool) -> None:
         page = app.keys(job, limit=JSON_PAGE)
         yield page
         while page.next_after is not None:
-            page = app.keys(job, after=page.next_after, limit=JSON_PAGE)
+            page = app.keys(job, after=page.next_after, limit=JSON_PAGE, counts=page.counts)
             yield page
 
     for chunk in json.keys_json_chunks(pages()):

@@ -493,6 +493,16 @@ def test_keys_are_listed_a_page_at_a_time(project: Project, sql: Any) -> None:
         sql("DELETE FROM {schema}.job_keys WHERE key = %s", [ordered[-1]])  # unread, unrecorded
         rest = app.keys("invoice", after=first.next_after, limit=30_000)
         assert [k.key for k in first.keys + rest.keys] == ordered[:-1] and rest.next_after is None
+        counting, calls = ledger.key_counts, []
+
+        def count_calls(*args: Any) -> Any:
+            calls.append(args)
+            return counting(*args)
+
+        ledger.key_counts = count_calls  # type: ignore[method-assign,assignment]
+        again = app.keys("invoice", after=first.next_after, limit=30_000, counts=first.counts)
+        assert again.counts is first.counts and calls == []  # counted by the first page only
+        ledger.key_counts = counting  # type: ignore[method-assign]
         assert [k.key for k in app.keys("invoice", after="", limit=2).keys] == ordered[:2]
         sql("UPDATE {schema}.job_keys SET gone_at = now(), paused_at = now() WHERE key = 'k000009'")
         counts = app.keys("invoice", after="", limit=1).counts
