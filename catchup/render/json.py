@@ -64,8 +64,17 @@ def keys_json_chunks(pages: Iterable[KeysReport]) -> Iterator[str]:
     ``next_after``, the first's and the last's), in pieces of a thousand keys: a million keys
     are written as they are read, never held as one document."""
 
+    said: dict[datetime, str] = {}  # the few times a million keys share, each written once
+
     def at(value: datetime | None) -> str | None:
-        return None if value is None else iso_utc(value)
+        if value is None:
+            return None
+        text = said.get(value)
+        if text is None:
+            text = iso_utc(value)
+            if len(said) < 4096:
+                said[value] = text
+        return text
 
     last: KeysReport | None = None
     written = 0
@@ -77,20 +86,19 @@ def keys_json_chunks(pages: Iterable[KeysReport]) -> Iterator[str]:
             yield dumps(head)[:-1] + ', "keys": ['
         last, keys = page, page.keys
         for n in range(0, len(keys), 1000):
-            yield (", " if written else "") + ", ".join(
-                dumps(
-                    {
-                        "key": k.key,
-                        "expected_from": at(k.expected_from),
-                        "first_seen": at(k.first_seen),
-                        "last_seen": at(k.last_seen),
-                        "gone_at": at(k.gone_at),
-                        "paused_at": at(k.paused_at),
-                    }
-                )
+            part = [
+                {
+                    "key": k.key,
+                    "expected_from": at(k.expected_from),
+                    "first_seen": at(k.first_seen),
+                    "last_seen": at(k.last_seen),
+                    "gone_at": at(k.gone_at),
+                    "paused_at": at(k.paused_at),
+                }
                 for k in keys[n : n + 1000]
-            )
-            written += len(keys[n : n + 1000])
+            ]
+            yield (", " if written else "") + dumps(part)[1:-1]  # one list's items
+            written += len(part)
     if last is not None:
         yield f"], {dumps({'next_after': last.next_after})[1:]}"
 
