@@ -259,7 +259,7 @@ def _empty(report: ScanReport | None, filtered: bool) -> str:
     """What the jobs' table says when it lists none: before a scan has succeeded it knows
     nothing of the jobs (the verdict above it says why), which is not "none configured"."""
     if report is None:
-        return "No scan has succeeded yet: the jobs are listed once one has."
+        return "The jobs are listed once a scan has succeeded."
     return "No job matches." if filtered else "No jobs configured."
 
 
