@@ -1425,7 +1425,7 @@ MUTATIONS = (
     ),
     Mutation(
         "first-read-scans-the-key-history-per-key",
-        "a read recorded a block at a time may scan the key history for each key it looks up",
+        "a read recorded a block at a time finds each key by the key index, never a scan per key",
         "sql/queries/keys.sql",
         "       set_config('enable_seqscan', 'off', true);\n",
         "       set_config('enable_seqscan', 'on', true);\n",

@@ -108,14 +108,16 @@ class Looking(Base):
         recorded: all of them, or the first ``limit``. With ``after`` (a report's
         ``next_after``; ``""``: from the first key), the keys after it as the ledger recorded
         them, the source not read again: a million keys are listed a page at a time. With
-        ``counts`` (the first page's), the report carries those instead of counting every
-        key again for each page."""
+        ``counts`` (the first page's; only with ``after``), the report carries those instead
+        of counting every key again for each page."""
         from ..scan.keyed import changed_keys, key_report, record_read
 
         spec = self.job(job)
         if not spec.keyed:
             raise ConfigError(f"{spec.name} has no keys (give it keys = [...] or a SELECT)")
         _page_asked(after, limit)
+        if counts is not None and after is None:
+            raise ConfigError("counts: a first page's counts, for a later page: give after too")
         session = self.session
         if after is None:
             # read before anything is written, as a scan reads them: only what changed
@@ -125,7 +127,10 @@ class Looking(Base):
             record_read(session.ledger, spec, job_id, read)
         else:
             job_id = session.registered_id(spec.name)
-        return key_report(session.ledger, spec, job_id, session.now(), (after, limit), counts)
+        now = session.now()
+        return key_report(
+            session.ledger, spec, job_id, now, after=after, limit=limit, counts=counts
+        )
 
     def jobs(self) -> JobsReport:
         """``catchup jobs``: per job, schedule, last success, next due, done of expected."""
@@ -397,7 +402,7 @@ class Looking(Base):
             rows, now = session.job_rows(write=False), session.now()
             ids = {job.name: rows[job.name].id if job.name in rows else 0 for job in keyed}
             return [
-                key_report(session.ledger, job, ids[job.name], now, (None, KEYS_SHOWN))
+                key_report(session.ledger, job, ids[job.name], now, limit=KEYS_SHOWN)
                 for job in keyed
             ]
 

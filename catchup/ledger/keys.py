@@ -67,8 +67,9 @@ class KeysRead:
 
 class KeysRaced(Exception):
     """A first read of a job's keys (no key was held when it was read: every key new) about
-    to be recorded over keys another read recorded meanwhile. Nothing is written, nor waited
-    for: the other read's record, just made, stands (the job's next read compares with it)."""
+    to be recorded over keys another read recorded meanwhile. Nothing is written, and no key
+    row waited for: read against no key, it says nothing of keys gone since, and the other
+    read's record, just made, stands (the job's next read compares with it)."""
 
 
 class KeysDiff:

@@ -231,15 +231,16 @@ def key_report(
     job: Job,
     job_id: int,
     now: datetime,
-    page: tuple[str | None, int | None],
+    *,
+    after: str | None = None,
+    limit: int | None = None,
     counts: KeyCounts | None = None,
 ) -> KeysReport:
     """The job's keys as the ledger recorded them, in key order, as people see them
-    (:func:`from_start`): of ``page``, those after its ``after`` (None: from the first), at
-    most its ``limit`` (None: all), with what counts them all (``counts``, when a page before
-    counted them: ten million keys are counted once, not once a page). A million keys are
-    read a page at a time."""
-    after, limit = page
+    (:func:`from_start`): those after ``after`` (None: from the first), at most ``limit``
+    (None: all), with what counts them all (``counts``, when a page before counted them: ten
+    million keys are counted once, not once a page). A million keys are read a page at a
+    time."""
     if job_id <= 0:  # never registered: no key recorded
         return KeysReport(job.name, now, (), KeyCounts(), labeler=job.label)
     counts = ledger.key_counts(job_id) if counts is None else counts
