@@ -1442,6 +1442,16 @@ MUTATIONS = (
         ("tests/integration/test_key_reads.py::test_keys_are_listed_a_page_at_a_time",),
     ),
     Mutation(
+        "republish-over-a-newer-scan",
+        "a page rendered again never replaces a view a scan published while it was rendered",
+        "catchup/serve/watcher.py",
+        "            if over is None or self._view is over:\n",
+        "            if True:\n",
+        (
+            "tests/unit/serve/test_republish_race.py::test_a_page_rendered_again_never_replaces_a_newer_scan",
+        ),
+    ),
+    Mutation(
         "evidence-query-percent-as-written",
         "an evidence query's % reaches the server as written when its column is probed",
         "catchup/ledger/evidence.py",

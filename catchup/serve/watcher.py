@@ -120,15 +120,20 @@ class Watcher:
     def _page(self, view: View) -> bytes:
         return home(view.report, view.facts, self.site(view)).encode()
 
-    def _publish(self, view: View) -> None:
+    def _publish(self, view: View, *, over: View | None = None) -> None:
+        """``view`` rendered and served; with ``over``, only if that is still the view served
+        (a scan that published meanwhile rendered the newer one, with the newer site)."""
         view = replace(view, generation=next(self._generations))
         view = replace(view, page=self._page(view))
         with self._lock:
-            self._view = view
+            if over is None or self._view is over:
+                self._view = view
 
     def republish(self) -> None:
-        """Render the newest view's pages again now (what the site says changed)."""
-        self._publish(self.view)
+        """Render the newest view's pages again now (what the site says changed); a scan
+        published while they were rendered is never replaced by the older view."""
+        current = self.view
+        self._publish(current, over=current)
 
     def scan_soon(self) -> None:
         """Scan again now, not at the next refresh (the config was read again)."""
