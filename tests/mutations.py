@@ -1452,6 +1452,16 @@ MUTATIONS = (
         ),
     ),
     Mutation(
+        "leader-unsaid-before-a-tick",
+        "the page names the scheduler's leader before its first tick is recorded",
+        "catchup/render/web.py",
+        '            text = f"no tick recorded yet; {leader_text(pulse)}"\n',
+        "            pass\n",
+        (
+            "tests/unit/render/test_pulse_before_a_tick.py::test_the_leader_is_named_before_its_first_tick_is_recorded",
+        ),
+    ),
+    Mutation(
         "evidence-query-percent-as-written",
         "an evidence query's % reaches the server as written when its column is probed",
         "catchup/ledger/evidence.py",

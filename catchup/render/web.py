@@ -119,7 +119,11 @@ def pulse_line(report: ScanReport | None) -> dict[str, object]:
         return {"level": "warn", "glyph": "?", "text": "not read yet", "warnings": []}
     others = [w for w in pulse.warnings if not w.startswith("no tick for")]
     if pulse.last_tick is None:
+        # who leads is said before its first tick is recorded too: a page scanned when the
+        # lead was taken (at once, for that) would not say it until the next refresh
         text = "no tick recorded yet (is something calling `catchup tick`?)"
+        if pulse.leader is not None:
+            text = f"no tick recorded yet; {leader_text(pulse)}"
         return {"level": "warn", "glyph": "?", "text": text, "warnings": others}
     ago = span(round((pulse.now - pulse.last_tick).total_seconds()))
     every = f", they came about every {span(round(pulse.interval))}" if pulse.interval else ""
