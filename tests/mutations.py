@@ -52,7 +52,7 @@ MUTATIONS = (
         "every-scan-updates-every-key",
         "a later scan of a keyed job's keys that did not change writes no key row",
         "catchup/scan/verified.py",
-        "        if canonical(*after) != canonical(before, valid and row.follows):\n",
+        "        if presumed or canonical(*after) != canonical(before, valid and row.follows):\n",
         "        if True:\n",
         (
             "tests/integration/test_key_reads.py::"
@@ -737,8 +737,8 @@ MUTATIONS = (
         "key-history-first-read",
         "a tenant added later has no gaps before it was first seen",
         "sql/queries/keys.sql",
-        "                    CASE WHEN f.yes THEN %(start)s::timestamptz ELSE t.now END),",
-        "                    %(start)s::timestamptz),",
+        "                        CASE WHEN f.yes THEN %(start)s::timestamptz ELSE t.now END)",
+        "                        %(start)s::timestamptz)",
         (
             "tests/integration/test_keys.py::"
             "test_a_tenant_added_mid_window_has_no_earlier_gaps_and_a_removed_one_stops",
@@ -911,9 +911,9 @@ MUTATIONS = (
         "settled-first-scan-past-holes",
         "a first scan writes a key with holes as verified from its first expected period",
         "sql/queries/keys.sql",
-        "                                            THEN 1 ELSE 0 END = m.m - k.b AS complete",
-        "                                            THEN 1 ELSE 0 END = m.m - k.b OR true AS"
-        " complete",
+        "               k.before + CASE WHEN m.m = p.n AND k.newest THEN 1 ELSE 0 END = m.m - k.b\n",
+        "               k.before + CASE WHEN m.m = p.n AND k.newest THEN 1 ELSE 0 END = m.m - k.b"
+        " OR true\n",
         (
             "tests/integration/test_key_reads.py::"
             "test_a_first_scan_writes_what_it_verified_of_complete_keys_in_one_statement",
@@ -958,11 +958,44 @@ MUTATIONS = (
         "settle-rewrites-following-keys",
         "a scan that moves the horizon writes no row of a key that follows it and has its rows",
         "sql/queries/keys.sql",
-        "    WHERE CASE WHEN t.complete THEN t.gone_at IS NULL AND NOT t.follows\n",
-        "    WHERE CASE WHEN t.complete THEN t.gone_at IS NULL\n",
+        "               THEN NOT t.follows OR (t.presumed AND NOT t.as_settled)\n",
+        "               THEN true\n",
         (
             "tests/integration/test_key_writes.py::"
             "test_a_later_scan_or_tick_of_keys_that_did_not_change_writes_no_key_row",
+        ),
+    ),
+    Mutation(
+        "presumed-key-kept-unjudged",
+        "the scan that first moves the horizon cuts a first read's presumed key without its rows",
+        "sql/queries/keys.sql",
+        "               ELSE t.follows END\n",
+        "               ELSE t.follows AND NOT t.presumed END\n",
+        (
+            "tests/integration/test_key_reads.py::"
+            "test_a_first_reads_keys_are_presumed_complete_until_the_first_scan_judges_them",
+        ),
+    ),
+    Mutation(
+        "first-scan-writes-every-complete-key",
+        "a first scan writes no row of a key the first read presumed complete that is",
+        "sql/queries/keys.sql",
+        "               THEN NOT t.follows OR (t.presumed AND NOT t.as_settled)\n",
+        "               THEN NOT t.follows OR t.presumed\n",
+        (
+            "tests/integration/test_key_reads.py::"
+            "test_a_first_reads_keys_are_presumed_complete_until_the_first_scan_judges_them",
+        ),
+    ),
+    Mutation(
+        "presumed-key-kept-by-a-scan-in-python",
+        "a scan of every key, in Python, cuts a first read's presumed key it found no row of",
+        "catchup/scan/verified.py",
+        "        presumed = row.follows and not row.verified  # a first read's key, never judged\n",
+        "        presumed = False\n",
+        (
+            "tests/integration/test_key_evidence.py::"
+            "test_a_key_that_never_ran_is_missing_in_every_scan",
         ),
     ),
     Mutation(

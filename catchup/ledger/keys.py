@@ -559,6 +559,8 @@ class Keys(LedgerBase):
             for row, (ranges, follows) in chunk:
                 for n, (lo, hi) in enumerate(ranges):
                     spans.append((row, lo, None if follows and n == len(ranges) - 1 else hi))
+                if not ranges:  # none: an empty range (a first read's presumed one cut)
+                    spans.append((row, row.expected_from, row.expected_from))
             if not spans:
                 continue
             keys = sorted({row.key for row, _, _ in spans})

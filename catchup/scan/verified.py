@@ -200,7 +200,8 @@ def _changed(
         _, hi = expected_range(row, starts, ends)
         reach = moved if moved is None or hi >= n else min(moved, at(hi))
         after = stored(now, reach)
-        if canonical(*after) != canonical(before, valid and row.follows):
+        presumed = row.follows and not row.verified  # a first read's key, never judged
+        if presumed or canonical(*after) != canonical(before, valid and row.follows):
             yield row, after
 
 

@@ -250,40 +250,72 @@ WITH p AS (
             WHERE s < %(horizon)s::timestamptz)::int AS h
 ), k AS (
     -- the keys held in the window's newest period, each with the periods looked at: those
-    -- after its bucket (the window's period ends at or before it is expected) and the horizon
-    SELECT k.key, k.gone_at, coalesce(upper_inf(k.verified), false) AS follows,
+    -- after its bucket (the window's period ends at or before it is expected) and the horizon;
+    -- with no horizon yet, every key (a key of the first read, presumed to follow, that went
+    -- before the newest period is judged too: held says which count for where it moves)
+    SELECT k.key, k.gone_at, k.verified, coalesce(upper_inf(k.verified), false) AS follows,
+           k.gone_at IS NULL OR k.gone_at > p.starts[p.n] AS held,
            width_bucket(k.expected_from, p.ends) AS bucket,
            greatest(width_bucket(k.expected_from, p.ends), p.h) AS b
     FROM {schema}.job_keys k CROSS JOIN p
-    WHERE k.job_id = %(job_id)s AND (k.gone_at IS NULL OR k.gone_at > p.starts[p.n])
-), had AS (
+    WHERE k.job_id = %(job_id)s
+      AND (k.gone_at IS NULL OR k.gone_at > p.starts[p.n] OR %(horizon)s::timestamptz IS NULL)
+), after AS (
+    -- every key's rows in the periods after the horizon, counted without the keys (a
+    -- million keys joined to seven million rows cost three times this pass): exact for each
+    -- key expected before them (its b is the horizon's h)
     SELECT r.key, count(*) FILTER (WHERE w.i < p.n) AS before, bool_or(w.i = p.n) AS newest
     FROM {schema}.periods r
     JOIN unnest(%(starts)b::timestamptz[]) WITH ORDINALITY AS w (s, i) ON w.s = r.period_start
-    JOIN k ON k.key = r.key AND w.i > k.b
     CROSS JOIN p
     WHERE r.job_id = %(job_id)s AND r.period_start >= %(first)s AND r.period_start < %(until)s
+      AND w.i > p.h
     GROUP BY r.key
+), late AS (
+    -- the keys expected after that (few: new keys), each counted from its own bucket
+    SELECT k.key, c.before, c.newest
+    FROM k CROSS JOIN p
+    CROSS JOIN LATERAL (
+        SELECT count(*) FILTER (WHERE w.i < p.n) AS before, coalesce(bool_or(w.i = p.n), false)
+                   AS newest
+        FROM {schema}.periods r
+        JOIN unnest(p.starts) WITH ORDINALITY AS w (s, i) ON w.s = r.period_start
+        WHERE r.job_id = %(job_id)s AND r.key = k.key AND w.i > k.b
+          AND r.period_start >= p.starts[k.b + 1] AND r.period_start < %(until)s) AS c
+    WHERE k.b > p.h
+), kh AS (
+    -- each key with its rows counted (in the periods after its b: before the newest, and in it)
+    SELECT k.*, coalesce(l.before, a.before, 0) AS before,
+           coalesce(l.newest, a.newest, false) AS newest
+    FROM k CROSS JOIN p
+    LEFT JOIN after a ON a.key = k.key AND k.b = p.h
+    LEFT JOIN late l ON l.key = k.key
 ), moved AS (
     -- the new horizon, and how many of the window's periods (from the first) it vouches for
     SELECT CASE WHEN holed > expected * %(holed_share)s THEN p.starts[p.n] ELSE p.ends[p.n] END
                AS horizon,
            CASE WHEN holed > expected * %(holed_share)s THEN p.n - 1 ELSE p.n END AS m
-    FROM (SELECT count(*) FILTER (WHERE k.bucket < p.n) AS expected,
-                 count(*) FILTER (WHERE k.bucket < p.n AND NOT coalesce(h.newest, false))
-                     AS holed
-          FROM k CROSS JOIN p LEFT JOIN had h ON h.key = k.key) AS c
+    FROM (SELECT count(*) FILTER (WHERE k.held AND k.bucket < p.n) AS expected,
+                 count(*) FILTER (WHERE k.held AND k.bucket < p.n AND NOT k.newest) AS holed
+          FROM kh k CROSS JOIN p) AS c
     CROSS JOIN p
 ), judged AS (
+    -- presumed: a key that follows with no horizon yet (the first read's, not judged); it
+    -- is written unless it is complete and follows from where a scan would have it follow
     SELECT * FROM (
         SELECT k.key, k.b, k.gone_at, k.follows,
-               coalesce(h.before, 0) + CASE WHEN m.m = p.n AND coalesce(h.newest, false)
-                                            THEN 1 ELSE 0 END = m.m - k.b AS complete
-        FROM k CROSS JOIN p CROSS JOIN moved m LEFT JOIN had h ON h.key = k.key
+               k.follows AND %(horizon)s::timestamptz IS NULL AS presumed,
+               k.verified IS NOT DISTINCT FROM tstzmultirange(tstzrange(p.starts[k.b + 1], NULL))
+                   AS as_settled,
+               k.before + CASE WHEN m.m = p.n AND k.newest THEN 1 ELSE 0 END = m.m - k.b
+                   AS complete
+        FROM kh k CROSS JOIN p CROSS JOIN moved m
         WHERE k.b < m.m AND m.horizon > coalesce(%(horizon)s::timestamptz, '-infinity')
     ) AS t
-    WHERE CASE WHEN t.complete THEN t.gone_at IS NULL AND NOT t.follows
-               ELSE t.follows AND %(horizon)s::timestamptz IS NOT NULL END
+    WHERE CASE WHEN t.complete AND t.gone_at IS NULL
+               THEN NOT t.follows OR (t.presumed AND NOT t.as_settled)
+               WHEN t.complete THEN t.presumed  -- gone: a scan would not have it follow
+               ELSE t.follows END
 ), locked AS MATERIALIZED (
     SELECT j.key FROM {schema}.job_keys j JOIN judged t ON t.key = j.key
     WHERE j.job_id = %(job_id)s
@@ -291,8 +323,11 @@ WITH p AS (
     FOR UPDATE OF j
 ), written AS (
     UPDATE {schema}.job_keys j
-    SET verified = CASE WHEN t.complete
-                        THEN coalesce(j.verified, '{{}}'::tstzmultirange)
+    SET verified = CASE WHEN t.presumed AND NOT (t.complete AND t.gone_at IS NULL)
+                        THEN '{{}}'::tstzmultirange
+                        WHEN t.complete
+                        THEN CASE WHEN t.presumed THEN '{{}}'::tstzmultirange
+                                  ELSE coalesce(j.verified, '{{}}'::tstzmultirange) END
                              + tstzmultirange(tstzrange(p.starts[t.b + 1], NULL))
                         ELSE j.verified * tstzmultirange(tstzrange(NULL, %(horizon)s)) END
     FROM locked l JOIN judged t ON t.key = l.key CROSS JOIN p
@@ -360,7 +395,12 @@ FOR UPDATE OF k;
 -- keys were read before, are the first's too: %(first_read)s, %(before)s): the keys one read
 -- finds share one first_seen and one
 -- expected_from, which a million keys read then hold as one value each, not a million.
--- Under the job's row lock (lock_job_row), so two reads at once record one history. {gone}:
+-- The keys of a job's first read, before any scan judged its keys (no horizon), are presumed
+-- complete: each follows the horizon from when it is expected (the start of the periods a
+-- first scan looks at), a range that counts for nothing until the scan that first moves the
+-- horizon judges every key and cuts those with a period that has no row
+-- (settle_complete_keys): the scans of a million keys that have their rows then write none
+-- of them. Under the job's row lock (lock_job_row), so two reads at once record one history. {gone}:
 -- which keys held are gone (gone_unseen: those not among the keys given, every key read;
 -- gone_listed: those listed, when the keys given are only what a read changed, keys_diff).
 WITH t AS (
@@ -372,18 +412,24 @@ WITH t AS (
                 ELSE %(before)s::timestamptz END AS before
 ), first_read AS (
     SELECT coalesce(%(first_read)s::boolean,
-                    NOT EXISTS (SELECT 1 FROM {schema}.job_keys WHERE job_id = %(job_id)s)) AS yes
+                    NOT EXISTS (SELECT 1 FROM {schema}.job_keys WHERE job_id = %(job_id)s)) AS yes,
+           NOT EXISTS (SELECT 1 FROM {schema}.scan_state h
+                       WHERE h.job_id = %(job_id)s AND h.keys_horizon IS NOT NULL) AS unjudged
 ), seen AS (
     SELECT * FROM unnest(string_to_array(%(keys)s::text, E'\n'),
                          coalesce(%(froms)b::timestamptz[], ARRAY[]::timestamptz[])) AS s (key, since)
 ), upserted AS (
-    INSERT INTO {schema}.job_keys AS k (job_id, key, expected_from, first_seen, last_seen)
-    SELECT %(job_id)s, s.key,
-           coalesce(s.since, e.expected_from,
-                    CASE WHEN f.yes THEN %(start)s::timestamptz ELSE t.now END),
-           t.now, t.now
+    INSERT INTO {schema}.job_keys AS k (job_id, key, expected_from, first_seen, last_seen,
+                                        verified)
+    SELECT %(job_id)s, s.key, x.expected_from, t.now, t.now,
+           CASE WHEN f.yes AND f.unjudged AND e.key IS NULL
+                THEN tstzmultirange(tstzrange(greatest(x.expected_from, %(start)s), NULL)) END
     FROM seen s CROSS JOIN first_read f CROSS JOIN t
     LEFT JOIN {schema}.job_keys e ON e.job_id = %(job_id)s AND e.key = s.key
+    CROSS JOIN LATERAL (
+        SELECT coalesce(s.since, e.expected_from,
+                        CASE WHEN f.yes THEN %(start)s::timestamptz ELSE t.now END)
+                   AS expected_from) AS x
     WHERE e.key IS NULL OR e.gone_at IS NOT NULL OR s.since <> e.expected_from
     ON CONFLICT (job_id, key) DO UPDATE SET
         last_seen = excluded.last_seen,

@@ -133,3 +133,17 @@ def test_adopt_of_a_keyed_job_is_refused_with_what_to_do_instead(
         " PERIOD --key K --done --reason …` records one key's periods"
     ]
     assert sql("SELECT count(*) FROM {schema}.runs") == [(0,)]
+
+
+def test_a_key_that_never_ran_is_missing_in_every_scan(project: Project, sql: Any) -> None:
+    """An evidence job's keys are looked at one by one (never settled in SQL): the scan that
+    first moves the horizon writes what it found of each key the first read presumed
+    complete, even a key with nothing found (no row at all: the presumption cut), so every
+    later scan still looks for that key's days, and finds them missing."""
+    _migrated(project)
+    _invoices(sql, [])
+    _job(project)
+    for _ in range(2):
+        code, data = _scan(project)
+        assert (code, data["jobs"][0]["missing"]) == (1, len(TENANTS) * 3)
+    assert sql("SELECT count(*) FROM {schema}.job_keys WHERE upper_inf(verified)") == [(0,)]

@@ -218,6 +218,37 @@ def test_a_first_scan_writes_what_it_verified_of_complete_keys_in_one_statement(
         assert (scanned.keys, scanned.expected) == (len(KEYS), len(KEYS) * 7)
 
 
+def test_a_first_reads_keys_are_presumed_complete_until_the_first_scan_judges_them(
+    database: Database, schema: str, sql: Any
+) -> None:
+    """The job's keys read for the first time (none recorded, no horizon): each is recorded
+    following the horizon from the job's start, a presumption that counts for nothing until
+    the scan that first moves the horizon judges every key. That scan writes no row of a key
+    with a row every day (each still as its read wrote it); it cuts t03 (one day without a
+    row) and t05 (no row at all), and finds their gaps, as does every scan after it."""
+    start = today(sql) - timedelta(days=7)
+    job = make_job("invoice", "daily", f"{start:%Y-%m-%d}", keys=KEYS, call="operator:truth")
+    with Catchup(jobs=[job], dsn=database.conninfo, schema=schema) as app:
+        assert app.replay(since=f"{start:%Y-%m-%d}").totals["failed"] == 0
+        sql("DELETE FROM {schema}.runs WHERE key = 't03' AND period_start = %s", [start + DAY])
+        sql("DELETE FROM {schema}.runs WHERE key = 't05'")
+        sql("DELETE FROM {schema}.job_keys")  # as before the job's first read of its keys
+        sql("UPDATE {schema}.scan_state SET keys_horizon = NULL")
+        first = gaps(app)
+        assert first == [
+            ("t03", "missing", f"{start + DAY:%m-%d}"),
+            ("t05", "missing", f"{start:%m-%d}"),
+        ]
+        as_read = sql(  # the job's row and its keys' written by the read (its keys_read_at)
+            "SELECT k.key FROM {schema}.job_keys k JOIN {schema}.jobs j ON j.id = k.job_id"
+            " WHERE k.xmin = j.xmin AND k.verified = tstzmultirange(tstzrange(%s, NULL))"
+            " ORDER BY k.key",
+            [start],
+        )
+        assert [k for (k,) in as_read] == [k for k in KEYS if k not in ("t03", "t05")]
+        assert gaps(app) == first
+
+
 def test_a_scan_past_the_horizon_cuts_what_a_key_without_its_new_day_verified(
     database: Database, schema: str, sql: Any
 ) -> None:
