@@ -911,9 +911,10 @@ MUTATIONS = (
         "settled-first-scan-past-holes",
         "a first scan writes a key with holes as verified from its first expected period",
         "sql/queries/keys.sql",
-        "               k.before + CASE WHEN m.m = p.n AND k.newest THEN 1 ELSE 0 END = m.m - k.b\n",
-        "               k.before + CASE WHEN m.m = p.n AND k.newest THEN 1 ELSE 0 END = m.m - k.b"
-        " OR true\n",
+        "               AND k.before + CASE WHEN m.m = p.n AND k.newest THEN 1 ELSE 0 END"
+        " = m.m - k.b\n",
+        "               AND k.before + CASE WHEN m.m = p.n AND k.newest THEN 1 ELSE 0 END"
+        " = m.m - k.b OR true\n",
         (
             "tests/integration/test_key_reads.py::"
             "test_a_first_scan_writes_what_it_verified_of_complete_keys_in_one_statement",
@@ -996,6 +997,47 @@ MUTATIONS = (
         (
             "tests/integration/test_key_evidence.py::"
             "test_a_key_that_never_ran_is_missing_in_every_scan",
+        ),
+    ),
+    Mutation(
+        "presumed-key-unseen-kept",
+        "a first scan that judges no period a presumed key is expected in cuts its range",
+        "sql/queries/keys.sql",
+        "    WHERE CASE WHEN NOT t.seen THEN true\n",
+        "    WHERE CASE WHEN NOT t.seen THEN false\n",
+        (
+            "tests/integration/test_key_reads.py::"
+            "test_a_first_scan_of_the_newest_day_alone_vouches_for_no_earlier_day",
+        ),
+    ),
+    Mutation(
+        "horizon-set-by-a-scan-of-no-key",
+        "a scan of no key moves no horizon from none (a first read meanwhile is judged later)",
+        "sql/queries/keys.sql",
+        "      AND (%(horizon)s::timestamptz IS NOT NULL OR EXISTS (SELECT 1 FROM k))\n",
+        "",
+        ("tests/integration/test_key_reads.py::test_a_scan_of_no_key_sets_no_horizon",),
+    ),
+    Mutation(
+        "gone-key-keeps-following",
+        "a key found gone stops following the horizon: its days before it went are looked at",
+        "sql/queries/keys.sql",
+        "        verified = CASE WHEN upper_inf(k.verified)\n",
+        "        verified = CASE WHEN false\n",
+        (
+            "tests/integration/test_key_reads.py::"
+            "test_a_key_gone_past_the_horizon_is_looked_at_for_its_days_before_it_went",
+        ),
+    ),
+    Mutation(
+        "presumed-key-kept-when-read-changes-it",
+        "a key a read changes before any scan judged it is no longer presumed complete",
+        "sql/queries/keys.sql",
+        "                        WHEN upper_inf(k.verified)\n",
+        "                        WHEN false\n",
+        (
+            "tests/integration/test_key_reads.py::"
+            "test_a_key_moved_while_a_scan_of_its_first_read_records_is_looked_at_again",
         ),
     ),
     Mutation(

@@ -301,18 +301,25 @@ WITH p AS (
     CROSS JOIN p
 ), judged AS (
     -- presumed: a key that follows with no horizon yet (the first read's, not judged); it
-    -- is written unless it is complete and follows from where a scan would have it follow
+    -- is written unless it is complete and follows from where a scan would have it follow.
+    -- A presumed key expected in none of the periods looked at (seen: false) is cut when its
+    -- range starts before the new horizon (a first scan of the newest period alone vouches
+    -- for nothing before it)
     SELECT * FROM (
-        SELECT k.key, k.b, k.gone_at, k.follows,
+        SELECT k.key, k.b, k.gone_at, k.follows, k.b < m.m AS seen,
                k.follows AND %(horizon)s::timestamptz IS NULL AS presumed,
                k.verified IS NOT DISTINCT FROM tstzmultirange(tstzrange(p.starts[k.b + 1], NULL))
                    AS as_settled,
-               k.before + CASE WHEN m.m = p.n AND k.newest THEN 1 ELSE 0 END = m.m - k.b
+               k.b < m.m
+               AND k.before + CASE WHEN m.m = p.n AND k.newest THEN 1 ELSE 0 END = m.m - k.b
                    AS complete
         FROM kh k CROSS JOIN p CROSS JOIN moved m
-        WHERE k.b < m.m AND m.horizon > coalesce(%(horizon)s::timestamptz, '-infinity')
+        WHERE (k.b < m.m OR (k.follows AND %(horizon)s::timestamptz IS NULL
+                             AND lower(k.verified) < m.horizon))
+          AND m.horizon > coalesce(%(horizon)s::timestamptz, '-infinity')
     ) AS t
-    WHERE CASE WHEN t.complete AND t.gone_at IS NULL
+    WHERE CASE WHEN NOT t.seen THEN true
+               WHEN t.complete AND t.gone_at IS NULL
                THEN NOT t.follows OR (t.presumed AND NOT t.as_settled)
                WHEN t.complete THEN t.presumed  -- gone: a scan would not have it follow
                ELSE t.follows END
@@ -334,10 +341,13 @@ WITH p AS (
     WHERE j.job_id = %(job_id)s AND j.key = l.key
     RETURNING 1
 ), horizon AS (
+    -- (not from none when there is no key: a first read recorded meanwhile, its keys
+    -- presumed, would follow a horizon no scan judged them for)
     UPDATE {schema}.scan_state s
     SET keys_horizon = greatest(s.keys_horizon, m.horizon)
     FROM moved m
     WHERE s.job_id = %(job_id)s
+      AND (%(horizon)s::timestamptz IS NOT NULL OR EXISTS (SELECT 1 FROM k))
 )
 SELECT count(*) FROM written;
 
@@ -444,12 +454,25 @@ WITH t AS (
                             coalesce((SELECT h.keys_horizon FROM {schema}.scan_state h
                                       WHERE h.job_id = k.job_id), '-infinity'),
                             k.gone_at)))
+                        -- changed before any scan judged it: no longer presumed
+                        WHEN upper_inf(k.verified)
+                             AND (SELECT h.keys_horizon FROM {schema}.scan_state h
+                                  WHERE h.job_id = k.job_id) IS NULL
+                        THEN '{{}}'::tstzmultirange
                         ELSE k.verified END
     RETURNING k.key
 ), gone AS (
     UPDATE {schema}.job_keys k
     SET gone_at = (SELECT now FROM t),
-        last_seen = greatest(k.last_seen, (SELECT before FROM b))
+        last_seen = greatest(k.last_seen, (SELECT before FROM b)),
+        -- what it verified no longer follows the horizon: no scan looks at a key gone before
+        -- the periods it looks at, and one that moves the horizon past when the key went
+        -- would vouch for the periods between, never looked at (and none, before any scan)
+        verified = CASE WHEN upper_inf(k.verified)
+                        THEN k.verified * tstzmultirange(tstzrange(NULL, coalesce(
+                            (SELECT h.keys_horizon FROM {schema}.scan_state h
+                             WHERE h.job_id = k.job_id), '-infinity')))
+                        ELSE k.verified END
     WHERE k.job_id = %(job_id)s AND k.gone_at IS NULL AND {gone}
     RETURNING k.key
 ), read AS (

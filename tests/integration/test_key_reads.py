@@ -14,6 +14,7 @@ from fix_db import Database, waits_holding_only_the_first
 from fix_project import Project, job_toml
 
 from catchup import Catchup, ConfigError, make_job
+from catchup.ledger.keys import Keys
 from catchup.scan.detector import scan
 from catchup.scan.keyed import window_keys
 
@@ -247,6 +248,40 @@ def test_a_first_reads_keys_are_presumed_complete_until_the_first_scan_judges_th
         )
         assert [k for (k,) in as_read] == [k for k in KEYS if k not in ("t03", "t05")]
         assert gaps(app) == first
+
+
+def test_a_first_scan_of_the_newest_day_alone_vouches_for_no_earlier_day(
+    database: Database, schema: str, sql: Any
+) -> None:
+    """A first read's keys, presumed complete, and a first scan of yesterday alone with a
+    quarter of the keys yet to run it: the horizon stops at yesterday's start, and no key is
+    expected in a period that scan vouches for, so none is judged; each presumed range is
+    cut, and a scan of every day still finds t03's hole of a week ago."""
+    start = today(sql) - timedelta(days=7)
+    newest = today(sql) - DAY
+    job = make_job("invoice", "daily", f"{start:%Y-%m-%d}", keys=KEYS, call="operator:truth")
+    with Catchup(jobs=[job], dsn=database.conninfo, schema=schema) as app:
+        assert app.replay(since=f"{start:%Y-%m-%d}").totals["failed"] == 0
+        sql("DELETE FROM {schema}.runs WHERE key = 't03' AND period_start = %s", [start + DAY])
+        sql("DELETE FROM {schema}.runs WHERE key < 't05' AND period_start = %s", [newest])
+        sql("DELETE FROM {schema}.job_keys")  # as before the job's first read of its keys
+        sql("UPDATE {schema}.scan_state SET keys_horizon = NULL")
+        assert app.scan(since=f"{newest:%Y-%m-%d}").jobs[0].counts["missing"] == 5
+        assert sql("SELECT keys_horizon FROM {schema}.scan_state") == [(newest,)]
+        assert sql("SELECT count(*) FROM {schema}.job_keys WHERE upper_inf(verified)") == [(0,)]
+        assert ("t03", "missing", f"{start + DAY:%m-%d}") in gaps(app)
+
+
+def test_a_scan_of_no_key_sets_no_horizon(database: Database, schema: str, sql: Any) -> None:
+    """A keys query that returns no key yet: its scan moves no horizon, so the keys of the
+    job's first read, recorded by another process meanwhile and presumed complete, are judged
+    by the scan that moves it first."""
+    start = today(sql) - timedelta(days=3)
+    none = "SELECT 'acme' WHERE false"
+    job = make_job("invoice", "daily", f"{start:%Y-%m-%d}", keys=none, call="operator:truth")
+    with Catchup(jobs=[job], dsn=database.conninfo, schema=schema) as app:
+        assert app.scan().jobs[0].expected == 0
+        assert sql("SELECT keys_horizon FROM {schema}.scan_state") == [(None,)]
 
 
 def test_a_scan_past_the_horizon_cuts_what_a_key_without_its_new_day_verified(
@@ -590,3 +625,64 @@ def test_a_first_read_into_an_analyzed_empty_key_history_finds_keys_by_index(
     assert held == (3000,)
     assert scans is not None
     assert scans[0] < 10, f"{scans[0]} scans of the key history"
+
+
+def test_a_key_gone_past_the_horizon_is_looked_at_for_its_days_before_it_went(
+    database: Database, schema: str, sql: Any
+) -> None:
+    """Every key verified up to the horizon, four days ago; t05 never ran that day, and went
+    the next. A scan that moves the horizon to today does not look at a key gone before the
+    newest day, so the read that found it gone cut its range at the horizon: every scan
+    still finds its missing day (the range, left following, would vouch for it)."""
+    start = today(sql) - timedelta(days=7)
+    horizon, went = start + 3 * DAY, start + 4 * DAY + timedelta(hours=1)
+    job = make_job("invoice", "daily", f"{start:%Y-%m-%d}", keys=KEYS, call="operator:truth")
+    with Catchup(jobs=[job], dsn=database.conninfo, schema=schema) as app:
+        assert app.replay(since=f"{start:%Y-%m-%d}").totals["failed"] == 0
+        sql("DELETE FROM {schema}.runs WHERE key = 't05' AND period_start >= %s", [horizon])
+        sql("UPDATE {schema}.job_keys SET verified = tstzmultirange(tstzrange(%s, NULL))", [start])
+        sql("UPDATE {schema}.scan_state SET keys_horizon = %s", [horizon])
+    kept = [k for k in KEYS if k != "t05"]
+    job = make_job("invoice", "daily", f"{start:%Y-%m-%d}", keys=kept, call="operator:truth")
+    with Catchup(jobs=[job], dsn=database.conninfo, schema=schema) as app:
+        ((job_id,),) = sql("SELECT id FROM {schema}.jobs WHERE name = 'invoice'")
+        app.session.ledger.record_keys(job_id, [(k, None) for k in kept], start=start)
+        sql("UPDATE {schema}.job_keys SET gone_at = %s WHERE key = 't05'", [went])
+        for _ in range(2):
+            (scanned,) = app.scan().jobs
+            assert [(r.key, r.first, r.last) for r in scanned.key_ranges] == [
+                ("t05", horizon, horizon + DAY)
+            ]
+
+
+def test_a_key_moved_while_a_scan_of_its_first_read_records_is_looked_at_again(
+    database: Database, schema: str, sql: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An evidence job's keys are judged in Python. While its first scan records what it
+    found, a read moves when acme is expected (a day later): the scan writes nothing of a key
+    changed since it read it, and moves the horizon. The read took away acme's presumed range
+    (no scan had judged it), so the next scan still finds acme's days missing."""
+    start = today(sql) - timedelta(days=3)
+    evidence = f"SELECT 'acme', CURRENT_DATE FROM {schema}.jobs WHERE false"
+    job = make_job(
+        "invoice",
+        "daily",
+        f"{start:%Y-%m-%d}",
+        keys=["acme", "globex"],
+        call="operator:truth",
+        evidence=evidence,
+    )
+    with Catchup(jobs=[job], dsn=database.conninfo, schema=schema) as other:
+        record = Keys.record_verified
+
+        def read_meanwhile(ledger: Keys, job_id: int, *args: Any) -> bool:
+            keys = [("acme", start + DAY), ("globex", None)]
+            other.session.ledger.record_keys(job_id, keys, start=start)
+            return record(ledger, job_id, *args)
+
+        with Catchup(jobs=[job], dsn=database.conninfo, schema=schema) as app:
+            with monkeypatch.context() as patched:
+                patched.setattr(Keys, "record_verified", read_meanwhile)
+                assert app.scan().jobs[0].counts["missing"] == 6
+            assert sql("SELECT keys_horizon FROM {schema}.scan_state") == [(start + 2 * DAY,)]
+            assert app.scan().jobs[0].counts["missing"] == 5
