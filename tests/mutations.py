@@ -1041,6 +1041,17 @@ MUTATIONS = (
         ),
     ),
     Mutation(
+        "settled-keys-failing-taken-as-succeeded",
+        "a keyed job's newest success is a period some key succeeded in, settled keys' too",
+        "catchup/scan/keyed.py",
+        "        if settled.with_row(i) > len(held - names):",
+        "        if settled.with_row(i):",
+        (
+            "tests/unit/scan/test_newest_success.py::"
+            "test_every_settled_key_failed_the_newest_day_so_the_day_before_is_the_newest_success",
+        ),
+    ),
+    Mutation(
         "markdown-budget",
         "a Markdown report always fits a GitHub job summary (under 1 MiB)",
         "catchup/render/documents.py",

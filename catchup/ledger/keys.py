@@ -338,7 +338,7 @@ class Keys(LedgerBase):
         there, counted (:class:`Settled`). One statement: both from one snapshot."""
         shared = Shared()
         rows: list[KeyRow] = []
-        buckets: tuple[list[tuple[int, int]], list[tuple[int, int]]] = ([], [])
+        buckets: list[tuple[int, int]] = []
         params = {"job_id": job_id, "signature": signature, **window_params(periods)}
         with self._roomy(), self.conn.cursor(binary=True) as cur:
             self.conn.execute(self._q("keys_in_workers"))
@@ -350,12 +350,11 @@ class Keys(LedgerBase):
                 settled=sqlfiles.query("key_settled", self.schema),
             )
             for row in cur.stream(query, params, size=BATCH):
-                if row[0] is None:  # settled keys counted: failing or not, bucket, keys
-                    buckets[bool(row[8])].append((row[9], row[10]))
+                if row[0] is None:  # settled keys counted: bucket, keys
+                    buckets.append((row[9], row[10]))
                 else:
                     rows.append(key_row(row[:9], shared))
-        clean, failing = (tuple(sorted(b)) for b in buckets)
-        return rows, Settled(clean, failing, split=True)
+        return rows, Settled(tuple(sorted(buckets)), split=True)
 
     def settle_complete_keys(
         self,

@@ -490,13 +490,15 @@ def newest_success(
 ) -> datetime | None:
     """The newest of the window's last ``look`` periods that some key succeeded in, from the
     scan's own ranges (a key expected there that no range of it holds has a succeeded row:
-    what scans verified has a row each, and every row not succeeded is in ``found``; a
-    settled key expected there has one); None when none of them has (the ledger then says)."""
+    what scans verified has a row each, and every row not succeeded is in ``found``, a
+    settled key's too: those of ``found`` not among ``keys``); None when none of them has
+    (the ledger then says)."""
+    names = {k.key for k in keys} if settled.count else set()
     for i in range(len(periods) - 1, max(-1, len(periods) - 1 - look), -1):
         start, end = periods[i]
-        if settled.in_period(i):
-            return start
         held = {r.key for r in found if r.first <= start <= r.last}  # the few not succeeded
+        if settled.with_row(i) > len(held - names):  # a settled key's row there succeeded
+            return start
         if any(
             end > k.expected_from and (k.gone_at is None or start < k.gone_at) and k.key not in held
             for k in keys

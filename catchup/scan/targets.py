@@ -70,34 +70,27 @@ class KeyRow:
 @dataclass(frozen=True, slots=True)
 class Settled:
     """A keyed job's keys a scan of its window did not read, being settled there (each
-    expected period with a succeeded row, what scans verified of it following the horizon:
-    nothing to find, nothing to write), counted by ``bucket``: how many of the window's
-    period ends are at or before when the key is expected (it is expected in the periods from
-    that index on; a key gone before the window in the window's length)."""
+    expected period with a row, what scans verified of it following the horizon: nothing to
+    find, nothing to write), counted by ``bucket``: how many of the window's period ends are
+    at or before when the key is expected (it is expected in the periods from that index on;
+    a key gone before the window in the window's length). Their rows that have not succeeded
+    the scan reads from the ledger (``split``)."""
 
-    buckets: tuple[tuple[int, int], ...] = ()  # (bucket, keys): each period succeeded
-    # (bucket, keys) of those with a row in the window that has not succeeded: the scan reads
-    # such rows of every key from the ledger (``split``)
-    failing: tuple[tuple[int, int], ...] = ()
+    buckets: tuple[tuple[int, int], ...] = ()  # (bucket, keys)
     split: bool = False  # the keys were read as the window needs (Ledger.keys_to_scan)
 
     @property
     def count(self) -> int:
-        return sum(n for _, n in self.buckets) + sum(n for _, n in self.failing)
+        return sum(n for _, n in self.buckets)
 
     def expected(self, periods: int) -> int:
         """How many (key, period) pairs of the window's ``periods`` they are expected in."""
-        return sum(max(0, periods - b) * n for b, n in (*self.buckets, *self.failing))
-
-    def in_period(self, i: int) -> int:
-        """How many of them, each period succeeded, are expected in the window's period ``i``
-        (0-based)."""
-        return sum(n for b, n in self.buckets if b <= i)
+        return sum(max(0, periods - b) * n for b, n in self.buckets)
 
     def with_row(self, i: int) -> int:
         """How many of them (each has a row every period it is expected in) are expected in
-        the window's period ``i``."""
-        return sum(n for b, n in (*self.buckets, *self.failing) if b <= i)
+        the window's period ``i`` (0-based)."""
+        return sum(n for b, n in self.buckets if b <= i)
 
 
 NONE_SETTLED = Settled()
