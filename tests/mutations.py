@@ -979,7 +979,7 @@ MUTATIONS = (
     ),
     Mutation(
         "first-scan-writes-every-complete-key",
-        "a first scan writes no row of a key the first read presumed complete that is",
+        "a first scan writes no row of a key the first read presumed complete, and complete",
         "sql/queries/keys.sql",
         "               THEN NOT t.follows OR (t.presumed AND NOT t.as_settled)\n",
         "               THEN NOT t.follows OR t.presumed\n",

@@ -405,8 +405,9 @@ def window_keys(
     what scans verified holds for its schedules past the window; every key otherwise (other
     schedules, a job with evidence to read of each key). With ``settle`` (a scan that records
     what it verified of every key), when the window reaches past the job's horizon (or there
-    is none yet), what it would record of every key with a row each period there is written
-    first in one statement, and the horizon moved (Ledger.settle_complete_keys)."""
+    is none yet), what it would record of the keys with a row each period there (and the cut
+    of those without, presumed complete or following) is written first in one statement, only
+    where it changes a key's ranges, and the horizon moved (Ledger.settle_complete_keys)."""
     if job.evidence is None and periods and job_id > 0:
         sig = signature(job)
         state = ledger.scan_states([job_id]).get(job_id)

@@ -230,13 +230,18 @@ ANALYZE {schema}.job_keys;
 -- need nothing but their rows counted, in one statement (under the scan state's lock). The
 -- horizon moves where a scan of them all would move it (catchup/scan/verified.py
 -- next_horizon): to the window's end, or to its newest period's start when more than a tenth
--- of the keys expected there have no row there yet (a tick about to run it); never back. When
--- it moves, each key held that has a row for every period it is expected in between the old
--- horizon (%(horizon)s; null: a first scan, from the window's start) and the new one is
--- complete: a complete key that does not follow the horizon yet gets, added to what it
--- verified, a range from the first of those periods that follows it; the following range of a
--- key that is not complete is cut at the old horizon (it no longer follows: the scan that
--- comes next reads it and records its ranges); a complete key that follows is not written.
+-- of the keys expected there have no row there yet (a tick about to run it); never back (nor
+-- from none, with no key). When it moves, each key held that has a row for every period it is
+-- expected in between the old horizon (%(horizon)s; null: a first scan, from the window's
+-- start, every key judged, gone or not) and the new one is complete: a complete key that does
+-- not follow the horizon yet gets, added to what it verified, a range from the first of those
+-- periods that follows it; the following range of a key that is not complete is cut at the
+-- old horizon (it no longer follows: the scan that comes next reads it and records its
+-- ranges); a complete key that follows is not written. On a first scan, a key of the first
+-- read (presumed complete: it follows from when it is expected) is judged so too: cut when it
+-- is not complete, or when no period it is expected in was looked at; replaced by the range a
+-- scan would give it when it follows from elsewhere (a window that starts after the job's
+-- start); not written otherwise: a million keys with their rows, none written.
 -- The rows written are locked in key order first, as record_keys and record_verified lock
 -- theirs: two of them at once never deadlock.
 WITH p AS (
@@ -352,7 +357,8 @@ SELECT count(*) FROM written;
 SELECT EXISTS (SELECT 1 FROM {schema}.job_keys WHERE job_id = %(job_id)s);
 
 -- name: key_horizon
--- Where the unbounded ranges of what scans verified of a job's keys end (null: none follows).
+-- Where the unbounded ranges of what scans verified of a job's keys end (null: no scan judged
+-- them yet; a first read's keys follow it then, presumed complete, and that counts for nothing).
 SELECT keys_horizon FROM {schema}.scan_state WHERE job_id = %(job_id)s;
 
 -- name: lock_key_rows
