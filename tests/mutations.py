@@ -847,8 +847,8 @@ MUTATIONS = (
         "keys-digest-counts-gone-keys",
         "a later read misses a key back after being gone",
         "sql/queries/keys.sql",
-        "WHERE k.job_id = %(job_id)s AND k.gone_at IS NULL) AS same",
-        "WHERE k.job_id = %(job_id)s) AS same",
+        "                    WHERE k.job_id = %(job_id)s AND k.gone_at IS NULL)\n",
+        "                    WHERE k.job_id = %(job_id)s)\n",
         ("tests/integration/test_key_reads.py::test_keys_compared_whole_find_each_change[back]",),
     ),
     Mutation(

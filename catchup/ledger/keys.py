@@ -375,6 +375,7 @@ class Keys(LedgerBase):
             "signature": signature,
             "holed_share": HOLED_SHARE,
             "horizon": horizon,
+            "newest": periods[-1][0] if periods else None,
             **window_params(periods),
         }
         try:
@@ -384,6 +385,7 @@ class Keys(LedgerBase):
                 if state is None or state[0] != signature:
                     params["horizon"] = None  # forgotten with the old schedules' ranges
                 self.conn.execute(self._q("keys_work_mem"), {"work_mem": DIFF_WORK_MEM})
+                self.conn.execute(self._q("settle_sorted"))
                 self.conn.execute(self._q("settle_complete_keys"), params)
         except psycopg.errors.InsufficientPrivilege:
             return False
@@ -434,7 +436,12 @@ class Keys(LedgerBase):
         transaction: each block's key rows locked in key order first (the blocks come in key
         order, so every row is locked in that order), each written only if it still changes
         something. The read's time and whether it is the job's first are its first block's."""
-        first: dict[str, object] = {"first_read": None, "at": None, "before": None}
+        # a first read (no key held, as checked under the lock below) looks none up
+        first: dict[str, object] = {
+            "first_read": diff.first_read or None,
+            "at": None,
+            "before": None,
+        }
         added = 0
         nothing = [(KeysRead([]), list[str]())]  # a read that changed nothing: its time
         with self.conn.transaction():

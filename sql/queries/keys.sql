@@ -42,12 +42,19 @@ WITH q AS MATERIALIZED (
     -- collation would have 'A' and 'a' one key, or be refused beside the ledger's)
     SELECT k.key::text COLLATE "C" AS key, {since} AS expected_from
     FROM (SELECT * FROM ({keys}) AS k {names} LIMIT %(limit)s) AS k
+), held AS (
+    SELECT EXISTS (SELECT 1 FROM {schema}.job_keys
+                   WHERE job_id = %(job_id)s AND gone_at IS NULL) AS yes
 ), d AS MATERIALIZED (
+    -- (with no key held, the rows are only counted: alike when there are none)
     SELECT r.digest[1] AS n,
-           r.digest IS NOT DISTINCT FROM (
-               SELECT {digest} FROM {schema}.job_keys k
-               WHERE k.job_id = %(job_id)s AND k.gone_at IS NULL) AS same
-    FROM (SELECT {digest} AS digest FROM q AS k) AS r
+           CASE WHEN (SELECT yes FROM held)
+                THEN r.digest IS NOT DISTINCT FROM (
+                    SELECT {digest} FROM {schema}.job_keys k
+                    WHERE k.job_id = %(job_id)s AND k.gone_at IS NULL)
+                ELSE r.digest[1] = 0 END AS same
+    FROM (SELECT CASE WHEN (SELECT yes FROM held) THEN (SELECT {digest} FROM q AS k)
+                      ELSE ARRAY[(SELECT count(*) FROM q)::numeric] END AS digest) AS r
 ), g AS MATERIALIZED (
     SELECT key, count(*) AS c, min(expected_from) AS since FROM q
     WHERE NOT (SELECT same FROM d)
@@ -102,6 +109,11 @@ SELECT set_config('work_mem', %(work_mem)s, true);
 -- key, every page the statement has written so far (a first block of 50,000 keys: 9.4 s).
 SELECT set_config('enable_hashjoin', 'off', true), set_config('enable_mergejoin', 'off', true),
        set_config('enable_seqscan', 'off', true);
+
+-- name: settle_sorted
+-- For settle_complete_keys, its transaction's: a job's rows grouped by key as the primary key
+-- orders them, not hashed (seven million rows of a million keys: 1.5 s, hashed 4.5 s).
+SELECT set_config('enable_hashagg', 'off', true);
 
 -- name: keys_in_workers
 -- For keys_to_scan, its transaction's (as keys_work_mem): the few keys of a million it finds are worth
@@ -263,35 +275,36 @@ WITH p AS (
     WHERE k.job_id = %(job_id)s
       AND (k.gone_at IS NULL OR k.gone_at > p.starts[p.n] OR %(horizon)s::timestamptz IS NULL)
 ), after AS (
-    -- every key's rows in the periods after the horizon, counted without the keys (a
-    -- million keys joined to seven million rows cost three times this pass): exact for each
-    -- key expected before them (its b is the horizon's h)
-    SELECT r.key, count(*) FILTER (WHERE w.i < p.n) AS before, bool_or(w.i = p.n) AS newest
+    -- every key's rows at the window's period starts after the horizon, counted without the
+    -- keys (a million keys joined to seven million rows cost three times this pass), in the
+    -- primary key's order (settle_sorted: hashing them took three times as long again):
+    -- exact for each key expected before them (its b is the horizon's h)
+    -- (constants and one subquery, not p: a row of p joined to each of seven million rows
+    -- doubled the pass)
+    SELECT r.key, count(*) FILTER (WHERE r.period_start < %(newest)s) AS before,
+           bool_or(r.period_start = %(newest)s) AS newest
     FROM {schema}.periods r
-    JOIN unnest(%(starts)b::timestamptz[]) WITH ORDINALITY AS w (s, i) ON w.s = r.period_start
-    CROSS JOIN p
-    WHERE r.job_id = %(job_id)s AND r.period_start >= %(first)s AND r.period_start < %(until)s
-      AND w.i > p.h
+    WHERE r.job_id = %(job_id)s AND r.period_start >= (SELECT p.starts[p.h + 1] FROM p)
+      AND r.period_start < %(until)s AND r.period_start = ANY (%(starts)b::timestamptz[])
     GROUP BY r.key
-), late AS (
-    -- the keys expected after that (few: new keys), each counted from its own bucket
-    SELECT k.key, c.before, c.newest
-    FROM k CROSS JOIN p
-    CROSS JOIN LATERAL (
-        SELECT count(*) FILTER (WHERE w.i < p.n) AS before, coalesce(bool_or(w.i = p.n), false)
-                   AS newest
-        FROM {schema}.periods r
-        JOIN unnest(p.starts) WITH ORDINALITY AS w (s, i) ON w.s = r.period_start
-        WHERE r.job_id = %(job_id)s AND r.key = k.key AND w.i > k.b
-          AND r.period_start >= p.starts[k.b + 1] AND r.period_start < %(until)s) AS c
-    WHERE k.b > p.h
 ), kh AS (
-    -- each key with its rows counted (in the periods after its b: before the newest, and in it)
-    SELECT k.*, coalesce(l.before, a.before, 0) AS before,
-           coalesce(l.newest, a.newest, false) AS newest
+    -- each key with its rows counted (in the periods after its b: before the newest, and in
+    -- it); a key expected after the horizon's periods (few: new keys) counted from its own
+    -- bucket by its own rows (a subquery run only for it)
+    SELECT k.*,
+           CASE WHEN k.b > p.h
+                THEN (SELECT count(*) FROM {schema}.periods r
+                      WHERE r.job_id = %(job_id)s AND r.key = k.key
+                        AND r.period_start >= p.starts[k.b + 1] AND r.period_start < %(newest)s
+                        AND r.period_start = ANY (p.starts))
+                ELSE coalesce(a.before, 0) END AS before,
+           CASE WHEN k.b > p.h
+                THEN k.b < p.n AND EXISTS (SELECT 1 FROM {schema}.periods r
+                             WHERE r.job_id = %(job_id)s AND r.key = k.key
+                               AND r.period_start = %(newest)s)
+                ELSE coalesce(a.newest, false) END AS newest
     FROM k CROSS JOIN p
-    LEFT JOIN after a ON a.key = k.key AND k.b = p.h
-    LEFT JOIN late l ON l.key = k.key
+    LEFT JOIN after a ON a.key = k.key
 ), moved AS (
     -- the new horizon, and how many of the window's periods (from the first) it vouches for
     SELECT CASE WHEN holed > expected * %(holed_share)s THEN p.starts[p.n] ELSE p.ends[p.n] END
@@ -439,6 +452,7 @@ WITH t AS (
                 THEN tstzmultirange(tstzrange(greatest(x.expected_from, %(start)s), NULL)) END
     FROM seen s CROSS JOIN first_read f CROSS JOIN t
     LEFT JOIN {schema}.job_keys e ON e.job_id = %(job_id)s AND e.key = s.key
+                                  AND %(first_read)s::boolean IS NOT TRUE  -- (none held)
     CROSS JOIN LATERAL (
         SELECT coalesce(s.since, e.expected_from,
                         CASE WHEN f.yes THEN %(start)s::timestamptz ELSE t.now END)
