@@ -464,7 +464,7 @@ class Keys(LedgerBase):
     ) -> tuple[Any, ...]:
         """One block of a read's changes recorded (record_keys): its key rows locked first."""
         changed, gone = block
-        if changed.keys or gone:
+        if (changed.keys or gone) and first["first_read"] is not True:  # a first: none held
             listed = lines(chain(changed.keys, gone))
             self.conn.execute(self._q("lock_listed_keys"), {"job_id": job_id, "listed": listed})
         froms = changed.froms
