@@ -1516,7 +1516,7 @@ MUTATIONS = (
         "AND %(first_read)s::boolean IS NOT TRUE  -- (none held)\n",
         "AND true\n",
         (
-            "tests/integration/test_key_reads.py::test_a_first_read_into_an_analyzed_empty_key_history_finds_keys_by_index",
+            "tests/integration/test_key_reads.py::test_a_first_read_into_an_analyzed_empty_key_history_looks_no_key_up",
         ),
     ),
     Mutation(
