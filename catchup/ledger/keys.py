@@ -476,7 +476,12 @@ class Keys(LedgerBase):
             "start": start,
             **first,
         }
-        row = self.conn.execute(self._recording("gone_listed"), params).fetchone()
+        recording = (  # a first read's keys, none there under the lock: inserted, not upserted
+            self._q("record_first_keys")
+            if first["first_read"] is True and not gone
+            else self._recording("gone_listed")
+        )
+        row = self.conn.execute(recording, params).fetchone()
         assert row is not None
         return tuple(row)
 

@@ -498,6 +498,32 @@ WITH t AS (
 SELECT (SELECT count(*) FROM upserted), (SELECT count(*) FROM gone),
        (SELECT yes FROM first_read), (SELECT now FROM t), (SELECT before FROM b);
 
+-- name: record_first_keys
+-- A block of a job's first read (record_keys, when the job has no key row at all, as checked
+-- under the job's row lock the read holds: so no key of it can be there, and none is gone):
+-- its keys inserted as record_keys inserts new ones, without looking any up (an insert that
+-- checked each key first, ON CONFLICT, took 1.7 times as long: a million keys, 3.7 s, 2.2 s now).
+WITH t AS (
+    SELECT coalesce(%(at)s::timestamptz, statement_timestamp()) AS now
+), unjudged AS (
+    SELECT NOT EXISTS (SELECT 1 FROM {schema}.scan_state h
+                       WHERE h.job_id = %(job_id)s AND h.keys_horizon IS NOT NULL) AS yes
+), inserted AS (
+    INSERT INTO {schema}.job_keys (job_id, key, expected_from, first_seen, last_seen, verified)
+    SELECT %(job_id)s, s.key, x.expected_from, t.now, t.now,
+           CASE WHEN u.yes
+                THEN tstzmultirange(tstzrange(greatest(x.expected_from, %(start)s), NULL)) END
+    FROM unnest(string_to_array(%(keys)s::text, E'\n'),
+                coalesce(%(froms)b::timestamptz[], ARRAY[]::timestamptz[])) AS s (key, since)
+    CROSS JOIN t CROSS JOIN unjudged u
+    CROSS JOIN LATERAL (SELECT coalesce(s.since, %(start)s::timestamptz) AS expected_from) AS x
+    RETURNING 1
+), read AS (
+    UPDATE {schema}.jobs SET keys_read_at = (SELECT now FROM t) WHERE id = %(job_id)s
+)
+SELECT (SELECT count(*) FROM inserted), 0::bigint, true, (SELECT now FROM t),
+       %(before)s::timestamptz;  -- (as record_keys has it on a first read: none gone)
+
 -- name: gone_unseen
 NOT EXISTS (SELECT 1 FROM seen s WHERE s.key = k.key)
 
