@@ -452,7 +452,6 @@ WITH t AS (
                 THEN tstzmultirange(tstzrange(greatest(x.expected_from, %(start)s), NULL)) END
     FROM seen s CROSS JOIN first_read f CROSS JOIN t
     LEFT JOIN {schema}.job_keys e ON e.job_id = %(job_id)s AND e.key = s.key
-                                  AND %(first_read)s::boolean IS NOT TRUE  -- (none held)
     CROSS JOIN LATERAL (
         SELECT coalesce(s.since, e.expected_from,
                         CASE WHEN f.yes THEN %(start)s::timestamptz ELSE t.now END)
@@ -521,7 +520,7 @@ WITH t AS (
 ), read AS (
     UPDATE {schema}.jobs SET keys_read_at = (SELECT now FROM t) WHERE id = %(job_id)s
 )
-SELECT (SELECT count(*) FROM inserted), 0::bigint, true, (SELECT now FROM t),
+SELECT (SELECT count(*) FROM inserted), 0::bigint, true AS first_read, (SELECT now FROM t),
        %(before)s::timestamptz;  -- (as record_keys has it on a first read: none gone)
 
 -- name: gone_unseen
