@@ -866,8 +866,19 @@ MUTATIONS = (
         "key-blocks-each-their-own-read",
         "a read recorded a block at a time is one read: its first block's time",
         "sql/queries/keys.sql",
-        "    SELECT coalesce(%(at)s::timestamptz, statement_timestamp()) AS now",
-        "    SELECT statement_timestamp() AS now",
+        "    SELECT coalesce(%(at)s::timestamptz, statement_timestamp()) AS now\n",
+        "    SELECT statement_timestamp() AS now\n",
+        (
+            "tests/integration/test_key_reads.py::"
+            "test_a_read_recorded_a_block_at_a_time_is_one_read",
+        ),
+    ),
+    Mutation(
+        "first-read-blocks-each-their-own-read",
+        "a first read recorded a block at a time is one read: its first block's time",
+        "sql/queries/keys.sql",
+        "statement_timestamp()) AS now  -- (the first block's)",
+        "statement_timestamp()) AS now0, statement_timestamp() AS now",
         (
             "tests/integration/test_key_reads.py::"
             "test_a_read_recorded_a_block_at_a_time_is_one_read",

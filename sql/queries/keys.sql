@@ -503,7 +503,7 @@ SELECT (SELECT count(*) FROM upserted), (SELECT count(*) FROM gone),
 -- its keys inserted as record_keys inserts new ones, without looking any up (an insert that
 -- checked each key first, ON CONFLICT, took 1.7 times as long: a million keys, 3.7 s, 2.2 s now).
 WITH t AS (
-    SELECT coalesce(%(at)s::timestamptz, statement_timestamp()) AS now
+    SELECT coalesce(%(at)s::timestamptz, statement_timestamp()) AS now  -- (the first block's)
 ), unjudged AS (
     SELECT NOT EXISTS (SELECT 1 FROM {schema}.scan_state h
                        WHERE h.job_id = %(job_id)s AND h.keys_horizon IS NOT NULL) AS yes
