@@ -885,6 +885,17 @@ MUTATIONS = (
         ),
     ),
     Mutation(
+        "removal-state-forgets-every-key",
+        "a scan state a removal made has nothing to forget: a first read's keys stay presumed",
+        "catchup/ledger/keys.py",
+        '        if current[0] == "" != params["signature"]:  # a state a removal made: no',
+        "        if False:\n",
+        (
+            "tests/integration/test_key_reads.py::"
+            "test_a_first_scan_after_rows_were_removed_forgets_nothing_no_scan_recorded",
+        ),
+    ),
+    Mutation(
         "key-blocks-gone-seen-now",
         "a key gone in a later block of a read was last seen at the read before, not this one",
         "sql/queries/keys.sql",

@@ -549,6 +549,9 @@ class Keys(LedgerBase):
         current = self.conn.execute(self._q("lock_scan_state"), params).fetchone()
         if current is None or current[1] != state[1]:
             return False  # rows were removed since the scan's snapshot
+        if current[0] == "" != params["signature"]:  # a state a removal made: no scan's ranges
+            self.conn.execute(self._q("sign_scan_state"), params)
+            return horizon is None
         if current[0] != params["signature"]:  # every key row: locked in key order first
             self.conn.execute(self._q("lock_key_rows"), {**params, "keys": None})
             self.conn.execute(self._q("forget_verified"), params)

@@ -657,6 +657,14 @@ SELECT keys_horizon FROM {schema}.scan_state WHERE job_id = %(job_id)s FOR UPDAT
 -- name: move_key_horizon
 UPDATE {schema}.scan_state SET keys_horizon = %(horizon)s WHERE job_id = %(job_id)s;
 
+-- name: sign_scan_state
+-- The scan state a removal of rows made (rows_removed, sql/migrations/0014: no schedules, no
+-- horizon) takes the job's schedules: no scan recorded a range under none (each does under
+-- the schedules it scanned, this first), so there is nothing to forget (forget_verified), and
+-- a first read's keys stay presumed, to be judged by the scan that first moves the horizon.
+UPDATE {schema}.scan_state SET signature = %(signature)s
+WHERE job_id = %(job_id)s AND signature = '' AND keys_horizon IS NULL;
+
 -- name: forget_verified
 -- The job's schedules changed: what scans verified under the old ones says nothing now.
 WITH forgotten AS (

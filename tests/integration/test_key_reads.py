@@ -250,6 +250,33 @@ def test_a_first_reads_keys_are_presumed_complete_until_the_first_scan_judges_th
         assert gaps(app) == first
 
 
+def test_a_first_scan_after_rows_were_removed_forgets_nothing_no_scan_recorded(
+    database: Database, schema: str, sql: Any
+) -> None:
+    """Rows of a job removed before any scan recorded what it verified of its keys (the scan
+    state the removal made holds no schedules): its first scan has nothing to forget, so the
+    keys its first read presumes complete stay as the read wrote them, as in any first scan
+    (forgotten, every key's row was locked and written twice over: a million keys, seconds)."""
+    start = today(sql) - timedelta(days=7)
+    job = make_job("invoice", "daily", f"{start:%Y-%m-%d}", keys=KEYS, call="operator:truth")
+    with Catchup(jobs=[job], dsn=database.conninfo, schema=schema) as app:
+        assert app.replay(since=f"{start:%Y-%m-%d}").totals["failed"] == 0
+        sql("DELETE FROM {schema}.job_keys")  # as before the job's first read of its keys
+        sql("DELETE FROM {schema}.scan_state")  # and before any scan of it
+        sql("DELETE FROM {schema}.runs WHERE key = 't03' AND period_start = %s", [start + DAY])
+        assert sql("SELECT signature, keys_horizon FROM {schema}.scan_state") == [("", None)]
+        assert gaps(app) == [("t03", "missing", f"{start + DAY:%m-%d}")]
+        as_read = sql(  # the job's row and its keys' written by the read (its keys_read_at)
+            "SELECT k.key FROM {schema}.job_keys k JOIN {schema}.jobs j ON j.id = k.job_id"
+            " WHERE k.xmin = j.xmin AND k.verified = tstzmultirange(tstzrange(%s, NULL))"
+            " ORDER BY k.key",
+            [start],
+        )
+        assert [k for (k,) in as_read] == [k for k in KEYS if k != "t03"]
+        assert sql("SELECT keys_horizon FROM {schema}.scan_state") == [(today(sql),)]
+        assert gaps(app) == [("t03", "missing", f"{start + DAY:%m-%d}")]
+
+
 def test_a_first_scan_of_the_newest_day_alone_vouches_for_no_earlier_day(
     database: Database, schema: str, sql: Any
 ) -> None:
