@@ -889,7 +889,7 @@ MUTATIONS = (
         "a scan state a removal made has nothing to forget: a first read's keys stay presumed",
         "catchup/ledger/keys.py",
         '        if current[0] == "" != params["signature"]:  # a state a removal made: no',
-        "        if False:\n",
+        "        if False:  # a state a removal made: no",
         (
             "tests/integration/test_key_reads.py::"
             "test_a_first_scan_after_rows_were_removed_forgets_nothing_no_scan_recorded",
