@@ -896,6 +896,17 @@ MUTATIONS = (
         ),
     ),
     Mutation(
+        "key-following-a-horizon-taken-as-presumed",
+        "a key that follows a horizon vouching for nothing yet is not rewritten as presumed",
+        "catchup/scan/verified.py",
+        "        presumed = row.follows and unjudged\n",
+        "        presumed = row.follows and not row.verified\n",
+        (
+            "tests/integration/test_key_reads.py::"
+            "test_a_first_scan_before_the_newest_day_ran_writes_no_key_and_judges_them_later",
+        ),
+    ),
+    Mutation(
         "key-blocks-gone-seen-now",
         "a key gone in a later block of a read was last seen at the read before, not this one",
         "sql/queries/keys.sql",
@@ -1014,7 +1025,7 @@ MUTATIONS = (
         "presumed-key-kept-by-a-scan-in-python",
         "a scan of every key, in Python, cuts a first read's presumed key it found no row of",
         "catchup/scan/verified.py",
-        "        presumed = row.follows and not row.verified  # a first read's key, never judged\n",
+        "        presumed = row.follows and unjudged\n",
         "        presumed = False\n",
         (
             "tests/integration/test_key_evidence.py::"
@@ -1535,7 +1546,7 @@ MUTATIONS = (
         "first-read-scans-the-key-history-per-key",
         "a first read looks no key up in the key history (none held), never a scan of it per key",
         "catchup/ledger/keys.py",
-        "            if first[\"first_read\"] is True and not gone\n",
+        '            if first["first_read"] is True and not gone\n',
         "            if False\n",
         (
             "tests/integration/test_key_reads.py::test_a_first_read_into_an_analyzed_empty_key_history_looks_no_key_up",

@@ -152,7 +152,7 @@ def verified_now(
         next_horizon(keys, holes, starts, ends, horizon, read.settled) if read.moves else horizon
     )
     window = (starts, ends, end)
-    return _changed(keys, read.valid, checked, holes, window, moved), moved
+    return _changed(keys, (read.valid, horizon is None), checked, holes, window, moved), moved
 
 
 def _grown(stretches: list[Stretch], holes: Sequence[tuple[int, int]], at: Any) -> list[Span]:
@@ -175,13 +175,15 @@ def _grown(stretches: list[Stretch], holes: Sequence[tuple[int, int]], at: Any) 
 
 def _changed(
     keys: Sequence[KeyRow],
-    valid: bool,
+    read: tuple[bool, bool],
     checked: Sequence[Stretch],
     holes: Holes,
     window: tuple[Sequence[datetime], Sequence[datetime], datetime],
     moved: datetime | None,
 ) -> Iterator[tuple[KeyRow, Stored]]:
-    """:func:`verified_now`'s keys, one at a time."""
+    """:func:`verified_now`'s keys, one at a time (``read``: whether the ranges recorded
+    hold, and whether no scan judged the keys yet: no horizon)."""
+    valid, unjudged = read
     starts, ends, end = window
     n = len(starts)
 
@@ -200,7 +202,8 @@ def _changed(
         _, hi = expected_range(row, starts, ends)
         reach = moved if moved is None or hi >= n else min(moved, at(hi))
         after = stored(now, reach)
-        presumed = row.follows and not row.verified  # a first read's key, never judged
+        # a first read's key, never judged (one that follows a horizon was: from there on)
+        presumed = row.follows and unjudged
         if presumed or canonical(*after) != canonical(before, valid and row.follows):
             yield row, after
 

@@ -277,6 +277,38 @@ def test_a_first_scan_after_rows_were_removed_forgets_nothing_no_scan_recorded(
         assert gaps(app) == [("t03", "missing", f"{start + DAY:%m-%d}")]
 
 
+def test_a_first_scan_before_the_newest_day_ran_writes_no_key_and_judges_them_later(
+    database: Database, schema: str, sql: Any
+) -> None:
+    """A new job's first scan, its one day not run yet by any key (a first tick, a replay):
+    the horizon stops at that day's start and vouches for no day, so each key the first read
+    presumed complete follows it from there, vouching for nothing: no key row is written, not
+    in SQL and not in Python (which wrote each key again, empty: a million rows before a first
+    tick of a million keys). The scan after the day ran for all keys but t03 judges them."""
+    newest = today(sql) - DAY
+    job = make_job("invoice", "daily", f"{newest:%Y-%m-%d}", keys=KEYS, call="operator:truth")
+    with Catchup(jobs=[job], dsn=database.conninfo, schema=schema) as app:
+        assert [s for _, s, _ in gaps(app)] == ["missing"] * len(KEYS)
+        as_read = sql(  # the job's row and its keys' written by the read (its keys_read_at)
+            "SELECT k.key FROM {schema}.job_keys k JOIN {schema}.jobs j ON j.id = k.job_id"
+            " WHERE k.xmin = j.xmin AND k.verified = tstzmultirange(tstzrange(%s, NULL))",
+            [newest],
+        )
+        assert len(as_read) == len(KEYS)
+        assert sql("SELECT keys_horizon FROM {schema}.scan_state") == [(newest,)]
+        sql(
+            "INSERT INTO {schema}.runs (job_id, key, period_start, period_end, status, attempt,"
+            " finished_at) SELECT j.id, k.key, %s, %s, 'succeeded', 1, now()"
+            " FROM {schema}.jobs j JOIN {schema}.job_keys k ON k.job_id = j.id"
+            " WHERE k.key <> 't03'",
+            [newest, newest + DAY],
+        )
+        assert gaps(app) == [("t03", "missing", f"{newest:%m-%d}")]
+        assert sql("SELECT keys_horizon FROM {schema}.scan_state") == [(today(sql),)]
+        assert sql("SELECT key FROM {schema}.job_keys WHERE NOT upper_inf(verified)") == [("t03",)]
+        assert gaps(app) == [("t03", "missing", f"{newest:%m-%d}")]
+
+
 def test_a_first_scan_of_the_newest_day_alone_vouches_for_no_earlier_day(
     database: Database, schema: str, sql: Any
 ) -> None:
