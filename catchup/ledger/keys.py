@@ -648,7 +648,12 @@ class Keys(LedgerBase):
             "scan_rows_of_all" if every_row else "scan_rows_of_listed", self.schema
         )
         query = sqlfiles.query_naming("scan_keys", self.schema, holes=holes, rows_of=rows_of)
+        found: list[KeyRange] = []
         with self._roomy(), self.conn.cursor(binary=True) as cur:
             # plain rows made KeyRanges as they are (a third of class_row's cost per row), read
-            # in binary (the times a fifth faster than as text)
-            return list(map(KeyRange._make, cur.execute(query, params)))
+            # in binary (the times a fifth faster than as text), BATCH rows at a time (a row
+            # at a time, a scan of a million keys' 87,762 ranges spent 0.15 s more)
+            cur.execute(query, params)
+            while rows := cur.fetchmany(BATCH):
+                found.extend(map(KeyRange._make, rows))
+        return found

@@ -54,7 +54,8 @@ WITH q AS MATERIALIZED (
                     WHERE k.job_id = %(job_id)s AND k.gone_at IS NULL)
                 ELSE r.digest[1] = 0 END AS same
     FROM (SELECT CASE WHEN (SELECT yes FROM held) THEN (SELECT {digest} FROM q AS k)
-                      ELSE ARRAY[(SELECT count(*) FROM q)::numeric] END AS digest) AS r
+                      ELSE ARRAY[(SELECT count(*) FROM q)::numeric] END AS digest
+          OFFSET 0) AS r  -- (computed once: pulled up, it was computed for each use of it)
 ), g AS MATERIALIZED (
     SELECT key, count(*) AS c, min(expected_from) AS since FROM q
     WHERE NOT (SELECT same FROM d)
