@@ -32,8 +32,12 @@ BEGIN
         INSERT INTO {schema}.runs AS r
             (job_id, key, period_start, period_end, status, attempt, owner,
              claimed_at, heartbeat_at, lease_expires_at)
-        SELECT p_job_id, p_key, p_period_start, p_period_end, 'running', 1, p_owner,
-               clock_timestamp(), clock_timestamp(), clock_timestamp() + p_lease
+        SELECT p_job_id, p_key, p_period_start, p_period_end, 'running',
+               -- the attempt after any its history has (a row a person deleted: 1 otherwise)
+               1 + coalesce((SELECT max(h.attempt) FROM {schema}.history h
+                             WHERE h.job_id = p_job_id AND h.key = p_key
+                               AND h.period_start = p_period_start), 0),
+               p_owner, clock_timestamp(), clock_timestamp(), clock_timestamp() + p_lease
         WHERE NOT EXISTS (
             SELECT 1 FROM {schema}.jobs j WHERE j.id = p_job_id AND j.paused_at IS NOT NULL)
         AND (p_key = '' OR NOT EXISTS (
@@ -135,8 +139,12 @@ BEGIN
         INSERT INTO {schema}.runs AS r
             (job_id, key, period_start, period_end, status, attempt, owner,
              claimed_at, heartbeat_at, lease_expires_at)
-        SELECT p_job_id, w.k, w.s, w.f, 'running', 1, p_owner,
-               clock_timestamp(), clock_timestamp(), clock_timestamp() + p_lease
+        SELECT p_job_id, w.k, w.s, w.f, 'running',
+               -- the attempt after any its history has (a row a person deleted: 1 otherwise)
+               1 + coalesce((SELECT max(h.attempt) FROM {schema}.history h
+                             WHERE h.job_id = p_job_id AND h.key = w.k
+                               AND h.period_start = w.s), 0),
+               p_owner, clock_timestamp(), clock_timestamp(), clock_timestamp() + p_lease
         FROM wanted w
         WHERE NOT EXISTS (
             SELECT 1 FROM {schema}.jobs j WHERE j.id = p_job_id AND j.paused_at IS NOT NULL)

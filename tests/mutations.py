@@ -560,7 +560,7 @@ MUTATIONS = (
     Mutation(
         "batch-claim-takeover",
         "a batch takes a running period over only when its lease ran out, as one claim does",
-        "sql/migrations/0029_overlap_by_key_batches.sql",
+        "sql/migrations/0031_batch_attempts_after_history.sql",
         "               AND r.lease_expires_at <= clock_timestamp()\n",
         "",
         (
@@ -569,9 +569,42 @@ MUTATIONS = (
         ),
     ),
     Mutation(
+        "claim-attempt-restarts-at-one",
+        "a period whose row a person deleted runs again as the attempt after its history's",
+        "sql/migrations/0030_attempts_after_history.sql",
+        "               1 + coalesce((SELECT max(h.attempt) FROM {schema}.history h\n",
+        "               1 + 0 * coalesce((SELECT max(h.attempt) FROM {schema}.history h\n",
+        (
+            "tests/integration/test_attempts.py::"
+            "test_a_period_whose_row_a_person_deleted_runs_again_as_its_next_attempt",
+        ),
+    ),
+    Mutation(
+        "batch-attempt-restarts-at-one",
+        "a batch claims a period whose row a person deleted as the attempt after its history's",
+        "sql/migrations/0031_batch_attempts_after_history.sql",
+        "               1 + coalesce((SELECT max(h.attempt) FROM {schema}.history h\n",
+        "               1 + 0 * coalesce((SELECT max(h.attempt) FROM {schema}.history h\n",
+        (
+            "tests/integration/test_batches.py::"
+            "test_a_batch_claims_each_period_as_its_own_claim_would",
+        ),
+    ),
+    Mutation(
+        "mark-attempt-restarts-at-zero",
+        "a mark of a period whose row a person deleted keeps its history's attempt number",
+        "sql/queries/changes.sql",
+        "       coalesce((SELECT max(h.attempt) FROM {schema}.history h\n",
+        "       0 * coalesce((SELECT max(h.attempt) FROM {schema}.history h\n",
+        (
+            "tests/integration/test_attempts.py::"
+            "test_a_period_whose_row_a_person_deleted_runs_again_as_its_next_attempt",
+        ),
+    ),
+    Mutation(
         "batch-key-pause",
         "a batch never claims a paused key's period",
-        "sql/migrations/0029_overlap_by_key_batches.sql",
+        "sql/migrations/0031_batch_attempts_after_history.sql",
         "        AND (w.k = '' OR NOT EXISTS (\n",
         "        AND (true OR NOT EXISTS (\n",
         (
@@ -582,7 +615,7 @@ MUTATIONS = (
     Mutation(
         "batch-overlap-guard",
         "a batch claims a key's period only while no other period of the key runs",
-        "sql/migrations/0029_overlap_by_key_batches.sql",
+        "sql/migrations/0031_batch_attempts_after_history.sql",
         "            WHERE o.job_id = p_job_id AND o.key = w.k\n",
         "            WHERE o.job_id = p_job_id\n",
         (
@@ -599,7 +632,7 @@ MUTATIONS = (
     Mutation(
         "batch-one-period-per-key",
         "with overlap forbidden, a batch claims one period of a key, not two at once",
-        "sql/migrations/0029_overlap_by_key_batches.sql",
+        "sql/migrations/0031_batch_attempts_after_history.sql",
         "                            CASE WHEN p_allow_overlap THEN u.s END)\n",
         "                            u.s)\n",
         (
@@ -668,7 +701,7 @@ MUTATIONS = (
     Mutation(
         "key-pause",
         "a paused key is never claimed, while its job's other keys run",
-        "sql/migrations/0028_overlap_by_key.sql",
+        "sql/migrations/0030_attempts_after_history.sql",
         "        AND (p_key = '' OR NOT EXISTS (\n",
         "        AND (true OR NOT EXISTS (\n",
         ("tests/integration/test_keys.py::test_one_key_paused_is_left_alone_and_why_says_so",),
@@ -676,9 +709,9 @@ MUTATIONS = (
     Mutation(
         "key-in-claim",
         "the same period of two keys is two runs: the key is part of the claim's identity",
-        "sql/migrations/0028_overlap_by_key.sql",
-        "        SELECT p_job_id, p_key, p_period_start, p_period_end, 'running', 1, p_owner,",
-        "        SELECT p_job_id, '', p_period_start, p_period_end, 'running', 1, p_owner,",
+        "sql/migrations/0030_attempts_after_history.sql",
+        "        SELECT p_job_id, p_key, p_period_start, p_period_end, 'running',\n",
+        "        SELECT p_job_id, '', p_period_start, p_period_end, 'running',\n",
         (
             "tests/integration/test_keys.py::test_the_same_period_of_two_keys_is_two_claims",
             "tests/integration/test_keys.py::"
@@ -698,7 +731,7 @@ MUTATIONS = (
     Mutation(
         "key-in-overlap-guard",
         "overlap is forbidden per key: one key's running period never holds another key back",
-        "sql/migrations/0028_overlap_by_key.sql",
+        "sql/migrations/0030_attempts_after_history.sql",
         "            WHERE o.job_id = p_job_id AND o.key = p_key\n",
         "            WHERE o.job_id = p_job_id\n",
         ("tests/integration/test_keys.py::test_overlap_is_forbidden_per_key_unless_forbid_job",),
@@ -1372,7 +1405,7 @@ MUTATIONS = (
     Mutation(
         "overlap-not-exists",
         "no two periods of an overlap-forbidden job run at once",
-        "sql/migrations/0028_overlap_by_key.sql",
+        "sql/migrations/0030_attempts_after_history.sql",
         "        AND (p_allow_overlap OR p_whole_job OR NOT EXISTS (",
         "        AND (true OR p_whole_job OR NOT EXISTS (",
         (
@@ -1383,7 +1416,7 @@ MUTATIONS = (
     Mutation(
         "forbid-job-guard",
         "with overlap = forbid-job, no two periods of the job run at once, whatever their keys",
-        "sql/migrations/0028_overlap_by_key.sql",
+        "sql/migrations/0030_attempts_after_history.sql",
         "        AND (p_allow_overlap OR NOT p_whole_job OR NOT EXISTS (",
         "        AND (true OR NOT p_whole_job OR NOT EXISTS (",
         ("tests/integration/test_keys.py::test_overlap_is_forbidden_per_key_unless_forbid_job",),
@@ -1391,7 +1424,7 @@ MUTATIONS = (
     Mutation(
         "job-lock",
         "claims of one forbid job are serialised (the overlap check sees the other's row)",
-        "sql/migrations/0028_overlap_by_key.sql",
+        "sql/migrations/0030_attempts_after_history.sql",
         "        PERFORM pg_advisory_xact_lock(\n"
         "            hashtext(CASE WHEN p_key = '' OR p_whole_job THEN p_lock_space\n"
         "                          ELSE p_lock_space || '/' || p_key END),\n"
@@ -1849,7 +1882,7 @@ MUTATIONS = (
     Mutation(
         "takeover-needs-expired-lease",
         "a running period with a live lease is never taken over",
-        "sql/migrations/0028_overlap_by_key.sql",
+        "sql/migrations/0030_attempts_after_history.sql",
         "               AND r.lease_expires_at <= clock_timestamp()\n",
         "",
         (
@@ -2129,7 +2162,7 @@ MUTATIONS = (
         "suspect-claimed",
         "after a failover that may have lost claims, a period the new primary does not show "
         "settled is not claimed until it is decided",
-        "sql/migrations/0028_overlap_by_key.sql",
+        "sql/migrations/0030_attempts_after_history.sql",
         "        AND NOT ({schema}.is_suspect(seen, p_period_end, NULL, NULL, NULL)\n",
         "        AND NOT (false\n",
         (

@@ -47,10 +47,15 @@ FOR UPDATE;
 
 -- name: mark_periods
 -- Waive periods (done out of band, or skipped on purpose). A period that started running
--- meanwhile is left alone and not returned, so the caller can refuse the whole change.
+-- meanwhile is left alone and not returned, so the caller can refuse the whole change. A row
+-- made here carries the newest attempt its history has (a row a person deleted: 0 otherwise),
+-- so a reset and the claim after it go on from there (sql/migrations/0030).
 INSERT INTO {schema}.runs AS r (job_id, key, period_start, period_end, status, attempt,
                                 finished_at, error)
-SELECT %(job_id)s, %(key)s, s, e, 'waived', 0, clock_timestamp(), %(note)s
+SELECT %(job_id)s, %(key)s, s, e, 'waived',
+       coalesce((SELECT max(h.attempt) FROM {schema}.history h
+                 WHERE h.job_id = %(job_id)s AND h.key = %(key)s AND h.period_start = u.s), 0),
+       clock_timestamp(), %(note)s
 FROM unnest(%(starts)s::timestamptz[], %(ends)s::timestamptz[]) AS u (s, e)
 ON CONFLICT (job_id, key, period_start) DO UPDATE SET
     status = 'waived', finished_at = clock_timestamp(), lease_expires_at = NULL,

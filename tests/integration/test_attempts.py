@@ -189,3 +189,38 @@ def test_a_period_is_asked_for_by_its_start_and_none_run_is_said(project: Projec
     fresh = project.cli("-q", "history", "fresh")
     assert fresh.exit_code == 0, fresh.output
     assert fresh.stdout == "history of fresh\nno attempt on record yet\n"
+
+
+def test_a_period_whose_row_a_person_deleted_runs_again_as_its_next_attempt(
+    project: Project, sql: Any
+) -> None:
+    """A person deletes a period's row to run it again (its history stays): the scan says it
+    is missing, and the next run is attempt 3, after the two on record (claimed as attempt 1,
+    it failed on history's unique attempt every time, and an old attempt 1 would have been
+    let write into it). A mark made after such a delete carries the attempts on too: reset,
+    the period runs as attempt 4."""
+    _failed_then_succeeded(project)
+
+    def deleted() -> None:
+        sql("DELETE FROM {schema}.runs WHERE period_start = '2026-11-02T00:00:00Z'")
+
+    deleted()
+    window = ("--since", "2026-11-02", "--until", "2026-11-03", "--json")
+    scanned = json.loads(project.cli("-q", "scan", "--job", "billing", *window).stdout)
+    assert scanned["jobs"][0]["missing"] == 1, scanned
+    again = project.cli("-q", "run", "billing", "--period", "2026-11-02")
+    assert again.exit_code == 0, again.output
+    row = "SELECT attempt, status FROM {schema}.runs WHERE period_start = '2026-11-02T00:00:00Z'"
+    assert sql(row) == [(3, "succeeded")]
+    attempts = "SELECT attempt, status FROM {schema}.history ORDER BY attempt"
+    assert sql(attempts) == [(1, "failed"), (2, "succeeded"), (3, "succeeded")]
+
+    deleted()
+    marked = project.cli("-q", "mark", "billing", "2026-11-02", "--done", "--reason", "by hand")
+    assert marked.exit_code == 0, marked.output
+    assert sql(row) == [(3, "waived")]
+    reset = project.cli("-q", "reset", "billing", "2026-11-02", "--reason", "run it")
+    assert reset.exit_code == 0, reset.output
+    assert project.cli("-q", "run", "billing", "--period", "2026-11-02").exit_code == 0
+    assert sql(row) == [(4, "succeeded")]
+    assert [a for a, _ in sql(attempts)] == [1, 2, 3, 4]

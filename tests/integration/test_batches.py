@@ -62,6 +62,8 @@ STATES: dict[str, tuple[str, int, int, int | None, int | None] | None] = {
     "running, live lease": ("running", 1, 0, 600, None),
     "running, lease expired": ("running", 1, 0, -5, None),
     "running, expired, last attempt": ("running", 3, 2, -5, None),
+    # a person deleted the row (to run it again): its two attempts stay on record
+    "deleted, its history kept": ("deleted", 2, 1, None, None),
 }
 # what else holds the job back: another period of the same key running, another key's
 # period running, the job paused, the key paused
@@ -72,6 +74,14 @@ RULES = list(itertools.product((False, True), repeat=4))  # overlap, whole job, 
 def _put(sql: Any, job_id: int, key: str, day: int, state: tuple[Any, ...]) -> None:
     status, attempt, failures, lease, retry = state
     start = DAY.first + timedelta(days=day)
+    if status == "deleted":
+        sql(
+            "INSERT INTO {schema}.history (job_id, key, period_start, attempt, status, owner,"
+            " started_at) SELECT %s, %s, %s, a, 'failed', 'before', clock_timestamp()"
+            " FROM generate_series(1, %s) AS a",
+            (job_id, key, start, attempt),
+        )
+        return
     sql(
         "INSERT INTO {schema}.runs (job_id, key, period_start, period_end, status, attempt,"
         " failures, owner, claimed_at, lease_expires_at, retry_after, finished_at)"

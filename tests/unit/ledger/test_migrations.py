@@ -40,6 +40,12 @@ SHIPPED = {
     "0029_overlap_by_key_batches": (
         "ff88f48cd814f4c7e040b158d816b50c6e6d71ebb57e9944ea2c37c25b6cb927"
     ),
+    "0030_attempts_after_history": (
+        "86d02a857d8cda659ab4232b1bf2b245c5bc6ccc63f7e4486b6f57e7fc070022"
+    ),
+    "0031_batch_attempts_after_history": (
+        "ff2285cb937053825cee9a55cdeaf5acff7cf3654c1d8ecc7ba6fbd0689fc508"
+    ),
 }
 
 
