@@ -105,6 +105,7 @@ def job_page(
             "next_due": "-" if due is None else iso_utc(due),
             "counts": counts(scan),
             "error": scan.evidence_error,
+            "keys_error": scan.keys_error,
         },
         upstream=upstream,
         downstream=downstream,

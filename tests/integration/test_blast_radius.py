@@ -183,7 +183,14 @@ def test_the_scheduler_says_it_and_keeps_leading_and_its_page_and_metrics_show_i
         wait_for(seen, timeout=60, what="export run, billing's keys said")
         metrics = wait_for(lambda: fetch(url + "metrics", 'keys_read_failed{job="billing"} 1'))
         assert 'catchup_keys_read_failed{job="export"} 0.0' in metrics
-        assert "keys query failed: billing" in fetch(url, "keys query failed")
+        page = fetch(url, "keys query failed")
+        assert "keys query failed: billing" in page
+        # billing's row says what failed, not that its evidence query did (it has none)
+        assert "jobs.billing.keys: the keys query failed" in page
+        assert "its evidence query" not in page
+        job_page = fetch(url + "jobs/billing", "keys query failed")
+        assert "jobs.billing.keys: the keys query failed" in job_page
+        assert "(scanned on the keys it read last)" in job_page
         assert proc.poll() is None
     finally:
         proc.send_signal(signal.SIGTERM)
