@@ -195,6 +195,9 @@ def main() -> None:
     args = parser.parse_args()
     target = db.resolve(None, None)
     env = dict(os.environ)
+    # bytecode cached, as an install leaves it (a shell's PYTHONDONTWRITEBYTECODE had each
+    # timed process compile catchup and its libraries again: about 0.4 s)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     folder = Path(tempfile.mkdtemp(prefix="catchup-bench-"))
     ratios = []
     sizes = {"a": (100_000, "scattered"), "b": (1_000_000, "scattered"), "c": (5 * 8760, "recent")}
