@@ -12,7 +12,7 @@ from urllib.parse import quote
 
 from rich.console import Console
 
-from ..results import PageFacts, ScanReport
+from ..results import Calendar, PageFacts, ScanReport
 from .explain import explanation
 from .limits import GAP_LIMIT
 from .text import LEGEND, iso_utc
@@ -47,6 +47,21 @@ def _explained(facts: PageFacts, name: str) -> str:
     return console.export_text()
 
 
+def _calendar(grid: Calendar, job: str | None) -> dict[str, object]:
+    """The job page's grid of periods, each cell linked to its period's page (``job``; None:
+    a keyed job's cells are per key, linked to none)."""
+    return {
+        "unit": grid.unit,
+        "timezone": grid.timezone,
+        "row_name": "month" if grid.unit == "day" else "day",
+        "columns": [str(i + 1) for i in range(31)]
+        if grid.unit == "day"
+        else [f"{h:02}" for h in range(24)],
+        "rows": list(zip([label for label, _ in grid.rows], linked_cells(grid, job), strict=True)),
+        "truncated": grid.truncated,
+    }
+
+
 def job_page(
     report: ScanReport | None, facts: PageFacts | None, site: Site, name: str
 ) -> str | None:
@@ -63,24 +78,7 @@ def job_page(
     else:
         said = Verdict("ok", "✓", "no gaps")
     grid = next((g for g in report.calendars if g.job == name), None)
-    calendar = None
-    if grid is not None:
-        calendar = {
-            "unit": grid.unit,
-            "timezone": grid.timezone,
-            "row_name": "month" if grid.unit == "day" else "day",
-            "columns": [str(i + 1) for i in range(31)]
-            if grid.unit == "day"
-            else [f"{h:02}" for h in range(24)],
-            "rows": list(
-                zip(
-                    [label for label, _ in grid.rows],
-                    linked_cells(grid, None if scan.keys else name),  # a keyed job: per key
-                    strict=True,
-                )
-            ),
-            "truncated": grid.truncated,
-        }
+    calendar = None if grid is None else _calendar(grid, None if scan.keys else name)
     everyone = facts.jobs.values()
     upstream = [] if spec is None else [(d.job, job_path(d.job)) for d in spec.after]
     downstream = [

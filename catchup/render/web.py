@@ -18,7 +18,7 @@ from urllib.parse import quote, urlencode
 import jinja2
 import markupsafe
 
-from ..results import JobScan, PageFacts, ScanReport
+from ..results import Calendar, JobScan, PageFacts, ScanReport
 from ..vocabulary import GAP_STATES, PeriodState
 from .limits import GAP_LIMIT
 from .pulse import lateness_text, leader_text
@@ -182,6 +182,28 @@ def _matches(job: JobScan, state: str | None, name: str | None) -> bool:
     return job.counts.get(PeriodState(state), 0) > 0
 
 
+def _job_row(j: JobScan, facts: PageFacts, grid: Calendar | None) -> dict[str, object]:
+    """A job's row in the home page's table."""
+    due = facts.next_due.get(j.job)
+    return {
+        "name": j.job,
+        "href": job_path(j.job),
+        "paused": j.paused,
+        "paused_keys": len(j.paused_keys),
+        "gaps": plural(len(j.gaps), "gap range") if j.gaps else "",
+        "schedule": j.schedule if j.timezone == "UTC" else f"{j.schedule} ({j.timezone})",
+        "last_success": when(facts.jobs.get(j.job), j, j.last_success),
+        "next_due": "-" if due is None else iso_utc(due),
+        "counts": counts(j),
+        "error": j.evidence_error,
+        "keys_error": j.keys_error,
+        "key_count": j.keys,
+        "keys_href": "/keys/" + quote(j.job, safe=""),
+        "strip": strip(grid),
+        "strip_said": f"the recent periods of {safe(j.job)}",
+    }
+
+
 def home(
     report: ScanReport | None,
     facts: PageFacts | None,
@@ -195,29 +217,7 @@ def home(
     facts = facts or PageFacts(now=datetime.min)
     jobs = [] if report is None else [j for j in report.jobs if _matches(j, state, name)]
     grids = {} if report is None else {grid.job: grid for grid in report.calendars}
-    rows = []
-    for j in jobs:
-        spec = facts.jobs.get(j.job)
-        due = facts.next_due.get(j.job)
-        rows.append(
-            {
-                "name": j.job,
-                "href": job_path(j.job),
-                "paused": j.paused,
-                "paused_keys": len(j.paused_keys),
-                "gaps": plural(len(j.gaps), "gap range") if j.gaps else "",
-                "schedule": j.schedule if j.timezone == "UTC" else f"{j.schedule} ({j.timezone})",
-                "last_success": when(spec, j, j.last_success),
-                "next_due": "-" if due is None else iso_utc(due),
-                "counts": counts(j),
-                "error": j.evidence_error,
-                "keys_error": j.keys_error,
-                "key_count": j.keys,
-                "keys_href": "/keys/" + quote(j.job, safe=""),
-                "strip": strip(grids.get(j.job)),
-                "strip_said": f"the recent periods of {safe(j.job)}",
-            }
-        )
+    rows = [_job_row(j, facts, grids.get(j.job)) for j in jobs]
 
     def link(**query: str | None) -> str:
         kept = {k: v for k, v in query.items() if v}
