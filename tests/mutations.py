@@ -699,6 +699,17 @@ MUTATIONS = (
         ),
     ),
     Mutation(
+        "keys-written-for-a-job-gone",
+        "a read of a job whose row went meanwhile (renamed over) writes no key row",
+        "catchup/ledger/keys.py",
+        "            if locked is None or (diff.first_read and self.has_keys(job_id)):\n",
+        "            if diff.first_read and self.has_keys(job_id):\n",
+        (
+            "tests/integration/test_key_reads.py::"
+            "test_a_read_of_a_job_whose_row_went_meanwhile_writes_no_key",
+        ),
+    ),
+    Mutation(
         "key-pause",
         "a paused key is never claimed, while its job's other keys run",
         "sql/migrations/0030_attempts_after_history.sql",

@@ -69,7 +69,9 @@ class KeysRaced(Exception):
     """A first read of a job's keys (no key was held when it was read: every key new) about
     to be recorded over keys another read recorded meanwhile. Nothing is written, and no key
     row waited for: read against no key, it says nothing of keys gone since, and the other
-    read's record, just made, stands (the job's next read compares with it)."""
+    read's record, just made, stands (the job's next read compares with it). Or any read of a
+    job whose row went meanwhile (``catchup rename`` over it deleted it and its keys): none of
+    its keys is written under an id no job has."""
 
 
 class KeysDiff:
@@ -425,7 +427,8 @@ class Keys(LedgerBase):
             "before": None,
         }
         with self.conn.transaction():
-            self.conn.execute(self._q("lock_job_row"), {"job_id": job_id})
+            if self.conn.execute(self._q("lock_job_row"), {"job_id": job_id}).fetchone() is None:
+                raise KeysRaced(job_id)  # the job's row went meanwhile: no key row written
             self.conn.execute(self._q("lock_changed_keys"), params)
             written = self.conn.execute(self._recording("gone_unseen"), params).fetchone()
         self._analyze_after(written)
@@ -446,9 +449,11 @@ class Keys(LedgerBase):
         nothing = [(KeysRead([]), list[str]())]  # a read that changed nothing: its time
         with self.conn.transaction():
             self.conn.execute(self._q("keys_by_index"))
-            self.conn.execute(self._q("lock_job_row"), {"job_id": job_id})
-            if diff.first_read and self.has_keys(job_id):
-                raise KeysRaced(job_id)  # rolled back: the other read's record stands
+            locked = self.conn.execute(self._q("lock_job_row"), {"job_id": job_id}).fetchone()
+            if locked is None or (diff.first_read and self.has_keys(job_id)):
+                # rolled back: the other read's record stands, or the job's row went meanwhile
+                # (renamed over: catchup rename deleted it and its keys), no key row written
+                raise KeysRaced(job_id)
             for block in diff.blocks() if diff.changed or diff.gone else nothing:
                 row = self._record_block(job_id, block, start, first)
                 added += row[0]

@@ -262,7 +262,8 @@ def record_read(ledger: Ledger, job: Job, job_id: int, source: Source | None) ->
             ledger.record_key_changes(source, job_id=job_id, start=job.anchor)
         return
     seen = source if isinstance(source, KeysRead) else source_keys(ledger, job)[0]
-    ledger.record_keys(job_id, seen, start=job.anchor)
+    with contextlib.suppress(KeysRaced):  # the job's row went meanwhile (renamed over)
+        ledger.record_keys(job_id, seen, start=job.anchor)
 
 
 def back(row: KeyRow) -> tuple[tuple[datetime, datetime], ...] | None:

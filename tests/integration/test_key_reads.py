@@ -577,6 +577,38 @@ def test_a_first_read_raced_by_another_is_not_recorded(
         assert conn.execute(rows).fetchall() == recorded  # the other read's record stands
 
 
+def test_a_read_of_a_job_whose_row_went_meanwhile_writes_no_key(
+    database: Database, schema: str
+) -> None:
+    """A job's keys read, and before they are recorded its row goes (``catchup rename`` of
+    another job over its name deletes it and its keys): nothing is written under an id no
+    job has, first read or later."""
+    import psycopg
+
+    from catchup.ledger import Ledger, diff_keys
+    from catchup.scan.keyed import record_read
+
+    keys = "SELECT 'k' || lpad(i::text, 3, '0') FROM generate_series(1, 20) AS i"
+    job = make_job("invoice", "daily", "2026-10-01", keys=keys, command=["true"])
+    count = f'SELECT count(*) FROM "{schema}".job_keys'
+    with psycopg.connect(database.conninfo, autocommit=True) as conn:
+        ledger = Ledger(conn, schema)
+        ledger.migrate()
+        for first in (True, False):
+            job_id = ledger.register_jobs(["invoice"])["invoice"].id
+            if not first:
+                start = datetime(2026, 10, 1, tzinfo=UTC)
+                ledger.record_keys(job_id, [("k001", start)], start=start)
+            diff = diff_keys(conn, keys, "UTC", schema, job_id)
+            assert diff.first_read is first and diff.changed == (20 if first else 19)
+            conn.execute(f'DELETE FROM "{schema}".job_keys WHERE job_id = %s', [job_id])
+            conn.execute(f'DELETE FROM "{schema}".jobs WHERE id = %s', [job_id])  # renamed over
+            record_read(ledger, job, job_id, diff)
+            assert conn.execute(count).fetchone() == (0,), first
+            record_read(ledger, job, job_id, None)  # read again and recorded whole
+            assert conn.execute(count).fetchone() == (0,), first
+
+
 def test_keys_are_listed_a_page_at_a_time(project: Project, sql: Any) -> None:
     """`catchup keys` of 50,001 keys (one gone, one paused): the table shows the first 1,000
     and counts them all, with the command that lists every key; --json lists every one (two
