@@ -1570,8 +1570,8 @@ MUTATIONS = (
         "first-read-raced-never-recorded",
         "a first read raced by another is not recorded, nor waits: the other read's record stands",
         "catchup/ledger/keys.py",
-        "            if diff.first_read and self.has_keys(job_id):\n",
-        "            if False:\n",
+        "            if locked is None or (diff.first_read and self.has_keys(job_id)):\n",
+        "            if locked is None:\n",
         (
             "tests/integration/test_key_reads.py::test_a_first_read_raced_by_another_is_not_recorded",
         ),
