@@ -845,6 +845,26 @@ MUTATIONS = (
         ),
     ),
     Mutation(
+        "keys-diff-line-break-unseen",
+        "a key with a line break in it is refused, never taken for two keys (one of them gone)",
+        "catchup/ledger/keys.py",
+        '        if block.count("\\n") + 1 != n:\n',
+        "        if False:\n",
+        (
+            "tests/integration/test_key_reads.py::test_a_first_read_refuses_what_every_read_refuses",
+            "tests/integration/test_key_reads.py::"
+            "test_keys_read_as_what_changed_are_refused_as_every_key_read_is",
+        ),
+    ),
+    Mutation(
+        "keys-diff-block-unlooked-at",
+        "a new key that is not plain printable ASCII is judged by key_problem, first read or later",
+        "catchup/ledger/keys.py",
+        "        elif NOT_PLAIN.search(block) is not None:\n",
+        "        elif False:\n",
+        ("tests/integration/test_key_reads.py::test_a_first_read_refuses_what_every_read_refuses",),
+    ),
+    Mutation(
         "keys-diff-twice-unchecked",
         "a later read of a keys query lets a key returned twice through",
         "catchup/scan/keyed.py",

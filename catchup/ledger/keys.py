@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import contextlib
+import re
 import secrets
 from collections.abc import Hashable, Iterable, Iterator, Sequence
 from datetime import datetime
@@ -29,6 +30,8 @@ MAX_KEYS = 10_000_000
 HOLE_PROBE_COST = 30
 BATCH = 2_000  # rows taken at a time of a keys query and of a key history
 BLOCK = 50_000  # keys a read holds as one text, and records in one statement
+# a character no plain printable ASCII key has, but the line break between a block's keys
+NOT_PLAIN = re.compile(r"[^ -~\n]")
 # the memory keys_diff's aggregate and join of a million keys, and a scan's sorts of them, take
 # on the server in their transaction (PostgreSQL's default, 4MB, spills them to disk in
 # batches: twice as slow)
@@ -132,12 +135,25 @@ class KeysDiff:
         elif what == "twice" and key is not None:
             self.twice = key
         elif what == "block" and key is not None and n:
+            self._look_at(key, n)
             self._blocks.append(key)
             gone = key.count("\n-") + key.startswith("-")
             self.gone += gone
             self.changed += n - gone
             if self._froms is not None:
                 self._froms.extend(self._shared(since) for since in froms or ())
+
+    def _look_at(self, block: str, n: int) -> None:
+        """The changed keys of a block that are not plain printable ASCII, in ``odd`` for
+        key_problem to judge (most keys of most reads are: a scan of the text finds none); a
+        block of more lines than its ``n`` keys (a key with a line break in it) as one odd key
+        refused (so a key "a\\n-b" is never taken for "a" and "b" gone)."""
+        if block.count("\n") + 1 != n:
+            self.odd.append("\n")
+        elif NOT_PLAIN.search(block) is not None:
+            self.odd.extend(
+                line[1:] for line in block.split("\n") if line[0] == "+" and NOT_PLAIN.search(line)
+            )
 
     def blocks(self) -> Iterator[tuple[KeysRead, list[str]]]:
         """The keys changed (with their dates) and gone, a block at a time, as they came."""

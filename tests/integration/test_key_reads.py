@@ -98,6 +98,9 @@ def _values(*keys: str) -> str:
         # the first problem by row: a key returned twice at row 3 before a bad one at row 4
         (_values("'a'", "'b'", "'a'", "'c' || chr(7)"), "the key 'a' is returned twice"),
         (_values("'a'", "'c' || chr(7)", "'a'"), "row 2: the key 'c\\x07'"),
+        # a line break in a key: never taken for two lines, "+new" and "-globex" gone
+        (_values("'acme'", "'globex'", "'new' || chr(10) || '-globex'"), "row 3: the key 'new\\n"),
+        (_values("'acme'", "'globex'", "'cr' || chr(13)"), "row 3: the key 'cr\\r'"),
     ],
 )
 def test_keys_read_as_what_changed_are_refused_as_every_key_read_is(
@@ -116,6 +119,28 @@ def test_keys_read_as_what_changed_are_refused_as_every_key_read_is(
     assert f"jobs.invoice.keys: {said}" in refused.output
     assert "\x1b" not in refused.output and "\x07" not in refused.output
     assert sql("SELECT key, xmin::text, gone_at FROM {schema}.job_keys ORDER BY 1") == before
+
+
+@pytest.mark.parametrize(
+    ("query", "said"),
+    [
+        (_values("'acme'", "'new' || chr(10) || '-acme'"), "row 2: the key 'new\\n-acme'"),
+        (_values("'acme'", "'tab' || chr(9) || 'x'"), "row 2: the key 'tab\\tx'"),
+        (_values("'acme'", "'zero' || chr(8203) || 'width'"), "row 2: the key 'zero\\u200bwidth'"),
+        (_values("'acme'", "''"), "row 2: the key is empty"),
+    ],
+)
+def test_a_first_read_refuses_what_every_read_refuses(
+    project: Project, sql: Any, query: str, said: str
+) -> None:
+    """A first read (no key held: every key new) is checked as a later one: each refused in
+    one line naming its row, and nothing of the job's keys written."""
+    project.write(job_toml("invoice", "daily", "2026-10-01", keys=query, command=["true"]))
+    assert project.cli("-q", "migrate").exit_code == 0  # the ledger there, no key read yet
+    refused = project.cli("-q", "scan", "--until", "2026-10-03")
+    assert refused.exit_code == 2, refused.output
+    assert f"jobs.invoice.keys: {said}" in refused.output
+    assert sql("SELECT count(*) FROM {schema}.job_keys") == [(0,)]
 
 
 def test_keys_read_as_what_changed_record_what_changed(project: Project, sql: Any) -> None:
