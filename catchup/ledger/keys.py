@@ -190,8 +190,11 @@ def _probe(conn: psycopg.Connection[Any], schema: str, keys: sql.SQL) -> str | N
     return kind
 
 
-def _keys_query(name: str, schema: str, keys: sql.SQL, kind: str | None) -> sql.Composed:
-    """``name`` (keys_read or keys_diff) over the keys query, its columns named."""
+def _keys_query(
+    name: str, schema: str, keys: sql.SQL, kind: str | None, first: bool = False
+) -> sql.Composed:
+    """``name`` (keys_read or keys_diff) over the keys query, its columns named; a diff of a
+    ``first`` read (no key held) compares its keys with none."""
     return sqlfiles.query_naming(
         name,
         schema,
@@ -200,6 +203,7 @@ def _keys_query(name: str, schema: str, keys: sql.SQL, kind: str | None) -> sql.
         since=_since(name, schema, kind),
         digest=sqlfiles.query("key_digest", schema),
         order=sqlfiles.query("keys_diff_in_order", schema),
+        pairs=sqlfiles.query("keys_diff_pairs_first" if first else "keys_diff_pairs", schema),
     )
 
 
@@ -229,11 +233,12 @@ def diff_keys(
     with fenced(conn, schema, timeout):  # nothing it changes outlives it
         kind = _probe(conn, schema, keys)
         held = conn.execute(sqlfiles.query("has_keys", schema), {"job_id": job_id}).fetchone()
-        query = _keys_query("keys_diff", schema, keys, kind)
+        first = not (held and held[0])
+        query = _keys_query("keys_diff", schema, keys, kind, first)
         conn.execute(sqlfiles.query("keys_work_mem", schema), {"work_mem": DIFF_WORK_MEM})
         bound(conn, schema, timeout)  # the probe cannot have lifted it
         diff = KeysDiff(job_id, kind is not None)
-        diff.first_read = not (held and held[0])
+        diff.first_read = first
         params = {"zone": zone, "limit": MAX_KEYS + 1, "job_id": job_id, "dated": bool(kind)}
         params |= {"block": BLOCK}
         params |= {"seed_a": secrets.randbits(63), "seed_b": secrets.randbits(63)}
