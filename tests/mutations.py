@@ -710,6 +710,18 @@ MUTATIONS = (
         ),
     ),
     Mutation(
+        "key-list-written-for-a-job-gone",
+        "a read recorded whole (every key) of a job whose row went meanwhile writes no key row",
+        "catchup/ledger/keys.py",
+        '            if self.conn.execute(self._q("lock_job_row"), {"job_id": job_id}).fetchone()'
+        " is None:\n",
+        "            if False:\n",
+        (
+            "tests/integration/test_key_reads.py::"
+            "test_a_read_of_a_job_whose_row_went_meanwhile_writes_no_key",
+        ),
+    ),
+    Mutation(
         "key-pause",
         "a paused key is never claimed, while its job's other keys run",
         "sql/migrations/0030_attempts_after_history.sql",
