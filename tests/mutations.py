@@ -722,6 +722,17 @@ MUTATIONS = (
         ),
     ),
     Mutation(
+        "keys-failure-page-says-no-gaps",
+        'the page of a job whose keys query failed never says "no gaps"',
+        "catchup/render/jobpage.py",
+        '    elif scan.keys_error:  # what its keys would show is not known: never "no gaps"\n',
+        "    elif False:\n",
+        (
+            "tests/unit/render/test_home_before_a_scan.py::"
+            "test_a_keys_query_that_failed_is_said_as_itself_and_never_as_no_gaps",
+        ),
+    ),
+    Mutation(
         "key-pause",
         "a paused key is never claimed, while its job's other keys run",
         "sql/migrations/0030_attempts_after_history.sql",

@@ -75,6 +75,8 @@ def job_page(
         said = Verdict("warn", "⏸", "paused")
     elif scan.gaps:
         said = Verdict("bad", "✖", plural(len(scan.gaps), "gap range"))
+    elif scan.keys_error:  # what its keys would show is not known: never "no gaps"
+        said = Verdict("bad", "✖", "keys query failed")
     else:
         said = Verdict("ok", "✓", "no gaps")
     grid = next((g for g in report.calendars if g.job == name), None)

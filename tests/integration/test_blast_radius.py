@@ -190,7 +190,8 @@ def test_the_scheduler_says_it_and_keeps_leading_and_its_page_and_metrics_show_i
         assert "its evidence query" not in page
         job_page = fetch(url + "jobs/billing", "keys query failed")
         assert "jobs.billing.keys: the keys query failed" in job_page
-        assert "(scanned on the keys it read last)" in job_page
+        assert "(no keys read before: none of its periods is known)" in job_page
+        assert "billing: keys query failed" in job_page and "no gaps" not in job_page
         assert proc.poll() is None
     finally:
         proc.send_signal(signal.SIGTERM)
