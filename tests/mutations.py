@@ -1620,6 +1620,39 @@ MUTATIONS = (
         ),
     ),
     Mutation(
+        "first-read-twice-unseen",
+        "a key a first read returns twice is refused, as a later read refuses it",
+        "sql/queries/keys.sql",
+        "           q.key = lag(q.key) OVER w AS twice\n",
+        "           false AS twice\n",
+        ("tests/integration/test_key_reads.py::test_a_first_read_refuses_what_every_read_refuses",),
+    ),
+    Mutation(
+        "first-read-odd-unseen",
+        "a first read's null, empty or overlong key is refused, as a later read refuses it",
+        "sql/queries/keys.sql",
+        "WHERE s.key IS NULL OR s.key = '' OR length(s.key) > 200\n",
+        "WHERE false\n",
+        ("tests/integration/test_key_reads.py::test_a_first_read_refuses_what_every_read_refuses",),
+    ),
+    Mutation(
+        "settle-compacted-uncounted",
+        "a settle counts a key's compacted periods as done, as the periods view has them",
+        "sql/queries/keys.sql",
+        " + coalesce(c.n - c.newest::int, 0) END\n",
+        " END\n",
+        (
+            "tests/integration/test_compaction.py::"
+            "test_a_first_scan_counts_a_keyed_jobs_compacted_periods_as_done",
+        ),
+        also=(
+            (
+                "ELSE coalesce(a.newest, false) OR coalesce(c.newest, false) END AS newest",
+                "ELSE coalesce(a.newest, false) END AS newest",
+            ),
+        ),
+    ),
+    Mutation(
         "keys-query-percent-as-written",
         "a keys query's % reaches the server as written when its columns are probed",
         "catchup/ledger/keys.py",

@@ -190,11 +190,9 @@ def _probe(conn: psycopg.Connection[Any], schema: str, keys: sql.SQL) -> str | N
     return kind
 
 
-def _keys_query(
-    name: str, schema: str, keys: sql.SQL, kind: str | None, first: bool = False
-) -> sql.Composed:
-    """``name`` (keys_read or keys_diff) over the keys query, its columns named; a diff of a
-    ``first`` read (no key held) compares its keys with none."""
+def _keys_query(name: str, schema: str, keys: sql.SQL, kind: str | None) -> sql.Composed:
+    """``name`` (keys_read, keys_diff or keys_diff_first) over the keys query, its columns
+    named."""
     return sqlfiles.query_naming(
         name,
         schema,
@@ -203,7 +201,7 @@ def _keys_query(
         since=_since(name, schema, kind),
         digest=sqlfiles.query("key_digest", schema),
         order=sqlfiles.query("keys_diff_in_order", schema),
-        pairs=sqlfiles.query("keys_diff_pairs_first" if first else "keys_diff_pairs", schema),
+        pairs=sqlfiles.query("keys_diff_pairs", schema),
     )
 
 
@@ -234,7 +232,7 @@ def diff_keys(
         kind = _probe(conn, schema, keys)
         held = conn.execute(sqlfiles.query("has_keys", schema), {"job_id": job_id}).fetchone()
         first = not (held and held[0])
-        query = _keys_query("keys_diff", schema, keys, kind, first)
+        query = _keys_query("keys_diff_first" if first else "keys_diff", schema, keys, kind)
         conn.execute(sqlfiles.query("keys_work_mem", schema), {"work_mem": DIFF_WORK_MEM})
         bound(conn, schema, timeout)  # the probe cannot have lifted it
         diff = KeysDiff(job_id, kind is not None)

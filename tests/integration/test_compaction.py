@@ -382,3 +382,32 @@ def test_a_ledger_of_the_last_release_migrates_with_its_runs_and_compacts(
     finally:
         conn.close()
     assert compact(project, "--until", db_now(sql).isoformat())["periods"] == written
+
+
+def test_a_first_scan_counts_a_keyed_jobs_compacted_periods_as_done(
+    project: Project, sql: Any
+) -> None:
+    """A first scan judges a first read's keys by their periods' rows, compacted ones among
+    them (counted apart from runs): a key whose every period succeeded, its detail compacted
+    since, is complete, and its row is not written again."""
+    keys = "SELECT k FROM (VALUES ('acme'), ('globex')) AS v (k)"
+    project.write(job_toml("invoice", start="2026-03-01", keys=keys, command=["true"]))
+    window = ("--since", "2026-03-01", "--until", "2026-03-05")
+    replayed = project.cli("-q", "replay", *window)
+    assert replayed.exit_code == 0, replayed.output
+    compact(project, "--until", db_now(sql).isoformat())
+    assert sql("SELECT count(*) FROM {schema}.runs") == [(0,)]
+    assert sql("SELECT count(*) FROM {schema}.compacted") == [(8,)]
+    # the keys read again as a first read: presumed complete until a scan judges them
+    sql("DELETE FROM {schema}.job_keys")
+    sql("DELETE FROM {schema}.scan_state")
+    read = project.cli("-q", "keys", "invoice")
+    assert read.exit_code == 0, read.output
+    before = sql("SELECT key, xmin::text, upper_inf(verified) FROM {schema}.job_keys ORDER BY 1")
+    assert before == [("acme", before[0][1], True), ("globex", before[1][1], True)]
+    (job,) = scan_jobs(project, *window)
+    assert (job["succeeded"], job["missing"], job["failed"]) == (8, 0, 0)
+    assert sql("SELECT key, xmin::text, upper_inf(verified) FROM {schema}.job_keys ORDER BY 1") == (
+        before
+    )
+    assert sql("SELECT keys_horizon IS NOT NULL FROM {schema}.scan_state") == [(True,)]

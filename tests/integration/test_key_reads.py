@@ -128,6 +128,10 @@ def test_keys_read_as_what_changed_are_refused_as_every_key_read_is(
         (_values("'acme'", "'tab' || chr(9) || 'x'"), "row 2: the key 'tab\\tx'"),
         (_values("'acme'", "'zero' || chr(8203) || 'width'"), "row 2: the key 'zero\\u200bwidth'"),
         (_values("'acme'", "''"), "row 2: the key is empty"),
+        (_values("'acme'", "NULL"), "row 2: the key expected text, got NoneType"),
+        (_values("'acme'", "repeat('x', 201)"), "row 2: the key 'xxxx"),
+        # returned twice, apart: side by side once the read sorts them
+        (_values("'acme'", "'b'", "'acme'"), "the key 'acme' is returned twice"),
     ],
 )
 def test_a_first_read_refuses_what_every_read_refuses(
