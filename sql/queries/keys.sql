@@ -410,8 +410,6 @@ WITH p AS (
                         ELSE j.verified * tstzmultirange(tstzrange(NULL, %(horizon)s)) END
     FROM judged t CROSS JOIN p
     WHERE j.job_id = %(job_id)s AND j.key = t.key
-      -- (found by the key index: joined to the key table in its order, it read every key)
-      AND j.key = ANY ((SELECT array_agg(t.key) FROM judged t)::text[])
       -- every row locked first (in key order), once, before any is written (joined to the
       -- rows it locked, whose number the planner cannot know, a first settle of ten million
       -- keys compared each of the 199,878 rows it wrote with every row it locked: hours)
