@@ -1631,9 +1631,20 @@ MUTATIONS = (
         "first-read-odd-unseen",
         "a first read's null, empty or overlong key is refused, as a later read refuses it",
         "sql/queries/keys.sql",
-        "WHERE s.key IS NULL OR s.key = '' OR length(s.key) > 200\n",
-        "WHERE false\n",
+        " WHERE s.key IS NULL OR s.key = '' OR length(s.key) > 200\n",
+        " WHERE false\n",
         ("tests/integration/test_key_reads.py::test_a_first_read_refuses_what_every_read_refuses",),
+    ),
+    Mutation(
+        "first-read-dates-misaligned",
+        "a first read's keys in blocks are each expected from their own date",
+        "sql/queries/keys.sql",
+        "        array_agg(s.expected_from ORDER BY s.n)\n",
+        "        array_agg(s.expected_from ORDER BY s.expected_from)\n",
+        (
+            "tests/integration/test_key_reads.py::"
+            "test_a_dated_first_read_in_blocks_keeps_each_keys_own_date",
+        ),
     ),
     Mutation(
         "settle-compacted-uncounted",

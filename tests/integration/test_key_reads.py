@@ -483,6 +483,25 @@ def test_a_read_recorded_a_block_at_a_time_is_one_read(
     assert sql("SELECT count(*) FROM {schema}.job_keys WHERE gone_at IS NOT NULL") == [(3,)]
 
 
+def test_a_dated_first_read_in_blocks_keeps_each_keys_own_date(
+    project: Project, sql: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A first read of a dated keys query, its keys returned in no order and recorded a block
+    at a time: each key is expected from its own date (the dates go in the blocks' key order,
+    which is not theirs)."""
+    from catchup.ledger import keys as ledger_keys
+
+    monkeypatch.setattr(ledger_keys, "BLOCK", 2)
+    dates = {"e": "2026-10-01", "a": "2026-10-05", "d": "2026-10-02", "b": "2026-10-04"}
+    dates |= {"c": "2026-10-03"}
+    project.write(
+        job_toml("invoice", "daily", "2026-10-01", keys=_dated(*dates.items()), command=["true"])
+    )
+    assert project.cli("-q", "scan", "--until", "2026-10-06").exit_code in (0, 1)
+    got = sql("SELECT key, expected_from::date::text FROM {schema}.job_keys ORDER BY 1")
+    assert got == sorted(dates.items())
+
+
 def test_a_read_recorded_a_block_at_a_time_locks_rows_in_key_order(
     database: Database, schema: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
