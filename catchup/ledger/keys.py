@@ -7,7 +7,9 @@ import contextlib
 import re
 import secrets
 from collections.abc import Hashable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from datetime import datetime
+from decimal import Decimal
 from itertools import batched, chain
 from typing import Any, cast
 
@@ -37,6 +39,9 @@ NOT_PLAIN = re.compile(r"[^ -~\n]")
 # batches: twice as slow)
 DIFF_WORK_MEM = "64MB"
 ANALYZE_AFTER = 10_000  # keys added by one read after which the key history is analyzed
+# the keys a first read's prejudgement (prejudge_first_keys) brings back, at most: judged to be
+# written (a few of a million keys, the holed ones); more, and the first scan settles them
+PREJUDGED_MOST = 200_000
 SINCE_KINDS = {
     None: "keys_since_none",
     "date": "keys_since_date",
@@ -273,6 +278,107 @@ def read_keys(
     return read, kind is not None
 
 
+@dataclass(frozen=True, repr=False)
+class Prejudged:
+    """What settle_complete_keys would write of a first read's keys on the first scan of
+    ``periods`` after it, judged before they were recorded (:func:`prejudge_first_keys`): the
+    keys to write (in key order) and what of each (``los``: the start its range follows from;
+    None, cut), where the horizon moves, and what applying it checks (the keys' ``digest``
+    under ``seeds``, with their dates; the scan ``state`` it read: None, none)."""
+
+    job_id: int
+    periods: tuple[tuple[datetime, datetime], ...]
+    start: datetime
+    horizon: datetime
+    state: tuple[str, int] | None
+    digest: list[Decimal]
+    seeds: tuple[int, int]
+    keys: list[str]
+    los: list[datetime | None]
+
+    def __repr__(self) -> str:
+        return f"Prejudged(job {self.job_id}, {len(self.keys):,} keys to write)"
+
+
+def prejudge_first_keys(  # noqa: PLR0913
+    conn: psycopg.Connection[Any],
+    text: str,
+    zone: str,
+    schema: str,
+    job_id: int,
+    start: datetime,
+    periods: Sequence[tuple[datetime, datetime]],
+    timeout: float | None = None,
+) -> Prejudged | None:
+    """A first read's keys (the keys query, run as :func:`diff_keys` runs it, bounded alike)
+    judged as the first scan of ``periods`` after they are recorded would settle them
+    (prejudge_first_keys), on ``conn``, a connection of its own; None when more than
+    :data:`PREJUDGED_MOST` are to be written, or there is no key."""
+    keys = sql.SQL(text.replace("%", "%%"))  # the user's SQL: % is not a placeholder
+    timeout = KEYS_TIMEOUT if timeout is None else timeout
+    seeds = (secrets.randbits(63), secrets.randbits(63))
+    params: dict[str, object] = {
+        "zone": zone,
+        "limit": MAX_KEYS + 1,
+        "job_id": job_id,
+        "start": start,
+        "most": PREJUDGED_MOST,
+        "dated": True,
+        "seed_a": seeds[0],
+        "seed_b": seeds[1],
+        **_settle_params(None, periods),
+    }
+    judged: tuple[list[str], list[datetime | None]] = ([], [])
+    read: tuple[datetime, list[Decimal], tuple[str, int] | None] | None = None
+    with fenced(conn, schema, timeout):  # nothing it changes outlives it
+        kind = _probe(conn, schema, keys)
+        conn.execute(sqlfiles.query("keys_work_mem", schema), {"work_mem": DIFF_WORK_MEM})
+        conn.execute(sqlfiles.query("prejudge_settings", schema))
+        bound(conn, schema, timeout)  # the probe cannot have lifted it
+        query = _settling(
+            "prejudge_first_keys",
+            schema,
+            keys=keys,
+            names=sql.SQL("(key, since)" if kind else "(key)"),
+            since=sqlfiles.query(SINCE_KINDS[kind], schema),
+            digest=sqlfiles.query("key_digest", schema),
+        )
+        with conn.cursor(binary=True) as cur:
+            rows = cur.stream(query, params, size=BATCH)
+            for what, key, at, digest, signature, generation in rows:
+                if what == "judged":
+                    judged[0].append(key)
+                    judged[1].append(at)
+                else:
+                    read = (at, digest, None if generation is None else (signature, generation))
+    if read is None or len(judged[0]) > PREJUDGED_MOST or read[1][0] == 0:
+        return None
+    return Prejudged(job_id, tuple(periods), start, read[0], read[2], read[1], seeds, *judged)
+
+
+def _settling(name: str, schema: str, **parts: sql.Composable) -> sql.Composed:
+    """settle_complete_keys or prejudge_first_keys, with the window and judgement they share."""
+    return sqlfiles.query_naming(
+        name,
+        schema,
+        window=sqlfiles.query("settle_window", schema),
+        judging=sqlfiles.query("settle_judging", schema),
+        **parts,
+    )
+
+
+def _settle_params(
+    horizon: datetime | None, periods: Sequence[tuple[datetime, datetime]]
+) -> dict[str, object]:
+    """What settle_complete_keys and prejudge_first_keys take of the horizon and window."""
+    return {
+        "holed_share": HOLED_SHARE,
+        "horizon": horizon,
+        "newest": periods[-1][0] if periods else None,
+        **window_params(periods),
+    }
+
+
 def _spans(
     lowers: list[datetime] | None, uppers: list[datetime] | None
 ) -> tuple[tuple[datetime, datetime], ...] | None:
@@ -394,10 +500,7 @@ class Keys(LedgerBase):
         params: dict[str, object] = {
             "job_id": job_id,
             "signature": signature,
-            "holed_share": HOLED_SHARE,
-            "horizon": horizon,
-            "newest": periods[-1][0] if periods else None,
-            **window_params(periods),
+            **_settle_params(horizon, periods),
         }
         try:
             with self.conn.transaction():
@@ -407,10 +510,42 @@ class Keys(LedgerBase):
                     params["horizon"] = None  # forgotten with the old schedules' ranges
                 self.conn.execute(self._q("keys_work_mem"), {"work_mem": DIFF_WORK_MEM})
                 self.conn.execute(self._q("settle_sorted"))
-                self.conn.execute(self._q("settle_complete_keys"), params)
+                self.conn.execute(_settling("settle_complete_keys", self.schema), params)
         except psycopg.errors.InsufficientPrivilege:
             return False
         return True
+
+    def settle_prejudged(self, signature: str, judged: Prejudged) -> bool:
+        """What :func:`prejudge_first_keys` judged of a first read's keys written, and the
+        job's horizon moved, as :meth:`settle_complete_keys` would have (settle_prejudged):
+        unless the keys the job holds are not those it judged, or are not as the first read
+        recorded them, or the scan state is not as it read it (a row removed since, a horizon
+        moved). False when nothing was written: then the scan settles them itself."""
+        params: dict[str, object] = {
+            "job_id": judged.job_id,
+            "signature": signature,
+            "keys": lines(judged.keys),
+            "los": judged.los,
+            "start": judged.start,
+            "horizon": judged.horizon,
+            "digest": judged.digest,
+            "dated": True,
+            "seed_a": judged.seeds[0],
+            "seed_b": judged.seeds[1],
+        }
+        try:
+            with self.conn.transaction() as tx:
+                if not self._scan_state_holds(params, judged.state, None):
+                    return False
+                self.conn.execute(self._q("keys_by_index"))  # the few written, by the key index
+                digest = sqlfiles.query("key_digest", self.schema)
+                query = sqlfiles.query_naming("settle_prejudged", self.schema, digest=digest)
+                row = self.conn.execute(query, params).fetchone()
+                if row is None or not row[0]:  # not the keys it judged: nothing written
+                    raise psycopg.Rollback(tx)
+        except psycopg.errors.InsufficientPrivilege:
+            return False
+        return bool(row and row[0])
 
     def has_keys(self, job_id: int) -> bool:
         """Whether the ledger recorded any key of the job (a read of its keys before)."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from datetime import datetime
+from functools import partial
 from typing import Any
 
 from ..config.job import Job
@@ -18,6 +19,7 @@ from ..ledger.rows import JobRow
 from ..results import JobScan, ScanReport
 from ..scheduler.pulse import read_pulse
 from ..session import Session
+from . import prejudge
 from .blocked import blocked_states
 from .calendars import calendar
 from .excluded import with_excluded
@@ -50,7 +52,10 @@ def prepare(
     """The window checked, ``jobs`` resolved and registered (only with ``write``), their targets."""
     check_window(jobs, since, until)
     sources: tuple[dict[str, Any], dict[str, Any]] = ({}, {})
+    judging = None
     if any(job.keyed for job in jobs):
+        # first reads judged beside the reads and their record, on a connection of their own
+        judging = prejudge.start(session, jobs, since, until) if write else None
         sources = read_each(session, jobs)  # before anything is written; each fails alone
     resolved = session.resolve_all(jobs, write=write)
     now = session.now()
@@ -58,6 +63,9 @@ def prepare(
     targets = targets_for(resolved, rows)
     if any(job.keyed for job in jobs):
         targets = with_keys(session.ledger, targets, now, write, *sources)
+    if judging is not None:
+        taking = judging.take
+        targets = [replace(t, prejudged=partial(taking, t.job.name)) for t in targets]
     return Prepared(now, resolved, rows, targets)
 
 
@@ -141,6 +149,7 @@ def _scan_keyed(
         record=record,
         all_keys=t.all_keys,
         deferred=t.deferred,
+        prejudged=t.prejudged,
     )
     failed = t.keys_failed
     return result if failed is None else replace(result, keys_error=failed.error)

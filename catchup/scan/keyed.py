@@ -21,6 +21,7 @@ from ..config.job import Job
 from ..config.values import key_problem
 from ..errors import EXIT_DATABASE, EXIT_USAGE, CatchupError, ConfigError, DatabaseError, first_line
 from ..ledger import KeysDiff, KeysRaced, KeysRead, Ledger, diff_keys, read_keys
+from ..ledger.keys import Prejudged
 from ..maintenance.findings import Finding
 from ..postgres import database as db
 from ..results import COUNTED_STATES, JobScan, KeysReport, Planned, Range
@@ -326,6 +327,7 @@ def scan_keyed(  # noqa: PLR0913
     record: bool = True,
     all_keys: bool = False,
     deferred: bool = False,
+    prejudged: Callable[[], Prejudged | None] | None = None,
 ) -> JobScan:
     """A keyed job's scan: its (key, period) pairs in the window, by state; each key's ranges;
     and those ranges grouped, one per state and span, with the keys each holds. Holes (no row)
@@ -336,7 +338,11 @@ def scan_keyed(  # noqa: PLR0913
     periods = [(p.start, p.end) for p in job.timeline.periods(first, end)]
     starts, ends = [s for s, _ in periods], [e for _, e in periods]
     moves = record and all_keys  # only a scan of every key may move the job's horizon
-    read = window_keys(ledger, job, job_id, periods, moves) if deferred else (keys, NONE_SETTLED)
+    read = (
+        window_keys(ledger, job, job_id, periods, moves, prejudged)
+        if deferred
+        else (keys, NONE_SETTLED)
+    )
     keys, settled = read
     expected = expected_count(keys, starts, ends) + settled.expected(len(periods))
     found = key_ranges(
@@ -400,6 +406,7 @@ def window_keys(
     job_id: int,
     periods: list[tuple[datetime, datetime]],
     settle: bool = False,
+    prejudged: Callable[[], Prejudged | None] | None = None,
 ) -> tuple[list[KeyRow], Settled]:
     """The keys of a job whose keys were recorded and not read back (a deferred target) that a
     scan of ``periods`` must look at, the settled ones counted (Ledger.keys_to_scan), when
@@ -408,18 +415,42 @@ def window_keys(
     what it verified of every key), when the window reaches past the job's horizon (or there
     is none yet), what it would record of the keys with a row each period there (and the cut
     of those without, presumed complete or following) is written first in one statement, only
-    where it changes a key's ranges, and the horizon moved (Ledger.settle_complete_keys)."""
+    where it changes a key's ranges, and the horizon moved (Ledger.settle_complete_keys; on a
+    first scan, what ``prejudged`` judged beside the first read, when it still holds)."""
     if job.evidence is None and periods and job_id > 0:
         sig = signature(job)
         state = ledger.scan_states([job_id]).get(job_id)
         horizon = ledger.key_horizon(job_id) if state is not None and state[0] == sig else None
         until = periods[-1][1]
         if settle and _settles(horizon, periods):
-            if ledger.settle_complete_keys(job_id, sig, (state, horizon), periods):
+            judged = prejudged() if prejudged is not None and horizon is None else None
+            if _settled_as_judged(ledger, job_id, sig, state, judged, periods) or (
+                ledger.settle_complete_keys(job_id, sig, (state, horizon), periods)
+            ):
                 horizon = ledger.key_horizon(job_id)
         if horizon is not None and horizon >= until:
             return ledger.keys_to_scan(job_id, periods, sig)
     return (ledger.key_history(job_id) if job_id > 0 else []), NONE_SETTLED
+
+
+def _settled_as_judged(
+    ledger: Ledger,
+    job_id: int,
+    signature: str,
+    state: tuple[str, int] | None,
+    judged: Prejudged | None,
+    periods: list[tuple[datetime, datetime]],
+) -> bool:
+    """What a first read's keys were judged beside it written (Ledger.settle_prejudged), when
+    it judged them for these periods, under the scan state read now, of these schedules."""
+    return (
+        judged is not None
+        and judged.job_id == job_id
+        and judged.periods == tuple(periods)
+        and judged.state == state
+        and (state is None or state[0] == signature)
+        and ledger.settle_prejudged(signature, judged)
+    )
 
 
 def _settles(horizon: datetime | None, periods: list[tuple[datetime, datetime]]) -> bool:

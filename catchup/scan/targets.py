@@ -3,11 +3,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from ..config.job import Job
+
+if TYPE_CHECKING:
+    from ..ledger.keys import Prejudged
 
 
 class KeyRange(NamedTuple):
@@ -113,6 +117,9 @@ class ScanTarget:
     # ``keys`` were recorded and not read back (every key of the job): its scan reads those
     # its window needs (Ledger.keys_to_scan), and what needs them all reads them all
     deferred: bool = False
+    # a first read's keys, judged beside it: what its first scan writes, if it still holds
+    # (catchup/scan/prejudge.py)
+    prejudged: Callable[[], Prejudged | None] | None = None
 
 
 @dataclass(frozen=True)

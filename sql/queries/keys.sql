@@ -158,6 +158,14 @@ SELECT set_config('enable_hashjoin', 'off', true), set_config('enable_mergejoin'
 -- changes of the same commit).
 SELECT set_config('enable_hashagg', 'off', true), set_config('enable_hashjoin', 'off', true);
 
+-- name: prejudge_settings
+-- For prejudge_first_keys, its transaction's: the keys its query returns, in no order, joined
+-- to their rows by hashing them; those rows counted in the primary key's order (as
+-- settle_sorted counts them), in this backend alone (it runs beside the read that records
+-- the keys: a parallel scan of the rows, then sorted, took twice as long).
+SELECT set_config('enable_hashagg', 'off', true),
+       set_config('max_parallel_workers_per_gather', '0', true);
+
 -- name: keys_in_workers
 -- For keys_to_scan, its transaction's (as keys_work_mem): the few keys of a million it finds are worth
 -- finding in parallel workers (the planner takes a filter it cannot read for one that keeps
@@ -299,13 +307,7 @@ ANALYZE {schema}.job_keys;
 -- start); not written otherwise: a million keys with their rows, none written.
 -- The rows written are locked in key order first, as record_keys and record_verified lock
 -- theirs: two of them at once never deadlock.
-WITH p AS (
-    SELECT %(starts)b::timestamptz[] AS starts, %(ends)b::timestamptz[] AS ends,
-           cardinality(%(starts)b::timestamptz[]) AS n,
-           -- how many of the window's periods start before the horizon: not looked at here
-           (SELECT count(*) FROM unnest(%(starts)b::timestamptz[]) AS s
-            WHERE s < %(horizon)s::timestamptz)::int AS h
-), k AS (
+WITH {window}, k AS (
     -- the keys held in the window's newest period, each with the periods looked at: those
     -- after its bucket (the window's period ends at or before it is expected) and the horizon;
     -- with no horizon yet, every key (a key of the first read, presumed to follow, that went
@@ -319,7 +321,55 @@ WITH p AS (
     FROM {schema}.job_keys k
     WHERE k.job_id = %(job_id)s
       AND (k.gone_at IS NULL OR k.gone_at > %(newest)s OR %(horizon)s::timestamptz IS NULL)
-), after AS (
+), {judging}, locked AS MATERIALIZED (
+    -- (found by the key index: a join read every key of the job, twice, for a few thousand)
+    SELECT j.key FROM {schema}.job_keys j
+    WHERE j.job_id = %(job_id)s AND j.key = ANY ((SELECT array_agg(t.key) FROM judged t)::text[])
+    ORDER BY j.key
+    FOR UPDATE OF j
+), written AS (
+    UPDATE {schema}.job_keys j
+    SET verified = CASE WHEN t.presumed AND NOT (t.complete AND t.gone_at IS NULL)
+                        THEN '{{}}'::tstzmultirange
+                        WHEN t.complete
+                        THEN CASE WHEN t.presumed THEN '{{}}'::tstzmultirange
+                                  ELSE coalesce(j.verified, '{{}}'::tstzmultirange) END
+                             + tstzmultirange(tstzrange(p.starts[t.b + 1], NULL))
+                        ELSE j.verified * tstzmultirange(tstzrange(NULL, %(horizon)s)) END
+    FROM judged t CROSS JOIN p
+    WHERE j.job_id = %(job_id)s AND j.key = t.key
+      -- every row locked first (in key order), once, before any is written (joined to the
+      -- rows it locked, whose number the planner cannot know, a first settle of ten million
+      -- keys compared each of the 199,878 rows it wrote with every row it locked: hours)
+      AND (SELECT count(*) FROM locked) >= 0
+    RETURNING 1
+), horizon AS (
+    -- (not from none when there is no key: a first read recorded meanwhile, its keys
+    -- presumed, would follow a horizon no scan judged them for)
+    UPDATE {schema}.scan_state s
+    SET keys_horizon = greatest(s.keys_horizon, m.horizon)
+    FROM moved m
+    WHERE s.job_id = %(job_id)s
+      -- (k read once: read twice, its million rows were written aside to be read again)
+      AND (%(horizon)s::timestamptz IS NOT NULL
+           OR EXISTS (SELECT 1 FROM {schema}.job_keys WHERE job_id = %(job_id)s))
+)
+SELECT count(*) FROM written;
+
+-- name: settle_window
+-- settle_complete_keys's and prejudge_first_keys's window (their first CTE).
+p AS (
+    SELECT %(starts)b::timestamptz[] AS starts, %(ends)b::timestamptz[] AS ends,
+           cardinality(%(starts)b::timestamptz[]) AS n,
+           -- how many of the window's periods start before the horizon: not looked at here
+           (SELECT count(*) FROM unnest(%(starts)b::timestamptz[]) AS s
+            WHERE s < %(horizon)s::timestamptz)::int AS h
+)
+
+-- name: settle_judging
+-- settle_complete_keys's judgement of its keys (k), the CTEs after its window and keys:
+-- prejudge_first_keys judges a first read's keys so, before they are recorded.
+after AS (
     -- every key's rows at the window's period starts after the horizon, counted without the
     -- keys (a million keys joined to seven million rows cost three times this pass), in the
     -- primary key's order (settle_sorted: hashing them took three times as long again):
@@ -394,40 +444,75 @@ WITH p AS (
                THEN NOT t.follows OR (t.presumed AND NOT t.as_settled)
                WHEN t.complete THEN t.presumed  -- gone: a scan would not have it follow
                ELSE t.follows END
+)
+
+-- name: prejudge_first_keys
+-- A first read's keys judged as settle_complete_keys judges them on the first scan after it,
+-- before they are recorded: on a connection of its own, beside the read that records them
+-- (catchup/scan/prejudge.py), so a million keys' rows are counted while they are written,
+-- not after. Each key as record_first_keys records it (expected from its date or the job's
+-- start, presumed: following from then); with no horizon (%(horizon)s null). Rows: the
+-- judged keys in key order (what settle_complete_keys would write of each: null, cut; else
+-- the start its range follows from), at most %(most)s + 1 of them; then one row with what
+-- applying them checks: the horizon it moves to, the keys' digest (key_digest, dates
+-- included), how many keys, and the scan state it read (its signature and generation: one
+-- snapshot with the rows it counted).
+WITH q AS (
+    SELECT k.key::text COLLATE "C" AS key, coalesce({since}, %(start)s::timestamptz) AS expected_from
+    FROM (SELECT * FROM ({keys}) AS k {names} LIMIT %(limit)s) AS k
+), {window}, k AS (
+    SELECT q.key, q.expected_from, NULL::timestamptz AS gone_at,
+           tstzmultirange(tstzrange(greatest(q.expected_from, %(start)s), NULL)) AS verified,
+           true AS follows, true AS held,
+           width_bucket(q.expected_from, %(ends)b::timestamptz[]) AS bucket,
+           width_bucket(q.expected_from, %(ends)b::timestamptz[]) AS b
+    FROM q
+), {judging}
+(SELECT 'judged', t.key, CASE WHEN t.complete THEN p.starts[t.b + 1] END, NULL::numeric[],
+        NULL::text, NULL::bigint
+ FROM judged t CROSS JOIN p
+ ORDER BY t.key
+ LIMIT %(most)s::bigint + 1)
+UNION ALL
+SELECT 'read', NULL, (SELECT m.horizon FROM moved m), d.digest, s.signature, s.generation
+FROM (SELECT {digest} AS digest FROM kh AS k) AS d  -- (kh: k is read once, not written aside)
+LEFT JOIN {schema}.scan_state s ON s.job_id = %(job_id)s;
+
+-- name: settle_prejudged
+-- What prejudge_first_keys judged of a first read's keys, written (under the scan state's
+-- lock, as settle_complete_keys writes what it judges), and the horizon moved, when the keys
+-- the job holds are those it judged (their digest, dates included; none gone): else nothing,
+-- and the first scan settles them itself. A key is written only as the first read recorded it
+-- (presumed: following from when it is expected); its rows locked in key order first.
+WITH held AS (
+    SELECT {digest} = %(digest)s::numeric[] AND count(k.gone_at) = 0 AS same
+    FROM {schema}.job_keys k
+    WHERE k.job_id = %(job_id)s
+), t AS (
+    SELECT t.key, t.lo
+    FROM unnest(string_to_array(%(keys)s::text, E'\n'), %(los)b::timestamptz[]) AS t (key, lo)
+    WHERE (SELECT same FROM held)
 ), locked AS MATERIALIZED (
-    -- (found by the key index: a join read every key of the job, twice, for a few thousand)
     SELECT j.key FROM {schema}.job_keys j
-    WHERE j.job_id = %(job_id)s AND j.key = ANY ((SELECT array_agg(t.key) FROM judged t)::text[])
+    WHERE j.job_id = %(job_id)s AND j.key = ANY (string_to_array(%(keys)s::text, E'\n'))
+      AND (SELECT same FROM held)
     ORDER BY j.key
     FOR UPDATE OF j
 ), written AS (
     UPDATE {schema}.job_keys j
-    SET verified = CASE WHEN t.presumed AND NOT (t.complete AND t.gone_at IS NULL)
-                        THEN '{{}}'::tstzmultirange
-                        WHEN t.complete
-                        THEN CASE WHEN t.presumed THEN '{{}}'::tstzmultirange
-                                  ELSE coalesce(j.verified, '{{}}'::tstzmultirange) END
-                             + tstzmultirange(tstzrange(p.starts[t.b + 1], NULL))
-                        ELSE j.verified * tstzmultirange(tstzrange(NULL, %(horizon)s)) END
-    FROM judged t CROSS JOIN p
-    WHERE j.job_id = %(job_id)s AND j.key = t.key
-      -- every row locked first (in key order), once, before any is written (joined to the
-      -- rows it locked, whose number the planner cannot know, a first settle of ten million
-      -- keys compared each of the 199,878 rows it wrote with every row it locked: hours)
-      AND (SELECT count(*) FROM locked) >= 0
+    SET verified = CASE WHEN t.lo IS NULL THEN '{{}}'::tstzmultirange
+                        ELSE tstzmultirange(tstzrange(t.lo, NULL)) END
+    FROM t
+    WHERE j.job_id = %(job_id)s AND j.key = t.key AND j.gone_at IS NULL
+      AND j.verified = tstzmultirange(tstzrange(greatest(j.expected_from, %(start)s), NULL))
+      AND (SELECT count(*) FROM locked) >= 0  -- (every row locked first, in key order)
     RETURNING 1
 ), horizon AS (
-    -- (not from none when there is no key: a first read recorded meanwhile, its keys
-    -- presumed, would follow a horizon no scan judged them for)
     UPDATE {schema}.scan_state s
-    SET keys_horizon = greatest(s.keys_horizon, m.horizon)
-    FROM moved m
-    WHERE s.job_id = %(job_id)s
-      -- (k read once: read twice, its million rows were written aside to be read again)
-      AND (%(horizon)s::timestamptz IS NOT NULL
-           OR EXISTS (SELECT 1 FROM {schema}.job_keys WHERE job_id = %(job_id)s))
+    SET keys_horizon = greatest(s.keys_horizon, %(horizon)s)
+    WHERE s.job_id = %(job_id)s AND (SELECT same FROM held)
 )
-SELECT count(*) FROM written;
+SELECT (SELECT same FROM held), (SELECT count(*) FROM written);
 
 -- name: has_keys
 SELECT EXISTS (SELECT 1 FROM {schema}.job_keys WHERE job_id = %(job_id)s);

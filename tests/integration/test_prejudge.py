@@ -1,0 +1,268 @@
+"""A keyed job's first scan judges its keys beside their first read (issue 54): while the read
+records them, a connection of its own runs the keys query again and counts each key's rows
+(catchup/scan/prejudge.py), and the scan writes what that judged instead of settling every key
+after the read. What it writes is what settling them writes; it is written only while it still
+holds (the keys the job holds are those judged, no row removed since, each key as the first
+read recorded it); otherwise, or when the judgement failed, the scan settles them itself."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import datetime, timedelta
+from typing import Any
+
+import psycopg
+import pytest
+from fix_db import Database, schema_made
+
+from catchup import Catchup, make_job
+from catchup.ledger.keys import Keys, Prejudged, prejudge_first_keys
+from catchup.scan import prejudge
+from catchup.scan.coverage import signature
+
+DAY = timedelta(days=1)
+KEYS = [f"t{n:02}" for n in range(12)]
+
+
+def today(sql: Any) -> datetime:
+    """The database clock's UTC midnight: dates are built from it, never from today."""
+    ((now,),) = sql("SELECT date_trunc('day', clock_timestamp(), 'UTC')")
+    return now  # type: ignore[no-any-return]
+
+
+@pytest.fixture
+def settles(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
+    """Which of the two ways each first scan's keys were settled: "judged" (what was judged
+    beside the read, written) or "settled" (settle_complete_keys, after the read)."""
+    ways: list[str] = []
+    settle, judged = Keys.settle_complete_keys, Keys.settle_prejudged
+
+    def settling(self: Keys, *args: Any) -> bool:
+        ways.append("settled")
+        return settle(self, *args)
+
+    def writing(self: Keys, *args: Any) -> bool:
+        done = judged(self, *args)
+        if done:
+            ways.append("judged")
+        return done
+
+    monkeypatch.setattr(Keys, "settle_complete_keys", settling)
+    monkeypatch.setattr(Keys, "settle_prejudged", writing)
+    yield ways
+
+
+def tenants(sql: Any, schema: str, start: datetime) -> None:
+    """Twelve tenants, each expected from the job's start, but t09 (from the window's fifth
+    day: its rows before are not its own) and t10 (from after the window: nothing expected)."""
+    schema_made(sql, schema)  # where the team keeps its tenants, here
+    sql("CREATE TABLE {schema}.tenants (name text, since date)")
+    sql("INSERT INTO {schema}.tenants SELECT unnest(%s::text[]), NULL", [KEYS])
+    sql("UPDATE {schema}.tenants SET since = %s WHERE name = 't09'", [(start + 4 * DAY).date()])
+    sql("UPDATE {schema}.tenants SET since = %s WHERE name = 't10'", [(start + 30 * DAY).date()])
+
+
+def forget_keys(sql: Any) -> None:
+    """The job as before its first read of its keys: no key row, no horizon."""
+    sql("DELETE FROM {schema}.job_keys")
+    sql("UPDATE {schema}.scan_state SET keys_horizon = NULL")
+    sql("UPDATE {schema}.jobs SET keys_read_at = NULL")
+
+
+def key_rows(sql: Any) -> list[tuple[Any, ...]]:
+    """Every key row as its first scan left it, and the job's horizon."""
+    rows = sql(
+        "SELECT key, expected_from, verified::text, gone_at FROM {schema}.job_keys ORDER BY key"
+    )
+    return [*rows, *sql("SELECT keys_horizon FROM {schema}.scan_state")]
+
+
+Found = list[tuple[str, str, datetime]]
+
+
+def first_scan(app: Catchup, sql: Any) -> tuple[list[tuple[Any, ...]], Found]:
+    """A first scan of the job's keys: the key rows it left, and what it found (each key's
+    ranges: key, state, first day)."""
+    forget_keys(sql)
+    (job,) = app.scan().jobs
+    return key_rows(sql), sorted((r.key, r.state, r.first) for r in job.key_ranges)
+
+
+def holed(app: Catchup, sql: Any, start: datetime) -> None:
+    """Every key's days run, then: t03 without its second day's row, t04 and t05 without any,
+    t07's newest day failed, t09 without a row on its first expected day."""
+    assert app.replay(since=f"{start:%Y-%m-%d}").totals["failed"] == 0
+    sql("DELETE FROM {schema}.runs WHERE key = 't03' AND period_start = %s", [start + DAY])
+    sql("DELETE FROM {schema}.runs WHERE key IN ('t04', 't05')")
+    sql(
+        "UPDATE {schema}.runs SET status = 'failed', failures = 1, error = 'boom'"
+        " WHERE key = 't07' AND period_start = %s",
+        [today(sql) - DAY],
+    )
+    sql("DELETE FROM {schema}.runs WHERE key = 't09' AND period_start = %s", [start + 4 * DAY])
+
+
+def test_a_first_scan_writes_what_settling_its_keys_after_the_read_writes(
+    database: Database, schema: str, sql: Any, settles: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same ledger, scanned first with its keys settled after their read, then with them
+    judged beside it: the same key rows (t03, t04, t05, t09 cut, then their ranges found), the
+    same horizon, the same gaps found (t04 and t05, without a row, verified nowhere)."""
+    start = today(sql) - timedelta(days=7)
+    tenants(sql, schema, start)
+    query = f'SELECT name, since FROM "{schema}".tenants'
+    job = make_job("invoice", "daily", f"{start:%Y-%m-%d}", keys=query, call="operator:truth")
+    with Catchup(jobs=[job], dsn=database.conninfo, schema=schema) as app:
+        holed(app, sql, start)
+        with monkeypatch.context() as m:
+            m.setattr(prejudge, "start", lambda *_: None)  # no judgement: settled after
+            settled = first_scan(app, sql)
+        settles.clear()
+        judged = first_scan(app, sql)
+        assert settles == ["judged"]  # written as judged: nothing settled after the read
+    assert judged == settled
+    rows, found = judged
+    assert [key for key, _, verified, _ in rows[:-1] if verified == "{}"] == ["t04", "t05"]
+    assert rows[-1] == (today(sql) - DAY,)  # t04, t05: 2 of 11 keys without the newest day
+    assert ("t04", "missing", start) in found
+    assert ("t09", "missing", start + 4 * DAY) in found
+    assert ("t07", "failed", today(sql) - DAY) in found
+    assert [r for r in found if r[0] in ("t09", "t10")] == [("t09", "missing", start + 4 * DAY)]
+
+
+@pytest.mark.parametrize(
+    ("beside", "why"),
+    [
+        ("name <> 't04'", "the keys query returned another key set beside the read"),
+        ("length(name) / 0 = 1", "the keys query failed beside the read"),
+    ],
+)
+def test_a_judgement_that_does_not_hold_leaves_the_scan_to_settle_the_keys(
+    database: Database,
+    schema: str,
+    sql: Any,
+    settles: list[str],
+    monkeypatch: pytest.MonkeyPatch,
+    beside: str,
+    why: str,
+) -> None:
+    """The keys query returns other keys (t04, which has no row, left out) or fails, only on
+    the connection that judges the first read's keys: what it judged is not written (the
+    keys the job holds are not those it judged), and the scan settles them after the read,
+    as if nothing had been judged: t04's missing days are found."""
+    start = today(sql) - timedelta(days=7)
+    tenants(sql, schema, start)
+    query = (
+        f'SELECT name, since FROM "{schema}".tenants'
+        " WHERE CASE WHEN current_setting('application_name') = 'catchup-prejudge'"
+        f" THEN {beside} ELSE true END"
+    )
+    job = make_job("invoice", "daily", f"{start:%Y-%m-%d}", keys=query, call="operator:truth")
+    with Catchup(jobs=[job], dsn=database.conninfo, schema=schema) as app:
+        holed(app, sql, start)
+        with monkeypatch.context() as m:
+            m.setattr(prejudge, "start", lambda *_: None)
+            settled = first_scan(app, sql)
+        settles.clear()
+        again = first_scan(app, sql)
+        assert settles == ["settled"], why
+    assert again == settled
+    assert ("t04", "missing", start) in again[1]
+
+
+def judged_beside(
+    database: Database, app: Catchup, sql: Any, query: str, start: datetime
+) -> tuple[int, str, Prejudged]:
+    """The job's first read judged on a connection of its own, for its window up to today:
+    the job's id, the signature of its schedules, what was judged."""
+    ((job_id,),) = sql("SELECT id FROM {schema}.jobs WHERE name = 'invoice'")
+    (job,) = app.session.resolve_all(list(app.session.config.jobs.values()), write=False)
+    periods = [(p.start, p.end) for p in job.timeline.periods(start, today(sql))]
+    with psycopg.connect(database.conninfo, autocommit=True) as conn:
+        judged = prejudge_first_keys(
+            conn, query, "UTC", app.session.ledger.schema, job_id, start, periods
+        )
+    assert judged is not None
+    return job_id, signature(job), judged
+
+
+def recorded(app: Catchup, job_id: int, start: datetime, keys: list[str]) -> None:
+    """A first read of ``keys`` recorded: each presumed complete from the job's start."""
+    app.session.ledger.record_keys(job_id, [(k, None) for k in keys], start=start)
+
+
+def test_what_was_judged_is_written_only_while_no_row_went_and_each_key_is_as_read(
+    database: Database, schema: str, sql: Any
+) -> None:
+    """What was judged of a first read (t04 and t05 cut) is not written once a row of the job
+    went after it counted them (t03's newest day, deleted: t03 would follow a horizon past
+    its hole): nothing is written, and the scan after it finds t03's hole. Judged again and
+    written, a key whose row is no longer as the first read recorded it (t05's range, changed)
+    keeps what it has."""
+    start = today(sql) - timedelta(days=7)
+    schema_made(sql, schema)
+    sql("CREATE TABLE {schema}.tenants (name text)")
+    sql("INSERT INTO {schema}.tenants SELECT unnest(%s::text[])", [KEYS])
+    query = f'SELECT name FROM "{schema}".tenants'
+    job = make_job("invoice", "daily", f"{start:%Y-%m-%d}", keys=query, call="operator:truth")
+    with Catchup(jobs=[job], dsn=database.conninfo, schema=schema) as app:
+        assert app.replay(since=f"{start:%Y-%m-%d}").totals["failed"] == 0
+        sql("DELETE FROM {schema}.runs WHERE key IN ('t04', 't05')")
+        forget_keys(sql)
+        sql("DELETE FROM {schema}.scan_state")
+        job_id, sig, judged = judged_beside(database, app, sql, query, start)
+        assert judged.keys == ["t04", "t05"]
+        recorded(app, job_id, start, KEYS)
+        sql("DELETE FROM {schema}.runs WHERE key = 't03' AND period_start = %s", [today(sql) - DAY])
+        before = key_rows(sql)
+        assert not app.session.ledger.settle_prejudged(sig, judged)
+        assert key_rows(sql) == before  # nothing written, no horizon
+        (scanned,) = app.scan().jobs
+        assert ("t03", "missing") in {(r.key, r.state) for r in scanned.key_ranges}
+
+        forget_keys(sql)
+        sql("DELETE FROM {schema}.scan_state")
+        job_id, sig, judged = judged_beside(database, app, sql, query, start)
+        recorded(app, job_id, start, KEYS)
+        sql(
+            "UPDATE {schema}.job_keys SET verified = tstzmultirange(tstzrange(%s, %s))"
+            " WHERE key = 't05'",
+            [start, start + DAY],
+        )
+        held = {r[0]: r[2] for r in key_rows(sql)[:-1]}
+        assert app.session.ledger.settle_prejudged(sig, judged)
+        now = {r[0]: r[2] for r in key_rows(sql)[:-1]}
+        assert (now["t04"], now["t05"], now["t06"]) == ("{}", held["t05"], held["t06"])
+        assert held["t05"] != "{}" and held["t06"] != held["t05"]
+        # three keys of twelve without the newest day (t03's went above): it is not vouched for
+        assert sql("SELECT keys_horizon FROM {schema}.scan_state") == [(today(sql) - DAY,)]
+
+
+def test_a_judgement_is_of_the_keys_the_job_holds(
+    database: Database, schema: str, sql: Any
+) -> None:
+    """Judged, then another set of keys recorded (t11 where the judgement had t04): nothing
+    written, no horizon; the same keys recorded: written, the horizon moved."""
+    start = today(sql) - timedelta(days=7)
+    schema_made(sql, schema)
+    sql("CREATE TABLE {schema}.tenants (name text)")
+    sql("INSERT INTO {schema}.tenants SELECT unnest(%s::text[])", [KEYS[:11]])
+    query = f'SELECT name FROM "{schema}".tenants'
+    job = make_job("invoice", "daily", f"{start:%Y-%m-%d}", keys=query, call="operator:truth")
+    with Catchup(jobs=[job], dsn=database.conninfo, schema=schema) as app:
+        assert app.replay(since=f"{start:%Y-%m-%d}").totals["failed"] == 0
+        sql("DELETE FROM {schema}.runs WHERE key = 't04'")
+        forget_keys(sql)
+        sql("DELETE FROM {schema}.scan_state")
+        job_id, sig, judged = judged_beside(database, app, sql, query, start)
+        assert judged.keys == ["t04"]
+        recorded(app, job_id, start, [k for k in KEYS if k != "t04"])
+        before = key_rows(sql)
+        assert not app.session.ledger.settle_prejudged(sig, judged)
+        assert key_rows(sql) == before
+        assert sql("SELECT count(*) FROM {schema}.scan_state") == [(0,)]
+        sql("DELETE FROM {schema}.job_keys")
+        recorded(app, job_id, start, KEYS[:11])
+        assert app.session.ledger.settle_prejudged(sig, judged)
+        assert sql("SELECT key FROM {schema}.job_keys WHERE verified = '{{}}'") == [("t04",)]
+        assert sql("SELECT keys_horizon FROM {schema}.scan_state") == [(today(sql),)]
