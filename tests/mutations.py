@@ -1647,6 +1647,43 @@ MUTATIONS = (
         ),
     ),
     Mutation(
+        "prejudged-keys-unchecked",
+        "what was judged beside a first read is written only over the keys it judged",
+        "sql/queries/keys.sql",
+        "    SELECT {digest} = %(digest)s::numeric[] AND count(k.gone_at) = 0 AS same\n",
+        "    SELECT true AS same\n",
+        (
+            "tests/integration/test_prejudge.py::test_a_judgement_is_of_the_keys_the_job_holds",
+            "tests/integration/test_prejudge.py::"
+            "test_a_judgement_that_does_not_hold_leaves_the_scan_to_settle_the_keys",
+        ),
+    ),
+    Mutation(
+        "prejudged-after-rows-went",
+        "what was judged beside a first read is not written once a row it counted went",
+        "catchup/ledger/keys.py",
+        "                if not self._scan_state_holds(params, judged.state, None):\n"
+        "                    return False\n"
+        '                self.conn.execute(self._q("keys_by_index"))',
+        '                self.conn.execute(self._q("keys_by_index"))',
+        (
+            "tests/integration/test_prejudge.py::"
+            "test_what_was_judged_is_written_only_while_no_row_went_and_each_key_is_as_read",
+        ),
+    ),
+    Mutation(
+        "prejudged-key-changed-written",
+        "what was judged of a key beside a first read is written only while it is as read",
+        "sql/queries/keys.sql",
+        "      AND j.verified = tstzmultirange(tstzrange(greatest(j.expected_from, %(start)s),"
+        " NULL))\n",
+        "",
+        (
+            "tests/integration/test_prejudge.py::"
+            "test_what_was_judged_is_written_only_while_no_row_went_and_each_key_is_as_read",
+        ),
+    ),
+    Mutation(
         "settle-compacted-uncounted",
         "a settle counts a key's compacted periods as done, as the periods view has them",
         "sql/queries/keys.sql",

@@ -18,6 +18,9 @@ from ..postgres import database as db
 from ..session import Session
 from .window import Moment, window
 
+APPLICATION = "catchup-prejudge"  # its connection's application_name
+CONNECT_WITHIN = 2.0  # seconds the judging connection may take to open, at most
+
 # a job to judge: the job, its id, its window's periods
 Wanted = tuple[Job, int, tuple[tuple[datetime, datetime], ...]]
 
@@ -46,9 +49,13 @@ class Prejudging:
 
     def _run(self) -> None:
         try:
-            with db.connect(self._target, application="catchup-prejudge", writes=False) as conn:
+            # (not waited for long: a server at its connection limit leaves the scan to it)
+            opened = db.connect(
+                self._target, application=APPLICATION, within=CONNECT_WITHIN, writes=False
+            )
+            with opened as conn:
                 for job, job_id, periods in self._jobs:
-                    try:
+                    try:  # one job's failure is its own: its scan settles its keys alone
                         assert isinstance(job.keys, str)
                         self._judged[job.name] = prejudge_first_keys(
                             conn,
@@ -60,9 +67,11 @@ class Prejudging:
                             periods,
                             job.keys_timeout.total_seconds(),
                         )
+                    except Exception as exc:
+                        self.errors.append(exc)
                     finally:
                         self._done[job.name].set()
-        except Exception as exc:  # any failure: the scan settles the keys alone
+        except Exception as exc:  # not connected: every job's scan settles its keys alone
             self.errors.append(exc)
         finally:
             for done in self._done.values():
