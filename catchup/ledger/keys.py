@@ -7,7 +7,6 @@ import contextlib
 import re
 import secrets
 from collections.abc import Hashable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
 from itertools import batched, chain
@@ -17,7 +16,7 @@ import psycopg
 from psycopg import sql
 
 from ..errors import ConfigError
-from ..scan.targets import KeyCounts, KeyRange, KeyRow, Settled
+from ..scan.targets import KeyCounts, KeyRange, KeyRow, Prejudged, Settled
 from ..scan.verified import HOLED_SHARE
 from . import sqlfiles
 from .base import LedgerBase
@@ -278,33 +277,9 @@ def read_keys(
     return read, kind is not None
 
 
-@dataclass(frozen=True, repr=False)
-class Prejudged:
-    """What settle_complete_keys would write of a first read's keys on the first scan of
-    ``periods`` after it, judged before they were recorded (:func:`prejudge_first_keys`): the
-    keys to write (in key order) and what of each (``los``: the start its range follows from;
-    None, cut), where the horizon moves, and what applying it checks (the keys' ``digest``
-    under ``seeds``, with their dates; the scan ``state`` it read: None, none)."""
-
-    job_id: int
-    periods: tuple[tuple[datetime, datetime], ...]
-    start: datetime
-    horizon: datetime
-    state: tuple[str, int] | None
-    digest: list[Decimal]
-    seeds: tuple[int, int]
-    keys: list[str]
-    los: list[datetime | None]
-
-    def __repr__(self) -> str:
-        return f"Prejudged(job {self.job_id}, {len(self.keys):,} keys to write)"
-
-
-def prejudge_first_keys(  # noqa: PLR0913
+def prejudge_first_keys(
     conn: psycopg.Connection[Any],
-    text: str,
-    zone: str,
-    schema: str,
+    asked: tuple[str, str, str],
     job_id: int,
     start: datetime,
     periods: Sequence[tuple[datetime, datetime]],
@@ -313,7 +288,9 @@ def prejudge_first_keys(  # noqa: PLR0913
     """A first read's keys (the keys query, run as :func:`diff_keys` runs it, bounded alike)
     judged as the first scan of ``periods`` after they are recorded would settle them
     (prejudge_first_keys), on ``conn``, a connection of its own; None when more than
-    :data:`PREJUDGED_MOST` are to be written, or there is no key."""
+    :data:`PREJUDGED_MOST` are to be written, or there is no key. ``asked``: the keys query,
+    the job's zone, the ledger's schema."""
+    text, zone, schema = asked
     keys = sql.SQL(text.replace("%", "%%"))  # the user's SQL: % is not a placeholder
     timeout = KEYS_TIMEOUT if timeout is None else timeout
     seeds = (secrets.randbits(63), secrets.randbits(63))

@@ -21,7 +21,6 @@ from ..config.job import Job
 from ..config.values import key_problem
 from ..errors import EXIT_DATABASE, EXIT_USAGE, CatchupError, ConfigError, DatabaseError, first_line
 from ..ledger import KeysDiff, KeysRaced, KeysRead, Ledger, diff_keys, read_keys
-from ..ledger.keys import Prejudged
 from ..maintenance.findings import Finding
 from ..postgres import database as db
 from ..results import COUNTED_STATES, JobScan, KeysReport, Planned, Range
@@ -37,6 +36,7 @@ from .targets import (
     KeyRange,
     KeyRow,
     KeysFailure,
+    Prejudged,
     ScanTarget,
     Settled,
 )
@@ -329,21 +329,17 @@ def scan_keyed(  # noqa: PLR0913
     deferred: bool = False,
     prejudged: Callable[[], Prejudged | None] | None = None,
 ) -> JobScan:
-    """A keyed job's scan: its (key, period) pairs in the window, by state; each key's ranges;
-    and those ranges grouped, one per state and span, with the keys each holds. Holes (no row)
-    are looked for only after what earlier scans verified of each key, and (with ``record``)
-    what this one verified is recorded. ``deferred``: ``keys`` were not read (every key of the
-    job): those the window needs are read here, the settled ones only counted."""
+    """A keyed job's scan: its (key, period) pairs in the window, by state; each key's ranges,
+    grouped (one per state and span, with the keys each holds). Holes (no row) are looked for
+    after what scans verified of each key, and (``record``) what this one verified recorded.
+    ``deferred``: every key, not read: those the window needs read here, the others counted."""
     first, end = window(job, now, since, until)
     periods = [(p.start, p.end) for p in job.timeline.periods(first, end)]
     starts, ends = [s for s, _ in periods], [e for _, e in periods]
     moves = record and all_keys  # only a scan of every key may move the job's horizon
-    read = (
-        window_keys(ledger, job, job_id, periods, moves, prejudged)
-        if deferred
-        else (keys, NONE_SETTLED)
-    )
-    keys, settled = read
+    settled = NONE_SETTLED
+    if deferred:  # (``prejudged``: what settling its keys writes, judged beside their read)
+        keys, settled = window_keys(ledger, job, job_id, periods, moves, prejudged)
     expected = expected_count(keys, starts, ends) + settled.expected(len(periods))
     found = key_ranges(
         ledger, job, job_id, (keys, settled), (periods, end), now=now, record=(record, moves)
@@ -357,7 +353,6 @@ def scan_keyed(  # noqa: PLR0913
             found = with_evidence(job.timeline, keys, found, seen.untracked, seen.unverified)
     if expected and job_id > 0 and (failover := ledger.failover()) is not None:
         found = suspects.apply_keyed(ledger, job, job_id, found, failover, first, end)
-    counts = counted(found, expected)
     ranges, range_keys = grouped(found)
     return JobScan(
         job=job.name,
@@ -368,7 +363,7 @@ def scan_keyed(  # noqa: PLR0913
         first=first if expected else None,
         until=end if expected else None,
         expected=expected,
-        counts=counts,
+        counts=counted(found, expected),
         ranges=ranges,
         last_success=last_success,
         labeler=job.label,

@@ -13,9 +13,10 @@ from datetime import datetime
 
 from ..config.job import Job
 from ..ledger import Ledger
-from ..ledger.keys import Prejudged, prejudge_first_keys
+from ..ledger.keys import prejudge_first_keys
 from ..postgres import database as db
 from ..session import Session
+from .targets import Prejudged
 from .window import Moment, window
 
 APPLICATION = "catchup-prejudge"  # its connection's application_name
@@ -59,9 +60,7 @@ class Prejudging:
                         assert isinstance(job.keys, str)
                         self._judged[job.name] = prejudge_first_keys(
                             conn,
-                            job.keys,
-                            job.timezone,
-                            self._schema,
+                            (job.keys, job.timezone, self._schema),
                             job_id,
                             job.anchor,
                             periods,

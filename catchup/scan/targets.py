@@ -6,12 +6,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, NamedTuple
+from decimal import Decimal
+from typing import NamedTuple
 
 from ..config.job import Job
-
-if TYPE_CHECKING:
-    from ..ledger.keys import Prejudged
 
 
 class KeyRange(NamedTuple):
@@ -154,3 +152,25 @@ class KeysFailure:
 def keys_failed(targets: list[ScanTarget]) -> tuple[KeysFailure, ...]:
     """The keyed jobs of ``targets`` whose keys query failed."""
     return tuple(t.keys_failed for t in targets if t.keys_failed is not None)
+
+
+@dataclass(frozen=True, repr=False)
+class Prejudged:
+    """What settle_complete_keys would write of a first read's keys on the first scan of
+    ``periods`` after it, judged before they were recorded (:func:`prejudge_first_keys`): the
+    keys to write (in key order) and what of each (``los``: the start its range follows from;
+    None, cut), where the horizon moves, and what applying it checks (the keys' ``digest``
+    under ``seeds``, with their dates; the scan ``state`` it read: None, none)."""
+
+    job_id: int
+    periods: tuple[tuple[datetime, datetime], ...]
+    start: datetime
+    horizon: datetime
+    state: tuple[str, int] | None
+    digest: list[Decimal]
+    seeds: tuple[int, int]
+    keys: list[str]
+    los: list[datetime | None]
+
+    def __repr__(self) -> str:
+        return f"Prejudged(job {self.job_id}, {len(self.keys):,} keys to write)"

@@ -16,9 +16,10 @@ import pytest
 from fix_db import Database, schema_made
 
 from catchup import Catchup, make_job
-from catchup.ledger.keys import Keys, Prejudged, prejudge_first_keys
+from catchup.ledger.keys import Keys, prejudge_first_keys
 from catchup.scan import prejudge
 from catchup.scan.coverage import signature
+from catchup.scan.targets import Prejudged
 
 DAY = timedelta(days=1)
 KEYS = [f"t{n:02}" for n in range(12)]
@@ -179,9 +180,8 @@ def judged_beside(
     (job,) = app.session.resolve_all(list(app.session.config.jobs.values()), write=False)
     periods = [(p.start, p.end) for p in job.timeline.periods(start, today(sql))]
     with psycopg.connect(database.conninfo, autocommit=True) as conn:
-        judged = prejudge_first_keys(
-            conn, query, "UTC", app.session.ledger.schema, job_id, start, periods
-        )
+        asked = (query, "UTC", app.session.ledger.schema)
+        judged = prejudge_first_keys(conn, asked, job_id, start, periods)
     assert judged is not None
     return job_id, signature(job), judged
 
