@@ -16,6 +16,7 @@ import pytest
 from fix_db import Database, schema_made
 
 from catchup import Catchup, make_job
+from catchup.config.job import Job
 from catchup.ledger.keys import Keys, prejudge_first_keys
 from catchup.scan import prejudge
 from catchup.scan.coverage import signature
@@ -171,11 +172,25 @@ def test_a_judgement_that_does_not_hold_leaves_the_scan_to_settle_the_keys(
     assert ("t04", "missing", start) in again[1]
 
 
+def undated(sql: Any, schema: str, keys: list[str]) -> tuple[datetime, str, Job]:
+    """``keys`` as tenants without a date: the job's start a week ago, its keys query, it."""
+    start = today(sql) - timedelta(days=7)
+    schema_made(sql, schema)
+    sql("CREATE TABLE {schema}.tenants (name text)")
+    sql("INSERT INTO {schema}.tenants SELECT unnest(%s::text[])", [keys])
+    query = f'SELECT name FROM "{schema}".tenants'
+    job = make_job("invoice", "daily", f"{start:%Y-%m-%d}", keys=query, call="operator:truth")
+    return start, query, job
+
+
 def judged_beside(
     database: Database, app: Catchup, sql: Any, query: str, start: datetime
 ) -> tuple[int, str, Prejudged]:
-    """The job's first read judged on a connection of its own, for its window up to today:
-    the job's id, the signature of its schedules, what was judged."""
+    """The job as before any scan (no key row, no scan state), its first read judged on a
+    connection of its own, for its window up to today: the job's id, the signature of its
+    schedules, what was judged."""
+    forget_keys(sql)
+    sql("DELETE FROM {schema}.scan_state")
     ((job_id,),) = sql("SELECT id FROM {schema}.jobs WHERE name = 'invoice'")
     (job,) = app.session.resolve_all(list(app.session.config.jobs.values()), write=False)
     periods = [(p.start, p.end) for p in job.timeline.periods(start, today(sql))]
@@ -199,17 +214,10 @@ def test_what_was_judged_is_written_only_while_no_row_went_and_each_key_is_as_re
     its hole): nothing is written, and the scan after it finds t03's hole. Judged again and
     written, a key whose row is no longer as the first read recorded it (t05's range, changed)
     keeps what it has."""
-    start = today(sql) - timedelta(days=7)
-    schema_made(sql, schema)
-    sql("CREATE TABLE {schema}.tenants (name text)")
-    sql("INSERT INTO {schema}.tenants SELECT unnest(%s::text[])", [KEYS])
-    query = f'SELECT name FROM "{schema}".tenants'
-    job = make_job("invoice", "daily", f"{start:%Y-%m-%d}", keys=query, call="operator:truth")
+    start, query, job = undated(sql, schema, KEYS)
     with Catchup(jobs=[job], dsn=database.conninfo, schema=schema) as app:
         assert app.replay(since=f"{start:%Y-%m-%d}").totals["failed"] == 0
         sql("DELETE FROM {schema}.runs WHERE key IN ('t04', 't05')")
-        forget_keys(sql)
-        sql("DELETE FROM {schema}.scan_state")
         job_id, sig, judged = judged_beside(database, app, sql, query, start)
         assert judged.keys == ["t04", "t05"]
         recorded(app, job_id, start, KEYS)
@@ -220,8 +228,6 @@ def test_what_was_judged_is_written_only_while_no_row_went_and_each_key_is_as_re
         (scanned,) = app.scan().jobs
         assert ("t03", "missing") in {(r.key, r.state) for r in scanned.key_ranges}
 
-        forget_keys(sql)
-        sql("DELETE FROM {schema}.scan_state")
         job_id, sig, judged = judged_beside(database, app, sql, query, start)
         recorded(app, job_id, start, KEYS)
         sql(
@@ -243,17 +249,10 @@ def test_a_judgement_is_of_the_keys_the_job_holds(
 ) -> None:
     """Judged, then another set of keys recorded (t11 where the judgement had t04): nothing
     written, no horizon; the same keys recorded: written, the horizon moved."""
-    start = today(sql) - timedelta(days=7)
-    schema_made(sql, schema)
-    sql("CREATE TABLE {schema}.tenants (name text)")
-    sql("INSERT INTO {schema}.tenants SELECT unnest(%s::text[])", [KEYS[:11]])
-    query = f'SELECT name FROM "{schema}".tenants'
-    job = make_job("invoice", "daily", f"{start:%Y-%m-%d}", keys=query, call="operator:truth")
+    start, query, job = undated(sql, schema, KEYS[:11])
     with Catchup(jobs=[job], dsn=database.conninfo, schema=schema) as app:
         assert app.replay(since=f"{start:%Y-%m-%d}").totals["failed"] == 0
         sql("DELETE FROM {schema}.runs WHERE key = 't04'")
-        forget_keys(sql)
-        sql("DELETE FROM {schema}.scan_state")
         job_id, sig, judged = judged_beside(database, app, sql, query, start)
         assert judged.keys == ["t04"]
         recorded(app, job_id, start, [k for k in KEYS if k != "t04"])
