@@ -1684,6 +1684,17 @@ MUTATIONS = (
         ),
     ),
     Mutation(
+        "prejudged-past-its-most",
+        "a judgement beside a first read that would write more keys than it holds steps aside",
+        "catchup/ledger/keys.py",
+        "    if read is None or len(los) > PREJUDGED_MOST or read[1][0] == 0:\n",
+        "    if read is None or read[1][0] == 0:\n",
+        (
+            "tests/integration/test_prejudge.py::"
+            "test_a_judgement_of_more_keys_than_it_may_hold_steps_aside",
+        ),
+    ),
+    Mutation(
         "settle-compacted-uncounted",
         "a settle counts a key's compacted periods as done, as the periods view has them",
         "sql/queries/keys.sql",

@@ -305,7 +305,8 @@ def prejudge_first_keys(
         "seed_b": seeds[1],
         **_settle_params(None, periods),
     }
-    judged: tuple[list[str], list[datetime | None]] = ([], [])
+    texts: list[str] = []  # the judged keys, BATCH a text
+    los: list[datetime | None] = []
     read: tuple[datetime, list[Decimal], tuple[str, int] | None] | None = None
     with fenced(conn, schema, timeout):  # nothing it changes outlives it
         kind = _probe(conn, schema, keys)
@@ -320,17 +321,23 @@ def prejudge_first_keys(
             since=sqlfiles.query(SINCE_KINDS[kind], schema),
             digest=sqlfiles.query("key_digest", schema),
         )
+        shared, chunk = Shared(), list[str]()
         with conn.cursor(binary=True) as cur:
             rows = cur.stream(query, params, size=BATCH)
             for what, key, at, digest, signature, generation in rows:
                 if what == "judged":
-                    judged[0].append(key)
-                    judged[1].append(at)
+                    chunk.append(key)
+                    los.append(shared(at))
+                    if len(chunk) == BATCH:
+                        texts.append(lines(chunk))
+                        chunk = []
                 else:
                     read = (at, digest, None if generation is None else (signature, generation))
-    if read is None or len(judged[0]) > PREJUDGED_MOST or read[1][0] == 0:
+        texts.append(lines(chunk))
+    if read is None or len(los) > PREJUDGED_MOST or read[1][0] == 0:
         return None
-    return Prejudged(job_id, tuple(periods), start, read[0], read[2], read[1], seeds, *judged)
+    text = lines(t for t in texts if t)
+    return Prejudged(job_id, tuple(periods), start, read[0], read[2], read[1], seeds, text, los)
 
 
 def _settling(name: str, schema: str, **parts: sql.Composable) -> sql.Composed:
@@ -501,7 +508,7 @@ class Keys(LedgerBase):
         params: dict[str, object] = {
             "job_id": judged.job_id,
             "signature": signature,
-            "keys": lines(judged.keys),
+            "keys": judged.lines,
             "los": judged.los,
             "start": judged.start,
             "horizon": judged.horizon,

@@ -158,9 +158,10 @@ def keys_failed(targets: list[ScanTarget]) -> tuple[KeysFailure, ...]:
 class Prejudged:
     """What settle_complete_keys would write of a first read's keys on the first scan of
     ``periods`` after it, judged before they were recorded (:func:`prejudge_first_keys`): the
-    keys to write (in key order) and what of each (``los``: the start its range follows from;
-    None, cut), where the horizon moves, and what applying it checks (the keys' ``digest``
-    under ``seeds``, with their dates; the scan ``state`` it read: None, none)."""
+    keys to write, in key order, as one text (a line a key: 200,000 keys cost their characters,
+    not 200,000 objects) and what of each (``los``: the start its range follows from, one
+    object each; None, cut), where the horizon moves, and what applying it checks (the keys'
+    ``digest`` under ``seeds``, with their dates; the scan ``state`` it read: None, none)."""
 
     job_id: int
     periods: tuple[tuple[datetime, datetime], ...]
@@ -169,8 +170,13 @@ class Prejudged:
     state: tuple[str, int] | None
     digest: list[Decimal]
     seeds: tuple[int, int]
-    keys: list[str]
+    lines: str
     los: list[datetime | None]
 
+    @property
+    def keys(self) -> list[str]:
+        """The keys to write, in key order."""
+        return self.lines.split("\n") if self.lines else []
+
     def __repr__(self) -> str:
-        return f"Prejudged(job {self.job_id}, {len(self.keys):,} keys to write)"
+        return f"Prejudged(job {self.job_id}, {len(self.los):,} keys to write)"

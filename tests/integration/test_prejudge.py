@@ -17,6 +17,7 @@ from fix_db import Database, schema_made
 
 from catchup import Catchup, make_job
 from catchup.config.job import Job
+from catchup.ledger import keys as keys_module
 from catchup.ledger.keys import Keys, prejudge_first_keys
 from catchup.scan import prejudge
 from catchup.scan.coverage import signature
@@ -265,3 +266,20 @@ def test_a_judgement_is_of_the_keys_the_job_holds(
         assert app.session.ledger.settle_prejudged(sig, judged)
         assert sql("SELECT key FROM {schema}.job_keys WHERE verified = '{{}}'") == [("t04",)]
         assert sql("SELECT keys_horizon FROM {schema}.scan_state") == [(today(sql),)]
+
+
+def test_a_judgement_of_more_keys_than_it_may_hold_steps_aside(
+    database: Database, schema: str, sql: Any, settles: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A judgement that would write more keys than it may hold (here 1: t04 and t05 have no
+    row) holds none: the scan settles the keys itself, and finds both keys' missing days
+    (what it held would have had one of them left following, its days never looked at)."""
+    start, _, job = undated(sql, schema, KEYS)
+    with Catchup(jobs=[job], dsn=database.conninfo, schema=schema) as app:
+        assert app.replay(since=f"{start:%Y-%m-%d}").totals["failed"] == 0
+        sql("DELETE FROM {schema}.runs WHERE key IN ('t04', 't05')")
+        monkeypatch.setattr(keys_module, "PREJUDGED_MOST", 1)
+        settles.clear()
+        _, found = first_scan(app, sql)
+        assert settles == ["settled"]
+    assert [(key, state) for key, state, _ in found] == [("t04", "missing"), ("t05", "missing")]
