@@ -437,13 +437,14 @@ def _settled_as_judged(
     periods: list[tuple[datetime, datetime]],
 ) -> bool:
     """What a first read's keys were judged beside it written (Ledger.settle_prejudged), when
-    it judged them for these periods, under the scan state read now, of these schedules."""
+    it judged them for these periods, under the scan state read now, of these schedules (or
+    of none: a state a removal made holds no scan's ranges)."""
     return (
         judged is not None
         and judged.job_id == job_id
         and judged.periods == tuple(periods)
         and judged.state == state
-        and (state is None or state[0] == signature)
+        and (state is None or state[0] in ("", signature))  # ("": a removal's, no ranges)
         and ledger.settle_prejudged(signature, judged)
     )
 

@@ -83,10 +83,19 @@ def key_rows(sql: Any) -> list[tuple[Any, ...]]:
 Found = list[tuple[str, str, datetime]]
 
 
-def first_scan(app: Catchup, sql: Any) -> tuple[list[tuple[Any, ...]], Found]:
+def first_scan(
+    app: Catchup, sql: Any, removal: bool = False
+) -> tuple[list[tuple[Any, ...]], Found]:
     """A first scan of the job's keys: the key rows it left, and what it found (each key's
-    ranges: key, state, first day)."""
+    ranges: key, state, first day). ``removal``: its scan state is one a removal of a row
+    made before any scan (no schedules signed, no ranges), not the earlier scans'."""
     forget_keys(sql)
+    if removal:
+        sql("DELETE FROM {schema}.scan_state")
+        sql(
+            "INSERT INTO {schema}.scan_state (job_id, signature, generation) SELECT id, '', 1"
+            " FROM {schema}.jobs"
+        )
     (job,) = app.scan().jobs
     return key_rows(sql), sorted((r.key, r.state, r.first) for r in job.key_ranges)
 
@@ -105,12 +114,19 @@ def holed(app: Catchup, sql: Any, start: datetime) -> None:
     sql("DELETE FROM {schema}.runs WHERE key = 't09' AND period_start = %s", [start + 4 * DAY])
 
 
+@pytest.mark.parametrize("removal", [False, True], ids=["scanned-before", "a-removals-state"])
 def test_a_first_scan_writes_what_settling_its_keys_after_the_read_writes(
-    database: Database, schema: str, sql: Any, settles: list[str], monkeypatch: pytest.MonkeyPatch
+    database: Database,
+    schema: str,
+    sql: Any,
+    settles: list[str],
+    monkeypatch: pytest.MonkeyPatch,
+    removal: bool,
 ) -> None:
     """The same ledger, scanned first with its keys settled after their read, then with them
     judged beside it: the same key rows (t03, t04, t05, t09 cut, then their ranges found), the
-    same horizon, the same gaps found (t04 and t05, without a row, verified nowhere)."""
+    same horizon, the same gaps found (t04 and t05, without a row, verified nowhere); also when
+    the only scan state is one a removal made (a replay of a job whose rows were deleted)."""
     start = today(sql) - timedelta(days=7)
     tenants(sql, schema, start)
     query = f'SELECT name, since FROM "{schema}".tenants'
@@ -119,9 +135,9 @@ def test_a_first_scan_writes_what_settling_its_keys_after_the_read_writes(
         holed(app, sql, start)
         with monkeypatch.context() as m:
             m.setattr(prejudge, "start", lambda *_: None)  # no judgement: settled after
-            settled = first_scan(app, sql)
+            settled = first_scan(app, sql, removal)
         settles.clear()
-        judged = first_scan(app, sql)
+        judged = first_scan(app, sql, removal)
         assert settles == ["judged"]  # written as judged: nothing settled after the read
     assert judged == settled
     rows, found = judged
