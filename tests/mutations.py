@@ -1650,8 +1650,8 @@ MUTATIONS = (
         "prejudged-keys-unchecked",
         "what was judged beside a first read is written only over the keys it judged",
         "sql/queries/keys.sql",
-        "    SELECT {digest} = %(digest)s::numeric[] AND count(k.gone_at) = 0 AS same\n",
-        "    SELECT true AS same\n",
+        "    SELECT {digest} = %(digest)s::numeric[] AND count(k.gone_at) = 0\n",
+        "    SELECT true\n",
         (
             "tests/integration/test_prejudge.py::test_a_judgement_is_of_the_keys_the_job_holds",
             "tests/integration/test_prejudge.py::"
@@ -1673,11 +1673,12 @@ MUTATIONS = (
     ),
     Mutation(
         "prejudged-key-changed-written",
-        "what was judged of a key beside a first read is written only while it is as read",
+        "what was judged beside a first read is written only while each key is as it judged it",
         "sql/queries/keys.sql",
-        "      AND j.verified = tstzmultirange(tstzrange(greatest(j.expected_from, %(start)s),"
-        " NULL))\n",
-        "",
+        "           AND coalesce(bool_and(k.verified = tstzmultirange(\n"
+        "                   tstzrange(greatest(k.expected_from, %(start)s), NULL))), false)"
+        " AS same\n",
+        "           AS same\n",
         (
             "tests/integration/test_prejudge.py::"
             "test_what_was_judged_is_written_only_while_no_row_went_and_each_key_is_as_read",
@@ -1692,6 +1693,17 @@ MUTATIONS = (
         (
             "tests/integration/test_prejudge.py::"
             "test_a_judgement_of_more_keys_than_it_may_hold_steps_aside",
+        ),
+    ),
+    Mutation(
+        "prejudged-tick-window-unjudged",
+        "a tick's first read of a job's keys is judged for its catchup_window, as it scans",
+        "catchup/replay/runs.py",
+        "    ready = prepare(session, jobs, since_of=_tick_since)\n",
+        "    ready = prepare(session, jobs)\n",
+        (
+            "tests/integration/test_prejudge.py::"
+            "test_a_first_tick_writes_what_was_judged_for_its_catchup_window",
         ),
     ),
     Mutation(

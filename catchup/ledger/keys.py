@@ -307,7 +307,6 @@ def prejudge_first_keys(
     }
     texts: list[str] = []  # the judged keys, BATCH a text
     los: list[datetime | None] = []
-    read: tuple[datetime, list[Decimal], tuple[str, int] | None] | None = None
     with fenced(conn, schema, timeout):  # nothing it changes outlives it
         kind = _probe(conn, schema, keys)
         conn.execute(sqlfiles.query("keys_work_mem", schema), {"work_mem": DIFF_WORK_MEM})
@@ -321,23 +320,36 @@ def prejudge_first_keys(
             since=sqlfiles.query(SINCE_KINDS[kind], schema),
             digest=sqlfiles.query("key_digest", schema),
         )
-        shared, chunk = Shared(), list[str]()
-        with conn.cursor(binary=True) as cur:
-            rows = cur.stream(query, params, size=BATCH)
-            for what, key, at, digest, signature, generation in rows:
-                if what == "judged":
-                    chunk.append(key)
-                    los.append(shared(at))
-                    if len(chunk) == BATCH:
-                        texts.append(lines(chunk))
-                        chunk = []
-                else:
-                    read = (at, digest, None if generation is None else (signature, generation))
-        texts.append(lines(chunk))
+        read = _judged_rows(conn, query, params, texts, los)
     if read is None or len(los) > PREJUDGED_MOST or read[1][0] == 0:
         return None
     text = lines(t for t in texts if t)
     return Prejudged(job_id, tuple(periods), start, read[0], read[2], read[1], seeds, text, los)
+
+
+def _judged_rows(
+    conn: psycopg.Connection[Any],
+    query: sql.Composed,
+    params: dict[str, object],
+    texts: list[str],
+    los: list[datetime | None],
+) -> tuple[datetime, list[Decimal], tuple[str, int] | None] | None:
+    """prejudge_first_keys' rows streamed: each judged key into ``texts`` (BATCH a text) and
+    its start into ``los``; the read's own row returned (when, digest, scan state)."""
+    read = None
+    shared, chunk = Shared(), list[str]()
+    with conn.cursor(binary=True) as cur:
+        for what, key, at, digest, signature, generation in cur.stream(query, params, size=BATCH):
+            if what == "judged":
+                chunk.append(key)
+                los.append(shared(at))
+                if len(chunk) == BATCH:
+                    texts.append(lines(chunk))
+                    chunk = []
+            else:
+                read = (at, digest, None if generation is None else (signature, generation))
+    texts.append(lines(chunk))
+    return read
 
 
 def _settling(name: str, schema: str, **parts: sql.Composable) -> sql.Composed:

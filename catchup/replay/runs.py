@@ -194,7 +194,7 @@ def tick(  # noqa: PLR0913
     tick's). ``holding``: the scheduler's, whose other ticks still run
     (:mod:`catchup.scheduler.inflight`):
     what they hold is not planned again, and each period this one plans is held until done."""
-    ready = prepare(session, jobs)
+    ready = prepare(session, jobs, since_of=_tick_since)
     now = ready.now
     previous = session.ledger.record_tick(socket.gethostname(), term)
     targets, choices = tick_choices(session, ready, previous)
@@ -251,13 +251,18 @@ def tick_choices(
     return targets, _tick_choices(session, due, gaps, rerun, previous)
 
 
+def _tick_since(job: Job, now: datetime) -> datetime:
+    """Where a tick's scan of ``job`` starts: its catchup_window, not before its start."""
+    return max(job.anchor, now - job.catchup_window)
+
+
 def _tick_gaps(
     session: Session, due: list[tuple[ScanTarget, Period]], now: datetime, record: bool
 ) -> tuple[list[ScanTarget], dict[str, JobScan], set[str]]:
     """The gaps of every catch-up-all job in one scan, each from its own window, and the jobs
     whose outdated periods run again (``when_outdated = "rerun"``)."""
     targets = [
-        dataclasses.replace(target, since=max(target.job.anchor, now - target.job.catchup_window))
+        dataclasses.replace(target, since=_tick_since(target.job, now))
         for target, _ in due
         if target.job.catchup == "all"
     ]

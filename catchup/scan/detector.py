@@ -8,6 +8,7 @@ the calendars.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime
 from functools import partial
@@ -48,14 +49,16 @@ def prepare(
     until: Moment | None = None,
     *,
     write: bool = True,
+    since_of: Callable[[Job, datetime], Moment | None] | None = None,
 ) -> Prepared:
-    """The window checked, ``jobs`` resolved and registered (only with ``write``), their targets."""
+    """The window checked, ``jobs`` resolved and registered (only with ``write``), their targets
+    (``since_of``: where a job's own window starts, when its scan will have one: a tick's)."""
     check_window(jobs, since, until)
     sources: tuple[dict[str, Any], dict[str, Any]] = ({}, {})
     judging = None
     if any(job.keyed for job in jobs):
         # first reads judged beside the reads and their record, on a connection of their own
-        judging = prejudge.start(session, jobs, since, until) if write else None
+        judging = prejudge.start(session, jobs, since, until, since_of) if write else None
         sources = read_each(session, jobs)  # before anything is written; each fails alone
     resolved = session.resolve_all(jobs, write=write)
     now = session.now()

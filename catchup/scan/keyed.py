@@ -32,6 +32,7 @@ from .keyblocked import grouped
 from .keyevidence import with_evidence
 from .targets import (
     NONE_SETTLED,
+    Judged,
     KeyCounts,
     KeyRange,
     KeyRow,
@@ -327,7 +328,7 @@ def scan_keyed(  # noqa: PLR0913
     record: bool = True,
     all_keys: bool = False,
     deferred: bool = False,
-    prejudged: Callable[[], Prejudged | None] | None = None,
+    prejudged: Judged | None = None,
 ) -> JobScan:
     """A keyed job's scan: its (key, period) pairs in the window, by state; each key's ranges,
     grouped (one per state and span, with the keys each holds). Holes (no row) are looked for
@@ -401,7 +402,7 @@ def window_keys(
     job_id: int,
     periods: list[tuple[datetime, datetime]],
     settle: bool = False,
-    prejudged: Callable[[], Prejudged | None] | None = None,
+    prejudged: Judged | None = None,
 ) -> tuple[list[KeyRow], Settled]:
     """The keys of a job whose keys were recorded and not read back (a deferred target) that a
     scan of ``periods`` must look at, the settled ones counted (Ledger.keys_to_scan), when
@@ -418,7 +419,7 @@ def window_keys(
         horizon = ledger.key_horizon(job_id) if state is not None and state[0] == sig else None
         until = periods[-1][1]
         if settle and _settles(horizon, periods):
-            judged = prejudged() if prejudged is not None and horizon is None else None
+            judged = prejudged(periods) if prejudged is not None and horizon is None else None
             if _settled_as_judged(ledger, job_id, sig, state, judged, periods) or (
                 ledger.settle_complete_keys(job_id, sig, (state, horizon), periods)
             ):

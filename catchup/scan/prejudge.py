@@ -9,6 +9,7 @@ failed, the scan settles the keys itself (Ledger.settle_complete_keys)."""
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable, Sequence
 from datetime import datetime
 
 from ..config.job import Job
@@ -35,15 +36,17 @@ class Prejudging:
         self._schema = schema
         self._jobs = jobs
         self._done = {job.name: threading.Event() for job, _, _ in jobs}
+        self._periods = {job.name: periods for job, _, periods in jobs}
         self._judged: dict[str, Prejudged | None] = {}
         self.errors: list[Exception] = []  # what failed (then the scan settles alone)
         self._thread = threading.Thread(target=self._run, name="catchup-prejudge", daemon=True)
         self._thread.start()
 
-    def take(self, name: str) -> Prejudged | None:
-        """The judgement of job ``name``'s first read, once made (None: none, or it failed)."""
+    def take(self, name: str, periods: Sequence[tuple[datetime, datetime]]) -> Prejudged | None:
+        """The judgement of job ``name``'s first read for ``periods``, once made (None: none,
+        it failed, or it is of other periods: then not waited for)."""
         done = self._done.get(name)
-        if done is None:
+        if done is None or self._periods[name] != tuple(periods):
             return None
         done.wait()
         return self._judged.pop(name, None)
@@ -78,12 +81,17 @@ class Prejudging:
 
 
 def start(
-    session: Session, jobs: list[Job], since: Moment | None, until: Moment | None
+    session: Session,
+    jobs: list[Job],
+    since: Moment | None,
+    until: Moment | None,
+    since_of: Callable[[Job, datetime], Moment | None] | None = None,
 ) -> Prejudging | None:
     """The first reads of ``jobs`` judged beside them (:class:`Prejudging`): each keyed job
     whose keys are a query on the ledger's database, read in full, registered, holding no key
-    and no horizon yet, whose scan settles its keys in SQL (no evidence). None when there is
-    none."""
+    and no horizon yet, whose scan settles its keys in SQL (no evidence), for the window its
+    scan will have (from ``since``, or where ``since_of`` says its own starts: a tick's
+    catchup_window). None when there is none."""
     candidates = [job for job in jobs if _judgeable(job)]
     if not candidates:
         return None
@@ -95,7 +103,7 @@ def start(
     now = session.now()
     wanted: list[Wanted] = []
     for job, job_id in firsts:
-        first, end = window(job, now, since, until)
+        first, end = window(job, now, since_of(job, now) if since_of else since, until)
         periods = tuple((p.start, p.end) for p in job.timeline.periods(first, end))
         if periods:
             wanted.append((job, job_id, periods))

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
@@ -117,7 +117,7 @@ class ScanTarget:
     deferred: bool = False
     # a first read's keys, judged beside it: what its first scan writes, if it still holds
     # (catchup/scan/prejudge.py)
-    prejudged: Callable[[], Prejudged | None] | None = None
+    prejudged: Judged | None = None
 
 
 @dataclass(frozen=True)
@@ -180,3 +180,7 @@ class Prejudged:
 
     def __repr__(self) -> str:
         return f"Prejudged(job {self.job_id}, {len(self.los):,} keys to write)"
+
+
+# what a first read's keys were judged beside it, for a scan's periods (None: not for them)
+Judged = Callable[[Sequence[tuple[datetime, datetime]]], Prejudged | None]

@@ -481,11 +481,15 @@ LEFT JOIN {schema}.scan_state s ON s.job_id = %(job_id)s;
 -- name: settle_prejudged
 -- What prejudge_first_keys judged of a first read's keys, written (under the scan state's
 -- lock, as settle_complete_keys writes what it judges), and the horizon moved, when the keys
--- the job holds are those it judged (their digest, dates included; none gone): else nothing,
--- and the first scan settles them itself. A key is written only as the first read recorded it
--- (presumed: following from when it is expected); its rows locked in key order first.
+-- the job holds are those it judged (their digest, dates included; none gone), each as it
+-- judged it (presumed: following from when it is expected, or the start it was given; a
+-- ledger's start other than the config's, a schedule changed before the first read, is not
+-- it): else nothing, and the first scan settles them itself. The rows written are locked in
+-- key order first; one a read changed meanwhile (found so once locked) is not written.
 WITH held AS (
-    SELECT {digest} = %(digest)s::numeric[] AND count(k.gone_at) = 0 AS same
+    SELECT {digest} = %(digest)s::numeric[] AND count(k.gone_at) = 0
+           AND coalesce(bool_and(k.verified = tstzmultirange(
+                   tstzrange(greatest(k.expected_from, %(start)s), NULL))), false) AS same
     FROM {schema}.job_keys k
     WHERE k.job_id = %(job_id)s
 ), t AS (

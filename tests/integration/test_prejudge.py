@@ -230,7 +230,9 @@ def test_what_was_judged_is_written_only_while_no_row_went_and_each_key_is_as_re
     went after it counted them (t03's newest day, deleted: t03 would follow a horizon past
     its hole): nothing is written, and the scan after it finds t03's hole. Judged again and
     written, a key whose row is no longer as the first read recorded it (t05's range, changed)
-    keeps what it has."""
+    keeps what it has: a key not as it was judged (t06, judged complete and not listed, now
+    following from a day later: as when the ledger's start is not the config's), nothing is
+    written either. Once every key is as judged, it is written."""
     start, query, job = undated(sql, schema, KEYS)
     with Catchup(jobs=[job], dsn=database.conninfo, schema=schema) as app:
         assert app.replay(since=f"{start:%Y-%m-%d}").totals["failed"] == 0
@@ -247,16 +249,17 @@ def test_what_was_judged_is_written_only_while_no_row_went_and_each_key_is_as_re
 
         job_id, sig, judged = judged_beside(database, app, sql, query, start)
         recorded(app, job_id, start, KEYS)
-        sql(
-            "UPDATE {schema}.job_keys SET verified = tstzmultirange(tstzrange(%s, %s))"
-            " WHERE key = 't05'",
-            [start, start + DAY],
-        )
-        held = {r[0]: r[2] for r in key_rows(sql)[:-1]}
+        presumed = "SELECT verified FROM {schema}.job_keys WHERE key = 't06'"
+        ((as_read,),) = sql(presumed)
+        moved = "UPDATE {schema}.job_keys SET verified = %s WHERE key = 't06'"
+        sql(moved, [f'{{["{start + DAY:%Y-%m-%d %H:%M:%S}+00",)}}'])
+        before = key_rows(sql)
+        assert not app.session.ledger.settle_prejudged(sig, judged)
+        assert key_rows(sql) == before
+        sql(moved, [as_read])
         assert app.session.ledger.settle_prejudged(sig, judged)
         now = {r[0]: r[2] for r in key_rows(sql)[:-1]}
-        assert (now["t04"], now["t05"], now["t06"]) == ("{}", held["t05"], held["t06"])
-        assert held["t05"] != "{}" and held["t06"] != held["t05"]
+        assert (now["t04"], now["t05"]) == ("{}", "{}")
         # three keys of twelve without the newest day (t03's went above): it is not vouched for
         assert sql("SELECT keys_horizon FROM {schema}.scan_state") == [(today(sql) - DAY,)]
 
@@ -299,3 +302,31 @@ def test_a_judgement_of_more_keys_than_it_may_hold_steps_aside(
         _, found = first_scan(app, sql)
         assert settles == ["settled"]
     assert [(key, state) for key, state, _ in found] == [("t04", "missing"), ("t05", "missing")]
+
+
+def test_a_first_tick_writes_what_was_judged_for_its_catchup_window(
+    database: Database, schema: str, sql: Any, settles: list[str]
+) -> None:
+    """A job started a week ago whose tick looks back three days: its first tick's keys are
+    judged for those three days, what it judged is written (t04 and t05 cut), and the tick
+    runs their days in its window (a judgement of the week's would not be for its periods:
+    not taken). A scan from the job's fifth day is judged for its own window."""
+    start, query, _ = undated(sql, schema, KEYS)
+    looks = {"keys": query, "call": "operator:truth", "catchup_window": "3d"}
+    job = make_job("invoice", "daily", f"{start:%Y-%m-%d}", **looks)
+    with Catchup(jobs=[job], dsn=database.conninfo, schema=schema) as app:
+        assert app.replay(since=f"{start:%Y-%m-%d}").totals["failed"] == 0
+        sql("DELETE FROM {schema}.runs WHERE key IN ('t04', 't05')")
+        forget_keys(sql)
+        settles.clear()
+        ran = app.tick()
+        assert settles == ["judged"]
+        assert ran.totals["failed"] == 0
+        window = today(sql) - 2 * DAY  # the days that start in the last three days, and are due
+        counted = "SELECT key, count(*) FROM {schema}.runs WHERE key IN ('t04', 't05')"
+        assert sql(counted + " GROUP BY key ORDER BY key") == [("t04", 2), ("t05", 2)]
+        assert sql("SELECT min(period_start) FROM {schema}.runs WHERE key = 't04'") == [(window,)]
+        forget_keys(sql)
+        settles.clear()
+        app.scan(since=f"{start + 4 * DAY:%Y-%m-%d}")
+        assert settles == ["judged"]
