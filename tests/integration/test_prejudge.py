@@ -312,8 +312,8 @@ def test_a_first_tick_writes_what_was_judged_for_its_catchup_window(
     runs their days in its window (a judgement of the week's would not be for its periods:
     not taken). A scan from the job's fifth day is judged for its own window."""
     start, query, _ = undated(sql, schema, KEYS)
-    looks = {"keys": query, "call": "operator:truth", "catchup_window": "3d"}
-    job = make_job("invoice", "daily", f"{start:%Y-%m-%d}", **looks)
+    day = f"{start:%Y-%m-%d}"
+    job = make_job("invoice", "daily", day, keys=query, call="operator:truth", catchup_window="3d")
     with Catchup(jobs=[job], dsn=database.conninfo, schema=schema) as app:
         assert app.replay(since=f"{start:%Y-%m-%d}").totals["failed"] == 0
         sql("DELETE FROM {schema}.runs WHERE key IN ('t04', 't05')")
