@@ -1675,7 +1675,7 @@ MUTATIONS = (
         "prejudged-key-changed-written",
         "what was judged beside a first read is written only while each key is as it judged it",
         "sql/queries/keys.sql",
-        "           AND coalesce(bool_and(k.verified = tstzmultirange(\n"
+        "           AND coalesce(bool_and(k.verified IS NOT DISTINCT FROM tstzmultirange(\n"
         "                   tstzrange(greatest(k.expected_from, %(start)s), NULL))), false)"
         " AS same\n",
         "           AS same\n",
@@ -1693,6 +1693,17 @@ MUTATIONS = (
         (
             "tests/integration/test_prejudge.py::"
             "test_a_judgement_of_more_keys_than_it_may_hold_steps_aside",
+        ),
+    ),
+    Mutation(
+        "prejudged-forgotten-key-written",
+        "what was judged beside a first read is not written over a key whose ranges went null",
+        "sql/queries/keys.sql",
+        "bool_and(k.verified IS NOT DISTINCT FROM tstzmultirange(\n",
+        "bool_and(k.verified = tstzmultirange(\n",
+        (
+            "tests/integration/test_prejudge.py::"
+            "test_what_was_judged_is_written_only_while_no_row_went_and_each_key_is_as_read",
         ),
     ),
     Mutation(

@@ -484,11 +484,12 @@ LEFT JOIN {schema}.scan_state s ON s.job_id = %(job_id)s;
 -- the job holds are those it judged (their digest, dates included; none gone), each as it
 -- judged it (presumed: following from when it is expected, or the start it was given; a
 -- ledger's start other than the config's, a schedule changed before the first read, is not
--- it): else nothing, and the first scan settles them itself. The rows written are locked in
--- key order first; one a read changed meanwhile (found so once locked) is not written.
+-- it; nor is a key whose ranges were forgotten, null): else nothing, and the first scan
+-- settles them itself. The rows written are locked in key order first; one a read changed
+-- meanwhile (found so once locked) is not written.
 WITH held AS (
     SELECT {digest} = %(digest)s::numeric[] AND count(k.gone_at) = 0
-           AND coalesce(bool_and(k.verified = tstzmultirange(
+           AND coalesce(bool_and(k.verified IS NOT DISTINCT FROM tstzmultirange(
                    tstzrange(greatest(k.expected_from, %(start)s), NULL))), false) AS same
     FROM {schema}.job_keys k
     WHERE k.job_id = %(job_id)s
