@@ -1710,12 +1710,31 @@ MUTATIONS = (
         "prejudged-tick-window-unjudged",
         "a tick's first read of a job's keys is judged for its catchup_window, as it scans",
         "catchup/replay/runs.py",
-        "    ready = prepare(session, jobs, since_of=_tick_since)\n",
+        "    ready = prepare(session, jobs, scanned_from=_tick_scanned_from)\n",
         "    ready = prepare(session, jobs)\n",
         (
             "tests/integration/test_prejudge.py::"
             "test_a_first_tick_writes_what_was_judged_for_its_catchup_window",
         ),
+    ),
+    Mutation(
+        "prejudged-unscanned-judged",
+        "a tick judges the first reads only of the jobs it scans (catch-up all)",
+        "catchup/replay/runs.py",
+        '    return _tick_since(job, now) if job.catchup == "all" else None\n',
+        "    return _tick_since(job, now)\n",
+        (
+            "tests/integration/test_prejudge.py::"
+            "test_a_first_tick_writes_what_was_judged_for_its_catchup_window",
+        ),
+    ),
+    Mutation(
+        "prejudged-run-judged",
+        "catchup run of a keyed job, which scans nothing, judges no first read",
+        "catchup/replay/runs.py",
+        "    ready = prepare(session, [job], scanned_from=_unscanned)\n",
+        "    ready = prepare(session, [job])\n",
+        ("tests/integration/test_prejudge.py::test_a_run_of_every_key_judges_nothing",),
     ),
     Mutation(
         "settle-compacted-uncounted",

@@ -194,7 +194,7 @@ def tick(  # noqa: PLR0913
     tick's). ``holding``: the scheduler's, whose other ticks still run
     (:mod:`catchup.scheduler.inflight`):
     what they hold is not planned again, and each period this one plans is held until done."""
-    ready = prepare(session, jobs, since_of=_tick_since)
+    ready = prepare(session, jobs, scanned_from=_tick_scanned_from)
     now = ready.now
     previous = session.ledger.record_tick(socket.gethostname(), term)
     targets, choices = tick_choices(session, ready, previous)
@@ -254,6 +254,15 @@ def tick_choices(
 def _tick_since(job: Job, now: datetime) -> datetime:
     """Where a tick's scan of ``job`` starts: its catchup_window, not before its start."""
     return max(job.anchor, now - job.catchup_window)
+
+
+def _tick_scanned_from(job: Job, now: datetime) -> datetime | None:
+    """Where a tick's scan of ``job`` starts; None: it scans only the catch-up-all jobs."""
+    return _tick_since(job, now) if job.catchup == "all" else None
+
+
+def _unscanned(job: Job, now: datetime) -> None:
+    """``catchup run`` scans no job: no first read is judged."""
 
 
 def _tick_gaps(
@@ -431,7 +440,7 @@ def run_keys(
 ) -> Batch:
     """``catchup run`` of a job with keys: ``period`` of every key expected to have it (or of
     those asked for), on a pool of ``workers``."""
-    ready = prepare(session, [job])
+    ready = prepare(session, [job], scanned_from=_unscanned)
     (target,) = ready.targets
     planned = [
         Planned(ready.jobs[0].for_key(k.key), period, "due")

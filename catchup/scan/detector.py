@@ -8,7 +8,6 @@ the calendars.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime
 from functools import partial
@@ -49,19 +48,24 @@ def prepare(
     until: Moment | None = None,
     *,
     write: bool = True,
-    since_of: Callable[[Job, datetime], Moment | None] | None = None,
+    scanned_from: prejudge.From | None = None,
 ) -> Prepared:
     """The window checked, ``jobs`` resolved and registered (only with ``write``), their targets
-    (``since_of``: where a job's own window starts, when its scan will have one: a tick's)."""
+    (``scanned_from``: where the command's scan of a job starts when it has a window of its
+    own, a tick's; None there: not scanned)."""
     check_window(jobs, since, until)
     sources: tuple[dict[str, Any], dict[str, Any]] = ({}, {})
-    judging = None
+    judging, now = None, None
     if any(job.keyed for job in jobs):
-        # first reads judged beside the reads and their record, on a connection of their own
-        judging = prejudge.start(session, jobs, since, until, since_of) if write else None
+        # first reads judged beside the reads and their record, on a connection of their own,
+        # for the window the scan will have: both at one time (a period that fell due while a
+        # million keys were read would make them differ)
+        now = session.now()
+        if write:
+            judging = prejudge.start(session, jobs, since, until, now, scanned_from)
         sources = read_each(session, jobs)  # before anything is written; each fails alone
     resolved = session.resolve_all(jobs, write=write)
-    now = session.now()
+    now = now or session.now()
     rows = session.job_rows(write=write)
     targets = targets_for(resolved, rows)
     if any(job.keyed for job in jobs):

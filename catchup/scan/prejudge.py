@@ -25,6 +25,8 @@ CONNECT_WITHIN = 2.0  # seconds the judging connection may take to open, at most
 
 # a job to judge: the job, its id, its window's periods
 Wanted = tuple[Job, int, tuple[tuple[datetime, datetime], ...]]
+# where a command's own scan of a job starts, at a time (None: it does not scan it)
+From = Callable[[Job, datetime], datetime | None]
 
 
 class Prejudging:
@@ -85,25 +87,27 @@ def start(
     jobs: list[Job],
     since: Moment | None,
     until: Moment | None,
-    since_of: Callable[[Job, datetime], Moment | None] | None = None,
+    now: datetime,
+    scanned_from: From | None = None,
 ) -> Prejudging | None:
     """The first reads of ``jobs`` judged beside them (:class:`Prejudging`): each keyed job
     whose keys are a query on the ledger's database, read in full, registered, holding no key
     and no horizon yet, whose scan settles its keys in SQL (no evidence), for the window its
-    scan will have (from ``since``, or where ``since_of`` says its own starts: a tick's
-    catchup_window). None when there is none."""
+    scan at ``now`` will have: from ``since``, or where ``scanned_from`` says the command's
+    own scan of it starts (a tick's: its catchup_window; None there: it is not scanned, and
+    not judged). None when there is none."""
     candidates = [job for job in jobs if _judgeable(job)]
     if not candidates:
         return None
     rows = session.job_rows(write=False)
     registered = [(job, rows[job.name].id) for job in candidates if job.name in rows]
     firsts = [(job, job_id) for job, job_id in registered if _first_read(session.ledger, job_id)]
-    if not firsts:
-        return None
-    now = session.now()
     wanted: list[Wanted] = []
     for job, job_id in firsts:
-        first, end = window(job, now, since_of(job, now) if since_of else since, until)
+        start = scanned_from(job, now) if scanned_from else since
+        if scanned_from and start is None:
+            continue
+        first, end = window(job, now, start, until)
         periods = tuple((p.start, p.end) for p in job.timeline.periods(first, end))
         if periods:
             wanted.append((job, job_id, periods))

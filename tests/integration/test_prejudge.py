@@ -19,6 +19,7 @@ from catchup import Catchup, make_job
 from catchup.config.job import Job
 from catchup.ledger import keys as keys_module
 from catchup.ledger.keys import Keys, prejudge_first_keys
+from catchup.results import NotDue
 from catchup.scan import prejudge
 from catchup.scan.coverage import signature
 from catchup.scan.targets import Prejudged
@@ -55,6 +56,20 @@ def settles(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
     yield ways
 
 
+@pytest.fixture
+def judged_jobs(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The id of each job whose first read was judged beside it, in turn."""
+    ids: list[int] = []
+    judge = prejudge_first_keys
+
+    def judging(conn: Any, asked: Any, job_id: int, *rest: Any) -> Prejudged | None:
+        ids.append(job_id)
+        return judge(conn, asked, job_id, *rest)
+
+    monkeypatch.setattr(prejudge, "prejudge_first_keys", judging)
+    return ids
+
+
 def tenants(sql: Any, schema: str, start: datetime) -> None:
     """Twelve tenants, each expected from the job's start, but t09 (from the window's fifth
     day: its rows before are not its own) and t10 (from after the window: nothing expected)."""
@@ -84,11 +99,12 @@ Found = list[tuple[str, str, datetime]]
 
 
 def first_scan(
-    app: Catchup, sql: Any, removal: bool = False
+    app: Catchup, sql: Any, removal: bool = False, since: datetime | None = None
 ) -> tuple[list[tuple[Any, ...]], Found]:
-    """A first scan of the job's keys: the key rows it left, and what it found (each key's
-    ranges: key, state, first day). ``removal``: its scan state is one a removal of a row
-    made before any scan (no schedules signed, no ranges), not the earlier scans'."""
+    """A first scan of the job's keys (from ``since``: None, the job's start): the key rows
+    it left, and what it found (each key's ranges: key, state, first day). ``removal``: its
+    scan state is one a removal of a row made before any scan (no schedules signed, no
+    ranges), not the earlier scans'."""
     forget_keys(sql)
     if removal:
         sql("DELETE FROM {schema}.scan_state")
@@ -96,7 +112,7 @@ def first_scan(
             "INSERT INTO {schema}.scan_state (job_id, signature, generation) SELECT id, '', 1"
             " FROM {schema}.jobs"
         )
-    (job,) = app.scan().jobs
+    (job,) = app.scan(since=since).jobs
     return key_rows(sql), sorted((r.key, r.state, r.first) for r in job.key_ranges)
 
 
@@ -147,6 +163,37 @@ def test_a_first_scan_writes_what_settling_its_keys_after_the_read_writes(
     assert ("t09", "missing", start + 4 * DAY) in found
     assert ("t07", "failed", today(sql) - DAY) in found
     assert [r for r in found if r[0] in ("t09", "t10")] == [("t09", "missing", start + 4 * DAY)]
+
+
+def test_a_first_scan_of_a_later_window_writes_what_settling_writes(
+    database: Database,
+    schema: str,
+    sql: Any,
+    settles: list[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A first scan from the job's fourth day (as a tick's catchup_window has it): every key
+    expected before it is cut at the window's start, the same both ways, and the gaps found
+    the same (t03's hole, before the window, not among them)."""
+    start = today(sql) - timedelta(days=7)
+    tenants(sql, schema, start)
+    query = f'SELECT name, since FROM "{schema}".tenants'
+    job = make_job("invoice", "daily", f"{start:%Y-%m-%d}", keys=query, call="operator:truth")
+    since = start + 3 * DAY
+    with Catchup(jobs=[job], dsn=database.conninfo, schema=schema) as app:
+        holed(app, sql, start)
+        with monkeypatch.context() as m:
+            m.setattr(prejudge, "start", lambda *_: None)
+            settled = first_scan(app, sql, since=since)
+        settles.clear()
+        judged = first_scan(app, sql, since=since)
+        assert settles == ["judged"]
+    assert judged == settled
+    rows, found = judged
+    cut = f'{{["{since:%Y-%m-%d %H:%M:%S}+00",)}}'
+    assert {key: verified for key, _, verified, _ in rows[:-1]}["t00"] == cut
+    assert ("t04", "missing", since) in found
+    assert not [r for r in found if r[0] == "t03"]
 
 
 @pytest.mark.parametrize(
@@ -306,28 +353,50 @@ def test_a_judgement_of_more_keys_than_it_may_hold_steps_aside(
 
 
 def test_a_first_tick_writes_what_was_judged_for_its_catchup_window(
-    database: Database, schema: str, sql: Any, settles: list[str]
+    database: Database, schema: str, sql: Any, settles: list[str], judged_jobs: list[int]
 ) -> None:
     """A job started a week ago whose tick looks back three days: its first tick's keys are
     judged for those three days, what it judged is written (t04 and t05 cut), and the tick
     runs their days in its window (a judgement of the week's would not be for its periods:
-    not taken). A scan from the job's fifth day is judged for its own window."""
+    not taken). A job beside it that only runs its latest period is never scanned by a tick:
+    its keys are not judged. A scan from the job's fifth day is judged for its own window."""
     start, query, _ = undated(sql, schema, KEYS)
     day = f"{start:%Y-%m-%d}"
     job = make_job("invoice", "daily", day, keys=query, call="operator:truth", catchup_window="3d")
-    with Catchup(jobs=[job], dsn=database.conninfo, schema=schema) as app:
+    latest = make_job("export", "daily", day, keys=query, call="operator:truth", catchup="latest")
+    with Catchup(jobs=[job, latest], dsn=database.conninfo, schema=schema) as app:
         assert app.replay(since=f"{start:%Y-%m-%d}").totals["failed"] == 0
         sql("DELETE FROM {schema}.runs WHERE key IN ('t04', 't05')")
         forget_keys(sql)
         settles.clear()
+        judged_jobs.clear()
         ran = app.tick()
         assert settles == ["judged"]
+        assert judged_jobs == [sql("SELECT id FROM {schema}.jobs WHERE name = 'invoice'")[0][0]]
         assert ran.totals["failed"] == 0
         window = today(sql) - 2 * DAY  # the days that start in the last three days, and are due
-        counted = "SELECT key, count(*) FROM {schema}.runs WHERE key IN ('t04', 't05')"
-        assert sql(counted + " GROUP BY key ORDER BY key") == [("t04", 2), ("t05", 2)]
-        assert sql("SELECT min(period_start) FROM {schema}.runs WHERE key = 't04'") == [(window,)]
+        ran_cut = (
+            "SELECT key, count(*), min(period_start) FROM {schema}.runs"
+            " WHERE key IN ('t04', 't05') AND job_id = %s GROUP BY key ORDER BY key"
+        )
+        assert sql(ran_cut, judged_jobs) == [("t04", 2, window), ("t05", 2, window)]
         forget_keys(sql)
         settles.clear()
-        app.scan(since=f"{start + 4 * DAY:%Y-%m-%d}")
+        app.scan(jobs=["invoice"], since=f"{start + 4 * DAY:%Y-%m-%d}")
         assert settles == ["judged"]
+
+
+def test_a_run_of_every_key_judges_nothing(
+    database: Database, schema: str, sql: Any, judged_jobs: list[int]
+) -> None:
+    """``catchup run`` of a keyed job scans nothing: its first read is not judged beside it
+    (the keys query is not run a second time), and every key's latest day runs."""
+    start, _, job = undated(sql, schema, KEYS)
+    with Catchup(jobs=[job], dsn=database.conninfo, schema=schema) as app:
+        assert app.replay(since=f"{start:%Y-%m-%d}").totals["failed"] == 0
+        sql("DELETE FROM {schema}.runs WHERE period_start = %s", [today(sql) - DAY])
+        forget_keys(sql)
+        ran = app.run_keys("invoice")
+        assert not isinstance(ran, NotDue)
+        assert ran.totals["succeeded"] == len(KEYS)
+    assert judged_jobs == []
