@@ -19,6 +19,7 @@ import pytest
 from fix_db import Database
 from fix_project import Project, job_toml
 
+from catchup.claims import batch as batch_module
 from catchup.config.loading import Config, make_job
 from catchup.ledger import FinishFields, Ledger, Many
 from catchup.postgres import database as db
@@ -449,16 +450,21 @@ def _replay_again_expecting(project: Project, code: int) -> None:
 
 
 def test_a_caller_that_fails_mid_batch_strands_nothing(
-    database: Database, schema: str, sql: Any
+    database: Database, schema: str, sql: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The callback told of each outcome fails (its output went away, say) while a batch of
     keys runs: the failure reaches the caller, and nothing is left running: what ran is
     recorded, what was claimed and not started is given back (no failure counted)."""
     keys = [f"t{n:03}" for n in range(40)]
+    # A batch is sized from how long its first period took: under CI's load a 70 ms stall of
+    # that 1 ms call sized the next batch at 7, which ended as the 8th outcome was told, and
+    # nothing waited (the flake of 2026-12-08, made again by sleeping 70 ms there). Sized for
+    # a quarter of the lease instead, the batch holds the rest unless that call stalled 1.6 s.
+    monkeypatch.setattr(batch_module, "BATCH_SECONDS", 15.0)
 
     def call(ctx: Any) -> None:
         # the first keys are quick (so the rest are claimed in a batch), the rest slow enough
-        # that the caller fails while most of that batch waits, whatever this machine's load
+        # that the caller fails while most of that batch waits
         time.sleep(0.2 if ctx.key >= "t010" else 0.001)
 
     job = make_job("invoice", "daily", "2026-10-01", call=call, keys=keys)
