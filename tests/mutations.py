@@ -1707,6 +1707,14 @@ MUTATIONS = (
         ),
     ),
     Mutation(
+        "prejudged-other-periods-taken",
+        "a judgement of a first read made for other periods than the scan's is not taken",
+        "catchup/scan/prejudge.py",
+        "        if done is None or self._periods[name] != tuple(periods):\n",
+        "        if done is None:\n",
+        ("tests/integration/test_prejudge.py::test_a_judgement_of_other_periods_is_not_taken",),
+    ),
+    Mutation(
         "prejudged-tick-window-unjudged",
         "a tick's first read of a job's keys is judged for its catchup_window, as it scans",
         "catchup/replay/runs.py",

@@ -324,7 +324,7 @@ def prejudge_first_keys(
     if read is None or len(los) > PREJUDGED_MOST or read[1][0] == 0:
         return None
     text = lines(t for t in texts if t)
-    return Prejudged(job_id, tuple(periods), start, read[0], read[2], read[1], seeds, text, los)
+    return Prejudged(job_id, start, read[0], read[2], read[1], seeds, text, los)
 
 
 def _judged_rows(

@@ -420,7 +420,7 @@ def window_keys(
         until = periods[-1][1]
         if settle and _settles(horizon, periods):
             judged = prejudged(periods) if prejudged is not None and horizon is None else None
-            if _settled_as_judged(ledger, job_id, sig, state, judged, periods) or (
+            if _settled_as_judged(ledger, job_id, sig, state, judged) or (
                 ledger.settle_complete_keys(job_id, sig, (state, horizon), periods)
             ):
                 horizon = ledger.key_horizon(job_id)
@@ -435,15 +435,14 @@ def _settled_as_judged(
     signature: str,
     state: tuple[str, int] | None,
     judged: Prejudged | None,
-    periods: list[tuple[datetime, datetime]],
 ) -> bool:
     """What a first read's keys were judged beside it written (Ledger.settle_prejudged), when
-    it judged them for these periods, under the scan state read now, of these schedules (or
-    of none: a state a removal made holds no scan's ranges)."""
+    it judged them under the scan state read now, of these schedules (or of none: a state a
+    removal made holds no scan's ranges). A judgement is of the scan's periods, or none is
+    taken (Prejudging.take)."""
     return (
         judged is not None
         and judged.job_id == job_id
-        and judged.periods == tuple(periods)
         and judged.state == state
         and (state is None or state[0] in ("", signature))  # ("": a removal's, no ranges)
         and ledger.settle_prejudged(signature, judged)

@@ -156,15 +156,15 @@ def keys_failed(targets: list[ScanTarget]) -> tuple[KeysFailure, ...]:
 
 @dataclass(frozen=True, repr=False)
 class Prejudged:
-    """What settle_complete_keys would write of a first read's keys on the first scan of
-    ``periods`` after it, judged before they were recorded (:func:`prejudge_first_keys`): the
-    keys to write, in key order, as one text (a line a key: 200,000 keys cost their characters,
-    not 200,000 objects) and what of each (``los``: the start its range follows from, one
-    object each; None, cut), where the horizon moves, and what applying it checks (the keys'
-    ``digest`` under ``seeds``, with their dates; the scan ``state`` it read: None, none)."""
+    """What settle_complete_keys would write of a first read's keys on the first scan after it
+    (of the periods it was judged for: :class:`~catchup.scan.prejudge.Prejudging`), judged
+    before they were recorded (:func:`prejudge_first_keys`): the keys to write, in key order,
+    as one text (a line a key: 200,000 keys cost their characters, not 200,000 objects) and
+    what of each (``los``: the start its range follows from, one object each; None, cut),
+    where the horizon moves, and what applying it checks (the keys' ``digest`` under
+    ``seeds``, with their dates; the scan ``state`` it read: None, none)."""
 
     job_id: int
-    periods: tuple[tuple[datetime, datetime], ...]
     start: datetime
     horizon: datetime
     state: tuple[str, int] | None

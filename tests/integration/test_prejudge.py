@@ -236,6 +236,30 @@ def test_a_judgement_that_does_not_hold_leaves_the_scan_to_settle_the_keys(
     assert ("t04", "missing", start) in again[1]
 
 
+def test_a_judgement_of_other_periods_is_not_taken(
+    database: Database, schema: str, sql: Any, settles: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A first read judged for a window from the job's second day, where the scan's is from
+    its first: the judgement is not taken (t03, complete from the second day, would follow
+    the horizon past its missing first day), and the scan settles the keys itself, finding
+    t03's hole."""
+    start, _, job = undated(sql, schema, KEYS)
+    with Catchup(jobs=[job], dsn=database.conninfo, schema=schema) as app:
+        assert app.replay(since=f"{start:%Y-%m-%d}").totals["failed"] == 0
+        sql("DELETE FROM {schema}.runs WHERE key = 't03' AND period_start = %s", [start])
+        judge = prejudge.start
+
+        def from_the_second_day(*args: Any) -> prejudge.Prejudging | None:
+            session, jobs, _, until, now, scanned_from = args
+            return judge(session, jobs, start + DAY, until, now, scanned_from)
+
+        monkeypatch.setattr(prejudge, "start", from_the_second_day)
+        settles.clear()
+        _, found = first_scan(app, sql)
+        assert settles == ["settled"]
+    assert ("t03", "missing", start) in found
+
+
 def undated(sql: Any, schema: str, keys: list[str]) -> tuple[datetime, str, Job]:
     """``keys`` as tenants without a date: the job's start a week ago, its keys query, it."""
     start = today(sql) - timedelta(days=7)
